@@ -1,0 +1,30 @@
+# The two commands of the README: `make demo` (the main job) and `make test`.
+# Each creates .venv and installs the project into it when needed.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+JOBS   ?= 2
+
+.PHONY: demo test bench synth clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,synth]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/rnic dissect sim/samples/sample.pcap
+
+test: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -q
+
+bench: $(STAMP)
+	$(VENV)/bin/rnic bench model
+
+synth: $(STAMP)
+	$(PY) scripts/synth_report.py
+
+clean:
+	rm -rf $(VENV) sim_build build .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Board top levels and platform glue (amaranth-boards platforms)."""

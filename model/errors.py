@@ -1,0 +1,168 @@
+"""Error types shared by every layer of the model.
+
+Two kinds of error live here:
+
+* Python exceptions for malformed input to a codec or a bad argument from a
+  caller (`DecodeError`, `ChecksumError`, `EncodeError`).  Every decoder raises
+  only these on bad bytes: never IndexError, struct.error or a silent
+  truncation.
+* Protocol error identities that travel on the wire or are reported to the
+  ULP: the DDP error numbers of RFC 5041 7.2 and the RDMAP Terminate error
+  codes of RFC 5040 7.2 / RFC 6581 8, as (layer, type, code) triples.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+from typing import NamedTuple
+
+
+class RnicError(Exception):
+    """Base of every exception the model raises on purpose."""
+
+
+class DecodeError(RnicError, ValueError):
+    """Bytes that do not form a valid structure of `layer`.
+
+    `offset` is the byte offset in the decoder's input where the problem was
+    found, when there is one.
+    """
+
+    def __init__(self, layer: str, message: str, offset: int | None = None):
+        self.layer = layer
+        self.message = message
+        self.offset = offset
+        where = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"{layer}: {message}{where}")
+
+
+class ChecksumError(DecodeError):
+    """A checksum (SCTP CRC32c, IPv4 or UDP) that does not match the bytes."""
+
+    def __init__(self, layer: str, expected: int, received: int):
+        self.expected = expected
+        self.received = received
+        super().__init__(
+            layer, f"checksum mismatch: computed 0x{expected:08x}, received 0x{received:08x}"
+        )
+
+
+class EncodeError(RnicError, ValueError):
+    """Field values that cannot be put on the wire (out of range, too long)."""
+
+
+def need(data: bytes | memoryview, length: int, layer: str, what: str, offset: int = 0) -> None:
+    """Raise DecodeError unless `data[offset:]` holds at least `length` bytes."""
+    if len(data) - offset < length:
+        raise DecodeError(
+            layer, f"{what} needs {length} bytes, only {max(len(data) - offset, 0)} left", offset
+        )
+
+
+def check_field(value: int, bits: int, name: str) -> int:
+    """Raise EncodeError unless `value` fits an unsigned field of `bits` bits."""
+    if not isinstance(value, int):
+        raise EncodeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value < (1 << bits):
+        raise EncodeError(f"{name}={value} does not fit in {bits} bits")
+    return value
+
+
+class TerminateLayer(IntEnum):
+    """Layer nibble of the RDMAP Terminate Control field (RFC 5040 6.10)."""
+
+    RDMAP = 0
+    DDP = 1
+    LLP = 2
+
+
+class ErrorNumber(NamedTuple):
+    """A (layer, error type, error code) triple as carried by a Terminate."""
+
+    layer: TerminateLayer
+    etype: int
+    code: int
+
+
+class DdpError(Enum):
+    """DDP error numbers, RFC 5041 7.2 (type, code), in the order of the checks of 7.1."""
+
+    LOCAL_CATASTROPHIC = (0x0, 0x00)
+    # Type 1: Tagged Buffer Error
+    INVALID_STAG = (0x1, 0x00)
+    BASE_OR_BOUNDS = (0x1, 0x01)
+    STAG_NOT_ASSOCIATED = (0x1, 0x02)
+    TO_WRAP = (0x1, 0x03)
+    TAGGED_INVALID_VERSION = (0x1, 0x04)
+    # Type 2: Untagged Buffer Error
+    INVALID_QN = (0x2, 0x01)
+    NO_BUFFER = (0x2, 0x02)
+    MSN_RANGE = (0x2, 0x03)
+    INVALID_MO = (0x2, 0x04)
+    MESSAGE_TOO_LONG = (0x2, 0x05)
+    UNTAGGED_INVALID_VERSION = (0x2, 0x06)
+
+    @property
+    def etype(self) -> int:
+        return self.value[0]
+
+    @property
+    def code(self) -> int:
+        return self.value[1]
+
+    @property
+    def number(self) -> ErrorNumber:
+        return ErrorNumber(TerminateLayer.DDP, self.etype, self.code)
+
+
+class RdmapError(Enum):
+    """RDMAP-layer Terminate error numbers, RFC 5040 7.2 (type, code)."""
+
+    LOCAL_CATASTROPHIC = (0x0, 0x00)
+    # EType 1: Remote Protection Error
+    INVALID_STAG = (0x1, 0x00)
+    BASE_OR_BOUNDS = (0x1, 0x01)
+    ACCESS_RIGHTS = (0x1, 0x02)
+    STAG_NOT_ASSOCIATED = (0x1, 0x03)
+    TO_WRAP = (0x1, 0x04)
+    PROTECTION_STAG_NOT_INVALIDATED = (0x1, 0x09)
+    PROTECTION_UNSPECIFIED = (0x1, 0xFF)
+    # EType 2: Remote Operation Error
+    INVALID_VERSION = (0x2, 0x05)
+    UNEXPECTED_OPCODE = (0x2, 0x06)
+    CATASTROPHIC_STREAM = (0x2, 0x07)
+    CATASTROPHIC_GLOBAL = (0x2, 0x08)
+    OPERATION_STAG_NOT_INVALIDATED = (0x2, 0x09)
+    OPERATION_UNSPECIFIED = (0x2, 0xFF)
+
+    @property
+    def etype(self) -> int:
+        return self.value[0]
+
+    @property
+    def code(self) -> int:
+        return self.value[1]
+
+    @property
+    def number(self) -> ErrorNumber:
+        return ErrorNumber(TerminateLayer.RDMAP, self.etype, self.code)
+
+
+class LlpError(Enum):
+    """LLP-layer Terminate error numbers added by RFC 6581 8 (layer 2, type 0)."""
+
+    LOCAL_CATASTROPHIC = (0x0, 0x05)
+    INSUFFICIENT_IRD = (0x0, 0x06)
+    NO_MATCHING_RTR = (0x0, 0x07)
+
+    @property
+    def etype(self) -> int:
+        return self.value[0]
+
+    @property
+    def code(self) -> int:
+        return self.value[1]
+
+    @property
+    def number(self) -> ErrorNumber:
+        return ErrorNumber(TerminateLayer.LLP, self.etype, self.code)
