@@ -1,0 +1,62 @@
+"""Checksums used on the wire: CRC32c for SCTP and the Internet checksum.
+
+* CRC32c (Castagnoli), RFC 4960 6.8 and Appendix B, with the test vectors of
+  RFC 3720 B.4.  The SCTP checksum field holds the CRC least-significant byte
+  first (RFC 4960 Appendix B: the CRC 0x8A9136AA goes on the wire as
+  AA 36 91 8A).
+* The Internet checksum of RFC 1071, used by the IPv4 header (RFC 791) and by
+  UDP (RFC 768) for SCTP over UDP (RFC 6951).
+"""
+
+from __future__ import annotations
+
+import crc32c as _crc32c
+
+from model.errors import DecodeError
+
+SCTP_CHECKSUM_OFFSET = 8
+"""Byte offset of the checksum field in the SCTP common header (RFC 4960 3.1)."""
+
+
+def crc32c(data: bytes, value: int = 0) -> int:
+    """CRC32c of `data`, continuing from a previous result `value` (0 to start)."""
+    return _crc32c.crc32c(bytes(data), value)
+
+
+def sctp_checksum(packet: bytes) -> int:
+    """CRC32c of an SCTP packet with its checksum field taken as zero (RFC 4960 6.8).
+
+    `packet` is the whole SCTP packet (common header and chunks); the four bytes
+    at offset 8 are ignored whatever they hold.
+    """
+    if len(packet) < SCTP_CHECKSUM_OFFSET + 4:
+        raise DecodeError("sctp", f"packet of {len(packet)} bytes has no checksum field")
+    value = crc32c(packet[:SCTP_CHECKSUM_OFFSET])
+    value = crc32c(b"\x00\x00\x00\x00", value)
+    return crc32c(packet[SCTP_CHECKSUM_OFFSET + 4 :], value)
+
+
+def sctp_checksum_to_bytes(crc: int) -> bytes:
+    """The four checksum-field bytes for CRC value `crc`: least-significant byte first (RFC 4960 B)."""
+    return (crc & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def sctp_checksum_from_bytes(field: bytes) -> int:
+    """The CRC value held by the four checksum-field bytes (inverse of `sctp_checksum_to_bytes`)."""
+    if len(field) != 4:
+        raise DecodeError("sctp", f"checksum field must be 4 bytes, got {len(field)}")
+    return int.from_bytes(field, "little")
+
+
+def internet_checksum(data: bytes) -> int:
+    """RFC 1071 checksum: one's complement of the one's complement sum of 16-bit words.
+
+    An odd trailing byte is padded with a zero byte.  Summing a block that
+    already holds its correct checksum gives 0.
+    """
+    if len(data) % 2:
+        data = bytes(data) + b"\x00"
+    total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
