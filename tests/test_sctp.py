@@ -487,3 +487,33 @@ def test_mutated_packets_raise_only_decode_error(packet: SctpPacket, data: st.Da
         SctpPacket.decode(_with_crc(bytes(wire)))
     except DecodeError:
         pass
+
+
+def test_rfc4960_3_3_10_error_cause_vector() -> None:
+    """RFC 4960 3.3.10: cause code, cause length (unpadded), cause-specific information, padded."""
+    cause = ErrorCause(ErrorCauseCode.INVALID_STREAM_IDENTIFIER, h("0007 0000"))
+    assert cause.encode() == h("00010008 00070000")
+    assert ErrorCause.decode(cause.encode()) == cause
+    assert ErrorCause(ErrorCauseCode.NO_USER_DATA, b"\x01").encode() == h("00090005 01000000")
+    with pytest.raises(DecodeError):
+        ErrorCause.decode(h("00010008 0007"))
+
+
+def test_typed_parameter_decode_checks_class() -> None:
+    with pytest.raises(DecodeError):
+        StateCookieParameter.decode(AdaptationLayerIndication().encode())
+    assert AdaptationLayerIndication.decode(h("c0060008 00000001")) == AdaptationLayerIndication(1)
+
+
+@given(st.binary(max_size=40))
+def test_random_parameter_and_cause_bytes_raise_only_decode_error(data: bytes) -> None:
+    for decoder in (ParameterBase.decode, ErrorCause.decode):
+        try:
+            decoder(data).encode()
+        except DecodeError:
+            pass
+
+
+@given(parameters)
+def test_parameter_round_trip(parameter: ParameterBase) -> None:
+    assert ParameterBase.decode(parameter.encode()) == parameter
