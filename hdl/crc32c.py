@@ -110,8 +110,9 @@ class Crc32c(wiring.Component):
         writes it. To check a received packet, zero the field on the way in
         and compare the stored field with this value.
 
-    Latency: :attr:`latency` cycles from the transfer of a packet's last beat
-    to ``crc.valid`` (when the FIFO is empty): ``3 + log2(W / block_bytes) + log2(W)``.
+    Latency: a last beat transferred on clock edge ``t`` has its CRC
+    transferred on ``crc`` at edge ``t + latency`` when ``crc.ready`` is high,
+    ``latency = 4 + log2(W / block_bytes) + log2(W)`` (6 at W=4, 12 at W=32).
     Throughput: one beat per cycle while ``crc.ready`` keeps up (always true
     when ``crc.ready`` is held high); back-to-back packets need no gap.
     """
@@ -140,8 +141,8 @@ class Crc32c(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """Cycles from a last beat's transfer on ``sink`` to its result's ``crc.valid``."""
-        return self._stages + 1
+        """Clock edges from a last beat's transfer on ``sink`` to its result's transfer on ``crc``."""
+        return self._stages + 2
 
     def elaborate(self, platform):
         m = Module()
@@ -155,13 +156,15 @@ class Crc32c(wiring.Component):
         accepted = self.sink.valid & self.sink.ready
 
         # Stage 1: masked lanes -> per-block partial CRCs; position of the last valid lane.
-        lanes = [Mux(payload.keep[lane], payload.data.word_select(lane, 8), 0) for lane in range(width)]
+        masked = Signal(8 * width)  # a signal, so that the XOR trees share one mask per bit
+        m.d.comb += masked.eq(Cat(
+            Mux(payload.keep[lane], payload.data.word_select(lane, 8), 0) for lane in range(width)))
         block_map = _columns(
             lambda bits: crc_register_after_bytes(0, bits.to_bytes(block, "little")), 8 * block)
         partials = []
         for index in range(width // block):
             partial = Signal(_CRC_BITS, name=f"partial_{index}")
-            m.d.sync += partial.eq(_multiply(block_map, Cat(*lanes[index * block:(index + 1) * block])))
+            m.d.sync += partial.eq(_multiply(block_map, masked.word_select(index, 8 * block)))
             partials.append(partial)
 
         # keep is a thermometer code: lane i is the last valid one iff keep[i] and not keep[i+1].

@@ -1,0 +1,227 @@
+"""Run a cocotb test module against an Amaranth design under Verilator.
+
+:func:`run_cocotb` converts the design to Verilog, builds it with Verilator
+into ``sim_build/<toplevel>-<hash>/`` (the hash covers the Verilog, the build
+options and the Verilator version, so a build is reused until the design
+changes; a file lock makes concurrent pytest-xdist workers safe), runs the
+test module in a fresh run directory and raises :class:`SimulationFailed`
+unless the results file lists at least one test and no failure.
+
+Test parameters reach the cocotb module as JSON in the environment; the
+testbench reads them with :func:`test_parameters`. Waveforms: ``WAVES=1`` in
+the environment (or ``waves=True``) builds with tracing and writes
+``dump.vcd`` into the run directory, which is then kept and reported.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree
+
+from amaranth.back import verilog
+from amaranth.hdl import Elaboratable
+
+from .toolchain import setup_verilator, verilator_make_flags
+
+__all__ = ["SimulationResult", "SimulationFailed", "run_cocotb", "test_parameters", "default_build_root"]
+
+PARAMETERS_VARIABLE = "RNIC_TB_PARAMETERS"
+
+# Amaranth's Verilog is lint-clean enough; style warnings must not stop a build.
+_VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0")
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    tests: int
+    failures: int
+    build_dir: Path
+    rebuilt: bool
+    build_seconds: float
+    test_seconds: float
+    waves_file: Path | None  # dump.vcd when waves were on (its run directory is kept)
+
+
+class SimulationFailed(AssertionError):
+    """A cocotb test failed, or the simulation ended without a results file."""
+
+
+def default_build_root() -> Path:
+    """``$RNIC_SIM_BUILD`` or ``sim_build/`` at the repository root."""
+    configured = os.environ.get("RNIC_SIM_BUILD")
+    if configured:
+        return Path(configured).resolve()
+    return Path(__file__).resolve().parent.parent / "sim_build"
+
+
+def test_parameters() -> dict:
+    """Inside a cocotb test: the ``parameters`` given to :func:`run_cocotb`."""
+    return json.loads(os.environ.get(PARAMETERS_VARIABLE, "{}"))
+
+
+test_parameters.__test__ = False  # not a pytest test, despite the name
+
+
+def _waves_requested(waves: bool | None) -> bool:
+    if waves is not None:
+        return waves
+    return os.environ.get("WAVES", "0").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _verilator_version(executable: Path) -> str:
+    return subprocess.run([str(executable), "--version"], capture_output=True, text=True, check=True).stdout
+
+
+def _read_results(results_file: Path) -> tuple[int, list[str]]:
+    tests, failed = 0, []
+    root = ElementTree.parse(results_file).getroot()
+    for case in root.iter("testcase"):
+        tests += 1
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed.append(case.get("name", "?"))
+    return tests, failed
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+# Verilator's and cocotb's runtime objects are the same for every design: compiling
+# them takes ~10 s per build, so they are compiled once and copied into new builds
+# (older mtimes than nothing they depend on, so make leaves them alone).
+def _runtime_objects(build_dir: Path) -> list[Path]:
+    return [path for path in build_dir.glob("*.o") if not path.name.startswith("Vtop")]
+
+
+def _restore_runtime_objects(runtime: Path, build_dir: Path) -> None:
+    with _locked(runtime.with_suffix(".lock")):
+        if (runtime / ".complete").exists():
+            for path in _runtime_objects(runtime):
+                shutil.copy2(path, build_dir / path.name)
+
+
+def _save_runtime_objects(build_dir: Path, runtime: Path) -> None:
+    with _locked(runtime.with_suffix(".lock")):
+        if not (runtime / ".complete").exists():
+            runtime.mkdir(exist_ok=True)
+            for path in _runtime_objects(build_dir):
+                shutil.copy2(path, runtime / path.name)
+            (runtime / ".complete").touch()
+
+
+def run_cocotb(
+    design: Elaboratable,
+    *,
+    test_module: str,
+    toplevel: str = "top",
+    ports: Sequence | None = None,
+    parameters: Mapping[str, object] | None = None,
+    testcase: str | Sequence[str] | None = None,
+    seed: int | None = None,
+    waves: bool | None = None,
+    build_root: Path | None = None,
+    verilator_args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+) -> SimulationResult:
+    """Build ``design`` with Verilator (reused when unchanged) and run the cocotb ``test_module`` on it.
+
+    ``ports`` is needed only for a plain Elaboratable (a ``wiring.Component``
+    knows its own). ``parameters`` must be JSON-serialisable. Raises
+    :class:`SimulationFailed` when a test fails or no test ran.
+    """
+    from cocotb_tools.runner import get_runner
+
+    executable = setup_verilator()
+    waves = _waves_requested(waves)
+    source = verilog.convert(design, name=toplevel, ports=ports, emit_src=False)
+    build_args = [*_VERILATOR_ARGS, *verilator_args]
+    runtime_key = "\0".join([_verilator_version(executable), str(executable), f"waves={waves}"])
+    key = hashlib.sha256("\0".join([source, runtime_key, repr(build_args)]).encode()).hexdigest()[:16]
+
+    build_root = (build_root or default_build_root()).resolve()
+    build_root.mkdir(parents=True, exist_ok=True)
+    build_dir = build_root / f"{toplevel}-{key}"
+    built_marker = build_dir / ".built"
+
+    runner = get_runner("verilator")
+    rebuilt = False
+    started = time.monotonic()
+    with _locked(build_root / f"{toplevel}-{key}.lock"):
+        if not built_marker.exists():
+            shutil.rmtree(build_dir, ignore_errors=True)
+            build_dir.mkdir(parents=True)
+            source_file = build_dir / f"{toplevel}.v"
+            source_file.write_text(source)
+            runtime = build_root / f"verilator-runtime-{hashlib.sha256(runtime_key.encode()).hexdigest()[:16]}"
+            _restore_runtime_objects(runtime, build_dir)
+            previous_makeflags = os.environ.get("MAKEFLAGS")
+            os.environ["MAKEFLAGS"] = " ".join(filter(None, [previous_makeflags, verilator_make_flags()]))
+            try:
+                runner.build(
+                    sources=[source_file],
+                    hdl_toplevel=toplevel,
+                    build_dir=build_dir,
+                    build_args=build_args,
+                    timescale=("1ns", "1ps"),
+                    waves=waves,
+                    always=True,
+                    log_file=build_dir / "build.log",
+                )
+            except RuntimeError as error:
+                raise SimulationFailed(f"Verilator build of {toplevel} failed: see {build_dir / 'build.log'}") from error
+            finally:
+                if previous_makeflags is None:
+                    del os.environ["MAKEFLAGS"]
+                else:
+                    os.environ["MAKEFLAGS"] = previous_makeflags
+            _save_runtime_objects(build_dir, runtime)
+            built_marker.touch()
+            rebuilt = True
+    build_seconds = time.monotonic() - started
+
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=build_dir))
+    results_file = run_dir / "results.xml"
+    env = {PARAMETERS_VARIABLE: json.dumps(dict(parameters or {}))}
+    env.update(extra_env or {})
+    started = time.monotonic()
+    try:
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=toplevel,
+            hdl_toplevel_lang="verilog",
+            build_dir=build_dir,
+            test_dir=run_dir,
+            testcase=testcase,
+            seed=seed,
+            waves=waves,
+            results_xml=str(results_file),
+            extra_env=env,
+        )
+    except SystemExit:
+        pass  # the cocotb runner exits on failures under pytest; the results file tells
+    test_seconds = time.monotonic() - started
+
+    if not results_file.is_file():
+        raise SimulationFailed(f"simulation of {toplevel} ended without results (run dir {run_dir})")
+    tests, failed = _read_results(results_file)
+    if tests == 0 or failed:
+        raise SimulationFailed(
+            f"{len(failed)} of {tests} cocotb tests failed in {test_module}: {', '.join(failed) or 'none ran'} "
+            f"(run dir {run_dir})")
+    waves_file = run_dir / "dump.vcd" if waves else None
+    if not waves:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return SimulationResult(
+        tests=tests, failures=0, build_dir=build_dir, rebuilt=rebuilt, build_seconds=build_seconds, test_seconds=test_seconds, waves_file=waves_file)

