@@ -163,30 +163,49 @@ class MemoryTable:
 
 
 class SparseMemory:
-    """Byte-addressable host memory with no preset size and a write log."""
+    """Byte-addressable host memory with no preset size and a write log.
+
+    Stored as 4 KiB pages created on first write, so a megabyte message
+    costs a few hundred slice copies rather than a dict entry per byte.
+    """
+
+    PAGE = 4096
 
     def __init__(self, fill: int = 0) -> None:
         if not 0 <= fill <= 0xFF:
             raise EncodeError("fill must be a byte value")
         self.fill = fill
-        self._bytes: dict[int, int] = {}
+        self._pages: dict[int, bytearray] = {}
         self.writes: list[tuple[int, int]] = []
         """Every write as (address, length), in order."""
 
     def write(self, address: int, data: bytes) -> None:
         if address < 0:
             raise EncodeError("negative host address")
-        data = bytes(data)
-        for index, byte in enumerate(data):
-            self._bytes[address + index] = byte
-        self.writes.append((address, len(data)))
+        view = memoryview(bytes(data))
+        self.writes.append((address, len(view)))
+        offset = 0
+        while offset < len(view):
+            page_number, start = divmod(address + offset, self.PAGE)
+            page = self._pages.get(page_number)
+            if page is None:
+                page = self._pages[page_number] = bytearray([self.fill]) * self.PAGE
+            count = min(self.PAGE - start, len(view) - offset)
+            page[start : start + count] = view[offset : offset + count]
+            offset += count
 
     def read(self, address: int, length: int) -> bytes:
         if address < 0 or length < 0:
             raise EncodeError("negative host address or length")
-        get = self._bytes.get
-        fill = self.fill
-        return bytes(get(address + index, fill) for index in range(length))
+        out = bytearray()
+        offset = 0
+        while offset < length:
+            page_number, start = divmod(address + offset, self.PAGE)
+            count = min(self.PAGE - start, length - offset)
+            page = self._pages.get(page_number)
+            out += page[start : start + count] if page is not None else bytes([self.fill]) * count
+            offset += count
+        return bytes(out)
 
     def written_outside(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """The logged writes not wholly inside one of `ranges` (address, length)."""
