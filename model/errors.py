@@ -84,85 +84,68 @@ class ErrorNumber(NamedTuple):
     code: int
 
 
-class DdpError(Enum):
+class _ErrorTable(Enum):
+    """An RFC error table: each member's value is its `ErrorNumber`."""
+
+    @property
+    def etype(self) -> int:
+        return self.value.etype
+
+    @property
+    def code(self) -> int:
+        return self.value.code
+
+    @property
+    def number(self) -> ErrorNumber:
+        return self.value
+
+
+_DDP, _RDMAP, _LLP = TerminateLayer.DDP, TerminateLayer.RDMAP, TerminateLayer.LLP
+
+
+class DdpError(_ErrorTable):
     """DDP error numbers, RFC 5041 7.2 (type, code), in the order of the checks of 7.1."""
 
-    LOCAL_CATASTROPHIC = (0x0, 0x00)
+    LOCAL_CATASTROPHIC = ErrorNumber(_DDP, 0x0, 0x00)
     # Type 1: Tagged Buffer Error
-    INVALID_STAG = (0x1, 0x00)
-    BASE_OR_BOUNDS = (0x1, 0x01)
-    STAG_NOT_ASSOCIATED = (0x1, 0x02)
-    TO_WRAP = (0x1, 0x03)
-    TAGGED_INVALID_VERSION = (0x1, 0x04)
+    INVALID_STAG = ErrorNumber(_DDP, 0x1, 0x00)
+    BASE_OR_BOUNDS = ErrorNumber(_DDP, 0x1, 0x01)
+    STAG_NOT_ASSOCIATED = ErrorNumber(_DDP, 0x1, 0x02)
+    TO_WRAP = ErrorNumber(_DDP, 0x1, 0x03)
+    TAGGED_INVALID_VERSION = ErrorNumber(_DDP, 0x1, 0x04)
     # Type 2: Untagged Buffer Error
-    INVALID_QN = (0x2, 0x01)
-    NO_BUFFER = (0x2, 0x02)
-    MSN_RANGE = (0x2, 0x03)
-    INVALID_MO = (0x2, 0x04)
-    MESSAGE_TOO_LONG = (0x2, 0x05)
-    UNTAGGED_INVALID_VERSION = (0x2, 0x06)
-
-    @property
-    def etype(self) -> int:
-        return self.value[0]
-
-    @property
-    def code(self) -> int:
-        return self.value[1]
-
-    @property
-    def number(self) -> ErrorNumber:
-        return ErrorNumber(TerminateLayer.DDP, self.etype, self.code)
+    INVALID_QN = ErrorNumber(_DDP, 0x2, 0x01)
+    NO_BUFFER = ErrorNumber(_DDP, 0x2, 0x02)
+    MSN_RANGE = ErrorNumber(_DDP, 0x2, 0x03)
+    INVALID_MO = ErrorNumber(_DDP, 0x2, 0x04)
+    MESSAGE_TOO_LONG = ErrorNumber(_DDP, 0x2, 0x05)
+    UNTAGGED_INVALID_VERSION = ErrorNumber(_DDP, 0x2, 0x06)
 
 
-class RdmapError(Enum):
+class RdmapError(_ErrorTable):
     """RDMAP-layer Terminate error numbers, RFC 5040 7.2 (type, code)."""
 
-    LOCAL_CATASTROPHIC = (0x0, 0x00)
+    LOCAL_CATASTROPHIC = ErrorNumber(_RDMAP, 0x0, 0x00)
     # EType 1: Remote Protection Error
-    INVALID_STAG = (0x1, 0x00)
-    BASE_OR_BOUNDS = (0x1, 0x01)
-    ACCESS_RIGHTS = (0x1, 0x02)
-    STAG_NOT_ASSOCIATED = (0x1, 0x03)
-    TO_WRAP = (0x1, 0x04)
-    PROTECTION_STAG_NOT_INVALIDATED = (0x1, 0x09)
-    PROTECTION_UNSPECIFIED = (0x1, 0xFF)
+    INVALID_STAG = ErrorNumber(_RDMAP, 0x1, 0x00)
+    BASE_OR_BOUNDS = ErrorNumber(_RDMAP, 0x1, 0x01)
+    ACCESS_RIGHTS = ErrorNumber(_RDMAP, 0x1, 0x02)
+    STAG_NOT_ASSOCIATED = ErrorNumber(_RDMAP, 0x1, 0x03)
+    TO_WRAP = ErrorNumber(_RDMAP, 0x1, 0x04)
+    PROTECTION_STAG_NOT_INVALIDATED = ErrorNumber(_RDMAP, 0x1, 0x09)
+    PROTECTION_UNSPECIFIED = ErrorNumber(_RDMAP, 0x1, 0xFF)
     # EType 2: Remote Operation Error
-    INVALID_VERSION = (0x2, 0x05)
-    UNEXPECTED_OPCODE = (0x2, 0x06)
-    CATASTROPHIC_STREAM = (0x2, 0x07)
-    CATASTROPHIC_GLOBAL = (0x2, 0x08)
-    OPERATION_STAG_NOT_INVALIDATED = (0x2, 0x09)
-    OPERATION_UNSPECIFIED = (0x2, 0xFF)
-
-    @property
-    def etype(self) -> int:
-        return self.value[0]
-
-    @property
-    def code(self) -> int:
-        return self.value[1]
-
-    @property
-    def number(self) -> ErrorNumber:
-        return ErrorNumber(TerminateLayer.RDMAP, self.etype, self.code)
+    INVALID_VERSION = ErrorNumber(_RDMAP, 0x2, 0x05)
+    UNEXPECTED_OPCODE = ErrorNumber(_RDMAP, 0x2, 0x06)
+    CATASTROPHIC_STREAM = ErrorNumber(_RDMAP, 0x2, 0x07)
+    CATASTROPHIC_GLOBAL = ErrorNumber(_RDMAP, 0x2, 0x08)
+    OPERATION_STAG_NOT_INVALIDATED = ErrorNumber(_RDMAP, 0x2, 0x09)
+    OPERATION_UNSPECIFIED = ErrorNumber(_RDMAP, 0x2, 0xFF)
 
 
-class LlpError(Enum):
+class LlpError(_ErrorTable):
     """LLP-layer Terminate error numbers added by RFC 6581 8 (layer 2, type 0)."""
 
-    LOCAL_CATASTROPHIC = (0x0, 0x05)
-    INSUFFICIENT_IRD = (0x0, 0x06)
-    NO_MATCHING_RTR = (0x0, 0x07)
-
-    @property
-    def etype(self) -> int:
-        return self.value[0]
-
-    @property
-    def code(self) -> int:
-        return self.value[1]
-
-    @property
-    def number(self) -> ErrorNumber:
-        return ErrorNumber(TerminateLayer.LLP, self.etype, self.code)
+    LOCAL_CATASTROPHIC = ErrorNumber(_LLP, 0x0, 0x05)
+    INSUFFICIENT_IRD = ErrorNumber(_LLP, 0x0, 0x06)
+    NO_MATCHING_RTR = ErrorNumber(_LLP, 0x0, 0x07)
