@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from model.ddp import DdpHeader, decode_header
-from model.errors import DecodeError, EncodeError, TerminateLayer, check_field, need
+from model.errors import DecodeError, EncodeError, RdmapError, TerminateLayer, check_field, need
+from model.memory import Access
 
 LAYER = "RDMAP"
 
@@ -154,6 +155,32 @@ def rdmap_control_of(header: DdpHeader) -> RdmapControl:
 def invalidate_stag_of(header: DdpHeader) -> int:
     """The Invalidate STag field of an untagged header (RFC 5040 4.1); 0 for tagged."""
     return 0 if header.tagged else header.rsvd_ulp & 0xFFFFFFFF
+
+
+def header_error(header: DdpHeader) -> RdmapError | None:
+    """RFC 5040 4.1/4.2 checks of the RDMAP control field that need no stream state.
+
+    RV must be 1 (-> Remote Operation Error 0x05); the opcode must be defined,
+    use its own DDP buffer model and, untagged, its own queue (-> 0x06).
+    """
+    control = rdmap_control_of(header)
+    if control.rv != RDMAP_VERSION:
+        return RdmapError.INVALID_VERSION
+    opcode = control.known_opcode
+    if opcode is None or opcode.tagged != header.tagged:
+        return RdmapError.UNEXPECTED_OPCODE
+    if not header.tagged and header.qn != opcode.queue_number:
+        return RdmapError.UNEXPECTED_OPCODE
+    return None
+
+
+def placement_access(header: DdpHeader) -> Access:
+    """The right a tagged segment needs on its STag: RDMA Write places into an
+    advertised buffer (REMOTE_WRITE), a Read Response into the requester's own
+    local buffer (LOCAL_WRITE), RFC 5040 5.1, 5.2."""
+    if rdmap_control_of(header).opcode == Opcode.RDMA_READ_RESPONSE:
+        return Access.LOCAL_WRITE
+    return Access.REMOTE_WRITE
 
 
 _READ_REQUEST = struct.Struct("!IQIIQ")

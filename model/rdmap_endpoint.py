@@ -55,8 +55,9 @@ from model.rdmap import (
     READ_REQUEST_LENGTH,
     Opcode,
     QueueNumber,
-    RDMAP_VERSION,
     ReadRequest,
+    header_error,
+    placement_access,
     Terminate,
     invalidate_stag_of,
     rdmap_control_of,
@@ -180,7 +181,7 @@ class RdmapEndpoint:
             host_memory=host_memory,
             stream_id=stream_id,
             queues=(QueueNumber.SEND, QueueNumber.READ_REQUEST, QueueNumber.TERMINATE),
-            tagged_access=self._tagged_access,
+            tagged_access=placement_access,
             ulp_check=self._check_rdmap_header,
             first_sequence=first_sequence,
             sequence_bits=sequence_bits,
@@ -299,23 +300,13 @@ class RdmapEndpoint:
         self.sink.post_buffer(qn, self._control_next_address, length, self.control_memory)
         self._control_next_address += length
 
-    def _tagged_access(self, header) -> Access:
-        if rdmap_control_of(header).opcode == Opcode.RDMA_READ_RESPONSE:
-            return Access.LOCAL_WRITE
-        return Access.REMOTE_WRITE
-
     def _check_rdmap_header(self, segment: DdpSegment) -> RdmapError | None:
         """RFC 5040 4.1/4.2 header checks done before any buffer check."""
-        header = segment.header
-        control = rdmap_control_of(header)
-        if control.rv != RDMAP_VERSION:
-            return RdmapError.INVALID_VERSION
-        opcode = control.known_opcode
-        if opcode is None or opcode.tagged != header.tagged:
-            return RdmapError.UNEXPECTED_OPCODE
-        if not header.tagged and header.qn != opcode.queue_number:
-            return RdmapError.UNEXPECTED_OPCODE
-        if opcode is Opcode.RDMA_READ_RESPONSE and not self._reads_outstanding:
+        problem = header_error(segment.header)
+        if problem is not None:
+            return problem
+        opcode = rdmap_control_of(segment.header).opcode
+        if opcode == Opcode.RDMA_READ_RESPONSE and not self._reads_outstanding:
             return RdmapError.UNEXPECTED_OPCODE
         return None
 
