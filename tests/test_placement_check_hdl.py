@@ -1,0 +1,355 @@
+"""hdl.placement_check.PlacementCheck in Amaranth's simulator, against the golden model.
+
+Tagged decisions are compared with ``model.memory.MemoryTable.check_tagged``
+(every fault, every TO boundary), untagged and mixed in-order traffic with
+``model.ddp_sink.DdpSink`` (verdicts, placed bytes, message lengths), with
+random back-pressure on every port; plus the invalidation ordering
+guarantee (RFC 5041 8.3.1 item 6) and stream error latching (7.1).
+"""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from hdl.placement_check import PlacementCheck, Status
+from hdl.stream import keep_mask
+from model.ddp import DdpSegment, TaggedHeader, UntaggedHeader
+from model.ddp_sink import Delivered, DdpSink, Placed, SinkError
+from model.errors import DdpError, RdmapError
+from model.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory, TaggedFault
+
+W = 8
+TO_LIMIT = 1 << 64
+ASSOCIATIONS, STREAM_IDS = 2, 2
+
+
+def make_dut(**kwargs):
+    return PlacementCheck(W, regions=kwargs.pop("regions", 8), associations=ASSOCIATIONS,
+                          stream_ids=STREAM_IDS, depth=kwargs.pop("depth", 4), **kwargs)
+
+
+def segment_info(*, association=0, stream_id=0, tagged, last=True, opcode=0, stag=0, to=0, qn=0, msn=0,
+                 mo=0, length=0, tsn=0, ssn=0, error=None):
+    layer, etype, code = error if error is not None else (0, 0, 0)
+    return {
+        "association": association, "tsn": tsn, "stream_id": stream_id, "ddp_ssn": ssn,
+        "tagged": tagged, "last": last, "dv": 1, "rv": 1, "opcode": opcode, "stag": stag, "to": to,
+        "qn": qn, "msn": msn, "mo": mo, "invalidate_stag": 0, "payload_length": length,
+        "error": {"valid": error is not None, "layer": layer, "etype": etype, "code": code},
+    }
+
+
+def region_row(region: MemoryRegion, association=0):
+    return {
+        "index": region.stag >> 8,
+        "entry": {
+            "valid": region.valid, "key": region.stag & 0xFF, "pd": region.pd.pd_id,
+            "stream_bound": region.stream is not None, "association": association,
+            "stream_id": region.stream or 0,
+            "remote_read": bool(region.access & Access.REMOTE_READ),
+            "remote_write": bool(region.access & Access.REMOTE_WRITE),
+            "local_write": bool(region.access & Access.LOCAL_WRITE),
+            "base_to": region.base_to, "length": region.length, "host_address": region.address,
+        },
+    }
+
+
+def number(fields):
+    return (int(fields.layer), int(fields.etype), int(fields.code))
+
+
+class Run:
+    """Drive a PlacementCheck: host writes first, then segments and payloads, all with random stalls."""
+
+    def __init__(self, dut, *, seed=0, stall=0.3):
+        self.dut = dut
+        self.rng = random.Random(seed)
+        self.stall = stall
+        self.host_ops = []      # (port name, payload dict), in order, before any segment
+        self.late_ops = []      # (cycle, port name, payload) issued while segments flow
+        self.items = []         # (info dict, payload bytes) or ("host", port name, payload), in order
+        self.verdicts, self.commands, self.packets = [], [], []
+        self.taken_cycles, self.late_accept_cycles, self.verdict_cycles = [], [], []
+
+    @property
+    def segments(self):
+        return [item for item in self.items if item[0] != "host"]
+
+    def segment(self, info, body=b""):
+        self.items.append((info, body))
+
+    def host(self, name, payload):
+        """A host write issued after the segments before it were taken and before the next one."""
+        self.items.append(("host", name, payload))
+
+    async def _send(self, ctx, port, payload, log=None, cycle_box=None):
+        ctx.set(port.payload, payload)
+        ctx.set(port.valid, 1)
+        while True:
+            _, _, ready = await ctx.tick().sample(port.ready)
+            if cycle_box is not None:
+                cycle_box[0] += 1
+            if ready:
+                break
+        ctx.set(port.valid, 0)
+        if log is not None and cycle_box is not None:
+            log.append(cycle_box[0])
+
+    async def _idle(self, ctx, cycle_box):
+        while self.rng.random() < self.stall:
+            await ctx.tick()
+            cycle_box[0] += 1
+
+    def run(self):
+        dut, rng = self.dut, self.rng
+        done = []
+
+        async def main(ctx):
+            cycle = [0]
+            for name, payload in self.host_ops:
+                await self._send(ctx, getattr(dut, name), payload, cycle_box=cycle)
+            self.start_cycle = cycle[0]
+            for item in self.items:
+                await self._idle(ctx, cycle)
+                if item[0] == "host":
+                    await self._send(ctx, getattr(dut, item[1]), item[2], cycle_box=cycle)
+                else:
+                    await self._send(ctx, dut.segment, item[0], self.taken_cycles, cycle)
+
+        async def late(ctx):
+            cycle = [0]
+            for at, name, payload in self.late_ops:
+                while cycle[0] < at:
+                    await ctx.tick()
+                    cycle[0] += 1
+                await self._send(ctx, getattr(dut, name), payload, self.late_accept_cycles, cycle)
+
+        async def payloads(ctx):
+            cycle = [0]
+            for info, body in self.segments:
+                for offset in range(0, len(body), W):
+                    chunk = body[offset:offset + W]
+                    await self._idle(ctx, cycle)
+                    await self._send(ctx, dut.payload_in, {
+                        "data": int.from_bytes(chunk + bytes(rng.randrange(256) for _ in range(W - len(chunk))),
+                                               "little"),
+                        "keep": keep_mask(len(chunk)), "last": offset + W >= len(body)}, cycle_box=cycle)
+
+        def collector(port, out, cycles=None, packets=False):
+            async def testbench(ctx):
+                await collect(ctx, port, out, cycles, packets)
+            return testbench
+
+        async def collect(ctx, port, out, cycles=None, packets=False):
+            cycle = 0
+            current = b""
+            while True:
+                ready = rng.random() >= self.stall
+                ctx.set(port.ready, ready)
+                _, _, valid, payload = await ctx.tick().sample(port.valid, port.payload)
+                cycle += 1
+                if not (ready and valid):
+                    continue
+                if packets:
+                    current += int(payload.data).to_bytes(W, "little")[:bin(int(payload.keep)).count("1")]
+                    if payload.last:
+                        out.append(current)
+                        current = b""
+                else:
+                    out.append(payload)
+                    if cycles is not None:
+                        cycles.append(cycle)
+
+        async def finish(ctx):
+            while len(self.verdicts) < len(self.segments):
+                await ctx.tick()
+            await ctx.tick().repeat(60)
+            done.append(True)
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(main)
+        sim.add_testbench(late, background=True)
+        sim.add_testbench(payloads, background=True)
+        sim.add_testbench(collector(dut.verdict, self.verdicts, self.verdict_cycles), background=True)
+        sim.add_testbench(collector(dut.cmd, self.commands), background=True)
+        sim.add_testbench(collector(dut.payload_out, self.packets, packets=True), background=True)
+        sim.add_testbench(finish)
+        sim.run()
+        assert done
+        return self
+
+
+# -- tagged: MemoryTable.check_tagged ------------------------------------------------------------
+
+FAULT_NUMBER = {
+    TaggedFault.INVALID_STAG: DdpError.INVALID_STAG.number,
+    TaggedFault.STAG_NOT_ASSOCIATED: DdpError.STAG_NOT_ASSOCIATED.number,
+    TaggedFault.ACCESS_RIGHTS: RdmapError.ACCESS_RIGHTS.number,
+    TaggedFault.BASE_OR_BOUNDS: DdpError.BASE_OR_BOUNDS.number,
+    TaggedFault.TO_WRAP: DdpError.TO_WRAP.number,
+}
+
+
+def random_regions(rng, count):
+    regions = []
+    for index in range(count):
+        length = rng.choice([1, 7, 64, 1000, rng.randrange(1, 1 << 40)])
+        base = rng.choice([0, rng.randrange(1 << 48), TO_LIMIT - length, TO_LIMIT - length - 3])
+        access = Access(rng.choice([14] * 6 + [0, 2, 4, 8, 10, 12]))
+        bound = rng.random() < 0.3
+        regions.append(MemoryRegion(
+            stag=index << 8 | rng.randrange(256), pd=ProtectionDomain(rng.choice([1, 1, 1, 2])), base_to=base,
+            length=length, access=access, address=rng.randrange(1 << 60),
+            stream=rng.randrange(STREAM_IDS) if bound else None, valid=rng.random() > 0.1))
+    return regions
+
+
+def boundary_tos(region, length):
+    base, end = region.base_to, region.base_to + region.length
+    return [t % TO_LIMIT for t in (base - 1, base, end - length, end - length + 1, end,
+                                   TO_LIMIT - length, TO_LIMIT - length - 1, base + region.length // 2)]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_tagged_checks_agree_with_check_tagged(seed):
+    """RFC 5041 7.1 tagged items 1-5 and 8.2, in MemoryTable.check_tagged order, at every TO boundary."""
+    rng = random.Random(seed)
+    dut = make_dut(regions=8)
+    run = Run(dut, seed=seed)
+    table = MemoryTable()
+    regions = random_regions(rng, 7)   # row 7 never written: invalid STag
+    for region in regions:
+        run.host_ops.append(("region_write", region_row(region)))
+        valid = region.valid
+        region.valid = True
+        table.register(region)
+        if not valid:
+            table.invalidate(region.stag)
+    stream_pd = {s: 1 for s in range(ASSOCIATIONS * STREAM_IDS)}
+    stream_pd[3] = 2
+    for s, pd in stream_pd.items():
+        run.host_ops.append(("stream_write", {"index": s, "entry": {"valid": 1, "pd": pd}}))
+
+    errored = set()
+    expected = []
+    for n in range(200):
+        s = rng.randrange(ASSOCIATIONS * STREAM_IDS)
+        association, stream_id = divmod(s, STREAM_IDS)
+        region = rng.choice(regions)
+        stag = rng.choice([region.stag] * 6 + [region.stag ^ 1, 7 << 8, (1 << 23 | 3) << 8 | 5])
+        length = rng.choice([0, 1, 5, 8, 13, 24])
+        to = rng.choice(boundary_tos(region, length))
+        opcode = rng.choice([0, 2])
+        need = Access.LOCAL_WRITE if opcode == 2 else Access.REMOTE_WRITE
+        # Bound regions are bound to (association 0, their stream id).
+        model_stream = stream_id if association == 0 else 100 + stream_id
+        fault = table.check_tagged(stag, to, length, model_stream, ProtectionDomain(stream_pd[s]), need)
+        if s in errored:
+            expected.append((Status.DROPPED, None, None))
+        elif fault is not None:
+            errored.add(s)
+            expected.append((Status.ERROR, FAULT_NUMBER[fault], None))
+        else:
+            found = table.lookup(stag)
+            expected.append((Status.ACCEPTED, None, found.host_address(to) if length else None))
+        run.segment(segment_info(association=association, stream_id=stream_id, tagged=1, opcode=opcode,
+                                 stag=stag, to=to, length=length, tsn=n),
+                    rng.randbytes(length))
+        for t in sorted(errored):
+            if rng.random() < 0.3:   # re-arm: the host rewrites the row, clearing the error bit
+                errored.discard(t)
+                run.host("stream_write", {"index": t, "entry": {"valid": 1, "pd": stream_pd[t]}})
+    run.run()
+
+    assert len(run.verdicts) == len(expected)
+    statuses = [v.status for v in run.verdicts]
+    assert [int(v.tsn) for v in run.verdicts] == list(range(len(expected)))
+    faults_seen = set()
+    commands = iter(run.commands)
+    for verdict, (status, error, address) in zip(run.verdicts, expected):
+        assert verdict.status == status, verdict
+        if status is Status.ERROR:
+            assert number(verdict.error) == tuple(error)
+            faults_seen.add(tuple(error))
+        if address is not None:
+            command = next(commands)
+            assert (int(command.address), int(command.length), int(command.tag)) == \
+                (address, int(verdict.payload_length), int(verdict.tag))
+            assert int(verdict.host_address) == address
+    assert next(commands, None) is None
+    accepted_payloads = [body for (info, body), v in zip(run.segments, run.verdicts)
+                         if body and v.status is Status.ACCEPTED]
+    assert run.packets == accepted_payloads
+    assert Status.DROPPED in statuses and statuses.count(Status.ACCEPTED) > 20
+    assert faults_seen == {tuple(number) for number in FAULT_NUMBER.values()}
+
+
+def test_every_tagged_fault_in_order():
+    """Each fault of check_tagged, one stream each, plus the boundaries that pass (RFC 5041 7.1, 8.2)."""
+    table = MemoryTable()
+    base, length = 0x1000, 64
+    regions = [
+        MemoryRegion(stag=0 << 8 | 0x11, pd=ProtectionDomain(1), base_to=base, length=length,
+                     access=Access.REMOTE_WRITE, address=0x8000_0000),
+        MemoryRegion(stag=1 << 8 | 0x22, pd=ProtectionDomain(1), base_to=TO_LIMIT - 32, length=32,
+                     access=Access.REMOTE_WRITE | Access.LOCAL_WRITE, address=0x9000_0000),
+        MemoryRegion(stag=2 << 8 | 0x33, pd=ProtectionDomain(2), base_to=0, length=100,
+                     access=Access.REMOTE_WRITE, address=0xA000_0000),
+        MemoryRegion(stag=3 << 8 | 0x44, pd=ProtectionDomain(1), base_to=0, length=100,
+                     access=Access.REMOTE_WRITE, address=0xB000_0000, stream=1),
+    ]
+    for region in regions:
+        table.register(region)
+    cases = [  # (stag, to, length, opcode, expected number or None)
+        (0x0011, base, length, 0, None),                    # exactly the region
+        (0x0011, base + length - 8, 8, 0, None),            # end - len
+        (0x0011, 0, 0, 0, None),                            # zero length: not checked (5.2)
+        (0x0012, base, 8, 0, DdpError.INVALID_STAG),        # key mismatch
+        (0x0011, base - 1, 8, 0, DdpError.BASE_OR_BOUNDS),
+        (0x0011, base + length - 7, 8, 0, DdpError.BASE_OR_BOUNDS),
+        (0x0122, TO_LIMIT - 8, 8, 0, DdpError.TO_WRAP),     # ends on 2**64 - 1
+        (0x0122, TO_LIMIT - 9, 8, 2, None),                 # Read Response, local write
+        (0x0233, 0, 8, 0, DdpError.STAG_NOT_ASSOCIATED),    # other PD
+        (0x0344, 0, 8, 0, DdpError.STAG_NOT_ASSOCIATED),    # bound to stream 1
+        (0x0011, base, 8, 2, RdmapError.ACCESS_RIGHTS),     # no local write
+        (0x4011, base, 8, 0, DdpError.INVALID_STAG),        # index beyond the table
+    ]
+    for stag, to, length, opcode, error in cases:   # the model agrees with the table above
+        need = Access.LOCAL_WRITE if opcode == 2 else Access.REMOTE_WRITE
+        fault = table.check_tagged(stag, to, length, 0, ProtectionDomain(1), need)
+        assert (FAULT_NUMBER[fault] if fault else None) == (error.number if error else None)
+    # An error latches its stream: stream 0 takes the allowed cases, streams 1-3 one error each.
+    batches, batch = [], []
+    for case in cases:
+        batch.append(case)
+        if sum(1 for c in batch if c[4] is not None) == 3:
+            batches.append(batch)
+            batch = []
+    batches.append(batch)
+    for batch_number, batch in enumerate(batches):
+        run = Run(make_dut(regions=4), seed=batch_number, stall=0.2)
+        for region in regions:
+            run.host_ops.append(("region_write", region_row(region)))
+        for s in range(4):
+            run.host_ops.append(("stream_write", {"index": s, "entry": {"valid": 1, "pd": 1}}))
+        streams, next_stream = [], 1
+        for stag, to, length, opcode, error in batch:
+            s = 0 if error is None else next_stream
+            next_stream += error is not None
+            streams.append(s)
+            association, stream_id = divmod(s, STREAM_IDS)
+            run.segment(segment_info(association=association, stream_id=stream_id, tagged=1,
+                                              opcode=opcode, stag=stag, to=to, length=length),
+                                 bytes(range(length)))
+        run.run()
+        for verdict, (stag, to, length, opcode, error) in zip(run.verdicts, batch):
+            if error is None:
+                assert verdict.status is Status.ACCEPTED
+                if length:
+                    region = table.lookup(stag)
+                    assert int(verdict.host_address) == region.host_address(to)
+            else:
+                assert verdict.status is Status.ERROR
+                assert number(verdict.error) == tuple(error.number)
