@@ -151,10 +151,11 @@ class Link:
                     self.now = max(self.now, until)
                 return
             self.now = max(self.now, upcoming)
-            due = sorted(w for w in self._wire if w[0] <= self.now)
-            self._wire = [w for w in self._wire if w[0] > self.now]
-            for _, _, direction, data in due:
-                self.deliver(direction, data)
+            due = [w for w in self._wire if w[0] <= self.now]
+            if due:  # one packet at a time, each followed by a flush, as on a serial wire
+                first = min(due)
+                self._wire.remove(first)
+                self.deliver(first[2], first[3])
             for association, events in ((self.client, self.events_a), (self.server, self.events_b)):
                 if association is not None:
                     timeout = association.next_timeout()
@@ -355,3 +356,166 @@ def test_rfc4960_5_2_4_case_d_duplicate_cookie_echo_gets_cookie_ack_again() -> N
     link.run(condition=lambda: link.client.state is AssociationState.ESTABLISHED)
     assert len(link.sent("b->a", CookieAckChunk)) == 2
     assert len(of_type(link.events_b, AssociationEstablished)) == 1
+
+
+# ---------------------------------------------------------------- data transfer
+
+
+def all_acknowledged(link: Link) -> Callable[[], bool]:
+    return lambda: all(a.outstanding_chunks == 0 for a in link.endpoints())
+
+
+def test_rfc4960_6_10_data_both_directions_bundled_unordered_and_acknowledged_per_stream() -> None:
+    link = established_link()
+    start = len(link.log)
+    for i in range(5):
+        link.client.send(i, PPID_DDP_SEGMENT, bytes([i]) * 100)
+    link.client.send(0, PPID_DDP_SEGMENT, b"again")
+    for i in range(3):
+        link.server.send(7, PPID_DDP_SEGMENT, b"srv%d" % i)
+    link.run(condition=all_acknowledged(link))
+    client_data = [s for s in link.log[start:] if s.direction == "a->b" and data_chunks([s])]
+    assert len(client_data) == 1 and len(data_chunks(client_data)) == 6  # one bundled packet
+    assert all(c.unordered and c.beginning and c.ending for c in data_chunks(link.log))  # RFC 5043 9, 10
+    assert received_payloads(link.events_b) == [bytes([i]) * 100 for i in range(5)] + [b"again"]
+    assert received_payloads(link.events_a) == [b"srv0", b"srv1", b"srv2"]
+    [first] = of_type(link.events_b, DataReceived)[:1]
+    assert (first.stream_id, first.ppid, first.unordered) == (0, PPID_DDP_SEGMENT, True)
+    acked = {}
+    for event in of_type(link.events_a, DataAcknowledged):
+        acked[event.stream_id] = acked.get(event.stream_id, 0) + event.count
+    assert acked == {0: 2, 1: 1, 2: 1, 3: 1, 4: 1}  # RFC 5043 6.6: each chunk counted once
+    assert sum(e.count for e in of_type(link.events_b, DataAcknowledged) if e.stream_id == 7) == 3
+
+
+def test_rfc4960_6_2_delayed_sack_after_200ms_or_every_second_packet() -> None:
+    link = established_link()
+    link.client.send(0, PPID_DDP_SEGMENT, b"a" * 1400)
+    link.run(condition=lambda: bool(link.sent("b->a", SackChunk)))
+    [sack] = link.sent("b->a", SackChunk)
+    data_time = link.sent("a->b", DataChunk)[0].time
+    assert sack.time == pytest.approx(data_time + link.delay + 0.2)  # delayed ACK, RFC 4960 6.2
+    link.client.send(0, PPID_DDP_SEGMENT, b"b" * 1400)
+    link.client.send(0, PPID_DDP_SEGMENT, b"c" * 1400)  # two packets: the second one is acked at once
+    before = len(link.sent("b->a", SackChunk))
+    link.run(condition=lambda: len(link.sent("b->a", SackChunk)) > before)
+    assert link.sent("b->a", SackChunk)[-1].time == pytest.approx(link.sent("a->b", DataChunk)[-1].time + link.delay)
+
+
+def test_rfc4960_6_2_gap_blocks_and_duplicate_tsns_reported_immediately() -> None:
+    def fate(direction: str, packet: SctpPacket) -> list[float]:
+        chunks = [c for c in packet.chunks if isinstance(c, DataChunk)]
+        if chunks and chunks[0].tsn == base + 1 and chunks[0].user_data[:1] == b"1" and not dropped:
+            dropped.append(chunks[0].tsn)
+            return []
+        if chunks and chunks[0].tsn == base + 2 and not duplicated:
+            duplicated.append(chunks[0].tsn)
+            return [0.0, 0.001]
+        return [0.0]
+
+    dropped: list[int] = []
+    duplicated: list[int] = []
+    link = established_link()
+    base = link.client._next_tsn
+    link.fate = fate
+    for i in range(4):
+        link.client.send(0, PPID_DDP_SEGMENT, str(i).encode() * 1400)  # one chunk per packet
+    link.run(condition=all_acknowledged(link))
+    sacks = [s.packet.chunks[0] for s in link.sent("b->a", SackChunk)]
+    assert SackChunk(base, 65536, ((2, 2),), ()) in sacks
+    assert SackChunk(base, 65536, ((2, 3),), ()) in sacks
+    assert SackChunk(base, 65536, ((2, 3),), (base + 2,)) in sacks  # RFC 4960 6.2: duplicate reported once
+    assert sum(base + 2 in s.duplicate_tsns for s in sacks) == 1
+    assert received_payloads(link.events_b) == [b"0" * 1400, b"2" * 1400, b"3" * 1400, b"1" * 1400]
+    assert link.server.statistics.duplicate_tsns_received == 1
+
+
+def test_rfc4960_6_3_3_t3_rtx_timing_rto_backoff_and_karn() -> None:
+    drops = [0]
+
+    def fate(direction: str, packet: SctpPacket) -> list[float]:
+        if direction == "a->b" and data_chunks([Sent(0, direction, packet)]) and drops[0] < 3:
+            drops[0] += 1
+            return []
+        return [0.0]
+
+    link = established_link()
+    link.fate = fate
+    t0 = link.now
+    cwnd_before = link.client.statistics.cwnd
+    link.client.send(2, PPID_DDP_SEGMENT, b"lost thrice")
+    link.run(condition=all_acknowledged(link))
+    times = [s.time - t0 for s in link.sent("a->b", DataChunk)]
+    assert times == pytest.approx([0.0, 3.0, 9.0, 21.0])  # RTO.Initial 3 s, doubled each time (6.3.3 E2)
+    stats = link.client.statistics
+    assert stats.retransmitted_by_timeout == 3 and stats.fast_retransmitted == 0
+    assert stats.srtt is None  # Karn's rule: no RTT from a retransmitted chunk (6.3.1 C5)
+    assert stats.rto == 24.0
+    # 7.2.3 collapse to one MTU, then 7.2.1 slow start adds the 11 bytes the final SACK acknowledged.
+    assert stats.cwnd == 1480 + 11 and stats.ssthresh == max(cwnd_before // 2, 4 * 1480)
+    assert received_payloads(link.events_b) == [b"lost thrice"]
+
+
+def test_rfc4960_6_3_1_rto_from_rtt_measurement() -> None:
+    link = established_link(delay=0.05)
+    link.client.send(0, PPID_DDP_SEGMENT, b"x" * 1400)
+    link.client.send(0, PPID_DDP_SEGMENT, b"y" * 1400)
+    link.run(condition=all_acknowledged(link))
+    stats = link.client.statistics
+    assert stats.srtt == pytest.approx(0.1) and stats.rttvar == pytest.approx(0.05)  # C1
+    assert stats.rto == 1.0  # SRTT + 4 RTTVAR = 0.3, raised to RTO.Min (C6)
+
+
+def test_rfc9260_7_2_4_fast_retransmit_after_three_miss_indications() -> None:
+    link = established_link()
+    first_tsn = link.client._next_tsn
+    link.fate = lambda d, p: [] if any(isinstance(c, DataChunk) and c.tsn == first_tsn and not fast_seen(c) for c in p.chunks) else [0.0]
+    seen: list[int] = []
+
+    def fast_seen(chunk: DataChunk) -> bool:
+        seen.append(chunk.tsn)
+        return len(seen) > 1
+
+    cwnd = link.client.statistics.cwnd
+    t0 = link.now
+    for i in range(10):
+        link.client.send(0, PPID_DDP_SEGMENT, bytes([i]) * 1000)
+    link.run(condition=all_acknowledged(link))
+    stats = link.client.statistics
+    assert stats.fast_retransmitted == 1 and stats.retransmitted_by_timeout == 0
+    retransmission = [s for s in link.sent("a->b", DataChunk) if data_chunks([s])[0].tsn == first_tsn][1]
+    assert retransmission.time - t0 < 1.0  # well before T3-rtx (3 s)
+    sacks_before = [s.packet.chunks[0] for s in link.sent("b->a", SackChunk) if s.time < retransmission.time]
+    assert [len(s.gap_blocks) > 0 for s in sacks_before][-3:] == [True, True, True]
+    assert stats.ssthresh == max(cwnd // 2, 4 * 1480)  # 7.2.4: ssthresh = max(cwnd/2, 4 MTU) = cwnd
+    assert sorted(received_payloads(link.events_b)) == [bytes([i]) * 1000 for i in range(10)]
+
+
+def test_rfc4960_7_2_1_slow_start_7_2_2_congestion_avoidance_7_2_3_collapse() -> None:
+    link = established_link(client_overrides={"max_burst": 64})
+    mtu = 1480
+    history = [link.client.statistics.cwnd]
+    assert history[0] == 4380  # min(4 MTU, max(2 MTU, 4380))
+    link.client._cc.ssthresh = 12_000  # reach congestion avoidance within a short transfer
+
+    def fate(direction: str, packet: SctpPacket) -> list[float]:
+        history.append(link.client.statistics.cwnd)
+        return [0.0]
+
+    link.fate = fate
+    for i in range(150):
+        link.client.send(0, PPID_DDP_SEGMENT, b"z" * 1400)
+    link.run(condition=all_acknowledged(link))
+    changes = [(before, after) for before, after in zip(history, history[1:]) if after != before]
+    slow_start = [after - before for before, after in changes if before <= 12_000]
+    avoidance = [after - before for before, after in changes if before > 12_000]
+    assert slow_start and all(0 < step <= mtu for step in slow_start)  # 7.2.1: at most one MTU per SACK
+    assert avoidance and all(step == mtu for step in avoidance)  # 7.2.2: one MTU per cwnd of data acked
+    grown = link.client.statistics.cwnd
+    assert grown > 12_000
+    # 7.2.3: a T3-rtx expiry collapses cwnd to one MTU.
+    link.fate = lambda d, p: [] if d == "a->b" else [0.0]
+    link.client.send(0, PPID_DDP_SEGMENT, b"lost")
+    link.run(until=link.now + 1.5)  # RTO is RTO.Min (1 s): exactly one expiry
+    assert link.client.statistics.retransmitted_by_timeout == 1
+    assert link.client.statistics.cwnd == mtu and link.client.statistics.ssthresh == max(grown // 2, 4 * mtu)
