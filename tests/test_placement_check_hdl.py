@@ -26,7 +26,7 @@ ASSOCIATIONS, STREAM_IDS = 2, 2
 
 def make_dut(**kwargs):
     return PlacementCheck(W, regions=kwargs.pop("regions", 8), associations=ASSOCIATIONS,
-                          stream_ids=STREAM_IDS, depth=kwargs.pop("depth", 4), **kwargs)
+                          stream_ids=kwargs.pop("stream_ids", STREAM_IDS), depth=kwargs.pop("depth", 4), **kwargs)
 
 
 def segment_info(*, association=0, stream_id=0, tagged, last=True, opcode=0, stag=0, to=0, qn=0, msn=0,
@@ -353,3 +353,180 @@ def test_every_tagged_fault_in_order():
             else:
                 assert verdict.status is Status.ERROR
                 assert number(verdict.error) == tuple(error.number)
+
+
+# -- untagged and mixed in-order traffic: DdpSink ---------------------------------------------------
+
+def _tagged_access(header):
+    return Access.LOCAL_WRITE if header.rsvd_ulp & 0xF == 2 else Access.REMOTE_WRITE
+
+
+def test_in_order_traffic_matches_ddp_sink():
+    """RFC 5041 7.1 untagged items 1-5 and tagged checks, byte for byte and error for error with DdpSink."""
+    seen = set()
+    for seed in (3, 4, 5):
+        seen |= _in_order_run(seed)
+    assert {DdpError.NO_BUFFER.number, DdpError.MSN_RANGE.number, DdpError.MESSAGE_TOO_LONG.number,
+            DdpError.INVALID_MO.number, DdpError.INVALID_QN.number, DdpError.BASE_OR_BOUNDS.number} <= seen
+
+
+def _in_order_run(seed):
+    """One random in-order run against one DdpSink per stream; returns the outcomes seen."""
+    rng = random.Random(seed)
+    depth, stream_ids = 4, 8   # many streams: the model's sink cannot be re-armed after its error
+    run = Run(make_dut(regions=4, depth=depth, stream_ids=stream_ids), seed=seed)
+    table, model_memory = MemoryTable(), SparseMemory()
+    region = table.register(MemoryRegion(stag=1 << 8 | 0x5A, pd=ProtectionDomain(1), base_to=0x10000, length=256,
+                                         access=Access.REMOTE_WRITE | Access.LOCAL_WRITE, address=0x7000_0000))
+    run.host_ops.append(("region_write", region_row(region)))
+    streams = ASSOCIATIONS * stream_ids
+    sinks = [DdpSink(pd=ProtectionDomain(1), memory_table=table, host_memory=model_memory, stream_id=s,
+                     queues=(0, 1, 2), tagged_access=_tagged_access) for s in range(streams)]
+    next_address = 0x1000_0000
+    posted = {}
+    for s in range(streams):
+        run.host_ops.append(("stream_write", {"index": s, "entry": {"valid": 1, "pd": 1}}))
+        for qn in range(3):
+            for _ in range(rng.randrange(depth + 1)):
+                length = rng.randrange(1, 48)
+                sinks[s].post_buffer(qn, next_address, length)
+                posted.setdefault((s, qn), []).append(length)
+                run.host_ops.append(("post", {"stream": s, "qn": qn, "address": next_address, "length": length}))
+                next_address += 0x100
+
+    expected = []
+    next_msn = {(s, qn): 1 for s in range(streams) for qn in range(3)}
+
+    def send(s, header, body, info):
+        sink = sinks[s]
+        was_in_error = sink.error is not None
+        events = sink.receive(DdpSegment(header, body).encode())
+        expected.append((was_in_error, events))
+        association, stream_id = divmod(s, stream_ids)
+        run.segment(segment_info(association=association, stream_id=stream_id, length=len(body),
+                                 tsn=len(expected) - 1, **info), body)
+
+    while len(expected) < 300:
+        s = rng.randrange(streams)
+        if rng.random() < 0.25:   # a tagged segment, near the region's ends
+            length = rng.choice([0, 1, 8, 17])
+            to = rng.choice([region.base_to, region.base_to + 256 - length, region.base_to + 100,
+                             region.base_to + 256 - length + rng.choice([0, 0, 0, 1]), region.base_to - 1])
+            opcode = rng.choice([0, 2])
+            header = TaggedHeader(last=rng.random() < 0.5, rsvd_ulp=0x40 | opcode, stag=region.stag, to=to)
+            send(s, header, rng.randbytes(length), {"tagged": 1, "last": header.last, "opcode": opcode,
+                                                    "stag": region.stag, "to": to})
+            continue
+        qn = rng.choice([0, 0, 1, 2, 2, 3] if rng.random() < 0.05 else [0, 1, 2])
+        msn = next_msn.get((s, qn), 1)
+        fault = rng.random()
+        if fault < 0.04:
+            msn = (msn + rng.choice([1, 3, depth + 1, 1 << 31, (1 << 31) + 1, -1, -2])) % (1 << 32)
+        lengths = posted.get((s, qn), [])
+        buffer_length = lengths[(msn - 1) % len(lengths)] if lengths and 1 <= msn <= len(lengths) else 32
+        total = rng.choice([0, buffer_length, rng.randrange(buffer_length + 1)])
+        if 0.04 <= fault < 0.07:
+            total = buffer_length + rng.randrange(1, 9)   # message too long
+        pieces, offset = [], 0
+        while True:
+            size = min(total - offset, rng.choice([1, 5, 8, 13, 20]))
+            pieces.append((offset, size))
+            offset += size
+            if offset >= total:
+                break
+        if 0.07 <= fault < 0.09:                          # an MO at or past the end of the buffer
+            pieces = [(buffer_length + rng.randrange(3), rng.randrange(1, 6))]
+        for number_, (mo, size) in enumerate(pieces):
+            last = number_ == len(pieces) - 1
+            opcode = {0: 3, 1: 1, 2: 7}.get(qn, 3)
+            header = UntaggedHeader(last=last, rsvd_ulp=(0x40 | opcode) << 32, qn=qn, msn=msn, mo=mo)
+            send(s, header, rng.randbytes(size), {"tagged": 0, "last": last, "opcode": opcode, "qn": qn,
+                                                  "msn": msn, "mo": mo})
+        if (s, qn) in next_msn and msn == next_msn[(s, qn)]:
+            next_msn[(s, qn)] = msn + 1
+    run.run()
+
+    hw_memory = SparseMemory()
+    commands, packets = iter(run.commands), iter(run.packets)
+    seen = set()
+    for verdict, (was_in_error, events) in zip(run.verdicts, expected, strict=True):
+        errors = [e for e in events if isinstance(e, SinkError)]
+        placed = [e for e in events if isinstance(e, Placed)]
+        delivered = [e for e in events if isinstance(e, Delivered)]
+        if was_in_error:
+            assert verdict.status is Status.DROPPED
+        elif errors:
+            assert verdict.status is Status.ERROR, (verdict, errors)
+            assert number(verdict.error) == tuple(errors[0].number)
+            seen.add(errors[0].number)
+        else:
+            assert verdict.status is Status.ACCEPTED, (verdict, events)
+            seen.add("accepted")
+        if placed:
+            command = next(commands)
+            assert (int(command.address), int(command.length)) == (placed[0].address, placed[0].length)
+            hw_memory.write(int(command.address), next(packets))
+        if delivered and not delivered[0].tagged:
+            assert int(verdict.message_length) == delivered[0].length
+            seen.add("delivered")
+    assert next(commands, None) is None and next(packets, None) is None
+    assert hw_memory.writes == model_memory.writes
+    for address, length in model_memory.writes:
+        assert hw_memory.read(address, length) == model_memory.read(address, length)
+    assert {"accepted", "delivered"} <= seen
+    return seen
+
+
+# -- ordering: invalidation, error latching ------------------------------------------------------------
+
+def test_invalidation_racing_segments():
+    """RFC 5041 8.3.1 item 6: no segment taken after an accepted invalidation places; none before is refused."""
+    region = MemoryRegion(stag=2 << 8 | 0x77, pd=ProtectionDomain(1), base_to=0, length=1 << 20,
+                          access=Access.REMOTE_WRITE, address=0x4000_0000)
+    for at in (30, 37, 44):
+        run = Run(make_dut(regions=4), seed=at, stall=0.0)
+        run.host_ops.append(("region_write", region_row(region)))
+        run.host_ops.append(("stream_write", {"index": 0, "entry": {"valid": 1, "pd": 1}}))
+        revoked = region_row(region)
+        revoked["entry"]["valid"] = 0
+        run.late_ops.append((at, "region_write", revoked))
+        for n in range(40):
+            run.segment(segment_info(tagged=1, stag=region.stag, to=64 * n, length=8, tsn=n), bytes(8))
+        run.run()
+        (accepted_at,) = run.late_accept_cycles
+        statuses = [v.status for v in run.verdicts]
+        before = sum(1 for cycle in run.taken_cycles if cycle <= accepted_at)
+        assert 0 < before < 40
+        assert statuses[:before] == [Status.ACCEPTED] * before
+        assert statuses[before] is Status.ERROR and number(run.verdicts[before].error) == \
+            tuple(DdpError.INVALID_STAG.number)
+        assert statuses[before + 1:] == [Status.DROPPED] * (40 - before - 1)
+        assert len(run.commands) == before
+        # Every segment checked against the old row had left the pipeline when the write was accepted.
+        assert run.verdict_cycles[before - 1] <= accepted_at + 1
+
+
+def test_error_latches_back_to_back():
+    """RFC 5041 7.1: after the first error, every later segment of the stream is dropped, even back to back."""
+    run = Run(make_dut(), seed=5, stall=0.0)
+    run.host_ops.append(("stream_write", {"index": 0, "entry": {"valid": 1, "pd": 1}}))
+    run.host_ops.append(("stream_write", {"index": 1, "entry": {"valid": 1, "pd": 1}}))
+    run.host_ops.append(("post", {"stream": 0, "qn": 0, "address": 0x100, "length": 64}))
+    run.host_ops.append(("post", {"stream": 1, "qn": 0, "address": 0x200, "length": 64}))
+    tagged_error = segment_info(tagged=1, stag=5 << 8, length=4)
+    run.segment(segment_info(tagged=0, msn=1, length=4, last=0), bytes(4))
+    run.segment(tagged_error, bytes(4))
+    run.segment(segment_info(tagged=0, msn=1, mo=4, length=4), bytes(4))
+    run.segment(segment_info(stream_id=1, tagged=0, msn=1, length=4), bytes(4))
+    run.segment(segment_info(tagged=0, msn=1, mo=8, length=0))
+    run.segment(segment_info(stream_id=1, tagged=0, msn=2, error=(1, 2, 6)))   # header error passes through
+    run.segment(segment_info(stream_id=1, tagged=0, msn=2, length=4), bytes(4))
+    run.segment(segment_info(association=1, stream_id=1, tagged=0, msn=1, length=4), bytes(4))  # not armed
+    run.run()
+    assert [v.status for v in run.verdicts] == [
+        Status.ACCEPTED, Status.ERROR, Status.DROPPED, Status.ACCEPTED, Status.DROPPED, Status.ERROR,
+        Status.DROPPED, Status.NO_STREAM]
+    assert number(run.verdicts[1].error) == tuple(DdpError.INVALID_STAG.number)
+    assert number(run.verdicts[5].error) == (1, 2, 6)
+    assert int(run.verdicts[3].message_length) == 4
+    assert [(int(c.address), int(c.length)) for c in run.commands] == [(0x100, 4), (0x200, 4)]
