@@ -519,3 +519,202 @@ def test_rfc4960_7_2_1_slow_start_7_2_2_congestion_avoidance_7_2_3_collapse() ->
     link.run(until=link.now + 1.5)  # RTO is RTO.Min (1 s): exactly one expiry
     assert link.client.statistics.retransmitted_by_timeout == 1
     assert link.client.statistics.cwnd == mtu and link.client.statistics.ssthresh == max(grown // 2, 4 * mtu)
+
+
+def test_rfc4960_6_1_a_zero_window_probe_and_window_update() -> None:
+    link = established_link(server_overrides={"manual_receive_window": True, "receive_buffer": 3000})
+    for i in range(5):
+        link.client.send(0, PPID_DDP_SEGMENT, bytes([i]) * 1000)
+    link.run(until=link.now + 5.0)
+    assert received_payloads(link.events_b) == [bytes([i]) * 1000 for i in range(3)]
+    assert link.sent("b->a", SackChunk)[-1].packet.chunks[0].a_rwnd == 0
+    probes = [s for s in link.sent("a->b", DataChunk) if data_chunks([s])[0].user_data[:1] == b"\x03"]
+    assert len(probes) >= 3 and all(len(data_chunks([p])) == 1 for p in probes)  # one chunk at a time
+    assert not [s for s in link.sent("a->b", DataChunk) if data_chunks([s])[0].user_data[:1] == b"\x04"]
+    assert not link.client.is_closed  # SACKs answering probes are not errors (RFC 9260 6.1 A)
+    link.server.consume(3000)
+    link.run(condition=all_acknowledged(link))
+    assert sorted(received_payloads(link.events_b)) == [bytes([i]) * 1000 for i in range(5)]
+
+
+def test_rfc4960_6_2_a_rwnd_limits_the_sender_so_the_receiver_never_drops() -> None:
+    link = established_link(server_overrides={"manual_receive_window": True, "receive_buffer": 4000})
+    for i in range(12):
+        link.client.send(i % 8, PPID_DDP_SEGMENT, bytes([i]) * 1000)
+    consumed = 0
+    for _ in range(40):
+        link.run(until=link.now + 0.5)
+        held = sum(len(p) for p in received_payloads(link.events_b)) - consumed
+        assert held <= 4000
+        link.server.consume(held)
+        consumed += held
+    assert sorted(received_payloads(link.events_b)) == [bytes([i]) * 1000 for i in range(12)]
+    windows = [s.packet.chunks[0].a_rwnd for s in link.sent("b->a", SackChunk)]
+    assert min(windows) <= 1000 and max(windows) == 4000
+    # The only chunks the receiver had to drop are zero window probes (6.1 A), one per closed window.
+    stats = link.client.statistics
+    assert stats.retransmitted_by_timeout + stats.fast_retransmitted <= windows.count(0)
+
+
+def test_rfc4960_8_3_heartbeat_on_idle_path_and_rtt_from_heartbeat_ack() -> None:
+    link = established_link(client_overrides={"heartbeat_interval": 5.0}, server_overrides={"heartbeat_interval": 5.0})
+    t0 = link.now
+    link.run(until=t0 + 20.0)
+    beats = link.sent("a->b", HeartbeatChunk)
+    assert beats and 5.0 + 0.5 * 3.0 <= beats[0].time - t0 <= 5.0 + 1.5 * 3.0  # HB.interval + RTO +-50%
+    acks = [s for s in link.sent("b->a", HeartbeatAckChunk)]
+    assert acks[0].packet.chunks[0].info == beats[0].packet.chunks[0].info  # echoed unchanged
+    assert link.client.statistics.srtt == pytest.approx(0.02)
+    assert link.sent("b->a", HeartbeatChunk)  # both sides probe their idle path
+
+
+def test_rfc4960_8_1_8_2_unanswered_heartbeats_fail_the_association_with_abort() -> None:
+    link = established_link(client_overrides={"heartbeat_interval": 1.0, "path_max_retrans": 1,
+                                              "association_max_retrans": 3})
+    link.fate = lambda d, p: [] if d == "b->a" else [0.0]
+    link.run(condition=lambda: link.client.is_closed, until=link.now + 120)
+    assert of_type(link.events_a, PathStatusChanged) == [PathStatusChanged(reachable=False)]
+    [failed] = of_type(link.events_a, AssociationFailed)
+    assert "Association.Max.Retrans" in failed.reason
+    assert len(link.sent("a->b", HeartbeatChunk)) == 4
+    assert isinstance(link.log[-1].packet.chunks[-1], AbortChunk) and link.log[-1].direction == "a->b"
+    link.run(condition=lambda: link.server.is_closed)
+    assert of_type(link.events_b, AssociationAborted)
+    assert link.client.packets_to_send(link.now) == [] and link.client.next_timeout() is None
+
+
+def test_rfc4960_9_2_graceful_shutdown_waits_for_outstanding_data() -> None:
+    link = established_link()
+    first_tsn = link.client._next_tsn
+    lost: list[int] = []
+
+    def fate(direction: str, packet: SctpPacket) -> list[float]:
+        if any(isinstance(c, DataChunk) and c.tsn == first_tsn for c in packet.chunks) and not lost:
+            lost.append(1)
+            return []
+        return [0.0]
+
+    link.fate = fate
+    for i in range(3):
+        link.client.send(0, PPID_DDP_SEGMENT, bytes([i]) * 1400)
+    link.client.shutdown(link.now)
+    with pytest.raises(InvalidStateError):
+        link.client.send(0, PPID_DDP_SEGMENT, b"late")
+    link.run(condition=lambda: link.client.is_closed and link.server.is_closed)
+    [shutdown] = link.sent("a->b", ShutdownChunk)
+    last_data = link.sent("a->b", DataChunk)[-1]
+    assert shutdown.time > last_data.time + 2 * link.delay  # only once the retransmission was acknowledged
+    assert shutdown.packet.chunks[-1].cumulative_tsn_ack == link.client._tracker.cumulative_tsn
+    assert link.sent("b->a", ShutdownAckChunk)
+    [complete] = link.sent("a->b", ShutdownCompleteChunk)
+    assert complete.packet.verification_tag == link.server.local_tag and not complete.packet.chunks[0].tag_reflected
+    assert len(complete.packet.chunks) == 1  # RFC 4960 6.10
+    assert sorted(received_payloads(link.events_b)) == [bytes([i]) * 1400 for i in range(3)]
+    assert of_type(link.events_b, PeerShutdownStarted)
+    assert of_type(link.events_a, AssociationClosed) and of_type(link.events_b, AssociationClosed)
+    for association in link.endpoints():
+        assert association.packets_to_send(link.now + 100) == [] and association.next_timeout() is None
+
+
+def test_rfc4960_9_2_t2_shutdown_retransmits_shutdown() -> None:
+    link = established_link()
+    link.fate = lambda d, p: [] if isinstance(p.chunks[0], ShutdownChunk) and len(link.sent("a->b", ShutdownChunk)) < 3 else [0.0]
+    t0 = link.now
+    link.client.shutdown(t0)
+    link.run(condition=lambda: link.client.is_closed)
+    assert [s.time - t0 for s in link.sent("a->b", ShutdownChunk)] == pytest.approx([0.0, 3.0, 9.0])
+
+
+def test_rfc4960_9_1_abort_reports_to_peer_and_nothing_is_sent_after() -> None:
+    link = established_link()
+    link.client.send(0, PPID_DDP_SEGMENT, b"never acked")
+    link.client.abort(link.now, "bye")
+    link.run(condition=lambda: link.server.is_closed)
+    [abort] = link.sent("a->b", AbortChunk)
+    assert abort.packet.verification_tag == link.server.local_tag
+    [cause] = abort.packet.chunks[-1].causes
+    assert (cause.code, cause.value) == (ErrorCauseCode.USER_INITIATED_ABORT, b"bye")
+    assert not link.sent("a->b", DataChunk)
+    [aborted] = of_type(link.events_b, AssociationAborted)
+    assert aborted.causes == (cause,)
+    with pytest.raises(InvalidStateError):
+        link.client.send(0, PPID_DDP_SEGMENT, b"x")
+    for association in link.endpoints():
+        assert association.packets_to_send(link.now) == [] and association.next_timeout() is None
+
+
+# ---------------------------------------------------------------- RFC 5043 9: MULPDU
+
+
+@pytest.mark.parametrize("mtu, overhead, expected", [(1500, 20, 1434), (1500, 28, 1426), (9000, 20, 8934),
+                                                      (576, 20, 516), (300, 20, 516)])
+def test_rfc5043_9_mulpdu_fits_one_packet_and_is_never_below_516(mtu: int, overhead: int, expected: int) -> None:
+    config = make_config(1, 2, 0, path_mtu=mtu, lower_layer_overhead=overhead)
+    assert config.mulpdu == expected
+    if expected > 516:  # a full chunk, a DDP-SSN and a SACK fit the MTU without fragmentation
+        assert overhead + 12 + 16 + 2 + expected + 16 <= mtu
+
+
+def test_rfc5043_9_oversize_or_empty_payload_rejected_never_fragmented() -> None:
+    link = established_link()
+    limit = link.client.mulpdu + 2
+    with pytest.raises(PayloadSizeError):
+        link.client.send(0, PPID_DDP_SEGMENT, b"x" * (limit + 1))
+    with pytest.raises(PayloadSizeError):
+        link.client.send(0, PPID_DDP_SEGMENT, b"")
+    link.client.send(0, PPID_DDP_SEGMENT, b"x" * limit)
+    link.run(condition=all_acknowledged(link))
+    [packet] = [s for s in link.sent("a->b", DataChunk)]
+    assert len(packet.packet.encode()) + 20 <= 1500
+    assert received_payloads(link.events_b) == [b"x" * limit]
+
+
+def test_rfc5043_9_fragmented_data_from_peer_aborts_with_protocol_violation() -> None:
+    link = established_link()
+    fragment = SctpPacket(CLIENT_PORT, SERVER_PORT, link.server.local_tag,
+                          (DataChunk(tsn=link.client._next_tsn, stream_id=0, ssn=0, ppid=16, user_data=b"half",
+                                     unordered=True, ending=False),)).encode()
+    events = link.server.receive(link.now, fragment)
+    assert of_type(events, AssociationFailed) and link.server.is_closed
+    [packet] = link.server.packets_to_send(link.now)
+    assert SctpPacket.decode(packet).chunks[-1].causes[0].code == ErrorCauseCode.PROTOCOL_VIOLATION
+
+
+# ---------------------------------------------------------------- randomized property
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rfc4960_6_every_payload_delivered_exactly_once_under_loss_duplication_reordering(seed: int) -> None:
+    rng = random.Random(seed)
+
+    def fate(direction: str, packet: SctpPacket) -> list[float]:
+        roll = rng.random()
+        if roll < 0.1:
+            return []
+        if roll < 0.15:
+            return [0.0, rng.uniform(0, 0.05)]
+        if roll < 0.3:
+            return [rng.uniform(0, 0.05)]
+        return [0.0]
+
+    link = Link.create(fate=fate, client_overrides={"rto_initial": 1.0}, server_overrides={"rto_initial": 1.0})
+    link.client.connect(0.0)
+    link.run(condition=lambda: link.server is not None and link.client.state is AssociationState.ESTABLISHED
+             and link.server.state is AssociationState.ESTABLISHED, until=120)
+    expected_b, expected_a = [], []
+    for i in range(60):
+        payload = rng.randbytes(rng.randint(1, link.client.mulpdu + 2))
+        link.client.send(rng.randrange(8), PPID_DDP_SEGMENT, payload)
+        expected_b.append(payload)
+        if i % 2:
+            back = rng.randbytes(rng.randint(1, 300))
+            link.server.send(rng.randrange(8), PPID_DDP_SEGMENT, back)
+            expected_a.append(back)
+        if i % 10 == 9:
+            link.run(until=link.now + 0.05)
+    link.client.shutdown(link.now)
+    link.run(condition=lambda: link.client.is_closed and link.server.is_closed, until=link.now + 600)
+    assert sorted(received_payloads(link.events_b)) == sorted(expected_b)
+    assert sorted(received_payloads(link.events_a)) == sorted(expected_a)
+    assert of_type(link.events_a, AssociationClosed) or of_type(link.events_b, AssociationClosed)
+    assert sum(e.count for e in of_type(link.events_a, DataAcknowledged)) == len(expected_b)
