@@ -412,8 +412,8 @@ class Association:
     def receive(self, now: float, data: bytes) -> list[AssociationEvent]:
         """Process one SCTP packet from the peer; malformed or misaddressed packets are discarded."""
         events: list[AssociationEvent] = []
-        if self.state is AssociationState.CLOSED and not self._passive_open:
-            return events
+        if self.state is AssociationState.CLOSED and (self._used or not self._passive_open):
+            return events  # after close nothing is processed; only a Listener's new association waits here
         try:
             packet = SctpPacket.decode(data)
         except DecodeError:

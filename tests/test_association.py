@@ -26,7 +26,6 @@ from model.association import (
 from model.sctp import (
     PPID_DDP_SEGMENT,
     AbortChunk,
-    AdaptationLayerIndication,
     CookieAckChunk,
     CookieEchoChunk,
     DataChunk,
