@@ -52,8 +52,9 @@ taking and retirement (PlacementCheck interlocks whole streams).
 Posting: ``post`` is handled by a small state machine: read ``next_post``,
 read the slot's live bit, then write the slot and ``next_post + 1``. A post
 to a queue whose next slot is still live (``depth`` buffers outstanding)
-waits (``post.ready`` low) until a retirement frees that slot. A post takes
-three cycles; lookups are never held up by posts.
+waits (``post.ready`` low) until a retirement frees that slot; a host that
+gives up (drops ``valid``, outside the stream rules) leaves no trace. A post
+takes three cycles; lookups are never held up by posts.
 
 Latency: a lookup taken on a cycle with ``en`` high has its ``result``
 three advances later. Throughput: one lookup per cycle.
@@ -229,9 +230,14 @@ class UntaggedBuffers(wiring.Component):
                     m.next = "READ_LIVE"
             with m.State("READ_LIVE"):
                 m.d.sync += post_msn.eq(post_next_r.data)
-                m.next = "CHECK"
+                with m.If(self.post.valid):
+                    m.next = "CHECK"
+                with m.Else():
+                    m.next = "IDLE"
             with m.State("CHECK"):
-                with m.If(~post_live_r.data & ~self.retire_en):
+                with m.If(~self.post.valid):
+                    m.next = "IDLE"
+                with m.Elif(~post_live_r.data & ~self.retire_en):
                     m.d.comb += [post_writing.eq(1), self.post.ready.eq(1)]
                     m.next = "IDLE"
                 with m.Else():
