@@ -152,7 +152,7 @@ class EthIpv4Parser(wiring.Component):
         protocol is UDP, and the SCTP packet length it announces (IPv4
         Total Length - 20, or UDP length - 8).
     verdict : ``Out(stream.Signature(header_verdict_layout(W), always_ready=True))``
-        One per frame, in order, 6 cycles after its last beat.
+        One per frame, in order, 5 clock edges after its last beat.
     """
 
     def __init__(self, width_bytes: int, associations: int = 8):
