@@ -11,15 +11,22 @@ import random
 
 import pytest
 from amaranth.back import rtlil
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from hdl.chunk_parser import ChunkParser
 from hdl.ddp_header import DdpHeaderValidator
-from hdl.stream import keep_mask
+from hdl.rx_layouts import packet_meta_layout, segment_info_layout
+from hdl.stream import keep_mask, packet_signature
 from model.ddp import DdpSegment, TaggedHeader, UntaggedHeader
+from model.ddp_sctp import DdpSegmentChunkData
 from model.errors import DdpError, DecodeError, RdmapError
 from model.memory import MemoryTable, ProtectionDomain, SparseMemory
 from model.rdmap import Opcode, invalidate_stag_of, rdmap_control_of
 from model.rdmap_endpoint import RdmapEndpoint
+from model.sctp import DataChunk, SackChunk, SctpPacket
 
 HEADER_ERRORS = {
     DdpError.LOCAL_CATASTROPHIC, DdpError.TAGGED_INVALID_VERSION, DdpError.UNTAGGED_INVALID_VERSION,
@@ -252,3 +259,100 @@ def test_every_check_boundary(width):
     segments = exhaustive_headers()
     verdicts = check(width, segments, seed=width, stall=0.1, gap=0.1)
     assert {error for _, error in verdicts} == {error.number for error in HEADER_ERRORS} | {None}
+
+
+class _ParserAndValidator(wiring.Component):
+    """The receive path from checked SCTP packets to DDP segment records and payload."""
+
+    def __init__(self, width: int):
+        self._width = width
+        super().__init__({
+            "pkt": In(packet_signature(width)),
+            "pkt_meta": In(stream.Signature(packet_meta_layout())),
+            "segment": Out(stream.Signature(segment_info_layout())),
+            "payload": Out(packet_signature(width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        parser = m.submodules.parser = ChunkParser(self._width)
+        validator = m.submodules.validator = DdpHeaderValidator(self._width)
+        wiring.connect(m, wiring.flipped(self.pkt), parser.pkt)
+        wiring.connect(m, wiring.flipped(self.pkt_meta), parser.pkt_meta)
+        wiring.connect(m, parser.seg, validator.seg)
+        wiring.connect(m, parser.seg_meta, validator.seg_meta)
+        wiring.connect(m, wiring.flipped(self.segment), validator.segment)
+        wiring.connect(m, wiring.flipped(self.payload), validator.payload)
+        m.d.comb += [parser.exc.ready.eq(1), parser.exc_meta.ready.eq(1), parser.errors.ready.eq(1)]
+        return m
+
+
+@pytest.mark.parametrize("width", [8, 64])
+def test_behind_the_chunk_parser(width):
+    """ChunkParser -> DdpHeaderValidator on bundled SCTP packets (RFC 5043 5.2.2): DDP segments among
+    SACKs, good and bad headers, 0- to 17-byte segments; TSN and DDP-SSN carried through."""
+    rng = random.Random(300 + width)
+    dut = _ParserAndValidator(width)
+    packets, expected = [], []
+    endpoint = model_endpoint()
+    for _ in range(25):
+        chunks = []
+        for _ in range(rng.randrange(1, 4)):
+            kind = rng.choice(["valid", "valid", "bad", "short"])
+            segment = random_segment(rng, kind)
+            chunk = DataChunk(tsn=rng.getrandbits(32), stream_id=rng.getrandbits(16), ssn=0, ppid=16,
+                              user_data=DdpSegmentChunkData(rng.getrandbits(16), segment).encode(), unordered=True)
+            chunks.append(chunk)
+            expected.append((chunk.tsn, chunk.stream_id, DdpSegmentChunkData.decode(chunk.user_data).ddp_ssn,
+                             model_verdict(endpoint, segment)))
+            if rng.random() < 0.5:
+                chunks.append(SackChunk(rng.getrandbits(32), 1000))
+        packets.append(SctpPacket(1, 2, 3, chunks).encode())
+    records, payload = [], []
+
+    async def source(ctx):
+        for packet in packets:
+            ctx.set(dut.pkt_meta.payload, {"association": 5, "ddp": 1, "length": len(packet)})
+            ctx.set(dut.pkt_meta.valid, 1)
+            for beat in beats_of(packet, width, rng):
+                ctx.set(dut.pkt.payload, beat)
+                ctx.set(dut.pkt.valid, 1)
+                await ctx.tick().until(dut.pkt.ready)
+            ctx.set(dut.pkt.valid, 0)
+        ctx.set(dut.pkt_meta.valid, 0)
+
+    def sink(port, out):
+        async def process(ctx):
+            while True:
+                ctx.set(port.ready, rng.random() >= 0.3)
+                _, _, valid, ready, value = await ctx.tick().sample(port.valid, port.ready, port.payload)
+                if valid and ready:
+                    out.append(value)
+        return process
+
+    payloads = [s.payload for _, _, _, (s, error) in expected if error is None and s.payload]
+
+    async def watch(ctx):
+        for _ in range(20000):
+            if len(records) >= len(expected) and sum(1 for b in payload if b.last) >= len(payloads):
+                break
+            await ctx.tick()
+        await ctx.tick().repeat(40)
+
+    simulator = Simulator(dut)
+    simulator.add_clock(1e-8)
+    simulator.add_testbench(source, background=True)
+    simulator.add_testbench(sink(dut.segment, records), background=True)
+    simulator.add_testbench(sink(dut.payload, payload), background=True)
+    simulator.add_testbench(watch)
+    simulator.run()
+    assert len(records) == len(expected)
+    for record, (tsn, stream_id, ddp_ssn, (segment, error)) in zip(records, expected):
+        assert (int(record.association), int(record.tsn), int(record.stream_id), int(record.ddp_ssn)) == \
+            (5, tsn, stream_id, ddp_ssn)
+        got = (int(record.error.layer), int(record.error.etype), int(record.error.code)) if record.error.valid else None
+        assert got == (tuple(error) if error else None)
+        if segment is not None and error is None:
+            assert int(record.opcode) == rdmap_control_of(segment.header).opcode
+            assert int(record.payload_length) == len(segment.payload)
+    assert packets_of(payload, width) == payloads
