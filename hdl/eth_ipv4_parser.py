@@ -10,18 +10,19 @@ expected checksum, and a CRC failure overrides everything decided after it.
 
 Rules, in priority order (the first that applies decides):
 
-1. frame shorter than an Ethernet header, ethertype not 0x0800, or IPv4
-   version not 4: exception ``NOT_IPV4``; destination MAC not ``local_mac``
-   (broadcast and multicast included): exception ``NOT_LOCAL_MAC``
-   (checked before the ethertype);
-2. frame too short for a 20-byte IPv4 header: drop ``LENGTH``;
-3. IHL not 5 (options, RFC 791 3.1): exception ``IP_OPTIONS``;
-4. header checksum wrong (RFC 791 3.1, RFC 1071): drop ``IP_CHECKSUM``;
-5. MF set or fragment offset non-zero (RFC 791 2.3): exception ``FRAGMENT``;
-6. destination address not ``local_ip``: exception ``NOT_LOCAL_IP``;
-7. Total Length below 20 or past the frame's end: drop ``LENGTH``;
-8. neither protocol 132 nor UDP (RFC 768) to ``udp_port`` (RFC 6951 5):
-   exception ``NOT_SCTP``;
+1. frame shorter than an Ethernet header (14 bytes): exception ``NOT_IPV4``;
+2. destination MAC not ``local_mac`` (broadcast and multicast included):
+   exception ``NOT_LOCAL_MAC``;
+3. ethertype not 0x0800: exception ``NOT_IPV4``;
+4. frame too short for a 20-byte IPv4 header: drop ``LENGTH``;
+5. IPv4 version not 4: exception ``NOT_IPV4``; IHL not 5 (options, or an
+   invalid IHL; RFC 791 3.1): exception ``IP_OPTIONS``;
+6. header checksum wrong (RFC 791 3.1, RFC 1071): drop ``IP_CHECKSUM``;
+7. MF set or fragment offset non-zero (RFC 791 2.3): exception ``FRAGMENT``;
+8. destination address not ``local_ip``: exception ``NOT_LOCAL_IP``;
+   Total Length below 20 or past the frame's end: drop ``LENGTH``;
+   neither protocol 132 nor UDP (RFC 768) to ``udp_port`` (RFC 6951 5):
+   exception ``NOT_SCTP`` (in that order);
 9. UDP length below 8 or past the IPv4 payload, or an SCTP packet shorter
    than its 12-byte common header (RFC 4960 3.1): drop ``LENGTH``;
 10. (after the CRC32c check, RFC 4960 6.8) first chunk INIT with
@@ -33,7 +34,11 @@ Rules, in priority order (the first that applies decides):
 13. verification tag not the association's (RFC 4960 8.5): drop ``TAG``;
 14. otherwise deliver.
 
-Latency: the verdict is valid 6 cycles after the frame's last beat.
+Only the first chunk is examined for rules 10 and 11. The UDP checksum is
+not verified: the SCTP CRC32c covers the whole SCTP packet (RFC 6951 5
+lets senders leave it 0).
+
+Latency: the verdict transfers 5 clock edges after the frame's last beat.
 Throughput: one beat per cycle, one frame per cycle (frames of one beat).
 """
 

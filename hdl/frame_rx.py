@@ -18,9 +18,10 @@ Realigner (SCTP packet only, Ethernet padding and headers stripped), or
 nowhere (dropped and counted). Store and forward: no byte of a frame leaves
 before the frame is complete and checked.
 
-Latency (W = 8, outputs ready): the first beat of a frame leaves about
-``12 + log2(W) + 2`` cycles after its last beat came in (CRC32c latency plus
-parser, FIFO and buffer stages).
+Latency, outputs ready: the first beat of a delivered packet leaves
+``Crc32c(W).latency + 8`` clock edges after the edge its frame's last beat
+came in on (16 at W = 8, 18 at 16, 20 at 32, 22 at 64); the CRC32c is the
+longest of the parallel paths, then decide, buffer read and staging.
 
 Throughput: ``net`` takes one beat per cycle, back to back frames with no
 gap, until the buffer is full (``buffer_bytes``) or ``max_frames`` frames are
