@@ -30,9 +30,10 @@ Pipeline (each stage registered or a FIFO; nothing waits on a whole chunk):
    walker's loop is a ``W/4``-way mux and no adder;
 2. *walker*: emits one *piece* per (beat, chunk) overlap: a beat holding the
    end of one chunk and the start of the next is emitted twice;
-3. *header* stage: gathers the chunk's first 20 bytes from its pieces,
-   classifies the chunk, writes ``seg_meta``/``exc_meta``/``errors`` and a
-   routing descriptor; pieces wait in a FIFO meanwhile;
+3. *header* stages: *gather* merges the chunk's first 20 bytes from its
+   pieces into a register; *classify* decides from that register, writes
+   ``seg_meta``/``exc_meta``/``errors`` and a routing descriptor; pieces wait
+   in a FIFO meanwhile;
 4. *router*: sends each chunk's pieces to one of two :class:`~hdl.realign.Realign`
    (drop ``offset + 18`` for ``seg``, ``offset`` for ``exc``) or discards them.
 
@@ -43,8 +44,8 @@ overflows its last beat. So at W = 8 a stream of large DDP segments runs at
 one beat per cycle except for at most 2 cycles per chunk; small chunks cost
 one cycle each at any W (up to W/4 of them share a beat at wide W). A packet
 costs nothing beyond its beats (the common-header beat at W = 8 is walked
-like any other). Latency from a beat to its realigned output: about 6 cycles
-(beat stage, walker, piece FIFO, router/realigner output register).
+like any other). Latency from a beat to its realigned output: about 7 cycles
+(beat stage, walker, gather, piece FIFO, router/realigner output register).
 
 Contract: ``pkt_meta.length`` is the packet's byte count; ``pkt_meta`` must be
 valid from the packet's first beat and is taken with its last beat. If the
@@ -345,7 +346,19 @@ class ChunkParser(wiring.Component):
         b_decided = Signal()
         hdr = [Signal(32, name=f"hdr_{j}") for j in range(5)]
 
-        m.d.comb += piece_ready.eq(pieces.w_rdy & descs.w_rdy & seg_metas.w_rdy & exc_metas.w_rdy & errors.w_rdy)
+        # 3a. gather: merge this piece's header words with those already seen, register.
+        gathered = data.Signal(data.StructLayout({
+            "beat": packet_layout(width),
+            "decide": unsigned(1),       # the chunk's header is complete with this piece
+            "start": unsigned(word_bits),
+            "error": unsigned(3),
+            "association": unsigned(ASSOCIATION_BITS),
+            "ddp": unsigned(1),
+        }))
+        gathered_words = [Signal(32, name=f"gathered_{j}") for j in range(5)]
+        gathered_valid = Signal()
+        gathered_ready = Signal()
+        m.d.comb += piece_ready.eq(~gathered_valid | gathered_ready)
         b_accept = piece_valid & piece_ready
         start = Mux(piece.first, piece.word, b_word)
         index = Mux(piece.first, 0, b_piece)
@@ -358,7 +371,33 @@ class ChunkParser(wiring.Component):
             merged.append(Mux(here, lane_word, hdr[j]))
         decided = Mux(piece.first, 0, b_decided)
         decide = ~decided & (present[4] | piece.beat.last)
+        with m.If(gathered_ready):
+            m.d.sync += gathered_valid.eq(0)
+        with m.If(b_accept):
+            m.d.sync += [
+                gathered_valid.eq(1),
+                gathered.beat.eq(piece.beat),
+                gathered.decide.eq(decide),
+                gathered.start.eq(start),
+                gathered.error.eq(piece.error),
+                gathered.association.eq(piece.association),
+                gathered.ddp.eq(piece.ddp),
+            ]
+            m.d.sync += [word.eq(value) for word, value in zip(gathered_words, merged)]
+            with m.If(piece.error == 0):
+                m.d.sync += [hdr[j].eq(merged[j]) for j in range(5)]
+                m.d.sync += [
+                    b_word.eq(start),
+                    b_piece.eq(Mux(index == max_piece + 1, index, index + 1)),
+                    b_decided.eq(decided | decide),
+                ]
 
+        # 3b. classify the registered header, write the FIFOs.
+        m.d.comb += gathered_ready.eq(pieces.w_rdy & descs.w_rdy & seg_metas.w_rdy & exc_metas.w_rdy & errors.w_rdy)
+        g_accept = gathered_valid & gathered_ready
+        merged = gathered_words
+        start = gathered.start
+        decide = gathered.decide
         chunk_type, flags = _byte(merged[0], 0), _byte(merged[0], 1)
         length = _be(_byte(merged[0], 2), _byte(merged[0], 3))
         tsn = Mux(length >= 8, _be(*(_byte(merged[1], i) for i in range(4))), 0)
@@ -372,7 +411,7 @@ class ChunkParser(wiring.Component):
         m.d.comb += [dest.eq(_Dest.EXC), error.eq(0)]
         with m.If(chunk_type != 0):
             m.d.comb += reason.eq(ExceptionReason.CONTROL)
-        with m.Elif(~piece.ddp):
+        with m.Elif(~gathered.ddp):
             m.d.comb += reason.eq(ExceptionReason.NOT_DDP)
         with m.Elif(length < _DATA_HEADER):
             m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.TOO_SHORT)]
@@ -389,41 +428,34 @@ class ChunkParser(wiring.Component):
         with m.Else():
             m.d.comb += dest.eq(_Dest.SEG)
 
-        walker_error = piece.error != 0
-        write = b_accept & ~walker_error
-        record = b_accept & decide & ~walker_error
+        walker_error = gathered.error != 0
+        write = g_accept & ~walker_error
+        record = g_accept & decide & ~walker_error
         desc = desc_layout(descs.w_data)
         seg_meta = segment_meta_layout()(seg_metas.w_data)
         exc_meta = exception_meta_layout()(exc_metas.w_data)
         error_record = chunk_error_layout()(errors.w_data)
         m.d.comb += [
             pieces.w_en.eq(write),
-            pieces.w_data.eq(piece.beat),
+            pieces.w_data.eq(gathered.beat),
             descs.w_en.eq(record),
             desc.dest.eq(dest),
             desc.drop.eq(Cat(Const(0, 2), start) + Mux(dest == _Dest.SEG, _SEGMENT_OFFSET, 0)),
             seg_metas.w_en.eq(record & (dest == _Dest.SEG)),
-            seg_meta.association.eq(piece.association),
+            seg_meta.association.eq(gathered.association),
             seg_meta.tsn.eq(tsn),
             seg_meta.stream_id.eq(stream_id),
             seg_meta.ddp_ssn.eq(ddp_ssn),
             seg_meta.length.eq(length - _SEGMENT_OFFSET),
             exc_metas.w_en.eq(record & (dest == _Dest.EXC)),
-            exc_meta.association.eq(piece.association),
+            exc_meta.association.eq(gathered.association),
             exc_meta.reason.eq(reason),
             exc_meta.length.eq(length),
-            errors.w_en.eq(b_accept & (walker_error | (decide & (error != 0)))),
-            error_record.association.eq(piece.association),
+            errors.w_en.eq(g_accept & (walker_error | (decide & (error != 0)))),
+            error_record.association.eq(gathered.association),
             error_record.tsn.eq(Mux(walker_error, 0, tsn)),
-            error_record.kind.eq(Mux(walker_error, piece.error, error)),
+            error_record.kind.eq(Mux(walker_error, gathered.error, error)),
         ]
-        with m.If(write):
-            m.d.sync += [hdr[j].eq(merged[j]) for j in range(5)]
-            m.d.sync += [
-                b_word.eq(start),
-                b_piece.eq(Mux(index == max_piece + 1, index, index + 1)),
-                b_decided.eq(decided | decide),
-            ]
 
         # ---- 4. router -----------------------------------------------------
         seg_align = m.submodules.seg_align = Realign(width, width - 4 + _SEGMENT_OFFSET)

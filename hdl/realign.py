@@ -42,10 +42,12 @@ class Realign(wiring.Component):
         ``drop`` bytes produces no beat at all.
 
     Latency: one cycle from an input beat to the output beat it completes.
-    Throughput: one beat per cycle; a packet whose last input beat holds more
-    than ``drop mod W`` bytes (``drop mod W != 0``) needs one more output beat
-    than input beats and takes one extra cycle (the input waits). Output is
-    registered; ``sink.ready`` follows ``source.ready`` combinationally.
+    Throughput: one beat per cycle. A packet of two or more kept beats whose
+    last beat holds more than ``drop mod W`` bytes (``drop mod W != 0``) needs
+    one more output beat than it has kept input beats and takes one extra
+    cycle (the input waits); a packet whose kept bytes sit in one beat never
+    does. Output is registered; ``sink.ready`` follows ``source.ready``
+    combinationally.
     """
 
     def __init__(self, width_bytes: int, max_drop: int):
@@ -81,14 +83,17 @@ class Realign(wiring.Component):
         cur_amount = Mux(held, amount, first_amount)
         cur_skip = Mux(started, skip, first_skip)
 
-        cur_data = Mux(flush, 0, sink.data)
-        cur_keep = Mux(flush, 0, sink.keep)
-        window_data = Cat(prev_data, cur_data)
-        window_keep = Cat(Mux(held, prev_keep, 0), cur_keep)
-        out_data = window_data.bit_select(cur_amount * 8, 8 * width)
-        out_keep = window_keep.bit_select(cur_amount, width)
+        # A last beat with nothing held before it (a < W) is shifted on its own: no tail cycle.
+        prev_empty = ~(held & prev_keep[0])
+        direct = ~flush & prev_empty & sink.last & (cur_amount != width)
+        low_data = Mux(direct, sink.data, prev_data)
+        low_keep = Mux(direct, sink.keep, Mux(held, prev_keep, 0))
+        high_data = Mux(flush | direct, 0, sink.data)
+        high_keep = Mux(flush | direct, 0, sink.keep)
+        out_data = Cat(low_data, high_data).bit_select(cur_amount * 8, 8 * width)
+        out_keep = Cat(low_keep, high_keep).bit_select(cur_amount, width)
         # Bytes of the current beat beyond lane a-1 need one more output beat.
-        tail = Cat(sink.keep, Const(0, 1)).bit_select(cur_amount, 1)
+        tail = ~direct & Cat(sink.keep, Const(0, 1)).bit_select(cur_amount, 1)
 
         can_out = ~self.source.valid | self.source.ready
         m.d.comb += self.sink.ready.eq(can_out & ~flush & (started | self.drop.valid))
