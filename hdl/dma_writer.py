@@ -40,11 +40,12 @@ come from it, so ``payload.keep`` and ``payload.last`` must agree with it
 (as :mod:`hdl.stream` requires) but are not inspected. The payload of a
 command must not wait for a later command to be accepted.
 
-Latency: a payload beat transferred on clock edge ``t`` is presented on W
-from ``t + 1`` and is transferred on edge ``t + 2`` when ``WREADY`` is high
-(:attr:`DmaWriter.latency` = 2). Its command must have been accepted on an
-earlier edge; its first AW is presented two edges after the command's, and
-``done`` one edge after the command's last ``B`` transfer.
+Latency (clock edges between transfers, the bus ready): a payload beat
+transferred on edge ``t`` is transferred on W on edge ``t + 2``
+(:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
+first payload beat in from edge ``c + 1`` and its first AW out on edge
+``c + 3``; a command's ``done`` is transferred one edge after its last ``B``
+(a zero-length command's four edges after the command).
 
 Throughput: one W beat per cycle while ``WREADY`` is high; commands follow
 each other without a gap. A command whose bytes take one beat more on the

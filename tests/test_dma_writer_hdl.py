@@ -44,6 +44,10 @@ class Bus:
     burst_commands: list = field(default_factory=list)  # command index of each burst
     burst_errors: list = field(default_factory=list)    # SLVERR given to each burst
     w_cycles: list = field(default_factory=list)        # cycle of each W transfer
+    aw_cycles: list = field(default_factory=list)       # cycle of each AW transfer
+    cmd_cycles: list = field(default_factory=list)      # cycle of each cmd transfer
+    done_cycles: list = field(default_factory=list)     # cycle of each done transfer
+    b_cycles: list = field(default_factory=list)        # cycle of each B transfer
     payload_cycles: list = field(default_factory=list)  # cycle of each payload transfer
     done: list = field(default_factory=list)            # (tag, error)
 
@@ -109,6 +113,7 @@ def simulate(width: int, commands: list[Command], *, seed: int = 0, aw_ready: fl
             ctx.set(dut.cmd.payload, {"address": command.address, "length": command.length, "tag": command.tag})
             ctx.set(dut.cmd.valid, 1)
             await ctx.tick().until(dut.cmd.ready)
+            bus.cmd_cycles.append(cycle[0])
         ctx.set(dut.cmd.valid, 0)
 
     async def payload_source(ctx):
@@ -133,6 +138,7 @@ def simulate(width: int, commands: list[Command], *, seed: int = 0, aw_ready: fl
             if valid and ready:
                 assert size == width.bit_length() - 1 and kind == Burst.INCR and ident == 0
                 aw_queue.append((address, length))
+                bus.aw_cycles.append(cycle[0])
 
     async def w_channel(ctx):
         while True:
@@ -178,6 +184,7 @@ def simulate(width: int, commands: list[Command], *, seed: int = 0, aw_ready: fl
                 ctx.set(axi.bvalid, 1)
                 ctx.set(axi.bresp, Resp.SLVERR if pending[0] else Resp.OKAY)
                 await ctx.tick().until(axi.bready)
+                bus.b_cycles.append(cycle[0])
                 pending.pop(0)
                 ctx.set(axi.bvalid, 0)
             else:
@@ -189,6 +196,7 @@ def simulate(width: int, commands: list[Command], *, seed: int = 0, aw_ready: fl
             _, _, valid, ready, payload = await ctx.tick().sample(dut.done.valid, dut.done.ready, dut.done.payload)
             if valid and ready:
                 bus.done.append((payload.tag, payload.error))
+                bus.done_cycles.append(cycle[0])
         # Nothing more may happen once every command is done.
         for _ in range(30):
             ctx.set(dut.done.ready, 1)
@@ -263,6 +271,15 @@ def test_one_beat_per_cycle_and_latency():
     assert bus.w_cycles[0] - bus.payload_cycles[0] == DmaWriter.latency
     # Bursts: 256 beats except where the 2 KiB block (256 * 8 bytes) starts or ends.
     assert sorted({length + 1 for _, length in bus.bursts})[-1] == 256
+
+
+def test_command_latencies():
+    """Documented edges: cmd -> first AW 3, zero-length cmd -> done 4, last B -> done 1."""
+    bus = simulate(8, [Command(0x1000, 0, 7)])
+    assert bus.done_cycles[0] - bus.cmd_cycles[0] == 4
+    bus = simulate(8, [Command(0x1003, 20, 8)])
+    assert bus.aw_cycles[0] - bus.cmd_cycles[0] == 3
+    assert bus.done_cycles[0] - bus.b_cycles[-1] == 1
 
 
 def test_parameters_are_checked():
