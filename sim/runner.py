@@ -98,11 +98,18 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-# Verilator's and cocotb's runtime objects are the same for every design: compiling
-# them takes ~10 s per build, so they are compiled once and copied into new builds
-# (older mtimes than nothing they depend on, so make leaves them alone).
+# Verilator's runtime objects are the same for every design: compiling them takes
+# ~10 s per build, so they are compiled once and copied into new builds (older
+# mtimes than nothing they depend on, so make leaves them alone). Not shared:
+# the design's own Vtop*.o and cocotb's main, verilator.o, which is compiled
+# against the design's Vtop.h (its layout depends on the top-level ports; reused
+# for another design it corrupts the heap).
+_DESIGN_OBJECTS = ("verilator.o",)
+
+
 def _runtime_objects(build_dir: Path) -> list[Path]:
-    return [path for path in build_dir.glob("*.o") if not path.name.startswith("Vtop")]
+    return [path for path in build_dir.glob("*.o")
+            if not path.name.startswith("Vtop") and path.name not in _DESIGN_OBJECTS]
 
 
 def _restore_runtime_objects(runtime: Path, build_dir: Path) -> None:
