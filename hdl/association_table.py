@@ -46,9 +46,9 @@ class AssociationTable(wiring.Component):
     local_port, peer_port, peer_ip : ``In``
         Lookup key, from the inbound packet's headers.
     hit, index, ddp, tag : ``Out``
-        The lookup result for the key presented on the previous cycle
-        (latency 1, a new key every cycle). When several valid entries
-        match, the lowest index wins.
+        The lookup result for the key presented two cycles earlier
+        (latency 2: compare, then select; a new key every cycle). When
+        several valid entries match, the lowest index wins.
     """
 
     def __init__(self, entries: int = 8):
@@ -80,16 +80,16 @@ class AssociationTable(wiring.Component):
                 with m.If(self.write.payload.index == i):
                     m.d.sync += entry.eq(self.write.payload)
 
-        matches = Signal(self._entries)
+        matches = Signal(self._entries)  # stage 1: compare the key with every entry
         for i, entry in enumerate(table):
-            m.d.comb += matches[i].eq(
+            m.d.sync += matches[i].eq(
                 entry.valid
                 & (entry.local_port == self.local_port)
                 & (entry.peer_port == self.peer_port)
                 & (entry.peer_ip == self.peer_ip))
 
+        # Stage 2: select. Lowest index wins: later statements take priority, so walk downwards.
         m.d.sync += [self.hit.eq(matches.any()), self.index.eq(0), self.ddp.eq(0), self.tag.eq(0)]
-        # Lowest index wins: later statements take priority, so walk downwards.
         for i in reversed(range(self._entries)):
             with m.If(matches[i]):
                 m.d.sync += [

@@ -225,11 +225,6 @@ class EthIpv4Parser(wiring.Component):
                        _big_endian(captured, ETH_IPV4_SCTP_OFFSET + offset, size))
 
         src_ip = _big_endian(captured, 26, 4)
-        m.d.comb += [
-            table.local_port.eq(sctp_field(2, 2)),
-            table.peer_port.eq(sctp_field(0, 2)),
-            table.peer_ip.eq(src_ip),
-        ]
         words = [_big_endian(captured, 14 + 2 * i, 2) for i in range(10)]
 
         # E1: field compares and the first adder level of the header checksum.
@@ -254,10 +249,19 @@ class EthIpv4Parser(wiring.Component):
             "chunk_type": stage(sctp_field(12, 1), "e1_chunk_type"),
             "chunk_flags": stage(sctp_field(13, 1), "e1_chunk_flags"),
             "peer_ip": stage(src_ip, "e1_peer_ip"),
+            "src_port": stage(sctp_field(0, 2), "e1_src_port"),
+            "dst_port": stage(sctp_field(2, 2), "e1_dst_port"),
             "sums": [stage(words[2 * i] + words[2 * i + 1], f"e1_sum_{i}", 17) for i in range(5)],
         }
 
-        # E2: lengths, the association lookup result, the checksum sum.
+        # The association lookup: key from E1, result in E3.
+        m.d.comb += [
+            table.local_port.eq(e1["dst_port"]),
+            table.peer_port.eq(e1["src_port"]),
+            table.peer_ip.eq(e1["peer_ip"]),
+        ]
+
+        # E2: lengths, the checksum sum.
         e2 = {key: stage(value, f"e2_{key}") for key, value in e1.items() if key != "sums"}
         e2_sum = stage(sum(e1["sums"]), "e2_sum", 20)
         e2["runt"] = stage(e1["length"] < 14, "e2_runt")
@@ -266,10 +270,6 @@ class EthIpv4Parser(wiring.Component):
         e2["over_udp"] = stage(e1["udp"] & (e1["total"] >= 28) & e1["udp_port_ok"], "e2_over_udp")
         e2["udp_bad"] = stage((e1["udp_length"] < 8) | (e1["udp_length"] + 20 > e1["total"]), "e2_udp_bad")
         e2["sctp_length"] = stage(Mux(e1["udp"], e1["udp_length"] - 8, e1["total"] - 20), "e2_sctp_length", 16)
-        e2["hit"] = stage(table.hit, "e2_hit")
-        e2["association"] = stage(table.index, "e2_association")
-        e2["ddp"] = stage(table.ddp, "e2_ddp")
-        e2["tag_ok"] = stage(table.tag == e1["tag"], "e2_tag_ok")
 
         # E3: first fold of the checksum, chunk checks, where the packet ends.
         e3 = {key: stage(value, f"e3_{key}") for key, value in e2.items()}
@@ -286,6 +286,10 @@ class EthIpv4Parser(wiring.Component):
 
         # E4: second fold and compare: a correct header sums to 0xFFFF (RFC 1071).
         e4 = {key: stage(value, f"e4_{key}") for key, value in e3.items()}
+        e4["hit"] = stage(table.hit, "e4_hit")
+        e4["association"] = stage(table.index, "e4_association")
+        e4["ddp"] = stage(table.ddp, "e4_ddp")
+        e4["tag_ok"] = stage(table.tag == e3["tag"], "e4_tag_ok")
         e4["ip_checksum_ok"] = stage((e3_fold[:16] + e3_fold[16]).as_unsigned()[:16] == 0xFFFF, "e4_ip_ok")
 
         # E5 (output registers): the decision.

@@ -21,7 +21,7 @@ def test_lookup_writes_removal_and_priority():
             ctx.set(dut.local_port, local_port)
             ctx.set(dut.peer_port, peer_port)
             ctx.set(dut.peer_ip, peer_ip)
-            await ctx.tick()  # latency 1
+            await ctx.tick().repeat(2)  # latency 2
             results.append((ctx.get(dut.hit), ctx.get(dut.index), ctx.get(dut.ddp), ctx.get(dut.tag)))
 
         assert ctx.get(dut.write.ready)
