@@ -124,14 +124,15 @@ def sample_frames() -> list[tuple[float, bytes]]:
                            b.control(1, FunctionCode.REJECT, b"no"),
                            b.control(2, FunctionCode.ENHANCED_REJECT, b"", EnhancedData(ird=0, ord=0))])
 
-    # RDMAP traffic on stream 0; the segments come from two model endpoints.
+    # RDMAP traffic on stream 0; the segments come from two model endpoints. STags are
+    # index << 8 | key, the index small enough for the engine's region table.
     ep_a, table_a, mem_a, pd_a = _endpoint(1, first_sequence=a.ddp_ssn[0])
     ep_b, table_b, mem_b, pd_b = _endpoint(2, first_sequence=b.ddp_ssn[0])
     mem_a.write(0x10000, bytes(i % 251 for i in range(4096)))
-    table_a.register(MemoryRegion(0xA100, pd_a, 0, 4096, Access.LOCAL_WRITE, 0x20000))
-    table_b.register(MemoryRegion(0xB200, pd_b, 0x8000, 8192, Access.REMOTE_READ | Access.REMOTE_WRITE, 0x40000))
-    table_b.register(MemoryRegion(0xB300, pd_b, 0, 256, Access.REMOTE_READ, 0x50000))
-    table_b.register(MemoryRegion(0xB400, pd_b, 0, 256, Access.REMOTE_READ, 0x51000))
+    table_a.register(MemoryRegion(0x0511, pd_a, 0, 4096, Access.LOCAL_WRITE, 0x20000))
+    table_b.register(MemoryRegion(0x0142, pd_b, 0x8000, 8192, Access.REMOTE_READ | Access.REMOTE_WRITE, 0x40000))
+    table_b.register(MemoryRegion(0x0243, pd_b, 0, 256, Access.REMOTE_READ, 0x50000))
+    table_b.register(MemoryRegion(0x0344, pd_b, 0, 256, Access.REMOTE_READ, 0x51000))
     for i in range(4):
         ep_b.post_receive(0x60000 + i * 0x1000, 0x1000)
 
@@ -148,18 +149,18 @@ def sample_frames() -> list[tuple[float, bytes]]:
             rec.send(sender, receiver, receiver.tag, chunks)
         rec.send(receiver, sender, sender.tag, [SackChunk(sender.next_tsn - 1, 65536)])
 
-    ep_a.post_write(0xB200, 0x8000 + 16, 0x10000, 2500)  # 3 segments at MULPDU 1024
+    ep_a.post_write(0x0142, 0x8000 + 16, 0x10000, 2500)  # 3 segments at MULPDU 1024
     flow(a, b, ep_a, ep_b, bundle=False)
-    ep_a.post_read(0xA100, 0, 0xB200, 0x8000 + 16, 1500)  # Read Request, then 2 Read Response segments
+    ep_a.post_read(0x0511, 0, 0x0142, 0x8000 + 16, 1500)  # Read Request, then 2 Read Response segments
     flow(a, b, ep_a, ep_b, bundle=False)
     flow(b, a, ep_b, ep_a, bundle=False)
     ep_a.post_send(0x10000, 64)
     ep_a.post_send(0x10040, 100, solicited=True)
-    ep_a.post_send(0x10100, 32, invalidate_stag=0xB300)
-    ep_a.post_send(0x10200, 48, solicited=True, invalidate_stag=0xB400)
+    ep_a.post_send(0x10100, 32, invalidate_stag=0x0243)
+    ep_a.post_send(0x10200, 48, solicited=True, invalidate_stag=0x0344)
     flow(a, b, ep_a, ep_b, bundle=True)  # four small Sends bundled in one packet (RFC 5043 11.2)
-    # An RDMA Write to an STag B never registered: B answers with a Terminate (RFC 5040).
-    ep_a.post_write(0xDEAD, 0, 0x10000, 128)
+    # An RDMA Write to an STag B never registered (0x0F77): B answers with a Terminate (RFC 5040).
+    ep_a.post_write(0x0F77, 0, 0x10000, 128)
     flow(a, b, ep_a, ep_b, bundle=False)
     flow(b, a, ep_b, ep_a, bundle=False)
     # Session teardown on stream 0 (RFC 5043 6.2) and association teardown.

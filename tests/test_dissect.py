@@ -77,7 +77,7 @@ def test_sample_has_udp_encapsulated_frames_rfc6951(sample):
 def test_sample_terminate_names_the_invalid_stag_error(sample):
     (term,) = [c["rdmap"]["terminate"] for c in all_chunks(sample) if "terminate" in c.get("rdmap", {})]
     assert (term["layer"], term["etype"], term["code"]) == (1, 1, 0)  # DDP, tagged, invalid STag
-    assert term["ddp_header"]["stag"] == 0xDEAD
+    assert term["ddp_header"]["stag"] == 0x0F77
 
 
 def test_sample_frames_agree_with_scapy():

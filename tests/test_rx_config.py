@@ -12,7 +12,7 @@ GOOD = {
     "associations": [{"index": 0, "local_port": 5002, "peer_port": 5001, "peer_ip": "10.0.0.1",
                       "tag": "0x5e6f7081"}],
     "streams": [{"association": 0, "stream_id": 0, "pd": 2}],
-    "regions": [{"stag": "0xb200", "pd": 2, "base_to": "0x8000", "length": 8192,
+    "regions": [{"stag": "0x0142", "pd": 2, "base_to": "0x8000", "length": 8192,
                  "access": ["remote_read", "remote_write"], "host_address": "0x40000",
                  "stream": {"association": 0, "stream_id": 0}}],
     "buffers": [{"association": 0, "stream_id": 0, "qn": 0, "host_address": 393216, "length": 4096}],

@@ -42,7 +42,7 @@ def segment_chunk(header, payload=b"", tsn=1, ssn=1, stream=0, flags=None):
     return chunk
 
 
-def write(to, payload, stag=0xB200, last=True):
+def write(to, payload, stag=0x0142, last=True):
     return TaggedHeader(last, tagged_rsvd_ulp(Opcode.RDMA_WRITE), stag, to), payload
 
 
@@ -128,7 +128,7 @@ def test_chunk_length_past_packet_ends_the_walk(engine):
 
 
 def test_after_an_error_the_stream_drops_silently_rfc5041_7_1(engine):
-    first = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"x", stag=0xDEAD00))))
+    first = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"x", stag=0x0F77))))
     assert first.segments[0].error == DdpError.INVALID_STAG.number
     later = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"y"))))
     assert later.segments[0].status is SegmentStatus.DROPPED and engine.memory.read(0x40000, 1) == b"\0"
