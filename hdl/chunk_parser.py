@@ -53,10 +53,8 @@ beats end before ``length`` says, the chunk in progress is cut at the last
 beat; the parser then starts afresh with the next packet.
 """
 
-from enum import IntEnum
-
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .realign import Realign
@@ -76,7 +74,7 @@ _SEGMENT_OFFSET = _DATA_HEADER + 2  # DDP-SSN, RFC 5043 5.2.2
 _FLAG_U, _FLAG_B, _FLAG_E = 0x04, 0x02, 0x01
 
 
-class ChunkError(IntEnum):
+class ChunkError(enum.IntEnum, shape=3):
     """``errors.kind``: why a chunk was not forwarded."""
     ORDERED = 1      # DDP Segment Chunk with U=0 (RFC 5043 10)
     FRAGMENTED = 2   # DDP Segment Chunk without both B and E (RFC 5043 9)
@@ -84,7 +82,7 @@ class ChunkError(IntEnum):
     PAST_END = 4     # the chunk or its header runs past the end of the packet
 
 
-class ExceptionReason(IntEnum):
+class ExceptionReason(enum.IntEnum, shape=2):
     """``exc_meta.reason``: why a chunk went to the host."""
     CONTROL = 0          # not a DATA chunk
     SESSION_CONTROL = 1  # DATA with PPID 17 (RFC 5043 5.2.3)
@@ -106,11 +104,11 @@ def chunk_error_layout() -> data.StructLayout:
     return data.StructLayout({
         "association": unsigned(ASSOCIATION_BITS),
         "tsn": unsigned(32),
-        "kind": unsigned(3),
+        "kind": ChunkError,
     })
 
 
-class _Dest(IntEnum):
+class _Dest(enum.IntEnum, shape=2):
     SEG = 0
     EXC = 1
     DISCARD = 2
@@ -393,7 +391,12 @@ class ChunkParser(wiring.Component):
                 ]
 
         # 3b. classify the registered header, write the FIFOs.
-        m.d.comb += gathered_ready.eq(pieces.w_rdy & descs.w_rdy & seg_metas.w_rdy & exc_metas.w_rdy & errors.w_rdy)
+        # Room in every FIFO for the next write, from the levels one cycle ago (at most one write
+        # a cycle, so two free entries then leave one now): keeps the level logic off this path.
+        queues = (pieces, descs, seg_metas, exc_metas, errors)
+        room = Signal()
+        m.d.sync += room.eq(Cat(queue.level <= queue.depth - 2 for queue in queues).all())
+        m.d.comb += gathered_ready.eq(room)
         g_accept = gathered_valid & gathered_ready
         merged = gathered_words
         start = gathered.start
