@@ -14,12 +14,15 @@ MSN and MO 32 bits (RFC 5041 4.3). Error numbers are (layer, type, code) as in
 an RDMAP Terminate (RFC 5040 7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`.
 """
 
+from enum import IntEnum
+
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
 __all__ = [
     "ERROR_NUMBER", "packet_meta_layout", "segment_meta_layout", "segment_info_layout",
-    "dma_command_layout", "ASSOCIATION_BITS", "STREAM_BITS",
+    "dma_command_layout", "report_layout", "exception_record_layout", "ReportKind", "ExceptionSource",
+    "ASSOCIATION_BITS", "STREAM_BITS",
 ]
 
 #: Association index width: up to 2**ASSOCIATION_BITS associations in the table.
@@ -93,4 +96,62 @@ def dma_command_layout(address_bits: int = 64) -> data.StructLayout:
         "address": unsigned(address_bits),
         "length": unsigned(16),
         "tag": unsigned(16),
+    })
+
+
+class ReportKind(IntEnum):
+    """``report.kind``."""
+    SEGMENT = 0      #: one DDP segment's verdict (after its payload is in host memory)
+    CHUNK_ERROR = 1  #: a chunk that was neither placed nor passed to the host
+
+
+def report_layout(address_bits: int = 64) -> data.StructLayout:
+    """One record of the engine's report stream (the completion engine's output).
+
+    A SEGMENT record is emitted in segment order, after every byte of an
+    accepted segment's payload was written and acknowledged on the bus
+    (``dma_error`` = a write response was not OKAY): the host learns what was
+    placed where (RFC 5041 5.3: placement may precede delivery; the host
+    delivers messages in DDP-SSN order using ``tsn``/``ddp_ssn``), which
+    untagged message completed (``last``, ``qn``/``msn``, ``message_length``,
+    RFC 5041 5.4) and every error with its RFC 5041 7.2 / RFC 5040 number.
+    A CHUNK_ERROR record carries ``chunk_error`` and the chunk's TSN.
+    """
+    return data.StructLayout({
+        "kind": unsigned(1),
+        "status": unsigned(2),          # hdl.placement_check.Status
+        "chunk_error": unsigned(3),     # hdl.chunk_parser.ChunkError
+        "dma_error": unsigned(1),
+        "error": ERROR_NUMBER,
+        "association": unsigned(ASSOCIATION_BITS),
+        "stream_id": unsigned(STREAM_BITS),
+        "tsn": unsigned(32),
+        "ddp_ssn": unsigned(16),
+        "tagged": unsigned(1),
+        "last": unsigned(1),
+        "opcode": unsigned(4),
+        "stag": unsigned(32),
+        "qn": unsigned(32),
+        "msn": unsigned(32),
+        "mo": unsigned(32),
+        "invalidate_stag": unsigned(32),
+        "payload_length": unsigned(16),
+        "host_address": unsigned(address_bits),
+        "message_length": unsigned(33),
+    })
+
+
+class ExceptionSource(IntEnum):
+    """``exception_record.source``: what the exception stream's packet is."""
+    FRAME = 0  #: a whole Ethernet frame (reason: hdl.eth_ipv4_parser.ExceptionReason)
+    CHUNK = 1  #: one SCTP chunk of a checked packet (reason: hdl.chunk_parser.ExceptionReason)
+
+
+def exception_record_layout() -> data.StructLayout:
+    """``tuser`` of every beat of a packet on the exception stream."""
+    return data.StructLayout({
+        "source": unsigned(1),
+        "reason": unsigned(4),
+        "association": unsigned(ASSOCIATION_BITS),
+        "length": unsigned(16),
     })
