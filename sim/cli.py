@@ -3,6 +3,9 @@
     rnic dissect CAPTURE [--json]     decode a capture down to DDP, RDMAP and session control
     rnic sample-capture OUT.pcap      write the sample capture the README's demo dissects
     rnic bench model                  golden-model throughput table (encode, validate, place)
+    rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES]
+                                      two software RNICs run every RDMAP operation over a lossy link
+    rnic bench e2e                    model-to-model goodput table, 4 KiB and 1 MiB messages, 0% and 1% loss
 
 Exit status: 0 on success, 1 when the input could not be read or decoded
 (dissect still prints every frame it could read), 2 on bad usage.
@@ -58,6 +61,20 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from sim.demo import demo_command
+
+    show_progress = sys.stderr.isatty() and not args.no_progress
+    return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress)
+
+
+def _bench_e2e(args: argparse.Namespace) -> int:
+    from sim.demo import run_e2e_bench
+
+    run_e2e_bench(total=args.total)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnic", description="Open RNIC for iWARP over SCTP (RFC 5040, 5041, 5043, 6581)."
@@ -80,6 +97,19 @@ def build_parser() -> argparse.ArgumentParser:
     model = targets.add_parser("model", help="golden model: segments per second for encode, validate, place")
     model.add_argument("--seconds", type=float, default=0.5, help="time spent on each measurement (default 0.5)")
     model.set_defaults(handler=_bench)
+    e2e = targets.add_parser("e2e", help="two software RNICs: RDMA Write goodput per wall-clock and simulated second")
+    e2e.add_argument("--total", type=int, default=4 << 20, help="bytes written per table cell (default 4 MiB)")
+    e2e.set_defaults(handler=_bench_e2e)
+
+    demo = commands.add_parser("demo", help="two software RNICs run every RDMAP operation over a lossy link")
+    demo.add_argument("--loss", type=float, default=0.0,
+                      help="link loss probability, also used for duplication, reordering and corruption (0..1)")
+    demo.add_argument("--pcap", metavar="FILE", help="write the frames the link delivered as a libpcap file")
+    demo.add_argument("--seed", type=int, default=1, help="seed of the link and the hosts (default 1)")
+    demo.add_argument("--udp", action="store_true", help="SCTP over UDP port 9899 (RFC 6951)")
+    demo.add_argument("--size", type=int, default=1 << 20, help="bytes per operation (default 1 MiB)")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    demo.set_defaults(handler=_demo)
     return parser
 
 
