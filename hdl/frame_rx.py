@@ -19,8 +19,8 @@ nowhere (dropped and counted). Store and forward: no byte of a frame leaves
 before the frame is complete and checked.
 
 Latency, outputs ready: the first beat of a delivered packet leaves
-``Crc32c(W).latency + 8`` clock edges after the edge its frame's last beat
-came in on (16 at W = 8, 18 at 16, 20 at 32, 22 at 64); the CRC32c is the
+``Crc32c(W).latency + 9`` clock edges after the edge its frame's last beat
+came in on (17 at W = 8, 19 at 16, 21 at 32, 23 at 64); the CRC32c is the
 longest of the parallel paths, then decide, buffer read and staging.
 
 Throughput: ``net`` takes one beat per cycle, back to back frames with no

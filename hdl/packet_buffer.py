@@ -17,7 +17,7 @@ from .stream import packet_signature
 
 __all__ = ["PacketBuffer", "buffer_command_layout", "buffer_read_layout"]
 
-_STAGING_DEPTH = 4
+_STAGING_DEPTH = 5
 
 
 def buffer_command_layout(depth: int, user_layout) -> data.StructLayout:
@@ -66,7 +66,7 @@ class PacketBuffer(wiring.Component):
         Beats in the ring (written and not yet released).
 
     Latency: a command accepted on edge ``t`` has its first beat on ``read``
-    from ``t + 2``. Throughput: one beat per cycle on each side; a command is
+    from ``t + 3``; ``read``'s payload comes straight from flip-flops. Throughput: one beat per cycle on each side; a command is
     accepted on the cycle its predecessor's final read is issued, so reads of
     consecutive frames have no gap; a discard (``count = 0``) takes one cycle.
     """
@@ -115,7 +115,8 @@ class PacketBuffer(wiring.Component):
 
         # Read side: commands become memory reads, which land in a small staging FIFO.
         user_width = Shape.cast(self._user).width
-        staging = m.submodules.staging = fifo.SyncFIFO(
+        # Registered outputs, so that ``read`` consumers start from flip-flops.
+        staging = m.submodules.staging = fifo.SyncFIFOBuffered(
             width=9 * width + 1 + user_width, depth=_STAGING_DEPTH)
         m.d.comb += [
             self.read.valid.eq(staging.r_rdy),

@@ -10,7 +10,7 @@ from hdl.packet_buffer import PacketBuffer
 from hdl.stream import keep_mask
 
 
-def run(width, depth, frames, commands, *, ready_chance=1.0, seed=0):
+def run(width, depth, frames, commands, *, ready_chance=1.0, seed=0, command_late=False, cycles=None):
     """Writes `frames` (lists of beats as bytes) while issuing `commands` (skip, count, user) per frame."""
     dut = PacketBuffer(width, depth, unsigned(8))
     rng = random.Random(seed)
@@ -34,7 +34,7 @@ def run(width, depth, frames, commands, *, ready_chance=1.0, seed=0):
 
     async def commander(ctx):
         for index, (skip, count, user) in enumerate(commands):
-            while written[0] <= index:  # a command only once its frame is complete
+            while written[0] <= (len(frames) - 1 if command_late else index):  # once its frame is complete
                 await ctx.tick()
             ctx.set(dut.command.valid, 1)
             ctx.set(dut.command.payload, {"skip": skip, "count": count, "total": len(frames[index]), "user": user})
@@ -43,11 +43,15 @@ def run(width, depth, frames, commands, *, ready_chance=1.0, seed=0):
             ctx.set(dut.command.valid, 0)
 
     async def reader(ctx):
+        cycle = 0
         while True:
+            cycle += 1
             ready = rng.random() < ready_chance
             ctx.set(dut.read.ready, ready)
             _, _, valid, payload = await ctx.tick().sample(dut.read.valid, dut.read.payload)
             if ready and valid:
+                if cycles is not None:
+                    cycles.append(cycle)
                 count = bin(int(payload.keep)).count("1")
                 reads.append((int(payload.data).to_bytes(width, "little")[:count], int(payload.last),
                               int(payload.user)))
@@ -93,10 +97,12 @@ def test_skip_count_discard_wraparound(ready_chance):
 
 
 def test_back_to_back_reads_have_no_gap():
-    """Commands queued ahead: reads of consecutive frames come out one beat per cycle."""
+    """All frames stored first: reads of consecutive frames come out one beat per cycle, no gap."""
     width, depth = 8, 64
     rng = random.Random(2)
     frames = [frame_beats(rng, width, rng.randrange(1, 6)) for _ in range(8)]
     commands = [(0, len(frame), i) for i, frame in enumerate(frames)]
-    dut_reads, _, _ = run(width, depth, frames, commands)
+    cycles = []
+    dut_reads, _, _ = run(width, depth, frames, commands, command_late=True, cycles=cycles)
     assert [beat for beat, _, _ in dut_reads] == [beat for frame in frames for beat in frame]
+    assert cycles == list(range(cycles[0], cycles[0] + len(cycles)))
