@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from model.checksum import internet_checksum
 from model.dissect import dissect_capture
 from model.link import Link, LinkConfig, Side
 from model.memory import Access, SparseMemory
@@ -417,3 +418,121 @@ def test_udp_9899_encapsulation_end_to_end(tmp_path: Path) -> None:
     assert all(frame["udp"]["dst_port"] == 9899 for frame in frames if not frame["errors"])
     _tshark_agrees(frames, capture)
     _scapy_agrees(pair, frames, udp=True)
+
+
+def test_same_seed_same_capture() -> None:
+    """The whole run is deterministic for a seed: the same frames at the same simulated times."""
+    captures = []
+    for _ in range(2):
+        pair = Pair.create(loss=0.05, seed=5)
+        pair.connect()
+        pair.open_stream()
+        exchange(pair, (0, 3000), seed=5)
+        pair.close()
+        captures.append(write_pcap(pair.link.recording))
+    assert captures[0] == captures[1]
+
+
+def test_rfc5043_11_1_peer_without_ddp_indication_gets_no_ddp() -> None:
+    """RFC 5043 11.1: a peer that sends no Adaptation Layer Indication: the association is up,
+    DDP procedures are forbidden, and no Initiate is sent."""
+    pair = Pair.create(ddp_b=False)
+    pair.connect()
+    assert [(e.ddp_enabled, e.peer_adaptation_code_point) for e in pair.of(Side.A, Connected)] == [(False, None)]
+    assert [e.peer_adaptation_code_point for e in pair.of(Side.A, DdpUnavailable)] == [None]
+    assert not pair.a.ddp_enabled
+    frames_before = pair.link.stats.sent
+    with pytest.raises(DdpForbidden):
+        pair.a.open_stream(STREAM)
+    assert pair.a.frames_to_send(pair.now) == [] and pair.link.stats.sent == frames_before
+
+
+def test_rfc6581_9_asymmetric_resources_negotiate_and_ord_is_enforced() -> None:
+    """RFC 6581 9: responder IRD = min(local IRD, initiator ORD), responder ORD = min(local ORD, initiator
+    IRD), initiator ORD lowered to the responder IRD; both RDMAP endpoints then enforce their ORD."""
+    write_rtr = (RtrType.WRITE,)
+    resources = {
+        Side.A: LocalResources(ird=2, ord=6, peer_to_peer=True, rtr_types=write_rtr),
+        Side.B: LocalResources(ird=3, ord=1, peer_to_peer=True, rtr_types=write_rtr),
+    }
+    pair = Pair.create(resources=resources)
+    pair.connect()
+    pair.open_stream()
+    a, b = pair.of(Side.A, SessionEstablished)[0], pair.of(Side.B, SessionEstablished)[0]
+    assert (a.ird, a.ord) == (2, 3)
+    assert (b.ird, b.ord) == (3, 1)
+    assert (a.negotiated.peer.ird, a.negotiated.peer.ord) == (3, 1)  # the peer's values go to the ULP
+    source = pair.b.register_memory(0x1000, 64, Access.REMOTE_READ)
+    sink = pair.a.register_memory(0x9000, 64 * 4, Access.LOCAL_WRITE)
+    for i in range(3):
+        pair.a.post_read(STREAM, sink, 64 * i, source, 0, 64)
+    with pytest.raises(ReadLimitExceeded):
+        pair.a.post_read(STREAM, sink, 192, source, 0, 64)
+    pair.run_until(lambda: len(pair.of(Side.A, ReadCompletion)) == 3)
+    assert not pair.of(Side.B, RdmapTerminated)  # three inbound Reads fit B's IRD of 3
+
+
+def test_user_decides_sessions_reject_then_accept() -> None:
+    """RFC 5043 6.2, 6.3: without a policy the Initiate waits for the user; a Reject carries private
+    data back; a later Initiate on another stream is accepted with the user's private data."""
+    pair = Pair.create(policy_b=None)
+    pair.connect()
+    pair.a.open_stream(1, b"first")
+    pair.run_until(lambda: pair.of(Side.B, SessionRequested))
+    request = pair.of(Side.B, SessionRequested)[0]
+    assert (request.stream_id, request.private_data) == (1, b"first")
+    assert request.proposal is not None and request.proposal.rtr_accepted == frozenset({RtrType.WRITE})
+    pair.b.reject_session(1, b"not this one")
+    pair.run_until(lambda: pair.of(Side.A, SessionRejected))
+    assert [(e.stream_id, e.private_data, e.by_user) for e in pair.of(Side.A, SessionRejected)] == [
+        (1, b"not this one", True)]
+    pair.a.open_stream(2, b"second")
+    pair.run_until(lambda: len(pair.of(Side.B, SessionRequested)) == 2)
+    pair.b.accept_session(2, b"welcome")
+    pair.run_until(lambda: pair.of(Side.A, SessionEstablished) and pair.of(Side.B, RtrArrived))
+    assert [(e.stream_id, e.peer_private_data) for e in pair.of(Side.A, SessionEstablished)] == [(2, b"welcome")]
+    pair.b.post_recv(2, 0x5000, 16)
+    pair.memory[Side.A].write(0x100, b"sixteen bytes!!!")
+    pair.a.post_send(2, 0x100, 16)
+    pair.run_until(lambda: pair.of(Side.B, ReceiveCompletion))
+    assert pair.memory[Side.B].read(0x5000, 16) == b"sixteen bytes!!!"
+    pair.close()
+    assert pair.a.closed and pair.b.closed
+
+
+def test_rfc5040_send_with_invalidate_of_unknown_stag_terminates_the_stream() -> None:
+    """RFC 5040 5.3 / 7: invalidating an STag the responder does not have is a Remote Operation Error
+    (0x2/0x09); the responder sends a Terminate, both RDMAP streams are in error, nothing is delivered."""
+    pair = Pair.create()
+    pair.connect()
+    pair.open_stream()
+    pair.b.post_recv(STREAM, 0x5000, 64)
+    pair.a.post_send(STREAM, 0x100, 8, invalidate_stag=0xDEAD00)
+    pair.run_until(lambda: pair.of(Side.A, RdmapTerminated))
+    sent, received = pair.of(Side.B, RdmapTerminated), pair.of(Side.A, RdmapTerminated)
+    assert [(e.sent, e.terminate.number) for e in sent] == [(True, (0, 2, 0x09))]
+    assert [(e.sent, e.terminate.number) for e in received] == [(False, (0, 2, 0x09))]
+    assert not pair.of(Side.B, ReceiveCompletion)
+    assert pair.memory[Side.B].written_outside([(0x5000, 64)]) == []  # placed into the posted buffer only
+
+
+def test_frames_for_another_host_are_dropped_unread() -> None:
+    """Only frames to this host's MAC and IPv4 address, from its peer, reach SCTP."""
+    pair = Pair.create()
+    pair.connect()
+    pair.open_stream()
+    stag = pair.b.register_memory(0x1000, 8, Access.REMOTE_WRITE)
+    pair.memory[Side.A].write(0x100, b"12345678")
+    pair.a.post_write(STREAM, stag, 0, 0x100, 8)
+    (frame,) = pair.a.frames_to_send(pair.now)
+    for offset, value in ((0, 0x04), (6, 0x04), (29, 0x09), (33, 0x09)):  # dst MAC, src MAC, src IP, dst IP
+        forged = bytearray(frame)
+        forged[offset] ^= value
+        if offset >= 14:  # keep the IPv4 header checksum right: the address check must catch it
+            forged[24:26] = b"\x00\x00"
+            forged[24:26] = internet_checksum(bytes(forged[14:34])).to_bytes(2, "big")
+        pair.b.receive_frame(bytes(forged), pair.now)
+    assert pair.b.statistics.dropped_misaddressed == 4
+    assert pair.memory[Side.B].writes == []
+    pair.b.receive_frame(frame, pair.now)
+    assert pair.memory[Side.B].read(0x1000, 8) == b"12345678"
