@@ -427,22 +427,28 @@ class FrameReceiver(wiring.Component):
                 pkt_meta.udp.eq(verdict.udp),
                 exc_meta.reason.eq(reason),
                 exc_meta.length.eq(verdict.frame_length),
-                counters["frames"].eq(counters["frames"] + 1),
             ]
             with m.If(action == Action.DELIVER):
                 m.d.sync += [
                     command.skip.eq(verdict.skip),
                     command.count.eq(verdict.count),
                     command.user.exc.eq(0),
-                    counters["delivered"].eq(counters["delivered"] + 1),
                 ]
-            with m.If(action == Action.EXCEPTION):
+
+        # Counters, one cycle after the decision (off its timing path).
+        counted, counted_action, counted_reason = Signal(), Signal(Action), Signal(4)
+        m.d.sync += [counted.eq(pop), counted_action.eq(action), counted_reason.eq(reason)]
+        with m.If(counted):
+            m.d.sync += counters["frames"].eq(counters["frames"] + 1)
+            with m.If(counted_action == Action.DELIVER):
+                m.d.sync += counters["delivered"].eq(counters["delivered"] + 1)
+            with m.If(counted_action == Action.EXCEPTION):
                 m.d.sync += counters["exceptions"].eq(counters["exceptions"] + 1)
-            with m.If(action == Action.DROP):
+            with m.If(counted_action == Action.DROP):
                 for why, name in [(DropReason.IP_CHECKSUM, "ip_checksum_errors"), (DropReason.CRC, "crc_errors"),
                                   (DropReason.TAG, "tag_errors"), (DropReason.LENGTH, "length_errors"),
                                   (DropReason.OVERFLOW, "overflow")]:
-                    with m.If(reason == why):
+                    with m.If(counted_reason == why):
                         m.d.sync += counters[name].eq(counters[name] + 1)
 
         # Output: exception frames as stored, SCTP packets realigned to lane 0.
