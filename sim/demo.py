@@ -67,7 +67,7 @@ class Stalled(RuntimeError):
     """The simulation ran out of work or of simulated time before the goal was reached."""
 
 
-class Testbed:
+class TwoHosts:
     """Two SoftRnics joined by a `model.link.Link`, and the loop that drives them.
 
     The loop advances `now` to the earliest of the next link arrival and the
@@ -163,7 +163,7 @@ class Operation:
 class DemoResult:
     checks: list[Check] = field(default_factory=list)
     operations: list[Operation] = field(default_factory=list)
-    testbed: Testbed | None = None
+    testbed: TwoHosts | None = None
     wall_seconds: float = 0.0
     data_seconds: float = 0.0
     """Simulated time from the first post to the last completion."""
@@ -204,12 +204,12 @@ def run_demo(
     udp: bool = False,
     size: int = 1 << 20,
     progress: Callable[[float], None] | None = None,
-    tamper: Callable[[Testbed], None] | None = None,
+    tamper: Callable[[TwoHosts], None] | None = None,
 ) -> DemoResult:
     """Run the demo scenario; `tamper` (tests only) may change the testbed before verification."""
     result = DemoResult()
     link = LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed)
-    bed = result.testbed = Testbed(link, udp=udp, seed=seed)
+    bed = result.testbed = TwoHosts(link, udp=udp, seed=seed)
     wall_start = time.perf_counter()
     bed.connect()
     connected = {side: bed.of(side, Connected)[0] for side in Side}
@@ -286,7 +286,7 @@ def run_demo(
     return result
 
 
-def _verify(result: DemoResult, bed: Testbed, plans: dict[Side, _HostPlan], size: int) -> None:
+def _verify(result: DemoResult, bed: TwoHosts, plans: dict[Side, _HostPlan], size: int) -> None:
     for side in Side:
         peer = side.peer
         plan, peer_plan = plans[side], plans[peer]
@@ -418,9 +418,10 @@ class ProgressBar:
 
 def demo_command(
     loss: float, seed: int, udp: bool, size: int, pcap: str | None, show_progress: bool,
-    out: TextIO = sys.stdout, tamper: Callable[[Testbed], None] | None = None,
+    out: TextIO | None = None, tamper: Callable[[TwoHosts], None] | None = None,
 ) -> int:
     """Run, print the summary, write the capture; exit status 0 only if every check passed."""
+    out = out if out is not None else sys.stdout
     progress = ProgressBar(sys.stderr) if show_progress else None
     try:
         result = run_demo(loss=loss, seed=seed, udp=udp, size=size, progress=progress, tamper=tamper)
@@ -455,7 +456,7 @@ class BenchRow:
 def measure_e2e(message: int, loss: float, total: int, seed: int = 1) -> BenchRow:
     """RDMA Write `total` bytes from A to B in `message`-byte messages, all posted at once."""
     link = LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed)
-    bed = Testbed(link, seed=seed)
+    bed = TwoHosts(link, seed=seed)
     bed.connect()
     bed.open_stream()
     messages = max(1, total // message)
@@ -474,7 +475,8 @@ def measure_e2e(message: int, loss: float, total: int, seed: int = 1) -> BenchRo
 
 
 def run_e2e_bench(total: int = 4 << 20, sizes: tuple[int, ...] = (4096, 1 << 20),
-                  losses: tuple[float, ...] = (0.0, 0.01), out: TextIO = sys.stdout) -> list[BenchRow]:
+                  losses: tuple[float, ...] = (0.0, 0.01), out: TextIO | None = None) -> list[BenchRow]:
+    out = out if out is not None else sys.stdout
     rows = []
     print(f"model-to-model RDMA Write goodput, {total / (1 << 20):g} MiB per cell, one core, CPython", file=out)
     header = (f"{'message':>9} | {'loss':>5} | {'msgs':>5} | {'wall s':>7} | {'MB/s wall':>10} | "
