@@ -25,11 +25,12 @@ segments -> sessions.send_segment; session messages -> association.send
 
 Decisions recorded here:
 
-* One association per host.  A passive host answers INITs from anyone with
-  its stateless Listener; once an association exists, a second one that
-  completes its handshake is aborted at once.  Packets whose verification
-  tag is the association's (or 0, or a COOKIE ECHO) go to the association,
-  every other one to the Listener (RFC 4960 8.4 out-of-the-blue handling).
+* One association per host.  While none is open, a passive host answers
+  INITs from anyone with its stateless Listener (RFC 4960 5.1.3, 8.4 for
+  out-of-the-blue packets).  While one is open, frames from any other host
+  are dropped and every SCTP packet of the peer goes to the association,
+  which checks its verification tag (RFC 4960 8.5) and handles a repeated
+  INIT or COOKIE ECHO (5.2).
 * Frames are accepted only if addressed to this host's MAC and IPv4
   address (and, over UDP, to port 9899) and, once a peer is known, sent by
   the peer's MAC and IPv4 address.  Nothing past the IPv4 header checksum,
@@ -122,7 +123,6 @@ from model.sctp import (
     ADAPTATION_CODE_POINT_DDP,
     PPID_DDP_SEGMENT,
     PPID_DDP_SESSION_CONTROL,
-    ChunkType,
     checksum_ok,
 )
 from model.sctp_config import IPV4_HEADER_LENGTH, AssociationConfig
@@ -298,10 +298,9 @@ class SoftRnic:
         """Active open: send INIT to the peer (RFC 4960 5.1)."""
         if self._association is not None and not self._association.is_closed:
             raise RnicStateError("the host already has an association; close it first")
-        self._new_association(Association(self._association_config(peer_port)), _Peer(bytes(peer_mac),
-                                                                                       ipaddress.IPv4Address(peer_ip)))
-        assert self._association is not None
-        self._association.connect(now)
+        association = Association(self._association_config(peer_port))
+        self._new_association(association, _Peer(bytes(peer_mac), ipaddress.IPv4Address(peer_ip)))
+        association.connect(now)
 
     def close(self, now: float) -> None:
         """Terminate every DDP session (RFC 5043 6.2), then SHUTDOWN the association (RFC 4960 9.2)."""
@@ -542,26 +541,18 @@ class SoftRnic:
         packet = frame.sctp
         association = self._association
         if association is not None and not association.is_closed:
-            tag = int.from_bytes(packet[4:8], "big")
-            cookie_echo = len(packet) > 12 and packet[12] == ChunkType.COOKIE_ECHO
-            if tag in (association.local_tag, 0) or cookie_echo:
-                self._on_association_events(association.receive(now, packet), now)
-                return
+            # The peer's packets, whatever their tag: the association checks it (RFC 4960 8.5, 5.2).
+            self._on_association_events(association.receive(now, packet), now)
+            return
         if self._listener is None:
             return
         accepted = self._listener.receive(now, packet)
         sender = _Peer(frame.eth.src, frame.ip.src)
         for reply in self._listener.packets_to_send():
             self._frames.append(self._frame(reply, sender))
-        if accepted is None:
-            return
-        if association is not None and not association.is_closed:
-            accepted.association.abort(now)  # one association per host
-            for reply in accepted.association.packets_to_send(now):
-                self._frames.append(self._frame(reply, sender))
-            return
-        self._new_association(accepted.association, sender)
-        self._on_association_events(accepted.events, now)
+        if accepted is not None:
+            self._new_association(accepted.association, sender)
+            self._on_association_events(accepted.events, now)
 
     # -- internals: association events ----------------------------------------------
 
