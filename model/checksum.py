@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import crc32c as _crc32c
 
 from model.errors import DecodeError
@@ -56,7 +58,7 @@ def internet_checksum(data: bytes) -> int:
     """
     if len(data) % 2:
         data = bytes(data) + b"\x00"
-    total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
