@@ -15,13 +15,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/rnic dissect sim/samples/sample.pcap
+	$(VENV)/bin/rnic demo --loss 0.01
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q
 
 bench: $(STAMP)
 	$(VENV)/bin/rnic bench model
+	$(VENV)/bin/rnic bench e2e
 
 synth: $(STAMP)
 	$(PY) scripts/synth_report.py
