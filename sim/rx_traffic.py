@@ -594,5 +594,8 @@ def catalogue_parts(shape: EngineShape) -> list[list[tuple[MalformedCase, int, i
 
 
 def case_frames(catalogue: Catalogue, case: MalformedCase, association: int, stream_id: int) -> list[bytes]:
-    """The case's frames, then a probe on the same stream (accepted, or dropped once in error)."""
-    return case.build(catalogue, association, stream_id) + [catalogue.probe(association, stream_id)]
+    """The case's frames, then a probe on the same stream (accepted, or dropped once in error) and one on
+    the stream no case uses (always accepted: an error must not disturb another stream's placement)."""
+    shape = catalogue.shape
+    return case.build(catalogue, association, stream_id) + [
+        catalogue.probe(association, stream_id), catalogue.probe(shape.associations - 1, shape.stream_ids - 1)]
