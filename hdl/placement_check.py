@@ -34,8 +34,10 @@ every byte of it lies in the region or buffer just checked (RFC 5041
 8.3.1 item 3).
 
 Payload framing: ``payload_in`` carries exactly one packet for each segment
-whose ``payload_length`` is non-zero (whatever its verdict) and none for
-zero-length segments, in segment order. The packets of accepted segments
+whose ``payload_length`` is non-zero and whose header-level ``error`` is not
+valid (whatever its verdict here), and none for the others, in segment order:
+the contract of :class:`hdl.ddp_header.DdpHeaderValidator`, which discards
+the payload of a segment it found in error. The packets of accepted segments
 leave on ``payload_out`` unchanged, after their ``cmd``; the others are
 consumed and dropped here. The segment info of a packet must not wait for
 the packet's beats to be accepted (decisions run ahead of the payload, up
@@ -414,7 +416,8 @@ class PlacementCheck(wiring.Component):
             commands.w_data.eq(command),
             commands.w_en.eq(commit & accepted & has_payload),
             decisions.w_data.eq(accepted),
-            decisions.w_en.eq(commit & has_payload),
+            # A packet follows only if the validator passed the header (its payload is dropped there).
+            decisions.w_en.eq(commit & has_payload & ~seg.error.valid),
         ]
 
         # Outputs.

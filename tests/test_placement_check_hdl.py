@@ -530,3 +530,18 @@ def test_error_latches_back_to_back():
     assert number(run.verdicts[5].error) == (1, 2, 6)
     assert int(run.verdicts[3].message_length) == 4
     assert [(int(c.address), int(c.length)) for c in run.commands] == [(0x100, 4), (0x200, 4)]
+
+
+def test_header_error_with_payload_sends_no_packet():
+    """A segment the header validator refused (DV, RFC 5041 4.1) has a payload length but no packet:
+    the next accepted segment's payload must still be forwarded, not consumed in its place."""
+    run = Run(make_dut(), seed=7, stall=0.2)
+    run.host_ops.append(("stream_write", {"index": 0, "entry": {"valid": 1, "pd": 1}}))
+    run.host_ops.append(("stream_write", {"index": 1, "entry": {"valid": 1, "pd": 1}}))
+    run.host_ops.append(("post", {"stream": 1, "qn": 0, "address": 0x200, "length": 64}))
+    run.segment(segment_info(tagged=1, stag=1 << 8, length=40, error=(1, 1, 4)))  # no payload packet
+    body = bytes(range(20))
+    run.segment(segment_info(stream_id=1, tagged=0, msn=1, length=len(body)), body)
+    run.run()
+    assert [v.status for v in run.verdicts] == [Status.ERROR, Status.ACCEPTED]
+    assert run.packets == [body]
