@@ -37,7 +37,7 @@ from model.rx_engine import FrameAction, FrameResult, ReceiveEngineModel, Segmen
 from sim.rx_traffic import EngineShape
 
 __all__ = ["CANARY", "RxEngineTB", "ReportRecord", "ExceptionPacket", "EngineResults", "pause_pattern",
-           "ConfigDoesNotFit"]
+           "ConfigDoesNotFit", "check_config_fits"]
 
 CANARY = 0xC3
 ADDRESS_BITS = 64
@@ -103,6 +103,37 @@ class EngineResults:
     chunk_exceptions: list[ExceptionPacket] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     written: list[tuple[int, int]] = field(default_factory=list)  # (address, length) runs the bus wrote
+
+
+def check_config_fits(config: ReceiveConfig, shape: EngineShape, memory_bytes: int) -> None:
+    """Raise :class:`ConfigDoesNotFit` for a config the engine's tables cannot hold."""
+    for a in config.associations:
+        if a.index >= shape.associations:
+            raise ConfigDoesNotFit(f"association index {a.index} >= the engine's {shape.associations}")
+    for s in config.streams:
+        if s.stream_id >= shape.stream_ids:
+            raise ConfigDoesNotFit(f"stream id {s.stream_id} >= the engine's {shape.stream_ids} stream ids")
+        if s.pd >> 16:
+            raise ConfigDoesNotFit(f"stream {s.association}/{s.stream_id}: PD {s.pd} is wider than 16 bits")
+    for r in config.regions:
+        if r.stag >> 8 >= shape.regions:
+            raise ConfigDoesNotFit(f"STag {r.stag:#x}: index {r.stag >> 8} >= the engine's {shape.regions} "
+                                   "regions (STag = index << 8 | key)")
+        if r.stream is not None and (r.stream[0] >= shape.associations or r.stream[1] >= shape.stream_ids):
+            raise ConfigDoesNotFit(f"STag {r.stag:#x}: bound to stream {r.stream}, which the engine cannot name")
+    queues: dict[tuple[int, int, int], int] = {}
+    for b in config.buffers:
+        key = (b.association, b.stream_id, b.qn)
+        queues[key] = queues.get(key, 0) + 1
+        if queues[key] > shape.buffers_per_queue:
+            raise ConfigDoesNotFit(f"stream {b.association}/{b.stream_id} QN {b.qn}: more than "
+                                   f"{shape.buffers_per_queue} buffers per queue")
+        if b.length >> 32:
+            raise ConfigDoesNotFit(f"buffer at {b.host_address:#x}: length {b.length} is wider than 32 bits")
+    for address, length in [(r.host_address, r.length) for r in config.regions] + \
+            [(b.host_address, b.length) for b in config.buffers]:
+        if address + length > memory_bytes:
+            raise ConfigDoesNotFit(f"host range {address:#x}+{length} is outside the {memory_bytes:#x}-byte RAM")
 
 
 class RxEngineTB:
@@ -194,37 +225,6 @@ class RxEngineTB:
                 return
         raise AssertionError(f"table {table}: a write was never taken (COMMIT stayed 1)")
 
-    def check_fits(self, config: ReceiveConfig) -> None:
-        """Raise :class:`ConfigDoesNotFit` for a config the engine's tables cannot hold."""
-        shape = self.shape
-        for a in config.associations:
-            if a.index >= shape.associations:
-                raise ConfigDoesNotFit(f"association index {a.index} >= the engine's {shape.associations}")
-        for s in config.streams:
-            if s.stream_id >= shape.stream_ids:
-                raise ConfigDoesNotFit(f"stream id {s.stream_id} >= the engine's {shape.stream_ids} stream ids")
-            if s.pd >> 16:
-                raise ConfigDoesNotFit(f"stream {s.association}/{s.stream_id}: PD {s.pd} is wider than 16 bits")
-        for r in config.regions:
-            if r.stag >> 8 >= shape.regions:
-                raise ConfigDoesNotFit(f"STag {r.stag:#x}: index {r.stag >> 8} >= the engine's {shape.regions} "
-                                       "regions (STag = index << 8 | key)")
-            if r.stream is not None and (r.stream[0] >= shape.associations or r.stream[1] >= shape.stream_ids):
-                raise ConfigDoesNotFit(f"STag {r.stag:#x}: bound to stream {r.stream}, which the engine cannot name")
-        queues: dict[tuple[int, int, int], int] = {}
-        for b in config.buffers:
-            key = (b.association, b.stream_id, b.qn)
-            queues[key] = queues.get(key, 0) + 1
-            if queues[key] > shape.buffers_per_queue:
-                raise ConfigDoesNotFit(f"stream {b.association}/{b.stream_id} QN {b.qn}: more than "
-                                       f"{shape.buffers_per_queue} buffers per queue")
-            if b.length >> 32:
-                raise ConfigDoesNotFit(f"buffer at {b.host_address:#x}: length {b.length} is wider than 32 bits")
-        for address, length in [(r.host_address, r.length) for r in config.regions] + \
-                [(b.host_address, b.length) for b in config.buffers]:
-            if address + length > self.memory_bytes:
-                raise ConfigDoesNotFit(f"host range {address:#x}+{length} is outside the {self.memory_bytes:#x}-byte RAM")
-
     async def configure(self, config: ReceiveConfig) -> None:
         """Invalidate every association, region and stream row, then write ``config`` (buffers last).
 
@@ -232,7 +232,7 @@ class RxEngineTB:
         resets), so a queue gets buffers from one configuration only: a second
         one raises :class:`ConfigDoesNotFit`; run it in a fresh simulation.
         """
-        self.check_fits(config)
+        check_config_fits(config, self.shape, self.memory_bytes)
         shape = self.shape
         for key in {(shape.stream_row(b.association, b.stream_id), b.qn) for b in config.buffers}:
             if key in self._armed_queues:

@@ -144,7 +144,7 @@ def random_config(rng: random.Random, shape: EngineShape, memory_bytes: int, max
     buffers = []
     for stream in streams:
         for qn, count, sizes in ((0, rng.randint(1, shape.buffers_per_queue), (1, max_message)),
-                                 (1, rng.randint(0, 3), (28, 64)), (2, rng.randint(0, 2), (64, 128))):
+                                 (1, rng.randint(0, 3), (28, 64)), (2, rng.randint(1, 2), (64, 128))):
             for _ in range(count):
                 length = rng.randint(*sizes)
                 buffers.append(BufferEntry(stream.association, stream.stream_id, qn, allocator.take(length),
@@ -287,7 +287,7 @@ class ValidTraffic:
         """One message's DDP segments on a random armed stream."""
         while True:
             state = self.rng.choice(self.streams)
-            opcode = self.rng.choices(list(Opcode), weights=(30, 5, 15, 10, 5, 5, 5, 3))[0]
+            opcode = self.rng.choices(list(Opcode), weights=(30, 5, 15, 10, 5, 5, 5, 5))[0]
             segments = self._tagged(state, opcode) if opcode.tagged else self._untagged(state, opcode)
             if segments is not None:
                 return state.entry, segments
