@@ -6,6 +6,8 @@
     rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES]
                                       two software RNICs run every RDMAP operation over a lossy link
     rnic bench e2e                    model-to-model goodput table, 4 KiB and 1 MiB messages, 0% and 1% loss
+    rnic replay CAPTURE --config CFG [--width W] [--model] [--json]
+                                      a capture through the receive engine (RTL under Verilator, or the model)
 
 Exit status: 0 on success, 1 when the input could not be read or decoded
 (dissect still prints every frame it could read), 2 on bad usage.
@@ -61,6 +63,41 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from model.errors import RnicError
+    from model.rx_config import ReceiveConfig
+    from sim.replay import format_replay, replay_model, replay_rtl
+
+    try:
+        capture = Path(args.capture).read_bytes()
+        config = ReceiveConfig.from_json(Path(args.config).read_text())
+    except OSError as error:
+        print(f"rnic replay: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
+        return 1
+    except RnicError as error:
+        print(f"rnic replay: {args.config}: {error}", file=sys.stderr)
+        return 1
+    try:
+        if args.model:
+            outputs = replay_model(capture, config)
+        else:
+            from sim.rx_tb import ConfigDoesNotFit, check_config_fits
+            from sim.rx_traffic import EngineShape
+            from sim.tb_rx_replay import MEMORY_BYTES
+            try:
+                check_config_fits(config, EngineShape(), MEMORY_BYTES)
+            except ConfigDoesNotFit as error:
+                print(f"rnic replay: {args.config}: the engine cannot hold this configuration: {error}",
+                      file=sys.stderr)
+                return 1
+            outputs = replay_rtl(Path(args.capture), Path(args.config), args.width)
+    except RnicError as error:
+        print(f"rnic replay: {args.capture}: {error}", file=sys.stderr)
+        return 1
+    print(format_replay(capture, outputs, as_json=args.json))
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from sim.demo import demo_command
 
@@ -100,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     e2e = targets.add_parser("e2e", help="two software RNICs: RDMA Write goodput per wall-clock and simulated second")
     e2e.add_argument("--total", type=int, default=4 << 20, help="bytes written per table cell (default 4 MiB)")
     e2e.set_defaults(handler=_bench_e2e)
+
+    replay = commands.add_parser("replay", help="run a capture through the receive engine (RTL or model)")
+    replay.add_argument("capture", help="libpcap or pcapng file of Ethernet frames")
+    replay.add_argument("--config", required=True, help="receive-engine configuration (JSON, see README)")
+    replay.add_argument("--width", type=int, choices=(8, 16, 32, 64), default=8, help="datapath bytes (RTL)")
+    replay.add_argument("--model", action="store_true", help="run the golden model instead of the RTL")
+    replay.add_argument("--json", action="store_true", help="one JSON object per frame, then a summary")
+    replay.set_defaults(handler=_replay)
 
     demo = commands.add_parser("demo", help="two software RNICs run every RDMAP operation over a lossy link")
     demo.add_argument("--loss", type=float, default=0.0,

@@ -13,16 +13,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from model.pcap import read_capture
 from model.rx_config import ReceiveConfig
 from model.rx_engine import FrameAction, ReceiveEngineModel, SegmentStatus
 from model.sctp import DataChunk, SctpPacket
-from model.errors import DecodeError
+from model.errors import DecodeError, RnicError
 from model.frames import Frame
 
-__all__ = ["Record", "HostPacket", "ReplayOutputs", "replay_model", "format_replay", "memory_digest"]
+__all__ = ["ReplayFailed", "Record", "HostPacket", "ReplayOutputs", "replay_model", "replay_rtl", "format_replay", "memory_digest"]
+
+
+class ReplayFailed(RnicError):
+    """The simulation behind an RTL replay failed; the message ends with its log."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +109,71 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
                 opcode=verdict.opcode, payload_length=verdict.payload_length,
                 host_address=verdict.host_address, message_length=verdict.message_length,
             ))
-    outputs.counters = asdict(engine.counters)
+    segments = [r for r in outputs.records if r.kind == "segment"]
+    outputs.counters = asdict(engine.counters) | {
+        "overflow": 0,
+        "segments_accepted": sum(r.status == SegmentStatus.ACCEPTED.name for r in segments),
+        "segments_error": sum(r.status == SegmentStatus.ERROR.name for r in segments),
+        "segments_dropped": sum(r.status == SegmentStatus.DROPPED.name for r in segments),
+        "segments_no_stream": sum(r.status == SegmentStatus.NO_STREAM.name for r in segments),
+        "chunk_errors": sum(r.kind == "chunk_error" for r in outputs.records),
+        "dma_errors": 0,
+    }
     outputs.writes = written_runs(engine.memory, engine.memory.writes)
+    return outputs
+
+
+def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int) -> ReplayOutputs:
+    """Run the capture through `hdl.rx_engine.RxEngine` under Verilator (builds on first use)."""
+    from hdl.eth_ipv4_parser import ExceptionReason as FrameReason
+    from hdl.chunk_parser import ChunkError, ExceptionReason as ChunkReason
+    from hdl.placement_check import Status
+    from hdl.rx_engine import RxEngine
+    from hdl.rx_layouts import ExceptionSource
+    from sim.runner import SimulationFailed, default_build_root, run_cocotb
+    from sim.rx_traffic import EngineShape
+
+    shape = EngineShape()
+    with tempfile.TemporaryDirectory() as scratch:
+        output = Path(scratch) / "replay.json"
+        log = Path(scratch) / "simulation.log"
+        try:
+            run_cocotb(
+            RxEngine(width_bytes, associations=shape.associations, stream_ids=shape.stream_ids,
+                     regions=shape.regions, buffers_per_queue=shape.buffers_per_queue),
+                test_module="sim.tb_rx_replay", toplevel=f"rx_engine_w{width_bytes}",
+                build_root=default_build_root() / "rx_engine", log_file=log,
+                parameters={"width_bytes": width_bytes, "capture": str(Path(capture_path).resolve()),
+                            "config": str(Path(config_path).resolve()), "output": str(output)},
+            )
+        except SimulationFailed as error:
+            tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+            raise ReplayFailed(f"{error}\n" + "\n".join(tail)) from None
+        document = json.loads(output.read_text())
+    outputs = ReplayOutputs()
+    for packet in document["exceptions"]:
+        frame = packet["source"] == ExceptionSource.FRAME
+        reason = (FrameReason if frame else ChunkReason)(packet["reason"]).name
+        outputs.host_packets.append(HostPacket("frame" if frame else "chunk", reason,
+                                               packet["association"], bytes.fromhex(packet["data"])))
+    for fields in document["chunk_errors"]:
+        outputs.records.append(Record("chunk_error", fields["association"], fields["tsn"],
+                                      chunk_error=ChunkError(fields["chunk_error"]).name))
+    for fields in document["segments"]:
+        status = Status(fields["status"])
+        error = fields["error"]
+        placed = status is Status.ACCEPTED and fields["payload_length"]
+        message = status is Status.ACCEPTED and not fields["tagged"] and fields["last"]
+        outputs.records.append(Record(
+            "segment", fields["association"], fields["tsn"], status=status.name,
+            error=(error["layer"], error["etype"], error["code"]) if error["valid"] else None,
+            stream_id=fields["stream_id"], ddp_ssn=fields["ddp_ssn"], tagged=bool(fields["tagged"]),
+            last=bool(fields["last"]), opcode=fields["opcode"], payload_length=fields["payload_length"],
+            host_address=fields["host_address"] if placed else None,
+            message_length=fields["message_length"] if message else None,
+        ))
+    outputs.counters = {name: value for name, value in document["counters"].items()}
+    outputs.writes = {int(address): bytes.fromhex(data) for address, data in document["writes"].items()}
     return outputs
 
 

@@ -8,7 +8,8 @@ test module in a fresh run directory and raises :class:`SimulationFailed`
 unless the results file lists at least one test and no failure.
 
 Test parameters reach the cocotb module as JSON in the environment; the
-testbench reads them with :func:`test_parameters`. Waveforms: ``WAVES=1`` in
+testbench reads them with :func:`test_parameters`. The simulator's log goes to
+stdout, or to ``log_file`` when given. Waveforms: ``WAVES=1`` in
 the environment (or ``waves=True``) builds with tracing and writes
 ``dump.vcd`` into the run directory, which is then kept and reported.
 """
@@ -141,6 +142,7 @@ def run_cocotb(
     build_root: Path | None = None,
     verilator_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
+    log_file: Path | None = None,
 ) -> SimulationResult:
     """Build ``design`` with Verilator (reused when unchanged) and run the cocotb ``test_module`` on it.
 
@@ -215,6 +217,7 @@ def run_cocotb(
             waves=waves,
             results_xml=str(results_file),
             extra_env=env,
+            log_file=log_file,
         )
     except SystemExit:
         pass  # the cocotb runner exits on failures under pytest; the results file tells
