@@ -6,7 +6,7 @@ over the whole RAM, report records, exception packets, counters) with
 ``model.rx_engine.ReceiveEngineModel`` fed the same frames. Each test needs a
 fresh engine (posted buffers cannot be revoked): the pytest side runs one
 test per simulation. Parameters (:func:`sim.runner.test_parameters`):
-``width_bytes``, ``seed``, ``messages``, ``max_payload``, ``part``.
+``width_bytes``, ``seed``, ``messages``, ``max_payload``, ``backpressure``, ``part``.
 """
 
 from __future__ import annotations
@@ -63,14 +63,16 @@ async def sample_capture(dut) -> None:
 
 @cocotb.test()
 async def random_valid_traffic(dut) -> None:
-    """Random valid traffic (every opcode, multi-segment, bundled, back to back) under random back-pressure."""
+    """Random valid traffic (every opcode, multi-segment, bundled, back to back), with random back-pressure
+    on the RAM and both output streams when the ``backpressure`` parameter is non-zero."""
     tb, parameters = await _start(dut)
     rng = random.Random(int(parameters.get("seed", 1)))
     max_payload = int(parameters["max_payload"])
     config = random_config(rng, SHAPE, MEMORY_BYTES, max_payload)
     frames = ValidTraffic(rng, config, max_payload=max_payload).frames(int(parameters["messages"]))
-    gaps = [0 if rng.random() < 0.7 else rng.randint(1, 20) for _ in frames]
-    tb.set_backpressure(0.3)
+    back_to_back = parameters.get("profile") == "small"
+    gaps = None if back_to_back else [0 if rng.random() < 0.7 else rng.randint(1, 20) for _ in frames]
+    tb.set_backpressure(float(parameters["backpressure"]))
     await _run_and_compare(tb, config, frames, gaps)
 
 

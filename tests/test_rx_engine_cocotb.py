@@ -20,15 +20,19 @@ from sim.rx_traffic import (Catalogue, EngineShape, ValidTraffic, case_frames, c
 
 BUILD_ROOT = default_build_root() / "rx_engine"
 SHAPE = EngineShape()
-WIDTHS = [8, 64]
-#: Random traffic per width: messages and the largest message (cycles grow with bytes / W).
+WIDTHS = [8, 16, 32, 64]
+#: Random traffic per width: (messages, largest message, back-pressure); simulated cycles grow with bytes / W.
 TRAFFIC = {8: (60, 2048), 16: (80, 4096), 32: (100, 9000), 64: (120, 9000)}
-CASES = [("sample_capture", {})] + [("random_valid_traffic", {})] + \
+#: Many small messages back to back, no back-pressure: several chunks per beat at wide W.
+SMALL_TRAFFIC = (150, 48)
+CASES = [("sample_capture", {}), ("random_valid_traffic", {"profile": "large"}),
+         ("random_valid_traffic", {"profile": "small"})] + \
     [("malformed_catalogue", {"part": part}) for part in range(len(catalogue_parts(SHAPE)))]
 
 
 def _run(width_bytes: int, testcase: str, extra: dict) -> None:
-    messages, max_payload = TRAFFIC[width_bytes]
+    messages, max_payload = SMALL_TRAFFIC if extra.get("profile") == "small" else TRAFFIC[width_bytes]
+    backpressure = 0.0 if extra.get("profile") == "small" else 0.3
     result = run_cocotb(
         RxEngine(width_bytes, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
                  buffers_per_queue=SHAPE.buffers_per_queue),
@@ -37,14 +41,14 @@ def _run(width_bytes: int, testcase: str, extra: dict) -> None:
         build_root=BUILD_ROOT,
         testcase=testcase,
         parameters={"width_bytes": width_bytes, "seed": width_bytes, "messages": messages,
-                    "max_payload": max_payload, **extra},
+                    "max_payload": max_payload, "backpressure": backpressure, **extra},
     )
     assert result.tests == 1
 
 
 @pytest.mark.cocotb
 @pytest.mark.parametrize("width_bytes", WIDTHS)
-@pytest.mark.parametrize("testcase, extra", CASES, ids=[f"{name}{extra.get('part', '')}" for name, extra in CASES])
+@pytest.mark.parametrize("testcase, extra", CASES, ids=[f"{name}{extra.get('part', '')}{'_' + extra['profile'] if 'profile' in extra else ''}" for name, extra in CASES])
 def test_rx_engine_cocotb(width_bytes, testcase, extra):
     _run(width_bytes, testcase, extra)
 
