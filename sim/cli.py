@@ -6,6 +6,8 @@
     rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES]
                                       two software RNICs run every RDMAP operation over a lossy link
     rnic bench e2e                    model-to-model goodput table, 4 KiB and 1 MiB messages, 0% and 1% loss
+    rnic bench rx [--widths 8 64] [--synth]
+                                      RTL receive engine: fraction of line rate, latency, Fmax
     rnic replay CAPTURE --config CFG [--width W] [--model] [--json]
                                       a capture through the receive engine (RTL under Verilator, or the model)
 
@@ -98,6 +100,13 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_rx(args: argparse.Namespace) -> int:
+    from sim.bench_rx import run_rx_bench
+
+    run_rx_bench(tuple(args.widths), tuple(args.payloads), args.frames, args.synth, args.target_mhz)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from sim.demo import demo_command
 
@@ -145,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--model", action="store_true", help="run the golden model instead of the RTL")
     replay.add_argument("--json", action="store_true", help="one JSON object per frame, then a summary")
     replay.set_defaults(handler=_replay)
+
+    rx = targets.add_parser("rx", help="RTL receive engine: fraction of line rate, latency; --synth adds Fmax/LUTs")
+    rx.add_argument("--widths", type=int, nargs="+", choices=(8, 16, 32, 64), default=[8, 64])
+    rx.add_argument("--payloads", type=int, nargs="+", default=[64, 256, 1024, 1460, 4096, 9000])
+    rx.add_argument("--frames", type=int, default=24, help="back-to-back frames per payload size")
+    rx.add_argument("--synth", action="store_true", help="also synthesize the engine (minutes per width)")
+    rx.add_argument("--target-mhz", type=float, default=156.25)
+    rx.set_defaults(handler=_bench_rx)
 
     demo = commands.add_parser("demo", help="two software RNICs run every RDMAP operation over a lossy link")
     demo.add_argument("--loss", type=float, default=0.0,
