@@ -76,11 +76,14 @@ class RxEngine(wiring.Component):
 
     ``associations`` and ``stream_ids`` are powers of two; DDP streams are
     numbered ``association * stream_ids + stream_id`` in the stream table and
-    for posted buffers.
+    for posted buffers. ``buffer_bytes`` is the store-and-forward buffer: at
+    32 KiB it holds a jumbo frame being read out and the next one coming in,
+    so 9000-byte payloads flow back to back (16 KiB stalled the input 16% of
+    the time at W = 8).
     """
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
-                 buffers_per_queue: int = 8, buffer_bytes: int = 16384):
+                 buffers_per_queue: int = 8, buffer_bytes: int = 32768):
         self.width_bytes = width_bytes
         self.associations, self.stream_ids, self.regions = associations, stream_ids, regions
         self._buffers_per_queue, self._buffer_bytes = buffers_per_queue, buffer_bytes
