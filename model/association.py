@@ -9,6 +9,11 @@ every call and drives the timers:
     events = association.handle_timeout(now)  # when now >= next_timeout()
     for packet in association.packets_to_send(now): ...
 
+The caller may hand over several packets before it asks for packets again
+(all that arrived at one instant, say): SACKs and bursts come out as if it
+had asked after each one, a SACK for every second DATA packet (6.2) and
+Max.Burst packets per SACK received (6.1 D).
+
 A `Listener` answers INITs statelessly with a MAC-protected State Cookie and
 creates an `Association` from a valid COOKIE ECHO (5.1.3, 5.1.5).
 
@@ -282,11 +287,15 @@ class Association:
         self._last_cum_ack = (self._initial_tsn - 1) & 0xFFFFFFFF
         self._rtt_probe: int | None = None
         self._cc: CongestionControl | None = None
+        self._sacks_since_send = 0
+        """SACKs processed since the last `packets_to_send`: each is one event entitled to a Max.Burst (6.1 D)."""
         self._next_ssn_out: dict[int, int] = {}
         # Receiver.
         self._tracker: TsnTracker | None = None
         self._ack_now = False
         self._data_packets_since_sack = 0
+        self._sacks_due: list[SackChunk] = []
+        """SACKs built when a received packet called for one at once (6.2), waiting for `packets_to_send`."""
         self._buffered = 0
         self._last_advertised_rwnd = config.receive_buffer
         self._next_ssn_in: dict[int, int] = {}
@@ -469,6 +478,7 @@ class Association:
             if item.alone:
                 flush()
         self._control.clear()
+        sacks_due, self._sacks_due = self._sacks_due, []
         if self.state is AssociationState.CLOSED:
             flush()
             if self._used:
@@ -477,6 +487,16 @@ class Association:
         if current_tag != self.peer_tag:
             flush()
             current_tag = self.peer_tag
+        # One packet per SACK built on receipt, as if each had been sent when its packet arrived; the last one
+        # may share its packet with DATA (6.1).
+        for index, sack in enumerate(sacks_due):
+            size = len(sack.encode())
+            if current_size + size > self.config.max_packet_size:
+                flush()
+            current.append(sack)
+            current_size += size
+            if index < len(sacks_due) - 1:
+                flush()
         if self._tracker is not None and (self._ack_now or (self._data_packets_since_sack and self._has_data_to_send())):
             sack = self._make_sack(self.config.max_packet_size - 12)
             if current_size + len(sack.encode()) > self.config.max_packet_size:
@@ -565,9 +585,14 @@ class Association:
                 self._stats["fast_retransmitted"] += 1
             emit()
             sent_data = True
+        # 6.1 D: Max.Burst packets per event.  Every SACK processed since the last call is one event, so a
+        # caller that hands over several SACKs before asking for packets may send what it would have sent
+        # had it asked after each of them.
+        max_packets = self.config.max_burst * max(1, self._sacks_since_send)
+        self._sacks_since_send = 0
         bursts = 0
         retransmit = deque(c for c in self._outstanding.values() if c.marked_for_retransmit)
-        while bursts < self.config.max_burst:
+        while bursts < max_packets:
             added = False
             while self._flight_size < self._cc.cwnd:
                 if retransmit:
@@ -605,6 +630,7 @@ class Association:
             emit()
             sent_data = True
             bursts += 1
+        self._cc.on_transmit(self._flight_size)
         if sent_data:
             self._timers.setdefault("t3_rtx", now + self._rto.rto)
             self._restart_heartbeat(now)
@@ -904,7 +930,9 @@ class Association:
         if (self._data_packets_since_sack >= 2 or self._tracker.has_gaps or self._tracker.has_duplicates):
             self._ack_now = True
         if self._ack_now:
-            self._timers.pop("delayed_ack", None)
+            # Built now, not when the caller next asks for packets: a caller that feeds several packets
+            # before `packets_to_send` still gets a SACK for every second packet (6.2), not one stretch SACK.
+            self._sacks_due.append(self._make_sack(self.config.max_packet_size - 12))
         else:
             self._timers.setdefault("delayed_ack", now + self.config.delayed_ack_time)
 
@@ -915,6 +943,7 @@ class Association:
 
     def _on_SackChunk(self, now: float, packet: SctpPacket, sack: SackChunk, events: list[AssociationEvent]) -> None:
         if self.state in _DATA_STATES:
+            self._sacks_since_send += 1
             self._process_ack(now, sack.cumulative_tsn_ack, sack.a_rwnd, sack.gap_blocks, events)
 
     def _process_ack(self, now: float, cum_ack: int, a_rwnd: int, gap_blocks: tuple[tuple[int, int], ...],

@@ -2,7 +2,8 @@
 
 Two endpoints, a client `Association` and a server `Listener`, are joined by
 `Link`, a tiny in-memory link: time only moves inside `Link.run()`, jumping to
-the next packet arrival or timer; `fate(direction, packet)` decides each
+the next packet arrival or timer (`batched` hands the endpoints every packet
+arrived by then before asking them for packets); `fate(direction, packet)` decides each
 packet's lot as a list of extra delays, one per copy delivered ([] drops it,
 [0, 0] duplicates it, [0.5] delays it past its successors).
 """
@@ -79,6 +80,7 @@ class Link:
     listener: Listener
     delay: float = 0.01
     fate: Callable[[str, SctpPacket], list[float]] = lambda direction, packet: [0.0]
+    batched: bool = False
     now: float = 0.0
     server: Association | None = None
     log: list[Sent] = field(default_factory=list)
@@ -151,10 +153,11 @@ class Link:
                 return
             self.now = max(self.now, upcoming)
             due = [w for w in self._wire if w[0] <= self.now]
-            if due:  # one packet at a time, each followed by a flush, as on a serial wire
-                first = min(due)
-                self._wire.remove(first)
-                self.deliver(first[2], first[3])
+            # One packet at a time, each followed by a flush, as on a serial wire; or, `batched`, every
+            # packet due at once before one flush, as `sim.demo.TwoHosts` drives its hosts.
+            for item in (sorted(due) if self.batched else sorted(due)[:1]):
+                self._wire.remove(item)
+                self.deliver(item[2], item[3])
             for association, events in ((self.client, self.events_a), (self.server, self.events_b)):
                 if association is not None:
                     timeout = association.next_timeout()
@@ -518,6 +521,44 @@ def test_rfc4960_7_2_1_slow_start_7_2_2_congestion_avoidance_7_2_3_collapse() ->
     link.run(until=link.now + 1.5)  # RTO is RTO.Min (1 s): exactly one expiry
     assert link.client.statistics.retransmitted_by_timeout == 1
     assert link.client.statistics.cwnd == mtu and link.client.statistics.ssthresh == max(grown // 2, 4 * mtu)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["per-packet", "batched"])
+def test_rfc4960_7_2_1_clean_path_cwnd_reaches_ssthresh_and_the_flight_uses_it(batched: bool) -> None:
+    """A few hundred KB on a clean 1 ms path with the default Max.Burst 4: slow start takes cwnd to
+    ssthresh (the peer's a_rwnd, 7.2.1) and the flight fills it, whether the caller asks for packets after
+    every packet received or only after all that arrived at one instant.  Batched, the receiver still
+    SACKs every second packet (6.2) and each SACK is one event with its own Max.Burst (6.1 D)."""
+    link = established_link(delay=0.0005, batched=batched)
+    mtu = link.client.config.max_packet_size
+    ssthresh = link.client.statistics.ssthresh
+    assert ssthresh == 65536
+    flights: list[int] = []
+
+    def fate(direction: str, packet: SctpPacket) -> list[float]:
+        if direction == "a->b":
+            flights.append(link.client.statistics.flight_size)
+        return [0.0]
+
+    link.fate = fate
+    start = len(link.log)
+    t0 = link.now
+    for _ in range(300):  # 420 000 bytes, one chunk per packet
+        link.client.send(0, PPID_DDP_SEGMENT, b"w" * 1400)
+    link.run(condition=all_acknowledged(link))
+    stats = link.client.statistics
+    assert stats.retransmitted_by_timeout == stats.fast_retransmitted == 0
+    assert stats.cwnd >= ssthresh
+    assert max(flights) >= ssthresh - 2 * mtu  # the peer's rwnd (64 KiB) is the only limit left
+    assert link.now - t0 < 0.015  # 300 chunks at up to 46 a round trip, after about 7 round trips of slow start
+    log = link.log[start:]
+    data_packets = [s for s in log if s.direction == "a->b" and data_chunks([s])]
+    sacks = [s for s in log if s.direction == "b->a" and any(isinstance(c, SackChunk) for c in s.packet.chunks)]
+    assert len(sacks) >= len(data_packets) // 2  # 6.2: a SACK for at least every second packet
+    for time in sorted({s.time for s in data_packets}):  # 6.1 D: at most Max.Burst packets per SACK
+        sent = sum(1 for s in data_packets if s.time == time)
+        arrived = sum(1 for s in sacks if s.time + link.delay == pytest.approx(time))
+        assert sent <= 4 * max(1, arrived)
 
 
 def test_rfc4960_6_1_a_zero_window_probe_and_window_update() -> None:

@@ -70,3 +70,33 @@ def test_rfc4960_6_3_1_rto_rules_c1_to_c7() -> None:
     assert rto.rto == 60.0  # E2 capped by RTO.Max
     with pytest.raises(ValueError):
         RtoEstimator(rto_initial=1.0, rto_min=2.0, rto_max=1.0)
+
+
+def test_rfc9260_7_2_1_sacks_processed_together_count_the_window_the_sender_left() -> None:
+    """Three SACKs handed over before the sender may transmit again: each finds cwnd as used as the sender left it."""
+    cc = CongestionControl(mtu=1000, ssthresh=100_000)
+    cc.on_transmit(flight_size=4380)  # filled cwnd (4000) and overshot it by less than one MTU (6.1 B)
+    cc.on_sack(2000, True, 2, flight_before=4380, flight_after=2380)
+    cc.on_sack(2000, True, 4, flight_before=2380, flight_after=380)  # shrunk by its predecessor only
+    cc.on_sack(380, True, 5, flight_before=380, flight_after=0)
+    assert cc.cwnd == 4000 + 1000 + 1000 + 380
+    cc.on_transmit(flight_size=2000)  # rwnd, Max.Burst or the user left cwnd unused: no growth
+    cc.on_sack(2000, True, 7, flight_before=2000, flight_after=0)
+    assert cc.cwnd == 6380
+    cc.on_transmit(flight_size=6000)
+    cc.on_retransmission_timeout()  # nothing is in flight after T3-rtx until the retransmission goes out
+    cc.on_sack(1000, True, 8, flight_before=0, flight_after=0)
+    assert cc.cwnd == 1000
+
+
+def test_rfc9260_7_2_2_partial_bytes_acked_capped_at_cwnd_while_cwnd_is_not_used() -> None:
+    cc = CongestionControl(mtu=1000, ssthresh=3000)
+    cc.cwnd = 4000
+    for tsn in range(20):  # an rwnd-limited stretch: 20 000 bytes acked, cwnd never full
+        cc.on_transmit(flight_size=2000)
+        cc.on_sack(1000, True, tsn, flight_before=2000, flight_after=1000)
+    assert cc.cwnd == 4000 and cc.partial_bytes_acked == 4000
+    cc.on_transmit(flight_size=4000)
+    for tsn in range(20, 24):  # cwnd used again: one MTU, not one per cwnd acked while it was not
+        cc.on_sack(1000, True, tsn, flight_before=4000, flight_after=3000)
+    assert cc.cwnd == 5000
