@@ -150,7 +150,7 @@ def test_random_traffic_never_writes_outside_regions_rfc5041_8_3_1(messages, mul
     segments = []
     for kind, payload, to, stag in messages:
         if kind == "tagged":
-            segments += [s.encode() for s in source.tagged_message(payload, rng.choice([STAG, stag]), rng.choice([0, to % 2000, to]))]
+            segments += [s.encode() for s in source.tagged_message(payload, rng.choice([STAG, stag]), rng.choice([0, to % 2000, min(to, 2**64 - len(payload))]))]
         elif kind == "untagged":
             segments += [s.encode() for s in source.untagged_message(payload, rng.choice([0, 0, 1]))]
         else:
