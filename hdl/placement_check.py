@@ -76,7 +76,8 @@ from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .region_table import RegionTable, region_write_layout
-from .rx_layouts import ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, dma_command_layout, segment_info_layout
+from .rx_layouts import (ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, dma_command_layout, segment_info_layout,
+                         segment_report_fields)
 from .stream import packet_signature
 from .untagged_buffers import UntaggedBuffers, UntaggedFault, buffer_post_layout
 
@@ -103,23 +104,9 @@ def verdict_layout(address_bits: int = 64) -> data.StructLayout:
     """One per segment, in segment order, for the completion engine."""
     return data.StructLayout({
         "tag": unsigned(16),             # equals the tag of the segment's cmd, if any
-        "association": unsigned(ASSOCIATION_BITS),
-        "stream_id": unsigned(STREAM_BITS),
-        "tsn": unsigned(32),
-        "ddp_ssn": unsigned(16),
-        "tagged": unsigned(1),
-        "last": unsigned(1),
-        "opcode": unsigned(4),
-        "stag": unsigned(32),
-        "qn": unsigned(32),
-        "msn": unsigned(32),
-        "mo": unsigned(32),
-        "invalidate_stag": unsigned(32),
-        "payload_length": unsigned(16),
-        "host_address": unsigned(address_bits),  # where the payload went (ACCEPTED, length > 0)
+        **segment_report_fields(address_bits),
         "status": Status,
-        "error": ERROR_NUMBER,                   # valid with status ERROR
-        "message_length": unsigned(33),          # untagged, L = 1: MO + payload length (RFC 5041 5.4)
+        "error": ERROR_NUMBER,           # valid with status ERROR
     })
 
 

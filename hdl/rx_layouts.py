@@ -21,7 +21,7 @@ from amaranth.lib import data
 
 __all__ = [
     "ERROR_NUMBER", "packet_meta_layout", "segment_meta_layout", "segment_info_layout",
-    "dma_command_layout", "report_layout", "exception_record_layout", "ReportKind", "ExceptionSource",
+    "dma_command_layout", "report_layout", "segment_report_fields", "exception_record_layout", "ReportKind", "ExceptionSource",
     "ASSOCIATION_BITS", "STREAM_BITS",
 ]
 
@@ -123,6 +123,14 @@ def report_layout(address_bits: int = 64) -> data.StructLayout:
         "chunk_error": unsigned(3),     # hdl.chunk_parser.ChunkError
         "dma_error": unsigned(1),
         "error": ERROR_NUMBER,
+        **segment_report_fields(address_bits),
+    })
+
+
+def segment_report_fields(address_bits: int = 64) -> dict:
+    """What the engine reports of a DDP segment: carried from the placement
+    check's verdict into the report record unchanged."""
+    return {
         "association": unsigned(ASSOCIATION_BITS),
         "stream_id": unsigned(STREAM_BITS),
         "tsn": unsigned(32),
@@ -136,9 +144,9 @@ def report_layout(address_bits: int = 64) -> data.StructLayout:
         "mo": unsigned(32),
         "invalidate_stag": unsigned(32),
         "payload_length": unsigned(16),
-        "host_address": unsigned(address_bits),
-        "message_length": unsigned(33),
-    })
+        "host_address": unsigned(address_bits),  # where the payload went (ACCEPTED, length > 0)
+        "message_length": unsigned(33),          # untagged, L = 1: MO + payload length (RFC 5041 5.4)
+    }
 
 
 class ExceptionSource(IntEnum):

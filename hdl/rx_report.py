@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 from .chunk_parser import chunk_error_layout
 from .dma_writer import dma_done_layout
 from .placement_check import Status, verdict_layout
-from .rx_layouts import ReportKind, report_layout
+from .rx_layouts import ReportKind, report_layout, segment_report_fields
 
 __all__ = ["ReportEngine"]
 
@@ -51,8 +51,7 @@ class ReportEngine(wiring.Component):
             segment_record.dma_error.eq(needs_done & done.payload.error),
             segment_record.error.eq(head.error),
         ]
-        for name in ("association", "stream_id", "tsn", "ddp_ssn", "tagged", "last", "opcode", "stag", "qn",
-                     "msn", "mo", "invalidate_stag", "payload_length", "host_address", "message_length"):
+        for name in segment_report_fields():
             m.d.comb += getattr(segment_record, name).eq(getattr(head, name))
         m.d.comb += [
             error_record.eq(0),
