@@ -31,6 +31,23 @@ Decisions recorded here:
   are dropped and every SCTP packet of the peer goes to the association,
   which checks its verification tag (RFC 4960 8.5) and handles a repeated
   INIT or COOKIE ECHO (5.2).
+* Out of the blue (RFC 4960 8.4): a host with no open association and no
+  Listener (it never listened: an active opener whose association closed,
+  or a host never opened) still answers for its port, through
+  `out_of_the_blue_reply`: rule 1, a packet from a non-unicast IPv4
+  source, is discarded; rule 2, a packet with an ABORT, is discarded;
+  rule 3, an INIT, is discarded, since only a listener answers INITs (no
+  ABORT refusing the connection); rule 4, a COOKIE ECHO first, is
+  discarded, since no cookie can be ours without a listener; rule 5, a
+  SHUTDOWN ACK, gets a SHUTDOWN COMPLETE with the T bit set and the
+  packet's own verification tag (so the peer whose final SHUTDOWN
+  COMPLETE was lost closes instead of failing after
+  Association.Max.Retrans); rules 6 and 7, a SHUTDOWN COMPLETE, a COOKIE
+  ACK or a Stale Cookie ERROR, are discarded; rule 8, anything else, gets
+  an ABORT with the T bit set and the packet's tag.  One answer per packet,
+  not rate-limited: an answer is never itself answered (rules 2 and 6), so
+  two hosts cannot loop, and the link delivers one answer per packet that
+  arrived.  A listening host's Listener applies the same rules.
 * Frames are accepted only if addressed to this host's MAC and IPv4
   address (and, over UDP, to port 9899) and, once a peer is known, sent by
   the peer's MAC and IPv4 address.  Nothing past the IPv4 header checksum,
@@ -57,8 +74,12 @@ Decisions recorded here:
 * `close()` ends every DDP session with a Terminate (RFC 5043 6.2) and sends
   the SCTP SHUTDOWN (RFC 4960 9.2) once every stream is released (RFC 5043
   6.6: both Terminates exchanged and acknowledged), so that the peer can
-  still answer the Terminates.  A peer that never answers keeps the
-  association open; `abort()` ends it at once.
+  still answer the Terminates.  A peer that has not released every stream
+  `config.close_timeout` seconds (of the injected `now`) after `close()`
+  gets an ABORT (RFC 4960 9.1, User-Initiated Abort cause) and the host
+  reports `CloseAborted` with the streams still open; None waits for ever.
+  Once SHUTDOWN is under way the association's own T2-shutdown and
+  Association.Max.Retrans bound the rest.  `abort()` ends it at once.
 * STags are a 24-bit index and an 8-bit key drawn from the host's random
   generator, as hardware RNICs form them; the index starts at 1.
 """
@@ -100,6 +121,7 @@ from model.rdmap_endpoint import (
 )
 from model.rnic_events import (
     Aborted,
+    CloseAborted,
     Closed,
     Connected,
     DdpUnavailable,
@@ -123,6 +145,15 @@ from model.sctp import (
     ADAPTATION_CODE_POINT_DDP,
     PPID_DDP_SEGMENT,
     PPID_DDP_SESSION_CONTROL,
+    AbortChunk,
+    CookieAckChunk,
+    CookieEchoChunk,
+    ErrorCauseCode,
+    ErrorChunk,
+    InitChunk,
+    SctpPacket,
+    ShutdownAckChunk,
+    ShutdownCompleteChunk,
     checksum_ok,
 )
 from model.sctp_config import IPV4_HEADER_LENGTH, AssociationConfig
@@ -162,6 +193,39 @@ class StreamNotOpen(RnicStateError):
     """No open DDP stream session with an RDMAP endpoint on this stream id."""
 
 
+# -- out-of-the-blue packets (RFC 4960 8.4) ----------------------------------------------
+
+
+def out_of_the_blue_reply(packet: SctpPacket) -> SctpPacket | None:
+    """RFC 4960 8.4, rules 2-8, for an endpoint with no association for `packet` and no Listener.
+
+    Returns the packet to send back to the sender (ports swapped), or None to
+    discard silently.  Rule 1 (non-unicast source) is the caller's: it sees
+    the IP addresses.  The rules are applied in the RFC's order."""
+    chunks = packet.chunks
+    if any(isinstance(c, AbortChunk) for c in chunks):
+        return None  # rule 2
+    if any(isinstance(c, InitChunk) for c in chunks):
+        return None  # rule 3: only a listener processes an INIT (5.1)
+    if isinstance(chunks[0], CookieEchoChunk):
+        return None  # rule 4: no listener, so no State Cookie of ours (5.1.5)
+    if any(isinstance(c, ShutdownAckChunk) for c in chunks):
+        # Rule 5: SHUTDOWN COMPLETE, the SHUTDOWN ACK's own tag, T bit set.
+        return _reply(packet, ShutdownCompleteChunk(tag_reflected=True))
+    if any(isinstance(c, ShutdownCompleteChunk) for c in chunks):
+        return None  # rule 6
+    if any(isinstance(c, CookieAckChunk) for c in chunks) or any(
+        isinstance(c, ErrorChunk) and any(cause.code == ErrorCauseCode.STALE_COOKIE for cause in c.causes)
+        for c in chunks
+    ):
+        return None  # rule 7
+    return _reply(packet, AbortChunk(tag_reflected=True))  # rule 8: the packet's own tag, T bit set
+
+
+def _reply(packet: SctpPacket, chunk: AbortChunk | ShutdownCompleteChunk) -> SctpPacket:
+    return SctpPacket(packet.dst_port, packet.src_port, packet.verification_tag, (chunk,))
+
+
 # -- configuration and session policy ---------------------------------------------------
 
 
@@ -187,6 +251,8 @@ class RnicConfig:
     pending_limit: int = 16
     """RFC 5043 6.4: Initiates that may wait for the user's decision."""
     pd_id: int = 1
+    close_timeout: float | None = 30.0
+    """Seconds `close()` waits for the peer to release every DDP stream before it ABORTs; None: no limit."""
 
     def __post_init__(self) -> None:
         if len(self.mac) != 6:
@@ -282,6 +348,7 @@ class SoftRnic:
         self._known_streams: set[int] = set()
         self._ddp_enabled = False
         self._closing = False
+        self._close_deadline: float | None = None
         self._events: list[RnicEvent] = []
         self._frames: list[bytes] = []
         self._next_stag_index = 1
@@ -305,6 +372,10 @@ class SoftRnic:
     def close(self, now: float) -> None:
         """Terminate every DDP session (RFC 5043 6.2), then SHUTDOWN the association (RFC 4960 9.2)."""
         self._closing = True
+        association, timeout = self._association, self.config.close_timeout
+        if (timeout is not None and self._close_deadline is None and association is not None
+                and association.state is AssociationState.ESTABLISHED):
+            self._close_deadline = now + timeout
         for stream_id in sorted(self._known_streams):
             phase = self._sessions.phase(stream_id)
             if phase is not None and phase not in (SessionPhase.CLOSING, SessionPhase.AWAITING_INITIATE):
@@ -316,6 +387,7 @@ class SoftRnic:
 
     def abort(self, now: float) -> None:
         """ABORT the association at once (RFC 4960 9.1)."""
+        self._close_deadline = None
         if self._association is not None:
             self._association.abort(now)
             self._streams.clear()
@@ -476,13 +548,18 @@ class SoftRnic:
         return frames
 
     def next_timeout(self) -> float | None:
-        return self._association.next_timeout() if self._association is not None else None
+        times = [self._close_deadline]
+        if self._association is not None:
+            times.append(self._association.next_timeout())
+        return min((t for t in times if t is not None), default=None)
 
     def handle_timeout(self, now: float) -> list[RnicEvent]:
         if self._association is not None:
             self._on_association_events(self._association.handle_timeout(now), now)
         self._flush()
         self._maybe_shutdown(now)
+        if self._close_deadline is not None and now >= self._close_deadline:
+            self._close_timed_out(now)
         return self.poll_events()
 
     def poll_events(self) -> list[RnicEvent]:
@@ -517,6 +594,7 @@ class SoftRnic:
         self._known_streams.clear()
         self._ddp_enabled = False
         self._closing = False
+        self._close_deadline = None
 
     def _frame(self, packet: bytes, peer: _Peer) -> bytes:
         self._ip_identification = (self._ip_identification + 1) & 0xFFFF
@@ -545,6 +623,7 @@ class SoftRnic:
             self._on_association_events(association.receive(now, packet), now)
             return
         if self._listener is None:
+            self._out_of_the_blue(frame)
             return
         accepted = self._listener.receive(now, packet)
         sender = _Peer(frame.eth.src, frame.ip.src)
@@ -553,6 +632,22 @@ class SoftRnic:
         if accepted is not None:
             self._new_association(accepted.association, sender)
             self._on_association_events(accepted.events, now)
+
+    def _out_of_the_blue(self, frame: Frame) -> None:
+        """RFC 4960 8.4 without a Listener: see `out_of_the_blue_reply`."""
+        source = frame.ip.src
+        if source.is_multicast or source.is_unspecified or source == ipaddress.IPv4Address("255.255.255.255"):
+            return  # rule 1: to or from a non-unicast address
+        try:
+            packet = SctpPacket.decode(frame.sctp)
+        except DecodeError:
+            self._counters.dropped_malformed += 1
+            return
+        if packet.dst_port != self.config.port:
+            return  # no endpoint of ours on that port
+        reply = out_of_the_blue_reply(packet)
+        if reply is not None:
+            self._frames.append(self._frame(reply.encode(), _Peer(frame.eth.src, source)))
 
     # -- internals: association events ----------------------------------------------
 
@@ -580,14 +675,18 @@ class SoftRnic:
             elif isinstance(event, PeerShutdownStarted):
                 self._events.append(PeerClosing())
             elif isinstance(event, AssociationClosed):
-                self._streams.clear()
+                self._association_over()
                 self._events.append(Closed())
             elif isinstance(event, AssociationAborted):
-                self._streams.clear()
+                self._association_over()
                 self._events.append(Aborted(event.causes))
             elif isinstance(event, AssociationFailed):
-                self._streams.clear()
+                self._association_over()
                 self._events.append(Failed(event.reason))
+
+    def _association_over(self) -> None:
+        self._streams.clear()
+        self._close_deadline = None
 
     # -- internals: session events --------------------------------------------------
 
@@ -730,6 +829,23 @@ class SoftRnic:
             return
         if all(self._sessions.stream_available(stream_id) for stream_id in self._known_streams):
             association.shutdown(now)
+            self._close_deadline = None  # T2-shutdown and Association.Max.Retrans bound the rest (RFC 4960 9.2)
+
+    def _close_timed_out(self, now: float) -> None:
+        """`close_timeout` passed with streams unreleased: ABORT (RFC 4960 9.1) and say why."""
+        self._close_deadline = None
+        association = self._association
+        if association is None or association.is_closed:
+            return
+        if association.state is not AssociationState.ESTABLISHED:
+            return  # SHUTDOWN already under way
+        waiting = tuple(sorted(s for s in self._known_streams if not self._sessions.stream_available(s)))
+        timeout = self.config.close_timeout
+        reason = (f"close(): DDP streams {list(waiting)} not released by the peer within {timeout:g} s "
+                  "(RFC 5043 6.2, 6.6); association aborted (RFC 4960 9.1)")
+        association.abort(now, reason)
+        self._streams.clear()
+        self._events.append(CloseAborted(reason, waiting, timeout if timeout is not None else 0.0))
 
     def _require_ddp(self) -> None:
         if not self.connected:

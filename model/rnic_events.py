@@ -4,7 +4,7 @@ Every event is a frozen dataclass deriving from `RnicEvent`.  They fall in
 three groups, in the order a connection sees them:
 
 * connection: `Connected`, `DdpUnavailable` (RFC 5043 11.1), `PeerClosing`,
-  `Closed`, `Aborted`, `Failed`;
+  `Closed`, `Aborted`, `Failed`, `CloseAborted`;
 * DDP stream sessions (RFC 5043 6, RFC 6581 7-9): `SessionRequested`,
   `SessionRefused`, `SessionEstablished`, `SessionRejected`, `RtrArrived`,
   `StreamTerminated`, `StreamReleased`;
@@ -82,6 +82,18 @@ class Failed(RnicEvent):
     """The association gave up: retransmission limits exceeded (RFC 4960 8.1, 8.2)."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class CloseAborted(RnicEvent):
+    """`close()` gave up: the peer did not release every DDP stream (RFC 5043 6.2, 6.6: answer our
+    Terminate) within `RnicConfig.close_timeout` seconds, so this host ABORTed the association
+    (RFC 4960 9.1, User-Initiated Abort cause carrying `reason`).  The association is closed."""
+
+    reason: str
+    streams: tuple[int, ...]
+    """The DDP streams still unreleased at the deadline."""
+    timeout: float
 
 
 # -- DDP stream sessions -----------------------------------------------------------

@@ -22,11 +22,13 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from model.checksum import internet_checksum
 from model.dissect import dissect_capture
+from model.frames import Frame, build_frame
 from model.link import Link, LinkConfig, Side
 from model.memory import Access, SparseMemory
 from model.negotiation import LocalResources, Role, RtrType
@@ -36,6 +38,7 @@ from model.rdmap_endpoint import ReadLimitExceeded
 from model.rnic import DdpForbidden, RnicConfig, SoftRnic
 from model.rnic_events import (
     Aborted,
+    CloseAborted,
     Closed,
     Connected,
     DdpUnavailable,
@@ -51,6 +54,24 @@ from model.rnic_events import (
     StreamTerminated,
     WorkCompletion,
     WriteArrived,
+)
+from model.sctp import (
+    PPID_DDP_SEGMENT,
+    PPID_DDP_SESSION_CONTROL,
+    AbortChunk,
+    Chunk,
+    CookieAckChunk,
+    CookieEchoChunk,
+    DataChunk,
+    ErrorCause,
+    ErrorCauseCode,
+    ErrorChunk,
+    HeartbeatChunk,
+    InitChunk,
+    SctpPacket,
+    ShutdownAckChunk,
+    ShutdownChunk,
+    ShutdownCompleteChunk,
 )
 
 MIB = 1 << 20
@@ -80,15 +101,18 @@ class Pair:
     events: dict[Side, list[RnicEvent]] = field(default_factory=lambda: {Side.A: [], Side.B: []})
     sent: set[bytes] = field(default_factory=set)
     now: float = 0.0
+    drop: Callable[[Side, bytes], bool] | None = None
+    """Test hook: a frame `side` sends for which this returns True never reaches the link."""
 
     @classmethod
     def create(cls, loss: float = 0.0, seed: int = 1, udp: bool = False, ddp_b: bool = True,
-               resources: dict[Side, LocalResources] | None = None, policy_b="default") -> Pair:
+               resources: dict[Side, LocalResources] | None = None, policy_b="default",
+               close_timeout: float | None = 30.0) -> Pair:
         link = Link(LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed), record=True)
         memory = {side: SparseMemory() for side in Side}
         hosts = {}
         for side in Side:
-            options = {"udp": udp}
+            options = {"udp": udp, "close_timeout": close_timeout}
             if resources is not None:
                 options["resources"] = resources[side]
             if side is Side.B:
@@ -113,6 +137,8 @@ class Pair:
         for side, host in self.hosts.items():
             for frame in host.frames_to_send(self.now):
                 self.sent.add(frame)
+                if self.drop is not None and self.drop(side, frame):
+                    continue
                 self.link.send(side, frame, self.now)
         times = [t for t in (self.link.next_arrival(), self.a.next_timeout(), self.b.next_timeout()) if t is not None]
         assert times, "stalled: nothing in flight, no timer"
@@ -536,3 +562,164 @@ def test_frames_for_another_host_are_dropped_unread() -> None:
     assert pair.memory[Side.B].writes == []
     pair.b.receive_frame(frame, pair.now)
     assert pair.memory[Side.B].read(0x1000, 8) == b"12345678"
+
+
+# -- teardown: out-of-the-blue packets (RFC 4960 8.4) and the close() deadline -----------------------
+
+PEER_MAC, PEER_IP, PEER_PORT = bytes.fromhex("02000000000e"), "10.0.0.14", 6000
+OOTB_TAG = 0x5EED_F00D
+
+
+def _chunks(frame: bytes) -> tuple[Chunk, ...]:
+    return SctpPacket.decode(Frame.decode(frame).sctp).chunks
+
+
+def _lone_host(udp: bool = False) -> SoftRnic:
+    """A host that never listened and never connected."""
+    return SoftRnic(RnicConfig(MAC[Side.A], IP[Side.A], PORT[Side.A], udp=udp), SparseMemory(), random.Random(3))
+
+
+def _ootb_frame(*chunks: Chunk, tag: int = OOTB_TAG, dst_port: int = PORT[Side.A], src_ip: str = PEER_IP,
+                udp: bool = False) -> bytes:
+    packet = SctpPacket(PEER_PORT, dst_port, tag, chunks).encode()
+    return build_frame(packet, PEER_MAC, MAC[Side.A], src_ip, IP[Side.A], udp=udp)
+
+
+def test_rfc4960_8_4_rule_5_lost_final_shutdown_complete_both_sides_close() -> None:
+    """RFC 4960 8.4 rule 5 (with 9.2, 8.5.1 C): A's only SHUTDOWN COMPLETE is lost on an otherwise clean link.
+    A, the active opener, has closed its association and has no Listener; B retransmits its SHUTDOWN ACK on
+    T2-shutdown, and A answers that out-of-the-blue SHUTDOWN ACK with a SHUTDOWN COMPLETE carrying the SHUTDOWN
+    ACK's own verification tag with the T bit set, which B accepts: both sides end Closed, none Failed."""
+    pair = Pair.create()
+    pair.connect()
+    pair.open_stream()
+    lost: list[float] = []
+
+    def lose_first_shutdown_complete(side: Side, frame: bytes) -> bool:
+        if side is Side.A and not lost and any(isinstance(c, ShutdownCompleteChunk) for c in _chunks(frame)):
+            lost.append(pair.now)
+            return True
+        return False
+
+    pair.drop = lose_first_shutdown_complete
+    pair.close()
+    assert lost and pair.a.closed and pair.b.closed
+    assert [type(e) for e in pair.events[Side.A] + pair.events[Side.B] if isinstance(e, (Closed, Aborted, Failed))] \
+        == [Closed, Closed]
+    frames = [Frame.decode(f) for _, f in pair.link.recording or []]
+    from_a = [SctpPacket.decode(f.sctp) for f in frames if f.ip.src == pair.a.config.ip]
+    from_b = [SctpPacket.decode(f.sctp) for f in frames if f.ip.src == pair.b.config.ip]
+    shutdown_acks = [p for p in from_b if isinstance(p.chunks[0], ShutdownAckChunk)]
+    assert len(shutdown_acks) == 2  # the first, answered by the lost SHUTDOWN COMPLETE, and one retransmission
+    (answer,) = [p for p in from_a if isinstance(p.chunks[0], ShutdownCompleteChunk)]  # only the OOTB one arrived
+    assert answer.chunks == (ShutdownCompleteChunk(tag_reflected=True),)
+    assert answer.verification_tag == shutdown_acks[-1].verification_tag
+    assert (answer.src_port, answer.dst_port) == (PORT[Side.A], PORT[Side.B])
+    assert pair.now - lost[0] < 10.0  # one T2-shutdown (RTO), not Association.Max.Retrans of them
+
+
+@pytest.mark.parametrize("udp", [False, True], ids=["ipv4", "udp"])
+def test_rfc4960_8_4_rule_5_ootb_shutdown_ack_to_a_never_connected_host(udp: bool) -> None:
+    """RFC 4960 8.4 rule 5: a SHUTDOWN ACK to a host with no association and no Listener is answered with a
+    SHUTDOWN COMPLETE, T bit set, verification tag copied from the SHUTDOWN ACK, to the sender's addresses."""
+    host = _lone_host(udp)
+    assert host.receive_frame(_ootb_frame(ShutdownAckChunk(), udp=udp), 1.0) == []
+    (frame,) = host.frames_to_send(1.0)
+    decoded = Frame.decode(frame)
+    assert (decoded.eth.dst, str(decoded.ip.dst)) == (PEER_MAC, PEER_IP)
+    assert (decoded.udp is not None) == udp
+    packet = SctpPacket.decode(decoded.sctp)
+    assert (packet.src_port, packet.dst_port, packet.verification_tag) == (PORT[Side.A], PEER_PORT, OOTB_TAG)
+    assert packet.chunks == (ShutdownCompleteChunk(tag_reflected=True),)
+    assert host.next_timeout() is None and not host.closed  # stateless: nothing opened, nothing pending
+
+
+@pytest.mark.parametrize("chunk", [
+    DataChunk(tsn=77, stream_id=0, ssn=0, ppid=PPID_DDP_SEGMENT, user_data=b"stale", unordered=True),
+    HeartbeatChunk(info=b"are you there"),
+    ShutdownChunk(cumulative_tsn_ack=5),
+], ids=["DATA", "HEARTBEAT", "SHUTDOWN"])
+def test_rfc4960_8_4_rule_8_ootb_packet_gets_abort_with_t_bit(chunk: Chunk) -> None:
+    """RFC 4960 8.4 rule 8: any other out-of-the-blue packet gets an ABORT with the T bit set and the OOTB
+    packet's verification tag; one ABORT per such packet (no rate limit), nothing else happens."""
+    host = _lone_host()
+    host.receive_frame(_ootb_frame(chunk), 2.0)
+    (frame,) = host.frames_to_send(2.0)
+    packet = SctpPacket.decode(Frame.decode(frame).sctp)
+    assert (packet.src_port, packet.dst_port, packet.verification_tag) == (PORT[Side.A], PEER_PORT, OOTB_TAG)
+    assert packet.chunks == (AbortChunk(tag_reflected=True),)
+    host.receive_frame(_ootb_frame(chunk), 2.5)
+    assert len(host.frames_to_send(2.5)) == 1
+
+
+@pytest.mark.parametrize("frame", [
+    _ootb_frame(AbortChunk()),  # rule 2
+    _ootb_frame(DataChunk(tsn=1, stream_id=0, ssn=0, ppid=PPID_DDP_SEGMENT, user_data=b"x"),
+                AbortChunk(tag_reflected=True)),  # rule 2: an ABORT anywhere in the packet
+    _ootb_frame(InitChunk(initiate_tag=9, a_rwnd=65536, outbound_streams=8, inbound_streams=8, initial_tsn=1),
+                tag=0),  # rule 3: only a listener answers an INIT
+    _ootb_frame(CookieEchoChunk(cookie=b"not ours")),  # rule 4: no listener, no cookie of ours
+    _ootb_frame(ShutdownCompleteChunk()),  # rule 6
+    _ootb_frame(CookieAckChunk()),  # rule 7
+    _ootb_frame(ErrorChunk(causes=(ErrorCause(ErrorCauseCode.STALE_COOKIE, b"\0\0\0\1"),))),  # rule 7
+    _ootb_frame(ShutdownAckChunk(), src_ip="224.0.0.18"),  # rule 1: from a multicast address
+    _ootb_frame(ShutdownAckChunk(), dst_port=PORT[Side.A] + 1),  # no endpoint on that port
+], ids=["ABORT", "ABORT-bundled", "INIT", "COOKIE-ECHO", "SHUTDOWN-COMPLETE", "COOKIE-ACK", "stale-cookie-ERROR",
+        "multicast-source", "other-port"])
+def test_rfc4960_8_4_ootb_packets_discarded_silently(frame: bytes) -> None:
+    """RFC 4960 8.4 rules 1, 2, 3 (no listener), 4 (no listener), 6 and 7: no answer at all."""
+    host = _lone_host()
+    assert host.receive_frame(frame, 1.0) == []
+    assert host.frames_to_send(1.0) == []
+
+
+def test_closed_active_opener_aborts_a_stale_data_chunk() -> None:
+    """RFC 4960 8.4 rule 8 after a graceful close: the old peer's DATA (T=0, the old tag) gets ABORT with T=1
+    and that tag, which the peer, closed too, discards by rule 2: no exchange follows."""
+    pair = Pair.create()
+    pair.connect()
+    pair.open_stream()
+    old_tag = pair.b.association.peer_tag
+    pair.close()
+    stale = SctpPacket(PORT[Side.B], PORT[Side.A], old_tag,
+                       (DataChunk(tsn=1, stream_id=0, ssn=0, ppid=PPID_DDP_SEGMENT, user_data=b"late"),)).encode()
+    pair.a.receive_frame(build_frame(stale, MAC[Side.B], MAC[Side.A], IP[Side.B], IP[Side.A]), pair.now)
+    (frame,) = pair.a.frames_to_send(pair.now)
+    packet = SctpPacket.decode(Frame.decode(frame).sctp)
+    assert (packet.verification_tag, packet.chunks) == (old_tag, (AbortChunk(tag_reflected=True),))
+    pair.b.receive_frame(frame, pair.now)
+    assert pair.b.frames_to_send(pair.now) == [] and not pair.of(Side.B, Aborted)
+
+
+@pytest.mark.parametrize("timeout", [30.0, 5.0], ids=["default-30s", "configured-5s"])
+def test_close_aborts_when_the_peer_never_answers_the_terminate(timeout: float) -> None:
+    """RFC 5043 6.2 / 6.6 with RFC 4960 9.1: B acknowledges A's Terminate in SCTP but its DDP layer never
+    answers it, so the stream is never released; `close_timeout` (default 30 s of `now`) after `close()`, A
+    ABORTs the association and reports CloseAborted with the stream; B sees the ABORT (User-Initiated Abort)."""
+    pair = Pair.create(close_timeout=timeout)
+    pair.connect()
+    pair.open_stream()
+    receive = pair.b._sessions.receive  # test double: B's session layer ignores every session control message
+    pair.b._sessions.receive = lambda stream_id, ppid, payload: (
+        [] if ppid == PPID_DDP_SESSION_CONTROL else receive(stream_id, ppid, payload))
+    closed_at = pair.now
+    pair.a.close(pair.now)
+    pair.run_until(lambda: pair.of(Side.A, CloseAborted) and pair.of(Side.B, Aborted))
+    (event,) = pair.of(Side.A, CloseAborted)
+    assert event.streams == (STREAM,) and event.timeout == timeout
+    assert "not released" in event.reason and "RFC 4960 9.1" in event.reason
+    assert timeout <= pair.now - closed_at < timeout + 1.0
+    assert pair.a.closed and pair.b.closed and not pair.of(Side.A, Closed)
+    (aborted,) = pair.of(Side.B, Aborted)
+    assert [cause.code for cause in aborted.causes] == [ErrorCauseCode.USER_INITIATED_ABORT]
+    assert pair.a.next_timeout() is None
+
+
+def test_close_deadline_is_dropped_once_shutdown_starts() -> None:
+    """A peer that answers the Terminate releases the stream well within the deadline; SHUTDOWN starts
+    (RFC 4960 9.2), the close deadline is dropped and no CloseAborted is reported, nor any timer left."""
+    pair = Pair.create(close_timeout=5.0)
+    pair.connect()
+    pair.open_stream()
+    pair.close()
+    assert not pair.of(Side.A, CloseAborted) and pair.a.next_timeout() is None and pair.b.next_timeout() is None
