@@ -14,9 +14,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from boards.ecpix5 import ECPIX5_85F  # noqa: E402
 from boards.synth import synthesize  # noqa: E402
+from hdl.chunk_parser import ChunkParser  # noqa: E402
 from hdl.crc32c import Crc32c  # noqa: E402
+from hdl.ddp_header import DdpHeaderValidator  # noqa: E402
+from hdl.dma_writer import DmaWriter  # noqa: E402
+from hdl.frame_rx import FrameReceiver  # noqa: E402
+from hdl.placement_check import PlacementCheck  # noqa: E402
+from hdl.rx_engine import RxEngine  # noqa: E402
 
-BLOCKS = {"crc32c": Crc32c}
+BLOCKS = {
+    "crc32c": Crc32c,
+    "frame_rx": FrameReceiver,
+    "chunk_parser": ChunkParser,
+    "ddp_header": DdpHeaderValidator,
+    "placement": PlacementCheck,
+    "dma_writer": DmaWriter,
+    "rx_engine": RxEngine,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     device = ECPIX5_85F
     print(f"{device.device} {device.package} speed {device.speed}, out of context, "
           f"target {arguments.target_mhz:g} MHz, registered ports")
-    header = f"{'block':<8} {'W':>3} {'LUT4':>6} {'FF':>6} {'BRAM':>5} {'DSP':>4} {'Fmax MHz':>9} {'Gb/s':>7} {'time s':>7}"
-    print(header)
+    header = f"{'block':<12} {'W':>3} {'LUT4':>6} {'FF':>6} {'BRAM':>5} {'DSP':>4} {'Fmax MHz':>9} {'Gb/s':>7} {'time s':>7}"
+    print(header, flush=True)
     print("-" * len(header))
     for block in arguments.blocks:
         for width in arguments.widths:
@@ -40,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             result = synthesize(BLOCKS[block](width), f"{block}_w{width}", device=device,
                                 target_mhz=arguments.target_mhz, seed=arguments.seed, keep_dir=keep)
             capacity = width * 8 * result.fmax_mhz / 1000
-            print(f"{block:<8} {width:>3} {result.lut4:>6} {result.ff:>6} {result.bram:>5} {result.dsp:>4} "
+            print(f"{block:<12} {width:>3} {result.lut4:>6} {result.ff:>6} {result.bram:>5} {result.dsp:>4} "
                   f"{result.fmax_mhz:>9.1f} {capacity:>7.1f} {result.seconds:>7.1f}", flush=True)
     return 0
 
