@@ -9,12 +9,13 @@ overtake an earlier verdict (records keep segment order, RFC 5041 5.3).
 Chunk errors from the chunk parser become CHUNK_ERROR records; the two
 kinds alternate when both wait.
 
-Latency: a record leaves one cycle after its verdict (and ``done``, if
-needed) is at the head. Throughput: one record per cycle.
+Latency: a record leaves three cycles after its verdict (and ``done``, if
+needed) arrive: two in the input buffers, one in the output register.
+Throughput: one record per cycle.
 """
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .chunk_parser import chunk_error_layout
@@ -36,7 +37,13 @@ class ReportEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        verdict, done, errors, report = self.verdict, self.done, self.chunk_errors, self.report
+        # Each input through a 2-deep FIFO with a registered output, so the
+        # decision below starts at flip-flops (the upstream FIFOs' outputs are
+        # LUT-RAM reads; chained with it, this was the engine's critical path).
+        verdict = self._buffered(m, "verdict_buffer", self.verdict)
+        done = self._buffered(m, "done_buffer", self.done)
+        errors = self._buffered(m, "errors_buffer", self.chunk_errors)
+        report = self.report
         head = verdict.payload
         needs_done = (head.status == Status.ACCEPTED) & (head.payload_length != 0)
         verdict_ready = verdict.valid & (~needs_done | done.valid)
@@ -72,3 +79,15 @@ class ReportEngine(wiring.Component):
                 m.d.sync += [report.payload.eq(segment_record), prefer_errors.eq(1)]
                 m.d.comb += [verdict.ready.eq(1), done.ready.eq(needs_done)]
         return m
+
+    @staticmethod
+    def _buffered(m: Module, name: str, port) -> stream.Interface:
+        layout = port.payload.shape()
+        buffer = fifo.SyncFIFOBuffered(width=layout.size, depth=2)
+        m.submodules[name] = buffer
+        out = stream.Signature(layout).flip().create()
+        m.d.comb += [
+            buffer.w_data.eq(port.payload), buffer.w_en.eq(port.valid), port.ready.eq(buffer.w_rdy),
+            out.payload.eq(buffer.r_data), out.valid.eq(buffer.r_rdy), buffer.r_en.eq(out.ready),
+        ]
+        return out
