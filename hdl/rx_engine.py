@@ -42,6 +42,7 @@ from .region_table import region_write_layout
 from .registers import RegisterFile, RegisterMap
 from .rx_layouts import ExceptionSource, exception_record_layout, report_layout
 from .rx_report import ReportEngine
+from .stream_buffer import StreamBuffer
 from .untagged_buffers import buffer_post_layout
 
 __all__ = ["RxEngine", "register_map", "SEGMENT_COUNTERS"]
@@ -141,8 +142,15 @@ class RxEngine(wiring.Component):
         connect(m, chunks.seg_meta, headers.seg_meta)
         connect(m, headers.segment, placement.segment)
         connect(m, headers.payload, placement.payload_in)
-        connect(m, placement.cmd, dma.cmd)
-        connect(m, placement.payload_out, dma.payload)
+        # Register slices between the placement decision and the DMA writer: the
+        # payload passes the placement check combinationally, and the DMA
+        # writer's ready depends on its queue levels.
+        m.submodules.cmd_slice = cmd_slice = StreamBuffer(placement.cmd.payload.shape())
+        m.submodules.payload_slice = payload_slice = StreamBuffer(placement.payload_out.payload.shape())
+        connect(m, placement.cmd, cmd_slice.sink)
+        connect(m, cmd_slice.source, dma.cmd)
+        connect(m, placement.payload_out, payload_slice.sink)
+        connect(m, payload_slice.source, dma.payload)
         connect(m, dma.axi, wiring.flipped(self.m_axi))
 
         # Exceptions: whole frames and single chunks, one stream for the host.
