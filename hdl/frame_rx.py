@@ -115,29 +115,58 @@ class Realigner(wiring.Component):
         m = Module()
         width = self._width
         sink, source = self.sink.payload, self.source.payload
+        shift_bits = _shift_bits(width)
 
+        # Timing: no cycle chains two wide adders or comparators. The 16-bit
+        # remaining length is kept beside its registered summary (`rem_mask`,
+        # the thermometer of min(remaining, W), and `rem_big`, remaining > W),
+        # computed when it is loaded or counted down; byte counts are handled
+        # as thermometer masks (`keep` codes), so the per-beat decisions are
+        # narrow mask logic and a W:1 lane select.
         previous = Signal(8 * width)
         held = Signal()      # `previous` has bytes still to send
         flush = Signal()     # ... and it was its packet's last beat
         dummy = Signal()     # ... and none of them were wanted: send one junk byte
         dropping = Signal()  # output complete, ignoring the rest of the input packet
-        shift = Signal(_shift_bits(width))
+        shift = Signal(shift_bits)
         remaining = Signal(16)
-        held_bytes = Signal(range(width + 1))
+        rem_mask = Signal(width)  # thermometer of min(remaining, width)
+        rem_big = Signal()        # remaining > width
+        held_keep = Signal(width)  # keep of `previous`
 
-        sink_bytes = Signal(range(width + 1))
-        m.d.comb += sink_bytes.eq(beat_byte_count(sink.keep, width))
         m.d.comb += source.data.eq(Cat(previous, sink.data).bit_select(shift * 8, 8 * width))
 
-        # Bytes the current output beat can hold, and whether it ends the packet.
+        pad = 2 ** shift_bits - width if 2 ** shift_bits > width else 0
+
+        def kept_at(keep, lane):
+            """keep[lane], 0 past the last lane (keep is a thermometer: lane < bytes in the beat)."""
+            return (Cat(keep, Const(0, pad)) if pad else keep).bit_select(lane, 1)
+
+        def summary(value):
+            """(thermometer of min(value, width), value > width) for a 16-bit value, without carry chains."""
+            if width > 1 and width & (width - 1) == 0:
+                k = width.bit_length() - 1
+                at_least = value[k:].any()
+                mask = Cat(*(at_least | (value[:k] > lane) for lane in range(width)))
+                big = value[k + 1:].any() | (value[k] & value[:k].any())
+            else:
+                mask, big = _thermometer(value, width), value > width
+            return mask, big
+
+        # Bytes the current output beat can hold (as a mask), and whether it ends the packet.
         short_last = Signal()  # the sink's last beat has nothing past `shift` for a flush
-        available = Signal(range(width + 1))
+        available = Signal(width)  # thermometer of (width - shift + sink bytes if short_last else width)
+        shifted_keep = Cat(Const((1 << width) - 1, width), sink.keep, Const(0, pad)).bit_select(shift, width)
         m.d.comb += [
-            short_last.eq(sink.last & (sink_bytes <= shift)),
-            available.eq(Mux(short_last, width - shift + sink_bytes, width)),
+            short_last.eq(sink.last & ~kept_at(sink.keep, shift)),
+            available.eq(Mux(short_last, shifted_keep, (1 << width) - 1)),
         ]
-        tail = Signal(range(width + 1))
-        m.d.comb += tail.eq(Mux(dummy, 1, Mux(remaining < held_bytes - shift, remaining, held_bytes - shift)))
+        tail = Signal(width)
+        held_tail = Cat(held_keep, Const(0, width + pad)).bit_select(shift, width)
+        m.d.comb += tail.eq(Mux(dummy, 1, rem_mask & held_tail))
+
+        load_mask, load_big = summary(sink.length)
+        next_mask, next_big = summary(remaining - width)
 
         def load():
             with m.If(sink.skip):
@@ -149,9 +178,11 @@ class Realigner(wiring.Component):
                     held.eq(1),
                     shift.eq(sink.shift),
                     remaining.eq(Mux(sink.length == 0, 1, sink.length)),
-                    held_bytes.eq(sink_bytes),
+                    rem_mask.eq(load_mask | 1),  # a length of 0 counts as 1
+                    rem_big.eq(load_big),
+                    held_keep.eq(sink.keep),
                     flush.eq(sink.last),
-                    dummy.eq(sink.last & (sink_bytes <= sink.shift)),
+                    dummy.eq(sink.last & ~kept_at(sink.keep, sink.shift)),
                 ]
 
         with m.If(dropping):
@@ -161,7 +192,7 @@ class Realigner(wiring.Component):
         with m.Elif(held & flush):
             m.d.comb += [
                 self.source.valid.eq(1),
-                source.keep.eq(_thermometer(tail, width)),
+                source.keep.eq(tail),
                 source.last.eq(1),
                 self.sink.ready.eq(self.source.ready),
             ]
@@ -170,15 +201,16 @@ class Realigner(wiring.Component):
                 with m.If(self.sink.valid):
                     load()
         with m.Elif(held):
-            done = remaining <= available
+            done = ~rem_big & ~(rem_mask & ~available).any()  # remaining <= available
             m.d.comb += [
                 self.source.valid.eq(self.sink.valid),
-                source.keep.eq(_thermometer(Mux(done, remaining, available), width)),
+                source.keep.eq(rem_mask & available),  # min(remaining, available)
                 source.last.eq(done | short_last),
                 self.sink.ready.eq(self.source.ready),
             ]
             with m.If(self.sink.valid & self.source.ready):
-                m.d.sync += [previous.eq(sink.data), held_bytes.eq(sink_bytes), remaining.eq(remaining - width)]
+                m.d.sync += [previous.eq(sink.data), held_keep.eq(sink.keep), remaining.eq(remaining - width),
+                             rem_mask.eq(next_mask), rem_big.eq(next_big)]
                 with m.If(done | short_last):
                     m.d.sync += [held.eq(0), dropping.eq(~sink.last)]
                 with m.Elif(sink.last):
