@@ -2,11 +2,11 @@
 
 Placed between two blocks it cuts every combinational path between them
 (``valid``/``payload`` forward, ``ready`` backward) at the cost of two cycles
-of latency, keeping one transfer per cycle: ``amaranth.lib.fifo.SyncFIFOBuffered``
-behind a stream interface.
+of latency, keeping one transfer per cycle at the default depth:
+``amaranth.lib.fifo.SyncFIFOBuffered`` behind a stream interface.
 """
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Value
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -14,9 +14,15 @@ __all__ = ["StreamBuffer"]
 
 
 class StreamBuffer(wiring.Component):
-    """``depth`` payloads of ``layout`` between ``sink`` and ``source``."""
+    """``depth`` payloads of ``layout`` between ``sink`` and ``source``.
 
-    def __init__(self, layout: data.Layout, depth: int = 2):
+    At depth 2 a ``SyncFIFOBuffered`` alternates between full and empty and
+    passes one transfer every other cycle; from depth 3 it keeps one per cycle.
+    """
+
+    DEFAULT_DEPTH = 3
+
+    def __init__(self, layout: data.Layout, depth: int = DEFAULT_DEPTH):
         self._depth = depth
         super().__init__({
             "sink": In(stream.Signature(layout)),
@@ -25,7 +31,7 @@ class StreamBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        width = len(self.sink.payload.as_value())
+        width = len(Value.cast(self.sink.payload))
         m.submodules.storage = storage = fifo.SyncFIFOBuffered(width=width, depth=self._depth)
         m.d.comb += [
             storage.w_data.eq(self.sink.payload),
