@@ -13,7 +13,7 @@ from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
 from hdl.chunk_parser import ChunkError, ChunkParser, ExceptionReason
-from hdl.stream import keep_mask
+from sim.packet_beats import beats_of, packets_of
 from model.ddp import DdpSegment, TaggedHeader, UntaggedHeader
 from model.ddp_sctp import DdpSegmentChunkData, FunctionCode, SessionControl
 from model.rdmap import Opcode, rdmap_control_of, tagged_rsvd_ulp, untagged_rsvd_ulp
@@ -161,29 +161,6 @@ def malformed_tail(rng: random.Random, packet: bytes, association: int, oracle: 
 
 
 # ---- simulation ---------------------------------------------------------
-
-def beats_of(packet: bytes, width: int, rng: random.Random) -> list[dict]:
-    beats = []
-    for offset in range(0, len(packet), width):
-        piece = packet[offset:offset + width]
-        beats.append({"data": int.from_bytes(piece + rng.randbytes(width - len(piece)), "little"),
-                      "keep": keep_mask(len(piece)), "last": offset + width >= len(packet)})
-    return beats
-
-
-def packets_of(beats, width: int) -> list[bytes]:
-    packets, current = [], b""
-    for beat in beats:
-        count = bin(int(beat.keep)).count("1")
-        assert int(beat.keep) == keep_mask(count) and count >= 1, "keep not contiguous from lane 0"
-        assert beat.last or count == width, "only the last beat may be partial"
-        current += int(beat.data).to_bytes(width, "little")[:count]
-        if beat.last:
-            packets.append(current)
-            current = b""
-    assert current == b""
-    return packets
-
 
 def run(width: int, packets: list[tuple[bytes, int, int]], oracle: Oracle, seed: int, *,
         stall: float = 0.3, gap: float = 0.3):

@@ -19,7 +19,8 @@ from amaranth.sim import Simulator
 from hdl.chunk_parser import ChunkParser
 from hdl.ddp_header import DdpHeaderValidator
 from hdl.rx_layouts import packet_meta_layout, segment_info_layout
-from hdl.stream import keep_mask, packet_signature
+from hdl.stream import packet_signature
+from sim.packet_beats import beats_of, packets_of
 from model.ddp import DdpSegment, TaggedHeader, UntaggedHeader
 from model.ddp_sctp import DdpSegmentChunkData
 from model.errors import DdpError, DecodeError, RdmapError
@@ -87,29 +88,6 @@ def random_segment(rng: random.Random, kind: str) -> bytes:
 
 
 # ---- simulation ---------------------------------------------------------
-
-def beats_of(packet: bytes, width: int, rng: random.Random) -> list[dict]:
-    beats = []
-    for offset in range(0, len(packet), width):
-        piece = packet[offset:offset + width]
-        beats.append({"data": int.from_bytes(piece + rng.randbytes(width - len(piece)), "little"),
-                      "keep": keep_mask(len(piece)), "last": offset + width >= len(packet)})
-    return beats
-
-
-def packets_of(beats, width: int) -> list[bytes]:
-    packets, current = [], b""
-    for beat in beats:
-        count = bin(int(beat.keep)).count("1")
-        assert int(beat.keep) == keep_mask(count) and count >= 1, "keep not contiguous from lane 0"
-        assert beat.last or count == width, "only the last beat may be partial"
-        current += int(beat.data).to_bytes(width, "little")[:count]
-        if beat.last:
-            packets.append(current)
-            current = b""
-    assert current == b""
-    return packets
-
 
 def run(width: int, segments: list[bytes], expected_payloads: int, seed: int, *, stall=0.3, gap=0.3):
     dut = DdpHeaderValidator(width)

@@ -6,37 +6,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hdl.realign import Realign
-from hdl.stream import keep_mask
-
-
-def beats_of(packet: bytes, width: int, rng: random.Random) -> list[dict]:
-    """A packet as stream beats; lanes outside ``keep`` hold junk."""
-    beats = []
-    for offset in range(0, len(packet), width):
-        piece = packet[offset:offset + width]
-        beats.append({
-            "data": int.from_bytes(piece + rng.randbytes(width - len(piece)), "little"),
-            "keep": keep_mask(len(piece)),
-            "last": offset + width >= len(packet),
-        })
-    return beats
-
-
-def packets_of(beats: list, width: int) -> list[bytes]:
-    """Reassemble packets from received beats, checking the keep rules of hdl.stream."""
-    packets, current = [], b""
-    for beat in beats:
-        keep = int(beat.keep)
-        count = bin(keep).count("1")
-        assert keep == keep_mask(count) and count >= 1, f"keep {keep:#x} not contiguous from lane 0"
-        if not beat.last:
-            assert count == width, "only the last beat may be partial"
-        current += int(beat.data).to_bytes(width, "little")[:count]
-        if beat.last:
-            packets.append(current)
-            current = b""
-    assert current == b"", "a packet without its last beat"
-    return packets
+from sim.packet_beats import beats_of, packets_of
 
 
 def realign(width: int, jobs: list[tuple[bytes, int]], seed: int, *, stall=0.3, gap=0.3):
