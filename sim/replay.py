@@ -78,7 +78,9 @@ def memory_digest(writes: dict[int, bytes]) -> str:
 
 
 def written_runs(memory, writes_log: list[tuple[int, int]]) -> dict[int, bytes]:
-    """Merge a write log into maximal runs of written bytes with their final contents."""
+    """Merge a write log of (address, length) into maximal runs of written bytes with their
+    final contents, read with ``memory.read(address, length)`` (the model's SparseMemory or
+    the testbench's AXI RAM)."""
     spans = sorted((a, a + n) for a, n in writes_log if n)
     runs: list[list[int]] = []
     for start, end in spans:

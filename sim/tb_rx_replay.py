@@ -18,22 +18,13 @@ import cocotb
 from hdl.rx_engine import register_map
 from model.pcap import read_capture
 from model.rx_config import ReceiveConfig
+from sim.replay import written_runs
 from sim.runner import test_parameters
 from sim.rx_tb import RxEngineTB
 from sim.rx_traffic import EngineShape
 
 SHAPE = EngineShape()
 MEMORY_BYTES = 1 << 24
-
-
-def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[list[int]] = []
-    for start, end in sorted((a, a + n) for a, n in runs if n):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return [(start, end - start) for start, end in merged]
 
 
 @cocotb.test()
@@ -54,7 +45,6 @@ async def replay(dut) -> None:
         "exceptions": [{"source": p.source, "reason": p.reason, "association": p.association,
                         "data": p.data.hex()} for p in results.frame_exceptions + results.chunk_exceptions],
         "counters": results.counters,
-        "writes": {str(address): tb.ram.read(address, length).hex()
-                   for address, length in _merge(results.written)},
+        "writes": {str(address): bytes(data).hex() for address, data in written_runs(tb.ram, results.written).items()},
     }
     Path(parameters["output"]).write_text(json.dumps(document))
