@@ -42,7 +42,7 @@ beats) one cycle. Latency from the beat completing the header to the record
 on ``segment``: 3 cycles; to the first payload beat: about 5 cycles.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 

@@ -43,7 +43,7 @@ from .association_table import association_entry_layout
 from .crc32c import Crc32c
 from .eth_ipv4_parser import (
     ETH_IPV4_SCTP_OFFSET, ETH_IPV4_UDP_SCTP_OFFSET, Action, DropReason, EthIpv4Parser, ExceptionReason,
-    beat_byte_count, header_verdict_layout,
+    header_verdict_layout,
 )
 from .packet_buffer import PacketBuffer
 from .rx_layouts import packet_meta_layout

@@ -26,7 +26,7 @@ Every stage moves one beat per cycle; see each block for its latency.
 """
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from .association_table import association_entry_layout

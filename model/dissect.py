@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from .ddp import DdpSegment, TaggedHeader, UntaggedHeader
 from .ddp_sctp import DdpSegmentChunkData, SessionControl
-from .errors import DecodeError, RnicError
+from .errors import RnicError
 from .frames import (
     ETHERTYPE_IPV4,
     IP_PROTOCOL_SCTP,

@@ -8,7 +8,6 @@ counts W beats per burst. Parameters from :func:`sim.runner.test_parameters`:
 ``width_bytes``, ``max_burst_beats``, ``latency``, ``commands``, ``seed``.
 """
 
-import itertools
 import random
 from dataclasses import dataclass
 

@@ -11,7 +11,6 @@ test per simulation. Parameters (:func:`sim.runner.test_parameters`):
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 

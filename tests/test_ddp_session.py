@@ -225,7 +225,7 @@ def test_rfc5043_6_6_control_released_when_the_initiate_is_answered() -> None:
 
 def test_rfc5043_6_6_no_segment_before_the_initiate_is_known_received() -> None:
     """RFC 5043 6.6 (and 6.3: no payload before the passive side commits): segments wait for the Accept."""
-    a, b = DdpSessions(), DdpSessions()
+    a = DdpSessions()
     a.initiate(1)
     a.send_segment(1, b"early")
     assert decoded(a.messages_to_send()) == [(1, "ctrl", 0, FunctionCode.INITIATE)]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from model.ddp import DdpSegment, TaggedHeader, UntaggedHeader
-from model.ddp_sink import DdpSink, Delivered, Placed, SinkError
+from model.ddp_sink import DdpSink, Delivered, SinkError
 from model.ddp_source import DdpSource
 from model.errors import DdpError, RdmapError
 from model.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory

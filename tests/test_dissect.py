@@ -1,7 +1,6 @@
 """The dissector (model/dissect.py) and the sample capture it ships with."""
 
 import json
-import struct
 from pathlib import Path
 
 import pytest
