@@ -22,7 +22,7 @@ from amaranth.back import rtlil
 from amaranth.hdl import Elaboratable, Module, Signal, Value
 from amaranth.lib import wiring
 
-from .ecpix5 import ECPIX5_85F, Ecp5Device
+from boards.ecpix5 import ECPIX5_85F, Ecp5Device
 
 __all__ = ["SynthResult", "RegisteredPorts", "synthesize"]
 

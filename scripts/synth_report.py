@@ -14,13 +14,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from boards.ecpix5 import ECPIX5_85F  # noqa: E402
 from boards.synth import synthesize  # noqa: E402
-from hdl.chunk_parser import ChunkParser  # noqa: E402
-from hdl.crc32c import Crc32c  # noqa: E402
-from hdl.ddp_header import DdpHeaderValidator  # noqa: E402
-from hdl.dma_writer import DmaWriter  # noqa: E402
-from hdl.frame_rx import FrameReceiver  # noqa: E402
-from hdl.placement_check import PlacementCheck  # noqa: E402
-from hdl.rx_engine import RxEngine  # noqa: E402
+from hdl.rx.chunk_parser import ChunkParser  # noqa: E402
+from hdl.stream.crc32c import Crc32c  # noqa: E402
+from hdl.rx.ddp_header import DdpHeaderValidator  # noqa: E402
+from hdl.rx.dma_writer import DmaWriter  # noqa: E402
+from hdl.rx.frame_receiver import FrameReceiver  # noqa: E402
+from hdl.rx.placement_check import PlacementCheck  # noqa: E402
+from hdl.rx.engine import RxEngine  # noqa: E402
 
 BLOCKS = {
     "crc32c": Crc32c,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 
 def _dissect(args: argparse.Namespace) -> int:
-    from model.dissect import dissect_capture, format_frame
+    from sim.commands.dissect import dissect_capture, format_frame
     from model.errors import DecodeError
     import json
 
@@ -51,7 +51,7 @@ def _dissect(args: argparse.Namespace) -> int:
 
 
 def _sample_capture(args: argparse.Namespace) -> int:
-    from sim.sample_capture import sample_capture
+    from sim.commands.sample_capture import sample_capture
 
     Path(args.output).write_bytes(sample_capture())
     print(f"wrote {args.output}")
@@ -59,7 +59,7 @@ def _sample_capture(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from sim.bench_model import run_model_bench
+    from sim.commands.bench_model import run_model_bench
 
     run_model_bench(seconds=args.seconds)
     return 0
@@ -67,8 +67,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from model.errors import RnicError
-    from model.rx_config import ReceiveConfig
-    from sim.replay import format_replay, replay_model, replay_rtl
+    from model.engine.config import ReceiveConfig
+    from sim.commands.replay import format_replay, replay_model, replay_rtl
 
     try:
         capture = Path(args.capture).read_bytes()
@@ -83,9 +83,9 @@ def _replay(args: argparse.Namespace) -> int:
         if args.model:
             outputs = replay_model(capture, config)
         else:
-            from sim.rx_tb import ConfigDoesNotFit, check_config_fits
-            from sim.rx_traffic import EngineShape
-            from sim.tb_rx_replay import MEMORY_BYTES
+            from sim.tb.rx_engine_tb import ConfigDoesNotFit, check_config_fits
+            from sim.traffic.rx import EngineShape
+            from sim.tb.rx_replay import MEMORY_BYTES
             try:
                 check_config_fits(config, EngineShape(), MEMORY_BYTES)
             except ConfigDoesNotFit as error:
@@ -101,21 +101,21 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _bench_rx(args: argparse.Namespace) -> int:
-    from sim.bench_rx import run_rx_bench
+    from sim.commands.bench_rx import run_rx_bench
 
     run_rx_bench(tuple(args.widths), tuple(args.payloads), args.frames, args.synth, args.target_mhz)
     return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from sim.demo import demo_command
+    from sim.commands.demo import demo_command
 
     show_progress = sys.stderr.isatty() and not args.no_progress
     return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress)
 
 
 def _bench_e2e(args: argparse.Namespace) -> int:
-    from sim.demo import run_e2e_bench
+    from sim.commands.demo import run_e2e_bench
 
     run_e2e_bench(total=args.total)
     return 0

@@ -31,7 +31,7 @@ from xml.etree import ElementTree
 from amaranth.back import verilog
 from amaranth.hdl import Elaboratable
 
-from .toolchain import setup_verilator, verilator_make_flags
+from sim.toolchain import setup_verilator, verilator_make_flags
 
 __all__ = ["SimulationResult", "SimulationFailed", "run_cocotb", "test_parameters", "default_build_root"]
 

@@ -1,0 +1,1 @@
+"""Bus interfaces: AXI4 / AXI4-Lite / AXI4-Stream signatures and adapters, and the register file."""

@@ -1,0 +1,161 @@
+"""AXI4-Lite register file: configuration words, read-only counters, table write windows.
+
+The register map is computed from plain data (names and layouts) by
+:class:`RegisterMap`, so the gateware, the testbenches and the host driver
+share one definition and never hard-code an offset. Registers are 32 bits
+wide at 4-byte aligned byte offsets:
+
+* ``0x000`` ``ID`` (read only, :data:`DEVICE_ID`), ``0x004`` ``PARAMS`` (read
+  only: W in bits 7:0, associations 15:8, regions 23:16, streams 31:24);
+* configuration words (read/write) from ``0x010``;
+* counters (read only, 32 bits, wrapping) from ``0x100``;
+* one window of 256 bytes per table from ``0x400``: the table's write layout
+  is staged in words ``+0x00, +0x04, ...`` (word 0 holds layout bits 31:0)
+  and a write to ``+0xFC`` (``COMMIT``) pushes the staged value into the
+  table's write stream; ``COMMIT`` reads 1 while that write is pending.
+
+Writes are whole words (``WSTRB`` is not used). Unmapped addresses read
+as 0 and ignore writes; every access gets OKAY.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.bus.axi import Axi4LiteSignature, Resp
+
+__all__ = ["DEVICE_ID", "RegisterMap", "TableWindow", "RegisterFile"]
+
+DEVICE_ID = 0x524E4943  # "RNIC"
+ID_OFFSET, PARAMS_OFFSET = 0x000, 0x004
+CONFIG_BASE, COUNTER_BASE, TABLE_BASE = 0x010, 0x100, 0x400
+TABLE_STRIDE, COMMIT_OFFSET = 0x100, 0xFC
+
+
+@dataclass(frozen=True)
+class TableWindow:
+    name: str
+    base: int
+    layout: data.StructLayout
+
+    @property
+    def words(self) -> int:
+        return (self.layout.size + 31) // 32
+
+    @property
+    def commit(self) -> int:
+        return self.base + COMMIT_OFFSET
+
+    def encode(self, fields: dict) -> list[int]:
+        """The staging words for one table write (a dict of the layout's fields)."""
+        value = self.layout.const(fields).as_value().value
+        return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(self.words)]
+
+
+class RegisterMap:
+    """Offsets of every register, from the names of the configuration words,
+    counters and tables (in order) and the tables' write layouts."""
+
+    def __init__(self, config: list[tuple[str, int]], counters: list[str], tables: list[tuple[str, data.Layout]]):
+        self.config = {name: (CONFIG_BASE + 4 * i, bits) for i, (name, bits) in enumerate(config)}
+        self.counters = {name: COUNTER_BASE + 4 * i for i, name in enumerate(counters)}
+        self.tables = {
+            name: TableWindow(name, TABLE_BASE + TABLE_STRIDE * i, data.Layout.cast(layout))
+            for i, (name, layout) in enumerate(tables)
+        }
+        if CONFIG_BASE + 4 * len(config) > COUNTER_BASE or COUNTER_BASE + 4 * len(counters) > TABLE_BASE:
+            raise ValueError("too many registers for the map's fixed bases")
+        for window in self.tables.values():
+            if window.words * 4 > COMMIT_OFFSET:
+                raise ValueError(f"table {window.name} layout is wider than its window")
+
+    def config_offset(self, name: str) -> int:
+        return self.config[name][0]
+
+
+class RegisterFile(wiring.Component):
+    """AXI4-Lite subordinate implementing a :class:`RegisterMap`.
+
+    Ports: ``axil`` (AXI4-Lite, 32-bit data); ``config_<name>`` outputs;
+    ``counter_<name>`` inputs; ``table_<name>`` write streams; ``params``
+    input (the PARAMS word). One transaction at a time: a write is taken when
+    both its address and data are valid and answered on B the next cycle; a
+    read is answered on R the cycle after its address.
+    """
+
+    def __init__(self, register_map: RegisterMap, address_bits: int = 12):
+        self.map = register_map
+        members = {"axil": In(Axi4LiteSignature(addr_width=address_bits, data_width=32)), "params": In(32)}
+        for name, (_, bits) in register_map.config.items():
+            members[f"config_{name}"] = Out(bits)
+        for name in register_map.counters:
+            members[f"counter_{name}"] = In(32)
+        for name, window in register_map.tables.items():
+            members[f"table_{name}"] = Out(stream.Signature(window.layout))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.axil
+
+        # -- writes --------------------------------------------------------
+        b_pending = Signal()
+        m.d.comb += [bus.bresp.eq(Resp.OKAY), bus.bvalid.eq(b_pending)]
+        take_write = bus.awvalid & bus.wvalid & ~b_pending
+        m.d.comb += [bus.awready.eq(take_write), bus.wready.eq(take_write)]
+        with m.If(b_pending & bus.bready):
+            m.d.sync += b_pending.eq(0)
+        with m.If(take_write):
+            m.d.sync += b_pending.eq(1)
+
+        word_address = bus.awaddr & ~3
+        for name, (offset, bits) in self.map.config.items():
+            register = getattr(self, f"config_{name}")
+            with m.If(take_write & (word_address == offset)):
+                m.d.sync += register.eq(bus.wdata[:bits])
+
+        stages = {}
+        for name, window in self.map.tables.items():
+            port = getattr(self, f"table_{name}")
+            staged = Signal(window.words * 32, name=f"{name}_staged")
+            stages[name] = staged
+            m.d.comb += port.payload.eq(staged[: window.layout.size])
+            for word in range(window.words):
+                with m.If(take_write & (word_address == window.base + 4 * word)):
+                    m.d.sync += staged[32 * word : 32 * word + 32].eq(bus.wdata)
+            with m.If(port.valid & port.ready):
+                m.d.sync += port.valid.eq(0)
+            with m.If(take_write & (word_address == window.commit)):
+                m.d.sync += port.valid.eq(1)
+
+        # -- reads ---------------------------------------------------------
+        r_pending = Signal()
+        read_data = Signal(32)
+        m.d.comb += [bus.rdata.eq(read_data), bus.rresp.eq(Resp.OKAY), bus.rvalid.eq(r_pending),
+                     bus.arready.eq(~r_pending)]
+        with m.If(r_pending & bus.rready):
+            m.d.sync += r_pending.eq(0)
+        with m.If(bus.arvalid & ~r_pending):
+            m.d.sync += r_pending.eq(1)
+            with m.Switch(bus.araddr & ~3):
+                with m.Case(ID_OFFSET):
+                    m.d.sync += read_data.eq(DEVICE_ID)
+                with m.Case(PARAMS_OFFSET):
+                    m.d.sync += read_data.eq(self.params)
+                for name, (offset, _) in self.map.config.items():
+                    with m.Case(offset):
+                        m.d.sync += read_data.eq(getattr(self, f"config_{name}"))
+                for name, offset in self.map.counters.items():
+                    with m.Case(offset):
+                        m.d.sync += read_data.eq(getattr(self, f"counter_{name}"))
+                for name, window in self.map.tables.items():
+                    for word in range(window.words):
+                        with m.Case(window.base + 4 * word):
+                            m.d.sync += read_data.eq(stages[name][32 * word : 32 * word + 32])
+                    with m.Case(window.commit):
+                        m.d.sync += read_data.eq(getattr(self, f"table_{name}").valid)
+                with m.Default():
+                    m.d.sync += read_data.eq(0)
+        return m

@@ -1,0 +1,485 @@
+"""Split checked SCTP packets into their chunks: DDP segments to the DDP path, the rest to the host.
+
+A packet (RFC 4960 3) is a 12-byte common header and chunks, each a type (8),
+flags (8) and length (16, header included, padding excluded) and padded to a
+multiple of 4 bytes (RFC 4960 3.2). For each chunk:
+
+* a DATA chunk (type 0) with PPID 16 on an association that negotiated DDP
+  (RFC 5043 5.1, 5.2.2), U=1 (RFC 5043 10) and B=E=1 (RFC 5043 9), goes to
+  ``seg``: its DDP segment, i.e. the bytes after the 16-byte DATA header and
+  the 2-byte DDP-SSN (``length - 18`` bytes; a 0-byte segment has a
+  ``seg_meta`` transfer and no ``seg`` beats), with ``seg_meta``;
+* any other chunk (PPID 17 session control, other PPIDs, DATA of a non-DDP
+  association, every control chunk) goes to the host on ``exc``, intact from
+  its type byte through its length (padding excluded), with ``exc_meta``;
+* errors go to ``errors`` (:class:`ChunkError`); the chunk is not forwarded:
+  a DDP Segment Chunk with U=0 or without both B and E; a DATA chunk of a DDP
+  association shorter than 16 bytes, or a PPID 16 one shorter than 18 bytes
+  (``TOO_SHORT``, not placed, the walk goes on); a chunk length below 4
+  (``TOO_SHORT``) or a chunk, or chunk header, running past the end of the
+  packet (``PAST_END``): nothing can be trusted after it, so the rest of the
+  packet is dropped. U, B and E are checked on PPID 16 only: session control
+  goes to the host, which owns it (RFC 5043 9 allows SCTP fragmentation where
+  the alternative is IP fragmentation).
+
+Pipeline (each stage registered or a FIFO; nothing waits on a whole chunk):
+
+1. *beat* stage: registers the beat with, for each 4-byte word ``k`` where a
+   chunk could start, the length checks of a chunk starting there (fits in
+   this beat, runs past the packet, next chunk in this beat, ...), so the
+   walker's loop is a ``W/4``-way mux and no adder;
+2. *walker*: emits one *piece* per (beat, chunk) overlap: a beat holding the
+   end of one chunk and the start of the next is emitted twice;
+3. *header* stages: *gather* merges the chunk's first 20 bytes from its
+   pieces into a register; *classify* decides from that register, writes
+   ``seg_meta``/``exc_meta``/``errors`` and a routing descriptor; pieces wait
+   in a FIFO meanwhile;
+4. *router*: sends each chunk's pieces to one of two :class:`~hdl.stream.realign.Realign`
+   (drop ``offset + 18`` for ``seg``, ``offset`` for ``exc``) or discards them.
+
+Throughput: one piece per cycle. A chunk costs one cycle more than the beats
+it covers when it starts in a beat that also holds (the end of) the previous
+chunk, and the realigner adds one cycle for a chunk whose realigned tail
+overflows its last beat. So at W = 8 a stream of large DDP segments runs at
+one beat per cycle except for at most 2 cycles per chunk; small chunks cost
+one cycle each at any W (up to W/4 of them share a beat at wide W). A packet
+costs nothing beyond its beats (the common-header beat at W = 8 is walked
+like any other). Latency from a beat to its realigned output: about 7 cycles
+(beat stage, walker, gather, piece FIFO, router/realigner output register).
+
+Contract: ``pkt_meta.length`` is the packet's byte count; ``pkt_meta`` must be
+valid from the packet's first beat and is taken with its last beat. If the
+beats end before ``length`` says, the chunk in progress is cut at the last
+beat; the parser then starts afresh with the next packet.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stream.realign import Realign
+from hdl.abi import ASSOCIATION_BITS, packet_meta_layout, segment_meta_layout
+from hdl.stream.packet import packet_layout, packet_signature
+
+__all__ = [
+    "ChunkParser", "ChunkError", "ExceptionReason", "exception_meta_layout", "chunk_error_layout",
+    "PPID_DDP_SEGMENT", "PPID_DDP_SESSION_CONTROL",
+]
+
+PPID_DDP_SEGMENT = 16           # RFC 5043 5.2
+PPID_DDP_SESSION_CONTROL = 17   # RFC 5043 5.2
+_COMMON_HEADER = 12             # RFC 4960 3.1
+_DATA_HEADER = 16               # RFC 4960 3.3.1
+_SEGMENT_OFFSET = _DATA_HEADER + 2  # DDP-SSN, RFC 5043 5.2.2
+_FLAG_U, _FLAG_B, _FLAG_E = 0x04, 0x02, 0x01
+
+
+class ChunkError(enum.IntEnum, shape=3):
+    """``errors.kind``: why a chunk was not forwarded."""
+    ORDERED = 1      # DDP Segment Chunk with U=0 (RFC 5043 10)
+    FRAGMENTED = 2   # DDP Segment Chunk without both B and E (RFC 5043 9)
+    TOO_SHORT = 3    # length < 4 (RFC 4960 3.2), or DATA shorter than its headers
+    PAST_END = 4     # the chunk or its header runs past the end of the packet
+
+
+class ExceptionReason(enum.IntEnum, shape=2):
+    """``exc_meta.reason``: why a chunk went to the host."""
+    CONTROL = 0          # not a DATA chunk
+    SESSION_CONTROL = 1  # DATA with PPID 17 (RFC 5043 5.2.3)
+    OTHER_PPID = 2       # DATA of a DDP association with another PPID
+    NOT_DDP = 3          # DATA of an association without DDP
+
+
+def exception_meta_layout() -> data.StructLayout:
+    """One per chunk on ``exc``: its association, why it is there, its length field."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "reason": ExceptionReason,
+        "length": unsigned(16),
+    })
+
+
+def chunk_error_layout() -> data.StructLayout:
+    """One per rejected chunk; ``tsn`` is 0 when the chunk is too short to carry one."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "tsn": unsigned(32),
+        "kind": ChunkError,
+    })
+
+
+class _Dest(enum.IntEnum, shape=2):
+    SEG = 0
+    EXC = 1
+    DISCARD = 2
+
+
+def _byte(word, index):
+    return word[8 * index:8 * index + 8]
+
+
+def _be(*bytes_):
+    """A big-endian field from its bytes in wire order."""
+    return Cat(*reversed(bytes_))
+
+
+def _thermometer(count, width):
+    """``keep`` with lanes 0 .. count-1 set (count in 1..width)."""
+    return Cat(count > lane for lane in range(width))
+
+
+class ChunkParser(wiring.Component):
+    """Walks the chunks of each SCTP packet (RFC 4960 3.2); see the module docstring.
+
+    Parameters
+    ----------
+    width_bytes : int
+        Datapath width ``W`` in bytes: 8, 16, 32 or 64.
+
+    Ports
+    -----
+    pkt : ``In(packet_signature(W))``
+        Whole SCTP packets, lane 0 = first byte of the common header, CRC32c checked.
+    pkt_meta : ``In(stream.Signature(packet_meta_layout()))``
+        One per packet (``association``, ``ddp``, ``length`` are used).
+    seg, seg_meta : ``Out(packet_signature(W))``, ``Out(stream.Signature(segment_meta_layout()))``
+        DDP segments, lane 0 = DDP control byte; one ``seg_meta`` per segment
+        (written when the chunk's header is parsed, before its bytes leave).
+    exc, exc_meta : ``Out(packet_signature(W))``, ``Out(stream.Signature(exception_meta_layout()))``
+        Chunks for the host, lane 0 = chunk type byte.
+    errors : ``Out(stream.Signature(chunk_error_layout()))``
+        One per rejected chunk, :class:`ChunkError` in ``kind``.
+    """
+
+    def __init__(self, width_bytes: int, *, fifo_depth: int = 8):
+        if width_bytes not in (8, 16, 32, 64):
+            raise ValueError(f"ChunkParser supports W = 8, 16, 32, 64, not {width_bytes}")
+        self._width = width_bytes
+        self._fifo_depth = fifo_depth
+        super().__init__({
+            "pkt": In(packet_signature(width_bytes)),
+            "pkt_meta": In(stream.Signature(packet_meta_layout())),
+            "seg": Out(packet_signature(width_bytes)),
+            "seg_meta": Out(stream.Signature(segment_meta_layout())),
+            "exc": Out(packet_signature(width_bytes)),
+            "exc_meta": Out(stream.Signature(exception_meta_layout())),
+            "errors": Out(stream.Signature(chunk_error_layout())),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._width
+        words = width // 4
+        word_bits = (words - 1).bit_length()
+
+        # ---- 1. beat stage -------------------------------------------------
+        beat = data.Signal(packet_layout(width))
+        beat_valid = Signal()
+        beat_assoc = Signal(ASSOCIATION_BITS)
+        beat_ddp = Signal()
+        entry_ok = Signal()              # a chunk may start at entry_word on entering the beat
+        entry_word = Signal(range(words))
+        # Per word k, for a chunk starting there: rel_end = 4k + length.
+        rel_end = [Signal(17, name=f"rel_end_{k}") for k in range(words)]
+        avail = Signal(words)     # 4k < bytes left in the packet: a chunk starts here
+        hdr_past = Signal(words)  # its 4-byte header runs past the packet
+        short = Signal(words)     # length < 4
+        past = Signal(words)      # 4k + length > bytes left
+        fits = Signal(words)      # the chunk ends in this beat
+        done = Signal(words)      # no further chunk starts in this beat
+        next_word = [Signal(range(words), name=f"next_word_{k}") for k in range(words)]
+
+        beat_take = Signal()      # the walker is done with the beat stage's beat
+        in_started = Signal()
+        index_max = _COMMON_HEADER // width + 1
+        in_index = Signal(range(index_max + 1))
+        in_left = Signal(16)
+        left_now = Mux(in_started, in_left, self.pkt_meta.payload.length)
+        index_now = Mux(in_started, in_index, 0)
+
+        m.d.comb += self.pkt.ready.eq(self.pkt_meta.valid & (~beat_valid | beat_take))
+        pkt_accept = self.pkt.valid & self.pkt.ready
+        m.d.comb += self.pkt_meta.ready.eq(pkt_accept & self.pkt.payload.last)
+        with m.If(beat_take):
+            m.d.sync += beat_valid.eq(0)
+        with m.If(pkt_accept):
+            payload = self.pkt.payload
+            m.d.sync += [
+                beat_valid.eq(1),
+                beat.eq(payload),
+                beat_assoc.eq(self.pkt_meta.payload.association),
+                beat_ddp.eq(self.pkt_meta.payload.ddp),
+                in_started.eq(~payload.last),
+                in_left.eq(Mux(left_now > width, left_now - width, 0)),
+                in_index.eq(Mux(index_now == index_max, index_now, index_now + 1)),
+            ]
+            header_beat = _COMMON_HEADER // width
+            m.d.sync += [
+                entry_ok.eq(index_now >= header_beat),
+                entry_word.eq(Mux(index_now == header_beat, (_COMMON_HEADER % width) // 4, 0)),
+            ]
+            for k in range(words):
+                word = payload.data.word_select(k, 32)
+                length = _be(_byte(word, 2), _byte(word, 3))
+                end = length + 4 * k
+                next_start = (length + (4 * k + 3)) >> 2   # the next chunk, in words (padding, RFC 4960 3.2)
+                m.d.sync += [
+                    rel_end[k].eq(end),
+                    avail[k].eq(left_now > 4 * k),
+                    hdr_past[k].eq(left_now < 4 * k + 4),
+                    short[k].eq(length < 4),
+                    past[k].eq(end > left_now),
+                    fits[k].eq(length <= width - 4 * k),
+                    done[k].eq((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)),
+                    next_word[k].eq(next_start[:word_bits]),
+                ]
+
+        # ---- 2. walker -----------------------------------------------------
+        piece_layout = data.StructLayout({
+            "beat": packet_layout(width),   # beat.last = last piece of the chunk
+            "first": unsigned(1),
+            "word": unsigned(word_bits),
+            "error": unsigned(3),           # ChunkError found by the walker, 0 = none
+            "association": unsigned(ASSOCIATION_BITS),
+            "ddp": unsigned(1),
+        })
+        piece = data.Signal(piece_layout)
+        piece_valid = Signal()
+        piece_ready = Signal()
+
+        fresh = Signal(init=1)       # the walker has not yet looked at the current beat
+        in_chunk = Signal()
+        ended = Signal()             # nothing more to parse in this packet
+        cursor = Signal(range(words))
+        cursor_has = Signal()
+        left = Signal(17)            # bytes of the current chunk after this beat
+
+        cur_word = Mux(fresh, entry_word, cursor)
+        cur_has = Mux(fresh, entry_ok & ~in_chunk, cursor_has) & ~ended
+
+        def select(flags):
+            return flags.bit_select(cur_word, 1)
+        sel_rel_end = Cat(*rel_end).word_select(cur_word, 17)
+        sel_next = Cat(*next_word).word_select(cur_word, word_bits)
+
+        can_out = ~piece_valid | piece_ready
+        with m.If(piece_ready):
+            m.d.sync += piece_valid.eq(0)
+
+        def emit(first, last, keep, error=0):
+            m.d.sync += [
+                piece_valid.eq(1),
+                piece.beat.data.eq(beat.data),
+                piece.beat.keep.eq(keep),
+                piece.beat.last.eq(last),
+                piece.first.eq(first),
+                piece.word.eq(cur_word),
+                piece.error.eq(error),
+                piece.association.eq(beat_assoc),
+                piece.ddp.eq(beat_ddp),
+            ]
+
+        def take():
+            m.d.comb += beat_take.eq(1)
+            m.d.sync += [fresh.eq(1), cursor_has.eq(0)]
+            with m.If(beat.last):
+                m.d.sync += [in_chunk.eq(0), ended.eq(0)]
+
+        full = Const((1 << width) - 1, width)
+        with m.If(beat_valid & can_out):
+            m.d.sync += fresh.eq(0)
+            with m.If(in_chunk):
+                ends = (left <= width) | beat.last
+                emit(0, ends, Mux(left <= width, _thermometer(left, width), beat.keep))
+                m.d.sync += left.eq(left - width)
+                with m.If(ends):
+                    m.d.sync += in_chunk.eq(0)
+                    restart = (left + 3) >> 2
+                    with m.If(left > width - 4):
+                        take()
+                    with m.Else():
+                        m.d.sync += [cursor.eq(restart[:word_bits]), cursor_has.eq(1)]
+                with m.Else():
+                    take()
+            with m.Elif(cur_has & select(avail)):
+                with m.If(select(hdr_past)):
+                    emit(1, 1, full, ChunkError.PAST_END)
+                    m.d.sync += ended.eq(1)
+                    take()
+                with m.Elif(select(short)):
+                    emit(1, 1, full, ChunkError.TOO_SHORT)
+                    m.d.sync += ended.eq(1)
+                    take()
+                with m.Elif(select(past)):
+                    emit(1, 1, full, ChunkError.PAST_END)
+                    m.d.sync += ended.eq(1)
+                    take()
+                with m.Elif(select(fits)):
+                    emit(1, 1, _thermometer(sel_rel_end, width))
+                    with m.If(select(done)):
+                        take()
+                    with m.Else():
+                        m.d.sync += [cursor.eq(sel_next), cursor_has.eq(1)]
+                with m.Else():
+                    emit(1, beat.last, beat.keep)
+                    m.d.sync += [in_chunk.eq(~beat.last), left.eq(sel_rel_end - width)]
+                    take()
+            with m.Else():
+                take()
+
+        # ---- 3. header stage ----------------------------------------------
+        depth = self._fifo_depth
+        pieces = m.submodules.pieces = fifo.SyncFIFOBuffered(width=packet_layout(width).size, depth=depth)
+        desc_layout = data.StructLayout({"dest": _Dest, "drop": range(width - 4 + _SEGMENT_OFFSET + 1)})
+        descs = m.submodules.descs = fifo.SyncFIFOBuffered(width=desc_layout.size, depth=depth)
+        seg_metas = m.submodules.seg_metas = fifo.SyncFIFOBuffered(width=segment_meta_layout().size, depth=depth)
+        exc_metas = m.submodules.exc_metas = fifo.SyncFIFOBuffered(width=exception_meta_layout().size, depth=4)
+        errors = m.submodules.errors = fifo.SyncFIFOBuffered(width=chunk_error_layout().size, depth=4)
+        for port, queue in ((self.seg_meta, seg_metas), (self.exc_meta, exc_metas), (self.errors, errors)):
+            m.d.comb += [port.valid.eq(queue.r_rdy), port.payload.eq(queue.r_data), queue.r_en.eq(port.ready)]
+
+        max_piece = (words - 1 + 4) // words
+        b_word = Signal(range(words))
+        b_piece = Signal(range(max_piece + 2))
+        b_decided = Signal()
+        hdr = [Signal(32, name=f"hdr_{j}") for j in range(5)]
+
+        # 3a. gather: merge this piece's header words with those already seen, register.
+        gathered = data.Signal(data.StructLayout({
+            "beat": packet_layout(width),
+            "decide": unsigned(1),       # the chunk's header is complete with this piece
+            "start": unsigned(word_bits),
+            "error": unsigned(3),
+            "association": unsigned(ASSOCIATION_BITS),
+            "ddp": unsigned(1),
+        }))
+        gathered_words = [Signal(32, name=f"gathered_{j}") for j in range(5)]
+        gathered_valid = Signal()
+        gathered_ready = Signal()
+        m.d.comb += piece_ready.eq(~gathered_valid | gathered_ready)
+        b_accept = piece_valid & piece_ready
+        start = Mux(piece.first, piece.word, b_word)
+        index = Mux(piece.first, 0, b_piece)
+        merged, present = [], []
+        for j in range(5):
+            global_word = start + j
+            here = index == (global_word >> word_bits)
+            lane_word = piece.beat.data.word_select(global_word[:word_bits], 32)
+            present.append(here)
+            merged.append(Mux(here, lane_word, hdr[j]))
+        decided = Mux(piece.first, 0, b_decided)
+        decide = ~decided & (present[4] | piece.beat.last)
+        with m.If(gathered_ready):
+            m.d.sync += gathered_valid.eq(0)
+        with m.If(b_accept):
+            m.d.sync += [
+                gathered_valid.eq(1),
+                gathered.beat.eq(piece.beat),
+                gathered.decide.eq(decide),
+                gathered.start.eq(start),
+                gathered.error.eq(piece.error),
+                gathered.association.eq(piece.association),
+                gathered.ddp.eq(piece.ddp),
+            ]
+            m.d.sync += [word.eq(value) for word, value in zip(gathered_words, merged)]
+            with m.If(piece.error == 0):
+                m.d.sync += [hdr[j].eq(merged[j]) for j in range(5)]
+                m.d.sync += [
+                    b_word.eq(start),
+                    b_piece.eq(Mux(index == max_piece + 1, index, index + 1)),
+                    b_decided.eq(decided | decide),
+                ]
+
+        # 3b. classify the registered header, write the FIFOs.
+        # Room in every FIFO for the next write, from the levels one cycle ago (at most one write
+        # a cycle, so two free entries then leave one now): keeps the level logic off this path.
+        queues = (pieces, descs, seg_metas, exc_metas, errors)
+        room = Signal()
+        m.d.sync += room.eq(Cat(queue.level <= queue.depth - 2 for queue in queues).all())
+        m.d.comb += gathered_ready.eq(room)
+        g_accept = gathered_valid & gathered_ready
+        merged = gathered_words
+        start = gathered.start
+        decide = gathered.decide
+        chunk_type, flags = _byte(merged[0], 0), _byte(merged[0], 1)
+        length = _be(_byte(merged[0], 2), _byte(merged[0], 3))
+        tsn = Mux(length >= 8, _be(*(_byte(merged[1], i) for i in range(4))), 0)
+        stream_id = _be(_byte(merged[2], 0), _byte(merged[2], 1))
+        ppid = _be(*(_byte(merged[3], i) for i in range(4)))
+        ddp_ssn = _be(_byte(merged[4], 0), _byte(merged[4], 1))
+
+        dest = Signal(_Dest)
+        reason = Signal(ExceptionReason)
+        error = Signal(3)
+        m.d.comb += [dest.eq(_Dest.EXC), error.eq(0)]
+        with m.If(chunk_type != 0):
+            m.d.comb += reason.eq(ExceptionReason.CONTROL)
+        with m.Elif(~gathered.ddp):
+            m.d.comb += reason.eq(ExceptionReason.NOT_DDP)
+        with m.Elif(length < _DATA_HEADER):
+            m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.TOO_SHORT)]
+        with m.Elif(ppid == PPID_DDP_SESSION_CONTROL):
+            m.d.comb += reason.eq(ExceptionReason.SESSION_CONTROL)
+        with m.Elif(ppid != PPID_DDP_SEGMENT):
+            m.d.comb += reason.eq(ExceptionReason.OTHER_PPID)
+        with m.Elif(length < _SEGMENT_OFFSET):
+            m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.TOO_SHORT)]
+        with m.Elif(~(flags & _FLAG_U).any()):
+            m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.ORDERED)]
+        with m.Elif((flags & (_FLAG_B | _FLAG_E)) != (_FLAG_B | _FLAG_E)):
+            m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.FRAGMENTED)]
+        with m.Else():
+            m.d.comb += dest.eq(_Dest.SEG)
+
+        walker_error = gathered.error != 0
+        write = g_accept & ~walker_error
+        record = g_accept & decide & ~walker_error
+        desc = desc_layout(descs.w_data)
+        seg_meta = segment_meta_layout()(seg_metas.w_data)
+        exc_meta = exception_meta_layout()(exc_metas.w_data)
+        error_record = chunk_error_layout()(errors.w_data)
+        m.d.comb += [
+            pieces.w_en.eq(write),
+            pieces.w_data.eq(gathered.beat),
+            descs.w_en.eq(record),
+            desc.dest.eq(dest),
+            desc.drop.eq(Cat(Const(0, 2), start) + Mux(dest == _Dest.SEG, _SEGMENT_OFFSET, 0)),
+            seg_metas.w_en.eq(record & (dest == _Dest.SEG)),
+            seg_meta.association.eq(gathered.association),
+            seg_meta.tsn.eq(tsn),
+            seg_meta.stream_id.eq(stream_id),
+            seg_meta.ddp_ssn.eq(ddp_ssn),
+            seg_meta.length.eq(length - _SEGMENT_OFFSET),
+            exc_metas.w_en.eq(record & (dest == _Dest.EXC)),
+            exc_meta.association.eq(gathered.association),
+            exc_meta.reason.eq(reason),
+            exc_meta.length.eq(length),
+            errors.w_en.eq(g_accept & (walker_error | (decide & (error != 0)))),
+            error_record.association.eq(gathered.association),
+            error_record.tsn.eq(Mux(walker_error, 0, tsn)),
+            error_record.kind.eq(Mux(walker_error, gathered.error, error)),
+        ]
+
+        # ---- 4. router -----------------------------------------------------
+        seg_align = m.submodules.seg_align = Realign(width, width - 4 + _SEGMENT_OFFSET)
+        exc_align = m.submodules.exc_align = Realign(width, width - 4)
+        wiring.connect(m, wiring.flipped(self.seg), seg_align.source)
+        wiring.connect(m, wiring.flipped(self.exc), exc_align.source)
+        head = desc_layout(descs.r_data)
+        head_piece = packet_layout(width)(pieces.r_data)
+        both = descs.r_rdy & pieces.r_rdy
+        for dest_value, align in ((_Dest.SEG, seg_align), (_Dest.EXC, exc_align)):
+            chosen = head.dest == dest_value
+            m.d.comb += [
+                align.drop.valid.eq(descs.r_rdy & chosen),
+                align.drop.payload.eq(head.drop),
+                align.sink.valid.eq(both & chosen),
+                align.sink.payload.eq(head_piece),
+            ]
+        target_ready = Mux(head.dest == _Dest.SEG, seg_align.sink.ready,
+                           Mux(head.dest == _Dest.EXC, exc_align.sink.ready, 1))
+        m.d.comb += [
+            pieces.r_en.eq(descs.r_rdy & target_ready),
+            descs.r_en.eq(both & target_ready & head_piece.last),
+        ]
+        return m

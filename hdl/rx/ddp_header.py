@@ -1,0 +1,241 @@
+"""Decode and check the DDP and RDMAP headers of each DDP segment; pass its payload on at lane 0.
+
+Header fields (all big-endian):
+
+* DDP Control Field, byte 0 (RFC 5041 4.1): T (0x80), L (0x40), DV (0x03);
+* RDMAP Control Field, byte 1, the first RsvdULP byte (RFC 5040 4.1): RV
+  (bits 7-6), Opcode (bits 3-0);
+* tagged, 14 bytes (RFC 5041 4.2): STag (bytes 2-5), TO (bytes 6-13);
+* untagged, 18 bytes (RFC 5041 4.3): Invalidate STag (bytes 2-5, the rest of
+  RsvdULP, RFC 5040 4.1), QN (6-9), MSN (10-13), MO (14-17).
+
+Header-level checks, first failure wins, in the golden model's order
+(``model/ddp/sink.py``, then ``RdmapEndpoint._check_rdmap_header``):
+
+1. segment shorter than its header: DDP local catastrophic (1, 0x0/0x00);
+2. DV != 1: tagged (1, 0x1/0x04), untagged (1, 0x2/0x06) (RFC 5041 4.1, 7.2);
+3. untagged QN not 0, 1 or 2: (1, 0x2/0x01) (RFC 5041 7.1 item 1, RFC 5040 4.2);
+4. RV != 1: RDMAP (0, 0x2/0x05) (RFC 5040 4.1);
+5. opcode undefined or in the wrong buffer model or queue: RDMAP (0, 0x2/0x06)
+   (RFC 5040 4.2: Write 0 and Read Response 2 tagged; Send variants 3-6 on
+   QN 0, Read Request 1 on QN 1, Terminate 7 on QN 2). Whether a Read
+   Response matches an outstanding Read is a later stage's check.
+
+Outputs: one ``segment`` record per segment (decoded fields of the model the
+T bit selects, the others zero; bytes beyond a short segment read as zero),
+and the payload bytes on ``payload``. ``payload_length`` is the wire payload
+length (segment length minus 14 or 18, 0 if shorter); payload beats follow
+only when ``error.valid`` is 0 and ``payload_length`` > 0.
+
+Ordering: a segment's record is written to the ``segment`` FIFO in the cycle
+its header is complete, before any of its payload can leave, so it is valid
+no later than its first payload beat. A consumer should take ``segment``
+first; it may also take payload first, as long as it takes the records of
+segments whose payload it has finished.
+
+Pipeline: capture (header bytes gathered by beat index, beats into a FIFO)
+-> decode and check (one registered record) -> :class:`~hdl.stream.realign.Realign`
+with drop 14 or 18, or discard. Throughput: one beat per cycle; a segment
+costs one cycle more when its realigned payload needs one more beat than the
+segment (payload tail), and a 0-byte segment (``seg_meta.length`` = 0, no
+beats) one cycle. Latency from the beat completing the header to the record
+on ``segment``: 3 cycles; to the first payload beat: about 5 cycles.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stream.realign import Realign
+from hdl.abi import segment_info_layout, segment_meta_layout
+from hdl.stream.packet import packet_layout, packet_signature
+
+__all__ = ["DdpHeaderValidator", "TAGGED_HEADER_BYTES", "UNTAGGED_HEADER_BYTES"]
+
+TAGGED_HEADER_BYTES = 14     # RFC 5041 4.2
+UNTAGGED_HEADER_BYTES = 18   # RFC 5041 4.3
+_DDP_VERSION = 1             # RFC 5041 4.1
+_RDMAP_VERSION = 1           # RFC 5040 4.1
+_QUEUES = 3                  # RFC 5040 4.2: QN 0 Send, 1 Read Request, 2 Terminate
+
+# (layer, etype, code): RFC 5041 7.2 for DDP (layer 1), RFC 5040 7.2 for RDMAP (layer 0).
+LOCAL_CATASTROPHIC = (1, 0x0, 0x00)
+TAGGED_INVALID_VERSION = (1, 0x1, 0x04)
+UNTAGGED_INVALID_VERSION = (1, 0x2, 0x06)
+INVALID_QN = (1, 0x2, 0x01)
+INVALID_RDMAP_VERSION = (0, 0x2, 0x05)
+UNEXPECTED_OPCODE = (0, 0x2, 0x06)
+
+
+def _be(bytes_):
+    return Cat(*reversed(bytes_))
+
+
+class DdpHeaderValidator(wiring.Component):
+    """DDP/RDMAP header decode and header-level checks; see the module docstring.
+
+    Parameters
+    ----------
+    width_bytes : int
+        Datapath width ``W`` in bytes: 8, 16, 32 or 64.
+
+    Ports
+    -----
+    seg : ``In(packet_signature(W))``
+        DDP segments, lane 0 = DDP control byte (from the ChunkParser).
+    seg_meta : ``In(stream.Signature(segment_meta_layout()))``
+        One per segment, valid from its first beat, taken with its last; a
+        segment with ``length`` 0 has no beats.
+    segment : ``Out(stream.Signature(segment_info_layout()))``
+        One per segment: decoded header and header-level error.
+    payload : ``Out(packet_signature(W))``
+        Payload of the segments without error, lane 0 = first payload byte.
+    """
+
+    def __init__(self, width_bytes: int, *, fifo_depth: int = 8):
+        if width_bytes not in (8, 16, 32, 64):
+            raise ValueError(f"DdpHeaderValidator supports W = 8, 16, 32, 64, not {width_bytes}")
+        self._width = width_bytes
+        self._fifo_depth = fifo_depth
+        super().__init__({
+            "seg": In(packet_signature(width_bytes)),
+            "seg_meta": In(stream.Signature(segment_meta_layout())),
+            "segment": Out(stream.Signature(segment_info_layout())),
+            "payload": Out(packet_signature(width_bytes)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._width
+        meta = self.seg_meta.payload
+        header_beat = (UNTAGGED_HEADER_BYTES - 1) // width   # beat holding the last header byte
+
+        beats = m.submodules.beats = fifo.SyncFIFOBuffered(width=packet_layout(width).size, depth=self._fifo_depth)
+        desc_layout = data.StructLayout({"discard": unsigned(1), "drop": range(UNTAGGED_HEADER_BYTES + 1)})
+        descs = m.submodules.descs = fifo.SyncFIFOBuffered(width=desc_layout.size, depth=4)
+        records = m.submodules.records = fifo.SyncFIFOBuffered(width=segment_info_layout().size, depth=4)
+        m.d.comb += [
+            self.segment.valid.eq(records.r_rdy),
+            self.segment.payload.eq(records.r_data),
+            records.r_en.eq(self.segment.ready),
+        ]
+
+        # ---- capture -------------------------------------------------------
+        index = Signal(range(header_beat + 2))
+        captured = [Signal(8, name=f"captured_{i}") for i in range(UNTAGGED_HEADER_BYTES)]
+        done = Signal()       # this segment's header record is out
+        rec_valid = Signal()
+        rec_ready = Signal()
+        rec_bytes = [Signal(8, name=f"rec_{i}") for i in range(UNTAGGED_HEADER_BYTES)]
+        rec_meta = data.Signal(segment_meta_layout())
+
+        merged = []
+        for i in range(UNTAGGED_HEADER_BYTES):
+            lane = self.seg.payload.data.word_select(i % width, 8)
+            byte = Mux(index == i // width, lane, captured[i])
+            merged.append(Mux(meta.length > i, byte, 0))
+
+        rec_free = ~rec_valid | rec_ready
+        at_start = (index == 0) & ~done
+        empty = self.seg_meta.valid & (meta.length == 0) & at_start
+        complete = ~done & ((index == header_beat) | self.seg.payload.last)
+        m.d.comb += self.seg.ready.eq(self.seg_meta.valid & ~empty & beats.w_rdy & (~complete | rec_free))
+        accept = self.seg.valid & self.seg.ready
+        m.d.comb += [
+            beats.w_en.eq(accept),
+            beats.w_data.eq(self.seg.payload),
+            self.seg_meta.ready.eq((accept & self.seg.payload.last) | (empty & rec_free)),
+        ]
+
+        with m.If(rec_ready):
+            m.d.sync += rec_valid.eq(0)
+        with m.If(empty & rec_free):
+            m.d.sync += [rec_valid.eq(1), rec_meta.eq(meta)] + [byte.eq(0) for byte in rec_bytes]
+        with m.If(accept):
+            m.d.sync += [byte.eq(value) for byte, value in zip(captured, merged)]
+            m.d.sync += [
+                index.eq(Mux(self.seg.payload.last, 0, Mux(index == header_beat + 1, index, index + 1))),
+                done.eq(~self.seg.payload.last & (done | complete)),
+            ]
+            with m.If(complete):
+                m.d.sync += [rec_valid.eq(1), rec_meta.eq(meta)]
+                m.d.sync += [byte.eq(value) for byte, value in zip(rec_bytes, merged)]
+
+        # ---- decode and check ----------------------------------------------
+        b = rec_bytes
+        tagged, last, dv = b[0][7], b[0][6], b[0][0:2]
+        rv, opcode = b[1][6:8], b[1][0:4]
+        stag_or_invalidate = _be(b[2:6])
+        qn, msn, mo = _be(b[6:10]), _be(b[10:14]), _be(b[14:18])
+        header_length = Mux(tagged, TAGGED_HEADER_BYTES, UNTAGGED_HEADER_BYTES)
+        short = rec_meta.length < header_length
+        send = (opcode >= 3) & (opcode <= 6)
+        opcode_ok = Mux(tagged, (opcode == 0) | (opcode == 2),
+                        (send & (qn == 0)) | ((opcode == 1) & (qn == 1)) | ((opcode == 7) & (qn == 2)))
+
+        error = Signal(3 * 8)   # layer, etype, code as one value, for a priority chain
+        error_valid = Signal()
+        checks = [
+            (short, LOCAL_CATASTROPHIC),
+            (dv != _DDP_VERSION, None),
+            (~tagged & (qn >= _QUEUES), INVALID_QN),
+            (rv != _RDMAP_VERSION, INVALID_RDMAP_VERSION),
+            (~opcode_ok, UNEXPECTED_OPCODE),
+        ]
+        pack = lambda number: number[0] << 16 | number[1] << 8 | number[2]
+        m.d.comb += error_valid.eq(Cat(condition for condition, _ in checks).any())
+        with m.If(short):
+            m.d.comb += error.eq(pack(LOCAL_CATASTROPHIC))
+        with m.Elif(dv != _DDP_VERSION):
+            m.d.comb += error.eq(Mux(tagged, pack(TAGGED_INVALID_VERSION), pack(UNTAGGED_INVALID_VERSION)))
+        for condition, number in checks[2:]:
+            with m.Elif(condition):
+                m.d.comb += error.eq(pack(number))
+
+        info = segment_info_layout()(records.w_data)
+        desc = desc_layout(descs.w_data)
+        has_beats = rec_meta.length != 0
+        m.d.comb += [
+            rec_ready.eq(records.w_rdy & descs.w_rdy),
+            records.w_en.eq(rec_valid & rec_ready),
+            descs.w_en.eq(rec_valid & rec_ready & has_beats),
+            info.association.eq(rec_meta.association),
+            info.tsn.eq(rec_meta.tsn),
+            info.stream_id.eq(rec_meta.stream_id),
+            info.ddp_ssn.eq(rec_meta.ddp_ssn),
+            info.tagged.eq(tagged),
+            info.last.eq(last),
+            info.dv.eq(dv),
+            info.rv.eq(rv),
+            info.opcode.eq(opcode),
+            info.stag.eq(Mux(tagged, stag_or_invalidate, 0)),
+            info.to.eq(Mux(tagged, _be(b[6:14]), 0)),
+            info.qn.eq(Mux(tagged, 0, qn)),
+            info.msn.eq(Mux(tagged, 0, msn)),
+            info.mo.eq(Mux(tagged, 0, mo)),
+            info.invalidate_stag.eq(Mux(tagged, 0, stag_or_invalidate)),
+            info.payload_length.eq(Mux(short, 0, rec_meta.length - header_length)),
+            info.error.valid.eq(error_valid),
+            info.error.layer.eq(error[16:20]),
+            info.error.etype.eq(error[8:12]),
+            info.error.code.eq(error[0:8]),
+            desc.discard.eq(error_valid),
+            desc.drop.eq(header_length),
+        ]
+
+        # ---- payload -------------------------------------------------------
+        align = m.submodules.align = Realign(width, UNTAGGED_HEADER_BYTES)
+        wiring.connect(m, wiring.flipped(self.payload), align.source)
+        head = desc_layout(descs.r_data)
+        head_beat = packet_layout(width)(beats.r_data)
+        both = descs.r_rdy & beats.r_rdy
+        target_ready = Mux(head.discard, 1, align.sink.ready)
+        m.d.comb += [
+            align.drop.valid.eq(descs.r_rdy & ~head.discard),
+            align.drop.payload.eq(head.drop),
+            align.sink.valid.eq(both & ~head.discard),
+            align.sink.payload.eq(head_beat),
+            beats.r_en.eq(descs.r_rdy & target_ready),
+            descs.r_en.eq(both & target_ready & head_beat.last),
+        ]
+        return m

@@ -1,0 +1,362 @@
+"""DMA placement unit: writes payload bytes to host memory as an AXI4 write manager.
+
+Each command on ``cmd`` (:func:`hdl.abi.dma_command_layout`) asks for
+its ``length`` payload bytes to be written from byte ``address`` on; the bytes
+arrive on ``payload``, command after command. The block realigns them to the
+address, cuts the write into INCR bursts and reports one ``done`` per command
+once every write response of that command is back.
+
+Structure (every stage registered; the AXI outputs come from flip-flops):
+
+1. **Command stage.** ``cmd`` is accepted when both command queues have room;
+   it is split into the burst queue (address, beats) and the data queue
+   (lane offset, input beats, strobe limits). Zero-length commands go only to
+   the burst queue.
+2. **Burst generator** (AW). Beats are ``W`` bytes at ``W``-aligned addresses
+   (``AWSIZE = log2 W``). A command's beats are cut at every multiple of
+   ``max_burst_beats * W`` bytes, a power of two dividing 4096, so no burst is
+   longer than ``max_burst_beats`` (at most 256) nor crosses a 4 KiB
+   boundary; the first burst carries the command's unaligned byte address.
+   One burst per cycle; each burst (and each zero-length command) also enters
+   the response tracker, whose depth bounds the bursts outstanding.
+3. **Rotate stage** (W). Payload beat ``k`` is rotated by ``o = address mod
+   W`` lanes: lanes ``o..W-1`` receive its first ``W - o`` bytes, lanes
+   ``0..o-1`` its last ``o`` bytes, which belong to the next output beat.
+4. **Merge stage** (W). Output beat ``k`` takes lanes ``0..o-1`` from rotated
+   beat ``k-1`` and the rest from rotated beat ``k``; when the command's bytes
+   spill into one more beat than the payload has, that beat is sent from the
+   held lanes alone. ``WSTRB`` marks exactly the command's bytes; ``WLAST``
+   ends a beat whose address is the last before a burst boundary, or the
+   command's last beat, the same cut as the burst generator's, computed on
+   its own, so the data path never waits for the address path.
+5. **Response tracker** (B). Pops one entry per ``B`` response (zero-length
+   entries without one), ORs ``BRESP != OKAY`` over the command's bursts and
+   emits ``done`` with the command's tag after its last burst's response.
+   With a single ID, responses return in issue order, so ``done`` follows
+   command order.
+
+The payload is framed by the command's ``length``: beat counts and strobes
+come from it, so ``payload.keep`` and ``payload.last`` must agree with it
+(as :mod:`hdl.stream.packet` requires) but are not inspected. The payload of a
+command must not wait for a later command to be accepted.
+
+Latency (clock edges between transfers, the bus ready): a payload beat
+transferred on edge ``t`` is transferred on W on edge ``t + 2``
+(:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
+first payload beat in from edge ``c + 1`` and its first AW out on edge
+``c + 3``; a command's ``done`` is transferred one edge after its last ``B``
+(a zero-length command's four edges after the command).
+
+Throughput: one W beat per cycle while ``WREADY`` is high; commands follow
+each other without a gap. A command whose bytes take one beat more on the
+bus than on ``payload`` holds ``payload`` for that one cycle (the bus stays
+busy). The AW channel issues one burst per cycle.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.bus.axi import Axi4WriteSignature, Burst, Resp
+from hdl.abi import dma_command_layout
+from hdl.stream.packet import packet_signature
+
+__all__ = ["DmaWriter", "dma_done_layout"]
+
+_LENGTH_BITS = 16
+
+
+def dma_done_layout() -> data.StructLayout:
+    """One per DMA command, in command order: its tag and whether any write response was not OKAY."""
+    return data.StructLayout({"tag": unsigned(16), "error": unsigned(1)})
+
+
+def _thermometer(value, width: int, *, inclusive: bool):
+    """``width`` bits, bit ``j`` set when ``j < value`` (or ``j <= value``)."""
+    return Cat(*((Const(j, len(value)) <= value) if inclusive else (Const(j, len(value)) < value)
+                 for j in range(width)))
+
+
+class DmaWriter(wiring.Component):
+    """Places ``length``-byte payloads at any byte address through an AXI4 write manager.
+
+    Parameters
+    ----------
+    width_bytes : int
+        Datapath width ``W`` in bytes (8, 16, 32, 64 tested); the AXI data bus is ``8 * W`` bits.
+    address_bits : int
+        Width of the command address and of ``AWADDR``.
+    id_bits : int
+        Width of ``AWID``/``BID``. Every burst uses ID ``axi_id``.
+    max_burst_beats : int or None
+        Longest burst, a power of two with ``max_burst_beats * W <= 4096`` and at
+        most 256; default the largest allowed (256 beats at W = 8 and 16, 4096 / W above).
+    max_outstanding : int
+        Bursts (and zero-length commands) issued but not yet answered; AW stalls beyond.
+    command_depth : int
+        Commands accepted ahead of the data path and of the burst generator.
+    axi_id, cache, prot : int
+        Constant ``AWID``, ``AWCACHE`` (default normal non-cacheable bufferable) and ``AWPROT``.
+
+    Ports
+    -----
+    cmd : ``In(stream.Signature(dma_command_layout(address_bits)))``
+        Write ``length`` bytes (0 to 65535) at byte ``address``; ``tag`` comes back on ``done``.
+    payload : ``In(packet_signature(W))``
+        The commands' bytes in command order, ``length`` bytes per command, lane 0 first,
+        only the last beat of a command partial; a zero-length command has no beat.
+    axi : ``Out(Axi4WriteSignature(addr_width=address_bits, data_width=8 * W, id_width=id_bits))``
+        AW, W and B channels.
+    done : ``Out(stream.Signature(dma_done_layout()))``
+        One per command, in command order; ``error`` is set when any of its ``B``
+        responses was not OKAY. A zero-length command completes without bus traffic.
+
+    Latency and throughput: see the module documentation (:attr:`latency` = 2
+    edges from a payload beat to its W beat; one W beat per cycle).
+    """
+
+    latency = 2
+
+    def __init__(self, width_bytes: int, address_bits: int = 64, id_bits: int = 4, max_burst_beats: int | None = None,
+                 *, max_outstanding: int = 16, command_depth: int = 4, axi_id: int = 0,
+                 cache: int = 0b0011, prot: int = 0b000):
+        if not isinstance(width_bytes, int) or width_bytes < 2 or width_bytes > 128 or width_bytes & (width_bytes - 1):
+            raise ValueError(f"Width must be a power of two from 2 to 128 bytes, not {width_bytes!r}")
+        lane_bits = width_bytes.bit_length() - 1
+        limit = min(256, 4096 // width_bytes)
+        if max_burst_beats is None:
+            max_burst_beats = limit
+        if (not isinstance(max_burst_beats, int) or max_burst_beats < 1 or max_burst_beats > limit
+                or max_burst_beats & (max_burst_beats - 1)):
+            raise ValueError(f"max_burst_beats must be a power of two from 1 to {limit} at W = {width_bytes}, "
+                             f"not {max_burst_beats!r}")
+        if address_bits < lane_bits + max_burst_beats.bit_length():
+            raise ValueError(f"address_bits {address_bits} is too narrow")
+        if max_outstanding < 1 or command_depth < 1:
+            raise ValueError("max_outstanding and command_depth must be positive")
+        if not 0 <= axi_id < 1 << id_bits:
+            raise ValueError(f"axi_id {axi_id} does not fit in {id_bits} bits")
+        self._width = width_bytes
+        self._lane_bits = lane_bits
+        self._address_bits = address_bits
+        self._id_bits = id_bits
+        self._burst_beats = max_burst_beats
+        self._burst_bits = max_burst_beats.bit_length() - 1
+        self._max_outstanding = max_outstanding
+        self._command_depth = command_depth
+        self._axi_id, self._cache, self._prot = axi_id, cache, prot
+        # beats of a command, minus one: at most (W - 1 + 65535 - 1) / W
+        self._beat_bits = ((width_bytes - 2 + (1 << _LENGTH_BITS) - 1) >> lane_bits).bit_length()
+        super().__init__({
+            "cmd": In(stream.Signature(dma_command_layout(address_bits))),
+            "payload": In(packet_signature(width_bytes)),
+            "axi": Out(Axi4WriteSignature(addr_width=address_bits, data_width=8 * width_bytes, id_width=id_bits)),
+            "done": Out(stream.Signature(dma_done_layout())),
+        })
+
+    @property
+    def width_bytes(self) -> int:
+        return self._width
+
+    @property
+    def max_burst_beats(self) -> int:
+        return self._burst_beats
+
+    def elaborate(self, platform):
+        m = Module()
+        width, lane_bits, burst_bits = self._width, self._lane_bits, self._burst_bits
+        beat_bits = self._beat_bits
+        axi = self.axi
+
+        burst_layout = data.StructLayout({
+            "address": unsigned(self._address_bits),
+            "beats_m1": unsigned(beat_bits),    # bus beats - 1
+            "tag": unsigned(16),
+            "zero": unsigned(1),                # length 0: no burst
+        })
+        data_layout = data.StructLayout({
+            "offset": unsigned(lane_bits),      # address mod W
+            "in_beats_m1": unsigned(beat_bits),  # payload beats - 1
+            "spill": unsigned(1),               # one more bus beat than payload beats
+            "end": unsigned(lane_bits),         # lane of the last byte
+            "start": unsigned(burst_bits),      # first beat's index within its burst-sized block
+        })
+        tracker_layout = data.StructLayout({"tag": unsigned(16), "last": unsigned(1), "zero": unsigned(1)})
+
+        # -- 1. Command stage ---------------------------------------------------------------
+        bursts = m.submodules.bursts = fifo.SyncFIFO(width=burst_layout.size, depth=self._command_depth)
+        datas = m.submodules.datas = fifo.SyncFIFO(width=data_layout.size, depth=self._command_depth)
+        cmd = self.cmd.payload
+        offset = cmd.address[:lane_bits]
+        length_m1 = Signal(_LENGTH_BITS)
+        end_sum = Signal(_LENGTH_BITS + 1)      # offset + length - 1
+        m.d.comb += [
+            length_m1.eq(cmd.length - 1),
+            end_sum.eq(offset + length_m1),
+        ]
+        burst_in = data.View(burst_layout, bursts.w_data)
+        data_in = data.View(data_layout, datas.w_data)
+        zero = cmd.length == 0
+        m.d.comb += [
+            self.cmd.ready.eq(bursts.w_rdy & datas.w_rdy),
+            bursts.w_en.eq(self.cmd.valid & self.cmd.ready),
+            datas.w_en.eq(self.cmd.valid & self.cmd.ready & ~zero),
+            burst_in.address.eq(cmd.address),
+            burst_in.beats_m1.eq(end_sum[lane_bits:]),
+            burst_in.tag.eq(cmd.tag),
+            burst_in.zero.eq(zero),
+            data_in.offset.eq(offset),
+            data_in.in_beats_m1.eq(length_m1[lane_bits:]),
+            data_in.spill.eq((offset + length_m1[:lane_bits])[lane_bits]),
+            data_in.end.eq(end_sum[:lane_bits]),
+            data_in.start.eq(cmd.address[lane_bits:lane_bits + burst_bits]),
+        ]
+
+        # -- 2. Burst generator (AW) --------------------------------------------------------
+        tracker = m.submodules.tracker = fifo.SyncFIFO(width=tracker_layout.size, depth=self._max_outstanding)
+        head = data.View(burst_layout, bursts.r_data)
+        current = Signal(burst_layout)
+        current_valid = Signal()
+        block_index = current.address[lane_bits:lane_bits + burst_bits]
+        room_m1 = Signal(burst_bits)            # beats left in this block, minus one
+        m.d.comb += room_m1.eq(~block_index)
+        last_burst = current.zero | (current.beats_m1 <= room_m1)
+        aw_free = ~axi.awvalid | axi.awready
+        issue = current_valid & tracker.w_rdy & (current.zero | aw_free)
+        tracker_in = data.View(tracker_layout, tracker.w_data)
+        m.d.comb += [
+            tracker.w_en.eq(issue),
+            tracker_in.tag.eq(current.tag),
+            tracker_in.last.eq(last_burst),
+            tracker_in.zero.eq(current.zero),
+            axi.awid.eq(self._axi_id),
+            axi.awsize.eq(lane_bits),
+            axi.awburst.eq(Burst.INCR),
+            axi.awlock.eq(0),
+            axi.awcache.eq(self._cache),
+            axi.awprot.eq(self._prot),
+        ]
+        with m.If(axi.awready):
+            m.d.sync += axi.awvalid.eq(0)
+        with m.If(issue & ~current.zero):
+            m.d.sync += [
+                axi.awvalid.eq(1),
+                axi.awaddr.eq(current.address),
+                axi.awlen.eq(Mux(last_burst, current.beats_m1, room_m1)),
+            ]
+        with m.If(issue & ~last_burst):
+            block_bits = lane_bits + burst_bits
+            m.d.sync += [
+                current.address.eq(Cat(Const(0, block_bits), current.address[block_bits:] + 1)),
+                current.beats_m1.eq(current.beats_m1 - room_m1 - 1),
+            ]
+        load = ~current_valid | (issue & last_burst)
+        m.d.comb += bursts.r_en.eq(load)
+        with m.If(load):
+            m.d.sync += [current_valid.eq(bursts.r_rdy), current.eq(head)]
+
+        # -- 3. Rotate stage ----------------------------------------------------------------
+        info = data.View(data_layout, datas.r_data)
+        rotated = Signal(8 * width)
+        rotated_valid = Signal()
+        rotated_first = Signal()
+        rotated_last = Signal()
+        rotated_spill = Signal()
+        rotated_start = Signal(burst_bits)
+        held_lanes = Signal(width)              # lanes below the offset: from the previous beat
+        head_strobe = Signal(width)             # lanes of a command's first beat
+        end_strobe = Signal(width)              # lanes of a command's last beat
+        count = Signal(beat_bits)               # payload beats of this command so far
+        merge_takes = Signal()
+
+        shifted = self.payload.payload.data
+        for bit in range(lane_bits):
+            shifted = Mux(info.offset[bit], shifted.rotate_left(8 << bit), shifted)
+        payload_take = self.payload.valid & self.payload.ready
+        last_in = count == info.in_beats_m1
+        m.d.comb += [
+            self.payload.ready.eq(datas.r_rdy & (~rotated_valid | merge_takes)),
+            datas.r_en.eq(payload_take & last_in),
+        ]
+        with m.If(merge_takes):
+            m.d.sync += rotated_valid.eq(0)
+        with m.If(payload_take):
+            m.d.sync += [
+                rotated_valid.eq(1),
+                rotated.eq(shifted),
+                rotated_first.eq(count == 0),
+                rotated_last.eq(last_in),
+                rotated_spill.eq(info.spill),
+                rotated_start.eq(info.start),
+                held_lanes.eq(_thermometer(info.offset, width, inclusive=False)),
+                head_strobe.eq(~_thermometer(info.offset, width, inclusive=False)),
+                end_strobe.eq(_thermometer(info.end, width, inclusive=True)),
+                count.eq(Mux(last_in, 0, count + 1)),
+            ]
+
+        # -- 4. Merge stage (W) -------------------------------------------------------------
+        carry = Signal(8 * width)               # the previous rotated beat
+        spill_pending = Signal()
+        spill_strobe = Signal(width)
+        beat_index = Signal(burst_bits)         # index of the next beat within its block
+        w_free = ~axi.wvalid | axi.wready
+        m.d.comb += merge_takes.eq(w_free & rotated_valid & ~spill_pending)
+        index = Mux(rotated_first, rotated_start, beat_index)
+        ends_command = rotated_last & ~rotated_spill
+        full = Const((1 << width) - 1, width)
+        merged = Cat(*(Mux(held_lanes[lane], carry.word_select(lane, 8), rotated.word_select(lane, 8))
+                       for lane in range(width)))
+        with m.If(w_free):
+            with m.If(spill_pending):
+                m.d.sync += [
+                    axi.wvalid.eq(1),
+                    axi.wdata.eq(carry),
+                    axi.wstrb.eq(spill_strobe),
+                    axi.wlast.eq(1),
+                    spill_pending.eq(0),
+                ]
+            with m.Elif(rotated_valid):
+                m.d.sync += [
+                    axi.wvalid.eq(1),
+                    axi.wdata.eq(merged),
+                    axi.wstrb.eq(Mux(rotated_first, head_strobe, full) & Mux(ends_command, end_strobe, full)),
+                    axi.wlast.eq((index == self._burst_beats - 1) | ends_command),
+                    beat_index.eq(index + 1),
+                    carry.eq(rotated),
+                    spill_pending.eq(rotated_last & rotated_spill),
+                    spill_strobe.eq(end_strobe),
+                ]
+            with m.Else():
+                m.d.sync += axi.wvalid.eq(0)
+
+        # -- 5. Response tracker (B) --------------------------------------------------------
+        entry = data.View(tracker_layout, tracker.r_data)
+        error = Signal()                        # a non-OKAY response so far in this command
+        done_free = ~self.done.valid | self.done.ready
+        b_take = tracker.r_rdy & ~entry.zero & (~entry.last | done_free)
+        zero_take = tracker.r_rdy & entry.zero & done_free
+        b_fire = axi.bvalid & b_take
+        bad = axi.bresp != Resp.OKAY
+        m.d.comb += [
+            axi.bready.eq(b_take),
+            tracker.r_en.eq(b_fire | zero_take),
+        ]
+        with m.If(self.done.ready):
+            m.d.sync += self.done.valid.eq(0)
+        with m.If(b_fire):
+            with m.If(entry.last):
+                m.d.sync += [
+                    self.done.valid.eq(1),
+                    self.done.payload.tag.eq(entry.tag),
+                    self.done.payload.error.eq(error | bad),
+                    error.eq(0),
+                ]
+            with m.Else():
+                m.d.sync += error.eq(error | bad)
+        with m.If(zero_take):
+            m.d.sync += [
+                self.done.valid.eq(1),
+                self.done.payload.tag.eq(entry.tag),
+                self.done.payload.error.eq(0),
+            ]
+        return m

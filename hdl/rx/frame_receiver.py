@@ -1,0 +1,505 @@
+"""The front of the receive path: frames in, checked SCTP packets out.
+
+::
+
+    net ──┬──────────────────────────────► PacketBuffer (BRAM ring) ──┬─► exc (whole frame)
+          ├─► EthIpv4Parser ──► verdicts ─┐        ▲ command           └─► Realigner ─► pkt
+          └─► reg ─► Realigner ─► zero     ├─► decide ┘ (+ pkt_meta / exc_meta)
+                     checksum ─► Crc32c ───┘
+
+Every frame is written to the :class:`~hdl.stream.packet_buffer.PacketBuffer` as it
+arrives. Beside it the :class:`~hdl.rx.eth_ipv4_parser.EthIpv4Parser` classifies
+the frame from its headers, and a :class:`Realigner` shifts the SCTP packet
+(frame offset 34, or 42 over UDP, RFC 6951) down to lane 0, cut to its
+length, for the CRC32c block with the checksum field zeroed (RFC 4960 6.8).
+When the verdict and the CRC of a frame are both known, one command reads it
+out of the buffer: to ``exc`` unchanged, to ``pkt`` through a second
+Realigner (SCTP packet only, Ethernet padding and headers stripped), or
+nowhere (dropped and counted). Store and forward: no byte of a frame leaves
+before the frame is complete and checked.
+
+Latency, outputs ready: the first beat of a delivered packet leaves
+``Crc32c(W).latency + 9`` clock edges after the edge its frame's last beat
+came in on (17 at W = 8, 19 at 16, 21 at 32, 23 at 64); the CRC32c is the
+longest of the parallel paths, then decide, buffer read and staging.
+
+Throughput: ``net`` takes one beat per cycle, back to back frames with no
+gap, until the buffer is full (``buffer_bytes``) or ``max_frames`` frames are
+waiting; then ``net.ready`` is low until frames leave. A frame that alone
+fills the whole buffer cannot wait: the rest of it is discarded and it is
+dropped and counted as ``overflow``. On the output side, delivered and
+exception frames leave at one beat per cycle with no gap between frames; a
+dropped frame costs one idle cycle of the reader. ``pkt`` and ``exc`` are
+separate streams, each frame on exactly one of them, and each pair of
+streams keeps frame order; ``pkt_meta`` / ``exc_meta`` (FIFOs of 4) are
+written when a frame's readout starts.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.rx.association_table import association_entry_layout
+from hdl.stream.crc32c import Crc32c
+from hdl.rx.eth_ipv4_parser import (
+    ETH_IPV4_SCTP_OFFSET, ETH_IPV4_UDP_SCTP_OFFSET, Action, DropReason, EthIpv4Parser, ExceptionReason,
+    header_verdict_layout,
+)
+from hdl.stream.packet_buffer import PacketBuffer
+from hdl.abi import packet_meta_layout
+from hdl.stream.packet import packet_signature
+
+__all__ = [
+    "FrameReceiver", "Realigner", "realign_layout", "exception_meta_layout",
+    "Action", "ExceptionReason", "DropReason", "COUNTERS",
+]
+
+#: Counter outputs of :class:`FrameReceiver`, 32 bits each, wrapping.
+COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "crc_errors",
+            "tag_errors", "length_errors", "overflow")
+
+_SCTP_CHECKSUM_OFFSET = 8  # RFC 4960 3.1
+
+
+def _shift_bits(width_bytes: int) -> int:
+    return max(1, (width_bytes - 1).bit_length())
+
+
+def exception_meta_layout() -> data.StructLayout:
+    """One per frame on ``exc``: why (:class:`ExceptionReason`) and its length in bytes."""
+    return data.StructLayout({"reason": unsigned(4), "length": unsigned(16)})
+
+
+def realign_layout(width_bytes: int) -> data.StructLayout:
+    """A :class:`Realigner` input beat: a packet beat plus where the wanted bytes are."""
+    return data.StructLayout({
+        "data": unsigned(8 * width_bytes),
+        "keep": unsigned(width_bytes),
+        "last": unsigned(1),
+        "skip": unsigned(1),    # a beat before the wanted bytes (only before the first kept beat)
+        "shift": unsigned(_shift_bits(width_bytes)),  # lane of the first wanted byte
+        "length": unsigned(16),  # wanted bytes
+    })
+
+
+def _thermometer(count, width_bytes: int):
+    return Cat(*(count > lane for lane in range(width_bytes)))
+
+
+class Realigner(wiring.Component):
+    """Cuts ``length`` bytes starting at lane ``shift`` out of each packet, moved to lane 0.
+
+    ``shift`` and ``length`` are taken from the first beat without ``skip``;
+    beats marked ``skip`` come first and are ignored, and so are beats after
+    the ``length`` bytes. If the packet ends before ``length`` bytes, the
+    output ends there; if it has no wanted byte at all, the output is one
+    junk byte (so every input packet gives exactly one output packet, which
+    the CRC path relies on). A ``length`` of 0 counts as 1.
+
+    Latency: an output beat leaves with the input beat after the one it
+    starts in (output beat ``k`` needs input beat ``k + 1``), or on the cycle
+    after the input's last beat. Throughput: one beat per cycle; that extra
+    cycle coincides with the next packet's first beat, which never produces
+    output, so back to back packets pass without a bubble. With
+    ``source.ready`` held high, ``sink.ready`` is always high.
+    """
+
+    def __init__(self, width_bytes: int):
+        self._width = width_bytes
+        super().__init__({
+            "sink": In(stream.Signature(realign_layout(width_bytes))),
+            "source": Out(packet_signature(width_bytes)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._width
+        sink, source = self.sink.payload, self.source.payload
+        shift_bits = _shift_bits(width)
+
+        # Timing: no cycle chains two wide adders or comparators. The 16-bit
+        # remaining length is kept beside its registered summary (`rem_mask`,
+        # the thermometer of min(remaining, W), and `rem_big`, remaining > W),
+        # computed when it is loaded or counted down; byte counts are handled
+        # as thermometer masks (`keep` codes), so the per-beat decisions are
+        # narrow mask logic and a W:1 lane select.
+        previous = Signal(8 * width)
+        held = Signal()      # `previous` has bytes still to send
+        flush = Signal()     # ... and it was its packet's last beat
+        dummy = Signal()     # ... and none of them were wanted: send one junk byte
+        dropping = Signal()  # output complete, ignoring the rest of the input packet
+        shift = Signal(shift_bits)
+        remaining = Signal(16)
+        rem_mask = Signal(width)  # thermometer of min(remaining, width)
+        rem_big = Signal()        # remaining > width
+        held_keep = Signal(width)  # keep of `previous`
+
+        m.d.comb += source.data.eq(Cat(previous, sink.data).bit_select(shift * 8, 8 * width))
+
+        pad = 2 ** shift_bits - width if 2 ** shift_bits > width else 0
+
+        def kept_at(keep, lane):
+            """keep[lane], 0 past the last lane (keep is a thermometer: lane < bytes in the beat)."""
+            return (Cat(keep, Const(0, pad)) if pad else keep).bit_select(lane, 1)
+
+        def summary(value):
+            """(thermometer of min(value, width), value > width) for a 16-bit value, without carry chains."""
+            if width > 1 and width & (width - 1) == 0:
+                k = width.bit_length() - 1
+                at_least = value[k:].any()
+                mask = Cat(*(at_least | (value[:k] > lane) for lane in range(width)))
+                big = value[k + 1:].any() | (value[k] & value[:k].any())
+            else:
+                mask, big = _thermometer(value, width), value > width
+            return mask, big
+
+        # Bytes the current output beat can hold (as a mask), and whether it ends the packet.
+        short_last = Signal()  # the sink's last beat has nothing past `shift` for a flush
+        available = Signal(width)  # thermometer of (width - shift + sink bytes if short_last else width)
+        shifted_keep = Cat(Const((1 << width) - 1, width), sink.keep, Const(0, pad)).bit_select(shift, width)
+        m.d.comb += [
+            short_last.eq(sink.last & ~kept_at(sink.keep, shift)),
+            available.eq(Mux(short_last, shifted_keep, (1 << width) - 1)),
+        ]
+        tail = Signal(width)
+        held_tail = Cat(held_keep, Const(0, width + pad)).bit_select(shift, width)
+        m.d.comb += tail.eq(Mux(dummy, 1, rem_mask & held_tail))
+
+        load_mask, load_big = summary(sink.length)
+        next_mask, next_big = summary(remaining - width)
+
+        def load():
+            with m.If(sink.skip):
+                with m.If(sink.last):
+                    m.d.sync += [held.eq(1), flush.eq(1), dummy.eq(1)]
+            with m.Else():
+                m.d.sync += [
+                    previous.eq(sink.data),
+                    held.eq(1),
+                    shift.eq(sink.shift),
+                    remaining.eq(Mux(sink.length == 0, 1, sink.length)),
+                    rem_mask.eq(load_mask | 1),  # a length of 0 counts as 1
+                    rem_big.eq(load_big),
+                    held_keep.eq(sink.keep),
+                    flush.eq(sink.last),
+                    dummy.eq(sink.last & ~kept_at(sink.keep, sink.shift)),
+                ]
+
+        with m.If(dropping):
+            m.d.comb += self.sink.ready.eq(1)
+            with m.If(self.sink.valid & sink.last):
+                m.d.sync += dropping.eq(0)
+        with m.Elif(held & flush):
+            m.d.comb += [
+                self.source.valid.eq(1),
+                source.keep.eq(tail),
+                source.last.eq(1),
+                self.sink.ready.eq(self.source.ready),
+            ]
+            with m.If(self.source.ready):
+                m.d.sync += [held.eq(0), flush.eq(0), dummy.eq(0)]
+                with m.If(self.sink.valid):
+                    load()
+        with m.Elif(held):
+            done = ~rem_big & ~(rem_mask & ~available).any()  # remaining <= available
+            m.d.comb += [
+                self.source.valid.eq(self.sink.valid),
+                source.keep.eq(rem_mask & available),  # min(remaining, available)
+                source.last.eq(done | short_last),
+                self.sink.ready.eq(self.source.ready),
+            ]
+            with m.If(self.sink.valid & self.source.ready):
+                m.d.sync += [previous.eq(sink.data), held_keep.eq(sink.keep), remaining.eq(remaining - width),
+                             rem_mask.eq(next_mask), rem_big.eq(next_big)]
+                with m.If(done | short_last):
+                    m.d.sync += [held.eq(0), dropping.eq(~sink.last)]
+                with m.Elif(sink.last):
+                    m.d.sync += flush.eq(1)
+        with m.Else():
+            m.d.comb += self.sink.ready.eq(1)
+            with m.If(self.sink.valid):
+                load()
+        return m
+
+
+class FrameReceiver(wiring.Component):
+    """Ethernet/IPv4(/UDP) frames in; checked SCTP packets and host exceptions out.
+
+    Parameters
+    ----------
+    width_bytes : int
+        Datapath width ``W`` (8, 16, 32, 64).
+    associations : int
+        Association table entries (1 to 16).
+    buffer_bytes : int
+        Store-and-forward buffer size; ``buffer_bytes / W`` must be a power
+        of two (one BRAM word of ``9 W`` bits per beat).
+    max_frames : int
+        Frames that may wait in the buffer at once (sizes the verdict FIFOs).
+
+    Ports
+    -----
+    net : ``In(packet_signature(W))``
+        Ethernet II frames without FCS.
+    local_mac, local_ip, udp_port : ``In(48)``, ``In(32)``, ``In(16)``
+        This end's MAC and IPv4 address (integers, network order) and the
+        SCTP-over-UDP port (RFC 6951, normally 9899).
+    assoc_write : ``In(stream.Signature(association_entry_layout()))``
+        Writes one association table entry per transfer (always ready).
+    pkt, pkt_meta : ``Out(packet_signature(W))``, ``Out(stream.Signature(packet_meta_layout()))``
+        Each SCTP packet that passed every check, common header at lane 0,
+        exactly its bytes; one ``pkt_meta`` per packet, in the same order.
+    exc, exc_meta : ``Out(packet_signature(W))``, ``Out(stream.Signature(exception_meta_layout()))``
+        Frames for the host, unchanged, with an :class:`ExceptionReason`.
+    frames, delivered, exceptions, ip_checksum_errors, crc_errors, tag_errors, length_errors, overflow : ``Out(32)``
+        Wrapping counters, updated when a frame's verdict is final (before
+        it leaves): every frame, then one of the other seven per frame
+        (:class:`DropReason` names the drop counters).
+
+    The rules and their order are those of :mod:`hdl.rx.eth_ipv4_parser`; a
+    CRC32c failure (RFC 4960 6.8) drops any packet that reached the SCTP
+    checks, before the INIT, T bit, association and tag rules. See the
+    module docs for latency and throughput.
+    """
+
+    def __init__(self, width_bytes: int, associations: int = 8, buffer_bytes: int = 16384,
+                 max_frames: int = 64):
+        depth = buffer_bytes // width_bytes
+        if depth * width_bytes != buffer_bytes or depth < 2 or depth & (depth - 1):
+            raise ValueError(f"buffer_bytes / width_bytes must be a power of two, not {buffer_bytes}/{width_bytes}")
+        self._width = width_bytes
+        self._associations = associations
+        self._depth = depth
+        self._max_frames = max_frames
+        members = {
+            "net": In(packet_signature(width_bytes)),
+            "local_mac": In(48),
+            "local_ip": In(32),
+            "udp_port": In(16),
+            "assoc_write": In(stream.Signature(association_entry_layout())),
+            "pkt": Out(packet_signature(width_bytes)),
+            "pkt_meta": Out(stream.Signature(packet_meta_layout())),
+            "exc": Out(packet_signature(width_bytes)),
+            "exc_meta": Out(stream.Signature(exception_meta_layout())),
+        }
+        members.update({name: Out(32) for name in COUNTERS})
+        super().__init__(members)
+
+    @property
+    def width_bytes(self) -> int:
+        return self._width
+
+    @property
+    def buffer_beats(self) -> int:
+        return self._depth
+
+    def elaborate(self, platform):
+        m = Module()
+        width, depth = self._width, self._depth
+        net = self.net
+
+        parser = m.submodules.parser = EthIpv4Parser(width, self._associations)
+        wiring.connect(m, wiring.flipped(self.assoc_write), parser.assoc_write)
+        m.d.comb += [
+            parser.local_mac.eq(self.local_mac),
+            parser.local_ip.eq(self.local_ip),
+            parser.udp_port.eq(self.udp_port),
+        ]
+        user_layout = data.StructLayout({
+            "exc": unsigned(1), "shift": unsigned(_shift_bits(width)), "length": unsigned(16)})
+        buffer = m.submodules.buffer = PacketBuffer(width, depth, user_layout)
+
+        # Input: every beat goes to the buffer, unless a frame alone fills it (overflow).
+        accept = Signal()
+        in_frame = Signal()
+        frame_beats = Signal(range(depth + 1))
+        overflowing = Signal()
+        overflowed = Signal()
+        waiting_frames = Signal(range(self._max_frames + 1))
+        released = Signal()
+        refuse = ~buffer.write.ready & (frame_beats == depth)
+        discard = overflowing | ~buffer.write.ready
+        m.d.comb += [
+            net.ready.eq((in_frame | (waiting_frames != self._max_frames))
+                         & (buffer.write.ready | refuse | overflowing)),
+            accept.eq(net.valid & net.ready),
+            buffer.write.valid.eq(accept & ~discard),
+            buffer.write.payload.eq(net.payload),
+            parser.sink.valid.eq(accept),
+            parser.sink.payload.eq(net.payload),
+        ]
+        m.d.sync += waiting_frames.eq(waiting_frames + (accept & ~in_frame) - released)
+
+        info_layout = data.StructLayout({"beats": unsigned(frame_beats.shape().width), "overflow": unsigned(1)})
+        infos = m.submodules.infos = fifo.SyncFIFOBuffered(width=info_layout.size, depth=self._max_frames)
+        info_in = data.View(info_layout, infos.w_data)
+        m.d.comb += [
+            infos.w_en.eq(accept & net.payload.last),
+            info_in.beats.eq(frame_beats + ~discard),
+            info_in.overflow.eq(overflowed | discard),
+        ]
+        with m.If(accept):
+            m.d.sync += in_frame.eq(~net.payload.last)
+            with m.If(net.payload.last):
+                m.d.sync += [frame_beats.eq(0), overflowing.eq(0), overflowed.eq(0)]
+            with m.Else():
+                m.d.sync += [frame_beats.eq(frame_beats + ~discard), overflowing.eq(discard),
+                             overflowed.eq(overflowed | discard)]
+
+        # CRC path: register, realign the SCTP packet to lane 0, zero its checksum field, CRC32c.
+        start_direct, start_udp = ETH_IPV4_SCTP_OFFSET, ETH_IPV4_UDP_SCTP_OFFSET
+        max_start_beat = max(start_direct, start_udp) // width
+        in_index = Signal(range(max_start_beat + 2))
+        with m.If(accept):
+            m.d.sync += in_index.eq(Mux(net.payload.last, 0, Mux(in_index == max_start_beat + 1,
+                                                                   in_index, in_index + 1)))
+        crc_align = m.submodules.crc_align = Realigner(width)
+        beat = crc_align.sink.payload
+        m.d.sync += [
+            crc_align.sink.valid.eq(accept),
+            beat.data.eq(net.payload.data),
+            beat.keep.eq(net.payload.keep),
+            beat.last.eq(net.payload.last),
+        ]
+        beat_index = Signal.like(in_index)
+        m.d.sync += beat_index.eq(in_index)
+        m.d.comb += [
+            beat.skip.eq(beat_index < Mux(parser.over_udp, start_udp // width, start_direct // width)),
+            beat.shift.eq(Mux(parser.over_udp, start_udp % width, start_direct % width)),
+            beat.length.eq(parser.sctp_length),
+            crc_align.source.ready.eq(1),
+        ]
+
+        crc = m.submodules.crc = Crc32c(width)
+        zero_beats = (_SCTP_CHECKSUM_OFFSET + 3) // width + 1
+        out_index = Signal(range(zero_beats + 1))
+        aligned = crc_align.source
+        with m.If(aligned.valid):
+            m.d.sync += out_index.eq(Mux(aligned.payload.last, 0,
+                                         Mux(out_index == zero_beats, out_index, out_index + 1)))
+        lanes = []
+        for lane in range(width):
+            byte = aligned.payload.data.word_select(lane, 8)
+            zeroed = [b for b in range(zero_beats)
+                      if _SCTP_CHECKSUM_OFFSET <= b * width + lane < _SCTP_CHECKSUM_OFFSET + 4]
+            lanes.append(Mux(out_index == zeroed[0], 0, byte) if zeroed else byte)
+        m.d.sync += [
+            crc.sink.valid.eq(aligned.valid),
+            crc.sink.payload.data.eq(Cat(*lanes)),
+            crc.sink.payload.keep.eq(aligned.payload.keep),
+            crc.sink.payload.last.eq(aligned.payload.last),
+        ]
+        crcs = m.submodules.crcs = fifo.SyncFIFOBuffered(width=32, depth=self._max_frames)
+        m.d.comb += [crc.crc.ready.eq(1), crcs.w_en.eq(crc.crc.valid), crcs.w_data.eq(crc.crc.payload)]
+
+        verdict_layout = header_verdict_layout(width)
+        verdicts = m.submodules.verdicts = fifo.SyncFIFOBuffered(width=verdict_layout.size, depth=self._max_frames)
+        m.d.comb += [verdicts.w_en.eq(parser.verdict.valid), verdicts.w_data.eq(parser.verdict.payload)]
+
+        # Decide: verdict + CRC + buffer info -> one registered command for the buffer.
+        verdict = data.View(verdict_layout, verdicts.r_data)
+        info = data.View(info_layout, infos.r_data)
+        command_valid = Signal()
+        command = Signal.like(buffer.command.payload)
+        command_action = Signal(Action)
+        pkt_meta = Signal(packet_meta_layout())
+        exc_meta = Signal(exception_meta_layout())
+        pkt_metas = m.submodules.pkt_metas = fifo.SyncFIFO(width=packet_meta_layout().size, depth=4)
+        exc_metas = m.submodules.exc_metas = fifo.SyncFIFO(width=exception_meta_layout().size, depth=4)
+        wiring.connect(m, pkt_metas.r_stream, wiring.flipped(self.pkt_meta))
+        wiring.connect(m, exc_metas.r_stream, wiring.flipped(self.exc_meta))
+
+        meta_ok = Signal()
+        m.d.comb += meta_ok.eq(Mux(command_action == Action.DELIVER, pkt_metas.w_rdy,
+                                   Mux(command_action == Action.EXCEPTION, exc_metas.w_rdy, 1)))
+        consumed = Signal()
+        m.d.comb += [
+            buffer.command.valid.eq(command_valid & meta_ok),
+            buffer.command.payload.eq(command),
+            consumed.eq(buffer.command.valid & buffer.command.ready),
+            released.eq(consumed),
+            pkt_metas.w_en.eq(consumed & (command_action == Action.DELIVER)),
+            pkt_metas.w_data.eq(pkt_meta),
+            exc_metas.w_en.eq(consumed & (command_action == Action.EXCEPTION)),
+            exc_metas.w_data.eq(exc_meta),
+        ]
+        with m.If(consumed):
+            m.d.sync += command_valid.eq(0)
+
+        pop = Signal()
+        m.d.comb += [
+            pop.eq(verdicts.r_rdy & crcs.r_rdy & infos.r_rdy & (~command_valid | consumed)),
+            verdicts.r_en.eq(pop),
+            crcs.r_en.eq(pop),
+            infos.r_en.eq(pop),
+        ]
+        action, reason = Signal(Action), Signal(4)
+        with m.If(info.overflow):
+            m.d.comb += [action.eq(Action.DROP), reason.eq(DropReason.OVERFLOW)]
+        with m.Elif(verdict.sctp & (crcs.r_data != verdict.expected_crc)):
+            m.d.comb += [action.eq(Action.DROP), reason.eq(DropReason.CRC)]
+        with m.Else():
+            m.d.comb += [action.eq(verdict.action), reason.eq(verdict.reason)]
+
+        counters = {name: getattr(self, name) for name in COUNTERS}
+        with m.If(pop):
+            m.d.sync += [
+                command_valid.eq(1),
+                command_action.eq(action),
+                command.total.eq(info.beats),
+                command.skip.eq(0),
+                command.count.eq(Mux(action == Action.DROP, 0, info.beats)),
+                command.user.exc.eq(1),
+                command.user.shift.eq(verdict.shift),
+                command.user.length.eq(verdict.sctp_length),
+                pkt_meta.association.eq(verdict.association),
+                pkt_meta.ddp.eq(verdict.ddp),
+                pkt_meta.length.eq(verdict.sctp_length),
+                pkt_meta.peer_ip.eq(verdict.peer_ip),
+                pkt_meta.udp.eq(verdict.udp),
+                exc_meta.reason.eq(reason),
+                exc_meta.length.eq(verdict.frame_length),
+            ]
+            with m.If(action == Action.DELIVER):
+                m.d.sync += [
+                    command.skip.eq(verdict.skip),
+                    command.count.eq(verdict.count),
+                    command.user.exc.eq(0),
+                ]
+
+        # Counters, one cycle after the decision (off its timing path).
+        counted, counted_action, counted_reason = Signal(), Signal(Action), Signal(4)
+        m.d.sync += [counted.eq(pop), counted_action.eq(action), counted_reason.eq(reason)]
+        with m.If(counted):
+            m.d.sync += counters["frames"].eq(counters["frames"] + 1)
+            with m.If(counted_action == Action.DELIVER):
+                m.d.sync += counters["delivered"].eq(counters["delivered"] + 1)
+            with m.If(counted_action == Action.EXCEPTION):
+                m.d.sync += counters["exceptions"].eq(counters["exceptions"] + 1)
+            with m.If(counted_action == Action.DROP):
+                for why, name in [(DropReason.IP_CHECKSUM, "ip_checksum_errors"), (DropReason.CRC, "crc_errors"),
+                                  (DropReason.TAG, "tag_errors"), (DropReason.LENGTH, "length_errors"),
+                                  (DropReason.OVERFLOW, "overflow")]:
+                    with m.If(counted_reason == why):
+                        m.d.sync += counters[name].eq(counters[name] + 1)
+
+        # Output: exception frames as stored, SCTP packets realigned to lane 0.
+        read = buffer.read
+        out_align = m.submodules.out_align = Realigner(width)
+        wiring.connect(m, out_align.source, wiring.flipped(self.pkt))
+        m.d.comb += [
+            self.exc.payload.data.eq(read.payload.data),
+            self.exc.payload.keep.eq(read.payload.keep),
+            self.exc.payload.last.eq(read.payload.last),
+            out_align.sink.payload.data.eq(read.payload.data),
+            out_align.sink.payload.keep.eq(read.payload.keep),
+            out_align.sink.payload.last.eq(read.payload.last),
+            out_align.sink.payload.skip.eq(0),
+            out_align.sink.payload.shift.eq(read.payload.user.shift),
+            out_align.sink.payload.length.eq(read.payload.user.length),
+        ]
+        with m.If(read.payload.user.exc):
+            m.d.comb += [self.exc.valid.eq(read.valid), read.ready.eq(self.exc.ready)]
+        with m.Else():
+            m.d.comb += [out_align.sink.valid.eq(read.valid), read.ready.eq(out_align.sink.ready)]
+        return m

@@ -1,0 +1,429 @@
+"""The placement decision of the receive path: tagged and untagged checks, error latching.
+
+:class:`PlacementCheck` sits between the DDP header validator and the DMA
+writer (DESIGN.md, receive path). For every DDP segment it decides, before
+any byte is placed (RFC 5041 7.1), whether the payload may be written and
+where; it emits one ``verdict`` per segment, one DMA ``cmd`` per segment that
+places bytes, and forwards the payload of those segments only.
+
+Decision, in the order of the golden model (``model.ddp.sink.DdpSink``):
+
+1. stream: the (association, stream id) must be a valid row of the stream
+   table, else the segment is dropped with status ``NO_STREAM`` (nothing is
+   latched: there is no DDP Stream to report to);
+2. a stream already in error drops every later segment silently: status
+   ``DROPPED`` (RFC 5041 7.1, last paragraph);
+3. a header-level error from the validator (DV, QN, RDMAP version, opcode,
+   truncation) is the verdict as it came;
+4. tagged, non-zero payload only (RFC 5041 5.2): invalid STag (DDP 0x1/0x00),
+   PD or stream association mismatch (8.2; 0x1/0x02), access right (RDMA
+   Write needs remote write, Read Response local write; RDMAP 0x1/0x02),
+   TO below base or TO + length past the end (0x1/0x01), 64-bit wrap
+   (0x1/0x03): :class:`hdl.rx.region_table.RegionTable`;
+5. untagged: QN below ``queues`` (0x2/0x01), then the buffer checks of
+   :class:`hdl.rx.untagged_buffers.UntaggedBuffers` (no buffer, MSN range,
+   invalid MO, message too long), which also apply to zero-length segments
+   except the MO checks.
+
+An error (3-5) is reported once in the verdict and latches the stream's
+error bit; the host clears it by rewriting the stream's row (re-arming it).
+An accepted untagged segment with L = 1 retires its buffer. Accepted
+segments with a payload get a ``cmd``: ``host_address + (TO - base_to)``
+(tagged) or ``buffer address + MO`` (untagged), ``payload_length`` bytes;
+every byte of it lies in the region or buffer just checked (RFC 5041
+8.3.1 item 3).
+
+Payload framing: ``payload_in`` carries exactly one packet for each segment
+whose ``payload_length`` is non-zero and whose header-level ``error`` is not
+valid (whatever its verdict here), and none for the others, in segment order:
+the contract of :class:`hdl.rx.ddp_header.DdpHeaderValidator`, which discards
+the payload of a segment it found in error. The packets of accepted segments
+leave on ``payload_out`` unchanged, after their ``cmd``; the others are
+consumed and dropped here. The segment info of a packet must not wait for
+the packet's beats to be accepted (decisions run ahead of the payload, up
+to ``decisions`` segments).
+
+Ordering guarantees:
+
+* Host writes of the region table (including invalidation, RFC 5041 8.3.1
+  item 6) and of the stream table wait until no segment is in the decision
+  pipeline, and no segment enters it while a host write is pending. Every
+  segment is therefore checked wholly against the tables before a write or
+  wholly after it: once a write has been accepted (``ready`` seen), no
+  segment checked against the old row can still produce a ``cmd``; the
+  ``cmd`` stream order puts all commands of segments checked earlier before
+  that point. (Commands already issued may still be in flight in the DMA
+  writer: a host that must know that the old buffer is no longer written
+  waits for the DMA writer's ``done`` of the last earlier command.)
+* Buffer posts take effect at the cycle they are written; a segment looked
+  up before sees no buffer, one after sees it.
+* Segments of one DDP stream are decided strictly in order: a segment is not
+  taken while an earlier one of the same stream is in stages 1-2, so the
+  error bit and buffer retirement it reads are those left by every earlier
+  segment (transparent reads cover a commit in the same cycle).
+
+Latency: a segment taken on edge ``t`` has its verdict and cmd written to
+their output FIFOs on edge ``t + 3`` when the outputs have room, visible on
+``verdict``/``cmd`` from the following cycle; payload beats pass
+combinationally (no added latency) once their decision is made.
+Throughput: one segment decision per cycle when consecutive segments belong
+to different streams; back-to-back segments of the same stream, one every
+three cycles. Payload: one beat per cycle.
+"""
+
+from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.rx.region_table import RegionTable, region_write_layout
+from hdl.abi import (ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, dma_command_layout, segment_info_layout,
+                         segment_report_fields)
+from hdl.stream.packet import packet_signature
+from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault, buffer_post_layout
+
+__all__ = [
+    "Status", "verdict_layout", "stream_entry_layout", "stream_write_layout", "StreamTable",
+    "PlacementCheck",
+]
+
+_OPCODE_READ_RESPONSE = 2  # RFC 5040 4.3: RDMA Read Response
+_LAYER_RDMAP, _LAYER_DDP = 0, 1
+_TAGGED_BUFFER, _UNTAGGED_BUFFER = 1, 2  # RFC 5041 7.2 error types
+_REMOTE_PROTECTION = 1                   # RFC 5040 7.2 EType
+
+
+class Status(enum.Enum, shape=2):
+    """What happened to a segment."""
+    ACCEPTED = 0   # checks passed: payload (if any) placed, message info valid
+    ERROR = 1      # first error of the stream: reported, nothing placed, stream latched
+    DROPPED = 2    # the stream was already in error: dropped silently (RFC 5041 7.1)
+    NO_STREAM = 3  # (association, stream id) is not an armed stream: dropped
+
+
+def verdict_layout(address_bits: int = 64) -> data.StructLayout:
+    """One per segment, in segment order, for the completion engine."""
+    return data.StructLayout({
+        "tag": unsigned(16),             # equals the tag of the segment's cmd, if any
+        **segment_report_fields(address_bits),
+        "status": Status,
+        "error": ERROR_NUMBER,           # valid with status ERROR
+    })
+
+
+def stream_entry_layout(pd_bits: int = 16) -> data.StructLayout:
+    return data.StructLayout({"valid": unsigned(1), "pd": unsigned(pd_bits)})
+
+
+def stream_write_layout(streams: int, pd_bits: int = 16) -> data.StructLayout:
+    """A host write of a stream row; it also clears the row's error bit (re-arms the stream)."""
+    return data.StructLayout({
+        "index": unsigned(max(1, (streams - 1).bit_length())),
+        "entry": stream_entry_layout(pd_bits),
+    })
+
+
+class StreamTable(wiring.Component):
+    """Per DDP stream: armed, Protection Domain, and the error bit of RFC 5041 7.1.
+
+    ``write`` (accepted while ``hold`` is low) sets a row and clears its error
+    bit. ``en`` takes a lookup of ``index``; ``entry`` and ``error`` hold the
+    row one advance later. ``set_error`` latches the error bit of
+    ``set_error_index``; the lookup is transparent for it, so a lookup on the
+    same cycle sees the bit set.
+    """
+
+    def __init__(self, streams: int, *, pd_bits: int = 16):
+        self._streams, self._pd_bits = streams, pd_bits
+        index_bits = max(1, (streams - 1).bit_length())
+        super().__init__({
+            "write": In(stream.Signature(stream_write_layout(streams, pd_bits))),
+            "hold": In(1),
+            "en": In(1),
+            "index": In(index_bits),
+            "entry": Out(stream_entry_layout(pd_bits)),
+            "error": Out(1),
+            "set_error": In(1),
+            "set_error_index": In(index_bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        rows = m.submodules.rows = memory.Memory(shape=stream_entry_layout(self._pd_bits), depth=self._streams,
+                                                 init=[])
+        errors = m.submodules.errors = memory.Memory(shape=1, depth=self._streams, init=[])
+        rows_w, errors_w = rows.write_port(), errors.write_port()
+        rows_r = rows.read_port()
+        errors_r = errors.read_port(transparent_for=(errors_w,))
+        host_write = self.write.valid & ~self.hold
+        m.d.comb += [
+            self.write.ready.eq(~self.hold),
+            rows_w.addr.eq(self.write.payload.index),
+            rows_w.data.eq(self.write.payload.entry),
+            rows_w.en.eq(host_write),
+            errors_w.addr.eq(Mux(self.set_error, self.set_error_index, self.write.payload.index)),
+            errors_w.data.eq(self.set_error),
+            errors_w.en.eq(self.set_error | host_write),
+            rows_r.addr.eq(self.index), rows_r.en.eq(self.en),
+            errors_r.addr.eq(self.index), errors_r.en.eq(self.en),
+            self.entry.eq(rows_r.data),
+            self.error.eq(errors_r.data),
+        ]
+        return m
+
+
+def _report(error, layer: int, etype: int, code):
+    """Statements setting the ERROR_NUMBER view ``error`` to (layer, etype, code)."""
+    return [error.valid.eq(1), error.layer.eq(layer), error.etype.eq(etype), error.code.eq(code)]
+
+
+class PlacementCheck(wiring.Component):
+    """STag/TO bounds check and untagged buffer check of each DDP segment (RFC 5041 7.1, 8.2, 8.3.1).
+
+    Parameters
+    ----------
+    width_bytes : int
+        Payload datapath width ``W``.
+    regions : int
+        Rows of the memory-region table (STag index ``0 .. regions - 1``).
+    associations, stream_ids : int
+        The stream table has ``associations x stream_ids`` rows, row
+        ``association * stream_ids + stream_id``; other pairs are not streams.
+    queues, depth : int
+        Untagged queues per stream (QN ``0 .. queues - 1``) and buffers per queue.
+    pd_bits, address_bits : int
+        Protection Domain and host address widths.
+    decisions : int
+        Decided segments whose payload may still be waiting.
+
+    Ports
+    -----
+    segment : ``In(stream.Signature(segment_info_layout()))``
+    payload_in : ``In(packet_signature(W))``
+    cmd : ``Out(stream.Signature(dma_command_layout(address_bits)))``
+    payload_out : ``Out(packet_signature(W))``
+    verdict : ``Out(stream.Signature(verdict_layout(address_bits)))``
+    region_write : ``In(stream.Signature(region_write_layout(regions, ...)))``
+    stream_write : ``In(stream.Signature(stream_write_layout(streams, ...)))``
+    post : ``In(stream.Signature(buffer_post_layout(streams, queues, ...)))``
+        ``stream`` is the stream row index.
+    """
+
+    def __init__(self, width_bytes: int, *, regions: int = 16, associations: int = 2, stream_ids: int = 4,
+                 queues: int = 3, depth: int = 8, pd_bits: int = 16, address_bits: int = 64,
+                 decisions: int = 4):
+        for name, value in (("associations", associations), ("stream_ids", stream_ids)):
+            if value < 1 or value & (value - 1):
+                raise ValueError(f"{name} must be a power of two, not {value}")
+        if associations > 1 << ASSOCIATION_BITS or stream_ids > 1 << STREAM_BITS:
+            raise ValueError("more associations or stream ids than the segment info can name")
+        self._width = width_bytes
+        self._regions, self._associations, self._stream_ids = regions, associations, stream_ids
+        self._streams = associations * stream_ids
+        self._queues, self._depth = queues, depth
+        self._pd_bits, self._address_bits = pd_bits, address_bits
+        self._decisions = decisions
+        super().__init__({
+            "segment": In(stream.Signature(segment_info_layout())),
+            "payload_in": In(packet_signature(width_bytes)),
+            "cmd": Out(stream.Signature(dma_command_layout(address_bits))),
+            "payload_out": Out(packet_signature(width_bytes)),
+            "verdict": Out(stream.Signature(verdict_layout(address_bits))),
+            "region_write": In(stream.Signature(region_write_layout(regions, pd_bits, address_bits))),
+            "stream_write": In(stream.Signature(stream_write_layout(self._streams, pd_bits))),
+            "post": In(stream.Signature(buffer_post_layout(self._streams, queues, address_bits))),
+        })
+
+    @property
+    def streams(self) -> int:
+        return self._streams
+
+    def stream_index(self, association: int, stream_id: int) -> int:
+        """The stream table row of (association, stream id)."""
+        return association * self._stream_ids + stream_id
+
+    def elaborate(self, platform):
+        m = Module()
+        regions = m.submodules.regions = RegionTable(self._regions, pd_bits=self._pd_bits,
+                                                     address_bits=self._address_bits)
+        streams = m.submodules.streams = StreamTable(self._streams, pd_bits=self._pd_bits)
+        buffers = m.submodules.buffers = UntaggedBuffers(self._streams, queues=self._queues, depth=self._depth,
+                                                         address_bits=self._address_bits)
+        wiring.connect(m, wiring.flipped(self.region_write), regions.write)
+        wiring.connect(m, wiring.flipped(self.stream_write), streams.write)
+        wiring.connect(m, wiring.flipped(self.post), buffers.post)
+
+        info_layout = segment_info_layout()
+        index_bits = max(1, (self._streams - 1).bit_length())
+        stage_layout = data.StructLayout({
+            "valid": 1, "info": info_layout, "index": index_bits, "known": 1, "qn_ok": 1,
+        })
+        s1, s2, s3 = Signal(stage_layout), Signal(stage_layout), Signal(stage_layout)
+
+        # Output FIFOs, written by the commit stage.
+        verdicts = m.submodules.verdicts = fifo.SyncFIFO(width=verdict_layout(self._address_bits).size, depth=4)
+        commands = m.submodules.commands = fifo.SyncFIFO(
+            width=dma_command_layout(self._address_bits).size, depth=4)
+        decisions = m.submodules.decisions = fifo.SyncFIFO(width=1, depth=self._decisions)
+        advance = Signal()
+        m.d.comb += advance.eq(~s3.valid | (verdicts.w_rdy & commands.w_rdy & decisions.w_rdy))
+
+        # Stage 0: take a segment unless a host write is pending or its stream is in stages 1-2.
+        info = self.segment.payload
+        index = Signal(index_bits)
+        association_bits = (self._associations - 1).bit_length()
+        stream_id_bits = (self._stream_ids - 1).bit_length()
+        m.d.comb += index.eq(info.association[:association_bits] * self._stream_ids
+                             + info.stream_id[:stream_id_bits] if stream_id_bits else
+                             info.association[:association_bits])
+        known = (info.association < self._associations) & (info.stream_id < self._stream_ids)
+        hazard = (s1.valid & (s1.index == index)) | (s2.valid & (s2.index == index))
+        host_pending = self.region_write.valid | self.stream_write.valid
+        take = Signal()
+        m.d.comb += [
+            take.eq(self.segment.valid & advance & ~hazard & ~host_pending),
+            self.segment.ready.eq(take),
+        ]
+        hold = s1.valid | s2.valid | s3.valid | take
+        m.d.comb += [regions.hold.eq(hold), streams.hold.eq(hold)]
+
+        m.d.comb += [
+            regions.en.eq(advance),
+            regions.lookup.stag.eq(info.stag),
+            regions.lookup.to.eq(info.to),
+            regions.lookup.length.eq(info.payload_length),
+            regions.lookup.association.eq(info.association),
+            regions.lookup.stream_id.eq(info.stream_id),
+            regions.lookup.local_write.eq(info.opcode == _OPCODE_READ_RESPONSE),
+            streams.en.eq(advance),
+            streams.index.eq(index),
+            buffers.en.eq(advance),
+            buffers.lookup.stream.eq(index),
+            buffers.lookup.qn.eq(info.qn),
+            buffers.lookup.msn.eq(info.msn),
+            buffers.lookup.mo.eq(info.mo),
+            buffers.lookup.length.eq(info.payload_length),
+        ]
+
+        # Stages 1-3 follow the tables' own pipelines; the stream row is read on stage 1.
+        stream_valid, stream_pd, stream_error = (Signal(), Signal(self._pd_bits), Signal())
+        stream_valid_3, stream_pd_3, stream_error_3 = (Signal(), Signal(self._pd_bits), Signal())
+        message_length = Signal(33)
+        with m.If(advance):
+            m.d.sync += [
+                s1.valid.eq(take), s1.info.eq(info), s1.index.eq(index), s1.known.eq(known),
+                s1.qn_ok.eq(info.qn < self._queues),
+                s2.eq(s1), s3.eq(s2),
+                stream_valid.eq(streams.entry.valid), stream_pd.eq(streams.entry.pd),
+                stream_error.eq(streams.error),
+                stream_valid_3.eq(stream_valid), stream_pd_3.eq(stream_pd), stream_error_3.eq(stream_error),
+                message_length.eq(s2.info.mo + s2.info.payload_length),
+            ]
+
+        # Stage 3: commit.
+        seg = s3.info
+        region = regions.result
+        status = Signal(Status)
+        error = Signal(ERROR_NUMBER)
+        address = Signal(self._address_bits)
+        with m.If(~s3.known | ~stream_valid_3):
+            m.d.comb += status.eq(Status.NO_STREAM)
+        with m.Elif(stream_error_3):
+            m.d.comb += status.eq(Status.DROPPED)
+        with m.Elif(seg.error.valid):
+            m.d.comb += [status.eq(Status.ERROR), error.eq(seg.error)]
+        with m.Elif(seg.tagged):
+            m.d.comb += [status.eq(Status.ERROR), address.eq(region.address)]
+            with m.If(seg.payload_length == 0):
+                m.d.comb += status.eq(Status.ACCEPTED)  # RFC 5041 5.2: not checked
+            with m.Elif(region.invalid):
+                m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x00)
+            with m.Elif((region.pd != stream_pd_3) | region.stream_mismatch):
+                m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x02)
+            with m.Elif(region.access_denied):
+                m.d.comb += _report(error, _LAYER_RDMAP, _REMOTE_PROTECTION, 0x02)
+            with m.Elif(region.below_base | region.past_end):
+                m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x01)
+            with m.Elif(region.wrap):
+                m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x03)
+            with m.Else():
+                m.d.comb += status.eq(Status.ACCEPTED)
+        with m.Else():
+            m.d.comb += [status.eq(Status.ERROR), address.eq(buffers.result.address)]
+            with m.If(~s3.qn_ok):
+                m.d.comb += _report(error, _LAYER_DDP, _UNTAGGED_BUFFER, 0x01)
+            with m.Elif(buffers.result.fault != UntaggedFault.NONE):
+                m.d.comb += _report(error, _LAYER_DDP, _UNTAGGED_BUFFER, buffers.result.fault.as_value())
+            with m.Else():
+                m.d.comb += status.eq(Status.ACCEPTED)
+
+        commit = s3.valid & advance
+        accepted = status == Status.ACCEPTED
+        has_payload = seg.payload_length != 0
+        tag = Signal(16)
+        with m.If(commit):
+            m.d.sync += tag.eq(tag + 1)
+        m.d.comb += [
+            streams.set_error.eq(commit & (status == Status.ERROR)),
+            streams.set_error_index.eq(s3.index),
+            buffers.retire_en.eq(commit & accepted & ~seg.tagged & seg.last),
+            buffers.retire.stream.eq(s3.index),
+            buffers.retire.qn.eq(seg.qn),
+            buffers.retire.msn.eq(seg.msn),
+            buffers.retire.at_first.eq(buffers.result.at_first),
+        ]
+
+        verdict = Signal(verdict_layout(self._address_bits))
+        m.d.comb += [
+            verdict.tag.eq(tag),
+            verdict.association.eq(seg.association),
+            verdict.stream_id.eq(seg.stream_id),
+            verdict.tsn.eq(seg.tsn),
+            verdict.ddp_ssn.eq(seg.ddp_ssn),
+            verdict.tagged.eq(seg.tagged),
+            verdict.last.eq(seg.last),
+            verdict.opcode.eq(seg.opcode),
+            verdict.stag.eq(seg.stag),
+            verdict.qn.eq(seg.qn),
+            verdict.msn.eq(seg.msn),
+            verdict.mo.eq(seg.mo),
+            verdict.invalidate_stag.eq(seg.invalidate_stag),
+            verdict.payload_length.eq(seg.payload_length),
+            verdict.host_address.eq(Mux(accepted & has_payload, address, 0)),
+            verdict.status.eq(status),
+            verdict.error.eq(error),
+            verdict.message_length.eq(Mux(accepted & ~seg.tagged & seg.last, message_length, 0)),
+            verdicts.w_data.eq(verdict),
+            verdicts.w_en.eq(commit),
+        ]
+        command = Signal(dma_command_layout(self._address_bits))
+        m.d.comb += [
+            command.address.eq(address),
+            command.length.eq(seg.payload_length),
+            command.tag.eq(tag),
+            commands.w_data.eq(command),
+            commands.w_en.eq(commit & accepted & has_payload),
+            decisions.w_data.eq(accepted),
+            # A packet follows only if the validator passed the header (its payload is dropped there).
+            decisions.w_en.eq(commit & has_payload & ~seg.error.valid),
+        ]
+
+        # Outputs.
+        m.d.comb += [
+            self.verdict.valid.eq(verdicts.r_rdy),
+            self.verdict.payload.eq(verdicts.r_data),
+            verdicts.r_en.eq(self.verdict.ready),
+            self.cmd.valid.eq(commands.r_rdy),
+            self.cmd.payload.eq(commands.r_data),
+            commands.r_en.eq(self.cmd.ready),
+        ]
+
+        # Payload: forward the packet of an accepted segment, consume a refused one.
+        forward = decisions.r_data[0]
+        beat = self.payload_in
+        m.d.comb += [
+            self.payload_out.payload.eq(beat.payload),
+            self.payload_out.valid.eq(beat.valid & decisions.r_rdy & forward),
+            beat.ready.eq(decisions.r_rdy & (~forward | self.payload_out.ready)),
+            decisions.r_en.eq(beat.valid & beat.ready & beat.payload.last),
+        ]
+        return m

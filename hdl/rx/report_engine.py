@@ -1,0 +1,85 @@
+"""Completion engine of the receive path: verdicts joined with DMA completions.
+
+Each segment verdict (:func:`hdl.rx.placement_check.verdict_layout`) becomes one
+SEGMENT record (:func:`hdl.abi.report_layout`). A verdict whose
+segment placed bytes (status ACCEPTED, payload length > 0) waits for its
+DMA command's ``done`` (same ``tag``), so a record never announces bytes
+that are not yet in host memory; the others pass at once, but never
+overtake an earlier verdict (records keep segment order, RFC 5041 5.3).
+Chunk errors from the chunk parser become CHUNK_ERROR records; the two
+kinds alternate when both wait.
+
+Latency: a record leaves three cycles after its verdict (and ``done``, if
+needed) arrive: two in the input buffers, one in the output register.
+Throughput: one record per cycle.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out, connect
+
+from hdl.rx.chunk_parser import chunk_error_layout
+from hdl.rx.dma_writer import dma_done_layout
+from hdl.rx.placement_check import Status, verdict_layout
+from hdl.stream.queue import StreamBuffer
+from hdl.abi import ReportKind, report_layout, segment_report_fields
+
+__all__ = ["ReportEngine"]
+
+
+class ReportEngine(wiring.Component):
+    def __init__(self, address_bits: int = 64):
+        super().__init__({
+            "verdict": In(stream.Signature(verdict_layout(address_bits))),
+            "done": In(stream.Signature(dma_done_layout())),
+            "chunk_errors": In(stream.Signature(chunk_error_layout())),
+            "report": Out(stream.Signature(report_layout(address_bits))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        # Each input through a 2-deep FIFO with a registered output, so the
+        # decision below starts at flip-flops (the upstream FIFOs' outputs are
+        # LUT-RAM reads; chained with it, this was the engine's critical path).
+        buffers = []
+        for name, port in (("verdict", self.verdict), ("done", self.done), ("errors", self.chunk_errors)):
+            buffer = m.submodules[f"{name}_buffer"] = StreamBuffer(port.payload.shape())
+            connect(m, wiring.flipped(port), buffer.sink)
+            buffers.append(buffer.source)
+        verdict, done, errors = buffers
+        report = self.report
+        head = verdict.payload
+        needs_done = (head.status == Status.ACCEPTED) & (head.payload_length != 0)
+        verdict_ready = verdict.valid & (~needs_done | done.valid)
+        prefer_errors = Signal()  # alternate when both kinds wait
+
+        segment_record = Signal(report_layout(len(head.host_address)))
+        error_record = Signal(report_layout(len(head.host_address)))
+        m.d.comb += [
+            segment_record.eq(0),
+            segment_record.kind.eq(ReportKind.SEGMENT),
+            segment_record.status.eq(head.status),
+            segment_record.dma_error.eq(needs_done & done.payload.error),
+            segment_record.error.eq(head.error),
+        ]
+        for name in segment_report_fields():
+            m.d.comb += getattr(segment_record, name).eq(getattr(head, name))
+        m.d.comb += [
+            error_record.eq(0),
+            error_record.kind.eq(ReportKind.CHUNK_ERROR),
+            error_record.chunk_error.eq(errors.payload.kind),
+            error_record.association.eq(errors.payload.association),
+            error_record.tsn.eq(errors.payload.tsn),
+        ]
+
+        take_error = errors.valid & (prefer_errors | ~verdict_ready)
+        take_verdict = verdict_ready & ~take_error
+        with m.If(~report.valid | report.ready):
+            m.d.sync += report.valid.eq(take_error | take_verdict)
+            with m.If(take_error):
+                m.d.sync += [report.payload.eq(error_record), prefer_errors.eq(0)]
+                m.d.comb += errors.ready.eq(1)
+            with m.Elif(take_verdict):
+                m.d.sync += [report.payload.eq(segment_record), prefer_errors.eq(1)]
+                m.d.comb += [verdict.ready.eq(1), done.ready.eq(needs_done)]
+        return m

@@ -1,0 +1,323 @@
+"""Posted Untagged Buffers and the untagged placement checks (RFC 5041 5.2, 7.1).
+
+Each (stream, QN) queue owns ``depth`` slots. The host posts a buffer
+{host address, length} on ``post``; it takes the queue's next MSN, starting
+at 1 (RFC 5041 5.2: the first message of a queue has MSN 1), and the slot
+``MSN mod depth``. A slot is *live* from its post until its buffer is
+retired. Per queue the block keeps ``next_post`` (the MSN the next post
+takes) and ``first`` (the start of the legal MSN window).
+
+Checks of a lookup {stream, qn, msn, mo, length}, in the order of the golden
+model (``model.ddp.sink.DdpSink._validate_untagged``):
+
+1. MSN behind the window, ``(msn - first) mod 2**32 >= 2**31`` -> MSN range
+   (7.1 untagged item 5; DDP 0x2/0x03);
+2. no live slot holds this MSN: if ``(msn - next_post) mod 2**32 < 2**31``
+   the ULP has not posted it -> no buffer (item 2; 0x2/0x02), else it is
+   inside the window but already consumed -> MSN range (0x2/0x03);
+3. for a non-zero payload, ``mo >= buffer length`` -> invalid MO (item 3;
+   0x2/0x04), then ``mo + length > buffer length`` -> message too long
+   (item 4; 0x2/0x05). Zero-length segments need their buffer but place
+   nothing, so MO is not checked (RFC 5041 5.2).
+
+``address`` is ``buffer address + mo``. The QN must be below ``queues``; the
+caller refuses other QNs (0x2/0x01) before using the result.
+
+Retirement: the caller retires a buffer by a cycle with ``retire_en`` high
+when it accepts the segment with L = 1 of that MSN (RFC 5041 5.4: the
+message is complete). The slot stops being live; if the MSN was ``first``,
+``first`` moves past it. For in-order traffic (every message of a queue
+completes in MSN order) this is exactly the model, which retires a buffer
+when its message is delivered and starts the window at the oldest buffer
+not yet consumed. Out-of-order arrival differs from the model as follows:
+
+* a buffer is retired when the L = 1 segment is *accepted*, not when the
+  message is delivered in DDP-SSN order, so a segment of that message that
+  arrives after its L = 1 segment finds no live slot: MSN range, where the
+  model still places it;
+* when a later message completes before an earlier one, ``first`` stays at
+  the earlier MSN and is not advanced past the already retired later slot
+  when the earlier one completes; the window start is then taken as no
+  earlier than ``next_post - depth`` (all live buffers lie in
+  ``[next_post - depth, next_post)``). The lag changes only which error a
+  segment far ahead (about 2**31 MSNs) gets, MSN range instead of no
+  buffer; buffers are found by their live slot, never through ``first``.
+
+Hazards: a lookup reads the queue and slot state on the cycle it is taken;
+the reads are transparent for the retire and post writes, so a retirement
+or post on that same cycle is seen. The caller must not take a lookup of a
+queue while an earlier lookup of that queue that may retire is between
+taking and retirement (PlacementCheck interlocks whole streams).
+
+Posting: ``post`` is handled by a small state machine: read ``next_post``,
+read the slot's live bit, then write the slot and ``next_post + 1``. A post
+to a queue whose next slot is still live (``depth`` buffers outstanding)
+waits (``post.ready`` low) until a retirement frees that slot; a host that
+gives up (drops ``valid``, outside the stream rules) leaves no trace. A post
+takes three cycles; lookups are never held up by posts.
+
+Latency: a lookup taken on a cycle with ``en`` high has its ``result``
+three advances later. Throughput: one lookup per cycle.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = [
+    "UntaggedFault", "buffer_post_layout", "untagged_lookup_layout", "untagged_result_layout",
+    "untagged_retire_layout", "UntaggedBuffers",
+]
+
+_MSN_BITS = 32
+_HALF = 1 << (_MSN_BITS - 1)
+_BUFFER_LENGTH_BITS = 32
+
+
+class UntaggedFault(enum.Enum, shape=3):
+    """Outcome of the untagged checks; the value is the RFC 5041 7.2 type 2 code."""
+    NONE = 0
+    NO_BUFFER = 2        # 0x2/0x02
+    MSN_RANGE = 3        # 0x2/0x03
+    INVALID_MO = 4       # 0x2/0x04
+    MESSAGE_TOO_LONG = 5  # 0x2/0x05
+
+
+def _bits(count: int) -> int:
+    return max(1, (count - 1).bit_length())
+
+
+def buffer_post_layout(streams: int, queues: int = 3, address_bits: int = 64) -> data.StructLayout:
+    """A buffer posted by the host on queue ``qn`` of stream ``stream``."""
+    return data.StructLayout({
+        "stream": unsigned(_bits(streams)),
+        "qn": unsigned(_bits(queues)),
+        "address": unsigned(address_bits),
+        "length": unsigned(_BUFFER_LENGTH_BITS),
+    })
+
+
+def untagged_lookup_layout(streams: int, queues: int = 3) -> data.StructLayout:
+    return data.StructLayout({
+        "stream": unsigned(_bits(streams)),
+        "qn": unsigned(_bits(queues)),
+        "msn": unsigned(_MSN_BITS),
+        "mo": unsigned(32),
+        "length": unsigned(16),
+    })
+
+
+def untagged_result_layout(address_bits: int = 64) -> data.StructLayout:
+    return data.StructLayout({
+        "fault": UntaggedFault,
+        "address": unsigned(address_bits),
+        "at_first": unsigned(1),          # the MSN is the window start (retiring it advances it)
+    })
+
+
+def untagged_retire_layout(streams: int, queues: int = 3) -> data.StructLayout:
+    return data.StructLayout({
+        "stream": unsigned(_bits(streams)),
+        "qn": unsigned(_bits(queues)),
+        "msn": unsigned(_MSN_BITS),
+        "at_first": unsigned(1),          # from the lookup's result: advance ``first``
+    })
+
+
+class UntaggedBuffers(wiring.Component):
+    """Posted receive buffers of ``streams x queues`` queues, ``depth`` deep, and their checks.
+
+    Parameters
+    ----------
+    streams : int
+        DDP streams (rows of the stream table).
+    queues : int
+        Queues per stream (RDMAP uses QN 0 Send, 1 Read Request, 2 Terminate).
+    depth : int
+        Buffers per queue, a power of two.
+    address_bits : int
+        Width of a host address.
+
+    Ports
+    -----
+    post : ``In(stream.Signature(buffer_post_layout(...)))``
+        Host posts; each takes the queue's next MSN.
+    en : ``In(1)``
+        Pipeline advance: ``lookup`` is taken and every stage moves when high.
+    lookup : ``In(untagged_lookup_layout(...))``
+        The segment to check (``qn`` below ``queues``).
+    result : ``Out(untagged_result_layout(...))``
+        Outcome of the lookup taken three advances earlier.
+    retire_en : ``In(1)``, retire : ``In(untagged_retire_layout(...))``
+        Retire the buffer of ``msn`` (one cycle, any time).
+    """
+
+    latency = 3
+
+    def __init__(self, streams: int, *, queues: int = 3, depth: int = 8, address_bits: int = 64):
+        if depth < 1 or depth & (depth - 1):
+            raise ValueError(f"Queue depth must be a power of two, not {depth}")
+        if depth > _HALF:
+            raise ValueError("Queue depth must be below 2**31")
+        self._streams, self._queues, self._depth = streams, queues, depth
+        self._address_bits = address_bits
+        super().__init__({
+            "post": In(stream.Signature(buffer_post_layout(streams, queues, address_bits))),
+            "en": In(1),
+            "lookup": In(untagged_lookup_layout(streams, queues)),
+            "result": Out(untagged_result_layout(address_bits)),
+            "retire_en": In(1),
+            "retire": In(untagged_retire_layout(streams, queues)),
+        })
+
+    @property
+    def _queue_bits(self) -> int:
+        return max(1, (self._queues - 1).bit_length())
+
+    def _queue_index(self, stream_index, qn):
+        # A power-of-two stride per stream: an index made of wires, no multiplier
+        # in the lookup path (a stride of 3 put a DSP multiply in front of the
+        # queue-state RAMs and limited the engine to 94 MHz on ECP5).
+        return Cat(qn[:self._queue_bits], stream_index)
+
+    def _slot_index(self, stream_index, qn, msn):
+        slot_bits = (self._depth - 1).bit_length()
+        queue = self._queue_index(stream_index, qn)
+        return Cat(msn[:slot_bits], queue) if slot_bits else queue
+
+    def elaborate(self, platform):
+        m = Module()
+        depth = self._depth
+        queue_count = self._streams << self._queue_bits
+        descriptor_layout = data.StructLayout({
+            "msn": unsigned(_MSN_BITS), "address": unsigned(self._address_bits),
+            "length": unsigned(_BUFFER_LENGTH_BITS)})
+
+        # Queue state: `first` (written by retirement), `next_post` (written by posts).
+        first_mem = m.submodules.first = memory.Memory(shape=_MSN_BITS, depth=queue_count, init=[1] * queue_count)
+        next_mem = m.submodules.next_post = memory.Memory(shape=_MSN_BITS, depth=queue_count,
+                                                          init=[1] * queue_count)
+        live_mem = m.submodules.live = memory.Memory(shape=1, depth=queue_count * depth, init=[])
+        desc_mem = m.submodules.descriptors = memory.Memory(shape=descriptor_layout, depth=queue_count * depth,
+                                                            init=[])
+        first_w = first_mem.write_port()
+        next_w = next_mem.write_port()
+        live_w = live_mem.write_port()
+        desc_w = desc_mem.write_port()
+        first_r = first_mem.read_port(transparent_for=(first_w,))
+        next_r = next_mem.read_port(transparent_for=(next_w,))
+        live_r = live_mem.read_port(transparent_for=(live_w,))
+        desc_r = desc_mem.read_port(transparent_for=(desc_w,))
+        post_next_r = next_mem.read_port()
+        post_live_r = live_mem.read_port(transparent_for=(live_w,))
+
+        # Retirement (has priority on the live-bit write port).
+        retire = self.retire
+        retire_slot = self._slot_index(retire.stream, retire.qn, retire.msn)
+        post_writing = Signal()
+        m.d.comb += [
+            first_w.addr.eq(self._queue_index(retire.stream, retire.qn)),
+            first_w.data.eq(retire.msn + 1),
+            first_w.en.eq(self.retire_en & retire.at_first),
+        ]
+
+        # Posting state machine.
+        # IDLE presents the queue index (payload is stable while valid), READ_LIVE has
+        # next_post and presents its slot, CHECK has the live bit and writes if free.
+        post = self.post.payload
+        post_msn = Signal(_MSN_BITS)
+        post_slot = self._slot_index(post.stream, post.qn, post_msn)
+        m.d.comb += [
+            post_next_r.addr.eq(self._queue_index(post.stream, post.qn)),
+            post_live_r.addr.eq(self._slot_index(post.stream, post.qn, post_next_r.data)),
+        ]
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.post.valid):
+                    m.next = "READ_LIVE"
+            with m.State("READ_LIVE"):
+                m.d.sync += post_msn.eq(post_next_r.data)
+                with m.If(self.post.valid):
+                    m.next = "CHECK"
+                with m.Else():
+                    m.next = "IDLE"
+            with m.State("CHECK"):
+                with m.If(~self.post.valid):
+                    m.next = "IDLE"
+                with m.Elif(~post_live_r.data & ~self.retire_en):
+                    m.d.comb += [post_writing.eq(1), self.post.ready.eq(1)]
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "READ_LIVE"   # full (or port busy): read again
+
+        m.d.comb += [
+            live_w.addr.eq(Mux(self.retire_en, retire_slot, post_slot)),
+            live_w.data.eq(~self.retire_en),
+            live_w.en.eq(self.retire_en | post_writing),
+            desc_w.addr.eq(post_slot),
+            desc_w.data.msn.eq(post_msn),
+            desc_w.data.address.eq(post.address),
+            desc_w.data.length.eq(post.length),
+            desc_w.en.eq(post_writing),
+            next_w.addr.eq(self._queue_index(post.stream, post.qn)),
+            next_w.data.eq(post_msn + 1),
+            next_w.en.eq(post_writing),
+        ]
+
+        # Stage 0: read the queue state and the slot of the MSN.
+        lookup = self.lookup
+        queue_index = self._queue_index(lookup.stream, lookup.qn)
+        m.d.comb += [
+            first_r.addr.eq(queue_index), first_r.en.eq(self.en),
+            next_r.addr.eq(queue_index), next_r.en.eq(self.en),
+            live_r.addr.eq(self._slot_index(lookup.stream, lookup.qn, lookup.msn)), live_r.en.eq(self.en),
+            desc_r.addr.eq(self._slot_index(lookup.stream, lookup.qn, lookup.msn)), desc_r.en.eq(self.en),
+        ]
+        s1 = Signal(untagged_lookup_layout(self._streams, self._queues))
+        with m.If(self.en):
+            m.d.sync += s1.eq(lookup)
+
+        # Stage 1: one subtractor or comparator per result.
+        s2 = Signal(data.StructLayout({
+            "from_first": _MSN_BITS, "from_next": _MSN_BITS, "outstanding": _MSN_BITS,
+            "present": 1, "at_first": 1, "nonzero": 1, "mo": 32, "mo_end": 33,
+            "buffer_length": _BUFFER_LENGTH_BITS, "buffer_address": self._address_bits,
+        }))
+        with m.If(self.en):
+            m.d.sync += [
+                s2.from_first.eq(s1.msn - first_r.data),
+                s2.from_next.eq(s1.msn - next_r.data),
+                s2.outstanding.eq(next_r.data - first_r.data),
+                s2.present.eq(live_r.data & (desc_r.data.msn == s1.msn)),
+                s2.at_first.eq(s1.msn == first_r.data),
+                s2.nonzero.eq(s1.length != 0),
+                s2.mo.eq(s1.mo),
+                s2.mo_end.eq(s1.mo + s1.length),
+                s2.buffer_length.eq(desc_r.data.length),
+                s2.buffer_address.eq(desc_r.data.address),
+            ]
+
+        # Stage 2: compares, the window start bound, the address; then the fault in model order.
+        # With `first` lagging (out-of-order retirement) the window starts at next_post - depth,
+        # i.e. msn - start = from_next + depth.
+        behind_first = s2.from_first[_MSN_BITS - 1]
+        behind_floor = (s2.from_next + depth)[_MSN_BITS - 1] if depth < _HALF else 0
+        behind = Mux(s2.outstanding > depth, behind_floor, behind_first)
+        fault = Signal(UntaggedFault)
+        with m.If(behind):
+            m.d.comb += fault.eq(UntaggedFault.MSN_RANGE)
+        with m.Elif(~s2.present):
+            m.d.comb += fault.eq(Mux(s2.from_next[_MSN_BITS - 1], UntaggedFault.MSN_RANGE, UntaggedFault.NO_BUFFER))
+        with m.Elif(s2.nonzero & (s2.mo >= s2.buffer_length)):
+            m.d.comb += fault.eq(UntaggedFault.INVALID_MO)
+        with m.Elif(s2.nonzero & (s2.mo_end > s2.buffer_length)):
+            m.d.comb += fault.eq(UntaggedFault.MESSAGE_TOO_LONG)
+        with m.Else():
+            m.d.comb += fault.eq(UntaggedFault.NONE)
+        with m.If(self.en):
+            m.d.sync += [
+                self.result.fault.eq(fault),
+                self.result.address.eq(s2.buffer_address + s2.mo),
+                self.result.at_first.eq(s2.at_first),
+            ]
+        return m

@@ -1,0 +1,1 @@
+"""Stream components shared by every datapath: the packet layout, queues, buffers, arbiters, realignment, CRC32c."""

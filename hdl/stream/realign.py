@@ -1,0 +1,130 @@
+"""Drop the first N bytes of each packet and re-pack the rest to lane 0.
+
+The chunk parser and the DDP header validator both need this: a chunk starts
+at any 4-byte offset of an SCTP packet (RFC 4960 3.2), and the DDP payload
+starts 14 or 18 bytes into a segment (RFC 5041 4.2, 4.3).
+
+Output beat ``k`` of a packet holds input bytes ``N + kW .. N + kW + W - 1``.
+With ``N = sW + a`` (``1 <= a <= W``, ``s`` whole beats skipped) it is lanes
+``a .. W-1`` of input beat ``k + s - 1`` followed by lanes ``0 .. a-1`` of
+input beat ``k + s``: a byte shifter over the concatenation of the previous
+and the current beat, one beat of history and no buffering beyond it.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stream.packet import packet_signature
+
+__all__ = ["Realign"]
+
+
+class Realign(wiring.Component):
+    """Drop the first ``drop`` bytes of every packet on ``sink``; lane 0 of ``source`` is the next byte.
+
+    Parameters
+    ----------
+    width_bytes : int
+        Datapath width ``W`` in bytes, a power of two.
+    max_drop : int
+        Largest ``drop`` value used (sets the counter widths).
+
+    Ports
+    -----
+    sink : ``In(packet_signature(W))``
+        Packets; ``keep`` may be partial on the last beat only.
+    drop : ``In(stream.Signature(unsigned(bits(max_drop))))``
+        One transfer per packet: the bytes to drop. It must be valid from the
+        packet's first beat on; it is taken (``ready``) with the last beat.
+    source : ``Out(packet_signature(W))``
+        The packet without its first ``drop`` bytes. A packet of at most
+        ``drop`` bytes produces no beat at all.
+
+    Latency: one cycle from an input beat to the output beat it completes.
+    Throughput: one beat per cycle. A packet of two or more kept beats whose
+    last beat holds more than ``drop mod W`` bytes (``drop mod W != 0``) needs
+    one more output beat than it has kept input beats and takes one extra
+    cycle (the input waits); a packet whose kept bytes sit in one beat never
+    does. Output is registered; ``sink.ready`` follows ``source.ready``
+    combinationally.
+    """
+
+    def __init__(self, width_bytes: int, max_drop: int):
+        if width_bytes < 1 or width_bytes & (width_bytes - 1):
+            raise ValueError(f"Width must be a power of two, not {width_bytes}")
+        self._width = width_bytes
+        self._max_drop = max_drop
+        super().__init__({
+            "sink": In(packet_signature(width_bytes)),
+            "drop": In(stream.Signature(range(max_drop + 1))),
+            "source": Out(packet_signature(width_bytes)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._width
+        lane_bits = (width - 1).bit_length()
+        sink, source = self.sink.payload, self.source.payload
+
+        started = Signal()          # a beat of the current packet was taken
+        flush = Signal()            # the tail of the last beat is still to go out
+        skip = Signal(range(self._max_drop // width + 1))
+        amount = Signal(range(width + 1))   # a, 1..W
+        prev_data = Signal(8 * width)
+        prev_keep = Signal(width)
+
+        # The packet's first beat takes its skip count and shift from `drop`.
+        drop = self.drop.payload
+        drop_lanes = drop[:lane_bits] if lane_bits else Const(0, 1)
+        first_amount = Mux(drop_lanes == 0, width, drop_lanes)
+        first_skip = drop >> lane_bits
+        held = started | flush
+        cur_amount = Mux(held, amount, first_amount)
+        cur_skip = Mux(started, skip, first_skip)
+
+        # A last beat with nothing held before it (a < W) is shifted on its own: no tail cycle.
+        prev_empty = ~(held & prev_keep[0])
+        direct = ~flush & prev_empty & sink.last & (cur_amount != width)
+        low_data = Mux(direct, sink.data, prev_data)
+        low_keep = Mux(direct, sink.keep, Mux(held, prev_keep, 0))
+        high_data = Mux(flush | direct, 0, sink.data)
+        high_keep = Mux(flush | direct, 0, sink.keep)
+        out_data = Cat(low_data, high_data).bit_select(cur_amount * 8, 8 * width)
+        out_keep = Cat(low_keep, high_keep).bit_select(cur_amount, width)
+        # Bytes of the current beat beyond lane a-1 need one more output beat.
+        tail = ~direct & Cat(sink.keep, Const(0, 1)).bit_select(cur_amount, 1)
+
+        can_out = ~self.source.valid | self.source.ready
+        m.d.comb += self.sink.ready.eq(can_out & ~flush & (started | self.drop.valid))
+        accept = self.sink.valid & self.sink.ready
+        m.d.comb += self.drop.ready.eq(accept & sink.last)
+
+        with m.If(self.source.ready):
+            m.d.sync += self.source.valid.eq(0)
+        with m.If(flush):
+            with m.If(can_out):
+                m.d.sync += [
+                    self.source.valid.eq(1),
+                    source.data.eq(out_data),
+                    source.keep.eq(out_keep),
+                    source.last.eq(1),
+                    flush.eq(0),
+                ]
+        with m.Elif(accept):
+            m.d.sync += [amount.eq(cur_amount), started.eq(~sink.last)]
+            with m.If(cur_skip != 0):
+                m.d.sync += [skip.eq(cur_skip - 1), prev_keep.eq(0)]
+            with m.Else():
+                m.d.sync += [
+                    skip.eq(0),
+                    prev_data.eq(sink.data),
+                    prev_keep.eq(sink.keep),
+                    # Nothing of the previous beat in lane 0: the first kept beat is only held.
+                    self.source.valid.eq(out_keep[0]),
+                    source.data.eq(out_data),
+                    source.keep.eq(out_keep),
+                    source.last.eq(sink.last & ~tail),
+                    flush.eq(sink.last & tail),
+                ]
+        return m

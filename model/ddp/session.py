@@ -1,0 +1,768 @@
+"""DDP Stream Sessions over one SCTP association (RFC 5043 6, 10; RFC 6581 7-9), sans-I/O.
+
+`DdpSessions` runs the session of every DDP stream of an association.  It
+sits above any LLP that carries (stream_id, ppid, payload) DATA messages and
+reports per-stream acknowledgements:
+
+* LLP -> `receive(stream_id, ppid, payload)` for PPID 16 and 17 user data;
+  `acknowledged(stream_id, count)` when `count` more chunks of that stream
+  are acknowledged;
+* `messages_to_send()` -> [(stream_id, ppid, payload)], to be sent
+  unordered (U=1) and unfragmented (RFC 5043 10, 9);
+* user -> `initiate`, `accept`, `reject`, `terminate`, `send_segment`;
+* events (frozen dataclasses below) returned by `receive`, `acknowledged`
+  and `accept`.
+
+Rules and decisions:
+
+* DDP-SSN: 0 for each session's first chunk, +1 per chunk, no gaps (6, 6.1),
+  assigned when a chunk is handed to the LLP, so queued segments follow an
+  RTR that is decided later.
+* Legal sequences (6.2-6.4 and their RFC 6581 7 twins, which do not mix
+  with the plain codes): active Initiate [segments] [Terminate]; passive
+  Accept [segments] [Terminate], or Reject, or Terminate.  The peer's chunks
+  are judged in DDP-SSN order (6.1); anything else terminates the session
+  (`SessionTerminated` with ILLEGAL_SEQUENCE, and a Terminate sent).
+* A received Terminate is answered with our own unless we already sent a
+  final message (allowed: "the final User Data Chunk for each side MAY be a
+  DDP Stream Terminate", 6.2).  This tells each side when the other's chunks
+  are all in, which 6.6 needs before a stream id is reused.
+* 6.6: a control message waits until every earlier chunk of the stream is
+  acknowledged or the previous control message is answered (the Initiate by
+  the passive side's first message, an Enhanced Accept by the RTR).
+* The active side sends DDP segments only after the Accept: 6.6 would allow
+  them once the Initiate is acknowledged, but 6.3 lets each party send "a
+  single non-payload message before the other end commits" and a rejected
+  session is just Initiate, Reject.  Segments of a tolerant peer that does
+  send early are held until the user accepts (dropped on reject).
+* 6.4: at most `pending_limit` Initiates wait for the user; beyond, the
+  answer is a Terminate (`InitiateRefused`, reason PENDING_LIMIT).  A Reject
+  is only sent by `reject()` (6.3), except the RFC 6581 7 provider reject
+  when no RTR option or IRD matches (`InitiateRefused`, NEGOTIATION_FAILED).
+* Stream reuse (6.6): `initiate` raises `StreamBusy` until the previous
+  session on that stream is over on both sides and all our chunks are
+  acknowledged (`StreamReleased` event, `stream_available()`).  A peer that
+  never sends its final message keeps the stream busy.
+* DDP-SSN validity (10): a chunk is accepted only if its DDP-SSN is at most
+  32766 after the lowest one not yet received and not received before;
+  checked before anything is stored.  An invalid DDP-SSN terminates the
+  session (INVALID_DDP_SSN).  The sender keeps at most 32767 chunks of a
+  stream unacknowledged (`MAX_UNACKNOWLEDGED`); more `send_segment` calls
+  queue.
+* Received segments are reported at once (`SegmentReceived`, possibly out of
+  DDP-SSN order; the DDP sink orders delivery) once the session is open; a
+  segment the session cannot take yet (before the user's accept, before the
+  RTR) is held and reported in order when it can.
+* Enhanced sessions (RFC 6581): the responder's `accept` negotiates with
+  `model.ddp.negotiation.respond` (`InitiateReceived.proposal` shows the
+  outcome with the endpoint's default resources); the initiator checks the
+  Enhanced Accept with `check_reply` and, on success, sends the RTR chosen
+  (`rtr_segment`) as its first segment, before any user segment.  The
+  responder holds its own segments until the RTR arrives and then reports
+  `RtrReceived`; the RTR is consumed here, not passed on as a segment (a
+  Read RTR is not answered with a Read Response).  A first segment that is
+  not an accepted RTR, or a failed negotiation at the initiator, sends an
+  RDMAP Terminate with LLP layer 2, EType 0, code 0x07 or 0x06
+  (`llp_terminate_segment`, MSN 1 of QN 2) and then the session Terminate.
+  An unenhanced endpoint (`responder=None`) answers an Enhanced Initiate
+  with a Terminate (RFC 6581 10: the initiator may retry unenhanced).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Union
+
+from model.ddp.sctp_adaptation import (
+    DdpSegmentChunkData,
+    EnhancedData,
+    FunctionCode,
+    SessionControl,
+)
+from model.errors import DecodeError, LlpError, RnicError, check_field
+from model.ddp.negotiation import (
+    LocalResources,
+    NegotiatedParameters,
+    NegotiationFailed,
+    check_reply,
+    initiator_data,
+    is_rdmap_terminate,
+    llp_terminate_segment,
+    respond,
+    rtr_segment,
+    rtr_type_of,
+    RtrType,
+)
+from model.sctp.packet import PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL
+
+MAX_UNACKNOWLEDGED = 32767
+"""RFC 5043 10: never more than 32767 chunks of one stream without acknowledgement."""
+RECEIVE_WINDOW = 32767
+"""RFC 5043 10: a received DDP-SSN is valid if at most RECEIVE_WINDOW - 1 after the lowest missing one."""
+DEFAULT_PENDING_LIMIT = 16
+"""RFC 5043 6.4: the finite number of Initiates that may wait for the user."""
+_SSN_MASK = 0xFFFF
+
+
+# -- exceptions (local misuse) ---------------------------------------------------
+
+
+class SessionStateError(RnicError):
+    """A user call that the stream's session state does not allow."""
+
+
+class StreamBusy(SessionStateError):
+    """RFC 5043 6.6: the stream id still carries, or may still receive, chunks of a session."""
+
+
+class UnexpectedPpid(RnicError, ValueError):
+    """`receive` was given a PPID other than 16 or 17 (RFC 5043 5.2)."""
+
+
+class AcknowledgementError(RnicError, ValueError):
+    """`acknowledged` reported more chunks than are outstanding on the stream."""
+
+
+class NegotiationRefused(SessionStateError):
+    """`accept` with resources that cannot accept this Enhanced Initiate (RFC 6581 9): use `reject`."""
+
+    def __init__(self, failed: NegotiationFailed):
+        self.error = failed.error
+        super().__init__(f"RFC 6581 9: cannot accept, {failed.error.name}")
+
+
+# -- events ------------------------------------------------------------------------
+
+
+class TerminationCause(Enum):
+    PEER_TERMINATE = "the peer sent a Terminate"
+    PEER_NON_ULP_REJECT = "the peer answered the Initiate with a Terminate (RFC 5043 6.4)"
+    ILLEGAL_SEQUENCE = "the peer broke the legal sequences (RFC 5043 6.1)"
+    INVALID_DDP_SSN = "the peer sent an invalid DDP-SSN (RFC 5043 10)"
+    NEGOTIATION_FAILED = "enhanced negotiation failed (RFC 6581 8, 9)"
+
+
+class RefusalReason(Enum):
+    PENDING_LIMIT = "too many Initiates pending (RFC 5043 6.4)"
+    ENHANCED_UNSUPPORTED = "Enhanced Initiate to an unenhanced endpoint (RFC 6581 10)"
+    NEGOTIATION_FAILED = "no matching RTR option or insufficient IRD (RFC 6581 7, 9)"
+
+
+class SessionPhase(Enum):
+    AWAITING_INITIATE = "chunks arrived before the Initiate"
+    INITIATING = "active: Initiate sent, no answer yet"
+    PENDING = "passive: Initiate reported, waiting for accept/reject"
+    AWAITING_RTR = "passive, enhanced peer-to-peer: accepted, waiting for the RTR"
+    ESTABLISHED = "segments flow"
+    CLOSING = "our final message is queued or sent; waiting for the peer's"
+
+
+@dataclass(frozen=True)
+class InitiateReceived:
+    """Passive side: an Initiate (5.2.3) that needs `accept` or `reject`.
+
+    `enhanced`: the initiator's RFC 6581 9 data (None for a plain Initiate);
+    `proposal`: what `accept` with the endpoint's default resources gives."""
+
+    stream_id: int
+    private_data: bytes
+    enhanced: EnhancedData | None = None
+    proposal: NegotiatedParameters | None = None
+
+
+@dataclass(frozen=True)
+class InitiateRefused:
+    """Passive side: an Initiate answered without the user (Terminate or RFC 6581 Enhanced Reject)."""
+
+    stream_id: int
+    reason: RefusalReason
+    private_data: bytes
+    enhanced: EnhancedData | None = None
+    error: LlpError | None = None
+
+
+@dataclass(frozen=True)
+class SessionAccepted:
+    """Active side: the Accept arrived; `negotiated` for an enhanced session (its RTR is already queued)."""
+
+    stream_id: int
+    private_data: bytes
+    negotiated: NegotiatedParameters | None = None
+
+
+@dataclass(frozen=True)
+class SessionRejected:
+    """Active side: the peer's (Enhanced) Reject, with its private data and RFC 6581 9 values."""
+
+    stream_id: int
+    private_data: bytes
+    enhanced: EnhancedData | None = None
+
+
+@dataclass(frozen=True)
+class RtrReceived:
+    """Passive side, enhanced peer-to-peer: the RTR arrived; queued segments now flow (RFC 6581 9)."""
+
+    stream_id: int
+    rtr: RtrType
+
+
+@dataclass(frozen=True)
+class SegmentReceived:
+    """A DDP segment of the session (RFC 5043 5.2.2), for the DDP sink."""
+
+    stream_id: int
+    ddp_ssn: int
+    segment: bytes
+
+
+@dataclass(frozen=True)
+class SessionTerminated:
+    """The session ended other than by this user's own call.
+
+    `error`/`peer`/`private_data` are set for NEGOTIATION_FAILED: the LLP
+    code sent, the peer's enhanced data and its private data (RFC 6581 9)."""
+
+    stream_id: int
+    cause: TerminationCause
+    error: LlpError | None = None
+    peer: EnhancedData | None = None
+    private_data: bytes = b""
+
+
+@dataclass(frozen=True)
+class StreamReleased:
+    """RFC 5043 6.6: no chunk of the previous session is outstanding; the stream id may be reused."""
+
+    stream_id: int
+
+
+Event = Union[
+    InitiateReceived,
+    InitiateRefused,
+    SessionAccepted,
+    SessionRejected,
+    RtrReceived,
+    SegmentReceived,
+    SessionTerminated,
+    StreamReleased,
+]
+Message = tuple[int, int, bytes]
+
+
+# -- internal state ----------------------------------------------------------------
+
+
+class _Kind(Enum):
+    CONTROL = 1
+    SEGMENT = 2  # the user's: waits for the session to be open
+    SYSTEM = 3  # RTR or LLP Terminate: only the unacknowledged limit applies
+
+
+@dataclass
+class _Outgoing:
+    kind: _Kind
+    body: bytes
+    function: FunctionCode = FunctionCode.TERMINATE  # CONTROL only
+
+
+@dataclass
+class _Inbound:
+    """The peer's direction: lowest DDP-SSN not yet received, and what arrived beyond it."""
+
+    cum: int = 0
+    above: dict[int, tuple[int, object] | None] = field(default_factory=dict)
+
+    def valid(self, ssn: int) -> bool:
+        """RFC 5043 10: the gap must be explainable by unreceived chunks."""
+        return ((ssn - self.cum) & _SSN_MASK) < RECEIVE_WINDOW and ssn not in self.above
+
+
+@dataclass
+class _Session:
+    active: bool
+    phase: SessionPhase
+    resources: LocalResources | None = None
+    next_ssn: int = 0
+    queue: deque[_Outgoing] = field(default_factory=deque)
+    control_confirmed: bool = True
+    our_final: bool = False
+    peer_final: bool = False
+    inbound: _Inbound = field(default_factory=_Inbound)
+    held: list[tuple[int, bytes]] = field(default_factory=list)
+    peer_enhanced: EnhancedData | None = None
+    negotiated: NegotiatedParameters | None = None
+
+
+@dataclass
+class _Stream:
+    unacked: int = 0
+    session: _Session | None = None
+    ghost: _Inbound | None = None
+    release_due: bool = False
+
+
+class DdpSessions:
+    """Every DDP Stream Session of one SCTP association (see the module docstring).
+
+    `responder`: the resources used to answer Enhanced Initiates (None: this
+    endpoint does not do RFC 6581 and refuses them).  `pending_limit`: the
+    RFC 5043 6.4 limit of Initiates waiting for the user.
+    """
+
+    def __init__(self, responder: LocalResources | None = None, pending_limit: int = DEFAULT_PENDING_LIMIT):
+        if pending_limit < 0:
+            raise ValueError("pending_limit must be at least 0")
+        self.responder = responder
+        self.pending_limit = pending_limit
+        self._streams: dict[int, _Stream] = {}
+        self._outbox: list[Message] = []
+        self._pending = 0
+
+    # -- queries ---------------------------------------------------------------
+
+    def messages_to_send(self) -> list[Message]:
+        """(stream_id, ppid, payload) DATA messages to send unordered, in DDP-SSN order per stream."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    def stream_available(self, stream_id: int) -> bool:
+        """RFC 5043 6.6: True if `initiate` may open a session on `stream_id`."""
+        stream = self._streams.get(stream_id)
+        return stream is None or (stream.session is None and stream.unacked == 0)
+
+    def phase(self, stream_id: int) -> SessionPhase | None:
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.session is None:
+            return None
+        return SessionPhase.CLOSING if stream.session.our_final else stream.session.phase
+
+    def negotiated(self, stream_id: int) -> NegotiatedParameters | None:
+        """The enhanced parameters in force on the stream's session (RFC 6581 9), if any."""
+        stream = self._streams.get(stream_id)
+        return stream.session.negotiated if stream is not None and stream.session is not None else None
+
+    def unacknowledged(self, stream_id: int) -> int:
+        stream = self._streams.get(stream_id)
+        return stream.unacked if stream is not None else 0
+
+    @property
+    def pending_initiates(self) -> int:
+        return self._pending
+
+    # -- user calls ------------------------------------------------------------
+
+    def initiate(self, stream_id: int, private_data: bytes = b"", enhanced: LocalResources | None = None) -> None:
+        """Active side: send an Initiate, or an Enhanced Initiate with `enhanced` (RFC 5043 6.2, RFC 6581 7)."""
+        stream = self._stream(stream_id)
+        if not self.stream_available(stream_id):
+            raise StreamBusy(f"stream {stream_id}: a previous session may still have chunks outstanding")
+        if enhanced is None:
+            function, body = FunctionCode.INITIATE, bytes(private_data)
+        else:
+            function, body = FunctionCode.ENHANCED_INITIATE, initiator_data(enhanced).encode() + bytes(private_data)
+        SessionControl(0, function, body).encode()  # RFC 5043 5.2.3 limits, before any state changes
+        stream.session = _Session(active=True, phase=SessionPhase.INITIATING, resources=enhanced)
+        stream.ghost = None
+        stream.release_due = True
+        stream.session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
+        self._pump(stream_id, stream)
+
+    def accept(self, stream_id: int, private_data: bytes = b"", resources: LocalResources | None = None) -> list[Event]:
+        """Passive side: accept a pending Initiate (RFC 5043 6.2).  For an Enhanced Initiate,
+        `resources` (default: the endpoint's `responder`) are negotiated (RFC 6581 9)."""
+        stream, session = self._pending_session(stream_id)
+        negotiated: NegotiatedParameters | None = None
+        if session.peer_enhanced is not None:
+            local = resources if resources is not None else self.responder
+            if local is None:
+                raise SessionStateError("an Enhanced Initiate needs local resources to accept")
+            reply, decision = respond(session.peer_enhanced, local)
+            if isinstance(decision, NegotiationFailed):
+                raise NegotiationRefused(decision)
+            function, body = FunctionCode.ENHANCED_ACCEPT, reply.encode() + bytes(private_data)
+            negotiated = decision
+        else:
+            function, body = FunctionCode.ACCEPT, bytes(private_data)
+        SessionControl(0, function, body).encode()
+        self._pending -= 1
+        session.negotiated = negotiated
+        session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
+        session.phase = (
+            SessionPhase.AWAITING_RTR if negotiated is not None and negotiated.peer_to_peer else SessionPhase.ESTABLISHED
+        )
+        events: list[Event] = []
+        self._pump(stream_id, stream)
+        held, session.held = session.held, []
+        for ssn, segment in held:
+            self._in_order_segment(stream_id, stream, session, ssn, segment, events)
+        self._pump(stream_id, stream)
+        self._settle(stream_id, stream, events)
+        return events
+
+    def reject(self, stream_id: int, private_data: bytes = b"") -> None:
+        """Passive side: reject a pending Initiate, at the user's direction only (RFC 5043 6.3)."""
+        stream, session = self._pending_session(stream_id)
+        if session.peer_enhanced is not None:
+            local = self.responder
+            reply = respond(session.peer_enhanced, local)[0] if local is not None else EnhancedData()
+            function, body = FunctionCode.ENHANCED_REJECT, reply.encode() + bytes(private_data)
+        else:
+            function, body = FunctionCode.REJECT, bytes(private_data)
+        SessionControl(0, function, body).encode()
+        self._pending -= 1
+        session.held.clear()
+        self._finish(session, peer_final=True)
+        session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
+        self._pump(stream_id, stream)
+
+    def terminate(self, stream_id: int) -> None:
+        """Either side: end the session with a Terminate (RFC 5043 6.2), after any segments already
+        submitted on an open session; a pending Initiate so answered is a 6.4 non-ULP reject."""
+        stream = self._stream(stream_id)
+        session = stream.session
+        if session is None or session.our_final or session.phase is SessionPhase.AWAITING_INITIATE:
+            raise SessionStateError(f"stream {stream_id}: no session to terminate")
+        if session.phase is SessionPhase.PENDING:
+            self._pending -= 1
+            session.held.clear()
+            session.peer_final = True  # 6.4: the peer's direction ends with its Initiate
+        if session.phase is not SessionPhase.ESTABLISHED:
+            self._drop_user_segments(session)
+        session.our_final = True
+        session.queue.append(_Outgoing(_Kind.CONTROL, b"", FunctionCode.TERMINATE))
+        self._pump(stream_id, stream)
+
+    def send_segment(self, stream_id: int, segment: bytes) -> None:
+        """Queue one DDP segment (RFC 5043 5.2.2); it is sent with the next DDP-SSN once the session
+        is open and fewer than 32767 chunks of the stream are unacknowledged (RFC 5043 10)."""
+        stream = self._stream(stream_id)
+        session = stream.session
+        allowed = (SessionPhase.INITIATING, SessionPhase.AWAITING_RTR, SessionPhase.ESTABLISHED)
+        if session is None or session.our_final or session.phase not in allowed:
+            raise SessionStateError(f"stream {stream_id}: no session open for segments")
+        session.queue.append(_Outgoing(_Kind.SEGMENT, bytes(segment)))
+        self._pump(stream_id, stream)
+
+    # -- LLP input -------------------------------------------------------------
+
+    def acknowledged(self, stream_id: int, count: int) -> list[Event]:
+        """The LLP acknowledged `count` more chunks of `stream_id`."""
+        stream = self._stream(stream_id)
+        if not 0 <= count <= stream.unacked:
+            raise AcknowledgementError(f"stream {stream_id}: {count} acknowledged, {stream.unacked} outstanding")
+        stream.unacked -= count
+        if stream.unacked == 0 and stream.session is not None:
+            stream.session.control_confirmed = True  # 6.6: every earlier control message is received
+        events: list[Event] = []
+        self._pump(stream_id, stream)
+        self._settle(stream_id, stream, events)
+        return events
+
+    def receive(self, stream_id: int, ppid: int, payload: bytes) -> list[Event]:
+        """One DATA chunk's user data with PPID 16 or 17 (RFC 5043 5.2)."""
+        if ppid not in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
+            raise UnexpectedPpid(f"PPID {ppid} is not DDP (16) or DDP session control (17)")
+        stream = self._stream(stream_id)
+        events: list[Event] = []
+        payload = bytes(payload)
+        if len(payload) < 2:
+            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
+            self._settle(stream_id, stream, events)
+            return events
+        ssn = int.from_bytes(payload[:2], "big")
+        item: tuple[int, object]
+        if ppid == PPID_DDP_SEGMENT:
+            item = (ppid, DdpSegmentChunkData.decode(payload).segment)
+        else:
+            try:
+                item = (ppid, SessionControl.decode(payload))
+            except DecodeError:
+                item = (ppid, None)  # not a valid control message: illegal where it falls
+        session = stream.session
+        if session is None:
+            session = self._new_inbound_session(stream, ssn, item)
+            if session is None:
+                return events
+        if not session.inbound.valid(ssn):
+            if not session.our_final:
+                self._violation(stream_id, stream, TerminationCause.INVALID_DDP_SSN, events)
+            self._settle(stream_id, stream, events)
+            return events
+        if ppid == PPID_DDP_SEGMENT and ssn != session.inbound.cum and self._open(session):
+            session.inbound.above[ssn] = None  # placed now, out of order (RFC 5043 10)
+            events.append(SegmentReceived(stream_id, ssn, item[1]))  # type: ignore[arg-type]
+        else:
+            session.inbound.above[ssn] = item
+        self._advance(stream_id, stream, events)
+        self._pump(stream_id, stream)
+        self._settle(stream_id, stream, events)
+        return events
+
+    # -- internals -------------------------------------------------------------
+
+    def _stream(self, stream_id: int) -> _Stream:
+        check_field(stream_id, 16, "stream_id")
+        return self._streams.setdefault(stream_id, _Stream())
+
+    def _pending_session(self, stream_id: int) -> tuple[_Stream, _Session]:
+        stream = self._stream(stream_id)
+        session = stream.session
+        if session is None or session.phase is not SessionPhase.PENDING or session.our_final:
+            raise SessionStateError(f"stream {stream_id}: no Initiate pending")
+        return stream, session
+
+    @staticmethod
+    def _open(session: _Session) -> bool:
+        return session.phase is SessionPhase.ESTABLISHED and not session.our_final and not session.peer_final
+
+    def _new_inbound_session(self, stream: _Stream, ssn: int, item: tuple[int, object]) -> _Session | None:
+        """A chunk on a stream without a session: a new passive session, or a straggler to drop."""
+        if ssn == 0:
+            control = item[1]
+            is_initiate = isinstance(control, SessionControl) and control.function in (
+                FunctionCode.INITIATE,
+                FunctionCode.ENHANCED_INITIATE,
+            )
+            if not is_initiate:
+                return None  # a stray first message; answering it could echo forever
+        elif stream.ghost is not None and stream.ghost.valid(ssn):
+            stream.ghost.above[ssn] = None  # a late chunk of the previous session
+            return None
+        stream.ghost = None
+        stream.release_due = True
+        stream.session = _Session(active=False, phase=SessionPhase.AWAITING_INITIATE)
+        return stream.session
+
+    def _advance(self, stream_id: int, stream: _Stream, events: list[Event]) -> None:
+        """Process the peer's chunks in DDP-SSN order (RFC 5043 6.1)."""
+        while stream.session is not None:
+            session = stream.session
+            inbound = session.inbound
+            if inbound.cum not in inbound.above:
+                return
+            ssn = inbound.cum
+            item = inbound.above.pop(ssn)
+            inbound.cum = (ssn + 1) & _SSN_MASK
+            if item is None or session.peer_final:
+                continue
+            ppid, body = item
+            if ppid == PPID_DDP_SESSION_CONTROL:
+                self._in_order_control(stream_id, stream, session, ssn, body, events)  # type: ignore[arg-type]
+            else:
+                self._in_order_segment(stream_id, stream, session, ssn, body, events)  # type: ignore[arg-type]
+            self._settle(stream_id, stream, events)
+
+    def _in_order_segment(
+        self, stream_id: int, stream: _Stream, session: _Session, ssn: int, segment: bytes, events: list[Event]
+    ) -> None:
+        if session.our_final or session.peer_final:
+            return
+        if session.phase is SessionPhase.ESTABLISHED:
+            events.append(SegmentReceived(stream_id, ssn, segment))
+        elif session.phase is SessionPhase.PENDING:
+            session.held.append((ssn, segment))
+        elif session.phase is SessionPhase.AWAITING_RTR:
+            self._check_rtr(stream_id, stream, session, ssn, segment, events)
+        else:
+            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
+
+    def _check_rtr(
+        self, stream_id: int, stream: _Stream, session: _Session, ssn: int, segment: bytes, events: list[Event]
+    ) -> None:
+        """RFC 6581 9: the initiator's first message is one of the RTRs offered."""
+        accepted = session.negotiated.rtr_accepted if session.negotiated is not None else frozenset()
+        rtr = rtr_type_of(segment)
+        if rtr is not None and rtr in accepted:
+            session.phase = SessionPhase.ESTABLISHED
+            session.control_confirmed = True  # the RTR answers our Enhanced Accept
+            events.append(RtrReceived(stream_id, rtr))
+            self._pump(stream_id, stream)
+        elif is_rdmap_terminate(segment):
+            events.append(SegmentReceived(stream_id, ssn, segment))  # the initiator's own TERM
+        else:
+            self._violation(
+                stream_id, stream, TerminationCause.NEGOTIATION_FAILED, events, error=LlpError.NO_MATCHING_RTR
+            )
+
+    def _in_order_control(
+        self,
+        stream_id: int,
+        stream: _Stream,
+        session: _Session,
+        ssn: int,
+        control: SessionControl | None,
+        events: list[Event],
+    ) -> None:
+        if control is None:
+            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
+            return
+        function = control.function
+        if session.phase is SessionPhase.AWAITING_INITIATE:
+            self._on_initiate(stream_id, stream, session, control, events)
+        elif session.phase is SessionPhase.INITIATING and ssn == 0:
+            self._on_answer(stream_id, stream, session, control, events)
+        elif function is FunctionCode.TERMINATE:
+            if not session.our_final:
+                cause = TerminationCause.PEER_TERMINATE
+                events.append(SessionTerminated(stream_id, cause))
+                if session.phase is SessionPhase.PENDING:
+                    self._pending -= 1
+                    session.held.clear()
+                self._drop_user_segments(session)
+                session.queue.append(_Outgoing(_Kind.CONTROL, b"", FunctionCode.TERMINATE))
+            self._finish(session, peer_final=True)
+        else:
+            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
+
+    def _on_initiate(
+        self, stream_id: int, stream: _Stream, session: _Session, control: SessionControl, events: list[Event]
+    ) -> None:
+        """RFC 5043 6.2-6.4 passive side, RFC 6581 7 for the enhanced code."""
+        if control.function not in (FunctionCode.INITIATE, FunctionCode.ENHANCED_INITIATE):
+            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
+            return
+        enhanced = control.enhanced_data
+        private_data = control.ulp_private_data
+        refusal: RefusalReason | None = None
+        error: LlpError | None = None
+        answer: tuple[FunctionCode, bytes] = (FunctionCode.TERMINATE, b"")
+        proposal: NegotiatedParameters | None = None
+        if control.function is FunctionCode.ENHANCED_INITIATE and self.responder is None:
+            refusal = RefusalReason.ENHANCED_UNSUPPORTED
+        elif self._pending >= self.pending_limit:
+            refusal = RefusalReason.PENDING_LIMIT
+        elif enhanced is not None and self.responder is not None:
+            reply, decision = respond(enhanced, self.responder)
+            if isinstance(decision, NegotiationFailed):
+                refusal, error = RefusalReason.NEGOTIATION_FAILED, decision.error
+                answer = (FunctionCode.ENHANCED_REJECT, reply.encode())
+            else:
+                proposal = decision
+        if refusal is not None:
+            events.append(InitiateRefused(stream_id, refusal, private_data, enhanced, error))
+            session.held.clear()
+            self._finish(session, peer_final=True)
+            session.queue.append(_Outgoing(_Kind.CONTROL, answer[1], answer[0]))
+            return
+        session.phase = SessionPhase.PENDING
+        session.peer_enhanced = enhanced
+        self._pending += 1
+        events.append(InitiateReceived(stream_id, private_data, enhanced, proposal))
+
+    def _on_answer(
+        self, stream_id: int, stream: _Stream, session: _Session, control: SessionControl, events: list[Event]
+    ) -> None:
+        """Active side: the passive side's first message (RFC 5043 6.2-6.4, RFC 6581 7)."""
+        session.control_confirmed = True  # the Initiate is answered (6.6)
+        enhanced = session.resources is not None
+        accept_code = FunctionCode.ENHANCED_ACCEPT if enhanced else FunctionCode.ACCEPT
+        reject_code = FunctionCode.ENHANCED_REJECT if enhanced else FunctionCode.REJECT
+        function = control.function
+        if function in (reject_code, FunctionCode.TERMINATE):
+            if not session.our_final:
+                if function is reject_code:
+                    events.append(SessionRejected(stream_id, control.ulp_private_data, control.enhanced_data))
+                else:
+                    events.append(SessionTerminated(stream_id, TerminationCause.PEER_NON_ULP_REJECT))
+            session.queue.clear()  # 6.3/6.4: the sequence ends here, nothing more of ours
+            self._finish(session, peer_final=True)
+            return
+        if function is not accept_code:
+            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
+            return
+        session.phase = SessionPhase.ESTABLISHED
+        if session.our_final:
+            return  # the user already terminated; the Terminate follows the Accept
+        if session.resources is None:
+            events.append(SessionAccepted(stream_id, control.ulp_private_data))
+            return
+        result = check_reply(session.resources, control.enhanced_data)
+        if isinstance(result, NegotiationFailed):
+            self._violation(
+                stream_id,
+                stream,
+                TerminationCause.NEGOTIATION_FAILED,
+                events,
+                error=result.error,
+                peer=control.enhanced_data,
+                private_data=control.ulp_private_data,
+            )
+            return
+        session.negotiated = result
+        if result.rtr is not None:
+            session.queue.appendleft(_Outgoing(_Kind.SYSTEM, rtr_segment(result.rtr)))  # RFC 6581 9: first
+        events.append(SessionAccepted(stream_id, control.ulp_private_data, result))
+
+    def _violation(
+        self,
+        stream_id: int,
+        stream: _Stream,
+        cause: TerminationCause,
+        events: list[Event],
+        error: LlpError | None = None,
+        peer: EnhancedData | None = None,
+        private_data: bytes = b"",
+    ) -> None:
+        """Terminate the session for the peer's fault (RFC 5043 6.1, 10; RFC 6581 8, 9)."""
+        session = stream.session
+        if session is None or session.our_final:
+            return
+        if session.phase is SessionPhase.AWAITING_INITIATE:
+            # No Initiate, no session: drop what arrived and answer nothing (the user saw nothing).
+            stream.session = None
+            stream.ghost = session.inbound
+            return
+        events.append(SessionTerminated(stream_id, cause, error, peer, private_data))
+        if session.phase is SessionPhase.PENDING:
+            self._pending -= 1
+        session.held.clear()
+        self._drop_user_segments(session)
+        if error is not None and session.phase in (SessionPhase.ESTABLISHED, SessionPhase.AWAITING_RTR):
+            session.queue.append(_Outgoing(_Kind.SYSTEM, llp_terminate_segment(error)))
+        session.our_final = True
+        session.queue.append(_Outgoing(_Kind.CONTROL, b"", FunctionCode.TERMINATE))
+        self._pump(stream_id, stream)
+
+    @staticmethod
+    def _drop_user_segments(session: _Session) -> None:
+        session.queue = deque(item for item in session.queue if item.kind is not _Kind.SEGMENT)
+
+    @staticmethod
+    def _finish(session: _Session, peer_final: bool) -> None:
+        session.our_final = True
+        session.peer_final = session.peer_final or peer_final
+
+    def _pump(self, stream_id: int, stream: _Stream) -> None:
+        """Hand queued chunks to the LLP in order, numbering them (RFC 5043 6, 6.6, 10)."""
+        session = stream.session
+        if session is None:
+            return
+        while session.queue and stream.unacked < MAX_UNACKNOWLEDGED:
+            item = session.queue[0]
+            if item.kind is _Kind.CONTROL and not session.control_confirmed:
+                return
+            if item.kind is _Kind.SEGMENT and not self._open(session):
+                return
+            session.queue.popleft()
+            ssn = session.next_ssn
+            session.next_ssn = (ssn + 1) & _SSN_MASK
+            stream.unacked += 1
+            if item.kind is _Kind.CONTROL:
+                session.control_confirmed = False
+                payload = SessionControl(ssn, item.function, item.body).encode()
+                self._outbox.append((stream_id, PPID_DDP_SESSION_CONTROL, payload))
+            else:
+                self._outbox.append((stream_id, PPID_DDP_SEGMENT, DdpSegmentChunkData(ssn, item.body).encode()))
+
+    def _settle(self, stream_id: int, stream: _Stream, events: list[Event]) -> None:
+        """Close a session that is over on both sides, and report the stream free (6.6)."""
+        session = stream.session
+        if session is not None and session.our_final and session.peer_final and not session.queue:
+            stream.session = None
+            stream.ghost = session.inbound
+        if stream.session is None and stream.unacked == 0 and stream.release_due:
+            stream.release_due = False
+            events.append(StreamReleased(stream_id))

@@ -1,0 +1,329 @@
+"""DDP Data Sink for one DDP Stream: RFC 5041 5.3, 5.4, 7.1 and 7.2.
+
+`DdpSink.receive(segment_bytes, sequence)` validates a segment before any
+Placement, places its payload into host memory, and returns events:
+`Placed`, `Delivered` and at most one `SinkError`.
+
+Validation order (RFC 5041 7.1, 7.2):
+
+1. DV must be 1: tagged -> 0x1/0x04, untagged -> 0x2/0x06 (4.1, 7.2).
+2. Untagged: the QN is one of the stream's queues -> 0x2/0x01 (7.1 item 1).
+3. The ULP's own header check (`ulp_check`, e.g. RDMAP version and opcode),
+   so that a wrong opcode is reported before any buffer is touched.
+4. Untagged: the (QN, MSN) buffer.  Buffers get MSNs in posting order,
+   starting at 1 per queue.  The legal window runs from the MSN of the first
+   buffer not yet consumed.  An MSN behind that window (serial arithmetic
+   mod 2^32, i.e. an already completed message) or 2^31 or more ahead is
+   outside the legal range -> 0x2/0x03 (item 5).  An MSN inside the forward
+   half but beyond the last posted buffer has no buffer -> 0x2/0x02 (item 2:
+   the ULP did not post enough buffers, the "system fault" of its note).
+   An MSN inside the window whose buffer is already consumed (a later
+   message completed first) is again outside the legal range -> 0x2/0x03.
+   Then, for non-zero payloads, MO must be a legal offset of the buffer
+   (MO < buffer length) -> 0x2/0x04 (item 3), and MO + payload length must
+   not exceed the buffer -> 0x2/0x05 "message too long" (item 4: the segment
+   starts inside the buffer but runs past its end).
+   Zero-length untagged segments still need their buffer (for delivery) but
+   place nothing, so MO is not checked.
+5. Tagged, non-zero length only (5.2): `MemoryTable.check_tagged` (STag
+   valid, PD and stream association, access right, TO range, TO + length
+   range, 64-bit wrap) -> 0x1/0x00, 0x1/0x02, 0x1/0x01, 0x1/0x03.  A missing
+   access right has no DDP number; it is reported as the RFC 5040 Remote
+   Protection Error "access rights violation" (layer RDMAP, 0x1/0x02).
+
+A segment too short to hold a DDP header has no 7.2 number of its own; it is
+reported as Local Catastrophic (0x0/0x00).
+
+After an error the sink places nothing more, reports the error once and
+silently drops every later segment; `final_message_allowed` tells the ULP
+that it may send one more message (the Terminate) (RFC 5041 7.1).
+
+Ordering (RFC 5041 5.3, 5.4): Placement happens on arrival, in any order.
+Delivery follows the LLP sequence number (for DDP over SCTP the DDP-SSN,
+RFC 5043 6.1) compared in serial arithmetic modulo 2^`sequence_bits`: a
+message is delivered once its last segment and every segment before it in
+sequence have arrived.  A segment whose sequence number was already seen
+(or lies behind the delivery point) is a duplicate and is dropped without
+any event, so no message is delivered twice.  Without sequence numbers
+(`sequence=None`) arrival order is the delivery order and the LLP is taken
+to deliver each segment exactly once (as MPA/TCP does); use one mode per
+sink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Union
+
+from model.ddp.segment import DdpHeader, DdpSegment
+from model.errors import DdpError, DecodeError, EncodeError, ErrorNumber, RdmapError, check_field
+from model.ddp.memory import Access, MemoryTable, ProtectionDomain, SparseMemory, TaggedFault
+
+ProtocolError = Union[DdpError, RdmapError]
+UlpCheck = Callable[[DdpSegment], Union[ProtocolError, None]]
+TaggedAccessPolicy = Callable[[DdpHeader], Access]
+
+_MSN_MODULUS = 1 << 32
+
+
+@dataclass(frozen=True)
+class UntaggedBuffer:
+    """A posted Untagged Buffer: host `address`, `length`, the MSN it will take."""
+
+    qn: int
+    msn: int
+    address: int
+    length: int
+    memory: SparseMemory = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """`length` payload bytes of a segment were written at host `address`."""
+
+    address: int
+    length: int
+    header: DdpHeader
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A complete DDP Message delivered to the ULP (RFC 5041 5.4).
+
+    `length` is the ULP Message Length: MO + payload length of the last
+    segment for untagged messages (5.4), the sum of the segment payloads for
+    tagged ones.  `buffer` is the consumed Untagged Buffer (None if tagged).
+    """
+
+    first_header: DdpHeader
+    last_header: DdpHeader
+    length: int
+    buffer: UntaggedBuffer | None
+
+    @property
+    def tagged(self) -> bool:
+        return self.last_header.tagged
+
+    @property
+    def rsvd_ulp(self) -> int:
+        return self.last_header.rsvd_ulp
+
+    @property
+    def qn(self) -> int | None:
+        return None if self.tagged else self.last_header.qn
+
+    @property
+    def msn(self) -> int | None:
+        return None if self.tagged else self.last_header.msn
+
+    @property
+    def stag(self) -> int | None:
+        return self.last_header.stag if self.tagged else None
+
+
+@dataclass(frozen=True)
+class SinkError:
+    """A receive error (RFC 5041 7.1 last paragraph): header, error, segment length."""
+
+    error: ProtocolError
+    segment_length: int
+    segment: DdpSegment | None
+    raw: bytes = field(repr=False)
+
+    @property
+    def number(self) -> ErrorNumber:
+        return self.error.number
+
+    @property
+    def header(self) -> DdpHeader | None:
+        return None if self.segment is None else self.segment.header
+
+
+@dataclass
+class _Queue:
+    next_post_msn: int = 1
+    buffers: dict = field(default_factory=dict)  # MSN -> UntaggedBuffer, posting order
+
+    @property
+    def first_msn(self) -> int:
+        """MSN of the first buffer not yet consumed (start of the legal window)."""
+        return next(iter(self.buffers)) if self.buffers else self.next_post_msn
+
+
+@dataclass(frozen=True)
+class _Arrived:
+    segment: DdpSegment
+    buffer: UntaggedBuffer | None
+
+
+def _remote_write(header: DdpHeader) -> Access:
+    return Access.REMOTE_WRITE
+
+
+class DdpSink:
+    """The Data Sink half of one DDP Stream (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        pd: ProtectionDomain,
+        memory_table: MemoryTable,
+        host_memory: SparseMemory,
+        stream_id: int,
+        queues: Iterable[int] = (0,),
+        tagged_access: TaggedAccessPolicy = _remote_write,
+        ulp_check: UlpCheck | None = None,
+        first_sequence: int = 0,
+        sequence_bits: int = 16,
+    ) -> None:
+        self.pd = pd
+        self.memory_table = memory_table
+        self.host_memory = host_memory
+        self.stream_id = stream_id
+        self._queues = {check_field(qn, 32, "QN"): _Queue() for qn in queues}
+        self._tagged_access = tagged_access
+        self._ulp_check = ulp_check
+        self._modulus = 1 << sequence_bits
+        self._next_sequence = first_sequence % self._modulus
+        self._pending: dict[int, _Arrived] = {}
+        self._message_bytes = 0
+        self._message_first: DdpHeader | None = None
+        self.error: SinkError | None = None
+        self.final_message_allowed = False
+
+    # -- ULP side ---------------------------------------------------------
+
+    def post_buffer(self, qn: int, address: int, length: int, memory: SparseMemory | None = None) -> int:
+        """Post an Untagged Buffer on `qn`; returns the MSN it is assigned (RFC 5041 4.3)."""
+        queue = self._queues.get(qn)
+        if queue is None:
+            raise EncodeError(f"QN {qn} is not a queue of this stream")
+        if address < 0 or length < 0:
+            raise EncodeError("buffer address and length must be non-negative")
+        msn = queue.next_post_msn
+        queue.buffers[msn] = UntaggedBuffer(qn, msn, address, length, memory or self.host_memory)
+        queue.next_post_msn = (msn + 1) % _MSN_MODULUS
+        return msn
+
+    def posted_buffers(self, qn: int) -> list[UntaggedBuffer]:
+        return list(self._queues[qn].buffers.values())
+
+    def use_final_message(self) -> bool:
+        """Claim the one outbound message allowed after an error (RFC 5041 7.1)."""
+        allowed = self.final_message_allowed
+        self.final_message_allowed = False
+        return allowed
+
+    # -- LLP side ---------------------------------------------------------
+
+    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> list[Placed | Delivered | SinkError]:
+        if self.error is not None:
+            return []  # RFC 5041 7.1: silently drop every later segment
+        raw = bytes(segment_bytes)
+        if sequence is None:
+            sequence = self._next_sequence
+        else:
+            sequence %= self._modulus
+            ahead = (sequence - self._next_sequence) % self._modulus
+            if ahead >= self._modulus // 2 or sequence in self._pending:
+                return []  # duplicate: already placed, never delivered twice (5.3)
+        try:
+            segment = DdpSegment.decode(raw)
+        except DecodeError:
+            return [self._fail(DdpError.LOCAL_CATASTROPHIC, raw, None)]
+        problem, buffer = self._validate(segment)
+        if problem is not None:
+            return [self._fail(problem, raw, segment)]
+        events: list[Placed | Delivered | SinkError] = []
+        placed = self._place(segment, buffer)
+        if placed is not None:
+            events.append(placed)
+        self._pending[sequence] = _Arrived(segment, buffer)
+        events.extend(self._deliver_ready())
+        return events
+
+    # -- internals ----------------------------------------------------------
+
+    def _fail(self, error: ProtocolError, raw: bytes, segment: DdpSegment | None) -> SinkError:
+        self.error = SinkError(error, len(raw), segment, raw)
+        self.final_message_allowed = True
+        return self.error
+
+    def _validate(self, segment: DdpSegment) -> tuple[ProtocolError | None, UntaggedBuffer | None]:
+        header = segment.header
+        if not header.version_ok:
+            return (DdpError.TAGGED_INVALID_VERSION if header.tagged else DdpError.UNTAGGED_INVALID_VERSION), None
+        if not header.tagged and header.qn not in self._queues:
+            return DdpError.INVALID_QN, None
+        if self._ulp_check is not None:
+            problem = self._ulp_check(segment)
+            if problem is not None:
+                return problem, None
+        if header.tagged:
+            return self._validate_tagged(segment), None
+        return self._validate_untagged(segment)
+
+    def _validate_tagged(self, segment: DdpSegment) -> ProtocolError | None:
+        header = segment.header
+        fault = self.memory_table.check_tagged(
+            header.stag, header.to, len(segment.payload), self.stream_id, self.pd, self._tagged_access(header)
+        )
+        if fault is None:
+            return None
+        if fault is TaggedFault.ACCESS_RIGHTS:
+            return fault.rdmap_error
+        return fault.ddp_error
+
+    def _validate_untagged(self, segment: DdpSegment) -> tuple[ProtocolError | None, UntaggedBuffer | None]:
+        header = segment.header
+        queue = self._queues[header.qn]
+        half = _MSN_MODULUS // 2
+        if (header.msn - queue.first_msn) % _MSN_MODULUS >= half:
+            return DdpError.MSN_RANGE, None  # behind the window: already completed
+        buffer = queue.buffers.get(header.msn)
+        if buffer is None:
+            if (header.msn - queue.next_post_msn) % _MSN_MODULUS < half:
+                return DdpError.NO_BUFFER, None  # beyond the last posted buffer
+            return DdpError.MSN_RANGE, None  # inside the window but already consumed
+        length = len(segment.payload)
+        if length:
+            if header.mo >= buffer.length:
+                return DdpError.INVALID_MO, None
+            if header.mo + length > buffer.length:
+                return DdpError.MESSAGE_TOO_LONG, None
+        return None, buffer
+
+    def _place(self, segment: DdpSegment, buffer: UntaggedBuffer | None) -> Placed | None:
+        if not segment.payload:
+            return None
+        header = segment.header
+        if header.tagged:
+            region = self.memory_table.lookup(header.stag)
+            address = region.host_address(header.to)
+            self.host_memory.write(address, segment.payload)
+        else:
+            address = buffer.address + header.mo
+            buffer.memory.write(address, segment.payload)
+        return Placed(address, len(segment.payload), header)
+
+    def _deliver_ready(self) -> list[Delivered]:
+        delivered = []
+        while self._next_sequence in self._pending:
+            arrived = self._pending.pop(self._next_sequence)
+            self._next_sequence = (self._next_sequence + 1) % self._modulus
+            header = arrived.segment.header
+            if self._message_first is None:
+                self._message_first = header
+            self._message_bytes += len(arrived.segment.payload)
+            if not header.last:
+                continue
+            if header.tagged:
+                length = self._message_bytes
+                buffer = None
+            else:
+                length = header.mo + len(arrived.segment.payload)  # RFC 5041 5.4
+                buffer = self._queues[header.qn].buffers.pop(header.msn, arrived.buffer)
+            delivered.append(Delivered(self._message_first, header, length, buffer))
+            self._message_first = None
+            self._message_bytes = 0
+        return delivered

@@ -1,0 +1,1 @@
+"""Scoreboard model of the gateware receive engine and its configuration."""

@@ -1,0 +1,1 @@
+"""RDMAP (RFC 5040): wire formats and the stream endpoint."""

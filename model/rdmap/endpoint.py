@@ -1,0 +1,419 @@
+"""RDMAP stream endpoint over the DDP source and sink: RFC 5040 semantics, sans-I/O.
+
+One `RdmapEndpoint` is one RDMAP/DDP Stream.  The ULP posts work
+(`post_write`, `post_read`, `post_send`, `post_receive`); outbound DDP
+segments are collected with `segments_to_send()` (encoded bytes, in
+transmission order; the LLP numbers them, e.g. with the DDP-SSN); inbound
+segments go to `receive(segment_bytes, sequence)`, which returns events.
+
+Decisions recorded here:
+
+* Local completion of RDMA Write and Send (RFC 5041 5.4, Data Source side):
+  a message is complete once all its segments have been handed to the LLP,
+  i.e. returned by `segments_to_send()`; `poll_completions()` returns them.
+* ORD (RFC 5040 RDMA Read): `post_read` raises `ReadLimitExceeded` when ORD
+  reads are already outstanding; nothing is queued.  A read stays
+  outstanding until its Read Response has been delivered.
+* IRD: an inbound Read Request stays outstanding until its Read Response
+  has been handed to the LLP by `segments_to_send()`.  One more than IRD
+  outstanding is a Terminate with RDMAP Remote Operation Error
+  "catastrophic error, localized to RDMAP Stream" (0x2/0x07).  QN 1 keeps
+  IRD + 1 buffers posted so that the excess request reaches RDMAP instead of
+  failing in DDP for lack of a buffer.
+* RDMAP header checks before any buffer check: RV != 1 -> 0x2/0x05; an
+  undefined opcode, an opcode in the wrong DDP model, an untagged opcode on
+  the wrong QN, or a Read Response with no read outstanding -> 0x2/0x06.
+* Data Source of a Read Request: the source STag must allow REMOTE_READ
+  (checked with `MemoryTable.check_tagged`); a refusal is a Terminate with
+  the RDMAP Remote Protection Error of the fault (EType 1).
+* Tagged placement rights: RDMA Write needs REMOTE_WRITE on the sink STag,
+  a Read Response needs LOCAL_WRITE (the requester's own buffer).
+* Send with Invalidate: the named STag is invalidated when the message is
+  delivered.  An unknown or already invalid STag -> 0x2/0x09 (Remote
+  Operation Error); an STag of another PD or bound to another stream ->
+  0x1/0x09 (Remote Protection Error).  The Send is then not delivered.
+* Every error, local or from the DDP sink, sends one Terminate (QN 2,
+  L = 1) carrying layer, EType and code; when the error was found on an
+  inbound segment it also carries that segment's length (M), its DDP header
+  (D) and, for an RDMA Read Request, the Read Request header (R).  After a
+  Terminate is sent or received the stream is in error: nothing more is
+  placed, inbound segments are dropped, `post_*` raise `StreamInError`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Union
+
+from model.ddp.segment import DdpSegment
+from model.ddp.sink import Delivered, DdpSink, Placed, SinkError
+from model.ddp.source import DdpSource
+from model.errors import DdpError, DecodeError, ErrorNumber, RdmapError, RnicError
+from model.ddp.memory import Access, MemoryTable, ProtectionDomain, SparseMemory
+from model.rdmap.messages import (
+    READ_REQUEST_LENGTH,
+    Opcode,
+    QueueNumber,
+    ReadRequest,
+    header_error,
+    placement_access,
+    Terminate,
+    invalidate_stag_of,
+    rdmap_control_of,
+    tagged_rsvd_ulp,
+    untagged_rsvd_ulp,
+)
+
+_TERMINATE_BUFFER = 4 + 2 + 18 + READ_REQUEST_LENGTH  # largest Terminate body
+
+
+class StreamInError(RnicError):
+    """The stream has sent or received a Terminate; no more work is accepted."""
+
+
+class ReadLimitExceeded(RnicError):
+    """`post_read` with ORD RDMA Reads already outstanding (RFC 5040 ORD)."""
+
+
+# -- events ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkCompleted:
+    """A locally posted Write or Send whose segments were all handed to the LLP."""
+
+    wr_id: int
+    opcode: Opcode
+    length: int
+
+
+@dataclass(frozen=True)
+class ReadCompleted:
+    """An RDMA Read whose Read Response was fully placed and delivered."""
+
+    wr_id: int
+    length: int
+
+
+@dataclass(frozen=True)
+class SendReceived:
+    """An inbound Send variant delivered into the receive buffer at `address`."""
+
+    opcode: Opcode
+    address: int
+    length: int
+    solicited: bool
+    invalidated_stag: int | None
+
+
+@dataclass(frozen=True)
+class WriteReceived:
+    """An inbound RDMA Write message delivered (RFC 5040: no ULP completion needed)."""
+
+    stag: int
+    length: int
+
+
+@dataclass(frozen=True)
+class TerminateSent:
+    """This endpoint detected an error and queued a Terminate carrying it."""
+
+    terminate: Terminate
+
+    @property
+    def number(self) -> ErrorNumber:
+        return ErrorNumber(*self.terminate.number)
+
+
+@dataclass(frozen=True)
+class TerminateReceived:
+    """The peer's Terminate was delivered; the stream is now in error."""
+
+    terminate: Terminate
+
+
+Event = Union[ReadCompleted, SendReceived, WriteReceived, TerminateSent, TerminateReceived]
+
+
+@dataclass
+class _PendingRead:
+    wr_id: int
+    sink_stag: int
+    length: int
+
+
+@dataclass
+class _OutboundMessage:
+    segments: list[bytes]
+    completion: WorkCompleted | None = None
+    responds_to_read: bool = False
+
+
+class RdmapEndpoint:
+    """One RDMAP Stream endpoint (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        pd: ProtectionDomain,
+        memory_table: MemoryTable,
+        host_memory: SparseMemory,
+        stream_id: int = 0,
+        mulpdu: int = 1500,
+        ird: int = 4,
+        ord: int = 4,
+        first_sequence: int = 0,
+        sequence_bits: int = 16,
+    ) -> None:
+        self.pd = pd
+        self.memory_table = memory_table
+        self.host_memory = host_memory
+        self.stream_id = stream_id
+        self.ird = ird
+        self.ord = ord
+        self.source = DdpSource(mulpdu)
+        self.control_memory = SparseMemory()
+        """Private memory for Read Request and Terminate buffers (QN 1 and 2)."""
+        self.sink = DdpSink(
+            pd=pd,
+            memory_table=memory_table,
+            host_memory=host_memory,
+            stream_id=stream_id,
+            queues=(QueueNumber.SEND, QueueNumber.READ_REQUEST, QueueNumber.TERMINATE),
+            tagged_access=placement_access,
+            ulp_check=self._check_rdmap_header,
+            first_sequence=first_sequence,
+            sequence_bits=sequence_bits,
+        )
+        self._control_next_address = 0
+        for _ in range(ird + 1):
+            self._post_control_buffer(QueueNumber.READ_REQUEST, READ_REQUEST_LENGTH)
+        self._post_control_buffer(QueueNumber.TERMINATE, _TERMINATE_BUFFER)
+        self._outbound: deque[_OutboundMessage] = deque()
+        self._completions: list[WorkCompleted] = []
+        self._reads_outstanding: deque[_PendingRead] = deque()
+        self._inbound_reads_outstanding = 0
+        self._next_wr_id = 1
+        self.in_error = False
+        self.terminate_sent: Terminate | None = None
+        self.terminate_received: Terminate | None = None
+
+    # -- posting -----------------------------------------------------------
+
+    def post_receive(self, address: int, length: int) -> int:
+        """Post a receive buffer on QN 0 for inbound Sends; returns its MSN."""
+        return self.sink.post_buffer(QueueNumber.SEND, address, length)
+
+    def post_write(self, remote_stag: int, remote_to: int, local_address: int, length: int) -> int:
+        """RDMA Write `length` bytes from host memory to the peer's STag/TO (RFC 5040 5.1)."""
+        self._check_usable()
+        payload = self.host_memory.read(local_address, length)
+        segments = self.source.tagged_message(payload, remote_stag, remote_to, tagged_rsvd_ulp(Opcode.RDMA_WRITE))
+        return self._queue_work(Opcode.RDMA_WRITE, segments, length)
+
+    def post_send(
+        self,
+        local_address: int,
+        length: int,
+        *,
+        solicited: bool = False,
+        invalidate_stag: int | None = None,
+    ) -> int:
+        """Send, Send with SE, Send with Invalidate or Send with SE and Invalidate (RFC 5040 5.3)."""
+        self._check_usable()
+        if invalidate_stag is None:
+            opcode = Opcode.SEND_WITH_SE if solicited else Opcode.SEND
+        else:
+            opcode = Opcode.SEND_WITH_SE_AND_INVALIDATE if solicited else Opcode.SEND_WITH_INVALIDATE
+        payload = self.host_memory.read(local_address, length)
+        rsvd_ulp = untagged_rsvd_ulp(opcode, invalidate_stag or 0)
+        segments = self.source.untagged_message(payload, QueueNumber.SEND, rsvd_ulp)
+        return self._queue_work(opcode, segments, length)
+
+    def post_read(self, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int) -> int:
+        """RDMA Read `length` bytes of the peer's STag/TO into local STag/TO (RFC 5040 5.2)."""
+        self._check_usable()
+        if len(self._reads_outstanding) >= self.ord:
+            raise ReadLimitExceeded(f"ORD {self.ord} RDMA Reads already outstanding")
+        request = ReadRequest(local_stag, local_to, length, remote_stag, remote_to)
+        segments = self.source.untagged_message(
+            request.encode(), QueueNumber.READ_REQUEST, untagged_rsvd_ulp(Opcode.RDMA_READ_REQUEST)
+        )
+        wr_id = self._take_wr_id()
+        self._reads_outstanding.append(_PendingRead(wr_id, local_stag, length))
+        self._outbound.append(_OutboundMessage([s.encode() for s in segments]))
+        return wr_id
+
+    # -- LLP side ----------------------------------------------------------
+
+    def segments_to_send(self) -> list[bytes]:
+        """Every queued outbound DDP segment, encoded, in transmission order."""
+        out: list[bytes] = []
+        while self._outbound:
+            message = self._outbound.popleft()
+            out.extend(message.segments)
+            if message.completion is not None:
+                self._completions.append(message.completion)
+            if message.responds_to_read:
+                self._inbound_reads_outstanding -= 1
+        return out
+
+    def poll_completions(self) -> list[WorkCompleted]:
+        """Writes and Sends completed at the Data Source since the last call."""
+        done, self._completions = self._completions, []
+        return done
+
+    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> list[Event]:
+        """Process one inbound DDP segment; return the resulting events."""
+        if self.in_error:
+            return []
+        events: list[Event] = []
+        for sink_event in self.sink.receive(segment_bytes, sequence):
+            if isinstance(sink_event, Placed):
+                continue
+            if isinstance(sink_event, SinkError):
+                events.append(self._terminate_for_segment(sink_event.error, sink_event.segment, sink_event.segment_length))
+                break
+            events.extend(self._on_delivered(sink_event))
+            if self.in_error:
+                break
+        return events
+
+    # -- internals ---------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self.in_error:
+            raise StreamInError("the RDMAP stream is in error (Terminate sent or received)")
+
+    def _take_wr_id(self) -> int:
+        wr_id = self._next_wr_id
+        self._next_wr_id += 1
+        return wr_id
+
+    def _queue_work(self, opcode: Opcode, segments: list[DdpSegment], length: int) -> int:
+        wr_id = self._take_wr_id()
+        self._outbound.append(_OutboundMessage([s.encode() for s in segments], WorkCompleted(wr_id, opcode, length)))
+        return wr_id
+
+    def _post_control_buffer(self, qn: int, length: int) -> None:
+        self.sink.post_buffer(qn, self._control_next_address, length, self.control_memory)
+        self._control_next_address += length
+
+    def _check_rdmap_header(self, segment: DdpSegment) -> RdmapError | None:
+        """RFC 5040 4.1/4.2 header checks done before any buffer check."""
+        problem = header_error(segment.header)
+        if problem is not None:
+            return problem
+        opcode = rdmap_control_of(segment.header).opcode
+        if opcode == Opcode.RDMA_READ_RESPONSE and not self._reads_outstanding:
+            return RdmapError.UNEXPECTED_OPCODE
+        return None
+
+    def _on_delivered(self, delivered: Delivered) -> list[Event]:
+        opcode = Opcode(rdmap_control_of(delivered.last_header).opcode)
+        if opcode is Opcode.RDMA_WRITE:
+            return [WriteReceived(delivered.stag, delivered.length)]
+        if opcode is Opcode.RDMA_READ_RESPONSE:
+            read = self._reads_outstanding.popleft()
+            return [ReadCompleted(read.wr_id, delivered.length)]
+        if opcode is Opcode.RDMA_READ_REQUEST:
+            return self._on_read_request(delivered)
+        if opcode is Opcode.TERMINATE:
+            return self._on_terminate(delivered)
+        return self._on_send(opcode, delivered)
+
+    def _on_send(self, opcode: Opcode, delivered: Delivered) -> list[Event]:
+        invalidated = None
+        if opcode.carries_invalidate_stag:
+            invalidated = invalidate_stag_of(delivered.last_header)
+            problem = self._invalidate(invalidated)
+            if problem is not None:
+                return [self._terminate_for_message(problem, delivered)]
+        buffer = delivered.buffer
+        return [SendReceived(opcode, buffer.address, delivered.length, opcode.solicited, invalidated)]
+
+    def _invalidate(self, stag: int) -> RdmapError | None:
+        """Invalidate `stag` for a Send with Invalidate (RFC 5040 5.3)."""
+        region = self.memory_table.lookup(stag)
+        if region is None or not region.valid:
+            return RdmapError.OPERATION_STAG_NOT_INVALIDATED
+        if region.pd != self.pd or (region.stream is not None and region.stream != self.stream_id):
+            return RdmapError.PROTECTION_STAG_NOT_INVALIDATED
+        self.memory_table.invalidate(stag)
+        return None
+
+    def _on_read_request(self, delivered: Delivered) -> list[Event]:
+        buffer = delivered.buffer
+        self._post_control_buffer(QueueNumber.READ_REQUEST, READ_REQUEST_LENGTH)
+        try:
+            request = ReadRequest.decode(buffer.memory.read(buffer.address, delivered.length))
+        except DecodeError:
+            return [self._terminate_for_message(RdmapError.OPERATION_UNSPECIFIED, delivered)]
+        if self._inbound_reads_outstanding >= self.ird:
+            return [self._terminate_for_message(RdmapError.CATASTROPHIC_STREAM, delivered, request)]
+        fault = self.memory_table.check_tagged(
+            request.source_stag, request.source_to, request.size, self.stream_id, self.pd, Access.REMOTE_READ
+        )
+        if fault is not None:
+            return [self._terminate_for_message(fault.rdmap_error, delivered, request)]
+        if request.size:
+            region = self.memory_table.lookup(request.source_stag)
+            payload = self.host_memory.read(region.host_address(request.source_to), request.size)
+        else:
+            payload = b""
+        segments = self.source.tagged_message(
+            payload, request.sink_stag, request.sink_to, tagged_rsvd_ulp(Opcode.RDMA_READ_RESPONSE)
+        )
+        self._inbound_reads_outstanding += 1
+        self._outbound.append(_OutboundMessage([s.encode() for s in segments], responds_to_read=True))
+        return []
+
+    def _on_terminate(self, delivered: Delivered) -> list[Event]:
+        buffer = delivered.buffer
+        body = buffer.memory.read(buffer.address, delivered.length)
+        self.in_error = True
+        try:
+            terminate = Terminate.decode(body)
+        except DecodeError:
+            terminate = Terminate(0, RdmapError.OPERATION_UNSPECIFIED.etype, RdmapError.OPERATION_UNSPECIFIED.code)
+        self.terminate_received = terminate
+        return [TerminateReceived(terminate)]
+
+    def _terminate_for_message(
+        self, error: RdmapError, delivered: Delivered, request: ReadRequest | None = None
+    ) -> TerminateSent:
+        """Terminate for an error found on a delivered message: its last DDP header."""
+        header = delivered.last_header
+        segment_length = header.length + (delivered.length - (0 if header.tagged else header.mo))
+        return self._send_terminate(error.number, segment_length, header, request)
+
+    def _terminate_for_segment(
+        self, error: DdpError | RdmapError, segment: DdpSegment | None, segment_length: int
+    ) -> TerminateSent:
+        if segment is None:
+            return self._send_terminate(error.number, None, None, None)
+        request = None
+        header = segment.header
+        if not header.tagged and header.qn == QueueNumber.READ_REQUEST and len(segment.payload) == READ_REQUEST_LENGTH:
+            request = ReadRequest.decode(segment.payload)
+        return self._send_terminate(error.number, segment_length, header, request)
+
+    def _send_terminate(self, number: ErrorNumber, segment_length, header, request) -> TerminateSent:
+        """Queue the one message allowed after an error (RFC 5041 7.1) and enter error."""
+        terminate = Terminate(
+            layer=int(number.layer),
+            etype=number.etype,
+            code=number.code,
+            segment_length=segment_length,
+            ddp_header=header,
+            rdma_header=request,
+        )
+        self.in_error = True
+        self.sink.use_final_message()
+        segments = self.source.untagged_message(
+            terminate.encode(), QueueNumber.TERMINATE, untagged_rsvd_ulp(Opcode.TERMINATE)
+        )
+        self._outbound.append(_OutboundMessage([s.encode() for s in segments]))
+        self.terminate_sent = terminate
+        return TerminateSent(terminate)

@@ -1,0 +1,860 @@
+"""A complete software RNIC host: iWARP over SCTP from Ethernet frames to verbs, sans-I/O.
+
+`SoftRnic` joins the model's layers into one host with one SCTP endpoint:
+
+    Ethernet / IPv4 (/ UDP 9899, RFC 6951)        model.net.frames
+    SCTP association (+ Listener when passive)   model.sctp.association
+    DDP Stream Sessions (RFC 5043 6, RFC 6581)   model.ddp.session
+    one RDMAP endpoint per open DDP stream       model.rdmap.endpoint
+    memory: one Protection Domain, one MemoryTable, the host's SparseMemory
+
+Like every model object it takes bytes and the current time and returns
+events and bytes:
+
+    host.connect(now, peer_mac, peer_ip, peer_port)   # or host.listen()
+    events = host.receive_frame(frame, now)            # any frame off the wire
+    events = host.handle_timeout(now)                  # when now >= host.next_timeout()
+    frames = host.frames_to_send(now)                  # after any other call
+    events = host.poll_events()                        # events raised by other calls
+
+Routing inside: association DataReceived (PPID 16/17) -> sessions.receive ->
+SegmentReceived -> the stream's RdmapEndpoint.receive(segment, ddp_ssn);
+association DataAcknowledged -> sessions.acknowledged; RdmapEndpoint
+segments -> sessions.send_segment; session messages -> association.send
+(U=1, unfragmented, RFC 5043 9, 10); association packets -> Ethernet frames.
+
+Decisions recorded here:
+
+* One association per host.  While none is open, a passive host answers
+  INITs from anyone with its stateless Listener (RFC 4960 5.1.3, 8.4 for
+  out-of-the-blue packets).  While one is open, frames from any other host
+  are dropped and every SCTP packet of the peer goes to the association,
+  which checks its verification tag (RFC 4960 8.5) and handles a repeated
+  INIT or COOKIE ECHO (5.2).
+* Out of the blue (RFC 4960 8.4): a host with no open association and no
+  Listener (it never listened: an active opener whose association closed,
+  or a host never opened) still answers for its port, through
+  `out_of_the_blue_reply`: rule 1, a packet from a non-unicast IPv4
+  source, is discarded; rule 2, a packet with an ABORT, is discarded;
+  rule 3, an INIT, is discarded, since only a listener answers INITs (no
+  ABORT refusing the connection); rule 4, a COOKIE ECHO first, is
+  discarded, since no cookie can be ours without a listener; rule 5, a
+  SHUTDOWN ACK, gets a SHUTDOWN COMPLETE with the T bit set and the
+  packet's own verification tag (so the peer whose final SHUTDOWN
+  COMPLETE was lost closes instead of failing after
+  Association.Max.Retrans); rules 6 and 7, a SHUTDOWN COMPLETE, a COOKIE
+  ACK or a Stale Cookie ERROR, are discarded; rule 8, anything else, gets
+  an ABORT with the T bit set and the packet's tag.  One answer per packet,
+  not rate-limited: an answer is never itself answered (rules 2 and 6), so
+  two hosts cannot loop, and the link delivers one answer per packet that
+  arrived.  A listening host's Listener applies the same rules.
+* Frames are accepted only if addressed to this host's MAC and IPv4
+  address (and, over UDP, to port 9899) and, once a peer is known, sent by
+  the peer's MAC and IPv4 address.  Nothing past the IPv4 header checksum,
+  the UDP checksum and the SCTP CRC32c reaches the association; a frame
+  failing any of them is dropped and counted (RFC 4960 6.8).
+* RTR: the host offers and accepts only the zero-length RDMA Write RTR
+  (RFC 6581 9, flag C) by default.  The session layer sends and consumes the
+  RTR outside the RDMAP endpoint; a Send or Read RTR would use an MSN of
+  queue 0 or 1 that the endpoints never see, a Write RTR uses none.  The
+  responder's RDMAP sink therefore starts at DDP-SSN 2 when an RTR follows
+  the Accept (Initiate 0, RTR 1) and at 1 otherwise; the initiator's at 1
+  (the Accept is 0).
+* IRD/ORD: an enhanced session configures its RDMAP endpoint with the
+  negotiated values (RFC 6581 9); a plain session with the host's own.
+* A session request is decided by `session_policy` (default: accept every
+  Initiate with the host's resources).  A policy returning None, or no
+  policy, reports `SessionRequested` and waits for `accept_session` or
+  `reject_session` (RFC 5043 6.2, 6.3).
+* Completions: a Write or Send completes when its last segment is handed to
+  SCTP (RFC 5041 5.4 Data Source side; the payload was copied at post
+  time); a Read when its Read Response is placed; an inbound Send when it
+  is delivered.  Completions raised by `post_*` or `frames_to_send` are
+  returned by the next `receive_frame`, `handle_timeout` or `poll_events`.
+* `close()` ends every DDP session with a Terminate (RFC 5043 6.2) and sends
+  the SCTP SHUTDOWN (RFC 4960 9.2) once every stream is released (RFC 5043
+  6.6: both Terminates exchanged and acknowledged), so that the peer can
+  still answer the Terminates.  A peer that has not released every stream
+  `config.close_timeout` seconds (of the injected `now`) after `close()`
+  gets an ABORT (RFC 4960 9.1, User-Initiated Abort cause) and the host
+  reports `CloseAborted` with the streams still open; None waits for ever.
+  Once SHUTDOWN is under way the association's own T2-shutdown and
+  Association.Max.Retrans bound the rest.  `abort()` ends it at once.
+* STags are a 24-bit index and an 8-bit key drawn from the host's random
+  generator, as hardware RNICs form them; the index starts at 1.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from dataclasses import dataclass
+from typing import Callable, Union
+
+from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics, Listener
+from model.ddp.session import (
+    DdpSessions,
+    InitiateReceived,
+    InitiateRefused,
+    NegotiationRefused,
+    RtrReceived,
+    SegmentReceived,
+    SessionAccepted,
+    SessionPhase,
+    SessionStateError,
+    SessionTerminated,
+    StreamReleased as SessionStreamReleased,
+    TerminationCause,
+)
+from model.ddp.session import SessionRejected as SessionRejectedBySession
+from model.errors import ChecksumError, DecodeError, RnicError
+from model.net.frames import SCTP_UDP_PORT, Frame, build_frame
+from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
+from model.ddp.negotiation import LocalResources, NegotiatedParameters, Role, RtrType
+from model.rdmap.endpoint import (
+    RdmapEndpoint,
+    ReadCompleted,
+    SendReceived,
+    TerminateReceived,
+    TerminateSent,
+    WriteReceived,
+)
+from model.rnic.events import (
+    Aborted,
+    CloseAborted,
+    Closed,
+    Connected,
+    DdpUnavailable,
+    Failed,
+    PeerClosing,
+    RdmapTerminated,
+    ReadCompletion,
+    ReceiveCompletion,
+    RnicEvent,
+    RtrArrived,
+    SessionEstablished,
+    SessionRefused,
+    SessionRejected,
+    SessionRequested,
+    StreamReleased,
+    StreamTerminated,
+    WorkCompletion,
+    WriteArrived,
+)
+from model.sctp.packet import (
+    ADAPTATION_CODE_POINT_DDP,
+    PPID_DDP_SEGMENT,
+    PPID_DDP_SESSION_CONTROL,
+    AbortChunk,
+    CookieAckChunk,
+    CookieEchoChunk,
+    ErrorCauseCode,
+    ErrorChunk,
+    InitChunk,
+    SctpPacket,
+    ShutdownAckChunk,
+    ShutdownCompleteChunk,
+    checksum_ok,
+)
+from model.sctp.config import IPV4_HEADER_LENGTH, AssociationConfig
+from model.sctp.events import (
+    AssociationAborted,
+    AssociationClosed,
+    AssociationEstablished,
+    AssociationEvent,
+    AssociationFailed,
+    DataAcknowledged,
+    DataReceived,
+    DdpProceduresForbidden,
+    PeerShutdownStarted,
+)
+
+UDP_HEADER_LENGTH = 8
+DEFAULT_RESOURCES = LocalResources(ird=4, ord=4, peer_to_peer=True, rtr_types=(RtrType.WRITE,))
+"""IRD/ORD 4, peer-to-peer model with the zero-length RDMA Write RTR (see the module docstring)."""
+
+
+# -- exceptions ----------------------------------------------------------------------
+
+
+class RnicStateError(RnicError):
+    """A call the host's current state does not allow."""
+
+
+class NotConnected(RnicStateError):
+    """No established association."""
+
+
+class DdpForbidden(RnicStateError):
+    """RFC 5043 11.1: the association did not agree on DDP, so no DDP or RDMA procedure may run."""
+
+
+class StreamNotOpen(RnicStateError):
+    """No open DDP stream session with an RDMAP endpoint on this stream id."""
+
+
+# -- out-of-the-blue packets (RFC 4960 8.4) ----------------------------------------------
+
+
+def out_of_the_blue_reply(packet: SctpPacket) -> SctpPacket | None:
+    """RFC 4960 8.4, rules 2-8, for an endpoint with no association for `packet` and no Listener.
+
+    Returns the packet to send back to the sender (ports swapped), or None to
+    discard silently.  Rule 1 (non-unicast source) is the caller's: it sees
+    the IP addresses.  The rules are applied in the RFC's order."""
+    chunks = packet.chunks
+    if any(isinstance(c, AbortChunk) for c in chunks):
+        return None  # rule 2
+    if any(isinstance(c, InitChunk) for c in chunks):
+        return None  # rule 3: only a listener processes an INIT (5.1)
+    if isinstance(chunks[0], CookieEchoChunk):
+        return None  # rule 4: no listener, so no State Cookie of ours (5.1.5)
+    if any(isinstance(c, ShutdownAckChunk) for c in chunks):
+        # Rule 5: SHUTDOWN COMPLETE, the SHUTDOWN ACK's own tag, T bit set.
+        return _reply(packet, ShutdownCompleteChunk(tag_reflected=True))
+    if any(isinstance(c, ShutdownCompleteChunk) for c in chunks):
+        return None  # rule 6
+    if any(isinstance(c, CookieAckChunk) for c in chunks) or any(
+        isinstance(c, ErrorChunk) and any(cause.code == ErrorCauseCode.STALE_COOKIE for cause in c.causes)
+        for c in chunks
+    ):
+        return None  # rule 7
+    return _reply(packet, AbortChunk(tag_reflected=True))  # rule 8: the packet's own tag, T bit set
+
+
+def _reply(packet: SctpPacket, chunk: AbortChunk | ShutdownCompleteChunk) -> SctpPacket:
+    return SctpPacket(packet.dst_port, packet.src_port, packet.verification_tag, (chunk,))
+
+
+# -- configuration and session policy ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RnicConfig:
+    """One host's addresses and protocol parameters."""
+
+    mac: bytes
+    ip: ipaddress.IPv4Address | str
+    port: int
+    """SCTP port of the host's endpoint."""
+    resources: LocalResources = DEFAULT_RESOURCES
+    """RFC 6581 9 IRD/ORD and RTR abilities, offered as initiator and used to answer as responder."""
+    udp: bool = False
+    """Encapsulate SCTP in UDP port 9899 (RFC 6951); the MTU then holds 28 bytes of IPv4 and UDP."""
+    ddp: bool = True
+    """Announce the DDP adaptation code point (RFC 5043 5.1); False makes a plain SCTP host."""
+    streams: int = 8
+    path_mtu: int = 1500
+    receive_buffer: int = 65536
+    heartbeat_interval: float | None = 30.0
+    delayed_ack_time: float = 0.2
+    pending_limit: int = 16
+    """RFC 5043 6.4: Initiates that may wait for the user's decision."""
+    pd_id: int = 1
+    close_timeout: float | None = 30.0
+    """Seconds `close()` waits for the peer to release every DDP stream before it ABORTs; None: no limit."""
+
+    def __post_init__(self) -> None:
+        if len(self.mac) != 6:
+            raise ValueError("mac must be 6 bytes")
+        object.__setattr__(self, "ip", ipaddress.IPv4Address(self.ip))
+
+    @property
+    def lower_layer_overhead(self) -> int:
+        return IPV4_HEADER_LENGTH + (UDP_HEADER_LENGTH if self.udp else 0)
+
+
+@dataclass(frozen=True)
+class AcceptSession:
+    """Session policy answer: accept with this private data and resources (None: the host's)."""
+
+    private_data: bytes = b""
+    resources: LocalResources | None = None
+
+
+@dataclass(frozen=True)
+class RejectSession:
+    """Session policy answer: reject with this private data (RFC 5043 6.3)."""
+
+    private_data: bytes = b""
+
+
+SessionDecision = Union[AcceptSession, RejectSession]
+SessionPolicy = Callable[[SessionRequested], Union[SessionDecision, None]]
+
+
+def accept_every_session(request: SessionRequested) -> SessionDecision:
+    """The default policy: accept every Initiate with the host's own resources."""
+    return AcceptSession()
+
+
+@dataclass(frozen=True)
+class RnicStatistics:
+    frames_sent: int
+    frames_received: int
+    dropped_bad_checksum: int
+    """IPv4 header, UDP or SCTP CRC32c checksum failures (RFC 791, RFC 768, RFC 4960 6.8)."""
+    dropped_malformed: int
+    dropped_misaddressed: int
+    association: AssociationStatistics | None
+
+
+@dataclass
+class _Stream:
+    role: Role
+    resources: LocalResources
+    endpoint: RdmapEndpoint | None = None
+    negotiated: NegotiatedParameters | None = None
+
+
+@dataclass
+class _Counters:
+    frames_sent: int = 0
+    frames_received: int = 0
+    dropped_bad_checksum: int = 0
+    dropped_malformed: int = 0
+    dropped_misaddressed: int = 0
+
+
+@dataclass
+class _Peer:
+    mac: bytes
+    ip: ipaddress.IPv4Address
+
+
+class SoftRnic:
+    """A software RNIC host (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: RnicConfig,
+        memory: SparseMemory,
+        rng: random.Random,
+        session_policy: SessionPolicy | None = accept_every_session,
+    ) -> None:
+        self.config = config
+        self.memory = memory
+        self.rng = rng
+        self.session_policy = session_policy
+        self.pd = ProtectionDomain(config.pd_id)
+        self.memory_table = MemoryTable()
+        self._hmac_secret = bytes(rng.getrandbits(8) for _ in range(32))
+        self._association: Association | None = None
+        self._listener: Listener | None = None
+        self._peer: _Peer | None = None
+        self._sessions = DdpSessions(config.resources, config.pending_limit)
+        self._streams: dict[int, _Stream] = {}
+        self._requests: dict[int, SessionRequested] = {}
+        self._known_streams: set[int] = set()
+        self._ddp_enabled = False
+        self._closing = False
+        self._close_deadline: float | None = None
+        self._events: list[RnicEvent] = []
+        self._frames: list[bytes] = []
+        self._next_stag_index = 1
+        self._ip_identification = 0
+        self._counters = _Counters()
+
+    # -- connection ------------------------------------------------------------
+
+    def listen(self) -> None:
+        """Passive open: answer INITs on `config.port` (RFC 4960 5.1)."""
+        self._listener = Listener(self._association_config(peer_port=0))
+
+    def connect(self, now: float, peer_mac: bytes, peer_ip: ipaddress.IPv4Address | str, peer_port: int) -> None:
+        """Active open: send INIT to the peer (RFC 4960 5.1)."""
+        if self._association is not None and not self._association.is_closed:
+            raise RnicStateError("the host already has an association; close it first")
+        association = Association(self._association_config(peer_port))
+        self._new_association(association, _Peer(bytes(peer_mac), ipaddress.IPv4Address(peer_ip)))
+        association.connect(now)
+
+    def close(self, now: float) -> None:
+        """Terminate every DDP session (RFC 5043 6.2), then SHUTDOWN the association (RFC 4960 9.2)."""
+        self._closing = True
+        association, timeout = self._association, self.config.close_timeout
+        if (timeout is not None and self._close_deadline is None and association is not None
+                and association.state is AssociationState.ESTABLISHED):
+            self._close_deadline = now + timeout
+        for stream_id in sorted(self._known_streams):
+            phase = self._sessions.phase(stream_id)
+            if phase is not None and phase not in (SessionPhase.CLOSING, SessionPhase.AWAITING_INITIATE):
+                self._sessions.terminate(stream_id)
+            self._streams.pop(stream_id, None)
+        self._requests.clear()
+        self._flush()
+        self._maybe_shutdown(now)
+
+    def abort(self, now: float) -> None:
+        """ABORT the association at once (RFC 4960 9.1)."""
+        self._close_deadline = None
+        if self._association is not None:
+            self._association.abort(now)
+            self._streams.clear()
+
+    @property
+    def connected(self) -> bool:
+        return self._association is not None and self._association.state is AssociationState.ESTABLISHED
+
+    @property
+    def closed(self) -> bool:
+        """True once an association existed and is over (graceful or not)."""
+        return self._association is not None and self._association.is_closed
+
+    @property
+    def ddp_enabled(self) -> bool:
+        return self._ddp_enabled
+
+    @property
+    def association(self) -> Association | None:
+        return self._association
+
+    @property
+    def statistics(self) -> RnicStatistics:
+        c = self._counters
+        return RnicStatistics(
+            frames_sent=c.frames_sent,
+            frames_received=c.frames_received,
+            dropped_bad_checksum=c.dropped_bad_checksum,
+            dropped_malformed=c.dropped_malformed,
+            dropped_misaddressed=c.dropped_misaddressed,
+            association=self._association.statistics if self._association is not None else None,
+        )
+
+    # -- DDP stream sessions ---------------------------------------------------
+
+    def open_stream(
+        self,
+        stream_id: int,
+        private_data: bytes = b"",
+        enhanced: bool = True,
+        resources: LocalResources | None = None,
+    ) -> None:
+        """Send an (Enhanced, RFC 6581 7) Initiate on `stream_id` (RFC 5043 6.2).
+
+        `resources` default to the host's; `SessionEstablished` or `SessionRejected` follows."""
+        self._require_ddp()
+        local = resources if resources is not None else self.config.resources
+        self._sessions.initiate(stream_id, private_data, local if enhanced else None)
+        self._known_streams.add(stream_id)
+        self._streams[stream_id] = _Stream(Role.INITIATOR, local)
+        self._flush()
+
+    def accept_session(self, stream_id: int, private_data: bytes = b"", resources: LocalResources | None = None) -> None:
+        """Accept a `SessionRequested` Initiate (RFC 5043 6.2, RFC 6581 9)."""
+        request = self._requests.get(stream_id)
+        if request is None:
+            raise RnicStateError(f"stream {stream_id}: no session request waiting")
+        self._accept(request, private_data, resources)  # NegotiationRefused leaves the request waiting
+        del self._requests[stream_id]
+        self._flush()
+
+    def reject_session(self, stream_id: int, private_data: bytes = b"") -> None:
+        """Reject a `SessionRequested` Initiate (RFC 5043 6.3)."""
+        if self._requests.pop(stream_id, None) is None:
+            raise RnicStateError(f"stream {stream_id}: no session request waiting")
+        self._sessions.reject(stream_id, private_data)
+        self._flush()
+
+    def terminate_stream(self, stream_id: int) -> None:
+        """End the stream's session with a Terminate after the segments already posted (RFC 5043 6.2)."""
+        self._sessions.terminate(stream_id)
+        self._streams.pop(stream_id, None)
+        self._flush()
+
+    def negotiated(self, stream_id: int) -> NegotiatedParameters | None:
+        """The RFC 6581 9 parameters in force on the stream's session, if enhanced."""
+        stream = self._streams.get(stream_id)
+        return stream.negotiated if stream is not None else None
+
+    # -- memory ----------------------------------------------------------------
+
+    def register_memory(
+        self, address: int, length: int, access: Access, base_to: int = 0, stream_id: int | None = None
+    ) -> int:
+        """Register host memory [address, address+length) as Tagged Offsets from `base_to`; return its STag.
+
+        `stream_id` binds the region to one DDP stream (RFC 5041 8.2); None lets every stream of the PD use it."""
+        stag = (self._next_stag_index << 8) | self.rng.randrange(256)
+        self._next_stag_index += 1
+        self.memory_table.register(MemoryRegion(stag, self.pd, base_to, length, access, address, stream_id))
+        return stag
+
+    def deregister_memory(self, stag: int) -> None:
+        self.memory_table.deregister(stag)
+
+    # -- work requests (RFC 5040 5) -----------------------------------------------
+
+    def post_recv(self, stream_id: int, address: int, length: int) -> int:
+        """Post a receive buffer for inbound Sends on the stream; returns the MSN it will take."""
+        return self._endpoint(stream_id).post_receive(address, length)
+
+    def post_send(
+        self, stream_id: int, address: int, length: int, solicited: bool = False, invalidate_stag: int | None = None
+    ) -> int:
+        """Send, Send with SE, Send with Invalidate, Send with SE and Invalidate (RFC 5040 5.3); returns wr_id."""
+        wr_id = self._endpoint(stream_id).post_send(address, length, solicited=solicited,
+                                                    invalidate_stag=invalidate_stag)
+        self._flush()
+        return wr_id
+
+    def post_write(self, stream_id: int, remote_stag: int, remote_to: int, address: int, length: int) -> int:
+        """RDMA Write `length` bytes at host `address` to the peer's STag/TO (RFC 5040 5.1); returns wr_id."""
+        wr_id = self._endpoint(stream_id).post_write(remote_stag, remote_to, address, length)
+        self._flush()
+        return wr_id
+
+    def post_read(
+        self, stream_id: int, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int
+    ) -> int:
+        """RDMA Read the peer's STag/TO into our STag/TO (RFC 5040 5.2); raises ReadLimitExceeded past ORD."""
+        wr_id = self._endpoint(stream_id).post_read(local_stag, local_to, remote_stag, remote_to, length)
+        self._flush()
+        return wr_id
+
+    # -- the sans-I/O surface ----------------------------------------------------
+
+    def receive_frame(self, frame: bytes, now: float) -> list[RnicEvent]:
+        """Process one Ethernet frame off the wire; return every event pending."""
+        self._counters.frames_received += 1
+        try:
+            decoded = Frame.decode(frame)
+        except ChecksumError:
+            self._counters.dropped_bad_checksum += 1
+            return self.poll_events()
+        except DecodeError:
+            self._counters.dropped_malformed += 1
+            return self.poll_events()
+        if not self._addressed_to_us(decoded):
+            self._counters.dropped_misaddressed += 1
+            return self.poll_events()
+        if not checksum_ok(decoded.sctp):
+            self._counters.dropped_bad_checksum += 1
+            return self.poll_events()
+        self._route(decoded, now)
+        self._flush()
+        self._maybe_shutdown(now)
+        return self.poll_events()
+
+    def frames_to_send(self, now: float) -> list[bytes]:
+        """Every frame due now; call after any other call."""
+        self._flush()
+        self._maybe_shutdown(now)
+        frames, self._frames = self._frames, []
+        if self._association is not None and self._peer is not None:
+            for packet in self._association.packets_to_send(now):
+                frames.append(self._frame(packet, self._peer))
+        self._counters.frames_sent += len(frames)
+        return frames
+
+    def next_timeout(self) -> float | None:
+        times = [self._close_deadline]
+        if self._association is not None:
+            times.append(self._association.next_timeout())
+        return min((t for t in times if t is not None), default=None)
+
+    def handle_timeout(self, now: float) -> list[RnicEvent]:
+        if self._association is not None:
+            self._on_association_events(self._association.handle_timeout(now), now)
+        self._flush()
+        self._maybe_shutdown(now)
+        if self._close_deadline is not None and now >= self._close_deadline:
+            self._close_timed_out(now)
+        return self.poll_events()
+
+    def poll_events(self) -> list[RnicEvent]:
+        """Every event raised since the last call (completions of posts included)."""
+        events, self._events = self._events, []
+        return events
+
+    # -- internals: framing and routing ---------------------------------------------
+
+    def _association_config(self, peer_port: int) -> AssociationConfig:
+        config = self.config
+        return AssociationConfig(
+            local_port=config.port,
+            peer_port=peer_port,
+            rng=self.rng,
+            hmac_secret=self._hmac_secret,
+            streams=config.streams,
+            path_mtu=config.path_mtu,
+            lower_layer_overhead=config.lower_layer_overhead,
+            receive_buffer=config.receive_buffer,
+            heartbeat_interval=config.heartbeat_interval,
+            delayed_ack_time=config.delayed_ack_time,
+            adaptation_code_point=ADAPTATION_CODE_POINT_DDP if config.ddp else None,
+        )
+
+    def _new_association(self, association: Association, peer: _Peer) -> None:
+        self._association = association
+        self._peer = peer
+        self._sessions = DdpSessions(self.config.resources, self.config.pending_limit)
+        self._streams.clear()
+        self._requests.clear()
+        self._known_streams.clear()
+        self._ddp_enabled = False
+        self._closing = False
+        self._close_deadline = None
+
+    def _frame(self, packet: bytes, peer: _Peer) -> bytes:
+        self._ip_identification = (self._ip_identification + 1) & 0xFFFF
+        config = self.config
+        return build_frame(packet, config.mac, peer.mac, config.ip, peer.ip, udp=config.udp,
+                           identification=self._ip_identification)
+
+    def _addressed_to_us(self, frame: Frame) -> bool:
+        config = self.config
+        if frame.eth.dst != config.mac or frame.ip.dst != config.ip:
+            return False
+        if (frame.udp is not None) != config.udp:
+            return False
+        if frame.udp is not None and frame.udp.dst_port != SCTP_UDP_PORT:
+            return False
+        association, peer = self._association, self._peer
+        if association is not None and not association.is_closed and peer is not None:
+            return frame.eth.src == peer.mac and frame.ip.src == peer.ip
+        return True
+
+    def _route(self, frame: Frame, now: float) -> None:
+        packet = frame.sctp
+        association = self._association
+        if association is not None and not association.is_closed:
+            # The peer's packets, whatever their tag: the association checks it (RFC 4960 8.5, 5.2).
+            self._on_association_events(association.receive(now, packet), now)
+            return
+        if self._listener is None:
+            self._out_of_the_blue(frame)
+            return
+        accepted = self._listener.receive(now, packet)
+        sender = _Peer(frame.eth.src, frame.ip.src)
+        for reply in self._listener.packets_to_send():
+            self._frames.append(self._frame(reply, sender))
+        if accepted is not None:
+            self._new_association(accepted.association, sender)
+            self._on_association_events(accepted.events, now)
+
+    def _out_of_the_blue(self, frame: Frame) -> None:
+        """RFC 4960 8.4 without a Listener: see `out_of_the_blue_reply`."""
+        source = frame.ip.src
+        if source.is_multicast or source.is_unspecified or source == ipaddress.IPv4Address("255.255.255.255"):
+            return  # rule 1: to or from a non-unicast address
+        try:
+            packet = SctpPacket.decode(frame.sctp)
+        except DecodeError:
+            self._counters.dropped_malformed += 1
+            return
+        if packet.dst_port != self.config.port:
+            return  # no endpoint of ours on that port
+        reply = out_of_the_blue_reply(packet)
+        if reply is not None:
+            self._frames.append(self._frame(reply.encode(), _Peer(frame.eth.src, source)))
+
+    # -- internals: association events ----------------------------------------------
+
+    def _on_association_events(self, events: list[AssociationEvent], now: float) -> None:
+        for event in events:
+            if isinstance(event, DataReceived):
+                if self._ddp_enabled and event.ppid in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
+                    try:
+                        session_events = self._sessions.receive(event.stream_id, event.ppid, event.payload)
+                    except DecodeError:
+                        continue  # not a DDP Segment Chunk (RFC 5043 5.2.2): nothing to place
+                    self._on_session_events(session_events)
+            elif isinstance(event, DataAcknowledged):
+                self._on_session_events(self._sessions.acknowledged(event.stream_id, event.count))
+            elif isinstance(event, AssociationEstablished):
+                self._ddp_enabled = event.ddp_enabled
+                assert self._peer is not None and self._association is not None
+                self._events.append(Connected(
+                    self._peer.mac, self._peer.ip, self._association.config.peer_port,
+                    event.peer_adaptation_code_point, event.ddp_enabled, event.streams, event.mulpdu,
+                ))
+            elif isinstance(event, DdpProceduresForbidden):
+                self._ddp_enabled = False
+                self._events.append(DdpUnavailable(event.peer_adaptation_code_point, event.reason))
+            elif isinstance(event, PeerShutdownStarted):
+                self._events.append(PeerClosing())
+            elif isinstance(event, AssociationClosed):
+                self._association_over()
+                self._events.append(Closed())
+            elif isinstance(event, AssociationAborted):
+                self._association_over()
+                self._events.append(Aborted(event.causes))
+            elif isinstance(event, AssociationFailed):
+                self._association_over()
+                self._events.append(Failed(event.reason))
+
+    def _association_over(self) -> None:
+        self._streams.clear()
+        self._close_deadline = None
+
+    # -- internals: session events --------------------------------------------------
+
+    def _on_session_events(self, events: list) -> None:
+        for event in events:
+            stream_id = event.stream_id
+            self._known_streams.add(stream_id)
+            if isinstance(event, SegmentReceived):
+                stream = self._streams.get(stream_id)
+                if stream is not None and stream.endpoint is not None:
+                    self._on_rdmap_events(stream_id, stream.endpoint.receive(event.segment, event.ddp_ssn))
+            elif isinstance(event, InitiateReceived):
+                self._on_initiate(event)
+            elif isinstance(event, SessionAccepted):
+                self._on_accepted(event)
+            elif isinstance(event, SessionRejectedBySession):
+                self._streams.pop(stream_id, None)
+                self._events.append(SessionRejected(stream_id, event.private_data, event.enhanced, by_user=True))
+            elif isinstance(event, InitiateRefused):
+                self._events.append(SessionRefused(stream_id, event.reason, event.private_data, event.error))
+            elif isinstance(event, RtrReceived):
+                self._events.append(RtrArrived(stream_id, event.rtr))
+            elif isinstance(event, SessionTerminated):
+                stream = self._streams.pop(stream_id, None)
+                self._requests.pop(stream_id, None)
+                if event.cause is TerminationCause.PEER_NON_ULP_REJECT and stream is not None:
+                    self._events.append(SessionRejected(stream_id, b"", None, by_user=False))
+                else:
+                    self._events.append(StreamTerminated(stream_id, event.cause, event.error))
+            elif isinstance(event, SessionStreamReleased):
+                self._events.append(StreamReleased(stream_id))
+
+    def _on_initiate(self, event: InitiateReceived) -> None:
+        request = SessionRequested(event.stream_id, event.private_data, event.enhanced, event.proposal)
+        if self._closing:
+            self._sessions.terminate(event.stream_id)  # RFC 5043 6.4: refused, the host is closing
+            return
+        decision = self.session_policy(request) if self.session_policy is not None else None
+        if decision is None:
+            self._requests[event.stream_id] = request
+            self._events.append(request)
+        elif isinstance(decision, RejectSession):
+            self._sessions.reject(event.stream_id, decision.private_data)
+        else:
+            try:
+                self._accept(request, decision.private_data, decision.resources)
+            except NegotiationRefused:
+                self._sessions.reject(event.stream_id)
+
+    def _accept(self, request: SessionRequested, private_data: bytes, resources: LocalResources | None) -> None:
+        """Accept at the session layer, then build the responder's RDMAP endpoint before any segment."""
+        stream_id = request.stream_id
+        local = resources if resources is not None else self.config.resources
+        held = self._sessions.accept(stream_id, private_data, local)
+        negotiated = self._sessions.negotiated(stream_id)
+        rtr_follows = negotiated is not None and negotiated.peer_to_peer
+        stream = _Stream(Role.RESPONDER, local, negotiated=negotiated)
+        stream.endpoint = self._make_endpoint(stream_id, negotiated, local, first_sequence=2 if rtr_follows else 1)
+        self._streams[stream_id] = stream
+        self._events.append(SessionEstablished(
+            stream_id, Role.RESPONDER, request.private_data, stream.endpoint.ird, stream.endpoint.ord,
+            rtr_follows, None, negotiated,
+        ))
+        self._on_session_events(held)
+
+    def _on_accepted(self, event: SessionAccepted) -> None:
+        stream = self._streams.get(event.stream_id)
+        if stream is None:
+            return  # terminated by the user before the Accept arrived
+        negotiated = event.negotiated
+        stream.negotiated = negotiated
+        stream.endpoint = self._make_endpoint(event.stream_id, negotiated, stream.resources, first_sequence=1)
+        self._events.append(SessionEstablished(
+            event.stream_id, Role.INITIATOR, event.private_data, stream.endpoint.ird, stream.endpoint.ord,
+            negotiated.peer_to_peer if negotiated is not None else False,
+            negotiated.rtr if negotiated is not None else None, negotiated,
+        ))
+
+    def _make_endpoint(
+        self, stream_id: int, negotiated: NegotiatedParameters | None, local: LocalResources, first_sequence: int
+    ) -> RdmapEndpoint:
+        ird, ord = (negotiated.ird, negotiated.ord) if negotiated is not None else (local.ird, local.ord)
+        assert self._association is not None
+        return RdmapEndpoint(
+            pd=self.pd,
+            memory_table=self.memory_table,
+            host_memory=self.memory,
+            stream_id=stream_id,
+            mulpdu=self._association.mulpdu,
+            ird=ird,
+            ord=ord,
+            first_sequence=first_sequence,
+        )
+
+    def _on_rdmap_events(self, stream_id: int, events: list) -> None:
+        for event in events:
+            if isinstance(event, SendReceived):
+                self._events.append(ReceiveCompletion(stream_id, event.opcode, event.address, event.length,
+                                                      event.solicited, event.invalidated_stag))
+            elif isinstance(event, ReadCompleted):
+                self._events.append(ReadCompletion(stream_id, event.wr_id, event.length))
+            elif isinstance(event, WriteReceived):
+                self._events.append(WriteArrived(stream_id, event.stag, event.length))
+            elif isinstance(event, TerminateSent):
+                self._events.append(RdmapTerminated(stream_id, event.terminate, sent=True))
+            elif isinstance(event, TerminateReceived):
+                self._events.append(RdmapTerminated(stream_id, event.terminate, sent=False))
+
+    # -- internals: the transmit pump -----------------------------------------------
+
+    def _flush(self) -> None:
+        """RDMAP segments -> DDP sessions -> SCTP DATA chunks; local completions -> events."""
+        for stream_id, stream in self._streams.items():
+            endpoint = stream.endpoint
+            if endpoint is None:
+                continue
+            for segment in endpoint.segments_to_send():
+                try:
+                    self._sessions.send_segment(stream_id, segment)
+                except SessionStateError:
+                    break  # the session ended under the endpoint; nothing more of it is sent
+            for done in endpoint.poll_completions():
+                self._events.append(WorkCompletion(stream_id, done.wr_id, done.opcode, done.length))
+        messages = self._sessions.messages_to_send()
+        if not messages:
+            return
+        association = self._association
+        if association is None:
+            raise NotConnected("DDP messages to send without an association")
+        for stream_id, ppid, payload in messages:
+            try:
+                association.send(stream_id, ppid, payload)  # U=1 (RFC 5043 10)
+            except AssociationError:
+                return  # the association is closing or closed: nothing more can go out
+
+    def _maybe_shutdown(self, now: float) -> None:
+        """With `close()` called: SHUTDOWN once every DDP stream is released (RFC 5043 6.6)."""
+        association = self._association
+        if not self._closing or association is None or association.state is not AssociationState.ESTABLISHED:
+            return
+        if all(self._sessions.stream_available(stream_id) for stream_id in self._known_streams):
+            association.shutdown(now)
+            self._close_deadline = None  # T2-shutdown and Association.Max.Retrans bound the rest (RFC 4960 9.2)
+
+    def _close_timed_out(self, now: float) -> None:
+        """`close_timeout` passed with streams unreleased: ABORT (RFC 4960 9.1) and say why."""
+        self._close_deadline = None
+        association = self._association
+        if association is None or association.is_closed:
+            return
+        if association.state is not AssociationState.ESTABLISHED:
+            return  # SHUTDOWN already under way
+        waiting = tuple(sorted(s for s in self._known_streams if not self._sessions.stream_available(s)))
+        timeout = self.config.close_timeout
+        reason = (f"close(): DDP streams {list(waiting)} not released by the peer within {timeout:g} s "
+                  "(RFC 5043 6.2, 6.6); association aborted (RFC 4960 9.1)")
+        association.abort(now, reason)
+        self._streams.clear()
+        self._events.append(CloseAborted(reason, waiting, timeout if timeout is not None else 0.0))
+
+    def _require_ddp(self) -> None:
+        if not self.connected:
+            raise NotConnected("no established association")
+        if not self._ddp_enabled:
+            raise DdpForbidden("RFC 5043 11.1: the peer did not indicate DDP; DDP procedures are not allowed")
+
+    def _endpoint(self, stream_id: int) -> RdmapEndpoint:
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.endpoint is None:
+            raise StreamNotOpen(f"stream {stream_id} has no open DDP session")
+        return stream.endpoint

@@ -1,0 +1,122 @@
+"""An in-memory link between two endpoints with deterministic impairments.
+
+Sans-I/O like the rest of the model: frames go in with `send(side, frame,
+now)`; `deliveries(now)` returns every frame whose arrival time has come,
+tagged with the side it arrives at. Loss, duplication, reordering (a random
+extra delay), corruption (one flipped bit) and a fixed one-way delay are
+drawn from a `random.Random` seeded by the configuration, so a run is the
+same every time. Frames that arrive are recorded with their arrival time, so
+the link yields the capture a tap in front of each receiver would see.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+from enum import Enum
+
+from model.errors import EncodeError
+
+
+class Side(Enum):
+    """The two ends of the link; a frame sent by A arrives at B and vice versa."""
+
+    A = "a"
+    B = "b"
+
+    @property
+    def peer(self) -> Side:
+        return Side.B if self is Side.A else Side.A
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """Impairment probabilities per frame (0..1) and delays in seconds."""
+
+    loss: float = 0.0
+    duplication: float = 0.0
+    reordering: float = 0.0
+    corruption: float = 0.0
+    delay: float = 0.0005
+    reorder_delay: float = 0.002
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("loss", "duplication", "reordering", "corruption"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise EncodeError(f"link {name} probability {value} is not within 0..1")
+        if self.delay < 0 or self.reorder_delay < 0:
+            raise EncodeError("link delays must not be negative")
+
+
+@dataclass
+class LinkStats:
+    sent: int = 0
+    delivered: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    corrupted: int = 0
+
+
+@dataclass(order=True)
+class _InFlight:
+    arrival: float
+    sequence: int
+    to: Side = field(compare=False)
+    frame: bytes = field(compare=False)
+
+
+class Link:
+    """A full-duplex point-to-point link (see the module docstring)."""
+
+    def __init__(self, config: LinkConfig | None = None, record: bool = False) -> None:
+        self.config = config or LinkConfig()
+        self._random = random.Random(self.config.seed)
+        self._in_flight: list[_InFlight] = []
+        self._sequence = 0
+        self.stats = LinkStats()
+        self.recording: list[tuple[float, bytes]] | None = [] if record else None
+
+    def send(self, side: Side, frame: bytes, now: float) -> None:
+        """Put a frame on the wire from `side` at time `now`."""
+        config, draw = self.config, self._random.random
+        self.stats.sent += 1
+        if draw() < config.loss:
+            self.stats.lost += 1
+            return
+        copies = 1
+        if draw() < config.duplication:
+            copies = 2
+            self.stats.duplicated += 1
+        for _ in range(copies):
+            data = bytes(frame)
+            if data and draw() < config.corruption:
+                bit = self._random.randrange(len(data) * 8)
+                data = bytearray(data)
+                data[bit // 8] ^= 1 << (bit % 8)
+                data = bytes(data)
+                self.stats.corrupted += 1
+            arrival = now + config.delay
+            if draw() < config.reordering:
+                arrival += self._random.uniform(0.0, config.reorder_delay)
+                self.stats.reordered += 1
+            self._sequence += 1
+            heapq.heappush(self._in_flight, _InFlight(arrival, self._sequence, side.peer, data))
+
+    def next_arrival(self) -> float | None:
+        """When the next frame arrives, or None if nothing is in flight."""
+        return self._in_flight[0].arrival if self._in_flight else None
+
+    def deliveries(self, now: float) -> list[tuple[Side, bytes, float]]:
+        """Every frame that has arrived by `now`: (receiving side, frame, arrival time)."""
+        out = []
+        while self._in_flight and self._in_flight[0].arrival <= now:
+            item = heapq.heappop(self._in_flight)
+            self.stats.delivered += 1
+            if self.recording is not None:
+                self.recording.append((item.arrival, item.frame))
+            out.append((item.to, item.frame, item.arrival))
+        return out

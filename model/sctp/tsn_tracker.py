@@ -1,0 +1,89 @@
+"""Receive-side TSN bookkeeping for SACK generation, RFC 4960 6.2 and 3.3.4.
+
+`TsnTracker` remembers the Cumulative TSN (the last TSN of the contiguous run
+received) and every TSN received beyond it, detects duplicates, and renders
+the Gap Ack Blocks (offsets from the Cumulative TSN Ack, 3.3.4) and the
+Duplicate TSNs of the next SACK.  Duplicates are reported once each, in the
+next SACK only (6.2: "the list of duplicate TSNs ... since the last SACK").
+
+TSNs more than 65535 beyond the Cumulative TSN cannot be described by a
+16-bit gap offset: they are refused (`accept` returns False) so the sender
+will retransmit them later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from model.sctp.packet import TSN_BITS, serial_add, serial_gt, serial_le
+
+MAX_GAP_OFFSET = 0xFFFF
+MAX_REPORTED_DUPLICATES = 64
+
+
+@dataclass
+class TsnTracker:
+    cumulative_tsn: int
+    """The peer's initial TSN minus one at the start (RFC 4960 6.2)."""
+    _above: set[int] = field(default_factory=set)
+    _duplicates: list[int] = field(default_factory=list)
+    highest_received: int | None = None
+
+    def offset(self, tsn: int) -> int:
+        """Distance of `tsn` beyond the Cumulative TSN, modulo 2**32."""
+        return (tsn - self.cumulative_tsn) & 0xFFFFFFFF
+
+    def is_duplicate(self, tsn: int) -> bool:
+        return serial_le(tsn, self.cumulative_tsn, TSN_BITS) or tsn in self._above
+
+    def within_window(self, tsn: int) -> bool:
+        """True if `tsn` is new and a gap offset can describe it."""
+        return 0 < self.offset(tsn) <= MAX_GAP_OFFSET
+
+    def note_duplicate(self, tsn: int) -> None:
+        if len(self._duplicates) < MAX_REPORTED_DUPLICATES:
+            self._duplicates.append(tsn)
+
+    def accept(self, tsn: int) -> bool:
+        """Record a new TSN; False if it is a duplicate (noted for the SACK) or beyond the window."""
+        if self.is_duplicate(tsn):
+            self.note_duplicate(tsn)
+            return False
+        if not self.within_window(tsn):
+            return False
+        self._above.add(tsn)
+        if self.highest_received is None or serial_gt(tsn, self.highest_received, TSN_BITS):
+            self.highest_received = tsn
+        following = serial_add(self.cumulative_tsn, 1, TSN_BITS)
+        while following in self._above:
+            self._above.remove(following)
+            self.cumulative_tsn = following
+            following = serial_add(following, 1, TSN_BITS)
+        return True
+
+    @property
+    def has_gaps(self) -> bool:
+        return bool(self._above)
+
+    @property
+    def has_duplicates(self) -> bool:
+        return bool(self._duplicates)
+
+    def gap_blocks(self, limit: int | None = None) -> tuple[tuple[int, int], ...]:
+        """(start, end) offsets of the runs received beyond the Cumulative TSN, lowest first (3.3.4)."""
+        offsets = sorted(self.offset(tsn) for tsn in self._above)
+        blocks: list[tuple[int, int]] = []
+        for off in offsets:
+            if blocks and blocks[-1][1] + 1 == off:
+                blocks[-1] = (blocks[-1][0], off)
+            else:
+                if limit is not None and len(blocks) == limit:
+                    break
+                blocks.append((off, off))
+        return tuple(blocks)
+
+    def take_duplicates(self) -> tuple[int, ...]:
+        """The duplicate TSNs received since the last call (reported in one SACK, 6.2)."""
+        duplicates = tuple(self._duplicates)
+        self._duplicates.clear()
+        return duplicates

@@ -1,0 +1,1 @@
+"""The `rnic` subcommands: demo, dissect, replay, benchmarks, sample capture."""

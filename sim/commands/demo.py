@@ -1,0 +1,552 @@
+"""`rnic demo` and `rnic bench e2e`: two software RNICs end to end over a simulated lossy link.
+
+`rnic demo`: host A (10.0.0.1, initiator) and host B (10.0.0.2, listening)
+set up an SCTP association with the DDP adaptation indication (RFC 5043
+5.1, 11.1), open DDP stream 0 with the RFC 6581 enhanced Initiate/Accept
+(IRD/ORD 4, peer-to-peer, zero-length RDMA Write RTR), and then each host
+runs every RDMAP operation against the other at once: RDMA Write, RDMA
+Read, Send, Send with Invalidate, Send with SE, Send with SE and Invalidate
+(RFC 5040 5).  Every byte placed is compared with its source, every
+completion with the work posted, invalidated STags with the memory table,
+and the host memories with the registered and posted ranges (nothing
+written elsewhere).  Then the hosts terminate the session and shut the
+association down (RFC 5043 6.2, RFC 4960 9.2).  The teardown is bounded by
+`CLOSE_TIME_LIMIT` seconds of simulated time: a host is finished once its
+association is Closed, Aborted, Failed or aborted by its own `close()`
+deadline (`CloseAborted`); the summary says how each host ended, and only a
+host that has not finished by the limit (or when nothing is left to happen)
+fails the run.  An Aborted or Failed teardown after the data checks passed
+is reported, not failed: the data was already verified.  The link loses, duplicates,
+reorders and corrupts frames at the `--loss` rate, from `--seed`.
+
+`rnic bench e2e`: RDMA Write goodput from A to B, in bytes per wall-clock
+second of this CPython process and per simulated second, at 4 KiB and
+1 MiB messages, on a clean link and at 1% impairment.
+
+Everything is deterministic for a given seed except the wall-clock figures.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, TextIO
+
+from model.rnic.link import Link, LinkConfig, Side
+from model.ddp.memory import Access, SparseMemory
+from model.ddp.negotiation import RtrType
+from model.net.pcap import write_pcap
+from model.rdmap.messages import Opcode
+from model.rnic.host import RnicConfig, SoftRnic
+from model.rnic.events import (
+    Aborted,
+    CloseAborted,
+    Closed,
+    Connected,
+    Failed,
+    ReadCompletion,
+    ReceiveCompletion,
+    RnicEvent,
+    RtrArrived,
+    SessionEstablished,
+    WorkCompletion,
+    WriteArrived,
+)
+from model.sctp.packet import ErrorCauseCode
+
+MACS = {Side.A: bytes.fromhex("020000000001"), Side.B: bytes.fromhex("020000000002")}
+IPS = {Side.A: "10.0.0.1", Side.B: "10.0.0.2"}
+PORTS = {Side.A: 5001, Side.B: 5002}
+STREAM = 0
+SIMULATED_TIME_LIMIT = 3600.0
+"""A run that has not finished after an hour of simulated time has stalled."""
+CLOSE_TIME_LIMIT = 900.0
+"""Simulated seconds the teardown may take: beyond the slowest legitimate end, a `close_timeout` (30 s)
+and then T2-shutdown backed off to RTO.Max through Association.Max.Retrans (about 7.5 min, RFC 4960 9.2, 8.1)."""
+FINISHED = (Closed, Aborted, Failed, CloseAborted)
+"""The events that end a host's association; after one of them the host has nothing left to do."""
+
+# Host memory map of each host (addresses; every region is `size` bytes, 1 MiB apart at least).
+SOURCE = 0x0100_0000  # data this host writes, sends, and lets the peer read
+WRITE_SINK = 0x0200_0000  # the peer RDMA Writes here
+READ_SINK = 0x0300_0000  # our RDMA Read Response lands here
+RECEIVE_BUFFERS = 0x0400_0000  # four posted receive buffers, one per Send variant
+INVALIDATE_TARGETS = 0x0800_0000  # two small regions the peer's Sends with Invalidate revoke
+TARGET_LENGTH = 4096
+
+
+class Stalled(RuntimeError):
+    """The simulation ran out of work or of simulated time before the goal was reached."""
+
+
+class TwoHosts:
+    """Two SoftRnics joined by a `model.rnic.link.Link`, and the loop that drives them.
+
+    The loop advances `now` to the earliest of the next link arrival and the
+    hosts' timers, delivers what arrived, fires what expired and puts every
+    frame due on the link."""
+
+    def __init__(self, link: LinkConfig, udp: bool = False, seed: int = 1) -> None:
+        self.link = Link(link, record=True)
+        self.memory = {side: SparseMemory() for side in Side}
+        self.hosts = {
+            side: SoftRnic(RnicConfig(MACS[side], IPS[side], PORTS[side], udp=udp), self.memory[side],
+                           random.Random(seed * 2 + (side is Side.B)))
+            for side in Side
+        }
+        self.events: dict[Side, list[RnicEvent]] = {side: [] for side in Side}
+        self.now = 0.0
+
+    @property
+    def a(self) -> SoftRnic:
+        return self.hosts[Side.A]
+
+    @property
+    def b(self) -> SoftRnic:
+        return self.hosts[Side.B]
+
+    def connect(self) -> None:
+        self.b.listen()
+        self.a.connect(self.now, MACS[Side.B], IPS[Side.B], PORTS[Side.B])
+        self.run_until(lambda: self.a.connected and self.b.connected)
+
+    def open_stream(self) -> None:
+        self.a.open_stream(STREAM, b"rnic demo")
+        self.run_until(lambda: self.seen(Side.A, SessionEstablished) and self.seen(Side.B, RtrArrived))
+
+    def close(self, limit: float | None = None) -> dict[Side, RnicEvent | None]:
+        """A closes (RFC 5043 6.2, RFC 4960 9.2); run until both hosts finished, for at most `limit`
+        (default `CLOSE_TIME_LIMIT`) simulated seconds.
+
+        Returns each host's finishing event (`FINISHED`), None for a host that did not finish: the
+        limit passed, or nothing was in flight and no timer running.  Never raises `Stalled`."""
+        self.a.close(self.now)
+        deadline = self.now + (CLOSE_TIME_LIMIT if limit is None else limit)
+        try:
+            self.run_until(lambda: all(self.finished(side) for side in Side), limit=deadline)
+        except Stalled:
+            pass
+        return {side: self.finished(side) for side in Side}
+
+    def finished(self, side: Side) -> RnicEvent | None:
+        """The first event that ended the side's association, if any."""
+        return next((event for event in self.events[side] if isinstance(event, FINISHED)), None)
+
+    def seen(self, side: Side, kind: type) -> bool:
+        return any(isinstance(event, kind) for event in self.events[side])
+
+    def of(self, side: Side, kind: type) -> list:
+        return [event for event in self.events[side] if isinstance(event, kind)]
+
+    def step(self, limit: float = SIMULATED_TIME_LIMIT) -> None:
+        """Advance to the next arrival or timer; `Stalled` if there is none or it lies past `limit`."""
+        for side, host in self.hosts.items():
+            for frame in host.frames_to_send(self.now):
+                self.link.send(side, frame, self.now)
+        times = [t for t in (self.link.next_arrival(), self.a.next_timeout(), self.b.next_timeout()) if t is not None]
+        if not times:
+            raise Stalled("nothing in flight and no timer running")
+        if min(times) > limit:
+            raise Stalled(f"no result after {limit:g} s of simulated time")
+        self.now = max(self.now, min(times))
+        for side, frame, _ in self.link.deliveries(self.now):
+            self.events[side] += self.hosts[side].receive_frame(frame, self.now)
+        for side, host in self.hosts.items():
+            deadline = host.next_timeout()
+            if deadline is not None and deadline <= self.now:
+                self.events[side] += host.handle_timeout(self.now)
+            self.events[side] += host.poll_events()
+
+    def run_until(self, done: Callable[[], bool], on_step: Callable[[], None] | None = None,
+                  limit: float = SIMULATED_TIME_LIMIT) -> None:
+        while not done():
+            self.step(limit)
+            if on_step is not None:
+                on_step()
+
+    def pcap(self) -> bytes:
+        assert self.link.recording is not None
+        return write_pcap(self.link.recording)
+
+
+# -- the demo --------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class Operation:
+    name: str
+    opcode: Opcode
+    sender: Side
+    length: int
+
+
+@dataclass
+class DemoResult:
+    checks: list[Check] = field(default_factory=list)
+    operations: list[Operation] = field(default_factory=list)
+    testbed: TwoHosts | None = None
+    teardown: dict[Side, RnicEvent | None] = field(default_factory=dict)
+    """How each host's association ended (`FINISHED`), None if it had not by `CLOSE_TIME_LIMIT`."""
+    wall_seconds: float = 0.0
+    data_seconds: float = 0.0
+    """Simulated time from the first post to the last completion."""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(check.passed for check in self.checks)
+
+    def check(self, name: str, passed: bool, detail: str = "") -> None:
+        self.checks.append(Check(name, bool(passed), detail))
+
+
+SEND_VARIANTS = (
+    ("Send", Opcode.SEND, False, False),
+    ("Send with Invalidate", Opcode.SEND_WITH_INVALIDATE, False, True),
+    ("Send with SE", Opcode.SEND_WITH_SE, True, False),
+    ("Send with SE and Invalidate", Opcode.SEND_WITH_SE_AND_INVALIDATE, True, True),
+)
+
+
+@dataclass
+class _HostPlan:
+    """What one host registered and expects, for the checks."""
+
+    data: bytes
+    write_sink_stag: int = 0
+    read_sink_stag: int = 0
+    source_stag: int = 0
+    invalidate_targets: list[int] = field(default_factory=list)
+    write_id: int = 0
+    read_id: int = 0
+    send_ids: dict[Opcode, int] = field(default_factory=dict)
+
+
+def run_demo(
+    loss: float = 0.0,
+    seed: int = 1,
+    udp: bool = False,
+    size: int = 1 << 20,
+    progress: Callable[[float], None] | None = None,
+    tamper: Callable[[TwoHosts], None] | None = None,
+) -> DemoResult:
+    """Run the demo scenario; `tamper` (tests only) may change the testbed before verification."""
+    result = DemoResult()
+    link = LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed)
+    bed = result.testbed = TwoHosts(link, udp=udp, seed=seed)
+    wall_start = time.perf_counter()
+    bed.connect()
+    connected = {side: bed.of(side, Connected)[0] for side in Side}
+    result.check("association up with DDP on both sides (RFC 5043 11.1)",
+                 all(event.ddp_enabled and event.peer_adaptation_code_point == 1 for event in connected.values()))
+    bed.open_stream()
+    established = {side: bed.of(side, SessionEstablished)[0] for side in Side}
+    result.check("IRD/ORD 4/4 negotiated on both sides (RFC 6581 9)",
+                 all((e.ird, e.ord) == (4, 4) for e in established.values()))
+    result.check("initiator sends, responder receives the zero-length RDMA Write RTR (RFC 6581 9)",
+                 established[Side.A].rtr is RtrType.WRITE
+                 and [e.rtr for e in bed.of(Side.B, RtrArrived)] == [RtrType.WRITE])
+
+    data_rng = random.Random(seed)
+    plans = {side: _HostPlan(data_rng.randbytes(size)) for side in Side}
+    for side, plan in plans.items():
+        host, memory = bed.hosts[side], bed.memory[side]
+        memory.write(SOURCE, plan.data)
+        plan.source_stag = host.register_memory(SOURCE, size, Access.LOCAL_READ | Access.REMOTE_READ)
+        plan.write_sink_stag = host.register_memory(WRITE_SINK, size, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+        plan.read_sink_stag = host.register_memory(READ_SINK, size, Access.LOCAL_WRITE)
+        plan.invalidate_targets = [
+            host.register_memory(INVALIDATE_TARGETS + i * TARGET_LENGTH, TARGET_LENGTH, Access.REMOTE_WRITE)
+            for i in range(2)
+        ]
+        for index in range(len(SEND_VARIANTS)):
+            host.post_recv(STREAM, RECEIVE_BUFFERS + index * max(size, 1), size)
+
+    data_start = bed.now
+    for side, plan in plans.items():
+        host, peer = bed.hosts[side], plans[side.peer]
+        plan.write_id = host.post_write(STREAM, peer.write_sink_stag, 0, SOURCE, size)
+        result.operations.append(Operation("RDMA Write", Opcode.RDMA_WRITE, side, size))
+        plan.read_id = host.post_read(STREAM, plan.read_sink_stag, 0, peer.source_stag, 0, size)
+        result.operations.append(Operation("RDMA Read", Opcode.RDMA_READ_REQUEST, side, size))
+        targets = iter(peer.invalidate_targets)
+        for name, opcode, solicited, invalidate in SEND_VARIANTS:
+            stag = next(targets) if invalidate else None
+            plan.send_ids[opcode] = host.post_send(STREAM, SOURCE, size, solicited=solicited, invalidate_stag=stag)
+            result.operations.append(Operation(name, opcode, side, size))
+
+    expected_bytes = len(result.operations) * size
+    placed = {side: 0 for side in Side}
+    seen_writes = {side: len(bed.memory[side].writes) for side in Side}  # placements from here on
+
+    def report_progress() -> None:
+        if progress is None or not expected_bytes:
+            return
+        for side in Side:
+            writes = bed.memory[side].writes
+            placed[side] += sum(length for _, length in writes[seen_writes[side]:])
+            seen_writes[side] = len(writes)
+        progress(min(1.0, sum(placed.values()) / expected_bytes))
+
+    def all_done() -> bool:
+        return all(
+            len(bed.of(side, WriteArrived)) >= 1 and len(bed.of(side, ReadCompletion)) >= 1
+            and len(bed.of(side, ReceiveCompletion)) >= len(SEND_VARIANTS)
+            and len(bed.of(side, WorkCompletion)) >= 1 + len(SEND_VARIANTS)
+            for side in Side
+        )
+
+    bed.run_until(all_done, report_progress)
+    result.data_seconds = bed.now - data_start
+    if tamper is not None:
+        tamper(bed)
+    _verify(result, bed, plans, size)
+    close_start = bed.now
+    result.teardown = bed.close()
+    unfinished = [side.name for side, event in result.teardown.items() if event is None]
+    result.check("teardown: both hosts' associations ended (RFC 5043 6.2, RFC 4960 9.2)", not unfinished,
+                 f"host {' and '.join(unfinished)} did not close within {bed.now - close_start:.3f} s "
+                 f"of simulated time (limit {CLOSE_TIME_LIMIT:g} s)" if unfinished else "")
+    result.wall_seconds = time.perf_counter() - wall_start
+    if progress is not None:
+        progress(1.0)
+    return result
+
+
+def _verify(result: DemoResult, bed: TwoHosts, plans: dict[Side, _HostPlan], size: int) -> None:
+    for side in Side:
+        peer = side.peer
+        plan, peer_plan = plans[side], plans[peer]
+        memory, host = bed.memory[side], bed.hosts[side]
+        arrow = f"{peer.name}->{side.name}"
+        result.check(f"RDMA Write {arrow}: every byte placed",
+                     memory.read(WRITE_SINK, size) == peer_plan.data)
+        result.check(f"RDMA Write {arrow}: one WriteArrived at the sink STag",
+                     [(e.stag, e.length) for e in bed.of(side, WriteArrived)] == [(plan.write_sink_stag, size)])
+        result.check(f"RDMA Read {side.name}<-{peer.name}: every byte placed", memory.read(READ_SINK, size) == peer_plan.data)
+        result.check(f"RDMA Read {side.name}<-{peer.name}: one ReadCompletion",
+                     [(e.wr_id, e.length) for e in bed.of(side, ReadCompletion)] == [(plan.read_id, size)])
+        receives = bed.of(side, ReceiveCompletion)
+        result.check(f"Sends {arrow}: four receive completions, in order",
+                     [e.opcode for e in receives] == [opcode for _, opcode, _, _ in SEND_VARIANTS])
+        targets = iter(plan.invalidate_targets)
+        for index, (name, opcode, solicited, invalidate) in enumerate(SEND_VARIANTS):
+            completion = next((e for e in receives if e.opcode is opcode), None)
+            address = RECEIVE_BUFFERS + index * max(size, 1)
+            stag = next(targets) if invalidate else None
+            result.check(
+                f"{name} {arrow}: bytes, length, SE and invalidated STag",
+                completion is not None and completion.address == address and completion.length == size
+                and completion.solicited is solicited and completion.invalidated_stag == stag
+                and memory.read(address, size) == peer_plan.data,
+            )
+            if stag is not None:
+                region = host.memory_table.lookup(stag)
+                result.check(f"{name} {arrow}: STag 0x{stag:08x} invalidated (RFC 5040 5.3)",
+                             region is not None and not region.valid)
+        done = bed.of(side, WorkCompletion)
+        expected = [(plan.write_id, Opcode.RDMA_WRITE, size)] + [
+            (plan.send_ids[opcode], opcode, size) for _, opcode, _, _ in SEND_VARIANTS
+        ]
+        result.check(f"host {side.name}: one local completion per Write and Send posted",
+                     sorted((e.wr_id, e.opcode, e.length) for e in done) == sorted(expected))
+        allowed = [(SOURCE, size), (WRITE_SINK, size), (READ_SINK, size),
+                   (RECEIVE_BUFFERS, len(SEND_VARIANTS) * max(size, 1))]
+        stray = [w for w in memory.written_outside(allowed) if w[1]]
+        result.check(f"host {side.name}: nothing written outside registered and posted buffers",
+                     not stray, f"{len(stray)} stray writes")
+
+
+# -- printing -------------------------------------------------------------------------
+
+
+def _rate(nbytes: float, seconds: float) -> str:
+    if seconds <= 0:
+        return "-"
+    return f"{nbytes / seconds / 1e6:,.2f} MB/s"
+
+
+def _rtr_name(rtr: RtrType | None) -> str:
+    return rtr.value if rtr is not None else "none"
+
+
+def _cause_name(code: int) -> str:
+    try:
+        return ErrorCauseCode(code).name
+    except ValueError:
+        return f"cause {code}"
+
+
+def _teardown_text(event: RnicEvent | None) -> str:
+    if isinstance(event, Closed):
+        return "Closed (SHUTDOWN COMPLETE, RFC 4960 9.2)"
+    if isinstance(event, Aborted):
+        causes = ", ".join(_cause_name(cause.code) for cause in event.causes)
+        return f"Aborted by the peer (RFC 4960 9.1){': ' + causes if causes else ''}"
+    if isinstance(event, Failed):
+        return f"Failed: {event.reason}"
+    if isinstance(event, CloseAborted):
+        return f"aborted by close(): {event.reason}"
+    return "did not close"
+
+
+def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: int, out: TextIO) -> None:
+    bed = result.testbed
+    assert bed is not None
+    transport = "SCTP over UDP 9899 (RFC 6951)" if udp else "SCTP over IPv4"
+    print(f"rnic demo: A {IPS[Side.A]} <-> B {IPS[Side.B]}, {transport}, seed {seed}", file=out)
+    print(f"link: loss, duplication, reordering and corruption each {loss:.1%}", file=out)
+    for side in Side:
+        connected = bed.of(side, Connected)
+        if connected:
+            event = connected[0]
+            print(f"association {side.name}: peer adaptation code point {event.peer_adaptation_code_point} "
+                  f"(DDP {'on' if event.ddp_enabled else 'off'}), {event.streams} streams, MULPDU {event.mulpdu}",
+                  file=out)
+    for side in Side:
+        for event in bed.of(side, SessionEstablished):
+            if side is Side.A:
+                rtr = f"RTR sent: {_rtr_name(event.rtr)}"
+            else:
+                arrived = bed.of(side, RtrArrived)
+                rtr = f"RTR received: {_rtr_name(arrived[0].rtr if arrived else None)}"
+            print(f"session {event.stream_id} {side.name} ({event.role.value}): IRD {event.ird} ORD {event.ord}, "
+                  f"{'peer-to-peer' if event.peer_to_peer else 'client-server'}, {rtr}", file=out)
+    print(f"{'operation':<28} {'direction':>9} {'bytes':>10}", file=out)
+    for operation in result.operations:
+        direction = f"{operation.sender.name}->{operation.sender.peer.name}"
+        if operation.opcode is Opcode.RDMA_READ_REQUEST:
+            direction = f"{operation.sender.name}<-{operation.sender.peer.name}"
+        print(f"{operation.name:<28} {direction:>9} {operation.length:>10,}", file=out)
+    total = sum(operation.length for operation in result.operations)
+    print(f"{'total':<28} {'':>9} {total:>10,}", file=out)
+    for side in Side:
+        stats = bed.hosts[side].statistics
+        assoc = stats.association
+        if assoc is not None:
+            print(f"retransmissions {side.name}: timeout {assoc.retransmitted_by_timeout}, "
+                  f"fast {assoc.fast_retransmitted}; frames sent {stats.frames_sent}, dropped on receipt: "
+                  f"bad checksum {stats.dropped_bad_checksum}, malformed {stats.dropped_malformed}, "
+                  f"misaddressed {stats.dropped_misaddressed}", file=out)
+    link = bed.link.stats
+    for side in Side:
+        print(f"teardown {side.name}: {_teardown_text(result.teardown.get(side))}", file=out)
+    print(f"link frames: sent {link.sent}, lost {link.lost}, duplicated {link.duplicated}, "
+          f"reordered {link.reordered}, corrupted {link.corrupted}", file=out)
+    print(f"time: simulated {bed.now:.3f} s (data phase {result.data_seconds:.3f} s), wall {result.wall_seconds:.2f} s",
+          file=out)
+    print(f"model goodput: {_rate(total, result.wall_seconds)} wall-clock, "
+          f"{_rate(total, result.data_seconds)} simulated (data phase)", file=out)
+    failed = [check for check in result.checks if not check.passed]
+    print(f"checks: {len(result.checks) - len(failed)} passed, {len(failed)} failed", file=out)
+    for check in failed:
+        print(f"  FAILED: {check.name}{' (' + check.detail + ')' if check.detail else ''}", file=out)
+    print(f"result: {'PASS' if result.passed else 'FAIL'}", file=out)
+
+
+class ProgressBar:
+    """A plain-text bar redrawn in place with a carriage return, at most ten times a second."""
+
+    WIDTH = 40
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._last = 0.0
+
+    def __call__(self, fraction: float) -> None:
+        now = time.perf_counter()
+        if fraction < 1.0 and now - self._last < 0.1:
+            return
+        self._last = now
+        filled = int(fraction * self.WIDTH)
+        self.stream.write(f"\r[{'#' * filled}{' ' * (self.WIDTH - filled)}] {fraction:4.0%}")
+        if fraction >= 1.0:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def demo_command(
+    loss: float, seed: int, udp: bool, size: int, pcap: str | None, show_progress: bool,
+    out: TextIO | None = None, tamper: Callable[[TwoHosts], None] | None = None,
+) -> int:
+    """Run, print the summary, write the capture; exit status 0 only if every check passed."""
+    out = out if out is not None else sys.stdout
+    progress = ProgressBar(sys.stderr) if show_progress else None
+    try:
+        result = run_demo(loss=loss, seed=seed, udp=udp, size=size, progress=progress, tamper=tamper)
+    except Stalled as error:
+        print(f"rnic demo: stalled: {error}", file=out)
+        print("result: FAIL", file=out)
+        return 1
+    print_summary(result, loss, seed, udp, size, out)
+    if pcap is not None and result.testbed is not None:
+        Path(pcap).write_bytes(result.testbed.pcap())
+        print(f"capture: {pcap} ({len(result.testbed.link.recording or [])} frames)", file=out)
+    return 0 if result.passed else 1
+
+
+# -- the end-to-end benchmark ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    message: int
+    loss: float
+    messages: int
+    wall_seconds: float
+    simulated_seconds: float
+    retransmissions: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.message * self.messages
+
+
+def measure_e2e(message: int, loss: float, total: int, seed: int = 1) -> BenchRow:
+    """RDMA Write `total` bytes from A to B in `message`-byte messages, all posted at once."""
+    link = LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed)
+    bed = TwoHosts(link, seed=seed)
+    bed.connect()
+    bed.open_stream()
+    messages = max(1, total // message)
+    bed.memory[Side.A].write(SOURCE, random.Random(seed).randbytes(message))
+    sink = bed.b.register_memory(WRITE_SINK, message, Access.REMOTE_WRITE)
+    wall_start, simulated_start = time.perf_counter(), bed.now
+    for _ in range(messages):
+        bed.a.post_write(STREAM, sink, 0, SOURCE, message)
+    bed.run_until(lambda: len(bed.of(Side.B, WriteArrived)) >= messages)
+    wall, simulated = time.perf_counter() - wall_start, bed.now - simulated_start
+    if bed.memory[Side.B].read(WRITE_SINK, message) != bed.memory[Side.A].read(SOURCE, message):
+        raise AssertionError("bench e2e: the data placed at B differs from A's")
+    stats = bed.a.statistics.association
+    assert stats is not None
+    return BenchRow(message, loss, messages, wall, simulated, stats.retransmitted_by_timeout + stats.fast_retransmitted)
+
+
+def run_e2e_bench(total: int = 4 << 20, sizes: tuple[int, ...] = (4096, 1 << 20),
+                  losses: tuple[float, ...] = (0.0, 0.01), out: TextIO | None = None) -> list[BenchRow]:
+    out = out if out is not None else sys.stdout
+    rows = []
+    print(f"model-to-model RDMA Write goodput, {total / (1 << 20):g} MiB per cell, one core, CPython", file=out)
+    header = (f"{'message':>9} | {'loss':>5} | {'msgs':>5} | {'wall s':>7} | {'MB/s wall':>10} | "
+              f"{'sim s':>8} | {'MB/s sim':>10} | {'rtx':>4}")
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for size in sizes:
+        for loss in losses:
+            row = measure_e2e(size, loss, total)
+            rows.append(row)
+            sim_rate = row.nbytes / row.simulated_seconds / 1e6 if row.simulated_seconds > 0 else float("inf")
+            print(f"{size:>8}B | {loss:>5.0%} | {row.messages:>5} | {row.wall_seconds:>7.2f} | "
+                  f"{row.nbytes / row.wall_seconds / 1e6:>10.2f} | {row.simulated_seconds:>8.3f} | "
+                  f"{sim_rate:>10.2f} | {row.retransmissions:>4}", file=out)
+    return rows

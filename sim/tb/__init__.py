@@ -1,0 +1,1 @@
+"""cocotb testbenches (each module is a cocotb test module run under Verilator)."""

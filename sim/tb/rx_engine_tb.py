@@ -1,0 +1,448 @@
+"""A reusable cocotb testbench for :class:`hdl.rx.engine.RxEngine`, scored by the golden model.
+
+:class:`RxEngineTB` binds to a running DUT (it builds nothing): cocotbext-axi's
+``AxiStreamSource`` on ``s_axis``, ``AxiRamWrite`` on ``m_axi`` (memory filled
+with :data:`CANARY`), ``AxiLiteMaster`` on ``s_axil`` and ``AxiStreamSink`` on
+``m_axis_exc`` and ``m_axis_report``; Verilog port names are
+``<port>__<member>``, so every prefix ends in ``_``. A bus monitor records
+every byte the engine writes (from AW and the W strobes).
+
+:meth:`RxEngineTB.compare_with_model` checks everything against a
+:class:`model.engine.rx.ReceiveEngineModel` fed the same frames and returns
+one message per mismatch: the whole RAM (so a write outside the model's
+writes, i.e. outside registered regions and posted buffers, fails, RFC 5041
+7.1), every byte the bus wrote, every report record (segment verdicts in
+order; chunk errors in order), every exception frame and chunk with its
+reason, and every counter.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiRamWrite, AxiStreamBus, AxiStreamFrame, AxiStreamSink,
+                           AxiStreamSource, AxiWriteBus)
+
+from hdl.bus.register_file import RegisterMap
+from hdl.abi import ExceptionSource, ReportKind, exception_record_layout, report_layout
+from model.ddp.memory import Access
+from model.engine.config import ReceiveConfig
+from model.engine.rx import FrameAction, FrameResult, ReceiveEngineModel, SegmentStatus
+from sim.traffic.rx import EngineShape
+
+__all__ = ["CANARY", "RxEngineTB", "ReportRecord", "ExceptionPacket", "EngineResults", "pause_pattern",
+           "ConfigDoesNotFit", "check_config_fits"]
+
+CANARY = 0xC3
+ADDRESS_BITS = 64
+#: Quiet cycles (no valid on any port) after which the engine counts as idle;
+#: longer than the longest internal latency (a frame's CRC, decide and parse, < 100 cycles).
+IDLE_CYCLES = 200
+
+
+class ConfigDoesNotFit(ValueError):
+    """A configuration the engine's tables cannot hold."""
+
+
+def pause_pattern(rng: random.Random, busy: float) -> Iterator[bool]:
+    """An endless cocotbext-axi pause generator: stalled with probability ``busy``, in short runs."""
+    while True:
+        stalled = rng.random() < busy
+        for _ in range(rng.randint(1, 6)):
+            yield stalled
+
+
+def _fields(layout, value: int, offset: int = 0) -> dict:
+    """The fields of a ``data.StructLayout`` value as a dict (nested layouts as dicts)."""
+    out = {}
+    for name, member in layout:
+        width = member.width
+        raw = (value >> (offset + member.offset)) & ((1 << width) - 1)
+        shape = member.shape
+        if hasattr(shape, "__iter__") and not isinstance(shape, type):
+            out[name] = _fields(shape, value, offset + member.offset)
+        else:
+            out[name] = raw
+    return out
+
+
+@dataclass(frozen=True)
+class ReportRecord:
+    """One decoded :func:`hdl.abi.report_layout` record."""
+
+    fields: dict
+
+    def __getattr__(self, name: str):
+        try:
+            return self.fields[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass(frozen=True)
+class ExceptionPacket:
+    source: int
+    reason: int
+    association: int
+    length: int
+    data: bytes
+    uniform_tuser: bool  # tuser held the same record on every beat
+
+
+@dataclass
+class EngineResults:
+    segments: list[ReportRecord] = field(default_factory=list)
+    chunk_errors: list[ReportRecord] = field(default_factory=list)
+    frame_exceptions: list[ExceptionPacket] = field(default_factory=list)
+    chunk_exceptions: list[ExceptionPacket] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+    written: list[tuple[int, int]] = field(default_factory=list)  # (address, length) runs the bus wrote
+
+
+def check_config_fits(config: ReceiveConfig, shape: EngineShape, memory_bytes: int) -> None:
+    """Raise :class:`ConfigDoesNotFit` for a config the engine's tables cannot hold."""
+    for a in config.associations:
+        if a.index >= shape.associations:
+            raise ConfigDoesNotFit(f"association index {a.index} >= the engine's {shape.associations}")
+    for s in config.streams:
+        if s.stream_id >= shape.stream_ids:
+            raise ConfigDoesNotFit(f"stream id {s.stream_id} >= the engine's {shape.stream_ids} stream ids")
+        if s.pd >> 16:
+            raise ConfigDoesNotFit(f"stream {s.association}/{s.stream_id}: PD {s.pd} is wider than 16 bits")
+    for r in config.regions:
+        if r.stag >> 8 >= shape.regions:
+            raise ConfigDoesNotFit(f"STag {r.stag:#x}: index {r.stag >> 8} >= the engine's {shape.regions} "
+                                   "regions (STag = index << 8 | key)")
+        if r.stream is not None and (r.stream[0] >= shape.associations or r.stream[1] >= shape.stream_ids):
+            raise ConfigDoesNotFit(f"STag {r.stag:#x}: bound to stream {r.stream}, which the engine cannot name")
+    queues: dict[tuple[int, int, int], int] = {}
+    for b in config.buffers:
+        key = (b.association, b.stream_id, b.qn)
+        queues[key] = queues.get(key, 0) + 1
+        if queues[key] > shape.buffers_per_queue:
+            raise ConfigDoesNotFit(f"stream {b.association}/{b.stream_id} QN {b.qn}: more than "
+                                   f"{shape.buffers_per_queue} buffers per queue")
+        if b.length >> 32:
+            raise ConfigDoesNotFit(f"buffer at {b.host_address:#x}: length {b.length} is wider than 32 bits")
+    for address, length in [(r.host_address, r.length) for r in config.regions] + \
+            [(b.host_address, b.length) for b in config.buffers]:
+        if address + length > memory_bytes:
+            raise ConfigDoesNotFit(f"host range {address:#x}+{length} is outside the {memory_bytes:#x}-byte RAM")
+
+
+class RxEngineTB:
+    """Owns the clock, reset and bus models of a running ``RxEngine`` DUT."""
+
+    def __init__(self, dut, width_bytes: int, register_map: RegisterMap, shape: EngineShape = EngineShape(), *,
+                 memory_bytes: int = 1 << 22, seed: int = 1) -> None:
+        self.dut, self.width_bytes, self.map, self.shape = dut, width_bytes, register_map, shape
+        self.memory_bytes = memory_bytes
+        self.rng = random.Random(seed)
+        if len(dut.s_axis__tdata) != 8 * width_bytes:
+            raise ValueError(f"DUT s_axis is {len(dut.s_axis__tdata)} bits wide, not {8 * width_bytes}")
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
+        self.ram = AxiRamWrite(AxiWriteBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst, size=memory_bytes)
+        self.ram.write(0, bytes([CANARY]) * memory_bytes)
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil_"), dut.clk, dut.rst)
+        self.exc_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_exc_"), dut.clk, dut.rst)
+        self.report_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_report_"), dut.clk, dut.rst)
+        self._report_layout = report_layout(ADDRESS_BITS)
+        self._exception_layout = exception_record_layout()
+        self.cycle = 0
+        self._last_activity = 0
+        self._bursts: list[int] = []  # AW addresses not yet finished on W
+        self._beat = 0
+        self._w_beats: list[tuple[int, bool]] = []  # (WSTRB, WLAST) of beats whose AW has not been seen
+        self.written: list[tuple[int, int]] = []
+        self._armed_queues: set[tuple[int, int]] = set()
+        self.sent: list[bytes] = []
+        cocotb.start_soon(self._monitor())
+
+    # -- clock, reset, back-pressure --------------------------------------
+
+    async def reset(self) -> None:
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 4)
+        self.dut.rst.value = 0
+        await ClockCycles(self.dut.clk, 4)
+
+    def set_backpressure(self, busy: float) -> None:
+        """Random stalls on the RAM's AW, W and B channels and on both output sinks (0 = none)."""
+        for channel in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel, self.exc_sink,
+                        self.report_sink):
+            channel.set_pause_generator(pause_pattern(self.rng, busy) if busy else None)
+
+    async def _monitor(self) -> None:
+        """Records written byte runs and the last cycle anything moved or waited."""
+        dut, width = self.dut, self.width_bytes
+        while True:
+            await RisingEdge(dut.clk)
+            self.cycle += 1
+            if (dut.s_axis__tvalid.value or dut.m_axis_exc__tvalid.value or dut.m_axis_report__tvalid.value
+                    or dut.m_axi__awvalid.value or dut.m_axi__wvalid.value or dut.m_axi__bvalid.value):
+                self._last_activity = self.cycle
+            if dut.m_axi__awvalid.value and dut.m_axi__awready.value:
+                self._bursts.append(int(dut.m_axi__awaddr.value) & -width)
+            if dut.m_axi__wvalid.value and dut.m_axi__wready.value:
+                # AXI lets W run ahead of its AW: beats wait here for their burst's address.
+                self._w_beats.append((int(dut.m_axi__wstrb.value), bool(dut.m_axi__wlast.value)))
+            while self._bursts and self._w_beats:
+                strobe, last = self._w_beats.pop(0)
+                address = self._bursts[0] + self._beat * width
+                lane = 0
+                while strobe >> lane:
+                    if strobe >> lane & 1:
+                        start = lane
+                        while strobe >> lane & 1:
+                            lane += 1
+                        self.written.append((address + start, lane - start))
+                    else:
+                        lane += 1
+                self._beat += 1
+                if last:
+                    self._bursts.pop(0)
+                    self._beat = 0
+
+    # -- registers ----------------------------------------------------------
+
+    async def read_register(self, offset: int) -> int:
+        return await self.axil.read_dword(offset)
+
+    async def write_table(self, table: str, fields: dict) -> None:
+        window = self.map.tables[table]
+        for i, word in enumerate(window.encode(fields)):
+            await self.axil.write_dword(window.base + 4 * i, word)
+        await self.axil.write_dword(window.commit, 1)
+        for _ in range(1000):  # COMMIT reads 1 until the table took the write
+            if not await self.axil.read_dword(window.commit):
+                return
+        raise AssertionError(f"table {table}: a write was never taken (COMMIT stayed 1)")
+
+    async def configure(self, config: ReceiveConfig) -> None:
+        """Invalidate every association, region and stream row, then write ``config`` (buffers last).
+
+        Posted buffers cannot be revoked (the engine keeps its queues across
+        resets), so a queue gets buffers from one configuration only: a second
+        one raises :class:`ConfigDoesNotFit`; run it in a fresh simulation.
+        """
+        check_config_fits(config, self.shape, self.memory_bytes)
+        shape = self.shape
+        for key in {(shape.stream_row(b.association, b.stream_id), b.qn) for b in config.buffers}:
+            if key in self._armed_queues:
+                raise ConfigDoesNotFit(f"stream row {key[0]} QN {key[1]} already holds buffers of an earlier "
+                                       "configuration (posted buffers cannot be revoked)")
+        mac = int.from_bytes(config.local_mac, "big")
+        for name, value in (("local_mac_low", mac & 0xFFFFFFFF), ("local_mac_high", mac >> 32),
+                            ("local_ip", int(ipaddress.IPv4Address(config.local_ip))), ("udp_port", config.udp_port)):
+            await self.axil.write_dword(self.map.config_offset(name), value)
+        for index in range(shape.associations):
+            await self.write_table("association", {"index": index, "valid": 0})
+        for index in range(shape.regions):
+            await self.write_table("region", {"index": index, "entry": {"valid": 0}})
+        for index in range(shape.associations * shape.stream_ids):
+            await self.write_table("stream", {"index": index, "entry": {"valid": 0}})
+        for a in config.associations:
+            await self.write_table("association", {
+                "index": a.index, "valid": 1, "ddp": int(a.ddp), "local_port": a.local_port,
+                "peer_port": a.peer_port, "peer_ip": int(ipaddress.IPv4Address(a.peer_ip)), "tag": a.tag})
+        for s in config.streams:
+            await self.write_table("stream", {"index": shape.stream_row(s.association, s.stream_id),
+                                              "entry": {"valid": 1, "pd": s.pd}})
+        for r in config.regions:
+            bound = r.stream or (0, 0)
+            await self.write_table("region", {"index": r.stag >> 8, "entry": {
+                "valid": 1, "key": r.stag & 0xFF, "pd": r.pd, "stream_bound": int(r.stream is not None),
+                "association": bound[0], "stream_id": bound[1],
+                "remote_read": int(Access.REMOTE_READ in r.access), "remote_write": int(Access.REMOTE_WRITE in r.access),
+                "local_write": int(Access.LOCAL_WRITE in r.access),
+                "base_to": r.base_to, "length": r.length, "host_address": r.host_address}})
+        for b in config.buffers:
+            row = shape.stream_row(b.association, b.stream_id)
+            await self.write_table("buffer", {"stream": row, "qn": b.qn, "address": b.host_address,
+                                              "length": b.length})
+            self._armed_queues.add((row, b.qn))
+
+    # -- traffic --------------------------------------------------------------
+
+    async def send_frames(self, frames: Iterable[bytes], gaps: Iterable[int] | None = None) -> None:
+        """Queue the frames on ``s_axis``, ``gaps[i]`` idle cycles before frame ``i`` (back to back if None)."""
+        gaps = iter(gaps) if gaps is not None else None
+        for frame in frames:
+            idle = next(gaps, 0) if gaps is not None else 0
+            if idle:
+                await self.source.wait()
+                await ClockCycles(self.dut.clk, idle)
+            await self.source.send(AxiStreamFrame(bytes(frame)))
+            self.sent.append(bytes(frame))
+
+    async def drain(self, timeout_cycles: int = 2_000_000) -> None:
+        """Wait until every frame went in and nothing has moved on any port for :data:`IDLE_CYCLES`."""
+        await self.source.wait()
+        start = self.cycle
+        while self.cycle - self._last_activity < IDLE_CYCLES:
+            if self.cycle - start > timeout_cycles:
+                raise AssertionError(f"engine still busy after {timeout_cycles} cycles")
+            await ClockCycles(self.dut.clk, 16)
+
+    # -- results ----------------------------------------------------------------
+
+    def _report(self, frame: AxiStreamFrame) -> ReportRecord:
+        value = int.from_bytes(bytes(frame.tdata), "little")
+        return ReportRecord(_fields(self._report_layout, value))
+
+    def _exception(self, frame: AxiStreamFrame) -> ExceptionPacket:
+        users = frame.tuser if isinstance(frame.tuser, list) else [frame.tuser]  # compacted: one value if uniform
+        record = _fields(self._exception_layout, int(users[0]))
+        return ExceptionPacket(record["source"], record["reason"], record["association"], record["length"],
+                               bytes(frame.tdata), len(set(map(int, users))) == 1)
+
+    async def results(self) -> EngineResults:
+        out = EngineResults(written=list(self.written))
+        while not self.report_sink.empty():
+            record = self._report(self.report_sink.recv_nowait())
+            (out.segments if record.kind == ReportKind.SEGMENT else out.chunk_errors).append(record)
+        while not self.exc_sink.empty():
+            packet = self._exception(self.exc_sink.recv_nowait())
+            (out.frame_exceptions if packet.source == ExceptionSource.FRAME else out.chunk_exceptions).append(packet)
+        for name, offset in self.map.counters.items():
+            out.counters[name] = await self.read_register(offset)
+        return out
+
+    async def compare_with_model(self, model: ReceiveEngineModel, frame_results: list[FrameResult]) -> list[str]:
+        """Every difference between the engine and ``model``, which was fed the frames sent so far
+        (:attr:`sent`), in order, giving ``frame_results``."""
+        if len(frame_results) != len(self.sent):
+            raise ValueError(f"{len(frame_results)} model results for {len(self.sent)} frames sent")
+        results = await self.results()
+        problems: list[str] = []
+        problems += _compare_segments(results.segments, [s for r in frame_results for s in r.segments])
+        problems += _compare_chunk_errors(results.chunk_errors, [f for r in frame_results for f in r.chunk_faults])
+        problems += _compare_exceptions(results, self.sent, frame_results)
+        problems += _compare_counters(results.counters, model, frame_results)
+        problems += self._compare_memory(model, results.written)
+        return problems
+
+    def _compare_memory(self, model: ReceiveEngineModel, written: list[tuple[int, int]]) -> list[str]:
+        problems = []
+        allowed = sorted((a, a + n) for a, n in model.ddp.memory.writes if n)
+        for address, length in written:
+            if not any(start <= address and address + length <= end for start, end in allowed):
+                problems.append(f"bus wrote {length} bytes at {address:#x}, outside every write of the model "
+                                f"(registered regions and posted buffers)")
+                if len(problems) > 10:
+                    break
+        expected = bytearray([CANARY]) * self.memory_bytes
+        for address, length in model.ddp.memory.writes:
+            if address + length > self.memory_bytes:
+                problems.append(f"model wrote {length} bytes at {address:#x}, past the {self.memory_bytes:#x}-byte RAM")
+                continue
+            expected[address : address + length] = model.ddp.memory.read(address, length)
+        actual = self.ram.read(0, self.memory_bytes)
+        if actual != expected:
+            differing = [i for i in range(0, self.memory_bytes, 4096)
+                         if actual[i : i + 4096] != expected[i : i + 4096]]
+            for page in differing[:8]:
+                first = next(i for i in range(page, page + 4096) if actual[i] != expected[i])
+                last = max(i for i in range(page, min(page + 4096, self.memory_bytes)) if actual[i] != expected[i])
+                problems.append(f"host memory {first:#x}..{last:#x} differs: engine {actual[first:first + 8].hex()}..., "
+                                f"model {expected[first:first + 8].hex()}...")
+        return problems
+
+
+# -- comparisons -----------------------------------------------------------------
+
+
+def _segment_key(verdict) -> str:
+    return f"segment assoc {verdict.association} stream {verdict.stream_id} TSN {verdict.tsn:#x} DDP-SSN {verdict.ddp_ssn}"
+
+
+def _compare_segments(records: list[ReportRecord], verdicts: list) -> list[str]:
+    problems = []
+    if len(records) != len(verdicts):
+        problems.append(f"{len(records)} segment records from the engine, {len(verdicts)} verdicts from the model")
+    for i, (record, verdict) in enumerate(zip(records, verdicts)):
+        error = verdict.error
+        expected = {
+            "association": verdict.association, "stream_id": verdict.stream_id, "tsn": verdict.tsn,
+            "ddp_ssn": verdict.ddp_ssn, "status": verdict.status.value,
+            "error": ({"valid": 1, "layer": int(error.layer), "etype": error.etype, "code": error.code}
+                      if error is not None else {"valid": 0, "layer": 0, "etype": 0, "code": 0}),
+            "tagged": int(verdict.tagged), "last": int(verdict.last), "opcode": verdict.opcode,
+            "payload_length": verdict.payload_length, "host_address": verdict.host_address or 0,
+            "message_length": verdict.message_length or 0, "dma_error": 0,
+        }
+        for name, value in expected.items():
+            if record.fields[name] != value:
+                problems.append(f"record {i} ({_segment_key(verdict)}, model {verdict.status.name}): {name} is "
+                                f"{_show(record.fields[name])}, model {_show(value)}")
+                if name in ("tsn", "association"):
+                    return problems + ["(records out of step: later records not compared)"]
+    return problems
+
+
+def _show(value) -> str:
+    return f"{value:#x}" if isinstance(value, int) and value > 9 else str(value)
+
+
+def _compare_chunk_errors(records: list[ReportRecord], faults: list) -> list[str]:
+    problems = []
+    if len(records) != len(faults):
+        problems.append(f"{len(records)} chunk-error records from the engine, {len(faults)} chunk faults from the model: "
+                        f"engine {[(r.association, hex(r.tsn), r.chunk_error) for r in records]}, "
+                        f"model {[(f.association, hex(f.tsn), int(f.kind)) for f in faults]}")
+    for i, (record, fault) in enumerate(zip(records, faults)):
+        got = (record.association, record.tsn, record.chunk_error)
+        want = (fault.association, fault.tsn, int(fault.kind))
+        if got != want:
+            problems.append(f"chunk error {i}: engine (assoc, TSN, kind) {got}, model {want} ({fault.kind.name})")
+    return problems
+
+
+def _compare_exceptions(results: EngineResults, frames: list[bytes], frame_results: list[FrameResult]) -> list[str]:
+    problems = []
+    frames_expected = [(int(r.reason), frame) for frame, r in zip(frames, frame_results)
+                       if r.action is FrameAction.EXCEPTION]
+    chunks_expected = [(int(c.reason), c.association, c.chunk) for r in frame_results for c in r.chunks_to_host]
+    for kind, got, want in (("frame", results.frame_exceptions, frames_expected),
+                            ("chunk", results.chunk_exceptions, chunks_expected)):
+        if len(got) != len(want):
+            problems.append(f"{len(got)} {kind} exceptions from the engine, {len(want)} from the model: engine "
+                            f"reasons {[p.reason for p in got]}, model {[w[0] for w in want]}")
+        for i, (packet, expected) in enumerate(zip(got, want)):
+            reason, data = expected[0], expected[-1]
+            where = f"{kind} exception {i} (model reason {reason})"
+            if packet.reason != reason:
+                problems.append(f"{where}: reason {packet.reason}")
+            if kind == "chunk" and packet.association != expected[1]:
+                problems.append(f"{where}: association {packet.association}, model {expected[1]}")
+            if packet.data != data:
+                problems.append(f"{where}: {len(packet.data)} bytes {packet.data[:16].hex()}..., model {len(data)} "
+                                f"bytes {data[:16].hex()}...")
+            if packet.length != len(data):
+                problems.append(f"{where}: tuser length {packet.length}, model {len(data)}")
+            if not packet.uniform_tuser:
+                problems.append(f"{where}: tuser changed within the packet")
+    return problems
+
+
+def _compare_counters(counters: dict[str, int], model: ReceiveEngineModel, frame_results: list[FrameResult]) -> list[str]:
+    verdicts = [s for r in frame_results for s in r.segments]
+    expected = {name: getattr(model.counters, name) for name in
+                ("frames", "delivered", "exceptions", "ip_checksum_errors", "crc_errors", "tag_errors", "length_errors")}
+    expected.update({
+        "overflow": 0, "dma_errors": 0,
+        "segments_accepted": sum(v.status is SegmentStatus.ACCEPTED for v in verdicts),
+        "segments_error": sum(v.status is SegmentStatus.ERROR for v in verdicts),
+        "segments_dropped": sum(v.status is SegmentStatus.DROPPED for v in verdicts),
+        "segments_no_stream": sum(v.status is SegmentStatus.NO_STREAM for v in verdicts),
+        "chunk_errors": sum(len(r.chunk_faults) for r in frame_results),
+    })
+    return [f"counter {name} is {counters.get(name)}, model {value}"
+            for name, value in expected.items() if counters.get(name) != value]

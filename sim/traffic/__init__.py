@@ -1,0 +1,1 @@
+"""Traffic for the testbenches: frames from the model's codecs, cut into beats."""

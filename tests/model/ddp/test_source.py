@@ -1,0 +1,73 @@
+"""Tests for model.ddp.source: segmentation (RFC 5041 5.2, 4.1, 4.3)."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from model.ddp.segment import DdpSegment
+from model.ddp.source import DdpSource, segment_tagged, segment_untagged
+from model.errors import EncodeError
+
+
+def test_untagged_worked_example_rfc5041_5_2():
+    """2048 bytes at MULPDU 1500: MO 0 with 1482 bytes, then MO 1482 with 566 bytes."""
+    segments = segment_untagged(bytes(2048), qn=0, msn=1, mulpdu=1500)
+    assert [(s.header.mo, len(s.payload), s.header.last) for s in segments] == [(0, 1482, False), (1482, 566, True)]
+    assert all(len(s.encode()) <= 1500 for s in segments)
+
+
+def test_tagged_worked_example_rfc5041_5_2():
+    """2048 bytes from TO 16384 at MULPDU 1500: 1486 bytes, then 562 bytes at TO 17870."""
+    segments = segment_tagged(bytes(2048), stag=1, to=16384, mulpdu=1500)
+    assert [(s.header.to, len(s.payload), s.header.last) for s in segments] == [(16384, 1486, False), (17870, 562, True)]
+    assert len(segments[0].encode()) == 1500
+
+
+def test_zero_length_message_is_one_segment_rfc5041_5_2():
+    for segments in (segment_tagged(b"", 1, 0, 100), segment_untagged(b"", 0, 1, 100)):
+        assert len(segments) == 1 and segments[0].header.last and segments[0].payload == b""
+
+
+def test_msn_starts_at_one_and_wraps_rfc5041_4_3():
+    source = DdpSource(100)
+    assert source.untagged_message(b"a", 0)[0].header.msn == 1
+    assert source.untagged_message(b"a", 0)[0].header.msn == 2
+    assert source.untagged_message(b"a", 1)[0].header.msn == 1  # per queue
+    source._next_msn[0] = 0xFFFFFFFF
+    assert source.untagged_message(b"a", 0)[0].header.msn == 0xFFFFFFFF
+    assert source.untagged_message(b"a", 0)[0].header.msn == 0
+
+
+def test_transmit_rules_rfc5041_4_1():
+    """Rsvd zero, DV 1, RsvdULP identical on every segment, L only on the last."""
+    segments = segment_untagged(bytes(500), qn=3, msn=9, mulpdu=100, rsvd_ulp=0x43_00000007)
+    assert [s.header.last for s in segments] == [False] * (len(segments) - 1) + [True]
+    assert {(s.header.rsvd, s.header.dv, s.header.rsvd_ulp, s.header.qn, s.header.msn) for s in segments} == {
+        (0, 1, 0x43_00000007, 3, 9)
+    }
+
+
+def test_source_errors():
+    with pytest.raises(EncodeError):
+        DdpSource(18)
+    with pytest.raises(EncodeError):
+        segment_tagged(b"", 1, 0, 14)
+    with pytest.raises(EncodeError):
+        segment_tagged(b"ab", 1, 2**64 - 1, 100)
+
+
+@given(st.binary(max_size=3000), st.integers(19, 1600), st.integers(0, 2**40))
+def test_random_segmentation_reassembles(payload, mulpdu, to):
+    """Any MULPDU: segments fit, offsets are contiguous and the payload reassembles."""
+    for segments, offset_of in (
+        (segment_untagged(payload, 0, 1, mulpdu), lambda h: h.mo),
+        (segment_tagged(payload, 5, to, mulpdu), lambda h: h.to - to),
+    ):
+        buffer = bytearray(len(payload))
+        expected = 0
+        for segment in segments:
+            segment = DdpSegment.decode(segment.encode())
+            assert len(segment) <= mulpdu
+            assert offset_of(segment.header) == expected
+            buffer[expected : expected + len(segment.payload)] = segment.payload
+            expected += len(segment.payload)
+        assert bytes(buffer) == payload and expected == len(payload)

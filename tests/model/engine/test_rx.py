@@ -1,0 +1,164 @@
+"""The receive engine's reference model (model/engine/rx.py) on the sample capture and crafted frames."""
+
+from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
+import struct
+
+import pytest
+
+from model.ddp.segment import TaggedHeader, UntaggedHeader
+from model.ddp.sctp_adaptation import DdpSegmentChunkData
+from model.errors import DdpError, RdmapError
+from model.net.frames import build_frame
+from model.net.pcap import read_capture
+from model.rdmap.messages import Opcode, tagged_rsvd_ulp, untagged_rsvd_ulp
+from model.engine.config import ReceiveConfig
+from model.engine.rx import (
+    ChunkError, ChunkException, FrameAction, FrameDrop, FrameException, ReceiveEngineModel, SegmentStatus,
+)
+from model.sctp.packet import AbortChunk, DataChunk, InitChunk, SackChunk, SctpPacket
+
+LOCAL_MAC, PEER_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001")
+TAG = 0x5E6F7081
+
+
+@pytest.fixture
+def engine():
+    return ReceiveEngineModel(ReceiveConfig.from_json(SAMPLE_CONFIG.read_text()))
+
+
+def frame(*chunks, tag=TAG, src_port=5001, dst_port=5002, udp=False, src_ip="10.0.0.1", dst_ip="10.0.0.2",
+          dst_mac=LOCAL_MAC):
+    packet = SctpPacket(src_port, dst_port, tag, list(chunks)).encode()
+    return build_frame(packet, PEER_MAC, dst_mac, src_ip, dst_ip, udp=udp)
+
+
+def segment_chunk(header, payload=b"", tsn=1, ssn=1, stream=0, flags=None):
+    data = DdpSegmentChunkData(ssn, header.encode() + payload).encode()
+    chunk = DataChunk(tsn, stream, 0, 16, data, unordered=True)
+    if flags is not None:
+        chunk = DataChunk(tsn, stream, 0, 16, data, unordered=bool(flags & 4), beginning=bool(flags & 2),
+                          ending=bool(flags & 1))
+    return chunk
+
+
+def write(to, payload, stag=0x0142, last=True):
+    return TaggedHeader(last, tagged_rsvd_ulp(Opcode.RDMA_WRITE), stag, to), payload
+
+
+def test_sample_capture_through_the_model(engine):
+    results = [engine.receive_frame(r.data) for r in read_capture(SAMPLE_CAPTURE.read_bytes())]
+    segments = [s for r in results for s in r.segments]
+    assert [s.status for s in segments].count(SegmentStatus.ACCEPTED) == 8  # 3 Write segments, 1 Read Request, 4 Sends
+    (error,) = [s for s in segments if s.status is SegmentStatus.ERROR]
+    assert error.error == DdpError.INVALID_STAG.number
+    assert engine.memory.read(0x40010, 2500) == bytes(i % 251 for i in range(2500))
+    assert engine.counters.delivered + engine.counters.exceptions == engine.counters.frames == len(results)
+    allowed = [(0x40000, 8192), (0x60000, 0x4000), (0x70000, 0x80), (0x71000, 64)]
+    assert engine.memory.written_outside(allowed) == []
+
+
+def test_write_placed_at_host_address_rfc5041_4_2(engine):
+    result = engine.receive_frame(frame(segment_chunk(*write(0x8100, b"hello"))))
+    (verdict,) = result.segments
+    assert verdict.status is SegmentStatus.ACCEPTED and verdict.host_address == 0x40100
+    assert engine.memory.read(0x40100, 5) == b"hello"
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        (lambda f: b"\xff" * 6 + f[6:], FrameException.NOT_LOCAL_MAC),
+        (lambda f: f[:12] + b"\x86\xdd" + f[14:], FrameException.NOT_IPV4),
+        (lambda f: f[:14] + b"\x46" + f[15:], FrameException.IP_OPTIONS),
+    ],
+)
+def test_frame_exceptions(engine, data, expected):
+    result = engine.receive_frame(data(frame(SackChunk(1, 100))))
+    assert (result.action, result.reason) == (FrameAction.EXCEPTION, expected)
+
+
+def test_frame_level_rules_rfc4960_8_5(engine):
+    assert engine.receive_frame(frame(InitChunk(1, 1, 8, 8, 1), tag=0)).reason is FrameException.INIT
+    assert engine.receive_frame(frame(AbortChunk(tag_reflected=True), tag=9)).reason is FrameException.TAG_REFLECTED
+    assert engine.receive_frame(frame(SackChunk(1, 1), src_port=7)).reason is FrameException.NO_ASSOCIATION
+    assert engine.receive_frame(frame(SackChunk(1, 1), tag=TAG + 1)).reason is FrameDrop.TAG
+    assert engine.receive_frame(frame(SackChunk(1, 1), dst_ip="10.0.0.9")).reason is FrameException.NOT_LOCAL_IP
+    assert engine.receive_frame(frame(SackChunk(1, 1), udp=True)).action is FrameAction.DELIVER
+    assert engine.counters.tag_errors == 1
+
+
+def test_bad_crc_dropped_and_counted_rfc4960_6_8(engine):
+    data = bytearray(frame(segment_chunk(*write(0x8000, b"x"))))
+    data[34 + 8] ^= 1
+    result = engine.receive_frame(bytes(data))
+    assert (result.action, result.reason) == (FrameAction.DROP, FrameDrop.CRC)
+    assert engine.counters.crc_errors == 1 and engine.memory.writes == []
+
+
+def test_bad_ip_checksum_and_length(engine):
+    data = bytearray(frame(SackChunk(1, 1)))
+    data[24] ^= 1
+    assert engine.receive_frame(bytes(data)).reason is FrameDrop.IP_CHECKSUM
+    good = frame(SackChunk(1, 1))
+    assert engine.receive_frame(good[:40]).reason is FrameDrop.LENGTH
+
+
+def test_chunk_rules_rfc5043_9_10(engine):
+    header, payload = write(0x8000, b"abcd")
+    result = engine.receive_frame(frame(
+        segment_chunk(header, payload, tsn=5, flags=0b011),
+        segment_chunk(header, payload, tsn=6, flags=0b110),
+        DataChunk(7, 0, 0, 17, b"\0\0\0\x01"), DataChunk(8, 0, 0, 99, b"other"), SackChunk(1, 1),
+    ))
+    assert [(f.tsn, f.kind) for f in result.chunk_faults] == [(5, ChunkError.ORDERED), (6, ChunkError.FRAGMENTED)]
+    assert [c.reason for c in result.chunks_to_host] == [
+        ChunkException.SESSION_CONTROL, ChunkException.OTHER_PPID, ChunkException.CONTROL]
+    assert result.segments == []
+
+
+def test_chunk_length_past_packet_ends_the_walk(engine):
+    packet = bytearray(SctpPacket(5001, 5002, TAG, [SackChunk(1, 1), SackChunk(2, 2)]).encode())
+    packet[12 + 16 + 2 : 12 + 16 + 4] = struct.pack("!H", 64)
+    from model.net.checksum import sctp_checksum, sctp_checksum_to_bytes
+    packet[8:12] = sctp_checksum_to_bytes(sctp_checksum(bytes(packet)))
+    result = engine.receive_frame(build_frame(bytes(packet), PEER_MAC, LOCAL_MAC, "10.0.0.1", "10.0.0.2"))
+    assert [c.reason for c in result.chunks_to_host] == [ChunkException.CONTROL]
+    assert [f.kind for f in result.chunk_faults] == [ChunkError.PAST_END]
+
+
+def test_after_an_error_the_stream_drops_silently_rfc5041_7_1(engine):
+    first = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"x", stag=0x0F77))))
+    assert first.segments[0].error == DdpError.INVALID_STAG.number
+    later = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"y"))))
+    assert later.segments[0].status is SegmentStatus.DROPPED and engine.memory.read(0x40000, 1) == b"\0"
+
+
+def test_unknown_stream_is_no_stream(engine):
+    result = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"x"), stream=3)))
+    assert result.segments[0].status is SegmentStatus.NO_STREAM
+
+
+def test_send_message_length_rfc5041_5_4(engine):
+    header = UntaggedHeader(True, untagged_rsvd_ulp(Opcode.SEND), 0, 1, 100)
+    (verdict,) = engine.receive_frame(frame(segment_chunk(header, b"z" * 10))).segments
+    assert verdict.message_length == 110 and verdict.host_address == 0x60000 + 100
+
+
+def test_rdmap_opcode_on_wrong_queue_rfc5040_4_2(engine):
+    header = UntaggedHeader(True, untagged_rsvd_ulp(Opcode.SEND), 1, 1, 0)
+    (verdict,) = engine.receive_frame(frame(segment_chunk(header, b"z"))).segments
+    assert verdict.error == RdmapError.UNEXPECTED_OPCODE.number
+
+
+def test_model_enums_match_the_gateware():
+    """The reference and the RTL name the same reasons with the same numbers."""
+    from hdl.rx import chunk_parser, eth_ipv4_parser, placement_check
+
+    def table(enum):
+        return {member.name: member.value for member in enum}
+
+    assert table(FrameException) == table(eth_ipv4_parser.ExceptionReason)
+    assert table(FrameDrop) == table(eth_ipv4_parser.DropReason)
+    assert table(ChunkException) == table(chunk_parser.ExceptionReason)
+    assert table(ChunkError) == table(chunk_parser.ChunkError)
+    assert table(SegmentStatus) == table(placement_check.Status)

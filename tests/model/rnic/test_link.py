@@ -1,0 +1,58 @@
+"""The impaired in-memory link (model/rnic/link.py)."""
+
+import pytest
+
+from model.errors import EncodeError
+from model.rnic.link import Link, LinkConfig, Side
+
+
+def run(link, count=2000):
+    for i in range(count):
+        link.send(Side.A, i.to_bytes(4, "big") * 4, now=i * 1e-4)
+    return link.deliveries(now=10.0)
+
+
+def test_perfect_link_delivers_everything_in_order_after_the_delay():
+    link = Link(LinkConfig(delay=0.001))
+    link.send(Side.A, b"one", 0.0)
+    link.send(Side.B, b"two", 0.0)
+    assert link.deliveries(0.0009) == []
+    assert link.next_arrival() == pytest.approx(0.001)
+    assert link.deliveries(0.001) == [(Side.B, b"one", 0.001), (Side.A, b"two", 0.001)]
+    assert link.next_arrival() is None
+
+
+def test_impairments_happen_at_about_their_rates():
+    link = Link(LinkConfig(loss=0.05, duplication=0.05, reordering=0.1, corruption=0.05, seed=7))
+    frames = run(link)
+    stats = link.stats
+    assert stats.sent == 2000
+    assert 60 < stats.lost < 140 and 60 < stats.duplicated < 140 and 60 < stats.corrupted < 140
+    assert stats.delivered == 2000 - stats.lost + stats.duplicated == len(frames)
+    sent_order = [int.from_bytes(f[:4], "big") for _, f, _ in frames]
+    assert sent_order != sorted(sent_order)  # something was reordered
+
+
+def test_same_seed_same_run():
+    assert run(Link(LinkConfig(loss=0.1, reordering=0.2, corruption=0.1, seed=3))) == \
+        run(Link(LinkConfig(loss=0.1, reordering=0.2, corruption=0.1, seed=3)))
+
+
+def test_corruption_flips_exactly_one_bit():
+    link = Link(LinkConfig(corruption=1.0))
+    link.send(Side.A, bytes(64), 0.0)
+    ((_, frame, _),) = link.deliveries(1.0)
+    assert sum(bin(b).count("1") for b in frame) == 1
+
+
+def test_recording_keeps_arrivals_with_their_times():
+    link = Link(LinkConfig(delay=0.5), record=True)
+    link.send(Side.A, b"x", 1.0)
+    link.deliveries(2.0)
+    assert link.recording == [(1.5, b"x")]
+
+
+@pytest.mark.parametrize("field", ["loss", "duplication", "reordering", "corruption"])
+def test_probabilities_are_checked(field):
+    with pytest.raises(EncodeError):
+        LinkConfig(**{field: 1.5})

@@ -1,0 +1,38 @@
+"""Tests for model.sctp.tsn_tracker: cumulative TSN, gap blocks and duplicates (RFC 4960 6.2, 3.3.4)."""
+
+from model.sctp.tsn_tracker import TsnTracker
+
+
+def test_rfc4960_3_3_4_gap_blocks_are_offsets_from_the_cumulative_tsn() -> None:
+    tracker = TsnTracker(cumulative_tsn=99)
+    for tsn in (100, 102, 103, 106):
+        assert tracker.accept(tsn)
+    assert tracker.cumulative_tsn == 100
+    assert tracker.gap_blocks() == ((2, 3), (6, 6))
+    assert tracker.gap_blocks(limit=1) == ((2, 3),)
+    assert tracker.accept(101)
+    assert tracker.cumulative_tsn == 103 and tracker.gap_blocks() == ((3, 3),)
+
+
+def test_rfc4960_6_2_duplicates_reported_once() -> None:
+    tracker = TsnTracker(cumulative_tsn=99)
+    tracker.accept(100)
+    tracker.accept(102)
+    assert not tracker.accept(100) and not tracker.accept(102)
+    assert tracker.take_duplicates() == (100, 102)
+    assert tracker.take_duplicates() == ()
+
+
+def test_tsn_wraps_at_2_32() -> None:
+    tracker = TsnTracker(cumulative_tsn=0xFFFFFFFE)
+    assert tracker.accept(0)
+    assert tracker.gap_blocks() == ((2, 2),)
+    assert tracker.accept(0xFFFFFFFF)
+    assert tracker.cumulative_tsn == 0 and not tracker.has_gaps
+
+
+def test_tsn_beyond_16_bit_gap_offset_refused_and_old_tsn_duplicate() -> None:
+    tracker = TsnTracker(cumulative_tsn=1000)
+    assert not tracker.accept(1000 + 0x10000)
+    assert tracker.accept(1000 + 0xFFFF)
+    assert not tracker.accept(5) and tracker.take_duplicates() == (5,)

@@ -1,0 +1,106 @@
+"""hdl.rx.engine.RxEngine under Verilator, differential against the golden model (sim/tb/rx_engine.py).
+
+Each cocotb test runs in a simulation of its own (the engine's posted
+buffers outlive a reset); the Verilator build of a width is shared.
+"""
+
+import dataclasses
+import random
+
+import pytest
+
+from hdl.rx.engine import RxEngine
+from model.ddp.memory import Access, SparseMemory
+from model.engine.config import AssociationEntry, BufferEntry, RegionEntry, StreamEntry
+from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
+from sim.runner import default_build_root, run_cocotb
+from sim.tb.rx_engine_tb import ConfigDoesNotFit, check_config_fits
+from sim.traffic.rx import (Catalogue, EngineShape, ValidTraffic, case_frames, catalogue_config, catalogue_parts,
+                            random_config)
+
+BUILD_ROOT = default_build_root() / "rx_engine"
+SHAPE = EngineShape()
+WIDTHS = [8, 16, 32, 64]
+#: Random traffic per width: (messages, largest message, back-pressure); simulated cycles grow with bytes / W.
+TRAFFIC = {8: (60, 2048), 16: (80, 4096), 32: (100, 9000), 64: (120, 9000)}
+#: Many small messages back to back, no back-pressure: several chunks per beat at wide W.
+SMALL_TRAFFIC = (150, 48)
+CASES = [("sample_capture", {}), ("random_valid_traffic", {"profile": "large"}),
+         ("random_valid_traffic", {"profile": "small"})] + \
+    [("malformed_catalogue", {"part": part}) for part in range(len(catalogue_parts(SHAPE)))]
+
+
+def _run(width_bytes: int, testcase: str, extra: dict) -> None:
+    messages, max_payload = SMALL_TRAFFIC if extra.get("profile") == "small" else TRAFFIC[width_bytes]
+    backpressure = 0.0 if extra.get("profile") == "small" else 0.3
+    result = run_cocotb(
+        RxEngine(width_bytes, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
+                 buffers_per_queue=SHAPE.buffers_per_queue),
+        test_module="sim.tb.rx_engine",
+        toplevel=f"rx_engine_w{width_bytes}",
+        build_root=BUILD_ROOT,
+        testcase=testcase,
+        parameters={"width_bytes": width_bytes, "seed": width_bytes, "messages": messages,
+                    "max_payload": max_payload, "backpressure": backpressure, **extra},
+    )
+    assert result.tests == 1
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("width_bytes", WIDTHS)
+@pytest.mark.parametrize("testcase, extra", CASES, ids=[f"{name}{extra.get('part', '')}{'_' + extra['profile'] if 'profile' in extra else ''}" for name, extra in CASES])
+def test_rx_engine_cocotb(width_bytes, testcase, extra):
+    _run(width_bytes, testcase, extra)
+
+
+# -- the traffic and the configuration check, without a simulator ---------------------------------
+
+MEMORY_BYTES = 1 << 22
+
+
+def test_random_traffic_is_valid_for_the_model():
+    """The random traffic must exercise placement, not errors: the model accepts every segment."""
+    rng = random.Random(3)
+    config = random_config(rng, SHAPE, MEMORY_BYTES, 4096)
+    check_config_fits(config, SHAPE, MEMORY_BYTES)
+    model = ReceiveEngineModel(config, SparseMemory(0xC3))
+    results = [model.receive_frame(frame) for frame in ValidTraffic(rng, config, max_payload=4096).frames(80)]
+    verdicts = [v for r in results for v in r.segments]
+    assert verdicts and all(v.status is SegmentStatus.ACCEPTED for v in verdicts)
+    assert {v.opcode for v in verdicts} == set(range(8))
+    assert not [f for r in results for f in r.chunk_faults]
+    assert any(len(r.segments) > 1 for r in results)  # bundled chunks
+
+
+@pytest.mark.parametrize("part", range(len(catalogue_parts(SHAPE))))
+def test_catalogue_cases_do_what_they_say(part):
+    """Each malformed case is refused by the model, a latching case latches its own stream only (RFC 5041 7.1)."""
+    config = catalogue_config(SHAPE)
+    model, catalogue = ReceiveEngineModel(config, SparseMemory(0xC3)), Catalogue(config, SHAPE)
+    for case, association, stream_id in catalogue_parts(SHAPE)[part]:
+        *bad, same_stream, healthy = [model.receive_frame(f) for f in case_frames(catalogue, case, association, stream_id)]
+        refused = [r for r in bad if r.action is not FrameAction.DELIVER or r.chunk_faults
+                   or any(v.status is not SegmentStatus.ACCEPTED for v in r.segments)]
+        assert refused, case.name
+        assert healthy.segments[0].status is SegmentStatus.ACCEPTED, case.name
+        expected = SegmentStatus.DROPPED if case.latches else SegmentStatus.ACCEPTED
+        assert same_stream.segments[0].status is expected, case.name
+        if case.latches:
+            assert [v.status for r in bad for v in r.segments] == [SegmentStatus.ERROR], case.name
+
+
+def _config(**changes):
+    base = catalogue_config(SHAPE)
+    return dataclasses.replace(base, **changes)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"associations": (AssociationEntry(2, 1, 2, "10.0.0.9", 1),)}, "association index 2"),
+    ({"streams": (StreamEntry(0, 4, 1),)}, "stream id 4"),
+    ({"regions": (RegionEntry(16 << 8, 1, 0, 16, Access.REMOTE_WRITE, 0x20000),)}, "index 16"),
+    ({"buffers": tuple(BufferEntry(0, 0, 0, 0x30000 + 64 * i, 64) for i in range(9))}, "more than 8 buffers"),
+    ({"buffers": (BufferEntry(0, 0, 0, MEMORY_BYTES - 8, 64),)}, "outside"),
+])
+def test_config_the_engine_cannot_hold_is_refused(changes, message):
+    with pytest.raises(ConfigDoesNotFit, match=message):
+        check_config_fits(_config(**changes), SHAPE, MEMORY_BYTES)
