@@ -1,29 +1,38 @@
-"""Sideband layouts passed between the blocks of the receive engine.
+"""The engine ABI: everything the host sees of the receive engine, defined once.
 
-The receive path (DESIGN.md) moves bytes as packet streams
-(:mod:`hdl.stream.packet`) and, beside each packet stream, a metadata stream that
-carries one transfer per packet, in the same order as the packets:
+Gateware, scoreboard model, testbenches and host driver import this module
+(it imports nothing of the project but the register-file bus definition):
 
-    FrameReceiver --pkt/pkt_meta--> ChunkParser --seg/seg_meta-->
-    DdpHeaderValidator --payload/segment--> PlacementCheck --cmd/payload-->
-    DmaWriter
+* the AXI4-Lite :func:`register_map`: configuration, counters and the tables
+  the host writes (:func:`association_entry_layout`,
+  :func:`region_write_layout`, :func:`stream_write_layout`,
+  :func:`buffer_post_layout`);
+* the records on the output streams: :func:`report_layout` on
+  ``m_axis_report`` and :func:`exception_record_layout` as ``tuser`` of
+  ``m_axis_exc``;
+* the enums that give those records' fields their meaning.
 
-Field widths follow the wire: TSN 32 bits (RFC 4960 3.3.1), stream id and
-DDP-SSN 16 bits (RFC 5043 5.2.1), STag 32 and TO 64 bits (RFC 5041 4.2), QN,
-MSN and MO 32 bits (RFC 5041 4.3). Error numbers are (layer, type, code) as in
-an RDMAP Terminate (RFC 5040 7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`.
+Error numbers are (layer, type, code) as in an RDMAP Terminate (RFC 5040
+7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`. STag = table index <<
+:data:`STAG_KEY_BITS` | key (RFC 5041 8.2 leaves the STag's structure to the
+implementation).
 """
 
-from enum import IntEnum
-
 from amaranth.hdl import unsigned
-from amaranth.lib import data
+from amaranth.lib import data, enum
+
+from hdl.bus.register_file import RegisterMap
 
 __all__ = [
-    "ERROR_NUMBER", "packet_meta_layout", "segment_meta_layout", "segment_info_layout",
-    "dma_command_layout", "report_layout", "segment_report_fields", "exception_record_layout", "ReportKind", "ExceptionSource",
-    "ASSOCIATION_BITS", "STREAM_BITS",
+    "ADDRESS_BITS", "ASSOCIATION_BITS", "STREAM_BITS", "STAG_KEY_BITS", "ERROR_NUMBER",
+    "FrameException", "FrameDrop", "ChunkException", "ChunkError", "SegmentStatus", "ReportKind", "ExceptionSource",
+    "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
+    "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "segment_report_fields",
+    "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
 ]
+
+#: Host (DMA) address width of ``m_axi`` and of every address in a table or record.
+ADDRESS_BITS = 64
 
 #: Association index width: up to 2**ASSOCIATION_BITS associations in the table.
 ASSOCIATION_BITS = 4
@@ -40,66 +49,7 @@ ERROR_NUMBER = data.StructLayout({
 })
 
 
-def packet_meta_layout() -> data.StructLayout:
-    """One per SCTP packet leaving the FrameReceiver (CRC32c already passed)."""
-    return data.StructLayout({
-        "association": unsigned(ASSOCIATION_BITS),
-        "ddp": unsigned(1),        # the association negotiated DDP (RFC 5043 11.1)
-        "length": unsigned(16),    # SCTP packet bytes (common header included)
-        "peer_ip": unsigned(32),
-        "udp": unsigned(1),        # arrived over UDP (RFC 6951)
-    })
-
-
-def segment_meta_layout() -> data.StructLayout:
-    """One per DDP Segment Chunk leaving the ChunkParser (RFC 5043 5.2.2)."""
-    return data.StructLayout({
-        "association": unsigned(ASSOCIATION_BITS),
-        "tsn": unsigned(32),
-        "stream_id": unsigned(STREAM_BITS),
-        "ddp_ssn": unsigned(16),
-        "length": unsigned(16),    # DDP segment bytes: DDP header + payload (chunk length - 18)
-    })
-
-
-def segment_info_layout() -> data.StructLayout:
-    """One per DDP segment leaving the DdpHeaderValidator: decoded headers and verdict so far."""
-    return data.StructLayout({
-        "association": unsigned(ASSOCIATION_BITS),
-        "tsn": unsigned(32),
-        "stream_id": unsigned(STREAM_BITS),
-        "ddp_ssn": unsigned(16),
-        # RFC 5041 4.1 control field
-        "tagged": unsigned(1),
-        "last": unsigned(1),
-        "dv": unsigned(2),
-        # RFC 5040 4.1 RDMAP control field
-        "rv": unsigned(2),
-        "opcode": unsigned(4),
-        # RFC 5041 4.2 tagged header
-        "stag": unsigned(32),
-        "to": unsigned(64),
-        # RFC 5041 4.3 untagged header; RFC 5040 4.1 Invalidate STag
-        "qn": unsigned(32),
-        "msn": unsigned(32),
-        "mo": unsigned(32),
-        "invalidate_stag": unsigned(32),
-        "payload_length": unsigned(16),
-        # header-level error found so far (DV, QN, RV, opcode, truncation)
-        "error": ERROR_NUMBER,
-    })
-
-
-def dma_command_layout(address_bits: int = 64) -> data.StructLayout:
-    """One write command for the DmaWriter: ``length`` payload bytes to ``address``."""
-    return data.StructLayout({
-        "address": unsigned(address_bits),
-        "length": unsigned(16),
-        "tag": unsigned(16),
-    })
-
-
-class ReportKind(IntEnum):
+class ReportKind(enum.IntEnum, shape=1):
     """``report.kind``."""
     SEGMENT = 0      #: one DDP segment's verdict (after its payload is in host memory)
     CHUNK_ERROR = 1  #: a chunk that was neither placed nor passed to the host
@@ -119,8 +69,8 @@ def report_layout(address_bits: int = 64) -> data.StructLayout:
     """
     return data.StructLayout({
         "kind": unsigned(1),
-        "status": unsigned(2),          # hdl.rx.placement_check.Status
-        "chunk_error": unsigned(3),     # hdl.rx.chunk_parser.ChunkError
+        "status": unsigned(2),          # SegmentStatus
+        "chunk_error": unsigned(3),     # ChunkError
         "dma_error": unsigned(1),
         "error": ERROR_NUMBER,
         **segment_report_fields(address_bits),
@@ -149,10 +99,10 @@ def segment_report_fields(address_bits: int = 64) -> dict:
     }
 
 
-class ExceptionSource(IntEnum):
+class ExceptionSource(enum.IntEnum, shape=1):
     """``exception_record.source``: what the exception stream's packet is."""
-    FRAME = 0  #: a whole Ethernet frame (reason: hdl.rx.eth_ipv4_parser.ExceptionReason)
-    CHUNK = 1  #: one SCTP chunk of a checked packet (reason: hdl.rx.chunk_parser.ExceptionReason)
+    FRAME = 0  #: a whole Ethernet frame (reason: FrameException)
+    CHUNK = 1  #: one SCTP chunk of a checked packet (reason: ChunkException)
 
 
 def exception_record_layout() -> data.StructLayout:
@@ -163,3 +113,147 @@ def exception_record_layout() -> data.StructLayout:
         "association": unsigned(ASSOCIATION_BITS),
         "length": unsigned(16),
     })
+
+
+# Reasons and verdicts (RFC 4960 8.5, RFC 5043 9-10, RFC 5041 7.1).
+class FrameException(enum.IntEnum, shape=4):
+    """Why a frame goes to the host (``exc_meta.reason``)."""
+    NOT_LOCAL_MAC = 1   #: destination MAC is not ``local_mac`` (broadcast, multicast, other)
+    NOT_IPV4 = 2        #: runt (< 14 bytes), ethertype not IPv4, or IP version not 4
+    IP_OPTIONS = 3      #: IHL not 5: options (or an invalid IHL)
+    FRAGMENT = 4        #: an IPv4 fragment (RFC 791 2.3), not reassembled here
+    NOT_LOCAL_IP = 5    #: destination address not ``local_ip``
+    NOT_SCTP = 6        #: neither IP protocol 132 nor UDP to ``udp_port``
+    NO_ASSOCIATION = 7  #: SCTP, but no table entry for its ports and peer address
+    INIT = 8            #: first chunk INIT with verification tag 0 (RFC 4960 8.5.1 A)
+    TAG_REFLECTED = 9   #: first chunk ABORT / SHUTDOWN COMPLETE with T=1 (RFC 4960 8.5.1 B, C)
+
+
+class FrameDrop(enum.IntEnum, shape=4):
+    """Why a frame was dropped; each has its own counter."""
+    IP_CHECKSUM = 1  #: IPv4 header checksum (RFC 791 3.1)
+    CRC = 2          #: SCTP CRC32c (RFC 4960 6.8)
+    TAG = 3          #: verification tag mismatch on a known association (RFC 4960 8.5)
+    LENGTH = 4       #: truncated headers, IPv4 / UDP length past the frame, SCTP < 12 bytes
+    OVERFLOW = 5     #: the frame did not fit in the receive buffer
+
+
+class ChunkException(enum.IntEnum, shape=2):
+    """``exc_meta.reason``: why a chunk went to the host."""
+    CONTROL = 0          # not a DATA chunk
+    SESSION_CONTROL = 1  # DATA with PPID 17 (RFC 5043 5.2.3)
+    OTHER_PPID = 2       # DATA of a DDP association with another PPID
+    NOT_DDP = 3          # DATA of an association without DDP
+
+
+class ChunkError(enum.IntEnum, shape=3):
+    """``errors.kind``: why a chunk was not forwarded."""
+    ORDERED = 1      # DDP Segment Chunk with U=0 (RFC 5043 10)
+    FRAGMENTED = 2   # DDP Segment Chunk without both B and E (RFC 5043 9)
+    TOO_SHORT = 3    # length < 4 (RFC 4960 3.2), or DATA shorter than its headers
+    PAST_END = 4     # the chunk or its header runs past the end of the packet
+
+
+class SegmentStatus(enum.Enum, shape=2):
+    """What happened to a segment."""
+    ACCEPTED = 0   # checks passed: payload (if any) placed, message info valid
+    ERROR = 1      # first error of the stream: reported, nothing placed, stream latched
+    DROPPED = 2    # the stream was already in error: dropped silently (RFC 5041 7.1)
+    NO_STREAM = 3  # (association, stream id) is not an armed stream: dropped
+
+
+# Tables the host writes over AXI4-Lite.
+def association_entry_layout() -> data.StructLayout:
+    """One table write: entry ``index`` becomes the rest of the fields."""
+    return data.StructLayout({
+        "index": unsigned(ASSOCIATION_BITS),
+        "valid": unsigned(1),
+        "ddp": unsigned(1),          # the association negotiated DDP (RFC 5043 11.1)
+        "local_port": unsigned(16),  # our port: the inbound packet's destination port
+        "peer_port": unsigned(16),   # the inbound packet's source port
+        "peer_ip": unsigned(32),     # the inbound packet's IPv4 source address
+        "tag": unsigned(32),         # expected verification tag (our Initiate Tag)
+    })
+
+
+#: The low STag bits that hold the key; the rest is the table index.
+STAG_KEY_BITS = 8
+
+
+def region_entry_layout(pd_bits: int = 16, address_bits: int = 64) -> data.StructLayout:
+    """One registered memory region (RFC 5041 8.2, 8.3.1)."""
+    return data.StructLayout({
+        "valid": unsigned(1),
+        "key": unsigned(STAG_KEY_BITS),
+        "pd": unsigned(pd_bits),
+        "stream_bound": unsigned(1),           # usable by one DDP Stream only
+        "association": unsigned(ASSOCIATION_BITS),
+        "stream_id": unsigned(STREAM_BITS),
+        "remote_read": unsigned(1),
+        "remote_write": unsigned(1),
+        "local_write": unsigned(1),
+        "base_to": unsigned(64),
+        "length": unsigned(64),
+        "host_address": unsigned(address_bits),
+    })
+
+
+def region_write_layout(entries: int, pd_bits: int = 16, address_bits: int = 64) -> data.StructLayout:
+    """A host write of table row ``index`` (``entry.valid = 0`` revokes the STag)."""
+    return data.StructLayout({
+        "index": unsigned(max(1, (entries - 1).bit_length())),
+        "entry": region_entry_layout(pd_bits, address_bits),
+    })
+
+
+def stream_entry_layout(pd_bits: int = 16) -> data.StructLayout:
+    return data.StructLayout({"valid": unsigned(1), "pd": unsigned(pd_bits)})
+
+
+def stream_write_layout(streams: int, pd_bits: int = 16) -> data.StructLayout:
+    """A host write of a stream row; it also clears the row's error bit (re-arms the stream)."""
+    return data.StructLayout({
+        "index": unsigned(max(1, (streams - 1).bit_length())),
+        "entry": stream_entry_layout(pd_bits),
+    })
+
+
+def buffer_post_layout(streams: int, queues: int = 3, address_bits: int = 64) -> data.StructLayout:
+    """A buffer posted by the host on queue ``qn`` of stream ``stream``."""
+    return data.StructLayout({
+        "stream": unsigned(max(1, (streams - 1).bit_length())),
+        "qn": unsigned(max(1, (queues - 1).bit_length())),
+        "address": unsigned(address_bits),
+        "length": unsigned(32),
+    })
+
+
+def report_bytes() -> int:
+    """Bytes of one ``m_axis_report`` beat: the report record padded to whole bytes."""
+    return (report_layout(ADDRESS_BITS).size + 7) // 8
+
+
+# Counters and the register map.
+#: Counter outputs of the frame receiver, 32 bits each, wrapping.
+FRAME_COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "crc_errors",
+                  "tag_errors", "length_errors", "overflow")
+
+
+#: Counters kept beside the frame receiver's: segment verdicts and chunk errors.
+SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "segments_no_stream",
+                    "chunk_errors", "dma_errors")
+
+
+def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) -> RegisterMap:
+    """The engine's AXI4-Lite register map for these table sizes (see :mod:`hdl.bus.register_file`)."""
+    streams = associations * stream_ids
+    return RegisterMap(
+        config=[("local_mac_low", 32), ("local_mac_high", 16), ("local_ip", 32), ("udp_port", 16)],
+        counters=list(FRAME_COUNTERS) + list(SEGMENT_COUNTERS),
+        tables=[
+            ("association", association_entry_layout()),
+            ("region", region_write_layout(regions, 16, ADDRESS_BITS)),
+            ("stream", stream_write_layout(streams, 16)),
+            ("buffer", buffer_post_layout(streams, 3, ADDRESS_BITS)),
+        ],
+    )

@@ -7,26 +7,14 @@ Tag (RFC 4960 8.5). The host writes entries through ``write``; the frame
 receiver looks packets up by (destination port, source port, source IP).
 """
 
-from amaranth.hdl import Const, Module, Signal, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Const, Module, Signal
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS
+from hdl.abi import ASSOCIATION_BITS, association_entry_layout
 
-__all__ = ["association_entry_layout", "AssociationTable"]
+__all__ = ["AssociationTable"]
 
-
-def association_entry_layout() -> data.StructLayout:
-    """One table write: entry ``index`` becomes the rest of the fields."""
-    return data.StructLayout({
-        "index": unsigned(ASSOCIATION_BITS),
-        "valid": unsigned(1),
-        "ddp": unsigned(1),          # the association negotiated DDP (RFC 5043 11.1)
-        "local_port": unsigned(16),  # our port: the inbound packet's destination port
-        "peer_port": unsigned(16),   # the inbound packet's source port
-        "peer_ip": unsigned(32),     # the inbound packet's IPv4 source address
-        "tag": unsigned(32),         # expected verification tag (our Initiate Tag)
-    })
 
 
 class AssociationTable(wiring.Component):

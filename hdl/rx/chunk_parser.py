@@ -57,14 +57,12 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.stream.realign import Realign
-from hdl.abi import ASSOCIATION_BITS, packet_meta_layout, segment_meta_layout
+from hdl.abi import ASSOCIATION_BITS, ChunkError, ChunkException
+from hdl.rx.layouts import packet_meta_layout, segment_meta_layout
 from hdl.stream.packet import packet_layout, packet_signature
+from hdl.stream.realign import Realign
 
-__all__ = [
-    "ChunkParser", "ChunkError", "ExceptionReason", "exception_meta_layout", "chunk_error_layout",
-    "PPID_DDP_SEGMENT", "PPID_DDP_SESSION_CONTROL",
-]
+__all__ = ["ChunkParser", "exception_meta_layout", "chunk_error_layout", "PPID_DDP_SEGMENT", "PPID_DDP_SESSION_CONTROL"]
 
 PPID_DDP_SEGMENT = 16           # RFC 5043 5.2
 PPID_DDP_SESSION_CONTROL = 17   # RFC 5043 5.2
@@ -74,27 +72,12 @@ _SEGMENT_OFFSET = _DATA_HEADER + 2  # DDP-SSN, RFC 5043 5.2.2
 _FLAG_U, _FLAG_B, _FLAG_E = 0x04, 0x02, 0x01
 
 
-class ChunkError(enum.IntEnum, shape=3):
-    """``errors.kind``: why a chunk was not forwarded."""
-    ORDERED = 1      # DDP Segment Chunk with U=0 (RFC 5043 10)
-    FRAGMENTED = 2   # DDP Segment Chunk without both B and E (RFC 5043 9)
-    TOO_SHORT = 3    # length < 4 (RFC 4960 3.2), or DATA shorter than its headers
-    PAST_END = 4     # the chunk or its header runs past the end of the packet
-
-
-class ExceptionReason(enum.IntEnum, shape=2):
-    """``exc_meta.reason``: why a chunk went to the host."""
-    CONTROL = 0          # not a DATA chunk
-    SESSION_CONTROL = 1  # DATA with PPID 17 (RFC 5043 5.2.3)
-    OTHER_PPID = 2       # DATA of a DDP association with another PPID
-    NOT_DDP = 3          # DATA of an association without DDP
-
 
 def exception_meta_layout() -> data.StructLayout:
     """One per chunk on ``exc``: its association, why it is there, its length field."""
     return data.StructLayout({
         "association": unsigned(ASSOCIATION_BITS),
-        "reason": ExceptionReason,
+        "reason": ChunkException,
         "length": unsigned(16),
     })
 
@@ -409,19 +392,19 @@ class ChunkParser(wiring.Component):
         ddp_ssn = _be(_byte(merged[4], 0), _byte(merged[4], 1))
 
         dest = Signal(_Dest)
-        reason = Signal(ExceptionReason)
+        reason = Signal(ChunkException)
         error = Signal(3)
         m.d.comb += [dest.eq(_Dest.EXC), error.eq(0)]
         with m.If(chunk_type != 0):
-            m.d.comb += reason.eq(ExceptionReason.CONTROL)
+            m.d.comb += reason.eq(ChunkException.CONTROL)
         with m.Elif(~gathered.ddp):
-            m.d.comb += reason.eq(ExceptionReason.NOT_DDP)
+            m.d.comb += reason.eq(ChunkException.NOT_DDP)
         with m.Elif(length < _DATA_HEADER):
             m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.TOO_SHORT)]
         with m.Elif(ppid == PPID_DDP_SESSION_CONTROL):
-            m.d.comb += reason.eq(ExceptionReason.SESSION_CONTROL)
+            m.d.comb += reason.eq(ChunkException.SESSION_CONTROL)
         with m.Elif(ppid != PPID_DDP_SEGMENT):
-            m.d.comb += reason.eq(ExceptionReason.OTHER_PPID)
+            m.d.comb += reason.eq(ChunkException.OTHER_PPID)
         with m.Elif(length < _SEGMENT_OFFSET):
             m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.TOO_SHORT)]
         with m.Elif(~(flags & _FLAG_U).any()):

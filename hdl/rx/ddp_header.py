@@ -46,9 +46,9 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.stream.realign import Realign
-from hdl.abi import segment_info_layout, segment_meta_layout
+from hdl.rx.layouts import segment_info_layout, segment_meta_layout
 from hdl.stream.packet import packet_layout, packet_signature
+from hdl.stream.realign import Realign
 
 __all__ = ["DdpHeaderValidator", "TAGGED_HEADER_BYTES", "UNTAGGED_HEADER_BYTES"]
 

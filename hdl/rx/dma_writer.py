@@ -58,7 +58,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.bus.axi import Axi4WriteSignature, Burst, Resp
-from hdl.abi import dma_command_layout
+from hdl.rx.layouts import dma_command_layout
 from hdl.stream.packet import packet_signature
 
 __all__ = ["DmaWriter", "dma_done_layout"]

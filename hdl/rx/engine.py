@@ -29,47 +29,29 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from hdl.rx.association_table import association_entry_layout
+from hdl.abi import (
+    ADDRESS_BITS,
+    FRAME_COUNTERS,
+    SEGMENT_COUNTERS,
+    ExceptionSource,
+    SegmentStatus,
+    exception_record_layout,
+    register_map,
+    report_bytes,
+)
 from hdl.bus.axi import Axi4LiteSignature, Axi4WriteSignature
 from hdl.bus.axis import AxiStreamSignature
+from hdl.bus.register_file import RegisterFile
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.rx.ddp_header import DdpHeaderValidator
 from hdl.rx.dma_writer import DmaWriter
-from hdl.rx.frame_receiver import COUNTERS as FRAME_COUNTERS, FrameReceiver
-from hdl.stream.arbiter import PacketArbiter
-from hdl.rx.placement_check import PlacementCheck, Status, stream_write_layout
-from hdl.rx.region_table import region_write_layout
-from hdl.bus.register_file import RegisterFile, RegisterMap
-from hdl.abi import ExceptionSource, exception_record_layout, report_layout
+from hdl.rx.frame_receiver import FrameReceiver
+from hdl.rx.placement_check import PlacementCheck
 from hdl.rx.report_engine import ReportEngine
+from hdl.stream.arbiter import PacketArbiter
 from hdl.stream.queue import StreamBuffer
-from hdl.rx.untagged_buffers import buffer_post_layout
 
-__all__ = ["RxEngine", "register_map", "SEGMENT_COUNTERS"]
-
-ADDRESS_BITS = 64
-#: Counters kept beside the frame receiver's: segment verdicts and chunk errors.
-SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "segments_no_stream",
-                    "chunk_errors", "dma_errors")
-
-
-def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) -> RegisterMap:
-    """The engine's AXI4-Lite register map for these table sizes (see :mod:`hdl.bus.register_file`)."""
-    streams = associations * stream_ids
-    return RegisterMap(
-        config=[("local_mac_low", 32), ("local_mac_high", 16), ("local_ip", 32), ("udp_port", 16)],
-        counters=list(FRAME_COUNTERS) + list(SEGMENT_COUNTERS),
-        tables=[
-            ("association", association_entry_layout()),
-            ("region", region_write_layout(regions, 16, ADDRESS_BITS)),
-            ("stream", stream_write_layout(streams, 16)),
-            ("buffer", buffer_post_layout(streams, 3, ADDRESS_BITS)),
-        ],
-    )
-
-
-def _report_bytes() -> int:
-    return (report_layout(ADDRESS_BITS).size + 7) // 8
+__all__ = ["RxEngine"]
 
 
 class RxEngine(wiring.Component):
@@ -94,7 +76,7 @@ class RxEngine(wiring.Component):
             "m_axi": Out(Axi4WriteSignature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
             "s_axil": In(Axi4LiteSignature(addr_width=12, data_width=32)),
             "m_axis_exc": Out(AxiStreamSignature(width_bytes, exception_record_layout().size)),
-            "m_axis_report": Out(AxiStreamSignature(_report_bytes())),
+            "m_axis_report": Out(AxiStreamSignature(report_bytes())),
         })
 
     def elaborate(self, platform):
@@ -198,8 +180,8 @@ class RxEngine(wiring.Component):
         counted = {name: Signal(32, name=name) for name in SEGMENT_COUNTERS}
         verdict = placement.verdict
         with m.If(verdict.valid & verdict.ready):
-            for status, name in ((Status.ACCEPTED, "segments_accepted"), (Status.ERROR, "segments_error"),
-                                 (Status.DROPPED, "segments_dropped"), (Status.NO_STREAM, "segments_no_stream")):
+            for status in SegmentStatus:
+                name = f"segments_{status.name.lower()}"
                 with m.If(verdict.payload.status == status):
                     m.d.sync += counted[name].eq(counted[name] + 1)
         with m.If(chunks.errors.valid & chunks.errors.ready):

@@ -42,19 +42,18 @@ Latency: the verdict transfers 5 clock edges after the frame's last beat.
 Throughput: one beat per cycle, one frame per cycle (frames of one beat).
 """
 
-from enum import IntEnum
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.rx.association_table import AssociationTable, association_entry_layout
-from hdl.abi import ASSOCIATION_BITS
+from hdl.abi import ASSOCIATION_BITS, FrameDrop, FrameException, association_entry_layout
+from hdl.rx.association_table import AssociationTable
 from hdl.stream.packet import packet_signature
 
 __all__ = [
-    "Action", "ExceptionReason", "DropReason", "EthIpv4Parser", "header_verdict_layout",
-    "beat_byte_count", "ETH_IPV4_SCTP_OFFSET", "ETH_IPV4_UDP_SCTP_OFFSET",
+    "Action", "EthIpv4Parser", "header_verdict_layout", "beat_byte_count", "ETH_IPV4_SCTP_OFFSET",
+    "ETH_IPV4_UDP_SCTP_OFFSET",
 ]
 
 ETHERTYPE_IPV4 = 0x0800
@@ -75,33 +74,12 @@ class Action(enum.Enum, shape=2):
     DROP = 2       #: discarded and counted
 
 
-class ExceptionReason(IntEnum):
-    """Why a frame goes to the host (``exc_meta.reason``)."""
-    NOT_LOCAL_MAC = 1   #: destination MAC is not ``local_mac`` (broadcast, multicast, other)
-    NOT_IPV4 = 2        #: runt (< 14 bytes), ethertype not IPv4, or IP version not 4
-    IP_OPTIONS = 3      #: IHL not 5: options (or an invalid IHL)
-    FRAGMENT = 4        #: an IPv4 fragment (RFC 791 2.3), not reassembled here
-    NOT_LOCAL_IP = 5    #: destination address not ``local_ip``
-    NOT_SCTP = 6        #: neither IP protocol 132 nor UDP to ``udp_port``
-    NO_ASSOCIATION = 7  #: SCTP, but no table entry for its ports and peer address
-    INIT = 8            #: first chunk INIT with verification tag 0 (RFC 4960 8.5.1 A)
-    TAG_REFLECTED = 9   #: first chunk ABORT / SHUTDOWN COMPLETE with T=1 (RFC 4960 8.5.1 B, C)
-
-
-class DropReason(IntEnum):
-    """Why a frame was dropped; each has its own counter."""
-    IP_CHECKSUM = 1  #: IPv4 header checksum (RFC 791 3.1)
-    CRC = 2          #: SCTP CRC32c (RFC 4960 6.8)
-    TAG = 3          #: verification tag mismatch on a known association (RFC 4960 8.5)
-    LENGTH = 4       #: truncated headers, IPv4 / UDP length past the frame, SCTP < 12 bytes
-    OVERFLOW = 5     #: the frame did not fit in the receive buffer
-
 
 def header_verdict_layout(width_bytes: int) -> data.StructLayout:
     """The parser's verdict on one frame."""
     return data.StructLayout({
         "action": Action,
-        "reason": unsigned(4),         # ExceptionReason or DropReason, by action
+        "reason": unsigned(4),         # FrameException or FrameDrop, by action
         "sctp": unsigned(1),           # the CRC32c check applies (and overrides on failure)
         "expected_crc": unsigned(32),  # the checksum field, as the CRC value it encodes
         "frame_length": unsigned(16),  # bytes in the frame (saturates at 65535)
@@ -303,39 +281,39 @@ class EthIpv4Parser(wiring.Component):
             m.d.comb += [action.eq(Action.DROP), reason.eq(why)]
 
         with m.If(e4["runt"]):
-            exception(ExceptionReason.NOT_IPV4)
+            exception(FrameException.NOT_IPV4)
         with m.Elif(~e4["mac_ok"]):
-            exception(ExceptionReason.NOT_LOCAL_MAC)
+            exception(FrameException.NOT_LOCAL_MAC)
         with m.Elif(~e4["ethertype_ok"]):
-            exception(ExceptionReason.NOT_IPV4)
+            exception(FrameException.NOT_IPV4)
         with m.Elif(e4["ip_short"]):
-            drop(DropReason.LENGTH)
+            drop(FrameDrop.LENGTH)
         with m.Elif(~e4["version_ok"]):
-            exception(ExceptionReason.NOT_IPV4)
+            exception(FrameException.NOT_IPV4)
         with m.Elif(~e4["ihl_ok"]):
-            exception(ExceptionReason.IP_OPTIONS)
+            exception(FrameException.IP_OPTIONS)
         with m.Elif(~e4["ip_checksum_ok"]):
-            drop(DropReason.IP_CHECKSUM)
+            drop(FrameDrop.IP_CHECKSUM)
         with m.Elif(e4["fragment"]):
-            exception(ExceptionReason.FRAGMENT)
+            exception(FrameException.FRAGMENT)
         with m.Elif(~e4["ip_local"]):
-            exception(ExceptionReason.NOT_LOCAL_IP)
+            exception(FrameException.NOT_LOCAL_IP)
         with m.Elif(e4["total_bad"]):
-            drop(DropReason.LENGTH)
+            drop(FrameDrop.LENGTH)
         with m.Elif(~e4["sctp"] & ~e4["over_udp"]):
-            exception(ExceptionReason.NOT_SCTP)
+            exception(FrameException.NOT_SCTP)
         with m.Elif((e4["over_udp"] & e4["udp_bad"]) | e4["short"]):
-            drop(DropReason.LENGTH)
+            drop(FrameDrop.LENGTH)
         with m.Else():
             m.d.comb += sctp.eq(1)
             with m.If(e4["init"]):
-                exception(ExceptionReason.INIT)
+                exception(FrameException.INIT)
             with m.Elif(e4["reflected"]):
-                exception(ExceptionReason.TAG_REFLECTED)
+                exception(FrameException.TAG_REFLECTED)
             with m.Elif(~e4["hit"]):
-                exception(ExceptionReason.NO_ASSOCIATION)
+                exception(FrameException.NO_ASSOCIATION)
             with m.Elif(~e4["tag_ok"]):
-                drop(DropReason.TAG)
+                drop(FrameDrop.TAG)
 
         shift_bits = (width - 1).bit_length()
         skip = Mux(e4["over_udp"], ETH_IPV4_UDP_SCTP_OFFSET // width, ETH_IPV4_SCTP_OFFSET // width)

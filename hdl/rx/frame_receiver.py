@@ -39,24 +39,21 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.rx.association_table import association_entry_layout
-from hdl.stream.crc32c import Crc32c
+from hdl.abi import FRAME_COUNTERS, FrameDrop, association_entry_layout
 from hdl.rx.eth_ipv4_parser import (
-    ETH_IPV4_SCTP_OFFSET, ETH_IPV4_UDP_SCTP_OFFSET, Action, DropReason, EthIpv4Parser, ExceptionReason,
+    ETH_IPV4_SCTP_OFFSET,
+    ETH_IPV4_UDP_SCTP_OFFSET,
+    Action,
+    EthIpv4Parser,
     header_verdict_layout,
 )
-from hdl.stream.packet_buffer import PacketBuffer
-from hdl.abi import packet_meta_layout
+from hdl.rx.layouts import packet_meta_layout
+from hdl.stream.crc32c import Crc32c
 from hdl.stream.packet import packet_signature
+from hdl.stream.packet_buffer import PacketBuffer
 
-__all__ = [
-    "FrameReceiver", "Realigner", "realign_layout", "exception_meta_layout",
-    "Action", "ExceptionReason", "DropReason", "COUNTERS",
-]
+__all__ = ["FrameReceiver", "Realigner", "realign_layout", "exception_meta_layout"]
 
-#: Counter outputs of :class:`FrameReceiver`, 32 bits each, wrapping.
-COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "crc_errors",
-            "tag_errors", "length_errors", "overflow")
 
 _SCTP_CHECKSUM_OFFSET = 8  # RFC 4960 3.1
 
@@ -66,7 +63,7 @@ def _shift_bits(width_bytes: int) -> int:
 
 
 def exception_meta_layout() -> data.StructLayout:
-    """One per frame on ``exc``: why (:class:`ExceptionReason`) and its length in bytes."""
+    """One per frame on ``exc``: why (:class:`FrameException`) and its length in bytes."""
     return data.StructLayout({"reason": unsigned(4), "length": unsigned(16)})
 
 
@@ -250,11 +247,11 @@ class FrameReceiver(wiring.Component):
         Each SCTP packet that passed every check, common header at lane 0,
         exactly its bytes; one ``pkt_meta`` per packet, in the same order.
     exc, exc_meta : ``Out(packet_signature(W))``, ``Out(stream.Signature(exception_meta_layout()))``
-        Frames for the host, unchanged, with an :class:`ExceptionReason`.
+        Frames for the host, unchanged, with an :class:`FrameException`.
     frames, delivered, exceptions, ip_checksum_errors, crc_errors, tag_errors, length_errors, overflow : ``Out(32)``
         Wrapping counters, updated when a frame's verdict is final (before
         it leaves): every frame, then one of the other seven per frame
-        (:class:`DropReason` names the drop counters).
+        (:class:`FrameDrop` names the drop counters).
 
     The rules and their order are those of :mod:`hdl.rx.eth_ipv4_parser`; a
     CRC32c failure (RFC 4960 6.8) drops any packet that reached the SCTP
@@ -282,7 +279,7 @@ class FrameReceiver(wiring.Component):
             "exc": Out(packet_signature(width_bytes)),
             "exc_meta": Out(stream.Signature(exception_meta_layout())),
         }
-        members.update({name: Out(32) for name in COUNTERS})
+        members.update({name: Out(32) for name in FRAME_COUNTERS})
         super().__init__(members)
 
     @property
@@ -435,13 +432,13 @@ class FrameReceiver(wiring.Component):
         ]
         action, reason = Signal(Action), Signal(4)
         with m.If(info.overflow):
-            m.d.comb += [action.eq(Action.DROP), reason.eq(DropReason.OVERFLOW)]
+            m.d.comb += [action.eq(Action.DROP), reason.eq(FrameDrop.OVERFLOW)]
         with m.Elif(verdict.sctp & (crcs.r_data != verdict.expected_crc)):
-            m.d.comb += [action.eq(Action.DROP), reason.eq(DropReason.CRC)]
+            m.d.comb += [action.eq(Action.DROP), reason.eq(FrameDrop.CRC)]
         with m.Else():
             m.d.comb += [action.eq(verdict.action), reason.eq(verdict.reason)]
 
-        counters = {name: getattr(self, name) for name in COUNTERS}
+        counters = {name: getattr(self, name) for name in FRAME_COUNTERS}
         with m.If(pop):
             m.d.sync += [
                 command_valid.eq(1),
@@ -477,9 +474,9 @@ class FrameReceiver(wiring.Component):
             with m.If(counted_action == Action.EXCEPTION):
                 m.d.sync += counters["exceptions"].eq(counters["exceptions"] + 1)
             with m.If(counted_action == Action.DROP):
-                for why, name in [(DropReason.IP_CHECKSUM, "ip_checksum_errors"), (DropReason.CRC, "crc_errors"),
-                                  (DropReason.TAG, "tag_errors"), (DropReason.LENGTH, "length_errors"),
-                                  (DropReason.OVERFLOW, "overflow")]:
+                for why, name in [(FrameDrop.IP_CHECKSUM, "ip_checksum_errors"), (FrameDrop.CRC, "crc_errors"),
+                                  (FrameDrop.TAG, "tag_errors"), (FrameDrop.LENGTH, "length_errors"),
+                                  (FrameDrop.OVERFLOW, "overflow")]:
                     with m.If(counted_reason == why):
                         m.d.sync += counters[name].eq(counters[name] + 1)
 

@@ -72,19 +72,26 @@ three cycles. Payload: one beat per cycle.
 """
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
-from amaranth.lib import data, enum, fifo, memory, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.rx.region_table import RegionTable, region_write_layout
-from hdl.abi import (ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, dma_command_layout, segment_info_layout,
-                         segment_report_fields)
+from hdl.abi import (
+    ASSOCIATION_BITS,
+    ERROR_NUMBER,
+    STREAM_BITS,
+    SegmentStatus,
+    buffer_post_layout,
+    region_write_layout,
+    segment_report_fields,
+    stream_entry_layout,
+    stream_write_layout,
+)
+from hdl.rx.layouts import dma_command_layout, segment_info_layout
+from hdl.rx.region_table import RegionTable
+from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault
 from hdl.stream.packet import packet_signature
-from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault, buffer_post_layout
 
-__all__ = [
-    "Status", "verdict_layout", "stream_entry_layout", "stream_write_layout", "StreamTable",
-    "PlacementCheck",
-]
+__all__ = ["verdict_layout", "StreamTable", "PlacementCheck"]
 
 _OPCODE_READ_RESPONSE = 2  # RFC 5040 4.3: RDMA Read Response
 _LAYER_RDMAP, _LAYER_DDP = 0, 1
@@ -92,34 +99,16 @@ _TAGGED_BUFFER, _UNTAGGED_BUFFER = 1, 2  # RFC 5041 7.2 error types
 _REMOTE_PROTECTION = 1                   # RFC 5040 7.2 EType
 
 
-class Status(enum.Enum, shape=2):
-    """What happened to a segment."""
-    ACCEPTED = 0   # checks passed: payload (if any) placed, message info valid
-    ERROR = 1      # first error of the stream: reported, nothing placed, stream latched
-    DROPPED = 2    # the stream was already in error: dropped silently (RFC 5041 7.1)
-    NO_STREAM = 3  # (association, stream id) is not an armed stream: dropped
-
 
 def verdict_layout(address_bits: int = 64) -> data.StructLayout:
     """One per segment, in segment order, for the completion engine."""
     return data.StructLayout({
         "tag": unsigned(16),             # equals the tag of the segment's cmd, if any
         **segment_report_fields(address_bits),
-        "status": Status,
+        "status": SegmentStatus,
         "error": ERROR_NUMBER,           # valid with status ERROR
     })
 
-
-def stream_entry_layout(pd_bits: int = 16) -> data.StructLayout:
-    return data.StructLayout({"valid": unsigned(1), "pd": unsigned(pd_bits)})
-
-
-def stream_write_layout(streams: int, pd_bits: int = 16) -> data.StructLayout:
-    """A host write of a stream row; it also clears the row's error bit (re-arms the stream)."""
-    return data.StructLayout({
-        "index": unsigned(max(1, (streams - 1).bit_length())),
-        "entry": stream_entry_layout(pd_bits),
-    })
 
 
 class StreamTable(wiring.Component):
@@ -322,19 +311,19 @@ class PlacementCheck(wiring.Component):
         # Stage 3: commit.
         seg = s3.info
         region = regions.result
-        status = Signal(Status)
+        status = Signal(SegmentStatus)
         error = Signal(ERROR_NUMBER)
         address = Signal(self._address_bits)
         with m.If(~s3.known | ~stream_valid_3):
-            m.d.comb += status.eq(Status.NO_STREAM)
+            m.d.comb += status.eq(SegmentStatus.NO_STREAM)
         with m.Elif(stream_error_3):
-            m.d.comb += status.eq(Status.DROPPED)
+            m.d.comb += status.eq(SegmentStatus.DROPPED)
         with m.Elif(seg.error.valid):
-            m.d.comb += [status.eq(Status.ERROR), error.eq(seg.error)]
+            m.d.comb += [status.eq(SegmentStatus.ERROR), error.eq(seg.error)]
         with m.Elif(seg.tagged):
-            m.d.comb += [status.eq(Status.ERROR), address.eq(region.address)]
+            m.d.comb += [status.eq(SegmentStatus.ERROR), address.eq(region.address)]
             with m.If(seg.payload_length == 0):
-                m.d.comb += status.eq(Status.ACCEPTED)  # RFC 5041 5.2: not checked
+                m.d.comb += status.eq(SegmentStatus.ACCEPTED)  # RFC 5041 5.2: not checked
             with m.Elif(region.invalid):
                 m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x00)
             with m.Elif((region.pd != stream_pd_3) | region.stream_mismatch):
@@ -346,24 +335,24 @@ class PlacementCheck(wiring.Component):
             with m.Elif(region.wrap):
                 m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x03)
             with m.Else():
-                m.d.comb += status.eq(Status.ACCEPTED)
+                m.d.comb += status.eq(SegmentStatus.ACCEPTED)
         with m.Else():
-            m.d.comb += [status.eq(Status.ERROR), address.eq(buffers.result.address)]
+            m.d.comb += [status.eq(SegmentStatus.ERROR), address.eq(buffers.result.address)]
             with m.If(~s3.qn_ok):
                 m.d.comb += _report(error, _LAYER_DDP, _UNTAGGED_BUFFER, 0x01)
             with m.Elif(buffers.result.fault != UntaggedFault.NONE):
                 m.d.comb += _report(error, _LAYER_DDP, _UNTAGGED_BUFFER, buffers.result.fault.as_value())
             with m.Else():
-                m.d.comb += status.eq(Status.ACCEPTED)
+                m.d.comb += status.eq(SegmentStatus.ACCEPTED)
 
         commit = s3.valid & advance
-        accepted = status == Status.ACCEPTED
+        accepted = status == SegmentStatus.ACCEPTED
         has_payload = seg.payload_length != 0
         tag = Signal(16)
         with m.If(commit):
             m.d.sync += tag.eq(tag + 1)
         m.d.comb += [
-            streams.set_error.eq(commit & (status == Status.ERROR)),
+            streams.set_error.eq(commit & (status == SegmentStatus.ERROR)),
             streams.set_error_index.eq(s3.index),
             buffers.retire_en.eq(commit & accepted & ~seg.tagged & seg.last),
             buffers.retire.stream.eq(s3.index),

@@ -48,43 +48,13 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS, STREAM_BITS
+from hdl.abi import ASSOCIATION_BITS, STAG_KEY_BITS, STREAM_BITS, region_entry_layout, region_write_layout
 
-__all__ = [
-    "STAG_KEY_BITS", "region_entry_layout", "region_write_layout", "region_lookup_layout",
-    "region_result_layout", "RegionTable",
-]
+__all__ = ["region_lookup_layout", "region_result_layout", "RegionTable"]
 
-#: The low STag bits that hold the key; the rest is the table index.
-STAG_KEY_BITS = 8
 _STAG_BITS = 32
 _TO_BITS = 64
 
-
-def region_entry_layout(pd_bits: int = 16, address_bits: int = 64) -> data.StructLayout:
-    """One registered memory region (RFC 5041 8.2, 8.3.1)."""
-    return data.StructLayout({
-        "valid": unsigned(1),
-        "key": unsigned(STAG_KEY_BITS),
-        "pd": unsigned(pd_bits),
-        "stream_bound": unsigned(1),           # usable by one DDP Stream only
-        "association": unsigned(ASSOCIATION_BITS),
-        "stream_id": unsigned(STREAM_BITS),
-        "remote_read": unsigned(1),
-        "remote_write": unsigned(1),
-        "local_write": unsigned(1),
-        "base_to": unsigned(_TO_BITS),
-        "length": unsigned(_TO_BITS),
-        "host_address": unsigned(address_bits),
-    })
-
-
-def region_write_layout(entries: int, pd_bits: int = 16, address_bits: int = 64) -> data.StructLayout:
-    """A host write of table row ``index`` (``entry.valid = 0`` revokes the STag)."""
-    return data.StructLayout({
-        "index": unsigned(max(1, (entries - 1).bit_length())),
-        "entry": region_entry_layout(pd_bits, address_bits),
-    })
 
 
 def region_lookup_layout() -> data.StructLayout:

@@ -18,11 +18,11 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
+from hdl.abi import ReportKind, SegmentStatus, report_layout, segment_report_fields
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
-from hdl.rx.placement_check import Status, verdict_layout
+from hdl.rx.placement_check import verdict_layout
 from hdl.stream.queue import StreamBuffer
-from hdl.abi import ReportKind, report_layout, segment_report_fields
 
 __all__ = ["ReportEngine"]
 
@@ -49,7 +49,7 @@ class ReportEngine(wiring.Component):
         verdict, done, errors = buffers
         report = self.report
         head = verdict.payload
-        needs_done = (head.status == Status.ACCEPTED) & (head.payload_length != 0)
+        needs_done = (head.status == SegmentStatus.ACCEPTED) & (head.payload_length != 0)
         verdict_ready = verdict.valid & (~needs_done | done.valid)
         prefer_errors = Signal()  # alternate when both kinds wait
 

@@ -64,9 +64,11 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.abi import buffer_post_layout
+
 __all__ = [
-    "UntaggedFault", "buffer_post_layout", "untagged_lookup_layout", "untagged_result_layout",
-    "untagged_retire_layout", "UntaggedBuffers",
+    "UntaggedFault", "untagged_lookup_layout", "untagged_result_layout", "untagged_retire_layout",
+    "UntaggedBuffers",
 ]
 
 _MSN_BITS = 32
@@ -86,15 +88,6 @@ class UntaggedFault(enum.Enum, shape=3):
 def _bits(count: int) -> int:
     return max(1, (count - 1).bit_length())
 
-
-def buffer_post_layout(streams: int, queues: int = 3, address_bits: int = 64) -> data.StructLayout:
-    """A buffer posted by the host on queue ``qn`` of stream ``stream``."""
-    return data.StructLayout({
-        "stream": unsigned(_bits(streams)),
-        "qn": unsigned(_bits(queues)),
-        "address": unsigned(address_bits),
-        "length": unsigned(_BUFFER_LENGTH_BITS),
-    })
 
 
 def untagged_lookup_layout(streams: int, queues: int = 3) -> data.StructLayout:

@@ -44,15 +44,16 @@ from __future__ import annotations
 import ipaddress
 import struct
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum
+from enum import Enum
 
-from model.net.checksum import internet_checksum, sctp_checksum, sctp_checksum_from_bytes
+from hdl.abi import ChunkError, ChunkException, FrameDrop, FrameException, SegmentStatus
+from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
 from model.ddp.sink import DdpSink, Delivered, Placed, SinkError
-from model.errors import DecodeError, ErrorNumber
-from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
-from model.rdmap.messages import header_error, placement_access, rdmap_control_of
 from model.engine.config import ReceiveConfig
+from model.errors import DecodeError, ErrorNumber
+from model.net.checksum import internet_checksum, sctp_checksum, sctp_checksum_from_bytes
+from model.rdmap.messages import header_error, placement_access, rdmap_control_of
 
 ETHERTYPE_IPV4 = 0x0800
 PROTOCOL_SCTP, PROTOCOL_UDP = 132, 17
@@ -64,55 +65,6 @@ class FrameAction(Enum):
     DELIVER = 0
     EXCEPTION = 1
     DROP = 2
-
-
-class FrameException(IntEnum):
-    """Why a whole frame goes to the host."""
-
-    NOT_LOCAL_MAC = 1
-    NOT_IPV4 = 2
-    IP_OPTIONS = 3
-    FRAGMENT = 4
-    NOT_LOCAL_IP = 5
-    NOT_SCTP = 6
-    NO_ASSOCIATION = 7
-    INIT = 8
-    TAG_REFLECTED = 9
-
-
-class FrameDrop(IntEnum):
-    """Why a frame was dropped (each has a counter)."""
-
-    IP_CHECKSUM = 1
-    CRC = 2
-    TAG = 3
-    LENGTH = 4
-    OVERFLOW = 5
-
-
-class ChunkException(IntEnum):
-    """Why a chunk goes to the host."""
-
-    CONTROL = 0
-    SESSION_CONTROL = 1
-    OTHER_PPID = 2
-    NOT_DDP = 3
-
-
-class ChunkError(IntEnum):
-    """Why a chunk was neither placed nor passed to the host."""
-
-    ORDERED = 1
-    FRAGMENTED = 2
-    TOO_SHORT = 3
-    PAST_END = 4
-
-
-class SegmentStatus(Enum):
-    ACCEPTED = 0
-    ERROR = 1
-    DROPPED = 2
-    NO_STREAM = 3
 
 
 @dataclass(frozen=True)

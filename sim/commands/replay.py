@@ -17,12 +17,12 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from model.net.pcap import read_capture
 from model.engine.config import ReceiveConfig
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
-from model.sctp.packet import DataChunk, SctpPacket
 from model.errors import DecodeError, RnicError
 from model.net.frames import Frame
+from model.net.pcap import read_capture
+from model.sctp.packet import DataChunk, SctpPacket
 
 __all__ = ["ReplayFailed", "Record", "HostPacket", "ReplayOutputs", "replay_model", "replay_rtl", "format_replay", "memory_digest"]
 
@@ -127,11 +127,10 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
 
 def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int) -> ReplayOutputs:
     """Run the capture through `hdl.rx.engine.RxEngine` under Verilator (builds on first use)."""
-    from hdl.rx.eth_ipv4_parser import ExceptionReason as FrameReason
-    from hdl.rx.chunk_parser import ChunkError, ExceptionReason as ChunkReason
-    from hdl.rx.placement_check import Status
+    from hdl.abi import ChunkError, ExceptionSource, SegmentStatus
+    from hdl.abi import ChunkException as ChunkReason
+    from hdl.abi import FrameException as FrameReason
     from hdl.rx.engine import RxEngine
-    from hdl.abi import ExceptionSource
     from sim.runner import SimulationFailed, default_build_root, run_cocotb
     from sim.traffic.rx import EngineShape
 
@@ -162,10 +161,10 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int) -> Repla
         outputs.records.append(Record("chunk_error", fields["association"], fields["tsn"],
                                       chunk_error=ChunkError(fields["chunk_error"]).name))
     for fields in document["segments"]:
-        status = Status(fields["status"])
+        status = SegmentStatus(fields["status"])
         error = fields["error"]
-        placed = status is Status.ACCEPTED and fields["payload_length"]
-        message = status is Status.ACCEPTED and not fields["tagged"] and fields["last"]
+        placed = status is SegmentStatus.ACCEPTED and fields["payload_length"]
+        message = status is SegmentStatus.ACCEPTED and not fields["tagged"] and fields["last"]
         outputs.records.append(Record(
             "segment", fields["association"], fields["tsn"], status=status.name,
             error=(error["layer"], error["etype"], error["code"]) if error["valid"] else None,

@@ -25,13 +25,13 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from hdl.rx.engine import register_map
-from model.ddp.segment import DdpSegment, TaggedHeader
-from model.ddp.sctp_adaptation import DdpSegmentChunkData
-from model.net.frames import build_frame
+from hdl.abi import register_map
 from model.ddp.memory import Access
-from model.rdmap.messages import Opcode, tagged_rsvd_ulp
+from model.ddp.sctp_adaptation import DdpSegmentChunkData
+from model.ddp.segment import DdpSegment, TaggedHeader
 from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
+from model.net.frames import build_frame
+from model.rdmap.messages import Opcode, tagged_rsvd_ulp
 from model.sctp.packet import PPID_DDP_SEGMENT, DataChunk, SctpPacket
 from sim.runner import test_parameters
 from sim.tb.rx_engine_tb import RxEngineTB

@@ -11,20 +11,27 @@ test per simulation. Parameters (:func:`sim.runner.test_parameters`):
 
 from __future__ import annotations
 
-from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
 import random
 
 import cocotb
 
-from hdl.rx.engine import register_map
+from hdl.abi import register_map
 from model.ddp.memory import SparseMemory
-from model.net.pcap import read_capture
 from model.engine.config import ReceiveConfig
 from model.engine.rx import ReceiveEngineModel
+from model.net.pcap import read_capture
 from sim.runner import test_parameters
+from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
 from sim.tb.rx_engine_tb import CANARY, RxEngineTB
-from sim.traffic.rx import (Catalogue, EngineShape, ValidTraffic, case_frames, catalogue_config, catalogue_parts,
-                            random_config)
+from sim.traffic.rx import (
+    Catalogue,
+    EngineShape,
+    ValidTraffic,
+    case_frames,
+    catalogue_config,
+    catalogue_parts,
+    random_config,
+)
 
 SHAPE = EngineShape()
 MEMORY_BYTES = 1 << 22

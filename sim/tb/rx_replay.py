@@ -15,9 +15,9 @@ from pathlib import Path
 
 import cocotb
 
-from hdl.rx.engine import register_map
-from model.net.pcap import read_capture
+from hdl.abi import register_map
 from model.engine.config import ReceiveConfig
+from model.net.pcap import read_capture
 from sim.commands.replay import written_runs
 from sim.runner import test_parameters
 from sim.tb.rx_engine_tb import RxEngineTB

@@ -4,8 +4,8 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
+from hdl.abi import register_map
 from hdl.bus.register_file import DEVICE_ID, RegisterFile, RegisterMap
-from hdl.rx.engine import register_map
 
 LAYOUT = data.StructLayout({"index": unsigned(3), "value": unsigned(40)})
 

@@ -12,12 +12,13 @@ import pytest
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
-from hdl.rx.chunk_parser import ChunkError, ChunkParser, ExceptionReason
-from sim.traffic.packet_beats import beats_of, packets_of
-from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
+from hdl.abi import ChunkError, ChunkException
+from hdl.rx.chunk_parser import ChunkParser
 from model.ddp.sctp_adaptation import DdpSegmentChunkData, FunctionCode, SessionControl
+from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
 from model.rdmap.messages import Opcode, rdmap_control_of, tagged_rsvd_ulp, untagged_rsvd_ulp
 from model.sctp.packet import CHUNK_CLASSES, DataChunk, HeartbeatChunk, SackChunk, SctpPacket, UnknownChunk
+from sim.traffic.packet_beats import beats_of, packets_of
 
 UNKNOWN_TYPES = [t for t in range(1, 256) if t not in CHUNK_CLASSES]
 
@@ -87,7 +88,7 @@ def random_chunk(rng: random.Random, association: int, ddp: bool, oracle: Oracle
             user_data = user_data[:rng.choice([0, 1])]   # no room for the DDP-SSN
         chunk = data_chunk(rng, 16, user_data, **flags)
         if not ddp:
-            oracle.exc(association, ExceptionReason.NOT_DDP, chunk.encode())
+            oracle.exc(association, ChunkException.NOT_DDP, chunk.encode())
         elif kind == "seg":
             oracle.seg(association, chunk, segment, ddp_ssn)
         else:
@@ -98,12 +99,12 @@ def random_chunk(rng: random.Random, association: int, ddp: bool, oracle: Oracle
     if kind in ("session", "ppid"):
         if kind == "session":
             user_data = SessionControl(rng.getrandbits(16), FunctionCode.INITIATE, rng.randbytes(rng.randrange(40))).encode()
-            ppid, reason = 17, ExceptionReason.SESSION_CONTROL
+            ppid, reason = 17, ChunkException.SESSION_CONTROL
         else:
             user_data = rng.randbytes(rng.randrange(60))
-            ppid, reason = rng.choice([0, 15, 18, 0xFFFFFFFF]), ExceptionReason.OTHER_PPID
+            ppid, reason = rng.choice([0, 15, 18, 0xFFFFFFFF]), ChunkException.OTHER_PPID
         chunk = data_chunk(rng, ppid, user_data, unordered=rng.random() < 0.7).encode()
-        oracle.exc(association, reason if ddp else ExceptionReason.NOT_DDP, chunk)
+        oracle.exc(association, reason if ddp else ChunkException.NOT_DDP, chunk)
         return chunk
     if kind == "short":  # a DATA chunk with fewer than 16 bytes (RFC 4960 3.3.1)
         value = rng.randbytes(rng.randrange(12))
@@ -112,7 +113,7 @@ def random_chunk(rng: random.Random, association: int, ddp: bool, oracle: Oracle
             tsn = int.from_bytes(value[:4], "big") if len(value) >= 4 else 0
             oracle.error(association, tsn, ChunkError.TOO_SHORT)
         else:
-            oracle.exc(association, ExceptionReason.NOT_DDP, chunk)
+            oracle.exc(association, ChunkException.NOT_DDP, chunk)
         return chunk
     if kind == "sack":
         chunk = SackChunk(rng.getrandbits(32), rng.getrandbits(32),
@@ -121,7 +122,7 @@ def random_chunk(rng: random.Random, association: int, ddp: bool, oracle: Oracle
         chunk = HeartbeatChunk(rng.randbytes(rng.randrange(1, 50))).encode()
     else:
         chunk = UnknownChunk(rng.choice(UNKNOWN_TYPES), rng.getrandbits(8), rng.randbytes(rng.randrange(30))).encode()
-    oracle.exc(association, ExceptionReason.CONTROL, chunk)
+    oracle.exc(association, ChunkException.CONTROL, chunk)
     return chunk
 
 
@@ -230,7 +231,7 @@ def run(width: int, packets: list[tuple[bytes, int, int]], oracle: Oracle, seed:
 def check(outputs, oracle: Oracle, width: int):
     seg_metas = [(int(p.association), int(p.tsn), int(p.stream_id), int(p.ddp_ssn), int(p.length))
                  for p in outputs["seg_meta"]]
-    exc_metas = [(int(p.association), ExceptionReason(p.reason), int(p.length)) for p in outputs["exc_meta"]]
+    exc_metas = [(int(p.association), ChunkException(p.reason), int(p.length)) for p in outputs["exc_meta"]]
     errors = [(int(p.association), int(p.tsn), ChunkError(int(p.kind))) for p in outputs["errors"]]
     assert errors == oracle.errors
     assert seg_metas == oracle.seg_metas

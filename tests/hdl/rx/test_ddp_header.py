@@ -18,16 +18,16 @@ from amaranth.sim import Simulator
 
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.rx.ddp_header import DdpHeaderValidator
-from hdl.abi import packet_meta_layout, segment_info_layout
+from hdl.rx.layouts import packet_meta_layout, segment_info_layout
 from hdl.stream.packet import packet_signature
-from sim.traffic.packet_beats import beats_of, packets_of
-from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
-from model.ddp.sctp_adaptation import DdpSegmentChunkData
-from model.errors import DdpError, DecodeError, RdmapError
 from model.ddp.memory import MemoryTable, ProtectionDomain, SparseMemory
-from model.rdmap.messages import Opcode, invalidate_stag_of, rdmap_control_of
+from model.ddp.sctp_adaptation import DdpSegmentChunkData
+from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
+from model.errors import DdpError, DecodeError, RdmapError
 from model.rdmap.endpoint import RdmapEndpoint
+from model.rdmap.messages import Opcode, invalidate_stag_of, rdmap_control_of
 from model.sctp.packet import DataChunk, SackChunk, SctpPacket
+from sim.traffic.packet_beats import beats_of, packets_of
 
 HEADER_ERRORS = {
     DdpError.LOCAL_CATASTROPHIC, DdpError.TAGGED_INVALID_VERSION, DdpError.UNTAGGED_INVALID_VERSION,

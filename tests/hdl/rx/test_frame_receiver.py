@@ -16,12 +16,19 @@ import pytest
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
-from hdl.rx.frame_receiver import COUNTERS, DropReason, ExceptionReason, FrameReceiver
+from hdl.abi import FRAME_COUNTERS, FrameDrop, FrameException
+from hdl.rx.frame_receiver import FrameReceiver
 from hdl.stream.packet import keep_mask
 from model.net.checksum import internet_checksum
 from model.net.frames import build_frame
 from model.sctp.packet import (
-    AbortChunk, DataChunk, InitChunk, SackChunk, ShutdownAckChunk, ShutdownCompleteChunk, SctpPacket,
+    AbortChunk,
+    DataChunk,
+    InitChunk,
+    SackChunk,
+    SctpPacket,
+    ShutdownAckChunk,
+    ShutdownCompleteChunk,
 )
 
 LOCAL_MAC = bytes.fromhex("02000000aa01")
@@ -37,8 +44,8 @@ ASSOCIATIONS = [
     (7, 5000, 6000, OTHER_IP, 0x33333333, 1),
 ]
 COUNTER_OF_DROP = {
-    DropReason.IP_CHECKSUM: "ip_checksum_errors", DropReason.CRC: "crc_errors",
-    DropReason.TAG: "tag_errors", DropReason.LENGTH: "length_errors", DropReason.OVERFLOW: "overflow",
+    FrameDrop.IP_CHECKSUM: "ip_checksum_errors", FrameDrop.CRC: "crc_errors",
+    FrameDrop.TAG: "tag_errors", FrameDrop.LENGTH: "length_errors", FrameDrop.OVERFLOW: "overflow",
 }
 
 
@@ -48,11 +55,11 @@ def deliver(sctp: bytes, association: int, ddp: int, udp: bool, peer_ip=PEER_IP)
     return ("deliver", sctp, meta)
 
 
-def exception(frame: bytes, reason: ExceptionReason):
+def exception(frame: bytes, reason: FrameException):
     return ("exc", frame, {"reason": int(reason), "length": len(frame)})
 
 
-def drop(reason: DropReason):
+def drop(reason: FrameDrop):
     return ("drop", COUNTER_OF_DROP[reason])
 
 
@@ -104,23 +111,23 @@ def malformed_cases(rng: random.Random, udp: bool):
 
     bad_crc = bytearray(payload)
     bad_crc[rng.randrange(12, len(bad_crc))] ^= 1 << rng.randrange(8)
-    cases.append((frame_of(bytes(bad_crc), udp), drop(DropReason.CRC)))
+    cases.append((frame_of(bytes(bad_crc), udp), drop(FrameDrop.CRC)))
     stored = bytearray(payload)
     stored[8] ^= 0x80  # the checksum field itself
-    cases.append((frame_of(bytes(stored), udp), drop(DropReason.CRC)))
+    cases.append((frame_of(bytes(stored), udp), drop(FrameDrop.CRC)))
 
     cases.append((edit_ipv4(frame_of(payload, udp), lambda h: h.__setitem__(11, h[11] ^ 0x40), False),
-                  drop(DropReason.IP_CHECKSUM)))
+                  drop(FrameDrop.IP_CHECKSUM)))
     for mac in (bytes.fromhex("02000000aa02"), b"\xff" * 6, bytes.fromhex("01005e000001")):
         frame = frame_of(payload, udp, dst_mac=mac)
-        cases.append((frame, exception(frame, ExceptionReason.NOT_LOCAL_MAC)))
+        cases.append((frame, exception(frame, FrameException.NOT_LOCAL_MAC)))
     frame = frame_of(payload, udp, dst_ip=OTHER_IP)
-    cases.append((frame, exception(frame, ExceptionReason.NOT_LOCAL_IP)))
-    cases.append((frame_of(sctp_bytes([data_chunk(rng, 40)], tag=0x12345678), udp), drop(DropReason.TAG)))
+    cases.append((frame, exception(frame, FrameException.NOT_LOCAL_IP)))
+    cases.append((frame_of(sctp_bytes([data_chunk(rng, 40)], tag=0x12345678), udp), drop(FrameDrop.TAG)))
     frame = frame_of(sctp_bytes([data_chunk(rng, 40)], ports=(6000, 5999)), udp)
-    cases.append((frame, exception(frame, ExceptionReason.NO_ASSOCIATION)))
+    cases.append((frame, exception(frame, FrameException.NO_ASSOCIATION)))
     frame = frame_of(sctp_bytes([data_chunk(rng, 40)]), udp, src_ip="192.0.2.99")
-    cases.append((frame, exception(frame, ExceptionReason.NO_ASSOCIATION)))
+    cases.append((frame, exception(frame, FrameException.NO_ASSOCIATION)))
     # Association 7 is this port pair from OTHER_IP, with its own tag.
     sctp = sctp_bytes([data_chunk(rng, 33)], association=2)
     cases.append((frame_of(sctp, udp, src_ip=OTHER_IP), deliver(sctp, 7, 1, udp, OTHER_IP)))
@@ -128,10 +135,10 @@ def malformed_cases(rng: random.Random, udp: bool):
     init = SctpPacket(6000, 5000, 0, [InitChunk(initiate_tag=0x5555, a_rwnd=65536, outbound_streams=4,
                                                 inbound_streams=4, initial_tsn=1)]).encode()
     frame = frame_of(init, udp)
-    cases.append((frame, exception(frame, ExceptionReason.INIT)))
+    cases.append((frame, exception(frame, FrameException.INIT)))
     for chunk in (AbortChunk(tag_reflected=True), ShutdownCompleteChunk(tag_reflected=True)):
         frame = frame_of(sctp_bytes([chunk], tag=0x99999999), udp)
-        cases.append((frame, exception(frame, ExceptionReason.TAG_REFLECTED)))
+        cases.append((frame, exception(frame, FrameException.TAG_REFLECTED)))
     # Without the T bit they are ordinary packets, checked against the association's tag.
     sctp = sctp_bytes([AbortChunk(tag_reflected=False)])
     cases.append((frame_of(sctp, udp), deliver(sctp, 0, 1, udp)))
@@ -145,18 +152,18 @@ def malformed_cases(rng: random.Random, udp: bool):
         h[2:4] = struct.pack("!H", struct.unpack("!H", h[2:4])[0] + 4)
         h.extend(b"\x01\x01\x01\x00")
     frame = edit_ipv4(frame_of(payload, udp), add_option)
-    cases.append((frame, exception(frame, ExceptionReason.IP_OPTIONS)))
+    cases.append((frame, exception(frame, FrameException.IP_OPTIONS)))
     for flags in (b"\x20\x00", b"\x00\x10", b"\x40\x01"):
         frame = edit_ipv4(frame_of(payload, udp), lambda h, f=flags: h.__setitem__(slice(6, 8), f))
-        cases.append((frame, exception(frame, ExceptionReason.FRAGMENT)))
+        cases.append((frame, exception(frame, FrameException.FRAGMENT)))
     # Truncations: Total Length past the frame, then headers cut short.
     full = frame_of(payload, udp, pad_to=0)
-    cases.append((full[:len(full) - rng.randrange(1, 20)], drop(DropReason.LENGTH)))
-    cases.append((full[:rng.randrange(14, 34)], drop(DropReason.LENGTH)))
+    cases.append((full[:len(full) - rng.randrange(1, 20)], drop(FrameDrop.LENGTH)))
+    cases.append((full[:rng.randrange(14, 34)], drop(FrameDrop.LENGTH)))
     frame = full[:rng.randrange(1, 14)]
-    cases.append((frame, exception(frame, ExceptionReason.NOT_IPV4)))
+    cases.append((frame, exception(frame, FrameException.NOT_IPV4)))
     # An SCTP packet shorter than its common header (RFC 4960 3.1).
-    cases.append((frame_of(payload[:rng.randrange(0, 12)], udp), drop(DropReason.LENGTH)))
+    cases.append((frame_of(payload[:rng.randrange(0, 12)], udp), drop(FrameDrop.LENGTH)))
     return cases
 
 
@@ -165,24 +172,24 @@ def protocol_cases(rng: random.Random):
     cases = []
     payload = sctp_bytes([data_chunk(rng, 20)])
     frame = frame_of(payload, True, udp_port=4789)
-    cases.append((frame, exception(frame, ExceptionReason.NOT_SCTP)))
+    cases.append((frame, exception(frame, FrameException.NOT_SCTP)))
     frame = edit_ipv4(frame_of(payload), lambda h: h.__setitem__(9, 1))  # ICMP
-    cases.append((frame, exception(frame, ExceptionReason.NOT_SCTP)))
+    cases.append((frame, exception(frame, FrameException.NOT_SCTP)))
     arp = (b"\xff" * 6 + PEER_MAC + b"\x08\x06" + bytes.fromhex("0001080006040001") + PEER_MAC
            + ipaddress.IPv4Address(PEER_IP).packed + bytes(6) + ipaddress.IPv4Address(LOCAL_IP).packed)
     arp += bytes(60 - len(arp))
-    cases.append((arp, exception(arp, ExceptionReason.NOT_LOCAL_MAC)))
+    cases.append((arp, exception(arp, FrameException.NOT_LOCAL_MAC)))
     arp_unicast = LOCAL_MAC + arp[6:]
-    cases.append((arp_unicast, exception(arp_unicast, ExceptionReason.NOT_IPV4)))
+    cases.append((arp_unicast, exception(arp_unicast, FrameException.NOT_IPV4)))
     ipv6 = LOCAL_MAC + PEER_MAC + b"\x86\xdd" + bytes.fromhex("6000000000088440") + rng.randbytes(40) + payload
-    cases.append((ipv6, exception(ipv6, ExceptionReason.NOT_IPV4)))
+    cases.append((ipv6, exception(ipv6, FrameException.NOT_IPV4)))
     version6 = edit_ipv4(frame_of(payload), lambda h: h.__setitem__(0, 0x65))
-    cases.append((version6, exception(version6, ExceptionReason.NOT_IPV4)))
+    cases.append((version6, exception(version6, FrameException.NOT_IPV4)))
     # UDP length past the IPv4 payload, and too short for an SCTP common header.
     for udp_length in (len(payload) + 9, 8 + 11, 7):
         frame = bytearray(frame_of(payload, True))
         frame[38:40] = struct.pack("!H", udp_length)
-        cases.append((bytes(frame), drop(DropReason.LENGTH)))
+        cases.append((bytes(frame), drop(FrameDrop.LENGTH)))
     # A shorter UDP length than the datagram is honoured: the packet ends where UDP says.
     frame = bytearray(frame_of(payload + rng.randbytes(5), True))
     frame[38:40] = struct.pack("!H", 8 + len(payload))
@@ -276,7 +283,7 @@ class Bench:
                     break
             for _ in range(50):  # nothing else may come out
                 await ctx.tick()
-            self.counters = {name: ctx.get(getattr(dut, name)) for name in COUNTERS}
+            self.counters = {name: ctx.get(getattr(dut, name)) for name in FRAME_COUNTERS}
 
         simulator = Simulator(dut)
         simulator.add_clock(1e-8)
@@ -298,7 +305,7 @@ class Bench:
         for index, (got, want) in enumerate(zip(self.frames, excepted)):
             assert got == want[1], f"exception frame {index} altered"
         assert self.exc_metas == [meta for _, _, meta in excepted]
-        expected = {name: 0 for name in COUNTERS}
+        expected = {name: 0 for name in FRAME_COUNTERS}
         expected["frames"] = len(self.cases)
         expected["delivered"] = len(delivered)
         expected["exceptions"] = len(excepted)
@@ -353,7 +360,7 @@ def test_buffer_full_back_pressure_and_overflow():
     rng = random.Random(5)
     cases = [good_case(rng, rng.randrange(200, 900), udp=False) for _ in range(6)]
     huge = frame_of(sctp_bytes([data_chunk(rng, 3000)]))
-    cases.insert(3, (huge, drop(DropReason.OVERFLOW)))
+    cases.insert(3, (huge, drop(FrameDrop.OVERFLOW)))
     bench = Bench(8, cases, seed=5, gap_chance=0.0, ready_chance=0.2, buffer_bytes=2048).run().check()
     assert bench.refused > 0
 

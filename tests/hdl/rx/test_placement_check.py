@@ -12,12 +12,13 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.rx.placement_check import PlacementCheck, Status
+from hdl.abi import SegmentStatus
+from hdl.rx.placement_check import PlacementCheck
 from hdl.stream.packet import keep_mask
-from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
-from model.ddp.sink import Delivered, DdpSink, Placed, SinkError
-from model.errors import DdpError, RdmapError
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory, TaggedFault
+from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
+from model.ddp.sink import DdpSink, Delivered, Placed, SinkError
+from model.errors import DdpError, RdmapError
 
 W = 8
 TO_LIMIT = 1 << 64
@@ -247,13 +248,13 @@ def test_tagged_checks_agree_with_check_tagged(seed):
         model_stream = stream_id if association == 0 else 100 + stream_id
         fault = table.check_tagged(stag, to, length, model_stream, ProtectionDomain(stream_pd[s]), need)
         if s in errored:
-            expected.append((Status.DROPPED, None, None))
+            expected.append((SegmentStatus.DROPPED, None, None))
         elif fault is not None:
             errored.add(s)
-            expected.append((Status.ERROR, FAULT_NUMBER[fault], None))
+            expected.append((SegmentStatus.ERROR, FAULT_NUMBER[fault], None))
         else:
             found = table.lookup(stag)
-            expected.append((Status.ACCEPTED, None, found.host_address(to) if length else None))
+            expected.append((SegmentStatus.ACCEPTED, None, found.host_address(to) if length else None))
         run.segment(segment_info(association=association, stream_id=stream_id, tagged=1, opcode=opcode,
                                  stag=stag, to=to, length=length, tsn=n),
                     rng.randbytes(length))
@@ -270,7 +271,7 @@ def test_tagged_checks_agree_with_check_tagged(seed):
     commands = iter(run.commands)
     for verdict, (status, error, address) in zip(run.verdicts, expected):
         assert verdict.status == status, verdict
-        if status is Status.ERROR:
+        if status is SegmentStatus.ERROR:
             assert number(verdict.error) == tuple(error)
             faults_seen.add(tuple(error))
         if address is not None:
@@ -280,9 +281,9 @@ def test_tagged_checks_agree_with_check_tagged(seed):
             assert int(verdict.host_address) == address
     assert next(commands, None) is None
     accepted_payloads = [body for (info, body), v in zip(run.segments, run.verdicts)
-                         if body and v.status is Status.ACCEPTED]
+                         if body and v.status is SegmentStatus.ACCEPTED]
     assert run.packets == accepted_payloads
-    assert Status.DROPPED in statuses and statuses.count(Status.ACCEPTED) > 20
+    assert SegmentStatus.DROPPED in statuses and statuses.count(SegmentStatus.ACCEPTED) > 20
     assert faults_seen == {tuple(number) for number in FAULT_NUMBER.values()}
 
 
@@ -346,12 +347,12 @@ def test_every_tagged_fault_in_order():
         run.run()
         for verdict, (stag, to, length, opcode, error) in zip(run.verdicts, batch):
             if error is None:
-                assert verdict.status is Status.ACCEPTED
+                assert verdict.status is SegmentStatus.ACCEPTED
                 if length:
                     region = table.lookup(stag)
                     assert int(verdict.host_address) == region.host_address(to)
             else:
-                assert verdict.status is Status.ERROR
+                assert verdict.status is SegmentStatus.ERROR
                 assert number(verdict.error) == tuple(error.number)
 
 
@@ -454,13 +455,13 @@ def _in_order_run(seed):
         placed = [e for e in events if isinstance(e, Placed)]
         delivered = [e for e in events if isinstance(e, Delivered)]
         if was_in_error:
-            assert verdict.status is Status.DROPPED
+            assert verdict.status is SegmentStatus.DROPPED
         elif errors:
-            assert verdict.status is Status.ERROR, (verdict, errors)
+            assert verdict.status is SegmentStatus.ERROR, (verdict, errors)
             assert number(verdict.error) == tuple(errors[0].number)
             seen.add(errors[0].number)
         else:
-            assert verdict.status is Status.ACCEPTED, (verdict, events)
+            assert verdict.status is SegmentStatus.ACCEPTED, (verdict, events)
             seen.add("accepted")
         if placed:
             command = next(commands)
@@ -497,10 +498,10 @@ def test_invalidation_racing_segments():
         statuses = [v.status for v in run.verdicts]
         before = sum(1 for cycle in run.taken_cycles if cycle <= accepted_at)
         assert 0 < before < 40
-        assert statuses[:before] == [Status.ACCEPTED] * before
-        assert statuses[before] is Status.ERROR and number(run.verdicts[before].error) == \
+        assert statuses[:before] == [SegmentStatus.ACCEPTED] * before
+        assert statuses[before] is SegmentStatus.ERROR and number(run.verdicts[before].error) == \
             tuple(DdpError.INVALID_STAG.number)
-        assert statuses[before + 1:] == [Status.DROPPED] * (40 - before - 1)
+        assert statuses[before + 1:] == [SegmentStatus.DROPPED] * (40 - before - 1)
         assert len(run.commands) == before
         # Every segment checked against the old row had left the pipeline when the write was accepted.
         assert run.verdict_cycles[before - 1] <= accepted_at + 1
@@ -524,8 +525,8 @@ def test_error_latches_back_to_back():
     run.segment(segment_info(association=1, stream_id=1, tagged=0, msn=1, length=4), bytes(4))  # not armed
     run.run()
     assert [v.status for v in run.verdicts] == [
-        Status.ACCEPTED, Status.ERROR, Status.DROPPED, Status.ACCEPTED, Status.DROPPED, Status.ERROR,
-        Status.DROPPED, Status.NO_STREAM]
+        SegmentStatus.ACCEPTED, SegmentStatus.ERROR, SegmentStatus.DROPPED, SegmentStatus.ACCEPTED,
+        SegmentStatus.DROPPED, SegmentStatus.ERROR, SegmentStatus.DROPPED, SegmentStatus.NO_STREAM]
     assert number(run.verdicts[1].error) == tuple(DdpError.INVALID_STAG.number)
     assert number(run.verdicts[5].error) == (1, 2, 6)
     assert int(run.verdicts[3].message_length) == 4
@@ -543,5 +544,5 @@ def test_header_error_with_payload_sends_no_packet():
     body = bytes(range(20))
     run.segment(segment_info(stream_id=1, tagged=0, msn=1, length=len(body)), body)
     run.run()
-    assert [v.status for v in run.verdicts] == [Status.ERROR, Status.ACCEPTED]
+    assert [v.status for v in run.verdicts] == [SegmentStatus.ERROR, SegmentStatus.ACCEPTED]
     assert run.packets == [body]

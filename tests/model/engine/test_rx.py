@@ -1,21 +1,27 @@
 """The receive engine's reference model (model/engine/rx.py) on the sample capture and crafted frames."""
 
-from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
 import struct
 
 import pytest
 
-from model.ddp.segment import TaggedHeader, UntaggedHeader
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
+from model.ddp.segment import TaggedHeader, UntaggedHeader
+from model.engine.config import ReceiveConfig
+from model.engine.rx import (
+    ChunkError,
+    ChunkException,
+    FrameAction,
+    FrameDrop,
+    FrameException,
+    ReceiveEngineModel,
+    SegmentStatus,
+)
 from model.errors import DdpError, RdmapError
 from model.net.frames import build_frame
 from model.net.pcap import read_capture
 from model.rdmap.messages import Opcode, tagged_rsvd_ulp, untagged_rsvd_ulp
-from model.engine.config import ReceiveConfig
-from model.engine.rx import (
-    ChunkError, ChunkException, FrameAction, FrameDrop, FrameException, ReceiveEngineModel, SegmentStatus,
-)
 from model.sctp.packet import AbortChunk, DataChunk, InitChunk, SackChunk, SctpPacket
+from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
 
 LOCAL_MAC, PEER_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001")
 TAG = 0x5E6F7081
@@ -148,17 +154,3 @@ def test_rdmap_opcode_on_wrong_queue_rfc5040_4_2(engine):
     header = UntaggedHeader(True, untagged_rsvd_ulp(Opcode.SEND), 1, 1, 0)
     (verdict,) = engine.receive_frame(frame(segment_chunk(header, b"z"))).segments
     assert verdict.error == RdmapError.UNEXPECTED_OPCODE.number
-
-
-def test_model_enums_match_the_gateware():
-    """The reference and the RTL name the same reasons with the same numbers."""
-    from hdl.rx import chunk_parser, eth_ipv4_parser, placement_check
-
-    def table(enum):
-        return {member.name: member.value for member in enum}
-
-    assert table(FrameException) == table(eth_ipv4_parser.ExceptionReason)
-    assert table(FrameDrop) == table(eth_ipv4_parser.DropReason)
-    assert table(ChunkException) == table(chunk_parser.ExceptionReason)
-    assert table(ChunkError) == table(chunk_parser.ChunkError)
-    assert table(SegmentStatus) == table(placement_check.Status)
