@@ -1,0 +1,40 @@
+"""Shared test fixtures: the independent decoders (tshark, scapy) every interop check uses.
+
+tshark is installed by .ci/run (Debian's package); elsewhere a test that needs
+it is skipped, unless RNIC_REQUIRE_TSHARK=1, which turns a missing tshark into
+a failure. scapy is a test dependency (the ``test`` extra), imported directly.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+class Tshark:
+    """tshark run over a capture file, with the SCTP CRC32c and IPv4/UDP checksums verified."""
+
+    OPTIONS = ("-o", "sctp.checksum:CRC-32C", "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE")
+
+    def __init__(self, executable: str) -> None:
+        self.executable = executable
+
+    def fields(self, capture: Path, *fields: str) -> list[list[str]]:
+        """One row per frame, one string per field (``-T fields``); a repeated field is comma-separated."""
+        command = [self.executable, "-n", "-r", str(capture), *self.OPTIONS, "-T", "fields"]
+        for name in fields:
+            command += ["-e", name]
+        result = subprocess.run(command, capture_output=True, text=True, check=True)
+        return [line.split("\t") for line in result.stdout.splitlines()]
+
+
+@pytest.fixture(scope="session")
+def tshark() -> Tshark:
+    executable = shutil.which("tshark")
+    if executable is None:
+        if os.environ.get("RNIC_REQUIRE_TSHARK") == "1":
+            pytest.fail("tshark is required (RNIC_REQUIRE_TSHARK=1) but not installed")
+        pytest.skip("tshark not installed (apt-get install tshark)")
+    return Tshark(executable)
