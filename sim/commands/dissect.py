@@ -12,7 +12,8 @@ It never raises on the frame's bytes.  What it claims to dissect is SCTP
 malformed field or rule broken on the wire is listed in the frame's `errors`
 with the model's own message, its layer named once.  Other traffic (ARP,
 IPv6, TCP, UDP on other ports) is shown as far as its link and network
-headers and marked `not_dissected`, which is not an error.  A frame cut by
+headers and marked `not_dissected`, which is not an error (a bad IPv4 header
+checksum still is: a damaged header cannot say what it carries).  A frame cut by
 the capture's snap length (captured length < original length) is marked
 `truncated`; the layers the cut falls in are shown as far as they were
 captured, and what could not be checked is said in `not_dissected`, not
@@ -215,13 +216,14 @@ class _FrameDissector:
             "checksum_ok": ip.checksum_ok,
         }
         payload = datagram[ip.header_length : min(ip.total_length, captured)]
+        if not ip.checksum_ok:
+            # Whatever the protocol field says: a damaged header cannot tell what it carries.
+            _error(frame, "ipv4", "header checksum mismatch")
         if ip.protocol not in (IP_PROTOCOL_SCTP, IP_PROTOCOL_UDP):
             name = IP_PROTOCOL_NAMES.get(ip.protocol, "neither SCTP nor UDP")
             return self.not_dissected(f"IPv4 protocol {ip.protocol} ({name})")
         if ip.protocol == IP_PROTOCOL_UDP and not self.carries_sctp(ip, payload):
             return
-        if not ip.checksum_ok:
-            _error(frame, "ipv4", "header checksum mismatch")
         if ip.is_fragment:
             _error(frame, "ipv4", "fragment of an SCTP packet: not reassembled, not dissected")
             return
