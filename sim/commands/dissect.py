@@ -346,7 +346,7 @@ def _dissect_ddp_chunk(frame: Dissection, chunk: DataChunk, fields: Dissection) 
     fields["ddp_ssn"] = wrapped.ddp_ssn
     segment = DdpSegment.decode(wrapped.segment)
     header = segment.header
-    ddp: Dissection = {"tagged": segment.tagged, "last": header.last, "dv": header.dv}
+    ddp: Dissection = {"tagged": segment.tagged, "last": header.last, "rsvd": header.rsvd, "dv": header.dv}
     if isinstance(header, TaggedHeader):
         ddp.update(stag=header.stag, to=header.to)
     else:
@@ -362,7 +362,7 @@ def _dissect_ddp_chunk(frame: Dissection, chunk: DataChunk, fields: Dissection) 
 
 def _dissect_rdmap(frame: Dissection, segment: DdpSegment) -> Dissection:
     control = rdmap_control_of(segment.header)
-    rdmap: Dissection = {"rv": control.rv}
+    rdmap: Dissection = {"rv": control.rv, "rsvd": control.rsvd}
     opcode = control.known_opcode
     rdmap["opcode"] = opcode.name if opcode is not None else control.opcode
     if control.rv != RDMAP_VERSION:
