@@ -68,3 +68,32 @@ def test_console_script_runs():
     result = subprocess.run([sys.executable, "-m", "sim.cli", "dissect", str(SAMPLE), "--json"],
                             capture_output=True, text=True, check=True)
     assert result.stdout.count("\n") > 10
+
+
+def test_dissect_exits_0_on_a_capture_with_other_traffic(tmp_path, capsys):
+    """ARP, TCP, ICMP, IPv6 and DNS beside clean DDP traffic: listed as not dissected, exit status 0."""
+    from tests.sim.test_dissect import other_traffic, rdma_write_frame
+
+    path = tmp_path / "mixed.pcap"
+    path.write_bytes(write_pcap([(0.0, rdma_write_frame())] + [(0.0, data) for data in other_traffic()]))
+    assert main(["dissect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not dissected") == len(other_traffic()) and "RDMA_WRITE" in out and "!" not in out
+
+
+def test_dissect_udp_port_option(tmp_path, capsys):
+    packet = SctpPacket(1, 2, 3, [DataChunk(1, 0, 0, 99, b"x")]).encode()
+    frame = build_frame(packet, b"\x02" * 6, b"\x04" * 6, "10.0.0.1", "10.0.0.2", udp=True,
+                        src_port=4001, dst_port=4000)
+    path = tmp_path / "udp.pcap"
+    path.write_bytes(write_pcap([(0.0, frame)]))
+    assert main(["dissect", str(path), "--json"]) == 0
+    assert "sctp" not in json.loads(capsys.readouterr().out)
+    assert main(["dissect", str(path), "--json", "--udp-port", "4000"]) == 0
+    assert json.loads(capsys.readouterr().out)["sctp"]["chunks"][0]["ppid"] == 99
+    try:
+        main(["dissect", str(path), "--udp-port", "70000"])
+    except SystemExit as exit:
+        assert exit.code == 2
+    else:
+        raise AssertionError("a port above 65535 is bad usage")
