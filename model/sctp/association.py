@@ -155,19 +155,28 @@ class AssociationStatistics:
 
 @dataclass
 class _SentChunk:
+    """A DATA chunk sent and not yet covered by the Cumulative TSN Ack.
+
+    Whether it waits for a retransmission is kept by the association in TSN
+    sets (`_t3_marked`, `_fast_marked`), so "what to resend" costs nothing when
+    nothing waits."""
+
     chunk: DataChunk
     sent_at: float
+    size: int
+    """User data bytes (RFC 4960 6.1 counts these against cwnd and rwnd)."""
+    wire_size: int
+    """Bytes of the chunk in a packet, padding included (RFC 4960 3.2)."""
     transmissions: int = 1
     in_flight: bool = True
     gap_acked: bool = False
     missing_reports: int = 0
-    marked_for_retransmit: bool = False
-    fast_retransmit_pending: bool = False
     fast_retransmitted: bool = False
 
-    @property
-    def size(self) -> int:
-        return len(self.chunk.user_data)
+
+def _data_chunk_wire_size(chunk: DataChunk) -> int:
+    """A DATA chunk's length in a packet: 16-byte header, user data, padding to 4 (RFC 4960 3.2, 3.3.1)."""
+    return (DataChunk.HEADER_LENGTH + len(chunk.user_data) + 3) & ~3
 
 
 @dataclass(frozen=True)
@@ -176,6 +185,39 @@ class _Outgoing:
     verification_tag: int
     alone: bool = False
     """INIT, INIT ACK and SHUTDOWN COMPLETE travel alone (RFC 4960 6.10)."""
+
+
+def merge_ranges(blocks: tuple[tuple[int, int], ...], low: int, high: int) -> list[tuple[int, int]]:
+    """Gap Ack Blocks as sorted, disjoint, non-adjacent (start, end) ranges clipped to low..high."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(blocks):
+        start, end = max(start, low), min(end, high)
+        if start > end:
+            continue
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def subtract_ranges(ranges: list[tuple[int, int]], taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of sorted disjoint `ranges` outside sorted disjoint `taken`, in time linear in both."""
+    out: list[tuple[int, int]] = []
+    index = 0
+    for start, end in ranges:
+        while index < len(taken) and taken[index][1] < start:
+            index += 1
+        probe = index
+        while start <= end:
+            if probe >= len(taken) or taken[probe][0] > end:
+                out.append((start, end))
+                break
+            if taken[probe][0] > start:
+                out.append((start, taken[probe][0] - 1))
+            start = max(start, taken[probe][1] + 1)
+            probe += 1
+    return out
 
 
 def _random_tag(config: AssociationConfig) -> int:
@@ -281,6 +323,15 @@ class Association:
         # Sender.
         self._send_queue: deque[DataChunk] = deque()
         self._outstanding: dict[int, _SentChunk] = {}
+        """TSN -> chunk, exactly the TSNs after the Cumulative TSN Ack up to the highest sent (no holes)."""
+        self._outstanding_bytes = 0
+        """User data bytes outstanding and not gap-acknowledged (RFC 4960 6.2.1: rwnd minus these)."""
+        self._gap_ranges: list[tuple[int, int]] = []
+        """The last SACK's Gap Ack Blocks as offsets from `_last_cum_ack`: sorted, merged, within outstanding."""
+        self._t3_marked: set[int] = set()
+        """TSNs marked for retransmission by T3-rtx (6.3.3 E3)."""
+        self._fast_marked: set[int] = set()
+        """TSNs marked for fast retransmit (RFC 9260 7.2.4), not sent again yet."""
         self._flight_size = 0
         self._peer_rwnd = 0
         self._peer_a_rwnd = 0
@@ -548,9 +599,12 @@ class Association:
         return SackChunk(self._tracker.cumulative_tsn, window, gaps, duplicates)
 
     def _has_data_to_send(self) -> bool:
-        return bool(self._send_queue) or any(
-            c.marked_for_retransmit or c.fast_retransmit_pending for c in self._outstanding.values()
-        )
+        return bool(self._send_queue or self._t3_marked or self._fast_marked)
+
+    def _in_tsn_order(self, tsns: set[int]) -> list[_SentChunk]:
+        """The outstanding chunks of `tsns`, lowest TSN first (serial order from the Cumulative TSN Ack)."""
+        base = self._last_cum_ack
+        return [self._outstanding[tsn] for tsn in sorted(tsns, key=lambda tsn: (tsn - base) & 0xFFFFFFFF)]
 
     def _set_in_flight(self, sent: _SentChunk, in_flight: bool) -> None:
         if sent.in_flight != in_flight:
@@ -571,16 +625,15 @@ class Association:
             current, current_size = [], 12
 
         # RFC 9260 7.2.4 step 3: one packet of the earliest chunks marked for fast retransmit, cwnd aside.
-        fast = [c for c in self._outstanding.values() if c.fast_retransmit_pending]
-        if fast:
-            for sent in fast:
-                size = len(sent.chunk.encode())
+        if self._fast_marked:
+            for sent in self._in_tsn_order(self._fast_marked):
+                size = sent.wire_size
                 if current_size + size > limit and current:
                     break
                 current.append(sent.chunk)
                 current_size += size
                 self._retransmitted(now, sent)
-                sent.fast_retransmit_pending = False
+                self._fast_marked.discard(sent.chunk.tsn)
                 sent.fast_retransmitted = True
                 self._stats["fast_retransmitted"] += 1
             emit()
@@ -591,30 +644,31 @@ class Association:
         max_packets = self.config.max_burst * max(1, self._sacks_since_send)
         self._sacks_since_send = 0
         bursts = 0
-        retransmit = deque(c for c in self._outstanding.values() if c.marked_for_retransmit)
+        retransmit = deque(self._in_tsn_order(self._t3_marked)) if self._t3_marked else deque()
         while bursts < max_packets:
             added = False
             while self._flight_size < self._cc.cwnd:
                 if retransmit:
                     sent = retransmit[0]
-                    size = len(sent.chunk.encode())
+                    size = sent.wire_size
                     if current_size + size > limit and current:
                         break
                     retransmit.popleft()
-                    sent.marked_for_retransmit = False
+                    self._t3_marked.discard(sent.chunk.tsn)
                     self._retransmitted(now, sent)
                     self._stats["retransmitted_by_timeout"] += 1
                 elif self._send_queue:
                     chunk = self._send_queue[0]
-                    size = len(chunk.encode())
+                    size = _data_chunk_wire_size(chunk)
                     if current_size + size > limit and current:
                         break
                     # RFC 4960 6.1 A: respect the peer's rwnd, except for one chunk when nothing is in flight.
                     if len(chunk.user_data) > self._peer_rwnd and (self._flight_size > 0 or added):
                         break
                     self._send_queue.popleft()
-                    sent = _SentChunk(chunk, now)
+                    sent = _SentChunk(chunk, now, len(chunk.user_data), size)
                     self._outstanding[chunk.tsn] = sent
+                    self._outstanding_bytes += sent.size
                     self._flight_size += sent.size
                     self._peer_rwnd = max(self._peer_rwnd - sent.size, 0)
                     self._stats["data_chunks_sent"] += 1
@@ -961,34 +1015,52 @@ class Association:
         newly_acked = 0
         highest_newly_acked: int | None = None
         acked_per_stream: Counter[int] = Counter()
-        for tsn in list(self._outstanding):
-            if not serial_ge(cum_ack, tsn, TSN_BITS):
-                break
-            sent = self._outstanding.pop(tsn)
+        # The outstanding TSNs run without holes from the last Cumulative TSN Ack: pop them up to the new one.
+        previous_cum_ack = tsn = self._last_cum_ack
+        while tsn != cum_ack:
+            tsn = (tsn + 1) & 0xFFFFFFFF
+            sent = self._outstanding.pop(tsn, None)
+            if sent is None:
+                continue  # queued when the association closed, never sent
             if not sent.gap_acked:
                 newly_acked += sent.size
+                self._outstanding_bytes -= sent.size
                 highest_newly_acked = tsn
                 self._measure_rtt(now, sent)
+            self._t3_marked.discard(tsn)
+            self._fast_marked.discard(tsn)
             self._set_in_flight(sent, False)
             acked_per_stream[sent.chunk.stream_id] += 1
         self._last_cum_ack = cum_ack
-        highest_gap_acked: int | None = None
-        for tsn, sent in self._outstanding.items():
-            offset = (tsn - cum_ack) & 0xFFFFFFFF
-            in_gap = any(start <= offset <= end for start, end in gap_blocks)
-            if in_gap:
-                highest_gap_acked = tsn
-                if not sent.gap_acked:
-                    sent.gap_acked = True
-                    sent.marked_for_retransmit = sent.fast_retransmit_pending = False
-                    newly_acked += sent.size
-                    highest_newly_acked = tsn
-                    self._measure_rtt(now, sent)
-                    self._set_in_flight(sent, False)
-            elif sent.gap_acked:
+        # Gap Ack Blocks (3.3.4): compared with the previous SACK's, so only the TSNs whose state changed are
+        # visited, newly gap-acknowledged or reneged (6.2.1 D iv).
+        advanced_by = (cum_ack - previous_cum_ack) & 0xFFFFFFFF
+        before = [(max(start - advanced_by, 1), end - advanced_by)
+                  for start, end in self._gap_ranges if end - advanced_by >= 1]
+        now_acked = merge_ranges(gap_blocks, 1, len(self._outstanding))
+        for first, last in subtract_ranges(now_acked, before):
+            for offset in range(first, last + 1):
+                tsn = (cum_ack + offset) & 0xFFFFFFFF
+                sent = self._outstanding[tsn]
+                sent.gap_acked = True
+                self._t3_marked.discard(tsn)
+                self._fast_marked.discard(tsn)
+                newly_acked += sent.size
+                self._outstanding_bytes -= sent.size
+                self._measure_rtt(now, sent)
+                self._set_in_flight(sent, False)
+            last_tsn = (cum_ack + last) & 0xFFFFFFFF
+            if highest_newly_acked is None or serial_gt(last_tsn, highest_newly_acked, TSN_BITS):
+                highest_newly_acked = last_tsn
+        for first, last in subtract_ranges(before, now_acked):
+            for offset in range(first, last + 1):
+                sent = self._outstanding[(cum_ack + offset) & 0xFFFFFFFF]
                 sent.gap_acked = False  # renege (6.2.1 D iv): the chunk needs sending again
-        self._count_miss_indications(cum_advanced, highest_newly_acked, highest_gap_acked)
-        outstanding_bytes = sum(s.size for s in self._outstanding.values() if not s.gap_acked)
+                self._outstanding_bytes += sent.size
+        self._gap_ranges = now_acked
+        highest_gap_acked = (cum_ack + now_acked[-1][1]) & 0xFFFFFFFF if now_acked else None
+        self._count_miss_indications(cum_advanced, highest_newly_acked, highest_gap_acked, now_acked)
+        outstanding_bytes = self._outstanding_bytes
         self._peer_a_rwnd = a_rwnd
         self._peer_rwnd = max(a_rwnd - outstanding_bytes, 0)
         self._cc.on_sack(newly_acked, cum_advanced, cum_ack, flight_before, self._flight_size)
@@ -1010,28 +1082,40 @@ class Association:
                 self._rto.measure(now - sent.sent_at)
 
     def _count_miss_indications(self, cum_advanced: bool, highest_newly_acked: int | None,
-                                highest_gap_acked: int | None) -> None:
-        """RFC 9260 7.2.4: miss indications below the highest TSN newly acknowledged; 3 mark a fast retransmit."""
+                                 highest_gap_acked: int | None, gap_ranges: list[tuple[int, int]]) -> None:
+        """RFC 9260 7.2.4: miss indications below the highest TSN newly acknowledged; 3 mark a fast retransmit.
+
+        The chunks missing below that TSN are the holes between the SACK's Gap Ack Blocks, so only they are
+        visited."""
         assert self._cc is not None
         limit = highest_newly_acked
         if self._cc.in_fast_recovery and cum_advanced and highest_gap_acked is not None:
             limit = highest_gap_acked
         if limit is None:
             return
+        cum_ack = self._last_cum_ack
+        limit_offset = (limit - cum_ack) & 0xFFFFFFFF
+        if limit_offset > len(self._outstanding):
+            return  # at or below the Cumulative TSN Ack: nothing is missing below it
         marked = False
-        for tsn, sent in self._outstanding.items():
-            if not serial_lt(tsn, limit, TSN_BITS):
+        hole_start = 1
+        for start, end in gap_ranges + [(limit_offset, limit_offset)]:
+            for offset in range(hole_start, min(start, limit_offset)):
+                tsn = (cum_ack + offset) & 0xFFFFFFFF
+                sent = self._outstanding[tsn]
+                if sent.gap_acked or sent.fast_retransmitted or tsn in self._fast_marked:
+                    continue
+                sent.missing_reports += 1
+                if sent.missing_reports >= 3:
+                    self._fast_marked.add(tsn)
+                    self._t3_marked.discard(tsn)
+                    self._set_in_flight(sent, False)
+                    marked = True
+            hole_start = max(hole_start, end + 1)
+            if hole_start >= limit_offset:
                 break
-            if sent.gap_acked or sent.fast_retransmitted or sent.fast_retransmit_pending:
-                continue
-            sent.missing_reports += 1
-            if sent.missing_reports >= 3:
-                sent.fast_retransmit_pending = True
-                sent.marked_for_retransmit = False
-                self._set_in_flight(sent, False)
-                marked = True
         if marked:
-            highest_outstanding = next(reversed(self._outstanding))
+            highest_outstanding = (cum_ack + len(self._outstanding)) & 0xFFFFFFFF
             self._cc.on_fast_retransmit(highest_outstanding)
 
     def _on_t3_rtx(self, now: float, events: list[AssociationEvent]) -> None:
@@ -1042,10 +1126,10 @@ class Association:
         self._rto.back_off()
         self._cc.on_retransmission_timeout()
         self._rtt_probe = None
-        for sent in self._outstanding.values():
+        for tsn, sent in self._outstanding.items():
             if not sent.gap_acked:
-                sent.marked_for_retransmit = True
-                sent.fast_retransmit_pending = False
+                self._t3_marked.add(tsn)
+                self._fast_marked.discard(tsn)
                 self._set_in_flight(sent, False)
         self._timers["t3_rtx"] = now + self._rto.rto
         self._count_error(events, "T3-rtx expired")

@@ -758,3 +758,15 @@ def test_rfc4960_6_every_payload_delivered_exactly_once_under_loss_duplication_r
     assert sorted(received_payloads(link.events_a)) == sorted(expected_a)
     assert of_type(link.events_a, AssociationClosed) or of_type(link.events_b, AssociationClosed)
     assert sum(e.count for e in of_type(link.events_a, DataAcknowledged)) == len(expected_b)
+
+
+def test_gap_ranges_merge_clip_and_subtract() -> None:
+    """The SACK bookkeeping of RFC 4960 6.2.1 compares Gap Ack Blocks as ranges: merged, clipped to the
+    outstanding TSNs, and the difference of two SACKs' blocks (newly acked, reneged)."""
+    from model.sctp.association import merge_ranges, subtract_ranges
+
+    assert merge_ranges(((5, 6), (1, 2), (3, 3), (9, 20)), 1, 12) == [(1, 3), (5, 6), (9, 12)]
+    assert merge_ranges(((0, 0), (4, 2)), 1, 10) == []
+    assert subtract_ranges([(1, 10)], [(2, 3), (5, 5), (9, 12)]) == [(1, 1), (4, 4), (6, 8)]
+    assert subtract_ranges([(1, 2), (6, 7)], []) == [(1, 2), (6, 7)]
+    assert subtract_ranges([(3, 4)], [(1, 10)]) == []
