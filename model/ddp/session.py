@@ -4,14 +4,15 @@
 sits above any LLP that carries (stream_id, ppid, payload) DATA messages and
 reports per-stream acknowledgements:
 
-* LLP -> `receive(stream_id, ppid, payload)` for PPID 16 and 17 user data;
-  `acknowledged(stream_id, count)` when `count` more chunks of that stream
-  are acknowledged;
-* `messages_to_send()` -> [(stream_id, ppid, payload)], to be sent
-  unordered (U=1) and unfragmented (RFC 5043 10, 9);
+* LLP -> `receive(message)` for a `Message(stream_id, ppid, payload)` of
+  PPID 16 or 17; `acknowledged(stream_id, count)` when `count` more chunks
+  of that stream are acknowledged;
+* `data_to_send()` -> [Message], to be sent unordered (U=1) and
+  unfragmented (RFC 5043 10, 9);
 * user -> `initiate`, `accept`, `reject`, `terminate`, `send_segment`;
-* events (frozen dataclasses below) returned by `receive`, `acknowledged`
-  and `accept`.
+* `next_events()` -> the events (frozen dataclasses below) queued by any of
+  these calls.  The sessions have no timers, so no call takes `now`
+  (see `model`'s convention).
 
 Rules and decisions:
 
@@ -73,7 +74,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Union
+from typing import NamedTuple, Union
 
 from model.ddp.sctp_adaptation import (
     DdpSegmentChunkData,
@@ -249,7 +250,14 @@ Event = Union[
     SessionTerminated,
     StreamReleased,
 ]
-Message = tuple[int, int, bytes]
+
+
+class Message(NamedTuple):
+    """One DATA chunk's user data for the LLP: sent unordered and unfragmented (RFC 5043 9, 10)."""
+
+    stream_id: int
+    ppid: int
+    payload: bytes
 
 
 # -- internal state ----------------------------------------------------------------
@@ -319,14 +327,20 @@ class DdpSessions:
         self.pending_limit = pending_limit
         self._streams: dict[int, _Stream] = {}
         self._outbox: list[Message] = []
+        self._events: list[Event] = []
         self._pending = 0
 
     # -- queries ---------------------------------------------------------------
 
-    def messages_to_send(self) -> list[Message]:
-        """(stream_id, ppid, payload) DATA messages to send unordered, in DDP-SSN order per stream."""
+    def data_to_send(self) -> list[Message]:
+        """DATA messages to send unordered, in DDP-SSN order per stream."""
         out, self._outbox = self._outbox, []
         return out
+
+    def next_events(self) -> list[Event]:
+        """Every event queued since the last call, oldest first."""
+        events, self._events = self._events, []
+        return events
 
     def stream_available(self, stream_id: int) -> bool:
         """RFC 5043 6.6: True if `initiate` may open a session on `stream_id`."""
@@ -370,7 +384,7 @@ class DdpSessions:
         stream.session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
         self._pump(stream_id, stream)
 
-    def accept(self, stream_id: int, private_data: bytes = b"", resources: LocalResources | None = None) -> list[Event]:
+    def accept(self, stream_id: int, private_data: bytes = b"", resources: LocalResources | None = None) -> None:
         """Passive side: accept a pending Initiate (RFC 5043 6.2).  For an Enhanced Initiate,
         `resources` (default: the endpoint's `responder`) are negotiated (RFC 6581 9)."""
         stream, session = self._pending_session(stream_id)
@@ -393,14 +407,13 @@ class DdpSessions:
         session.phase = (
             SessionPhase.AWAITING_RTR if negotiated is not None and negotiated.peer_to_peer else SessionPhase.ESTABLISHED
         )
-        events: list[Event] = []
+        events = self._events
         self._pump(stream_id, stream)
         held, session.held = session.held, []
         for ssn, segment in held:
             self._in_order_segment(stream_id, stream, session, ssn, segment, events)
         self._pump(stream_id, stream)
         self._settle(stream_id, stream, events)
-        return events
 
     def reject(self, stream_id: int, private_data: bytes = b"") -> None:
         """Passive side: reject a pending Initiate, at the user's direction only (RFC 5043 6.3)."""
@@ -448,7 +461,7 @@ class DdpSessions:
 
     # -- LLP input -------------------------------------------------------------
 
-    def acknowledged(self, stream_id: int, count: int) -> list[Event]:
+    def acknowledged(self, stream_id: int, count: int) -> None:
         """The LLP acknowledged `count` more chunks of `stream_id`."""
         stream = self._stream(stream_id)
         if not 0 <= count <= stream.unacked:
@@ -456,22 +469,21 @@ class DdpSessions:
         stream.unacked -= count
         if stream.unacked == 0 and stream.session is not None:
             stream.session.control_confirmed = True  # 6.6: every earlier control message is received
-        events: list[Event] = []
         self._pump(stream_id, stream)
-        self._settle(stream_id, stream, events)
-        return events
+        self._settle(stream_id, stream, self._events)
 
-    def receive(self, stream_id: int, ppid: int, payload: bytes) -> list[Event]:
-        """One DATA chunk's user data with PPID 16 or 17 (RFC 5043 5.2)."""
+    def receive(self, message: Message | tuple[int, int, bytes]) -> None:
+        """One DATA chunk's user data, (stream_id, ppid, payload) with PPID 16 or 17 (RFC 5043 5.2)."""
+        stream_id, ppid, payload = message
         if ppid not in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
             raise UnexpectedPpid(f"PPID {ppid} is not DDP (16) or DDP session control (17)")
         stream = self._stream(stream_id)
-        events: list[Event] = []
+        events = self._events
         payload = bytes(payload)
         if len(payload) < 2:
             self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
             self._settle(stream_id, stream, events)
-            return events
+            return
         ssn = int.from_bytes(payload[:2], "big")
         item: tuple[int, object]
         if ppid == PPID_DDP_SEGMENT:
@@ -485,12 +497,12 @@ class DdpSessions:
         if session is None:
             session = self._new_inbound_session(stream, ssn, item)
             if session is None:
-                return events
+                return
         if not session.inbound.valid(ssn):
             if not session.our_final:
                 self._violation(stream_id, stream, TerminationCause.INVALID_DDP_SSN, events)
             self._settle(stream_id, stream, events)
-            return events
+            return
         if ppid == PPID_DDP_SEGMENT and ssn != session.inbound.cum and self._open(session):
             session.inbound.above[ssn] = None  # placed now, out of order (RFC 5043 10)
             events.append(SegmentReceived(stream_id, ssn, item[1]))  # type: ignore[arg-type]
@@ -499,7 +511,6 @@ class DdpSessions:
         self._advance(stream_id, stream, events)
         self._pump(stream_id, stream)
         self._settle(stream_id, stream, events)
-        return events
 
     # -- internals -------------------------------------------------------------
 
@@ -753,9 +764,9 @@ class DdpSessions:
             if item.kind is _Kind.CONTROL:
                 session.control_confirmed = False
                 payload = SessionControl(ssn, item.function, item.body).encode()
-                self._outbox.append((stream_id, PPID_DDP_SESSION_CONTROL, payload))
+                self._outbox.append(Message(stream_id, PPID_DDP_SESSION_CONTROL, payload))
             else:
-                self._outbox.append((stream_id, PPID_DDP_SEGMENT, DdpSegmentChunkData(ssn, item.body).encode()))
+                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, DdpSegmentChunkData(ssn, item.body).encode()))
 
     def _settle(self, stream_id: int, stream: _Stream, events: list[Event]) -> None:
         """Close a session that is over on both sides, and report the stream free (6.6)."""

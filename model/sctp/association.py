@@ -5,9 +5,10 @@ or UDP framing is `model.net.frames`'s).  The caller passes the current time to
 every call and drives the timers:
 
     association.connect(now)                  # active side: INIT (5.1)
-    events = association.receive(now, packet) # any packet from the peer
-    events = association.handle_timeout(now)  # when now >= next_timeout()
-    for packet in association.packets_to_send(now): ...
+    association.receive(packet, now)          # any packet from the peer
+    association.handle_timeout(now)           # when now >= next_timeout()
+    for packet in association.data_to_send(now): ...   # SCTP packets
+    for event in association.next_events(): ...        # AssociationEvent
 
 The caller may hand over several packets before it asks for packets again
 (all that arrived at one instant, say): SACKs and bursts come out as if it
@@ -69,7 +70,6 @@ from model.sctp.packet import (
     StateCookieParameter,
     UnknownChunk,
     serial_add,
-    serial_ge,
     serial_gt,
     serial_lt,
 )
@@ -339,14 +339,14 @@ class Association:
         self._rtt_probe: int | None = None
         self._cc: CongestionControl | None = None
         self._sacks_since_send = 0
-        """SACKs processed since the last `packets_to_send`: each is one event entitled to a Max.Burst (6.1 D)."""
+        """SACKs processed since the last `data_to_send`: each is one event entitled to a Max.Burst (6.1 D)."""
         self._next_ssn_out: dict[int, int] = {}
         # Receiver.
         self._tracker: TsnTracker | None = None
         self._ack_now = False
         self._data_packets_since_sack = 0
         self._sacks_due: list[SackChunk] = []
-        """SACKs built when a received packet called for one at once (6.2), waiting for `packets_to_send`."""
+        """SACKs built when a received packet called for one at once (6.2), waiting for `data_to_send`."""
         self._buffered = 0
         self._last_advertised_rwnd = config.receive_buffer
         self._next_ssn_in: dict[int, int] = {}
@@ -359,6 +359,7 @@ class Association:
         self._heartbeat_unanswered = False
         # Statistics.
         self._stats = Counter[str]()
+        self._events: list[AssociationEvent] = []
 
     # ------------------------------------------------------------------ public API
 
@@ -461,27 +462,32 @@ class Association:
     def next_timeout(self) -> float | None:
         return min(self._timers.values(), default=None)
 
-    def handle_timeout(self, now: float) -> list[AssociationEvent]:
-        events: list[AssociationEvent] = []
+    def next_events(self) -> list[AssociationEvent]:
+        """Every event queued since the last call, oldest first."""
+        events, self._events = self._events, []
+        return events
+
+    def handle_timeout(self, now: float) -> None:
+        """Fire every timer due at `now` (call when now >= `next_timeout()`); events are queued."""
+        events = self._events
         for name, deadline in sorted(self._timers.items(), key=lambda item: item[1]):
             if deadline <= now and self._timers.get(name) == deadline:
                 del self._timers[name]
                 getattr(self, f"_on_{name}")(now, events)
-        return events
 
-    def receive(self, now: float, data: bytes) -> list[AssociationEvent]:
+    def receive(self, data: bytes, now: float) -> None:
         """Process one SCTP packet from the peer; malformed or misaddressed packets are discarded."""
-        events: list[AssociationEvent] = []
+        events = self._events
         if self.state is AssociationState.CLOSED and (self._used or not self._passive_open):
-            return events  # after close nothing is processed; only a Listener's new association waits here
+            return  # after close nothing is processed; only a Listener's new association waits here
         try:
             packet = SctpPacket.decode(data)
         except DecodeError:
-            return events
+            return
         if packet.dst_port != self.config.local_port or packet.src_port != self.config.peer_port:
-            return events
+            return
         if not self._verification_tag_ok(packet):
-            return events
+            return
         self._stats["packets_received"] += 1
         had_data = False
         for chunk in packet.chunks:
@@ -502,10 +508,9 @@ class Association:
                 break
         if had_data:
             self._after_data_packet(now)
-        return events
 
-    def packets_to_send(self, now: float) -> list[bytes]:
-        """Everything due now: control chunks, a SACK if one is due, and DATA within cwnd and rwnd."""
+    def data_to_send(self, now: float) -> list[bytes]:
+        """SCTP packets due now: control chunks, a SACK if one is due, and DATA within cwnd and rwnd."""
         packets: list[bytes] = []
         if self._final_packet_sent:
             return packets
@@ -985,7 +990,7 @@ class Association:
             self._ack_now = True
         if self._ack_now:
             # Built now, not when the caller next asks for packets: a caller that feeds several packets
-            # before `packets_to_send` still gets a SACK for every second packet (6.2), not one stretch SACK.
+            # before `data_to_send` still gets a SACK for every second packet (6.2), not one stretch SACK.
             self._sacks_due.append(self._make_sack(self.config.max_packet_size - 12))
         else:
             self._timers.setdefault("delayed_ack", now + self.config.delayed_ack_time)
@@ -1267,10 +1272,12 @@ class Association:
 
 @dataclass(frozen=True)
 class Accepted:
-    """A new association the `Listener` created from a valid COOKIE ECHO, and its first events."""
+    """Listener event: a new association created from a valid COOKIE ECHO (RFC 4960 5.1.5).
+
+    The association has processed that packet; its own events (COMMUNICATION UP...) wait in its
+    `next_events()`."""
 
     association: Association
-    events: list[AssociationEvent]
 
 
 class Listener:
@@ -1287,8 +1294,18 @@ class Listener:
         self.config = config
         self._signer = CookieSigner(config.hmac_secret)
         self._outgoing: list[bytes] = []
+        self._events: list[Accepted] = []
 
-    def receive(self, now: float, data: bytes) -> Accepted | None:
+    def next_events(self) -> list[Accepted]:
+        """The associations accepted since the last call."""
+        events, self._events = self._events, []
+        return events
+
+    def receive(self, data: bytes, now: float) -> None:
+        """One SCTP packet for the listening port: an INIT is answered, a valid COOKIE ECHO accepted."""
+        self._accept(data, now)
+
+    def _accept(self, data: bytes, now: float) -> None:
         try:
             packet = SctpPacket.decode(data)
         except DecodeError:
@@ -1316,8 +1333,9 @@ class Listener:
                 return None
             association = Association(config)
             association._passive_open = True
-            events = association.receive(now, data)
-            return Accepted(association, events)
+            association.receive(data, now)
+            self._events.append(Accepted(association))
+            return None
         # 8.4: out of the blue.
         if any(isinstance(c, (AbortChunk, ShutdownCompleteChunk, ErrorChunk, CookieAckChunk)) for c in packet.chunks):
             return None
@@ -1330,6 +1348,7 @@ class Listener:
     def _reply(self, config: AssociationConfig, tag: int, chunk: Chunk) -> None:
         self._outgoing.append(SctpPacket(config.local_port, config.peer_port, tag, (chunk,)).encode())
 
-    def packets_to_send(self) -> list[bytes]:
+    def data_to_send(self, now: float) -> list[bytes]:
+        """SCTP packets to send: INIT ACKs and the answers of RFC 4960 8.4 (the Listener has no timers)."""
         packets, self._outgoing = self._outgoing, []
         return packets

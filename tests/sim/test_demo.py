@@ -16,7 +16,8 @@ from model.errors import ChecksumError, DecodeError
 from model.net.frames import Frame
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL, SctpPacket, ShutdownCompleteChunk
 from sim.cli import main
-from sim.commands.demo import WRITE_SINK, ProgressBar, TwoHosts, demo_command, print_summary, run_demo
+from model.rnic.pair import HostPair
+from sim.commands.demo import WRITE_SINK, ProgressBar, demo_command, print_summary, run_demo
 
 SUMMARY_FIELDS = (
     "peer adaptation code point 1 (DDP on)",
@@ -70,7 +71,7 @@ def test_a_failed_verification_exits_1() -> None:
     """A byte changed in B's RDMA Write sink after placement (the test-only `tamper` hook) fails the
     byte check, and the demo says which check failed and exits non-zero."""
 
-    def flip_a_placed_byte(bed: TwoHosts) -> None:
+    def flip_a_placed_byte(bed: HostPair) -> None:
         memory = bed.memory[Side.B]
         memory.write(WRITE_SINK + 100, bytes([memory.read(WRITE_SINK + 100, 1)[0] ^ 0xFF]))
 
@@ -135,7 +136,7 @@ def test_a_teardown_that_never_ends_is_bounded_and_exits_1(monkeypatch) -> None:
     (lowered here) instead of looping, the summary names both hosts as not closed, and the exit status is 1."""
     monkeypatch.setattr(sim.commands.demo, "CLOSE_TIME_LIMIT", 20.0)
 
-    def cut_the_link(bed: TwoHosts) -> None:
+    def cut_the_link(bed: HostPair) -> None:
         bed.link.config = LinkConfig(loss=1.0)
 
     out = io.StringIO()
@@ -153,11 +154,11 @@ def test_an_aborted_teardown_is_reported_not_failed() -> None:
     """B never answers A's session Terminate: A's close() deadline ABORTs (RFC 4960 9.1), B is Aborted.  Both
     hosts are finished, the data was verified before, so the run passes and the summary says how each ended."""
 
-    def deaf_to_terminate(bed: TwoHosts) -> None:
+    def deaf_to_terminate(bed: HostPair) -> None:
         sessions = bed.b._sessions
         receive = sessions.receive
-        sessions.receive = lambda stream_id, ppid, payload: (
-            [] if ppid == PPID_DDP_SESSION_CONTROL else receive(stream_id, ppid, payload))
+        sessions.receive = lambda message: (
+            None if message.ppid == PPID_DDP_SESSION_CONTROL else receive(message))
 
     out = io.StringIO()
     status = demo_command(0.0, 1, False, 1000, None, False, out=out, tamper=deaf_to_terminate)
@@ -169,8 +170,8 @@ def test_an_aborted_teardown_is_reported_not_failed() -> None:
 
 
 def test_two_hosts_close_returns_instead_of_raising_when_nothing_is_left() -> None:
-    """`TwoHosts.close` never raises Stalled: with no timer running and nothing in flight (here: hosts that
+    """`HostPair.close` never raises Stalled: with no timer running and nothing in flight (here: hosts that
     never connected) it returns at once, reporting that neither host finished."""
-    bed = TwoHosts(LinkConfig())
+    bed = HostPair.create(LinkConfig())
     assert bed.close(limit=60.0) == {Side.A: None, Side.B: None}
     assert bed.now == 0.0

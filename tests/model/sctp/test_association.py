@@ -101,9 +101,9 @@ class Link:
 
     def flush(self) -> None:
         """Collect every packet due now and put it on the wire."""
-        outputs = [("a->b", self.client.packets_to_send(self.now)), ("b->a", self.listener.packets_to_send())]
+        outputs = [("a->b", self.client.data_to_send(self.now)), ("b->a", self.listener.data_to_send(self.now))]
         if self.server is not None:
-            outputs.append(("b->a", self.server.packets_to_send(self.now)))
+            outputs.append(("b->a", self.server.data_to_send(self.now)))
         for direction, packets in outputs:
             for data in packets:
                 self.transmit(direction, data)
@@ -122,17 +122,17 @@ class Link:
 
     def deliver(self, direction: str, data: bytes) -> None:
         if direction == "b->a":
-            self.events_a += self.client.receive(self.now, data)
+            self.events_a += fed(self.client, data, self.now)
             return
         if self.server is not None and not self.server.is_closed:
             header_tag = int.from_bytes(data[4:8], "big")
             if header_tag in (self.server.local_tag, 0) or data[12] == 10:
-                self.events_b += self.server.receive(self.now, data)
+                self.events_b += fed(self.server, data, self.now)
                 return
-        accepted = self.listener.receive(self.now, data)
-        if accepted is not None:
+        self.listener.receive(data, self.now)
+        for accepted in self.listener.next_events():
             self.server = accepted.association
-            self.events_b += accepted.events
+            self.events_b += self.server.next_events()
 
     def next_time(self) -> float | None:
         times = [t for t, *_ in self._wire]
@@ -154,7 +154,7 @@ class Link:
             self.now = max(self.now, upcoming)
             due = [w for w in self._wire if w[0] <= self.now]
             # One packet at a time, each followed by a flush, as on a serial wire; or, `batched`, every
-            # packet due at once before one flush, as `sim.commands.demo.TwoHosts` drives its hosts.
+            # packet due at once before one flush, as `model.rnic.pair.HostPair` drives its hosts.
             for item in (sorted(due) if self.batched else sorted(due)[:1]):
                 self._wire.remove(item)
                 self.deliver(item[2], item[3])
@@ -162,7 +162,8 @@ class Link:
                 if association is not None:
                     timeout = association.next_timeout()
                     if timeout is not None and timeout <= self.now:
-                        events += association.handle_timeout(self.now)
+                        association.handle_timeout(self.now)
+                        events += association.next_events()
             self.flush()
         raise AssertionError("link did not settle")
 
@@ -171,6 +172,12 @@ class Link:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def fed(association: Association, data: bytes, now: float) -> list[AssociationEvent]:
+    """Hand one packet to `association`; the events it queued."""
+    association.receive(data, now)
+    return association.next_events()
 
 
 def of_type(events: list[AssociationEvent], kind: type) -> list:
@@ -314,16 +321,16 @@ def test_rfc4960_8_5_wrong_verification_tag_silently_discarded() -> None:
     wrong = SctpPacket(CLIENT_PORT, SERVER_PORT, link.server.local_tag ^ 1,
                        (DataChunk(tsn=link.client._next_tsn, stream_id=0, ssn=0, ppid=16, user_data=b"evil",
                                   unordered=True),)).encode()
-    assert link.server.receive(link.now, wrong) == []
-    assert link.server.packets_to_send(link.now) == []
+    assert fed(link.server, wrong, link.now) == []
+    assert link.server.data_to_send(link.now) == []
     assert link.server.next_timeout() is not None  # only the heartbeat timer; no delayed ACK
     assert link.server.statistics.data_chunks_received == 0
     # An ABORT with T=0 and the wrong tag is ignored too (8.5.1 B).
     abort = SctpPacket(CLIENT_PORT, SERVER_PORT, link.client.local_tag, (AbortChunk(),)).encode()
-    assert link.server.receive(link.now, abort) == [] and link.server.state is AssociationState.ESTABLISHED
+    assert fed(link.server, abort, link.now) == [] and link.server.state is AssociationState.ESTABLISHED
     # With T=1 the sender's own tag (= the receiver's peer tag) is the right one.
     abort_t = SctpPacket(CLIENT_PORT, SERVER_PORT, link.client.local_tag, (AbortChunk(tag_reflected=True),)).encode()
-    assert of_type(link.server.receive(link.now, abort_t), AssociationAborted)
+    assert of_type(fed(link.server, abort_t, link.now), AssociationAborted)
 
 
 def test_rfc4960_5_2_1_simultaneous_inits_converge_on_one_association() -> None:
@@ -335,17 +342,17 @@ def test_rfc4960_5_2_1_simultaneous_inits_converge_on_one_association() -> None:
     now = 0.0
     for _ in range(10):
         now += 0.01
-        to_b, to_a = a.packets_to_send(now), b.packets_to_send(now)
+        to_b, to_a = a.data_to_send(now), b.data_to_send(now)
         for data in to_b:
-            events["b"] += b.receive(now, data)
+            events["b"] += fed(b, data, now)
         for data in to_a:
-            events["a"] += a.receive(now, data)
+            events["a"] += fed(a, data, now)
     assert a.state is b.state is AssociationState.ESTABLISHED
     assert (a.local_tag, a.peer_tag) == (b.peer_tag, b.local_tag)
     assert len(of_type(events["a"], AssociationEstablished)) == len(of_type(events["b"], AssociationEstablished)) == 1
     a.send(1, PPID_DDP_SEGMENT, b"hello")
-    for data in a.packets_to_send(now):
-        events["b"] += b.receive(now, data)
+    for data in a.data_to_send(now):
+        events["b"] += fed(b, data, now)
     assert received_payloads(events["b"]) == [b"hello"]
 
 
@@ -620,7 +627,7 @@ def test_rfc4960_8_1_8_2_unanswered_heartbeats_fail_the_association_with_abort()
     assert isinstance(link.log[-1].packet.chunks[-1], AbortChunk) and link.log[-1].direction == "a->b"
     link.run(condition=lambda: link.server.is_closed)
     assert of_type(link.events_b, AssociationAborted)
-    assert link.client.packets_to_send(link.now) == [] and link.client.next_timeout() is None
+    assert link.client.data_to_send(link.now) == [] and link.client.next_timeout() is None
 
 
 def test_rfc4960_9_2_graceful_shutdown_waits_for_outstanding_data() -> None:
@@ -653,7 +660,7 @@ def test_rfc4960_9_2_graceful_shutdown_waits_for_outstanding_data() -> None:
     assert of_type(link.events_b, PeerShutdownStarted)
     assert of_type(link.events_a, AssociationClosed) and of_type(link.events_b, AssociationClosed)
     for association in link.endpoints():
-        assert association.packets_to_send(link.now + 100) == [] and association.next_timeout() is None
+        assert association.data_to_send(link.now + 100) == [] and association.next_timeout() is None
 
 
 def test_rfc4960_9_2_t2_shutdown_retransmits_shutdown() -> None:
@@ -680,7 +687,7 @@ def test_rfc4960_9_1_abort_reports_to_peer_and_nothing_is_sent_after() -> None:
     with pytest.raises(InvalidStateError):
         link.client.send(0, PPID_DDP_SEGMENT, b"x")
     for association in link.endpoints():
-        assert association.packets_to_send(link.now) == [] and association.next_timeout() is None
+        assert association.data_to_send(link.now) == [] and association.next_timeout() is None
 
 
 # ---------------------------------------------------------------- RFC 5043 9: MULPDU
@@ -714,9 +721,9 @@ def test_rfc5043_9_fragmented_data_from_peer_aborts_with_protocol_violation() ->
     fragment = SctpPacket(CLIENT_PORT, SERVER_PORT, link.server.local_tag,
                           (DataChunk(tsn=link.client._next_tsn, stream_id=0, ssn=0, ppid=16, user_data=b"half",
                                      unordered=True, ending=False),)).encode()
-    events = link.server.receive(link.now, fragment)
+    events = fed(link.server, fragment, link.now)
     assert of_type(events, AssociationFailed) and link.server.is_closed
-    [packet] = link.server.packets_to_send(link.now)
+    [packet] = link.server.data_to_send(link.now)
     assert SctpPacket.decode(packet).chunks[-1].causes[0].code == ErrorCauseCode.PROTOCOL_VIOLATION
 
 
