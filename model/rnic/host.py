@@ -90,7 +90,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics, Listener
+from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics
+from model.sctp.listener import Listener
 from model.ddp.session import (
     DdpSessions,
     InitiateReceived,

@@ -21,9 +21,9 @@ from model.sctp.association import (
     AssociationState,
     InvalidStateError,
     InvalidStreamError,
-    Listener,
     PayloadSizeError,
 )
+from model.sctp.listener import Listener
 from model.sctp.packet import (
     PPID_DDP_SEGMENT,
     AbortChunk,
@@ -770,7 +770,7 @@ def test_rfc4960_6_every_payload_delivered_exactly_once_under_loss_duplication_r
 def test_gap_ranges_merge_clip_and_subtract() -> None:
     """The SACK bookkeeping of RFC 4960 6.2.1 compares Gap Ack Blocks as ranges: merged, clipped to the
     outstanding TSNs, and the difference of two SACKs' blocks (newly acked, reneged)."""
-    from model.sctp.association import merge_ranges, subtract_ranges
+    from model.sctp.data_transfer import merge_ranges, subtract_ranges
 
     assert merge_ranges(((5, 6), (1, 2), (3, 3), (9, 20)), 1, 12) == [(1, 3), (5, 6), (9, 12)]
     assert merge_ranges(((0, 0), (4, 2)), 1, 10) == []
