@@ -617,3 +617,42 @@ def test_back_to_back_sessions_establish_exchange_and_terminate(seed, counts, en
         assert sorted(e.stream_id for e in events[name] if isinstance(e, StreamReleased)) == list(streams)
         assert not [e for e in events[name] if isinstance(e, SessionTerminated) and e.cause is not TerminationCause.PEER_TERMINATE]
     assert sum(isinstance(e, RtrReceived) for e in events["b"]) == (len(counts) if enhanced else 0)
+
+
+# -- the transition table (RFC 5043 6) -------------------------------------------------------------
+
+
+def test_every_session_row_cites_an_rfc_section() -> None:
+    import re
+
+    from model.ddp.session import TRANSITIONS
+
+    uncited = [key for key, row in TRANSITIONS.items() if not re.search(r"RFC \d{4} \d+(\.\d+)*", row.rfc)]
+    assert not uncited, uncited
+
+
+def test_every_peer_message_has_a_row_in_every_stored_phase() -> None:
+    """The peer's messages never fall through: an illegal one is a row (RFC 5043 6.1) like the rest."""
+    from model.ddp.session import TRANSITIONS, SessionInput
+
+    messages = [i for i in SessionInput if not i.name.startswith("USER_")]
+    phases = [p for p in SessionPhase if p is not SessionPhase.CLOSING]
+    missing = [(p, m) for p in phases for m in messages if (p, m) not in TRANSITIONS]
+    assert not missing, missing
+
+
+def test_a_user_call_without_a_row_raises_a_typed_transition_error() -> None:
+    """accept() while our own Initiate waits for its answer has no row: SessionTransitionError, which is
+    both the session's SessionStateError and the model's TransitionError, naming phase and call."""
+    from model.ddp.session import SessionInput, SessionTransitionError
+    from model.errors import TransitionError
+
+    a = DdpSessions()
+    a.initiate(1)
+    with pytest.raises(SessionTransitionError) as raised:
+        a.accept(1)
+    assert isinstance(raised.value, TransitionError) and isinstance(raised.value, SessionStateError)
+    assert (raised.value.state, raised.value.trigger) == (SessionPhase.INITIATING, SessionInput.USER_ACCEPT)
+    a.terminate(1)
+    with pytest.raises(SessionTransitionError):
+        a.send_segment(1, b"after the final message")  # RFC 5043 6.2: nothing follows our Terminate
