@@ -30,6 +30,7 @@ from sim.commands.dissect import dissect_capture
 from model.net.frames import Frame, build_frame
 from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import HostPair, host_config
+from tests.mulpdu import TAGGED_DDP_HEADER, UNTAGGED_DDP_HEADER, mulpdu
 from model.ddp.memory import Access, SparseMemory
 from model.ddp.negotiation import LocalResources, Role, RtrType
 from model.net.pcap import write_pcap
@@ -84,8 +85,11 @@ SEND_VARIANTS = (  # (opcode, solicited, invalidate)
     (Opcode.SEND_WITH_SE, True, False),
     (Opcode.SEND_WITH_SE_AND_INVALIDATE, True, True),
 )
-# MULPDU over IPv4 at MTU 1500 is 1434: 1420 bytes of Write payload per segment, 1416 of Send.
-SIZES_CLEAN = (0, 1, 1416, 1417, 1420, 1421, 4096, 65537, MIB)
+MULPDU = mulpdu(host_config(Side.A).path_mtu)
+"""The hosts' MULPDU over IPv4 (RFC 5043 5.2, 9): a Write carries MULPDU - 14 bytes per segment, a Send
+MULPDU - 18 (RFC 5041 4.2, 4.3); the clean run tries each side of both boundaries."""
+SIZES_CLEAN = (0, 1, MULPDU - UNTAGGED_DDP_HEADER, MULPDU - UNTAGGED_DDP_HEADER + 1, MULPDU - TAGGED_DDP_HEADER,
+               MULPDU - TAGGED_DDP_HEADER + 1, 4096, 65537, MIB)
 SIZES_LOSSY = (0, 1, 1417, 4096, 65537)
 SIMULATED_LIMIT = 600.0
 
@@ -343,12 +347,13 @@ def _scapy_agrees(pair: HostPair, frames: list[dict], udp: bool, intact_limit: i
 # -- tests ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_clean_link_every_operation_up_to_one_mib(tmp_path: Path) -> None:
     """RFC 5040 5.1-5.3 over RFC 5043: all six operations both ways, 0 B to 1 MiB, then a graceful close."""
     pair = create_pair()
     pair.connect()
     connected = {side: pair.of(side, Connected)[0] for side in Side}
-    assert all(e.ddp_enabled and e.peer_adaptation_code_point == 1 and e.mulpdu == 1434 for e in connected.values())
+    assert all(e.ddp_enabled and e.peer_adaptation_code_point == 1 and e.mulpdu == MULPDU for e in connected.values())
     open_stream(pair)
     _check_session(pair)
     exchange(pair, SIZES_CLEAN, seed=7)
@@ -360,6 +365,7 @@ def test_clean_link_every_operation_up_to_one_mib(tmp_path: Path) -> None:
     assert not any(frame["errors"] for frame in frames)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss, seed", [(0.01, 11), (0.05, 12)], ids=["1pct", "5pct"])
 def test_lossy_link_nothing_lost_duplicated_or_misplaced(loss: float, seed: int, tmp_path: Path) -> None:
     """Loss, duplication, reordering and corruption at `loss`: SCTP recovers (RFC 4960 6.3, 7.2.4), damaged
@@ -386,7 +392,7 @@ def test_udp_9899_encapsulation_end_to_end(tmp_path: Path) -> None:
     """RFC 6951: the same exchange over UDP port 9899, MULPDU 8 bytes smaller, at 3% impairment."""
     pair = create_pair(loss=0.03, seed=21, udp=True)
     pair.connect()
-    assert pair.of(Side.A, Connected)[0].mulpdu == 1426
+    assert pair.of(Side.A, Connected)[0].mulpdu == mulpdu(pair.a.config.path_mtu, udp=True)  # 8 bytes of UDP less
     open_stream(pair)
     exchange(pair, (0, 1, 1409, 1410, 65537), seed=21)
     close_both(pair)

@@ -24,6 +24,7 @@ from model.sctp.association import (
     PayloadSizeError,
 )
 from model.sctp.listener import Listener
+from tests.mulpdu import IPV4_HEADER, UDP_HEADER, mulpdu
 from model.sctp.packet import (
     PPID_DDP_SEGMENT,
     AbortChunk,
@@ -192,6 +193,13 @@ def established_link(**kwargs: object) -> Link:
     return link
 
 
+def initial_tsn(link: Link, direction: str = "a->b") -> int:
+    """The Initial TSN the sender announced in its INIT (a->b) or INIT ACK (b->a) on the wire: its first
+    DATA chunk carries it (RFC 4960 3.3.2, 3.3.3)."""
+    kind = InitChunk if direction == "a->b" else InitAckChunk
+    return link.sent(direction, kind)[-1].packet.chunks[0].initial_tsn
+
+
 def data_chunks(sent: list[Sent]) -> list[DataChunk]:
     return [c for s in sent for c in s.packet.chunks if isinstance(c, DataChunk)]
 
@@ -319,7 +327,7 @@ def test_rfc4960_5_2_6_stale_cookie_error_then_init_with_cookie_preservative() -
 def test_rfc4960_8_5_wrong_verification_tag_silently_discarded() -> None:
     link = established_link()
     wrong = SctpPacket(CLIENT_PORT, SERVER_PORT, link.server.local_tag ^ 1,
-                       (DataChunk(tsn=link.client._next_tsn, stream_id=0, ssn=0, ppid=16, user_data=b"evil",
+                       (DataChunk(tsn=initial_tsn(link), stream_id=0, ssn=0, ppid=16, user_data=b"evil",
                                   unordered=True),)).encode()
     assert fed(link.server, wrong, link.now) == []
     assert link.server.data_to_send(link.now) == []
@@ -425,7 +433,7 @@ def test_rfc4960_6_2_gap_blocks_and_duplicate_tsns_reported_immediately() -> Non
     dropped: list[int] = []
     duplicated: list[int] = []
     link = established_link()
-    base = link.client._next_tsn
+    base = initial_tsn(link)
     link.fate = fate
     for i in range(4):
         link.client.send(0, PPID_DDP_SEGMENT, str(i).encode() * 1400)  # one chunk per packet
@@ -477,7 +485,7 @@ def test_rfc4960_6_3_1_rto_from_rtt_measurement() -> None:
 
 def test_rfc9260_7_2_4_fast_retransmit_after_three_miss_indications() -> None:
     link = established_link()
-    first_tsn = link.client._next_tsn
+    first_tsn = initial_tsn(link)
     link.fate = lambda d, p: [] if any(isinstance(c, DataChunk) and c.tsn == first_tsn and not fast_seen(c) for c in p.chunks) else [0.0]
     seen: list[int] = []
 
@@ -632,7 +640,7 @@ def test_rfc4960_8_1_8_2_unanswered_heartbeats_fail_the_association_with_abort()
 
 def test_rfc4960_9_2_graceful_shutdown_waits_for_outstanding_data() -> None:
     link = established_link()
-    first_tsn = link.client._next_tsn
+    first_tsn = initial_tsn(link)
     lost: list[int] = []
 
     def fate(direction: str, packet: SctpPacket) -> list[float]:
@@ -651,7 +659,8 @@ def test_rfc4960_9_2_graceful_shutdown_waits_for_outstanding_data() -> None:
     [shutdown] = link.sent("a->b", ShutdownChunk)
     last_data = link.sent("a->b", DataChunk)[-1]
     assert shutdown.time > last_data.time + 2 * link.delay  # only once the retransmission was acknowledged
-    assert shutdown.packet.chunks[-1].cumulative_tsn_ack == link.client._tracker.cumulative_tsn
+    # 9.2: SHUTDOWN acknowledges the DATA received; B sent none, so the TSN before B's Initial TSN (6.2).
+    assert shutdown.packet.chunks[-1].cumulative_tsn_ack == (initial_tsn(link, "b->a") - 1) & 0xFFFFFFFF
     assert link.sent("b->a", ShutdownAckChunk)
     [complete] = link.sent("a->b", ShutdownCompleteChunk)
     assert complete.packet.verification_tag == link.server.local_tag and not complete.packet.chunks[0].tag_reflected
@@ -693,10 +702,11 @@ def test_rfc4960_9_1_abort_reports_to_peer_and_nothing_is_sent_after() -> None:
 # ---------------------------------------------------------------- RFC 5043 9: MULPDU
 
 
-@pytest.mark.parametrize("mtu, overhead, expected", [(1500, 20, 1434), (1500, 28, 1426), (9000, 20, 8934),
-                                                      (576, 20, 516), (300, 20, 516)])
-def test_rfc5043_9_mulpdu_fits_one_packet_and_is_never_below_516(mtu: int, overhead: int, expected: int) -> None:
+@pytest.mark.parametrize("mtu, udp", [(1500, False), (1500, True), (9000, False), (576, False), (300, False)])
+def test_rfc5043_9_mulpdu_fits_one_packet_and_is_never_below_516(mtu: int, udp: bool) -> None:
+    overhead = IPV4_HEADER + (UDP_HEADER if udp else 0)
     config = make_config(1, 2, 0, path_mtu=mtu, lower_layer_overhead=overhead)
+    expected = mulpdu(mtu, udp)
     assert config.mulpdu == expected
     if expected > 516:  # a full chunk, a DDP-SSN and a SACK fit the MTU without fragmentation
         assert overhead + 12 + 16 + 2 + expected + 16 <= mtu
@@ -719,7 +729,7 @@ def test_rfc5043_9_oversize_or_empty_payload_rejected_never_fragmented() -> None
 def test_rfc5043_9_fragmented_data_from_peer_aborts_with_protocol_violation() -> None:
     link = established_link()
     fragment = SctpPacket(CLIENT_PORT, SERVER_PORT, link.server.local_tag,
-                          (DataChunk(tsn=link.client._next_tsn, stream_id=0, ssn=0, ppid=16, user_data=b"half",
+                          (DataChunk(tsn=initial_tsn(link), stream_id=0, ssn=0, ppid=16, user_data=b"half",
                                      unordered=True, ending=False),)).encode()
     events = fed(link.server, fragment, link.now)
     assert of_type(events, AssociationFailed) and link.server.is_closed
