@@ -666,14 +666,19 @@ class DdpSessions:
             return FunctionCode.ENHANCED_ACCEPT, FunctionCode.ENHANCED_REJECT
         return FunctionCode.ACCEPT, FunctionCode.REJECT
 
+    @staticmethod
+    def _is_answer(session: _Session, ssn: int, control: SessionControl, expected: FunctionCode) -> bool:
+        """The first message (DDP-SSN 0) answers our Initiate (6.6), legally if it carries `expected`."""
+        if ssn != 0:
+            return False
+        session.control_confirmed = True
+        return control.function is expected
+
     def _on_accept(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
                    control: SessionControl, events: list[Event]) -> bool | None:
         """RFC 5043 6.2, RFC 6581 7, 9: the Accept opens the session (the enhanced one after checking the
         negotiation and queueing the RTR first)."""
-        if ssn != 0:
-            return self._illegal(session, stream_id, stream, ssn, control, events)
-        session.control_confirmed = True
-        if control.function is not self._answer_codes(session)[0]:
+        if not self._is_answer(session, ssn, control, self._answer_codes(session)[0]):
             return self._illegal(session, stream_id, stream, ssn, control, events)
         session.phase = SessionPhase.ESTABLISHED
         if session.our_final:
@@ -695,15 +700,10 @@ class DdpSessions:
     def _on_reject(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
                    control: SessionControl, events: list[Event]) -> bool | None:
         """RFC 5043 6.3, RFC 6581 7: the user's Reject ends the sequence; nothing more of ours is sent."""
-        if ssn != 0:
+        if not self._is_answer(session, ssn, control, self._answer_codes(session)[1]):
             return self._illegal(session, stream_id, stream, ssn, control, events)
-        session.control_confirmed = True
-        if control.function is not self._answer_codes(session)[1]:
-            return self._illegal(session, stream_id, stream, ssn, control, events)
-        if not session.our_final:
-            events.append(SessionRejected(stream_id, control.ulp_private_data, control.enhanced_data))
-        session.queue.clear()
-        self._finish(session, peer_final=True)
+        self._answered_with_an_end(session, SessionRejected(stream_id, control.ulp_private_data,
+                                                            control.enhanced_data), events)
         return None
 
     def _on_provider_reject(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
@@ -712,11 +712,16 @@ class DdpSessions:
         if ssn != 0:
             return self._on_peer_terminate(session, stream_id, stream, ssn, control, events)
         session.control_confirmed = True
+        self._answered_with_an_end(session, SessionTerminated(stream_id, TerminationCause.PEER_NON_ULP_REJECT), events)
+        return None
+
+    def _answered_with_an_end(self, session: _Session, event: Event, events: list[Event]) -> None:
+        """6.3, 6.4: the answer ends the sequence: reported unless our final message went first; nothing more
+        of ours is sent."""
         if not session.our_final:
-            events.append(SessionTerminated(stream_id, TerminationCause.PEER_NON_ULP_REJECT))
+            events.append(event)
         session.queue.clear()
         self._finish(session, peer_final=True)
-        return None
 
     def _on_unexpected_answer(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
                               control: SessionControl, events: list[Event]) -> bool | None:

@@ -17,18 +17,16 @@ from model.sctp.association import Association
 from model.sctp.config import AssociationConfig
 from model.sctp.cookie import CookieSigner
 from model.sctp.handshake import build_init_ack, invalid_init, random_tag, stale_cookie_error
+from model.sctp.out_of_the_blue import out_of_the_blue_reply
 from model.sctp.packet import (
     AbortChunk,
     Chunk,
-    CookieAckChunk,
     CookieEchoChunk,
     ErrorCause,
     ErrorCauseCode,
     ErrorChunk,
     InitChunk,
     SctpPacket,
-    ShutdownAckChunk,
-    ShutdownCompleteChunk,
 )
 
 
@@ -97,13 +95,9 @@ class Listener:
             association.receive(data, now)
             self._events.append(Accepted(association))
             return None
-        # 8.4: out of the blue.
-        if any(isinstance(c, (AbortChunk, ShutdownCompleteChunk, ErrorChunk, CookieAckChunk)) for c in packet.chunks):
-            return None
-        if isinstance(first, ShutdownAckChunk):
-            self._reply(config, packet.verification_tag, ShutdownCompleteChunk(tag_reflected=True))
-            return None
-        self._reply(config, packet.verification_tag, AbortChunk(tag_reflected=True))
+        reply = out_of_the_blue_reply(packet)  # 8.4
+        if reply is not None:
+            self._outgoing.append(reply.encode())
         return None
 
     def _reply(self, config: AssociationConfig, tag: int, chunk: Chunk) -> None:
