@@ -149,3 +149,18 @@ class LlpError(_ErrorTable):
     LOCAL_CATASTROPHIC = ErrorNumber(_LLP, 0x0, 0x05)
     INSUFFICIENT_IRD = ErrorNumber(_LLP, 0x0, 0x06)
     NO_MATCHING_RTR = ErrorNumber(_LLP, 0x0, 0x07)
+
+
+class TransitionError(RnicError):
+    """A protocol state machine has no row for (state, trigger) in its transition table.
+
+    `machine` names the table (e.g. "SCTP association"), `state` and `trigger`
+    the pair that was looked up."""
+
+    def __init__(self, machine: str, state: object, trigger: object, detail: str = ""):
+        self.machine = machine
+        self.state = state
+        self.trigger = trigger
+        name = getattr(state, "value", state)
+        what = getattr(trigger, "name", trigger)
+        super().__init__(f"{machine}: no transition for {what} in state {name}{': ' + detail if detail else ''}")

@@ -4,14 +4,15 @@
 sits above any LLP that carries (stream_id, ppid, payload) DATA messages and
 reports per-stream acknowledgements:
 
-* LLP -> `receive(stream_id, ppid, payload)` for PPID 16 and 17 user data;
-  `acknowledged(stream_id, count)` when `count` more chunks of that stream
-  are acknowledged;
-* `messages_to_send()` -> [(stream_id, ppid, payload)], to be sent
-  unordered (U=1) and unfragmented (RFC 5043 10, 9);
+* LLP -> `receive(message)` for a `Message(stream_id, ppid, payload)` of
+  PPID 16 or 17; `acknowledged(stream_id, count)` when `count` more chunks
+  of that stream are acknowledged;
+* `data_to_send()` -> [Message], to be sent unordered (U=1) and
+  unfragmented (RFC 5043 10, 9);
 * user -> `initiate`, `accept`, `reject`, `terminate`, `send_segment`;
-* events (frozen dataclasses below) returned by `receive`, `acknowledged`
-  and `accept`.
+* `next_events()` -> the events (frozen dataclasses below) queued by any of
+  these calls.  The sessions have no timers, so no call takes `now`
+  (see `model`'s convention).
 
 Rules and decisions:
 
@@ -23,6 +24,13 @@ Rules and decisions:
   Accept [segments] [Terminate], or Reject, or Terminate.  The peer's chunks
   are judged in DDP-SSN order (6.1); anything else terminates the session
   (`SessionTerminated` with ILLEGAL_SEQUENCE, and a Terminate sent).
+* The phases and what moves them are one table, `TRANSITIONS`:
+  (phase, input) -> (handler, next phase, RFC section), for the peer's
+  messages in DDP-SSN order and the user's calls.  Every message has a row
+  in every phase; a user call without one raises `SessionTransitionError`
+  (a `model.errors.TransitionError`).  Whether each side's final message
+  is queued or received is kept beside the phase (`phase()` reports the
+  first as CLOSING).
 * A received Terminate is answered with our own unless we already sent a
   final message (allowed: "the final User Data Chunk for each side MAY be a
   DDP Stream Terminate", 6.2).  This tells each side when the other's chunks
@@ -73,7 +81,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Union
+from typing import Callable, NamedTuple, Union
 
 from model.ddp.sctp_adaptation import (
     DdpSegmentChunkData,
@@ -81,7 +89,7 @@ from model.ddp.sctp_adaptation import (
     FunctionCode,
     SessionControl,
 )
-from model.errors import DecodeError, LlpError, RnicError, check_field
+from model.errors import DecodeError, LlpError, RnicError, TransitionError, check_field
 from model.ddp.negotiation import (
     LocalResources,
     NegotiatedParameters,
@@ -111,6 +119,14 @@ _SSN_MASK = 0xFFFF
 
 class SessionStateError(RnicError):
     """A user call that the stream's session state does not allow."""
+
+
+class SessionTransitionError(SessionStateError, TransitionError):
+    """No row of `TRANSITIONS` for the session's phase and the call or message (RFC 5043 6)."""
+
+    def __init__(self, phase: SessionPhase, trigger: SessionInput, stream_id: int):
+        self.stream_id = stream_id
+        TransitionError.__init__(self, "DDP stream session", phase, trigger, f"stream {stream_id}")
 
 
 class StreamBusy(SessionStateError):
@@ -148,6 +164,32 @@ class RefusalReason(Enum):
     PENDING_LIMIT = "too many Initiates pending (RFC 5043 6.4)"
     ENHANCED_UNSUPPORTED = "Enhanced Initiate to an unenhanced endpoint (RFC 6581 10)"
     NEGOTIATION_FAILED = "no matching RTR option or insufficient IRD (RFC 6581 7, 9)"
+
+
+class SessionInput(Enum):
+    """What moves a session: the peer's next message in DDP-SSN order (RFC 5043 6.1) or a user call."""
+
+    INITIATE = "Initiate or Enhanced Initiate (RFC 5043 5.2.3, RFC 6581 7)"
+    ACCEPT = "Accept or Enhanced Accept"
+    REJECT = "Reject or Enhanced Reject"
+    TERMINATE = "Terminate"
+    MALFORMED = "a session control message that does not decode"
+    SEGMENT = "a DDP segment (PPID 16)"
+    USER_ACCEPT = "accept()"
+    USER_REJECT = "reject()"
+    USER_TERMINATE = "terminate()"
+    USER_SEGMENT = "send_segment()"
+
+
+_INPUT_OF_FUNCTION = {
+    FunctionCode.INITIATE: SessionInput.INITIATE,
+    FunctionCode.ENHANCED_INITIATE: SessionInput.INITIATE,
+    FunctionCode.ACCEPT: SessionInput.ACCEPT,
+    FunctionCode.ENHANCED_ACCEPT: SessionInput.ACCEPT,
+    FunctionCode.REJECT: SessionInput.REJECT,
+    FunctionCode.ENHANCED_REJECT: SessionInput.REJECT,
+    FunctionCode.TERMINATE: SessionInput.TERMINATE,
+}
 
 
 class SessionPhase(Enum):
@@ -249,7 +291,14 @@ Event = Union[
     SessionTerminated,
     StreamReleased,
 ]
-Message = tuple[int, int, bytes]
+
+
+class Message(NamedTuple):
+    """One DATA chunk's user data for the LLP: sent unordered and unfragmented (RFC 5043 9, 10)."""
+
+    stream_id: int
+    ppid: int
+    payload: bytes
 
 
 # -- internal state ----------------------------------------------------------------
@@ -319,14 +368,20 @@ class DdpSessions:
         self.pending_limit = pending_limit
         self._streams: dict[int, _Stream] = {}
         self._outbox: list[Message] = []
+        self._events: list[Event] = []
         self._pending = 0
 
     # -- queries ---------------------------------------------------------------
 
-    def messages_to_send(self) -> list[Message]:
-        """(stream_id, ppid, payload) DATA messages to send unordered, in DDP-SSN order per stream."""
+    def data_to_send(self) -> list[Message]:
+        """DATA messages to send unordered, in DDP-SSN order per stream."""
         out, self._outbox = self._outbox, []
         return out
+
+    def next_events(self) -> list[Event]:
+        """Every event queued since the last call, oldest first."""
+        events, self._events = self._events, []
+        return events
 
     def stream_available(self, stream_id: int) -> bool:
         """RFC 5043 6.6: True if `initiate` may open a session on `stream_id`."""
@@ -370,85 +425,28 @@ class DdpSessions:
         stream.session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
         self._pump(stream_id, stream)
 
-    def accept(self, stream_id: int, private_data: bytes = b"", resources: LocalResources | None = None) -> list[Event]:
+    def accept(self, stream_id: int, private_data: bytes = b"", resources: LocalResources | None = None) -> None:
         """Passive side: accept a pending Initiate (RFC 5043 6.2).  For an Enhanced Initiate,
         `resources` (default: the endpoint's `responder`) are negotiated (RFC 6581 9)."""
-        stream, session = self._pending_session(stream_id)
-        negotiated: NegotiatedParameters | None = None
-        if session.peer_enhanced is not None:
-            local = resources if resources is not None else self.responder
-            if local is None:
-                raise SessionStateError("an Enhanced Initiate needs local resources to accept")
-            reply, decision = respond(session.peer_enhanced, local)
-            if isinstance(decision, NegotiationFailed):
-                raise NegotiationRefused(decision)
-            function, body = FunctionCode.ENHANCED_ACCEPT, reply.encode() + bytes(private_data)
-            negotiated = decision
-        else:
-            function, body = FunctionCode.ACCEPT, bytes(private_data)
-        SessionControl(0, function, body).encode()
-        self._pending -= 1
-        session.negotiated = negotiated
-        session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
-        session.phase = (
-            SessionPhase.AWAITING_RTR if negotiated is not None and negotiated.peer_to_peer else SessionPhase.ESTABLISHED
-        )
-        events: list[Event] = []
-        self._pump(stream_id, stream)
-        held, session.held = session.held, []
-        for ssn, segment in held:
-            self._in_order_segment(stream_id, stream, session, ssn, segment, events)
-        self._pump(stream_id, stream)
-        self._settle(stream_id, stream, events)
-        return events
+        self._call(stream_id, SessionInput.USER_ACCEPT, private_data, resources)
 
     def reject(self, stream_id: int, private_data: bytes = b"") -> None:
         """Passive side: reject a pending Initiate, at the user's direction only (RFC 5043 6.3)."""
-        stream, session = self._pending_session(stream_id)
-        if session.peer_enhanced is not None:
-            local = self.responder
-            reply = respond(session.peer_enhanced, local)[0] if local is not None else EnhancedData()
-            function, body = FunctionCode.ENHANCED_REJECT, reply.encode() + bytes(private_data)
-        else:
-            function, body = FunctionCode.REJECT, bytes(private_data)
-        SessionControl(0, function, body).encode()
-        self._pending -= 1
-        session.held.clear()
-        self._finish(session, peer_final=True)
-        session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
-        self._pump(stream_id, stream)
+        self._call(stream_id, SessionInput.USER_REJECT, private_data)
 
     def terminate(self, stream_id: int) -> None:
         """Either side: end the session with a Terminate (RFC 5043 6.2), after any segments already
         submitted on an open session; a pending Initiate so answered is a 6.4 non-ULP reject."""
-        stream = self._stream(stream_id)
-        session = stream.session
-        if session is None or session.our_final or session.phase is SessionPhase.AWAITING_INITIATE:
-            raise SessionStateError(f"stream {stream_id}: no session to terminate")
-        if session.phase is SessionPhase.PENDING:
-            self._pending -= 1
-            session.held.clear()
-            session.peer_final = True  # 6.4: the peer's direction ends with its Initiate
-        if session.phase is not SessionPhase.ESTABLISHED:
-            self._drop_user_segments(session)
-        session.our_final = True
-        session.queue.append(_Outgoing(_Kind.CONTROL, b"", FunctionCode.TERMINATE))
-        self._pump(stream_id, stream)
+        self._call(stream_id, SessionInput.USER_TERMINATE)
 
     def send_segment(self, stream_id: int, segment: bytes) -> None:
         """Queue one DDP segment (RFC 5043 5.2.2); it is sent with the next DDP-SSN once the session
         is open and fewer than 32767 chunks of the stream are unacknowledged (RFC 5043 10)."""
-        stream = self._stream(stream_id)
-        session = stream.session
-        allowed = (SessionPhase.INITIATING, SessionPhase.AWAITING_RTR, SessionPhase.ESTABLISHED)
-        if session is None or session.our_final or session.phase not in allowed:
-            raise SessionStateError(f"stream {stream_id}: no session open for segments")
-        session.queue.append(_Outgoing(_Kind.SEGMENT, bytes(segment)))
-        self._pump(stream_id, stream)
+        self._call(stream_id, SessionInput.USER_SEGMENT, segment)
 
     # -- LLP input -------------------------------------------------------------
 
-    def acknowledged(self, stream_id: int, count: int) -> list[Event]:
+    def acknowledged(self, stream_id: int, count: int) -> None:
         """The LLP acknowledged `count` more chunks of `stream_id`."""
         stream = self._stream(stream_id)
         if not 0 <= count <= stream.unacked:
@@ -456,22 +454,21 @@ class DdpSessions:
         stream.unacked -= count
         if stream.unacked == 0 and stream.session is not None:
             stream.session.control_confirmed = True  # 6.6: every earlier control message is received
-        events: list[Event] = []
         self._pump(stream_id, stream)
-        self._settle(stream_id, stream, events)
-        return events
+        self._settle(stream_id, stream, self._events)
 
-    def receive(self, stream_id: int, ppid: int, payload: bytes) -> list[Event]:
-        """One DATA chunk's user data with PPID 16 or 17 (RFC 5043 5.2)."""
+    def receive(self, message: Message | tuple[int, int, bytes]) -> None:
+        """One DATA chunk's user data, (stream_id, ppid, payload) with PPID 16 or 17 (RFC 5043 5.2)."""
+        stream_id, ppid, payload = message
         if ppid not in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
             raise UnexpectedPpid(f"PPID {ppid} is not DDP (16) or DDP session control (17)")
         stream = self._stream(stream_id)
-        events: list[Event] = []
+        events = self._events
         payload = bytes(payload)
         if len(payload) < 2:
             self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
             self._settle(stream_id, stream, events)
-            return events
+            return
         ssn = int.from_bytes(payload[:2], "big")
         item: tuple[int, object]
         if ppid == PPID_DDP_SEGMENT:
@@ -485,12 +482,12 @@ class DdpSessions:
         if session is None:
             session = self._new_inbound_session(stream, ssn, item)
             if session is None:
-                return events
+                return
         if not session.inbound.valid(ssn):
             if not session.our_final:
                 self._violation(stream_id, stream, TerminationCause.INVALID_DDP_SSN, events)
             self._settle(stream_id, stream, events)
-            return events
+            return
         if ppid == PPID_DDP_SEGMENT and ssn != session.inbound.cum and self._open(session):
             session.inbound.above[ssn] = None  # placed now, out of order (RFC 5043 10)
             events.append(SegmentReceived(stream_id, ssn, item[1]))  # type: ignore[arg-type]
@@ -499,7 +496,6 @@ class DdpSessions:
         self._advance(stream_id, stream, events)
         self._pump(stream_id, stream)
         self._settle(stream_id, stream, events)
-        return events
 
     # -- internals -------------------------------------------------------------
 
@@ -507,12 +503,26 @@ class DdpSessions:
         check_field(stream_id, 16, "stream_id")
         return self._streams.setdefault(stream_id, _Stream())
 
-    def _pending_session(self, stream_id: int) -> tuple[_Stream, _Session]:
+    def _call(self, stream_id: int, call: SessionInput, *args: object) -> None:
+        """A user call on the stream's session: the row of `TRANSITIONS` for its phase, or
+        `SessionTransitionError` (also once our final message is queued: nothing may follow it, 6.2)."""
         stream = self._stream(stream_id)
         session = stream.session
-        if session is None or session.phase is not SessionPhase.PENDING or session.our_final:
-            raise SessionStateError(f"stream {stream_id}: no Initiate pending")
-        return stream, session
+        if session is None:
+            raise SessionStateError(f"stream {stream_id}: no session for {call.value}")
+        if session.our_final:
+            raise SessionTransitionError(SessionPhase.CLOSING, call, stream_id)
+        self._fire(session, call, stream_id, stream, *args)
+
+    def _fire(self, session: _Session, trigger: SessionInput, *args: object) -> None:
+        """Run the row of `TRANSITIONS` for (phase, trigger); `SessionTransitionError` if there is none."""
+        row = TRANSITIONS.get((session.phase, trigger))
+        if row is None:
+            raise SessionTransitionError(session.phase, trigger, args[0])  # type: ignore[arg-type]
+        before = session.phase
+        result = row.handler(self, session, *args)
+        if result is not False and row.next_phase is not None and session.phase is before:
+            session.phase = row.next_phase
 
     @staticmethod
     def _open(session: _Session) -> bool:
@@ -550,7 +560,8 @@ class DdpSessions:
                 continue
             ppid, body = item
             if ppid == PPID_DDP_SESSION_CONTROL:
-                self._in_order_control(stream_id, stream, session, ssn, body, events)  # type: ignore[arg-type]
+                trigger = _INPUT_OF_FUNCTION.get(body.function) if body is not None else None  # type: ignore[union-attr]
+                self._fire(session, trigger or SessionInput.MALFORMED, stream_id, stream, ssn, body, events)
             else:
                 self._in_order_segment(stream_id, stream, session, ssn, body, events)  # type: ignore[arg-type]
             self._settle(stream_id, stream, events)
@@ -558,20 +569,44 @@ class DdpSessions:
     def _in_order_segment(
         self, stream_id: int, stream: _Stream, session: _Session, ssn: int, segment: bytes, events: list[Event]
     ) -> None:
+        """The peer's next segment in DDP-SSN order; after either side's final message it is dropped (6.2)."""
         if session.our_final or session.peer_final:
             return
-        if session.phase is SessionPhase.ESTABLISHED:
-            events.append(SegmentReceived(stream_id, ssn, segment))
-        elif session.phase is SessionPhase.PENDING:
-            session.held.append((ssn, segment))
-        elif session.phase is SessionPhase.AWAITING_RTR:
-            self._check_rtr(stream_id, stream, session, ssn, segment, events)
-        else:
-            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
+        self._fire(session, SessionInput.SEGMENT, stream_id, stream, ssn, segment, events)
+
+    # -- row handlers: the peer's messages in DDP-SSN order (RFC 5043 6.1) ----------------------
+
+    def _report_segment(self, session: _Session, stream_id: int, stream: _Stream, ssn: int, segment: bytes,
+                        events: list[Event]) -> None:
+        """6.2: a segment of an open session goes to the DDP sink."""
+        events.append(SegmentReceived(stream_id, ssn, segment))
+
+    def _hold_segment(self, session: _Session, stream_id: int, stream: _Stream, ssn: int, segment: bytes,
+                      events: list[Event]) -> None:
+        """6.3: a tolerant peer's early segment waits for the user's accept (dropped on reject)."""
+        session.held.append((ssn, segment))
+
+    def _illegal(self, session: _Session, stream_id: int, stream: _Stream, ssn: int, body: object,
+                 events: list[Event]) -> bool:
+        """6.1: not a legal sequence: terminate the session."""
+        self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
+        return False
+
+    def _on_peer_terminate(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
+                           control: SessionControl, events: list[Event]) -> None:
+        """6.2: the peer's Terminate ends its direction; ours ends with a Terminate too unless already final."""
+        if not session.our_final:
+            events.append(SessionTerminated(stream_id, TerminationCause.PEER_TERMINATE))
+            if session.phase is SessionPhase.PENDING:
+                self._pending -= 1
+                session.held.clear()
+            self._drop_user_segments(session)
+            session.queue.append(_Outgoing(_Kind.CONTROL, b"", FunctionCode.TERMINATE))
+        self._finish(session, peer_final=True)
 
     def _check_rtr(
-        self, stream_id: int, stream: _Stream, session: _Session, ssn: int, segment: bytes, events: list[Event]
-    ) -> None:
+        self, session: _Session, stream_id: int, stream: _Stream, ssn: int, segment: bytes, events: list[Event]
+    ) -> bool | None:
         """RFC 6581 9: the initiator's first message is one of the RTRs offered."""
         accepted = session.negotiated.rtr_accepted if session.negotiated is not None else frozenset()
         rtr = rtr_type_of(segment)
@@ -580,50 +615,19 @@ class DdpSessions:
             session.control_confirmed = True  # the RTR answers our Enhanced Accept
             events.append(RtrReceived(stream_id, rtr))
             self._pump(stream_id, stream)
-        elif is_rdmap_terminate(segment):
+            return None
+        if is_rdmap_terminate(segment):
             events.append(SegmentReceived(stream_id, ssn, segment))  # the initiator's own TERM
         else:
             self._violation(
                 stream_id, stream, TerminationCause.NEGOTIATION_FAILED, events, error=LlpError.NO_MATCHING_RTR
             )
+        return False
 
-    def _in_order_control(
-        self,
-        stream_id: int,
-        stream: _Stream,
-        session: _Session,
-        ssn: int,
-        control: SessionControl | None,
-        events: list[Event],
-    ) -> None:
-        if control is None:
-            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
-            return
-        function = control.function
-        if session.phase is SessionPhase.AWAITING_INITIATE:
-            self._on_initiate(stream_id, stream, session, control, events)
-        elif session.phase is SessionPhase.INITIATING and ssn == 0:
-            self._on_answer(stream_id, stream, session, control, events)
-        elif function is FunctionCode.TERMINATE:
-            if not session.our_final:
-                cause = TerminationCause.PEER_TERMINATE
-                events.append(SessionTerminated(stream_id, cause))
-                if session.phase is SessionPhase.PENDING:
-                    self._pending -= 1
-                    session.held.clear()
-                self._drop_user_segments(session)
-                session.queue.append(_Outgoing(_Kind.CONTROL, b"", FunctionCode.TERMINATE))
-            self._finish(session, peer_final=True)
-        else:
-            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
-
-    def _on_initiate(
-        self, stream_id: int, stream: _Stream, session: _Session, control: SessionControl, events: list[Event]
-    ) -> None:
-        """RFC 5043 6.2-6.4 passive side, RFC 6581 7 for the enhanced code."""
-        if control.function not in (FunctionCode.INITIATE, FunctionCode.ENHANCED_INITIATE):
-            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
-            return
+    def _on_initiate(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
+                     control: SessionControl, events: list[Event]) -> bool | None:
+        """RFC 5043 6.2-6.4 passive side, RFC 6581 7 for the enhanced code: report the Initiate to the user,
+        or refuse it without the user (pending limit, negotiation); a refusal ends the session (False)."""
         enhanced = control.enhanced_data
         private_data = control.ulp_private_data
         refusal: RefusalReason | None = None
@@ -646,55 +650,157 @@ class DdpSessions:
             session.held.clear()
             self._finish(session, peer_final=True)
             session.queue.append(_Outgoing(_Kind.CONTROL, answer[1], answer[0]))
-            return
-        session.phase = SessionPhase.PENDING
+            return False
         session.peer_enhanced = enhanced
         self._pending += 1
         events.append(InitiateReceived(stream_id, private_data, enhanced, proposal))
+        return None
 
-    def _on_answer(
-        self, stream_id: int, stream: _Stream, session: _Session, control: SessionControl, events: list[Event]
-    ) -> None:
-        """Active side: the passive side's first message (RFC 5043 6.2-6.4, RFC 6581 7)."""
-        session.control_confirmed = True  # the Initiate is answered (6.6)
-        enhanced = session.resources is not None
-        accept_code = FunctionCode.ENHANCED_ACCEPT if enhanced else FunctionCode.ACCEPT
-        reject_code = FunctionCode.ENHANCED_REJECT if enhanced else FunctionCode.REJECT
-        function = control.function
-        if function in (reject_code, FunctionCode.TERMINATE):
-            if not session.our_final:
-                if function is reject_code:
-                    events.append(SessionRejected(stream_id, control.ulp_private_data, control.enhanced_data))
-                else:
-                    events.append(SessionTerminated(stream_id, TerminationCause.PEER_NON_ULP_REJECT))
-            session.queue.clear()  # 6.3/6.4: the sequence ends here, nothing more of ours
-            self._finish(session, peer_final=True)
-            return
-        if function is not accept_code:
-            self._violation(stream_id, stream, TerminationCause.ILLEGAL_SEQUENCE, events)
-            return
+    # The active side's INITIATING rows.  The passive side's first message (DDP-SSN 0) answers the Initiate
+    # (6.6: control_confirmed).  A later message finds the session still INITIATING only when that first one
+    # broke the sequence and our Terminate is queued: it is not an answer.
+
+    def _answer_codes(self, session: _Session) -> tuple[FunctionCode, FunctionCode]:
+        """The Accept and Reject codes that answer our Initiate: enhanced ones for an Enhanced Initiate."""
+        if session.resources is not None:
+            return FunctionCode.ENHANCED_ACCEPT, FunctionCode.ENHANCED_REJECT
+        return FunctionCode.ACCEPT, FunctionCode.REJECT
+
+    @staticmethod
+    def _is_answer(session: _Session, ssn: int, control: SessionControl, expected: FunctionCode) -> bool:
+        """The first message (DDP-SSN 0) answers our Initiate (6.6), legally if it carries `expected`."""
+        if ssn != 0:
+            return False
+        session.control_confirmed = True
+        return control.function is expected
+
+    def _on_accept(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
+                   control: SessionControl, events: list[Event]) -> bool | None:
+        """RFC 5043 6.2, RFC 6581 7, 9: the Accept opens the session (the enhanced one after checking the
+        negotiation and queueing the RTR first)."""
+        if not self._is_answer(session, ssn, control, self._answer_codes(session)[0]):
+            return self._illegal(session, stream_id, stream, ssn, control, events)
         session.phase = SessionPhase.ESTABLISHED
         if session.our_final:
-            return  # the user already terminated; the Terminate follows the Accept
+            return None  # the user already terminated; the Terminate follows the Accept
         if session.resources is None:
             events.append(SessionAccepted(stream_id, control.ulp_private_data))
-            return
+            return None
         result = check_reply(session.resources, control.enhanced_data)
         if isinstance(result, NegotiationFailed):
-            self._violation(
-                stream_id,
-                stream,
-                TerminationCause.NEGOTIATION_FAILED,
-                events,
-                error=result.error,
-                peer=control.enhanced_data,
-                private_data=control.ulp_private_data,
-            )
-            return
+            self._violation(stream_id, stream, TerminationCause.NEGOTIATION_FAILED, events, error=result.error,
+                            peer=control.enhanced_data, private_data=control.ulp_private_data)
+            return None
         session.negotiated = result
         if result.rtr is not None:
             session.queue.appendleft(_Outgoing(_Kind.SYSTEM, rtr_segment(result.rtr)))  # RFC 6581 9: first
         events.append(SessionAccepted(stream_id, control.ulp_private_data, result))
+        return None
+
+    def _on_reject(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
+                   control: SessionControl, events: list[Event]) -> bool | None:
+        """RFC 5043 6.3, RFC 6581 7: the user's Reject ends the sequence; nothing more of ours is sent."""
+        if not self._is_answer(session, ssn, control, self._answer_codes(session)[1]):
+            return self._illegal(session, stream_id, stream, ssn, control, events)
+        self._answered_with_an_end(session, SessionRejected(stream_id, control.ulp_private_data,
+                                                            control.enhanced_data), events)
+        return None
+
+    def _on_provider_reject(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
+                            control: SessionControl, events: list[Event]) -> bool | None:
+        """RFC 5043 6.4: a Terminate answering the Initiate is a non-ULP reject; nothing more of ours."""
+        if ssn != 0:
+            return self._on_peer_terminate(session, stream_id, stream, ssn, control, events)
+        session.control_confirmed = True
+        self._answered_with_an_end(session, SessionTerminated(stream_id, TerminationCause.PEER_NON_ULP_REJECT), events)
+        return None
+
+    def _answered_with_an_end(self, session: _Session, event: Event, events: list[Event]) -> None:
+        """6.3, 6.4: the answer ends the sequence: reported unless our final message went first; nothing more
+        of ours is sent."""
+        if not session.our_final:
+            events.append(event)
+        session.queue.clear()
+        self._finish(session, peer_final=True)
+
+    def _on_unexpected_answer(self, session: _Session, stream_id: int, stream: _Stream, ssn: int,
+                              control: SessionControl, events: list[Event]) -> bool | None:
+        """RFC 5043 6.1: an Initiate answering our Initiate answers it, illegally."""
+        if ssn == 0:
+            session.control_confirmed = True
+        return self._illegal(session, stream_id, stream, ssn, control, events)
+
+    # -- row handlers: the user's calls ---------------------------------------------------------
+
+    def _accept(self, session: _Session, stream_id: int, stream: _Stream, private_data: bytes,
+                resources: LocalResources | None) -> None:
+        """RFC 5043 6.2; RFC 6581 9: answer with (Enhanced) Accept; an enhanced peer-to-peer session then waits
+        for the RTR; segments held until now are judged in order."""
+        negotiated: NegotiatedParameters | None = None
+        if session.peer_enhanced is not None:
+            local = resources if resources is not None else self.responder
+            if local is None:
+                raise SessionStateError("an Enhanced Initiate needs local resources to accept")
+            reply, decision = respond(session.peer_enhanced, local)
+            if isinstance(decision, NegotiationFailed):
+                raise NegotiationRefused(decision)
+            function, body = FunctionCode.ENHANCED_ACCEPT, reply.encode() + bytes(private_data)
+            negotiated = decision
+        else:
+            function, body = FunctionCode.ACCEPT, bytes(private_data)
+        SessionControl(0, function, body).encode()
+        self._pending -= 1
+        session.negotiated = negotiated
+        session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
+        session.phase = (
+            SessionPhase.AWAITING_RTR if negotiated is not None and negotiated.peer_to_peer else SessionPhase.ESTABLISHED
+        )
+        events = self._events
+        self._pump(stream_id, stream)
+        held, session.held = session.held, []
+        for ssn, segment in held:
+            self._in_order_segment(stream_id, stream, session, ssn, segment, events)
+        self._pump(stream_id, stream)
+        self._settle(stream_id, stream, events)
+
+    def _reject(self, session: _Session, stream_id: int, stream: _Stream, private_data: bytes) -> None:
+        """RFC 5043 6.3; RFC 6581 9: answer with (Enhanced) Reject; both directions end."""
+        if session.peer_enhanced is not None:
+            local = self.responder
+            reply = respond(session.peer_enhanced, local)[0] if local is not None else EnhancedData()
+            function, body = FunctionCode.ENHANCED_REJECT, reply.encode() + bytes(private_data)
+        else:
+            function, body = FunctionCode.REJECT, bytes(private_data)
+        SessionControl(0, function, body).encode()
+        self._pending -= 1
+        session.held.clear()
+        self._finish(session, peer_final=True)
+        session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
+        self._pump(stream_id, stream)
+
+    def _terminate_pending(self, session: _Session, stream_id: int, stream: _Stream) -> None:
+        """RFC 5043 6.4: a Terminate answering a pending Initiate is a non-ULP reject; the peer's direction
+        ends with its Initiate."""
+        self._pending -= 1
+        session.held.clear()
+        session.peer_final = True
+        self._terminate_unopened(session, stream_id, stream)
+
+    def _terminate_unopened(self, session: _Session, stream_id: int, stream: _Stream) -> None:
+        """RFC 5043 6.2: a session not open yet ends at once: the user's queued segments never go."""
+        self._drop_user_segments(session)
+        self._terminate_open(session, stream_id, stream)
+
+    def _terminate_open(self, session: _Session, stream_id: int, stream: _Stream) -> None:
+        """RFC 5043 6.2: the Terminate follows the segments already submitted."""
+        session.our_final = True
+        session.queue.append(_Outgoing(_Kind.CONTROL, b"", FunctionCode.TERMINATE))
+        self._pump(stream_id, stream)
+
+    def _queue_segment(self, session: _Session, stream_id: int, stream: _Stream, segment: bytes) -> None:
+        """RFC 5043 5.2.2, 10: queued now, numbered and sent once the session is open."""
+        session.queue.append(_Outgoing(_Kind.SEGMENT, bytes(segment)))
+        self._pump(stream_id, stream)
 
     def _violation(
         self,
@@ -753,9 +859,9 @@ class DdpSessions:
             if item.kind is _Kind.CONTROL:
                 session.control_confirmed = False
                 payload = SessionControl(ssn, item.function, item.body).encode()
-                self._outbox.append((stream_id, PPID_DDP_SESSION_CONTROL, payload))
+                self._outbox.append(Message(stream_id, PPID_DDP_SESSION_CONTROL, payload))
             else:
-                self._outbox.append((stream_id, PPID_DDP_SEGMENT, DdpSegmentChunkData(ssn, item.body).encode()))
+                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, DdpSegmentChunkData(ssn, item.body).encode()))
 
     def _settle(self, stream_id: int, stream: _Stream, events: list[Event]) -> None:
         """Close a session that is over on both sides, and report the stream free (6.6)."""
@@ -766,3 +872,65 @@ class DdpSessions:
         if stream.session is None and stream.unacked == 0 and stream.release_due:
             stream.release_due = False
             events.append(StreamReleased(stream_id))
+
+
+# -- the transition table (RFC 5043 6; RFC 6581 7, 9) -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionTransition:
+    """One row: in the row's phase, the input runs `handler` and leads to `next_phase` (None: it stays).
+
+    A handler returns False when the input ends or refuses the session instead; the phase then stays and
+    the session's final-message flags say what is left."""
+
+    handler: Callable
+    next_phase: SessionPhase | None
+    rfc: str
+
+
+P = SessionPhase
+I = SessionInput
+D = DdpSessions
+TRANSITIONS: dict[tuple[SessionPhase, SessionInput], SessionTransition] = {}
+"""(phase, input) -> SessionTransition.  Every message input has a row in every stored phase (CLOSING is
+not stored: it is a session whose final message is queued); a user call without a row raises
+`SessionTransitionError`."""
+
+_MESSAGES = (I.INITIATE, I.ACCEPT, I.REJECT, I.TERMINATE, I.MALFORMED, I.SEGMENT)
+_ILLEGAL = "RFC 5043 6.1 (not a legal sequence)"
+
+
+def _row(phases: tuple[SessionPhase, ...], inputs: tuple[SessionInput, ...], handler: Callable,
+         next_phase: SessionPhase | None, rfc: str) -> None:
+    for phase in phases:
+        for trigger in inputs:
+            if (phase, trigger) in TRANSITIONS:
+                raise ValueError(f"two rows for {(phase, trigger)}")
+            TRANSITIONS[(phase, trigger)] = SessionTransition(handler, next_phase, rfc)
+
+
+_row((P.AWAITING_INITIATE,), (I.INITIATE,), D._on_initiate, P.PENDING, "RFC 5043 6.2, 6.4; RFC 6581 7")
+_row((P.AWAITING_INITIATE,), (I.ACCEPT, I.REJECT, I.TERMINATE, I.MALFORMED, I.SEGMENT), D._illegal, None,
+     "RFC 5043 6.1 (no Initiate: dropped, unanswered)")
+
+_row((P.INITIATING,), (I.ACCEPT,), D._on_accept, P.ESTABLISHED, "RFC 5043 6.2; RFC 6581 7, 9")
+_row((P.INITIATING,), (I.REJECT,), D._on_reject, None, "RFC 5043 6.3; RFC 6581 7")
+_row((P.INITIATING,), (I.TERMINATE,), D._on_provider_reject, None, "RFC 5043 6.4")
+_row((P.INITIATING,), (I.INITIATE,), D._on_unexpected_answer, None, _ILLEGAL)
+_row((P.INITIATING,), (I.MALFORMED, I.SEGMENT), D._illegal, None, "RFC 5043 6.1, 6.3 (no segment before the answer)")
+
+_row((P.PENDING,), (I.SEGMENT,), D._hold_segment, None, "RFC 5043 6.3 (held until the user's answer)")
+_row((P.AWAITING_RTR,), (I.SEGMENT,), D._check_rtr, P.ESTABLISHED, "RFC 6581 9 (the first message is the RTR)")
+_row((P.ESTABLISHED,), (I.SEGMENT,), D._report_segment, None, "RFC 5043 6.2, 10")
+_row((P.PENDING, P.AWAITING_RTR, P.ESTABLISHED), (I.TERMINATE,), D._on_peer_terminate, None, "RFC 5043 6.2")
+_row((P.PENDING, P.AWAITING_RTR, P.ESTABLISHED), (I.INITIATE, I.ACCEPT, I.REJECT, I.MALFORMED), D._illegal, None,
+     _ILLEGAL)
+
+_row((P.PENDING,), (I.USER_ACCEPT,), D._accept, P.ESTABLISHED, "RFC 5043 6.2; RFC 6581 9")
+_row((P.PENDING,), (I.USER_REJECT,), D._reject, None, "RFC 5043 6.3")
+_row((P.PENDING,), (I.USER_TERMINATE,), D._terminate_pending, None, "RFC 5043 6.4")
+_row((P.INITIATING, P.AWAITING_RTR), (I.USER_TERMINATE,), D._terminate_unopened, None, "RFC 5043 6.2")
+_row((P.ESTABLISHED,), (I.USER_TERMINATE,), D._terminate_open, None, "RFC 5043 6.2")
+_row((P.INITIATING, P.AWAITING_RTR, P.ESTABLISHED), (I.USER_SEGMENT,), D._queue_segment, None,
+     "RFC 5043 5.2.2, 10")

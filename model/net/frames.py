@@ -44,6 +44,9 @@ AddressLike = Union[ipaddress.IPv4Address, str, int]
 
 
 def _to_ipv4(value: AddressLike) -> ipaddress.IPv4Address:
+    """`value` as an IPv4Address, parsed only if it is not one already (it is, past the first call)."""
+    if isinstance(value, ipaddress.IPv4Address):
+        return value
     try:
         return ipaddress.IPv4Address(value)
     except (ValueError, TypeError) as exc:

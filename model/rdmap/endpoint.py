@@ -2,20 +2,22 @@
 
 One `RdmapEndpoint` is one RDMAP/DDP Stream.  The ULP posts work
 (`post_write`, `post_read`, `post_send`, `post_receive`); outbound DDP
-segments are collected with `segments_to_send()` (encoded bytes, in
+segments are collected with `data_to_send()` (encoded bytes, in
 transmission order; the LLP numbers them, e.g. with the DDP-SSN); inbound
-segments go to `receive(segment_bytes, sequence)`, which returns events.
+segments go to `receive(segment_bytes, sequence)`; `next_events()` returns
+every event queued since the last call, completions included.  The
+endpoint has no timers, so no call takes `now` (see `model`'s convention).
 
 Decisions recorded here:
 
 * Local completion of RDMA Write and Send (RFC 5041 5.4, Data Source side):
   a message is complete once all its segments have been handed to the LLP,
-  i.e. returned by `segments_to_send()`; `poll_completions()` returns them.
+  i.e. returned by `data_to_send()`; `WorkCompleted` then waits in `next_events()`.
 * ORD (RFC 5040 RDMA Read): `post_read` raises `ReadLimitExceeded` when ORD
   reads are already outstanding; nothing is queued.  A read stays
   outstanding until its Read Response has been delivered.
 * IRD: an inbound Read Request stays outstanding until its Read Response
-  has been handed to the LLP by `segments_to_send()`.  One more than IRD
+  has been handed to the LLP by `data_to_send()`.  One more than IRD
   outstanding is a Terminate with RDMAP Remote Operation Error
   "catastrophic error, localized to RDMAP Stream" (0x2/0x07).  QN 1 keeps
   IRD + 1 buffers posted so that the excess request reaches RDMAP instead of
@@ -133,7 +135,7 @@ class TerminateReceived:
     terminate: Terminate
 
 
-Event = Union[ReadCompleted, SendReceived, WriteReceived, TerminateSent, TerminateReceived]
+Event = Union[WorkCompleted, ReadCompleted, SendReceived, WriteReceived, TerminateSent, TerminateReceived]
 
 
 @dataclass
@@ -191,7 +193,7 @@ class RdmapEndpoint:
             self._post_control_buffer(QueueNumber.READ_REQUEST, READ_REQUEST_LENGTH)
         self._post_control_buffer(QueueNumber.TERMINATE, _TERMINATE_BUFFER)
         self._outbound: deque[_OutboundMessage] = deque()
-        self._completions: list[WorkCompleted] = []
+        self._events: list[Event] = []
         self._reads_outstanding: deque[_PendingRead] = deque()
         self._inbound_reads_outstanding = 0
         self._next_wr_id = 1
@@ -247,28 +249,29 @@ class RdmapEndpoint:
 
     # -- LLP side ----------------------------------------------------------
 
-    def segments_to_send(self) -> list[bytes]:
-        """Every queued outbound DDP segment, encoded, in transmission order."""
+    def data_to_send(self) -> list[bytes]:
+        """Every queued outbound DDP segment, encoded, in transmission order; a Write or Send whose
+        segments are all handed over completes here (`WorkCompleted` queued, RFC 5041 5.4)."""
         out: list[bytes] = []
         while self._outbound:
             message = self._outbound.popleft()
             out.extend(message.segments)
             if message.completion is not None:
-                self._completions.append(message.completion)
+                self._events.append(message.completion)
             if message.responds_to_read:
                 self._inbound_reads_outstanding -= 1
         return out
 
-    def poll_completions(self) -> list[WorkCompleted]:
-        """Writes and Sends completed at the Data Source since the last call."""
-        done, self._completions = self._completions, []
-        return done
+    def next_events(self) -> list[Event]:
+        """Every event queued since the last call (completions included), oldest first."""
+        events, self._events = self._events, []
+        return events
 
-    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> list[Event]:
-        """Process one inbound DDP segment; return the resulting events."""
+    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> None:
+        """Process one inbound DDP segment; `sequence` is its DDP-SSN (None: arrival order)."""
         if self.in_error:
-            return []
-        events: list[Event] = []
+            return
+        events = self._events
         for sink_event in self.sink.receive(segment_bytes, sequence):
             if isinstance(sink_event, Placed):
                 continue
@@ -278,7 +281,6 @@ class RdmapEndpoint:
             events.extend(self._on_delivered(sink_event))
             if self.in_error:
                 break
-        return events
 
     # -- internals ---------------------------------------------------------
 

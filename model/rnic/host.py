@@ -8,20 +8,20 @@
     one RDMAP endpoint per open DDP stream       model.rdmap.endpoint
     memory: one Protection Domain, one MemoryTable, the host's SparseMemory
 
-Like every model object it takes bytes and the current time and returns
-events and bytes:
+Like every model object it follows `model`'s sans-I/O convention:
 
     host.connect(now, peer_mac, peer_ip, peer_port)   # or host.listen()
-    events = host.receive_frame(frame, now)            # any frame off the wire
-    events = host.handle_timeout(now)                  # when now >= host.next_timeout()
-    frames = host.frames_to_send(now)                  # after any other call
-    events = host.poll_events()                        # events raised by other calls
+    host.receive(frame, now)                           # any Ethernet frame off the wire
+    host.handle_timeout(now)                           # when now >= host.next_timeout()
+    frames = host.data_to_send(now)                    # Ethernet frames, after any other call
+    events = host.next_events()                        # RnicEvents queued by any call
 
 Routing inside: association DataReceived (PPID 16/17) -> sessions.receive ->
 SegmentReceived -> the stream's RdmapEndpoint.receive(segment, ddp_ssn);
 association DataAcknowledged -> sessions.acknowledged; RdmapEndpoint
 segments -> sessions.send_segment; session messages -> association.send
 (U=1, unfragmented, RFC 5043 9, 10); association packets -> Ethernet frames.
+Each layer's `next_events()` is drained right after the call that fed it.
 
 Decisions recorded here:
 
@@ -69,8 +69,7 @@ Decisions recorded here:
 * Completions: a Write or Send completes when its last segment is handed to
   SCTP (RFC 5041 5.4 Data Source side; the payload was copied at post
   time); a Read when its Read Response is placed; an inbound Send when it
-  is delivered.  Completions raised by `post_*` or `frames_to_send` are
-  returned by the next `receive_frame`, `handle_timeout` or `poll_events`.
+  is delivered.  Every event, completions included, waits in `next_events()`.
 * `close()` ends every DDP session with a Terminate (RFC 5043 6.2) and sends
   the SCTP SHUTDOWN (RFC 4960 9.2) once every stream is released (RFC 5043
   6.6: both Terminates exchanged and acknowledged), so that the peer can
@@ -91,10 +90,13 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Union
 
-from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics, Listener
+from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics
+from model.sctp.listener import Listener
+from model.sctp.out_of_the_blue import out_of_the_blue_reply
 from model.ddp.session import (
     DdpSessions,
     InitiateReceived,
+    Message,
     InitiateRefused,
     NegotiationRefused,
     RtrReceived,
@@ -115,6 +117,7 @@ from model.rdmap.endpoint import (
     RdmapEndpoint,
     ReadCompleted,
     SendReceived,
+    WorkCompleted,
     TerminateReceived,
     TerminateSent,
     WriteReceived,
@@ -145,15 +148,7 @@ from model.sctp.packet import (
     ADAPTATION_CODE_POINT_DDP,
     PPID_DDP_SEGMENT,
     PPID_DDP_SESSION_CONTROL,
-    AbortChunk,
-    CookieAckChunk,
-    CookieEchoChunk,
-    ErrorCauseCode,
-    ErrorChunk,
-    InitChunk,
     SctpPacket,
-    ShutdownAckChunk,
-    ShutdownCompleteChunk,
     checksum_ok,
 )
 from model.sctp.config import IPV4_HEADER_LENGTH, AssociationConfig
@@ -191,39 +186,6 @@ class DdpForbidden(RnicStateError):
 
 class StreamNotOpen(RnicStateError):
     """No open DDP stream session with an RDMAP endpoint on this stream id."""
-
-
-# -- out-of-the-blue packets (RFC 4960 8.4) ----------------------------------------------
-
-
-def out_of_the_blue_reply(packet: SctpPacket) -> SctpPacket | None:
-    """RFC 4960 8.4, rules 2-8, for an endpoint with no association for `packet` and no Listener.
-
-    Returns the packet to send back to the sender (ports swapped), or None to
-    discard silently.  Rule 1 (non-unicast source) is the caller's: it sees
-    the IP addresses.  The rules are applied in the RFC's order."""
-    chunks = packet.chunks
-    if any(isinstance(c, AbortChunk) for c in chunks):
-        return None  # rule 2
-    if any(isinstance(c, InitChunk) for c in chunks):
-        return None  # rule 3: only a listener processes an INIT (5.1)
-    if isinstance(chunks[0], CookieEchoChunk):
-        return None  # rule 4: no listener, so no State Cookie of ours (5.1.5)
-    if any(isinstance(c, ShutdownAckChunk) for c in chunks):
-        # Rule 5: SHUTDOWN COMPLETE, the SHUTDOWN ACK's own tag, T bit set.
-        return _reply(packet, ShutdownCompleteChunk(tag_reflected=True))
-    if any(isinstance(c, ShutdownCompleteChunk) for c in chunks):
-        return None  # rule 6
-    if any(isinstance(c, CookieAckChunk) for c in chunks) or any(
-        isinstance(c, ErrorChunk) and any(cause.code == ErrorCauseCode.STALE_COOKIE for cause in c.causes)
-        for c in chunks
-    ):
-        return None  # rule 7
-    return _reply(packet, AbortChunk(tag_reflected=True))  # rule 8: the packet's own tag, T bit set
-
-
-def _reply(packet: SctpPacket, chunk: AbortChunk | ShutdownCompleteChunk) -> SctpPacket:
-    return SctpPacket(packet.dst_port, packet.src_port, packet.verification_tag, (chunk,))
 
 
 # -- configuration and session policy ---------------------------------------------------
@@ -514,35 +476,34 @@ class SoftRnic:
 
     # -- the sans-I/O surface ----------------------------------------------------
 
-    def receive_frame(self, frame: bytes, now: float) -> list[RnicEvent]:
-        """Process one Ethernet frame off the wire; return every event pending."""
+    def receive(self, frame: bytes, now: float) -> None:
+        """Process one Ethernet frame off the wire; its events wait in `next_events()`."""
         self._counters.frames_received += 1
         try:
             decoded = Frame.decode(frame)
         except ChecksumError:
             self._counters.dropped_bad_checksum += 1
-            return self.poll_events()
+            return
         except DecodeError:
             self._counters.dropped_malformed += 1
-            return self.poll_events()
+            return
         if not self._addressed_to_us(decoded):
             self._counters.dropped_misaddressed += 1
-            return self.poll_events()
+            return
         if not checksum_ok(decoded.sctp):
             self._counters.dropped_bad_checksum += 1
-            return self.poll_events()
+            return
         self._route(decoded, now)
         self._flush()
         self._maybe_shutdown(now)
-        return self.poll_events()
 
-    def frames_to_send(self, now: float) -> list[bytes]:
-        """Every frame due now; call after any other call."""
+    def data_to_send(self, now: float) -> list[bytes]:
+        """Every Ethernet frame due now; call after any other call."""
         self._flush()
         self._maybe_shutdown(now)
         frames, self._frames = self._frames, []
         if self._association is not None and self._peer is not None:
-            for packet in self._association.packets_to_send(now):
+            for packet in self._association.data_to_send(now):
                 frames.append(self._frame(packet, self._peer))
         self._counters.frames_sent += len(frames)
         return frames
@@ -553,17 +514,18 @@ class SoftRnic:
             times.append(self._association.next_timeout())
         return min((t for t in times if t is not None), default=None)
 
-    def handle_timeout(self, now: float) -> list[RnicEvent]:
+    def handle_timeout(self, now: float) -> None:
+        """Fire every timer due at `now`; events wait in `next_events()`."""
         if self._association is not None:
-            self._on_association_events(self._association.handle_timeout(now), now)
+            self._association.handle_timeout(now)
+            self._drain_association(now)
         self._flush()
         self._maybe_shutdown(now)
         if self._close_deadline is not None and now >= self._close_deadline:
             self._close_timed_out(now)
-        return self.poll_events()
 
-    def poll_events(self) -> list[RnicEvent]:
-        """Every event raised since the last call (completions of posts included)."""
+    def next_events(self) -> list[RnicEvent]:
+        """Every event queued since the last call (completions of posts included), oldest first."""
         events, self._events = self._events, []
         return events
 
@@ -620,18 +582,19 @@ class SoftRnic:
         association = self._association
         if association is not None and not association.is_closed:
             # The peer's packets, whatever their tag: the association checks it (RFC 4960 8.5, 5.2).
-            self._on_association_events(association.receive(now, packet), now)
+            association.receive(packet, now)
+            self._drain_association(now)
             return
         if self._listener is None:
             self._out_of_the_blue(frame)
             return
-        accepted = self._listener.receive(now, packet)
+        self._listener.receive(packet, now)
         sender = _Peer(frame.eth.src, frame.ip.src)
-        for reply in self._listener.packets_to_send():
+        for reply in self._listener.data_to_send(now):
             self._frames.append(self._frame(reply, sender))
-        if accepted is not None:
+        for accepted in self._listener.next_events():
             self._new_association(accepted.association, sender)
-            self._on_association_events(accepted.events, now)
+            self._drain_association(now)
 
     def _out_of_the_blue(self, frame: Frame) -> None:
         """RFC 4960 8.4 without a Listener: see `out_of_the_blue_reply`."""
@@ -651,17 +614,25 @@ class SoftRnic:
 
     # -- internals: association events ----------------------------------------------
 
+    def _drain_association(self, now: float) -> None:
+        assert self._association is not None
+        self._on_association_events(self._association.next_events(), now)
+
+    def _drain_sessions(self) -> None:
+        self._on_session_events(self._sessions.next_events())
+
     def _on_association_events(self, events: list[AssociationEvent], now: float) -> None:
         for event in events:
             if isinstance(event, DataReceived):
                 if self._ddp_enabled and event.ppid in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
                     try:
-                        session_events = self._sessions.receive(event.stream_id, event.ppid, event.payload)
+                        self._sessions.receive(Message(event.stream_id, event.ppid, event.payload))
                     except DecodeError:
                         continue  # not a DDP Segment Chunk (RFC 5043 5.2.2): nothing to place
-                    self._on_session_events(session_events)
+                    self._drain_sessions()
             elif isinstance(event, DataAcknowledged):
-                self._on_session_events(self._sessions.acknowledged(event.stream_id, event.count))
+                self._sessions.acknowledged(event.stream_id, event.count)
+                self._drain_sessions()
             elif isinstance(event, AssociationEstablished):
                 self._ddp_enabled = event.ddp_enabled
                 assert self._peer is not None and self._association is not None
@@ -697,7 +668,8 @@ class SoftRnic:
             if isinstance(event, SegmentReceived):
                 stream = self._streams.get(stream_id)
                 if stream is not None and stream.endpoint is not None:
-                    self._on_rdmap_events(stream_id, stream.endpoint.receive(event.segment, event.ddp_ssn))
+                    stream.endpoint.receive(event.segment, event.ddp_ssn)
+                    self._on_rdmap_events(stream_id, stream.endpoint.next_events())
             elif isinstance(event, InitiateReceived):
                 self._on_initiate(event)
             elif isinstance(event, SessionAccepted):
@@ -740,7 +712,7 @@ class SoftRnic:
         """Accept at the session layer, then build the responder's RDMAP endpoint before any segment."""
         stream_id = request.stream_id
         local = resources if resources is not None else self.config.resources
-        held = self._sessions.accept(stream_id, private_data, local)
+        self._sessions.accept(stream_id, private_data, local)
         negotiated = self._sessions.negotiated(stream_id)
         rtr_follows = negotiated is not None and negotiated.peer_to_peer
         stream = _Stream(Role.RESPONDER, local, negotiated=negotiated)
@@ -750,7 +722,7 @@ class SoftRnic:
             stream_id, Role.RESPONDER, request.private_data, stream.endpoint.ird, stream.endpoint.ord,
             rtr_follows, None, negotiated,
         ))
-        self._on_session_events(held)
+        self._drain_sessions()  # segments held until the accept (RFC 5043 6.2)
 
     def _on_accepted(self, event: SessionAccepted) -> None:
         stream = self._streams.get(event.stream_id)
@@ -783,7 +755,9 @@ class SoftRnic:
 
     def _on_rdmap_events(self, stream_id: int, events: list) -> None:
         for event in events:
-            if isinstance(event, SendReceived):
+            if isinstance(event, WorkCompleted):
+                self._events.append(WorkCompletion(stream_id, event.wr_id, event.opcode, event.length))
+            elif isinstance(event, SendReceived):
                 self._events.append(ReceiveCompletion(stream_id, event.opcode, event.address, event.length,
                                                       event.solicited, event.invalidated_stag))
             elif isinstance(event, ReadCompleted):
@@ -803,14 +777,13 @@ class SoftRnic:
             endpoint = stream.endpoint
             if endpoint is None:
                 continue
-            for segment in endpoint.segments_to_send():
+            for segment in endpoint.data_to_send():
                 try:
                     self._sessions.send_segment(stream_id, segment)
                 except SessionStateError:
                     break  # the session ended under the endpoint; nothing more of it is sent
-            for done in endpoint.poll_completions():
-                self._events.append(WorkCompletion(stream_id, done.wr_id, done.opcode, done.length))
-        messages = self._sessions.messages_to_send()
+            self._on_rdmap_events(stream_id, endpoint.next_events())
+        messages = self._sessions.data_to_send()
         if not messages:
             return
         association = self._association

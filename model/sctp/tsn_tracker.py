@@ -6,6 +6,10 @@ the Gap Ack Blocks (offsets from the Cumulative TSN Ack, 3.3.4) and the
 Duplicate TSNs of the next SACK.  Duplicates are reported once each, in the
 next SACK only (6.2: "the list of duplicate TSNs ... since the last SACK").
 
+The TSNs beyond the Cumulative TSN are also kept as runs (first TSN -> last
+TSN, merged as TSNs arrive), so a SACK's Gap Ack Blocks cost time in the
+number of blocks, not in the number of TSNs held.
+
 TSNs more than 65535 beyond the Cumulative TSN cannot be described by a
 16-bit gap offset: they are refused (`accept` returns False) so the sender
 will retransmit them later.
@@ -15,23 +19,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from model.sctp.packet import TSN_BITS, serial_add, serial_gt, serial_le
+from model.sctp.packet import TSN_BITS, serial_gt, serial_le
 
 MAX_GAP_OFFSET = 0xFFFF
 MAX_REPORTED_DUPLICATES = 64
+_TSN_MASK = (1 << TSN_BITS) - 1
 
 
 @dataclass
 class TsnTracker:
     cumulative_tsn: int
     """The peer's initial TSN minus one at the start (RFC 4960 6.2)."""
-    _above: set[int] = field(default_factory=set)
-    _duplicates: list[int] = field(default_factory=list)
     highest_received: int | None = None
+    _above: set[int] = field(default_factory=set)
+    _run_end_of: dict[int, int] = field(default_factory=dict)
+    """First TSN of each run received beyond the Cumulative TSN -> its last TSN."""
+    _run_start_of: dict[int, int] = field(default_factory=dict)
+    """Last TSN of each run -> its first TSN."""
+    _duplicates: list[int] = field(default_factory=list)
 
     def offset(self, tsn: int) -> int:
         """Distance of `tsn` beyond the Cumulative TSN, modulo 2**32."""
-        return (tsn - self.cumulative_tsn) & 0xFFFFFFFF
+        return (tsn - self.cumulative_tsn) & _TSN_MASK
 
     def is_duplicate(self, tsn: int) -> bool:
         return serial_le(tsn, self.cumulative_tsn, TSN_BITS) or tsn in self._above
@@ -54,12 +63,30 @@ class TsnTracker:
         self._above.add(tsn)
         if self.highest_received is None or serial_gt(tsn, self.highest_received, TSN_BITS):
             self.highest_received = tsn
-        following = serial_add(self.cumulative_tsn, 1, TSN_BITS)
-        while following in self._above:
-            self._above.remove(following)
-            self.cumulative_tsn = following
-            following = serial_add(following, 1, TSN_BITS)
+        start = end = tsn
+        before, after = (tsn - 1) & _TSN_MASK, (tsn + 1) & _TSN_MASK
+        if before in self._run_start_of:
+            start = self._run_start_of.pop(before)
+            del self._run_end_of[start]
+        if after in self._run_end_of:
+            end = self._run_end_of.pop(after)
+            del self._run_start_of[end]
+        if start == (self.cumulative_tsn + 1) & _TSN_MASK:
+            self._absorb(start, end)
+        else:
+            self._run_end_of[start] = end
+            self._run_start_of[end] = start
         return True
+
+    def _absorb(self, start: int, end: int) -> None:
+        """The run start..end follows the Cumulative TSN: it becomes the new Cumulative TSN (6.2)."""
+        tsn = start
+        while True:
+            self._above.discard(tsn)
+            if tsn == end:
+                break
+            tsn = (tsn + 1) & _TSN_MASK
+        self.cumulative_tsn = end
 
     @property
     def has_gaps(self) -> bool:
@@ -71,16 +98,8 @@ class TsnTracker:
 
     def gap_blocks(self, limit: int | None = None) -> tuple[tuple[int, int], ...]:
         """(start, end) offsets of the runs received beyond the Cumulative TSN, lowest first (3.3.4)."""
-        offsets = sorted(self.offset(tsn) for tsn in self._above)
-        blocks: list[tuple[int, int]] = []
-        for off in offsets:
-            if blocks and blocks[-1][1] + 1 == off:
-                blocks[-1] = (blocks[-1][0], off)
-            else:
-                if limit is not None and len(blocks) == limit:
-                    break
-                blocks.append((off, off))
-        return tuple(blocks)
+        blocks = sorted((self.offset(start), self.offset(end)) for start, end in self._run_end_of.items())
+        return tuple(blocks if limit is None else blocks[:limit])
 
     def take_duplicates(self) -> tuple[int, ...]:
         """The duplicate TSNs received since the last call (reported in one SACK, 6.2)."""

@@ -23,7 +23,8 @@ reorders and corrupts frames at the `--loss` rate, from `--seed`.
 second of this CPython process and per simulated second, at 4 KiB and
 1 MiB messages, on a clean link and at 1% impairment.
 
-Everything is deterministic for a given seed except the wall-clock figures.
+Both run on `model.rnic.pair.HostPair`.  Everything is deterministic for a given seed except the
+wall-clock figures.
 """
 
 from __future__ import annotations
@@ -35,12 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from model.rnic.link import Link, LinkConfig, Side
-from model.ddp.memory import Access, SparseMemory
+from model.rnic.link import LinkConfig, Side
+from model.rnic.pair import CLOSE_TIME_LIMIT, IPS, HostPair, Stalled
+from model.ddp.memory import Access
 from model.ddp.negotiation import RtrType
-from model.net.pcap import write_pcap
 from model.rdmap.messages import Opcode
-from model.rnic.host import RnicConfig, SoftRnic
 from model.rnic.events import (
     Aborted,
     CloseAborted,
@@ -57,17 +57,7 @@ from model.rnic.events import (
 )
 from model.sctp.packet import ErrorCauseCode
 
-MACS = {Side.A: bytes.fromhex("020000000001"), Side.B: bytes.fromhex("020000000002")}
-IPS = {Side.A: "10.0.0.1", Side.B: "10.0.0.2"}
-PORTS = {Side.A: 5001, Side.B: 5002}
 STREAM = 0
-SIMULATED_TIME_LIMIT = 3600.0
-"""A run that has not finished after an hour of simulated time has stalled."""
-CLOSE_TIME_LIMIT = 900.0
-"""Simulated seconds the teardown may take: beyond the slowest legitimate end, a `close_timeout` (30 s)
-and then T2-shutdown backed off to RTO.Max through Association.Max.Retrans (about 7.5 min, RFC 4960 9.2, 8.1)."""
-FINISHED = (Closed, Aborted, Failed, CloseAborted)
-"""The events that end a host's association; after one of them the host has nothing left to do."""
 
 # Host memory map of each host (addresses; every region is `size` bytes, 1 MiB apart at least).
 SOURCE = 0x0100_0000  # data this host writes, sends, and lets the peer read
@@ -78,98 +68,9 @@ INVALIDATE_TARGETS = 0x0800_0000  # two small regions the peer's Sends with Inva
 TARGET_LENGTH = 4096
 
 
-class Stalled(RuntimeError):
-    """The simulation ran out of work or of simulated time before the goal was reached."""
-
-
-class TwoHosts:
-    """Two SoftRnics joined by a `model.rnic.link.Link`, and the loop that drives them.
-
-    The loop advances `now` to the earliest of the next link arrival and the
-    hosts' timers, delivers what arrived, fires what expired and puts every
-    frame due on the link."""
-
-    def __init__(self, link: LinkConfig, udp: bool = False, seed: int = 1) -> None:
-        self.link = Link(link, record=True)
-        self.memory = {side: SparseMemory() for side in Side}
-        self.hosts = {
-            side: SoftRnic(RnicConfig(MACS[side], IPS[side], PORTS[side], udp=udp), self.memory[side],
-                           random.Random(seed * 2 + (side is Side.B)))
-            for side in Side
-        }
-        self.events: dict[Side, list[RnicEvent]] = {side: [] for side in Side}
-        self.now = 0.0
-
-    @property
-    def a(self) -> SoftRnic:
-        return self.hosts[Side.A]
-
-    @property
-    def b(self) -> SoftRnic:
-        return self.hosts[Side.B]
-
-    def connect(self) -> None:
-        self.b.listen()
-        self.a.connect(self.now, MACS[Side.B], IPS[Side.B], PORTS[Side.B])
-        self.run_until(lambda: self.a.connected and self.b.connected)
-
-    def open_stream(self) -> None:
-        self.a.open_stream(STREAM, b"rnic demo")
-        self.run_until(lambda: self.seen(Side.A, SessionEstablished) and self.seen(Side.B, RtrArrived))
-
-    def close(self, limit: float | None = None) -> dict[Side, RnicEvent | None]:
-        """A closes (RFC 5043 6.2, RFC 4960 9.2); run until both hosts finished, for at most `limit`
-        (default `CLOSE_TIME_LIMIT`) simulated seconds.
-
-        Returns each host's finishing event (`FINISHED`), None for a host that did not finish: the
-        limit passed, or nothing was in flight and no timer running.  Never raises `Stalled`."""
-        self.a.close(self.now)
-        deadline = self.now + (CLOSE_TIME_LIMIT if limit is None else limit)
-        try:
-            self.run_until(lambda: all(self.finished(side) for side in Side), limit=deadline)
-        except Stalled:
-            pass
-        return {side: self.finished(side) for side in Side}
-
-    def finished(self, side: Side) -> RnicEvent | None:
-        """The first event that ended the side's association, if any."""
-        return next((event for event in self.events[side] if isinstance(event, FINISHED)), None)
-
-    def seen(self, side: Side, kind: type) -> bool:
-        return any(isinstance(event, kind) for event in self.events[side])
-
-    def of(self, side: Side, kind: type) -> list:
-        return [event for event in self.events[side] if isinstance(event, kind)]
-
-    def step(self, limit: float = SIMULATED_TIME_LIMIT) -> None:
-        """Advance to the next arrival or timer; `Stalled` if there is none or it lies past `limit`."""
-        for side, host in self.hosts.items():
-            for frame in host.frames_to_send(self.now):
-                self.link.send(side, frame, self.now)
-        times = [t for t in (self.link.next_arrival(), self.a.next_timeout(), self.b.next_timeout()) if t is not None]
-        if not times:
-            raise Stalled("nothing in flight and no timer running")
-        if min(times) > limit:
-            raise Stalled(f"no result after {limit:g} s of simulated time")
-        self.now = max(self.now, min(times))
-        for side, frame, _ in self.link.deliveries(self.now):
-            self.events[side] += self.hosts[side].receive_frame(frame, self.now)
-        for side, host in self.hosts.items():
-            deadline = host.next_timeout()
-            if deadline is not None and deadline <= self.now:
-                self.events[side] += host.handle_timeout(self.now)
-            self.events[side] += host.poll_events()
-
-    def run_until(self, done: Callable[[], bool], on_step: Callable[[], None] | None = None,
-                  limit: float = SIMULATED_TIME_LIMIT) -> None:
-        while not done():
-            self.step(limit)
-            if on_step is not None:
-                on_step()
-
-    def pcap(self) -> bytes:
-        assert self.link.recording is not None
-        return write_pcap(self.link.recording)
+def impaired(loss: float, seed: int) -> LinkConfig:
+    """The demo's link: loss, duplication, reordering and corruption each at `loss`."""
+    return LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed)
 
 
 # -- the demo --------------------------------------------------------------------------
@@ -194,9 +95,9 @@ class Operation:
 class DemoResult:
     checks: list[Check] = field(default_factory=list)
     operations: list[Operation] = field(default_factory=list)
-    testbed: TwoHosts | None = None
+    testbed: HostPair | None = None
     teardown: dict[Side, RnicEvent | None] = field(default_factory=dict)
-    """How each host's association ended (`FINISHED`), None if it had not by `CLOSE_TIME_LIMIT`."""
+    """How each host's association ended (`FINISHED`), None if it had not by the close time limit."""
     wall_seconds: float = 0.0
     data_seconds: float = 0.0
     """Simulated time from the first post to the last completion."""
@@ -237,18 +138,17 @@ def run_demo(
     udp: bool = False,
     size: int = 1 << 20,
     progress: Callable[[float], None] | None = None,
-    tamper: Callable[[TwoHosts], None] | None = None,
+    tamper: Callable[[HostPair], None] | None = None,
 ) -> DemoResult:
     """Run the demo scenario; `tamper` (tests only) may change the testbed before verification."""
     result = DemoResult()
-    link = LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed)
-    bed = result.testbed = TwoHosts(link, udp=udp, seed=seed)
+    bed = result.testbed = HostPair.create(impaired(loss, seed), seed=seed, record=True, udp=udp)
     wall_start = time.perf_counter()
     bed.connect()
     connected = {side: bed.of(side, Connected)[0] for side in Side}
     result.check("association up with DDP on both sides (RFC 5043 11.1)",
                  all(event.ddp_enabled and event.peer_adaptation_code_point == 1 for event in connected.values()))
-    bed.open_stream()
+    bed.open_stream(STREAM, b"rnic demo")
     established = {side: bed.of(side, SessionEstablished)[0] for side in Side}
     result.check("IRD/ORD 4/4 negotiated on both sides (RFC 6581 9)",
                  all((e.ird, e.ord) == (4, 4) for e in established.values()))
@@ -299,9 +199,9 @@ def run_demo(
 
     def all_done() -> bool:
         return all(
-            len(bed.of(side, WriteArrived)) >= 1 and len(bed.of(side, ReadCompletion)) >= 1
-            and len(bed.of(side, ReceiveCompletion)) >= len(SEND_VARIANTS)
-            and len(bed.of(side, WorkCompletion)) >= 1 + len(SEND_VARIANTS)
+            bed.count(side, WriteArrived) >= 1 and bed.count(side, ReadCompletion) >= 1
+            and bed.count(side, ReceiveCompletion) >= len(SEND_VARIANTS)
+            and bed.count(side, WorkCompletion) >= 1 + len(SEND_VARIANTS)
             for side in Side
         )
 
@@ -311,7 +211,7 @@ def run_demo(
         tamper(bed)
     _verify(result, bed, plans, size)
     close_start = bed.now
-    result.teardown = bed.close()
+    result.teardown = bed.close(limit=CLOSE_TIME_LIMIT)
     unfinished = [side.name for side, event in result.teardown.items() if event is None]
     result.check("teardown: both hosts' associations ended (RFC 5043 6.2, RFC 4960 9.2)", not unfinished,
                  f"host {' and '.join(unfinished)} did not close within {bed.now - close_start:.3f} s "
@@ -322,7 +222,7 @@ def run_demo(
     return result
 
 
-def _verify(result: DemoResult, bed: TwoHosts, plans: dict[Side, _HostPlan], size: int) -> None:
+def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], size: int) -> None:
     for side in Side:
         peer = side.peer
         plan, peer_plan = plans[side], plans[peer]
@@ -476,7 +376,7 @@ class ProgressBar:
 
 def demo_command(
     loss: float, seed: int, udp: bool, size: int, pcap: str | None, show_progress: bool,
-    out: TextIO | None = None, tamper: Callable[[TwoHosts], None] | None = None,
+    out: TextIO | None = None, tamper: Callable[[HostPair], None] | None = None,
 ) -> int:
     """Run, print the summary, write the capture; exit status 0 only if every check passed."""
     out = out if out is not None else sys.stdout
@@ -513,17 +413,16 @@ class BenchRow:
 
 def measure_e2e(message: int, loss: float, total: int, seed: int = 1) -> BenchRow:
     """RDMA Write `total` bytes from A to B in `message`-byte messages, all posted at once."""
-    link = LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed)
-    bed = TwoHosts(link, seed=seed)
+    bed = HostPair.create(impaired(loss, seed), seed=seed)
     bed.connect()
-    bed.open_stream()
+    bed.open_stream(STREAM, b"rnic demo")
     messages = max(1, total // message)
     bed.memory[Side.A].write(SOURCE, random.Random(seed).randbytes(message))
     sink = bed.b.register_memory(WRITE_SINK, message, Access.REMOTE_WRITE)
     wall_start, simulated_start = time.perf_counter(), bed.now
     for _ in range(messages):
         bed.a.post_write(STREAM, sink, 0, SOURCE, message)
-    bed.run_until(lambda: len(bed.of(Side.B, WriteArrived)) >= messages)
+    bed.run_until(lambda: bed.count(Side.B, WriteArrived) >= messages)
     wall, simulated = time.perf_counter() - wall_start, bed.now - simulated_start
     if bed.memory[Side.B].read(WRITE_SINK, message) != bed.memory[Side.A].read(SOURCE, message):
         raise AssertionError("bench e2e: the data placed at B differs from A's")

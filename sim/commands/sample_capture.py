@@ -138,7 +138,7 @@ def sample_frames() -> list[tuple[float, bytes]]:
 
     def flow(sender: Host, receiver: Host, ep_from: RdmapEndpoint, ep_to: RdmapEndpoint, bundle: bool) -> None:
         chunks = []
-        for raw in ep_from.segments_to_send():
+        for raw in ep_from.data_to_send():
             chunk = sender.segment(0, raw)
             ep_to.receive(raw, sender.ddp_ssn[0] - 1)
             if bundle:

@@ -16,7 +16,9 @@ from model.errors import ChecksumError, DecodeError
 from model.net.frames import Frame
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL, SctpPacket, ShutdownCompleteChunk
 from sim.cli import main
-from sim.commands.demo import WRITE_SINK, ProgressBar, TwoHosts, demo_command, print_summary, run_demo
+from tests.mulpdu import mulpdu
+from model.rnic.pair import HostPair, host_config
+from sim.commands.demo import WRITE_SINK, ProgressBar, demo_command, print_summary, run_demo
 
 SUMMARY_FIELDS = (
     "peer adaptation code point 1 (DDP on)",
@@ -60,17 +62,19 @@ def test_demo_capture_is_read_by_rnic_dissect(tmp_path: Path, capsys) -> None:
 
 
 def test_demo_over_udp_with_empty_messages(capsys) -> None:
-    """RFC 6951 encapsulation and zero-length messages (RFC 5041 5.2: one segment each)."""
+    """RFC 6951 encapsulation and zero-length messages (RFC 5041 5.2: one segment each); the MULPDU printed
+    is the demo hosts' path MTU less IPv4, UDP, SCTP, DATA and DDP-SSN overheads (RFC 5043 5.2, 9)."""
     assert main(["demo", "--udp", "--size", "0", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "SCTP over UDP 9899" in out and "MULPDU 1426" in out and "result: PASS" in out
+    expected = mulpdu(host_config(Side.A, udp=True).path_mtu, udp=True)
+    assert "SCTP over UDP 9899" in out and f"MULPDU {expected}" in out and "result: PASS" in out
 
 
 def test_a_failed_verification_exits_1() -> None:
     """A byte changed in B's RDMA Write sink after placement (the test-only `tamper` hook) fails the
     byte check, and the demo says which check failed and exits non-zero."""
 
-    def flip_a_placed_byte(bed: TwoHosts) -> None:
+    def flip_a_placed_byte(bed: HostPair) -> None:
         memory = bed.memory[Side.B]
         memory.write(WRITE_SINK + 100, bytes([memory.read(WRITE_SINK + 100, 1)[0] ^ 0xFF]))
 
@@ -102,6 +106,7 @@ def test_bench_e2e_prints_a_table(capsys) -> None:
     assert "MB/s wall" in lines[1] and "MB/s sim" in lines[1]
 
 
+@pytest.mark.slow
 def test_seed_3_at_5pct_loses_the_final_shutdown_complete_and_still_passes() -> None:
     """The reported stall: `rnic demo --loss 0.05 --seed 3` loses A's SHUTDOWN COMPLETE; A, closed and without a
     Listener, answers B's retransmitted SHUTDOWN ACK out of the blue (RFC 4960 8.4 rule 5), both end Closed."""
@@ -135,7 +140,7 @@ def test_a_teardown_that_never_ends_is_bounded_and_exits_1(monkeypatch) -> None:
     (lowered here) instead of looping, the summary names both hosts as not closed, and the exit status is 1."""
     monkeypatch.setattr(sim.commands.demo, "CLOSE_TIME_LIMIT", 20.0)
 
-    def cut_the_link(bed: TwoHosts) -> None:
+    def cut_the_link(bed: HostPair) -> None:
         bed.link.config = LinkConfig(loss=1.0)
 
     out = io.StringIO()
@@ -153,11 +158,11 @@ def test_an_aborted_teardown_is_reported_not_failed() -> None:
     """B never answers A's session Terminate: A's close() deadline ABORTs (RFC 4960 9.1), B is Aborted.  Both
     hosts are finished, the data was verified before, so the run passes and the summary says how each ended."""
 
-    def deaf_to_terminate(bed: TwoHosts) -> None:
+    def deaf_to_terminate(bed: HostPair) -> None:
         sessions = bed.b._sessions
         receive = sessions.receive
-        sessions.receive = lambda stream_id, ppid, payload: (
-            [] if ppid == PPID_DDP_SESSION_CONTROL else receive(stream_id, ppid, payload))
+        sessions.receive = lambda message: (
+            None if message.ppid == PPID_DDP_SESSION_CONTROL else receive(message))
 
     out = io.StringIO()
     status = demo_command(0.0, 1, False, 1000, None, False, out=out, tamper=deaf_to_terminate)
@@ -169,8 +174,8 @@ def test_an_aborted_teardown_is_reported_not_failed() -> None:
 
 
 def test_two_hosts_close_returns_instead_of_raising_when_nothing_is_left() -> None:
-    """`TwoHosts.close` never raises Stalled: with no timer running and nothing in flight (here: hosts that
+    """`HostPair.close` never raises Stalled: with no timer running and nothing in flight (here: hosts that
     never connected) it returns at once, reporting that neither host finished."""
-    bed = TwoHosts(LinkConfig())
+    bed = HostPair.create(LinkConfig())
     assert bed.close(limit=60.0) == {Side.A: None, Side.B: None}
     assert bed.now == 0.0

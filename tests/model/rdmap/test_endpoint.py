@@ -14,6 +14,7 @@ from model.rdmap.endpoint import (
     StreamInError,
     TerminateReceived,
     TerminateSent,
+    WorkCompleted,
     WriteReceived,
 )
 
@@ -27,19 +28,33 @@ class Peer:
         self.memory = SparseMemory()
         self.endpoint = RdmapEndpoint(pd=self.pd, memory_table=self.table, host_memory=self.memory, **kwargs)
         self.sequence = 0
+        self.completed = []
+
+    def _events(self):
+        """The endpoint's queued events; Write and Send completions are kept apart for `completions`."""
+        events = []
+        for event in self.endpoint.next_events():
+            (self.completed if isinstance(event, WorkCompleted) else events).append(event)
+        return events
+
+    def completions(self):
+        """The Writes and Sends completed at the Data Source since the last call (RFC 5041 5.4)."""
+        self._events()
+        done, self.completed = self.completed, []
+        return done
 
     def register(self, stag, access, address, length=4096, base_to=0, **extra):
         return self.table.register(MemoryRegion(stag, extra.pop("pd", self.pd), base_to, length, access, address, **extra))
 
     def feed(self, raw):
-        events = self.endpoint.receive(raw, self.sequence)
+        self.endpoint.receive(raw, self.sequence)
         self.sequence += 1
-        return events
+        return self._events()
 
 
 def pump(source, destination):
     events = []
-    for raw in source.endpoint.segments_to_send():
+    for raw in source.endpoint.data_to_send():
         events += destination.feed(raw)
     return events
 
@@ -60,7 +75,7 @@ def test_rdma_write_back_to_back_rfc5040_5_1(pair):
     assert events == [WriteReceived(0x77, 1000)]
     assert b.memory.read(0x9010, 1000) == DATA[:1000]
     assert b.memory.written_outside([(0x9000, 4096)]) == []
-    assert [c.wr_id for c in a.endpoint.poll_completions()] == [wr]
+    assert [c.wr_id for c in a.completions()] == [wr]
 
 
 def test_rdma_read_back_to_back_rfc5040_5_2(pair):
@@ -97,7 +112,7 @@ def test_send_variants_back_to_back_rfc5040_5_3(pair, solicited, invalidate, opc
     assert events == [SendReceived(opcode, 0x20000, 1500, solicited, 0x77 if invalidate else None)]
     assert b.memory.read(0x20000, 1500) == DATA[:1500]
     assert b.table.lookup(0x77).valid is (not invalidate)
-    assert [c.opcode for c in a.endpoint.poll_completions()] == [opcode]
+    assert [c.opcode for c in a.completions()] == [opcode]
 
 
 def test_ord_never_exceeded():
@@ -170,7 +185,7 @@ def test_terminate_codes_rfc5040_7(name, raw, number):
     else:
         assert terminate.rdma_header is None
     # The Terminate goes out as the one message allowed after the error: untagged, QN 2, L=1.
-    outbound = [DdpSegment.decode(s) for s in b.endpoint.segments_to_send()]
+    outbound = [DdpSegment.decode(s) for s in b.endpoint.data_to_send()]
     assert len(outbound) == 1 and outbound[0].header.qn == 2 and outbound[0].header.last
     assert outbound[0].header.rsvd_ulp == untagged_rsvd_ulp(Opcode.TERMINATE)
     assert Terminate.decode(outbound[0].payload) == sent.terminate
@@ -196,7 +211,7 @@ def test_ird_frees_when_response_sent():
     b.register(0x77, Access.REMOTE_READ, 0x9000, base_to=0x100000)
     for msn in range(1, 5):
         assert b.feed(read_request(msn=msn)) == []
-        assert len(b.endpoint.segments_to_send()) == 1
+        assert len(b.endpoint.data_to_send()) == 1
 
 
 def test_terminate_received_puts_stream_in_error(pair):

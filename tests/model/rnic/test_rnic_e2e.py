@@ -22,14 +22,15 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from model.net.checksum import internet_checksum
 from sim.commands.dissect import dissect_capture
 from model.net.frames import Frame, build_frame
-from model.rnic.link import Link, LinkConfig, Side
+from model.rnic.link import LinkConfig, Side
+from model.rnic.pair import HostPair, host_config
+from tests.mulpdu import TAGGED_DDP_HEADER, UNTAGGED_DDP_HEADER, mulpdu
 from model.ddp.memory import Access, SparseMemory
 from model.ddp.negotiation import LocalResources, Role, RtrType
 from model.net.pcap import write_pcap
@@ -46,7 +47,6 @@ from model.rnic.events import (
     RdmapTerminated,
     ReadCompletion,
     ReceiveCompletion,
-    RnicEvent,
     RtrArrived,
     SessionEstablished,
     SessionRejected,
@@ -85,94 +85,48 @@ SEND_VARIANTS = (  # (opcode, solicited, invalidate)
     (Opcode.SEND_WITH_SE, True, False),
     (Opcode.SEND_WITH_SE_AND_INVALIDATE, True, True),
 )
-# MULPDU over IPv4 at MTU 1500 is 1434: 1420 bytes of Write payload per segment, 1416 of Send.
-SIZES_CLEAN = (0, 1, 1416, 1417, 1420, 1421, 4096, 65537, MIB)
+MULPDU = mulpdu(host_config(Side.A).path_mtu)
+"""The hosts' MULPDU over IPv4 (RFC 5043 5.2, 9): a Write carries MULPDU - 14 bytes per segment, a Send
+MULPDU - 18 (RFC 5041 4.2, 4.3); the clean run tries each side of both boundaries."""
+SIZES_CLEAN = (0, 1, MULPDU - UNTAGGED_DDP_HEADER, MULPDU - UNTAGGED_DDP_HEADER + 1, MULPDU - TAGGED_DDP_HEADER,
+               MULPDU - TAGGED_DDP_HEADER + 1, 4096, 65537, MIB)
 SIZES_LOSSY = (0, 1, 1417, 4096, 65537)
 SIMULATED_LIMIT = 600.0
 
 
-@dataclass
-class Pair:
-    """Two hosts on one link, the event loop between them and everything they reported."""
+def create_pair(loss: float = 0.0, seed: int = 1, udp: bool = False, ddp_b: bool = True,
+                resources: dict[Side, LocalResources] | None = None, policy_b="default",
+                close_timeout: float | None = 30.0) -> HostPair:
+    """Hosts A and B on a link impaired at `loss` (every kind), recording; B's DDP, resources and policy."""
+    configs = {}
+    for side in Side:
+        options: dict = {"udp": udp, "close_timeout": close_timeout}
+        if resources is not None:
+            options["resources"] = resources[side]
+        if side is Side.B:
+            options["ddp"] = ddp_b
+        configs[side] = host_config(side, **options)
+    return HostPair.create(
+        LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed),
+        record=True, configs=configs,
+        rngs={side: random.Random(seed * 10 + (side is Side.B)) for side in Side},
+        policies=None if policy_b == "default" else {Side.B: policy_b},
+    )
 
-    link: Link
-    hosts: dict[Side, SoftRnic]
-    memory: dict[Side, SparseMemory]
-    events: dict[Side, list[RnicEvent]] = field(default_factory=lambda: {Side.A: [], Side.B: []})
-    sent: set[bytes] = field(default_factory=set)
-    now: float = 0.0
-    drop: Callable[[Side, bytes], bool] | None = None
-    """Test hook: a frame `side` sends for which this returns True never reaches the link."""
 
-    @classmethod
-    def create(cls, loss: float = 0.0, seed: int = 1, udp: bool = False, ddp_b: bool = True,
-               resources: dict[Side, LocalResources] | None = None, policy_b="default",
-               close_timeout: float | None = 30.0) -> Pair:
-        link = Link(LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed), record=True)
-        memory = {side: SparseMemory() for side in Side}
-        hosts = {}
-        for side in Side:
-            options = {"udp": udp, "close_timeout": close_timeout}
-            if resources is not None:
-                options["resources"] = resources[side]
-            if side is Side.B:
-                options["ddp"] = ddp_b
-            config = RnicConfig(MAC[side], IP[side], PORT[side], **options)
-            extra = {} if side is Side.A or policy_b == "default" else {"session_policy": policy_b}
-            hosts[side] = SoftRnic(config, memory[side], random.Random(seed * 10 + (side is Side.B)), **extra)
-        return cls(link, hosts, memory)
+def open_stream(pair: HostPair, stream_id: int = STREAM) -> None:
+    pair.open_stream(stream_id, b"hello from A")
 
-    @property
-    def a(self) -> SoftRnic:
-        return self.hosts[Side.A]
 
-    @property
-    def b(self) -> SoftRnic:
-        return self.hosts[Side.B]
+def close_both(pair: HostPair) -> None:
+    """A closes; both associations must end Closed (RFC 5043 6.2, RFC 4960 9.2)."""
+    ended = pair.close(limit=SIMULATED_LIMIT)
+    assert all(isinstance(event, Closed) for event in ended.values()), ended
 
-    def of(self, side: Side, kind: type) -> list:
-        return [event for event in self.events[side] if isinstance(event, kind)]
 
-    def step(self) -> None:
-        for side, host in self.hosts.items():
-            for frame in host.frames_to_send(self.now):
-                self.sent.add(frame)
-                if self.drop is not None and self.drop(side, frame):
-                    continue
-                self.link.send(side, frame, self.now)
-        times = [t for t in (self.link.next_arrival(), self.a.next_timeout(), self.b.next_timeout()) if t is not None]
-        assert times, "stalled: nothing in flight, no timer"
-        self.now = max(self.now, min(times))
-        assert self.now < SIMULATED_LIMIT, "stalled: simulated time limit"
-        for side, frame, _ in self.link.deliveries(self.now):
-            self.events[side] += self.hosts[side].receive_frame(frame, self.now)
-        for side, host in self.hosts.items():
-            deadline = host.next_timeout()
-            if deadline is not None and deadline <= self.now:
-                self.events[side] += host.handle_timeout(self.now)
-            self.events[side] += host.poll_events()
-
-    def run_until(self, done) -> None:
-        while not done():
-            self.step()
-
-    def connect(self) -> None:
-        self.b.listen()
-        self.a.connect(self.now, MAC[Side.B], IP[Side.B], PORT[Side.B])
-        self.run_until(lambda: self.of(Side.A, Connected) and self.of(Side.B, Connected))
-
-    def open_stream(self, stream_id: int = STREAM) -> None:
-        self.a.open_stream(stream_id, b"hello from A")
-        self.run_until(lambda: self.of(Side.A, SessionEstablished) and self.of(Side.B, RtrArrived))
-
-    def close(self) -> None:
-        self.a.close(self.now)
-        self.run_until(lambda: self.of(Side.A, Closed) and self.of(Side.B, Closed))
-
-    def capture(self, path: Path) -> Path:
-        assert self.link.recording is not None
-        path.write_bytes(write_pcap(self.link.recording))
-        return path
+def write_capture(pair: HostPair, path: Path) -> Path:
+    path.write_bytes(pair.pcap())
+    return path
 
 
 @dataclass
@@ -189,7 +143,7 @@ class Plan:
     regions: list[tuple[int, int]] = field(default_factory=list)  # every range this host may see written
 
 
-def _prepare(pair: Pair, sizes: tuple[int, ...], rng: random.Random) -> dict[Side, Plan]:
+def _prepare(pair: HostPair, sizes: tuple[int, ...], rng: random.Random) -> dict[Side, Plan]:
     plans = {side: Plan() for side in Side}
     for side, plan in plans.items():
         host, memory = pair.hosts[side], pair.memory[side]
@@ -220,7 +174,7 @@ def _prepare(pair: Pair, sizes: tuple[int, ...], rng: random.Random) -> dict[Sid
     return plans
 
 
-def exchange(pair: Pair, sizes: tuple[int, ...], seed: int) -> None:
+def exchange(pair: HostPair, sizes: tuple[int, ...], seed: int) -> None:
     """Every RDMAP operation at every size in both directions at once; verify everything exactly."""
     plans = _prepare(pair, sizes, random.Random(seed))
     expected_work: dict[Side, list[tuple[int, Opcode, int]]] = {side: [] for side in Side}
@@ -297,7 +251,7 @@ def exchange(pair: Pair, sizes: tuple[int, ...], seed: int) -> None:
         assert not pair.of(side, Failed) and not pair.of(side, Aborted)
 
 
-def _check_session(pair: Pair) -> None:
+def _check_session(pair: HostPair) -> None:
     a, b = pair.of(Side.A, SessionEstablished), pair.of(Side.B, SessionEstablished)
     assert [(e.role, e.ird, e.ord, e.peer_to_peer, e.rtr) for e in a] == [(Role.INITIATOR, 4, 4, True, RtrType.WRITE)]
     assert [(e.role, e.ird, e.ord, e.peer_to_peer) for e in b] == [(Role.RESPONDER, 4, 4, True)]
@@ -305,13 +259,14 @@ def _check_session(pair: Pair) -> None:
     assert [e.rtr for e in pair.of(Side.B, RtrArrived)] == [RtrType.WRITE]
 
 
-def _corrupted_frames_dropped(pair: Pair) -> tuple[list[bool], list[bool]]:
+def _corrupted_frames_dropped(pair: HostPair) -> tuple[list[bool], list[bool]]:
     """Every frame the link damaged was dropped on receipt; returns (damaged, ethernet-header-only) per frame.
 
     No checksum covers the Ethernet header (the capture has no FCS): a damaged
     MAC address or ethertype is not a checksum failure `rnic dissect` can see."""
-    tails = {frame[14:] for frame in pair.sent}
-    damaged = [frame not in pair.sent for _, frame in pair.link.recording]
+    sent = {frame for _, _, frame in pair.sent}
+    tails = {frame[14:] for frame in sent}
+    damaged = [frame not in sent for _, frame in pair.link.recording]
     address_only = [d and frame[14:] in tails for d, (_, frame) in zip(damaged, pair.link.recording)]
     drops = sum(s.dropped_bad_checksum + s.dropped_malformed + s.dropped_misaddressed
                 for s in (pair.a.statistics, pair.b.statistics))
@@ -319,7 +274,7 @@ def _corrupted_frames_dropped(pair: Pair) -> tuple[list[bool], list[bool]]:
     return damaged, address_only
 
 
-def _dissect_agrees(pair: Pair, capture: Path) -> list[dict]:
+def _dissect_agrees(pair: HostPair, capture: Path) -> list[dict]:
     damaged, address_only = _corrupted_frames_dropped(pair)
     frames = list(dissect_capture(capture.read_bytes()))
     assert len(frames) == len(damaged)
@@ -361,7 +316,7 @@ def _tshark_agrees(frames: list[dict], capture: Path) -> None:
         assert tshark_bad, f"frame {frame['index']}: model flags {frame['errors']}, tshark finds nothing"
 
 
-def _scapy_agrees(pair: Pair, frames: list[dict], udp: bool, intact_limit: int | None = None) -> None:
+def _scapy_agrees(pair: HostPair, frames: list[dict], udp: bool, intact_limit: int | None = None) -> None:
     """scapy reads ports and tag like the model and its CRC32c agrees on which packets are damaged.
 
     Every damaged frame is checked, and the first `intact_limit` intact ones (scapy is slow)."""
@@ -397,39 +352,41 @@ def _scapy_agrees(pair: Pair, frames: list[dict], udp: bool, intact_limit: int |
 # -- tests ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_clean_link_every_operation_up_to_one_mib(tmp_path: Path) -> None:
     """RFC 5040 5.1-5.3 over RFC 5043: all six operations both ways, 0 B to 1 MiB, then a graceful close."""
-    pair = Pair.create()
+    pair = create_pair()
     pair.connect()
     connected = {side: pair.of(side, Connected)[0] for side in Side}
-    assert all(e.ddp_enabled and e.peer_adaptation_code_point == 1 and e.mulpdu == 1434 for e in connected.values())
-    pair.open_stream()
+    assert all(e.ddp_enabled and e.peer_adaptation_code_point == 1 and e.mulpdu == MULPDU for e in connected.values())
+    open_stream(pair)
     _check_session(pair)
     exchange(pair, SIZES_CLEAN, seed=7)
-    pair.close()
+    close_both(pair)
     assert [type(e) for e in pair.of(Side.B, StreamTerminated)] == [StreamTerminated]  # A's Terminate (6.2)
     assert pair.a.closed and pair.b.closed
     assert sum(s.association.retransmitted_by_timeout for s in (pair.a.statistics, pair.b.statistics)) == 0
-    frames = _dissect_agrees(pair, pair.capture(tmp_path / "clean.pcap"))
+    frames = _dissect_agrees(pair, write_capture(pair, tmp_path / "clean.pcap"))
     assert not any(frame["errors"] for frame in frames)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss, seed", [(0.01, 11), (0.05, 12)], ids=["1pct", "5pct"])
 def test_lossy_link_nothing_lost_duplicated_or_misplaced(loss: float, seed: int, tmp_path: Path) -> None:
     """Loss, duplication, reordering and corruption at `loss`: SCTP recovers (RFC 4960 6.3, 7.2.4), damaged
     frames are dropped by their checksums (RFC 4960 6.8) and never placed, every byte lands exactly once."""
-    pair = Pair.create(loss=loss, seed=seed)
+    pair = create_pair(loss=loss, seed=seed)
     pair.connect()
-    pair.open_stream()
+    open_stream(pair)
     _check_session(pair)
     exchange(pair, SIZES_LOSSY + (MIB,), seed=seed)
-    pair.close()
+    close_both(pair)
     stats = pair.link.stats
     assert stats.lost and stats.duplicated and stats.reordered and stats.corrupted
     retransmitted = sum(s.association.retransmitted_by_timeout + s.association.fast_retransmitted
                         for s in (pair.a.statistics, pair.b.statistics))
     assert retransmitted > 0
-    capture = pair.capture(tmp_path / "lossy.pcap")
+    capture = write_capture(pair, tmp_path / "lossy.pcap")
     frames = _dissect_agrees(pair, capture)
     assert any(frame["errors"] for frame in frames)
     _tshark_agrees(frames, capture)
@@ -438,13 +395,13 @@ def test_lossy_link_nothing_lost_duplicated_or_misplaced(loss: float, seed: int,
 
 def test_udp_9899_encapsulation_end_to_end(tmp_path: Path) -> None:
     """RFC 6951: the same exchange over UDP port 9899, MULPDU 8 bytes smaller, at 3% impairment."""
-    pair = Pair.create(loss=0.03, seed=21, udp=True)
+    pair = create_pair(loss=0.03, seed=21, udp=True)
     pair.connect()
-    assert pair.of(Side.A, Connected)[0].mulpdu == 1426
-    pair.open_stream()
+    assert pair.of(Side.A, Connected)[0].mulpdu == mulpdu(pair.a.config.path_mtu, udp=True)  # 8 bytes of UDP less
+    open_stream(pair)
     exchange(pair, (0, 1, 1409, 1410, 65537), seed=21)
-    pair.close()
-    capture = pair.capture(tmp_path / "udp.pcap")
+    close_both(pair)
+    capture = write_capture(pair, tmp_path / "udp.pcap")
     frames = _dissect_agrees(pair, capture)
     assert all(frame["udp"]["dst_port"] == 9899 for frame in frames if not frame["errors"])
     _tshark_agrees(frames, capture)
@@ -455,11 +412,11 @@ def test_same_seed_same_capture() -> None:
     """The whole run is deterministic for a seed: the same frames at the same simulated times."""
     captures = []
     for _ in range(2):
-        pair = Pair.create(loss=0.05, seed=5)
+        pair = create_pair(loss=0.05, seed=5)
         pair.connect()
-        pair.open_stream()
+        open_stream(pair)
         exchange(pair, (0, 3000), seed=5)
-        pair.close()
+        close_both(pair)
         captures.append(write_pcap(pair.link.recording))
     assert captures[0] == captures[1]
 
@@ -467,7 +424,7 @@ def test_same_seed_same_capture() -> None:
 def test_rfc5043_11_1_peer_without_ddp_indication_gets_no_ddp() -> None:
     """RFC 5043 11.1: a peer that sends no Adaptation Layer Indication: the association is up,
     DDP procedures are forbidden, and no Initiate is sent."""
-    pair = Pair.create(ddp_b=False)
+    pair = create_pair(ddp_b=False)
     pair.connect()
     assert [(e.ddp_enabled, e.peer_adaptation_code_point) for e in pair.of(Side.A, Connected)] == [(False, None)]
     assert [e.peer_adaptation_code_point for e in pair.of(Side.A, DdpUnavailable)] == [None]
@@ -475,7 +432,7 @@ def test_rfc5043_11_1_peer_without_ddp_indication_gets_no_ddp() -> None:
     frames_before = pair.link.stats.sent
     with pytest.raises(DdpForbidden):
         pair.a.open_stream(STREAM)
-    assert pair.a.frames_to_send(pair.now) == [] and pair.link.stats.sent == frames_before
+    assert pair.a.data_to_send(pair.now) == [] and pair.link.stats.sent == frames_before
 
 
 def test_rfc6581_9_asymmetric_resources_negotiate_and_ord_is_enforced() -> None:
@@ -486,9 +443,9 @@ def test_rfc6581_9_asymmetric_resources_negotiate_and_ord_is_enforced() -> None:
         Side.A: LocalResources(ird=2, ord=6, peer_to_peer=True, rtr_types=write_rtr),
         Side.B: LocalResources(ird=3, ord=1, peer_to_peer=True, rtr_types=write_rtr),
     }
-    pair = Pair.create(resources=resources)
+    pair = create_pair(resources=resources)
     pair.connect()
-    pair.open_stream()
+    open_stream(pair)
     a, b = pair.of(Side.A, SessionEstablished)[0], pair.of(Side.B, SessionEstablished)[0]
     assert (a.ird, a.ord) == (2, 3)
     assert (b.ird, b.ord) == (3, 1)
@@ -506,7 +463,7 @@ def test_rfc6581_9_asymmetric_resources_negotiate_and_ord_is_enforced() -> None:
 def test_user_decides_sessions_reject_then_accept() -> None:
     """RFC 5043 6.2, 6.3: without a policy the Initiate waits for the user; a Reject carries private
     data back; a later Initiate on another stream is accepted with the user's private data."""
-    pair = Pair.create(policy_b=None)
+    pair = create_pair(policy_b=None)
     pair.connect()
     pair.a.open_stream(1, b"first")
     pair.run_until(lambda: pair.of(Side.B, SessionRequested))
@@ -527,16 +484,16 @@ def test_user_decides_sessions_reject_then_accept() -> None:
     pair.a.post_send(2, 0x100, 16)
     pair.run_until(lambda: pair.of(Side.B, ReceiveCompletion))
     assert pair.memory[Side.B].read(0x5000, 16) == b"sixteen bytes!!!"
-    pair.close()
+    close_both(pair)
     assert pair.a.closed and pair.b.closed
 
 
 def test_rfc5040_send_with_invalidate_of_unknown_stag_terminates_the_stream() -> None:
     """RFC 5040 5.3 / 7: invalidating an STag the responder does not have is a Remote Operation Error
     (0x2/0x09); the responder sends a Terminate, both RDMAP streams are in error, nothing is delivered."""
-    pair = Pair.create()
+    pair = create_pair()
     pair.connect()
-    pair.open_stream()
+    open_stream(pair)
     pair.b.post_recv(STREAM, 0x5000, 64)
     pair.a.post_send(STREAM, 0x100, 8, invalidate_stag=0xDEAD00)
     pair.run_until(lambda: pair.of(Side.A, RdmapTerminated))
@@ -549,23 +506,23 @@ def test_rfc5040_send_with_invalidate_of_unknown_stag_terminates_the_stream() ->
 
 def test_frames_for_another_host_are_dropped_unread() -> None:
     """Only frames to this host's MAC and IPv4 address, from its peer, reach SCTP."""
-    pair = Pair.create()
+    pair = create_pair()
     pair.connect()
-    pair.open_stream()
+    open_stream(pair)
     stag = pair.b.register_memory(0x1000, 8, Access.REMOTE_WRITE)
     pair.memory[Side.A].write(0x100, b"12345678")
     pair.a.post_write(STREAM, stag, 0, 0x100, 8)
-    (frame,) = pair.a.frames_to_send(pair.now)
+    (frame,) = pair.a.data_to_send(pair.now)
     for offset, value in ((0, 0x04), (6, 0x04), (29, 0x09), (33, 0x09)):  # dst MAC, src MAC, src IP, dst IP
         forged = bytearray(frame)
         forged[offset] ^= value
         if offset >= 14:  # keep the IPv4 header checksum right: the address check must catch it
             forged[24:26] = b"\x00\x00"
             forged[24:26] = internet_checksum(bytes(forged[14:34])).to_bytes(2, "big")
-        pair.b.receive_frame(bytes(forged), pair.now)
+        pair.b.receive(bytes(forged), pair.now)
     assert pair.b.statistics.dropped_misaddressed == 4
     assert pair.memory[Side.B].writes == []
-    pair.b.receive_frame(frame, pair.now)
+    pair.b.receive(frame, pair.now)
     assert pair.memory[Side.B].read(0x1000, 8) == b"12345678"
 
 
@@ -595,9 +552,9 @@ def test_rfc4960_8_4_rule_5_lost_final_shutdown_complete_both_sides_close() -> N
     A, the active opener, has closed its association and has no Listener; B retransmits its SHUTDOWN ACK on
     T2-shutdown, and A answers that out-of-the-blue SHUTDOWN ACK with a SHUTDOWN COMPLETE carrying the SHUTDOWN
     ACK's own verification tag with the T bit set, which B accepts: both sides end Closed, none Failed."""
-    pair = Pair.create()
+    pair = create_pair()
     pair.connect()
-    pair.open_stream()
+    open_stream(pair)
     lost: list[float] = []
 
     def lose_first_shutdown_complete(side: Side, frame: bytes) -> bool:
@@ -606,8 +563,8 @@ def test_rfc4960_8_4_rule_5_lost_final_shutdown_complete_both_sides_close() -> N
             return True
         return False
 
-    pair.drop = lose_first_shutdown_complete
-    pair.close()
+    pair.tap = lambda side, frame: not lose_first_shutdown_complete(side, frame)
+    close_both(pair)
     assert lost and pair.a.closed and pair.b.closed
     assert [type(e) for e in pair.events[Side.A] + pair.events[Side.B] if isinstance(e, (Closed, Aborted, Failed))] \
         == [Closed, Closed]
@@ -628,8 +585,9 @@ def test_rfc4960_8_4_rule_5_ootb_shutdown_ack_to_a_never_connected_host(udp: boo
     """RFC 4960 8.4 rule 5: a SHUTDOWN ACK to a host with no association and no Listener is answered with a
     SHUTDOWN COMPLETE, T bit set, verification tag copied from the SHUTDOWN ACK, to the sender's addresses."""
     host = _lone_host(udp)
-    assert host.receive_frame(_ootb_frame(ShutdownAckChunk(), udp=udp), 1.0) == []
-    (frame,) = host.frames_to_send(1.0)
+    host.receive(_ootb_frame(ShutdownAckChunk(), udp=udp), 1.0)
+    assert host.next_events() == []
+    (frame,) = host.data_to_send(1.0)
     decoded = Frame.decode(frame)
     assert (decoded.eth.dst, str(decoded.ip.dst)) == (PEER_MAC, PEER_IP)
     assert (decoded.udp is not None) == udp
@@ -648,13 +606,13 @@ def test_rfc4960_8_4_rule_8_ootb_packet_gets_abort_with_t_bit(chunk: Chunk) -> N
     """RFC 4960 8.4 rule 8: any other out-of-the-blue packet gets an ABORT with the T bit set and the OOTB
     packet's verification tag; one ABORT per such packet (no rate limit), nothing else happens."""
     host = _lone_host()
-    host.receive_frame(_ootb_frame(chunk), 2.0)
-    (frame,) = host.frames_to_send(2.0)
+    host.receive(_ootb_frame(chunk), 2.0)
+    (frame,) = host.data_to_send(2.0)
     packet = SctpPacket.decode(Frame.decode(frame).sctp)
     assert (packet.src_port, packet.dst_port, packet.verification_tag) == (PORT[Side.A], PEER_PORT, OOTB_TAG)
     assert packet.chunks == (AbortChunk(tag_reflected=True),)
-    host.receive_frame(_ootb_frame(chunk), 2.5)
-    assert len(host.frames_to_send(2.5)) == 1
+    host.receive(_ootb_frame(chunk), 2.5)
+    assert len(host.data_to_send(2.5)) == 1
 
 
 @pytest.mark.parametrize("frame", [
@@ -674,26 +632,27 @@ def test_rfc4960_8_4_rule_8_ootb_packet_gets_abort_with_t_bit(chunk: Chunk) -> N
 def test_rfc4960_8_4_ootb_packets_discarded_silently(frame: bytes) -> None:
     """RFC 4960 8.4 rules 1, 2, 3 (no listener), 4 (no listener), 6 and 7: no answer at all."""
     host = _lone_host()
-    assert host.receive_frame(frame, 1.0) == []
-    assert host.frames_to_send(1.0) == []
+    host.receive(frame, 1.0)
+    assert host.next_events() == []
+    assert host.data_to_send(1.0) == []
 
 
 def test_closed_active_opener_aborts_a_stale_data_chunk() -> None:
     """RFC 4960 8.4 rule 8 after a graceful close: the old peer's DATA (T=0, the old tag) gets ABORT with T=1
     and that tag, which the peer, closed too, discards by rule 2: no exchange follows."""
-    pair = Pair.create()
+    pair = create_pair()
     pair.connect()
-    pair.open_stream()
+    open_stream(pair)
     old_tag = pair.b.association.peer_tag
-    pair.close()
+    close_both(pair)
     stale = SctpPacket(PORT[Side.B], PORT[Side.A], old_tag,
                        (DataChunk(tsn=1, stream_id=0, ssn=0, ppid=PPID_DDP_SEGMENT, user_data=b"late"),)).encode()
-    pair.a.receive_frame(build_frame(stale, MAC[Side.B], MAC[Side.A], IP[Side.B], IP[Side.A]), pair.now)
-    (frame,) = pair.a.frames_to_send(pair.now)
+    pair.a.receive(build_frame(stale, MAC[Side.B], MAC[Side.A], IP[Side.B], IP[Side.A]), pair.now)
+    (frame,) = pair.a.data_to_send(pair.now)
     packet = SctpPacket.decode(Frame.decode(frame).sctp)
     assert (packet.verification_tag, packet.chunks) == (old_tag, (AbortChunk(tag_reflected=True),))
-    pair.b.receive_frame(frame, pair.now)
-    assert pair.b.frames_to_send(pair.now) == [] and not pair.of(Side.B, Aborted)
+    pair.b.receive(frame, pair.now)
+    assert pair.b.data_to_send(pair.now) == [] and not pair.of(Side.B, Aborted)
 
 
 @pytest.mark.parametrize("timeout", [30.0, 5.0], ids=["default-30s", "configured-5s"])
@@ -701,12 +660,12 @@ def test_close_aborts_when_the_peer_never_answers_the_terminate(timeout: float) 
     """RFC 5043 6.2 / 6.6 with RFC 4960 9.1: B acknowledges A's Terminate in SCTP but its DDP layer never
     answers it, so the stream is never released; `close_timeout` (default 30 s of `now`) after `close()`, A
     ABORTs the association and reports CloseAborted with the stream; B sees the ABORT (User-Initiated Abort)."""
-    pair = Pair.create(close_timeout=timeout)
+    pair = create_pair(close_timeout=timeout)
     pair.connect()
-    pair.open_stream()
+    open_stream(pair)
     receive = pair.b._sessions.receive  # test double: B's session layer ignores every session control message
-    pair.b._sessions.receive = lambda stream_id, ppid, payload: (
-        [] if ppid == PPID_DDP_SESSION_CONTROL else receive(stream_id, ppid, payload))
+    pair.b._sessions.receive = lambda message: (
+        None if message.ppid == PPID_DDP_SESSION_CONTROL else receive(message))
     closed_at = pair.now
     pair.a.close(pair.now)
     pair.run_until(lambda: pair.of(Side.A, CloseAborted) and pair.of(Side.B, Aborted))
@@ -723,8 +682,8 @@ def test_close_aborts_when_the_peer_never_answers_the_terminate(timeout: float) 
 def test_close_deadline_is_dropped_once_shutdown_starts() -> None:
     """A peer that answers the Terminate releases the stream well within the deadline; SHUTDOWN starts
     (RFC 4960 9.2), the close deadline is dropped and no CloseAborted is reported, nor any timer left."""
-    pair = Pair.create(close_timeout=5.0)
+    pair = create_pair(close_timeout=5.0)
     pair.connect()
-    pair.open_stream()
-    pair.close()
+    open_stream(pair)
+    close_both(pair)
     assert not pair.of(Side.A, CloseAborted) and pair.a.next_timeout() is None and pair.b.next_timeout() is None

@@ -21,9 +21,10 @@ from model.sctp.association import (
     AssociationState,
     InvalidStateError,
     InvalidStreamError,
-    Listener,
     PayloadSizeError,
 )
+from model.sctp.listener import Listener
+from tests.mulpdu import IPV4_HEADER, UDP_HEADER, mulpdu
 from model.sctp.packet import (
     PPID_DDP_SEGMENT,
     AbortChunk,
@@ -101,9 +102,9 @@ class Link:
 
     def flush(self) -> None:
         """Collect every packet due now and put it on the wire."""
-        outputs = [("a->b", self.client.packets_to_send(self.now)), ("b->a", self.listener.packets_to_send())]
+        outputs = [("a->b", self.client.data_to_send(self.now)), ("b->a", self.listener.data_to_send(self.now))]
         if self.server is not None:
-            outputs.append(("b->a", self.server.packets_to_send(self.now)))
+            outputs.append(("b->a", self.server.data_to_send(self.now)))
         for direction, packets in outputs:
             for data in packets:
                 self.transmit(direction, data)
@@ -122,17 +123,17 @@ class Link:
 
     def deliver(self, direction: str, data: bytes) -> None:
         if direction == "b->a":
-            self.events_a += self.client.receive(self.now, data)
+            self.events_a += fed(self.client, data, self.now)
             return
         if self.server is not None and not self.server.is_closed:
             header_tag = int.from_bytes(data[4:8], "big")
             if header_tag in (self.server.local_tag, 0) or data[12] == 10:
-                self.events_b += self.server.receive(self.now, data)
+                self.events_b += fed(self.server, data, self.now)
                 return
-        accepted = self.listener.receive(self.now, data)
-        if accepted is not None:
+        self.listener.receive(data, self.now)
+        for accepted in self.listener.next_events():
             self.server = accepted.association
-            self.events_b += accepted.events
+            self.events_b += self.server.next_events()
 
     def next_time(self) -> float | None:
         times = [t for t, *_ in self._wire]
@@ -154,7 +155,7 @@ class Link:
             self.now = max(self.now, upcoming)
             due = [w for w in self._wire if w[0] <= self.now]
             # One packet at a time, each followed by a flush, as on a serial wire; or, `batched`, every
-            # packet due at once before one flush, as `sim.commands.demo.TwoHosts` drives its hosts.
+            # packet due at once before one flush, as `model.rnic.pair.HostPair` drives its hosts.
             for item in (sorted(due) if self.batched else sorted(due)[:1]):
                 self._wire.remove(item)
                 self.deliver(item[2], item[3])
@@ -162,7 +163,8 @@ class Link:
                 if association is not None:
                     timeout = association.next_timeout()
                     if timeout is not None and timeout <= self.now:
-                        events += association.handle_timeout(self.now)
+                        association.handle_timeout(self.now)
+                        events += association.next_events()
             self.flush()
         raise AssertionError("link did not settle")
 
@@ -171,6 +173,12 @@ class Link:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def fed(association: Association, data: bytes, now: float) -> list[AssociationEvent]:
+    """Hand one packet to `association`; the events it queued."""
+    association.receive(data, now)
+    return association.next_events()
 
 
 def of_type(events: list[AssociationEvent], kind: type) -> list:
@@ -183,6 +191,13 @@ def established_link(**kwargs: object) -> Link:
     link.run(condition=lambda: link.server is not None and link.server.state is AssociationState.ESTABLISHED
              and link.client.state is AssociationState.ESTABLISHED)
     return link
+
+
+def initial_tsn(link: Link, direction: str = "a->b") -> int:
+    """The Initial TSN the sender announced in its INIT (a->b) or INIT ACK (b->a) on the wire: its first
+    DATA chunk carries it (RFC 4960 3.3.2, 3.3.3)."""
+    kind = InitChunk if direction == "a->b" else InitAckChunk
+    return link.sent(direction, kind)[-1].packet.chunks[0].initial_tsn
 
 
 def data_chunks(sent: list[Sent]) -> list[DataChunk]:
@@ -312,18 +327,18 @@ def test_rfc4960_5_2_6_stale_cookie_error_then_init_with_cookie_preservative() -
 def test_rfc4960_8_5_wrong_verification_tag_silently_discarded() -> None:
     link = established_link()
     wrong = SctpPacket(CLIENT_PORT, SERVER_PORT, link.server.local_tag ^ 1,
-                       (DataChunk(tsn=link.client._next_tsn, stream_id=0, ssn=0, ppid=16, user_data=b"evil",
+                       (DataChunk(tsn=initial_tsn(link), stream_id=0, ssn=0, ppid=16, user_data=b"evil",
                                   unordered=True),)).encode()
-    assert link.server.receive(link.now, wrong) == []
-    assert link.server.packets_to_send(link.now) == []
+    assert fed(link.server, wrong, link.now) == []
+    assert link.server.data_to_send(link.now) == []
     assert link.server.next_timeout() is not None  # only the heartbeat timer; no delayed ACK
     assert link.server.statistics.data_chunks_received == 0
     # An ABORT with T=0 and the wrong tag is ignored too (8.5.1 B).
     abort = SctpPacket(CLIENT_PORT, SERVER_PORT, link.client.local_tag, (AbortChunk(),)).encode()
-    assert link.server.receive(link.now, abort) == [] and link.server.state is AssociationState.ESTABLISHED
+    assert fed(link.server, abort, link.now) == [] and link.server.state is AssociationState.ESTABLISHED
     # With T=1 the sender's own tag (= the receiver's peer tag) is the right one.
     abort_t = SctpPacket(CLIENT_PORT, SERVER_PORT, link.client.local_tag, (AbortChunk(tag_reflected=True),)).encode()
-    assert of_type(link.server.receive(link.now, abort_t), AssociationAborted)
+    assert of_type(fed(link.server, abort_t, link.now), AssociationAborted)
 
 
 def test_rfc4960_5_2_1_simultaneous_inits_converge_on_one_association() -> None:
@@ -335,17 +350,17 @@ def test_rfc4960_5_2_1_simultaneous_inits_converge_on_one_association() -> None:
     now = 0.0
     for _ in range(10):
         now += 0.01
-        to_b, to_a = a.packets_to_send(now), b.packets_to_send(now)
+        to_b, to_a = a.data_to_send(now), b.data_to_send(now)
         for data in to_b:
-            events["b"] += b.receive(now, data)
+            events["b"] += fed(b, data, now)
         for data in to_a:
-            events["a"] += a.receive(now, data)
+            events["a"] += fed(a, data, now)
     assert a.state is b.state is AssociationState.ESTABLISHED
     assert (a.local_tag, a.peer_tag) == (b.peer_tag, b.local_tag)
     assert len(of_type(events["a"], AssociationEstablished)) == len(of_type(events["b"], AssociationEstablished)) == 1
     a.send(1, PPID_DDP_SEGMENT, b"hello")
-    for data in a.packets_to_send(now):
-        events["b"] += b.receive(now, data)
+    for data in a.data_to_send(now):
+        events["b"] += fed(b, data, now)
     assert received_payloads(events["b"]) == [b"hello"]
 
 
@@ -418,7 +433,7 @@ def test_rfc4960_6_2_gap_blocks_and_duplicate_tsns_reported_immediately() -> Non
     dropped: list[int] = []
     duplicated: list[int] = []
     link = established_link()
-    base = link.client._next_tsn
+    base = initial_tsn(link)
     link.fate = fate
     for i in range(4):
         link.client.send(0, PPID_DDP_SEGMENT, str(i).encode() * 1400)  # one chunk per packet
@@ -470,7 +485,7 @@ def test_rfc4960_6_3_1_rto_from_rtt_measurement() -> None:
 
 def test_rfc9260_7_2_4_fast_retransmit_after_three_miss_indications() -> None:
     link = established_link()
-    first_tsn = link.client._next_tsn
+    first_tsn = initial_tsn(link)
     link.fate = lambda d, p: [] if any(isinstance(c, DataChunk) and c.tsn == first_tsn and not fast_seen(c) for c in p.chunks) else [0.0]
     seen: list[int] = []
 
@@ -620,12 +635,12 @@ def test_rfc4960_8_1_8_2_unanswered_heartbeats_fail_the_association_with_abort()
     assert isinstance(link.log[-1].packet.chunks[-1], AbortChunk) and link.log[-1].direction == "a->b"
     link.run(condition=lambda: link.server.is_closed)
     assert of_type(link.events_b, AssociationAborted)
-    assert link.client.packets_to_send(link.now) == [] and link.client.next_timeout() is None
+    assert link.client.data_to_send(link.now) == [] and link.client.next_timeout() is None
 
 
 def test_rfc4960_9_2_graceful_shutdown_waits_for_outstanding_data() -> None:
     link = established_link()
-    first_tsn = link.client._next_tsn
+    first_tsn = initial_tsn(link)
     lost: list[int] = []
 
     def fate(direction: str, packet: SctpPacket) -> list[float]:
@@ -644,7 +659,8 @@ def test_rfc4960_9_2_graceful_shutdown_waits_for_outstanding_data() -> None:
     [shutdown] = link.sent("a->b", ShutdownChunk)
     last_data = link.sent("a->b", DataChunk)[-1]
     assert shutdown.time > last_data.time + 2 * link.delay  # only once the retransmission was acknowledged
-    assert shutdown.packet.chunks[-1].cumulative_tsn_ack == link.client._tracker.cumulative_tsn
+    # 9.2: SHUTDOWN acknowledges the DATA received; B sent none, so the TSN before B's Initial TSN (6.2).
+    assert shutdown.packet.chunks[-1].cumulative_tsn_ack == (initial_tsn(link, "b->a") - 1) & 0xFFFFFFFF
     assert link.sent("b->a", ShutdownAckChunk)
     [complete] = link.sent("a->b", ShutdownCompleteChunk)
     assert complete.packet.verification_tag == link.server.local_tag and not complete.packet.chunks[0].tag_reflected
@@ -653,7 +669,7 @@ def test_rfc4960_9_2_graceful_shutdown_waits_for_outstanding_data() -> None:
     assert of_type(link.events_b, PeerShutdownStarted)
     assert of_type(link.events_a, AssociationClosed) and of_type(link.events_b, AssociationClosed)
     for association in link.endpoints():
-        assert association.packets_to_send(link.now + 100) == [] and association.next_timeout() is None
+        assert association.data_to_send(link.now + 100) == [] and association.next_timeout() is None
 
 
 def test_rfc4960_9_2_t2_shutdown_retransmits_shutdown() -> None:
@@ -680,16 +696,17 @@ def test_rfc4960_9_1_abort_reports_to_peer_and_nothing_is_sent_after() -> None:
     with pytest.raises(InvalidStateError):
         link.client.send(0, PPID_DDP_SEGMENT, b"x")
     for association in link.endpoints():
-        assert association.packets_to_send(link.now) == [] and association.next_timeout() is None
+        assert association.data_to_send(link.now) == [] and association.next_timeout() is None
 
 
 # ---------------------------------------------------------------- RFC 5043 9: MULPDU
 
 
-@pytest.mark.parametrize("mtu, overhead, expected", [(1500, 20, 1434), (1500, 28, 1426), (9000, 20, 8934),
-                                                      (576, 20, 516), (300, 20, 516)])
-def test_rfc5043_9_mulpdu_fits_one_packet_and_is_never_below_516(mtu: int, overhead: int, expected: int) -> None:
+@pytest.mark.parametrize("mtu, udp", [(1500, False), (1500, True), (9000, False), (576, False), (300, False)])
+def test_rfc5043_9_mulpdu_fits_one_packet_and_is_never_below_516(mtu: int, udp: bool) -> None:
+    overhead = IPV4_HEADER + (UDP_HEADER if udp else 0)
     config = make_config(1, 2, 0, path_mtu=mtu, lower_layer_overhead=overhead)
+    expected = mulpdu(mtu, udp)
     assert config.mulpdu == expected
     if expected > 516:  # a full chunk, a DDP-SSN and a SACK fit the MTU without fragmentation
         assert overhead + 12 + 16 + 2 + expected + 16 <= mtu
@@ -712,11 +729,11 @@ def test_rfc5043_9_oversize_or_empty_payload_rejected_never_fragmented() -> None
 def test_rfc5043_9_fragmented_data_from_peer_aborts_with_protocol_violation() -> None:
     link = established_link()
     fragment = SctpPacket(CLIENT_PORT, SERVER_PORT, link.server.local_tag,
-                          (DataChunk(tsn=link.client._next_tsn, stream_id=0, ssn=0, ppid=16, user_data=b"half",
+                          (DataChunk(tsn=initial_tsn(link), stream_id=0, ssn=0, ppid=16, user_data=b"half",
                                      unordered=True, ending=False),)).encode()
-    events = link.server.receive(link.now, fragment)
+    events = fed(link.server, fragment, link.now)
     assert of_type(events, AssociationFailed) and link.server.is_closed
-    [packet] = link.server.packets_to_send(link.now)
+    [packet] = link.server.data_to_send(link.now)
     assert SctpPacket.decode(packet).chunks[-1].causes[0].code == ErrorCauseCode.PROTOCOL_VIOLATION
 
 
@@ -758,3 +775,15 @@ def test_rfc4960_6_every_payload_delivered_exactly_once_under_loss_duplication_r
     assert sorted(received_payloads(link.events_a)) == sorted(expected_a)
     assert of_type(link.events_a, AssociationClosed) or of_type(link.events_b, AssociationClosed)
     assert sum(e.count for e in of_type(link.events_a, DataAcknowledged)) == len(expected_b)
+
+
+def test_gap_ranges_merge_clip_and_subtract() -> None:
+    """The SACK bookkeeping of RFC 4960 6.2.1 compares Gap Ack Blocks as ranges: merged, clipped to the
+    outstanding TSNs, and the difference of two SACKs' blocks (newly acked, reneged)."""
+    from model.sctp.data_transfer import merge_ranges, subtract_ranges
+
+    assert merge_ranges(((5, 6), (1, 2), (3, 3), (9, 20)), 1, 12) == [(1, 3), (5, 6), (9, 12)]
+    assert merge_ranges(((0, 0), (4, 2)), 1, 10) == []
+    assert subtract_ranges([(1, 10)], [(2, 3), (5, 5), (9, 12)]) == [(1, 1), (4, 4), (6, 8)]
+    assert subtract_ranges([(1, 2), (6, 7)], []) == [(1, 2), (6, 7)]
+    assert subtract_ranges([(3, 4)], [(1, 10)]) == []

@@ -36,3 +36,31 @@ def test_tsn_beyond_16_bit_gap_offset_refused_and_old_tsn_duplicate() -> None:
     assert not tracker.accept(1000 + 0x10000)
     assert tracker.accept(1000 + 0xFFFF)
     assert not tracker.accept(5) and tracker.take_duplicates() == (5,)
+
+
+def test_gap_blocks_match_the_tsns_held_in_any_arrival_order() -> None:
+    """The runs kept per arrival give the same Gap Ack Blocks (3.3.4) as sorting every TSN held, across the wrap."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(50):
+        start = rng.choice((0, 1000, 0xFFFFFFF0))
+        tracker = TsnTracker(cumulative_tsn=start)
+        received: set[int] = set()
+        for _ in range(60):
+            offset = rng.randrange(1, 40)
+            tsn = (start + offset) & 0xFFFFFFFF
+            tracker.accept(tsn)
+            received.add(offset)
+        cumulative = 0
+        while cumulative + 1 in received:
+            cumulative += 1
+        assert tracker.cumulative_tsn == (start + cumulative) & 0xFFFFFFFF
+        above = sorted(offset - cumulative for offset in received if offset > cumulative)
+        blocks: list[tuple[int, int]] = []
+        for offset in above:
+            if blocks and blocks[-1][1] + 1 == offset:
+                blocks[-1] = (blocks[-1][0], offset)
+            else:
+                blocks.append((offset, offset))
+        assert tracker.gap_blocks() == tuple(blocks)

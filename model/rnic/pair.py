@@ -1,0 +1,205 @@
+"""Two software RNICs over the impaired link, and the loop that drives them: the one two-host harness.
+
+`HostPair` joins host A (10.0.0.1, port 5001) and host B (10.0.0.2, port
+5002), two `SoftRnic`s with their own `SparseMemory`, through a
+`model.rnic.link.Link`:
+
+    pair = HostPair.create(LinkConfig(loss=0.01, seed=1))
+    pair.connect()                     # B listens, A connects (RFC 4960 5.1)
+    pair.open_stream(0)                # enhanced DDP session (RFC 6581), A initiates
+    pair.a.post_write(0, stag, 0, address, length)
+    pair.run_until(lambda: pair.count(Side.B, WriteArrived) >= 1)
+    pair.close()                       # A closes; each host's finishing event
+
+Time only moves in `step()`: every frame the hosts have to send goes on the
+link, then `now` jumps to the earliest of the next arrival and the hosts'
+timers, what arrived is delivered, what expired fires, and each host's
+`next_events()` is kept in `events[side]` (and counted by type, so `count`
+costs nothing however long the run).  `tap(side, frame)` sees every frame a
+host sends; returning False keeps that frame off the link.  `record=True`
+keeps the frames as the hosts sent them (`sent`) and as they arrived, after
+the link's impairments (the capture, `pcap()`).
+
+Nothing here reads a clock: a run is the same for the same seeds.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Callable
+
+from model.ddp.memory import SparseMemory
+from model.net.pcap import write_pcap
+from model.rnic.events import (
+    Aborted,
+    CloseAborted,
+    Closed,
+    Failed,
+    RnicEvent,
+    RtrArrived,
+    SessionEstablished,
+)
+from model.rnic.host import RnicConfig, SessionPolicy, SoftRnic, accept_every_session
+from model.rnic.link import Link, LinkConfig, Side
+
+MACS = {Side.A: bytes.fromhex("020000000001"), Side.B: bytes.fromhex("020000000002")}
+IPS = {Side.A: "10.0.0.1", Side.B: "10.0.0.2"}
+PORTS = {Side.A: 5001, Side.B: 5002}
+TIME_LIMIT = 3600.0
+"""Simulated seconds after which a run that has not reached its goal has stalled."""
+CLOSE_TIME_LIMIT = 900.0
+"""Simulated seconds the teardown may take: beyond the slowest legitimate end, a `close_timeout` (30 s)
+and then T2-shutdown backed off to RTO.Max through Association.Max.Retrans (about 7.5 min, RFC 4960 9.2, 8.1)."""
+FINISHED = (Closed, Aborted, Failed, CloseAborted)
+"""The events that end a host's association; after one of them the host has nothing left to do."""
+
+
+class Stalled(RuntimeError):
+    """Nothing is in flight and no timer runs, or the next thing to happen lies past the time limit."""
+
+
+def host_config(side: Side, **options: object) -> RnicConfig:
+    """The configuration of host `side` at its standard addresses, with `options` (udp, ddp, resources...)."""
+    return RnicConfig(MACS[side], IPS[side], PORTS[side], **options)  # type: ignore[arg-type]
+
+
+class HostPair:
+    """Two SoftRnics on one link (see the module docstring)."""
+
+    def __init__(self, hosts: dict[Side, SoftRnic], link: Link, record: bool = False) -> None:
+        self.hosts = hosts
+        self.memory = {side: host.memory for side, host in hosts.items()}
+        self.link = link
+        self.now = 0.0
+        self.events: dict[Side, list[RnicEvent]] = {side: [] for side in Side}
+        self._counts: dict[Side, Counter[type]] = {side: Counter() for side in Side}
+        self.tap: Callable[[Side, bytes], bool] | None = None
+        """Sees every frame a host sends; returning False keeps it off the link."""
+        self.sent: list[tuple[float, Side, bytes]] | None = [] if record else None
+        """With `record`: (time, sender, frame) for every frame the hosts sent, before the link."""
+
+    @classmethod
+    def create(
+        cls,
+        link: LinkConfig | None = None,
+        *,
+        seed: int = 1,
+        record: bool = False,
+        configs: dict[Side, RnicConfig] | None = None,
+        rngs: dict[Side, random.Random] | None = None,
+        policies: dict[Side, SessionPolicy | None] | None = None,
+        **options: object,
+    ) -> HostPair:
+        """Hosts at the standard addresses with `options` for both (or `configs`), host random generators
+        seeded from `seed` (or `rngs`), session policies (default: accept every session)."""
+        hosts = {}
+        for side in Side:
+            config = configs[side] if configs is not None else host_config(side, **options)
+            rng = rngs[side] if rngs is not None else random.Random(seed * 2 + (side is Side.B))
+            policy = policies.get(side, accept_every_session) if policies is not None else accept_every_session
+            hosts[side] = SoftRnic(config, SparseMemory(), rng, session_policy=policy)
+        return cls(hosts, Link(link, record=record), record=record)
+
+    @property
+    def a(self) -> SoftRnic:
+        return self.hosts[Side.A]
+
+    @property
+    def b(self) -> SoftRnic:
+        return self.hosts[Side.B]
+
+    # -- what happened ------------------------------------------------------------
+
+    def count(self, side: Side, kind: type) -> int:
+        """How many events of `kind` (or a subclass) `side` reported so far."""
+        return sum(n for event_type, n in self._counts[side].items() if issubclass(event_type, kind))
+
+    def seen(self, side: Side, kind: type) -> bool:
+        return self.count(side, kind) > 0
+
+    def of(self, side: Side, kind: type) -> list:
+        """Every event of `kind` `side` reported, in order."""
+        return [event for event in self.events[side] if isinstance(event, kind)]
+
+    def finished(self, side: Side) -> RnicEvent | None:
+        """The first event that ended the side's association (`FINISHED`), if any."""
+        if not any(self.count(side, kind) for kind in FINISHED):
+            return None
+        return next(event for event in self.events[side] if isinstance(event, FINISHED))
+
+    def pcap(self) -> bytes:
+        """The link's capture as a libpcap file (needs `record=True`)."""
+        if self.link.recording is None:
+            raise ValueError("the pair was created without record=True")
+        return write_pcap(self.link.recording)
+
+    # -- the loop -----------------------------------------------------------------
+
+    def step(self, limit: float = TIME_LIMIT) -> None:
+        """Send what is due, advance to the next arrival or timer, deliver and fire; `Stalled` if there is
+        nothing left to happen or it lies past `limit`."""
+        for side, host in self.hosts.items():
+            for frame in host.data_to_send(self.now):
+                if self.sent is not None:
+                    self.sent.append((self.now, side, frame))
+                if self.tap is None or self.tap(side, frame):
+                    self.link.send(side, frame, self.now)
+        times = [t for t in (self.link.next_arrival(), self.a.next_timeout(), self.b.next_timeout()) if t is not None]
+        if not times:
+            raise Stalled("nothing in flight and no timer running")
+        if min(times) > limit:
+            raise Stalled(f"no result after {limit:g} s of simulated time")
+        self.now = max(self.now, min(times))
+        for side, frame, _ in self.link.deliveries(self.now):
+            self.hosts[side].receive(frame, self.now)
+        for side, host in self.hosts.items():
+            deadline = host.next_timeout()
+            if deadline is not None and deadline <= self.now:
+                host.handle_timeout(self.now)
+            self._record(side, host.next_events())
+
+    def collect(self) -> None:
+        """Record the events the hosts queued outside `step` (after a direct call on a host)."""
+        for side, host in self.hosts.items():
+            self._record(side, host.next_events())
+
+    def run_until(self, done: Callable[[], bool], on_step: Callable[[], None] | None = None,
+                  limit: float = TIME_LIMIT) -> None:
+        """Step until `done()`; `on_step` after every step; `Stalled` past `limit` simulated seconds."""
+        while not done():
+            self.step(limit)
+            if on_step is not None:
+                on_step()
+
+    def _record(self, side: Side, events: list[RnicEvent]) -> None:
+        self.events[side] += events
+        self._counts[side].update(type(event) for event in events)
+
+    # -- the usual phases ---------------------------------------------------------
+
+    def connect(self) -> None:
+        """B listens, A connects; run until both associations are up (RFC 4960 5.1)."""
+        self.b.listen()
+        self.a.connect(self.now, MACS[Side.B], IPS[Side.B], PORTS[Side.B])
+        self.run_until(lambda: self.a.connected and self.b.connected)
+
+    def open_stream(self, stream_id: int = 0, private_data: bytes = b"") -> None:
+        """A opens an enhanced DDP session on `stream_id` (RFC 6581 7, 9); run until A is established and
+        B has the RTR."""
+        self.a.open_stream(stream_id, private_data)
+        self.run_until(lambda: self.seen(Side.A, SessionEstablished) and self.seen(Side.B, RtrArrived))
+
+    def close(self, limit: float | None = None) -> dict[Side, RnicEvent | None]:
+        """A closes (RFC 5043 6.2, RFC 4960 9.2); run until both hosts finished, for at most `limit`
+        (default `CLOSE_TIME_LIMIT`) simulated seconds.
+
+        Returns each host's finishing event (`FINISHED`), None for a host that did not finish: the limit
+        passed, or nothing was in flight and no timer running.  Never raises `Stalled`."""
+        self.a.close(self.now)
+        deadline = self.now + (CLOSE_TIME_LIMIT if limit is None else limit)
+        try:
+            self.run_until(lambda: all(self.finished(side) for side in Side), limit=deadline)
+        except Stalled:
+            pass
+        return {side: self.finished(side) for side in Side}

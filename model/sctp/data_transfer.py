@@ -1,0 +1,492 @@
+"""Data transfer, RFC 4960 6 and 7: DATA in and out, SACKs both ways, retransmission, congestion use.
+
+`DataTransferMixin` holds the association's handlers for DATA (6.2: receipt,
+ordered delivery 6.6, delayed acknowledgement), SACK generation (3.3.4, 6.2:
+gap blocks and duplicate TSNs) and processing (6.2.1, with rwnd), the
+transmission of new and retransmitted DATA within cwnd, rwnd and Max.Burst
+(6.1), T3-rtx (6.3.3, 7.2.3) and fast retransmit (RFC 9260 7.2.4).
+
+SACK processing costs time in proportion to the SACK, not to the window:
+the chunks outstanding run without holes from the Cumulative TSN Ack (a
+dict by TSN), a SACK's Gap Ack Blocks are compared, as ranges, with the
+previous SACK's so only chunks whose state changed are visited, and the
+miss indications of 7.2.4 go only to the holes between the blocks.
+
+The handlers work on the `Association`'s attributes (it is the only class
+that mixes this in); a handler returns False when the RFC has it discard
+the chunk.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter, deque
+from dataclasses import dataclass
+
+from model.sctp.events import AssociationFailed, DataAcknowledged, DataReceived
+from model.sctp.packet import (
+    TSN_BITS,
+    Chunk,
+    DataChunk,
+    ErrorCause,
+    ErrorCauseCode,
+    ErrorChunk,
+    SackChunk,
+    SctpPacket,
+    ShutdownChunk,
+    serial_add,
+    serial_gt,
+    serial_lt,
+)
+from model.sctp.state import InvalidStreamError, PayloadSizeError, Trigger
+
+SACK_FIXED_LENGTH = 16
+"""Cumulative TSN Ack, a_rwnd and the two counts of a SACK chunk, with its header (RFC 4960 3.3.4)."""
+
+
+@dataclass
+class _SentChunk:
+    """A DATA chunk sent and not yet covered by the Cumulative TSN Ack.
+
+    Whether it waits for a retransmission is kept by the association in TSN
+    sets (`_t3_marked`, `_fast_marked`), so "what to resend" costs nothing when
+    nothing waits."""
+
+    chunk: DataChunk
+    sent_at: float
+    size: int
+    """User data bytes (RFC 4960 6.1 counts these against cwnd and rwnd)."""
+    wire_size: int
+    """Bytes of the chunk in a packet, padding included (RFC 4960 3.2)."""
+    transmissions: int = 1
+    in_flight: bool = True
+    gap_acked: bool = False
+    missing_reports: int = 0
+    fast_retransmitted: bool = False
+
+
+def _data_chunk_wire_size(chunk: DataChunk) -> int:
+    """A DATA chunk's length in a packet: 16-byte header, user data, padding to 4 (RFC 4960 3.2, 3.3.1)."""
+    return (DataChunk.HEADER_LENGTH + len(chunk.user_data) + 3) & ~3
+
+
+
+def merge_ranges(blocks: tuple[tuple[int, int], ...], low: int, high: int) -> list[tuple[int, int]]:
+    """Gap Ack Blocks as sorted, disjoint, non-adjacent (start, end) ranges clipped to low..high."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(blocks):
+        start, end = max(start, low), min(end, high)
+        if start > end:
+            continue
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def subtract_ranges(ranges: list[tuple[int, int]], taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of sorted disjoint `ranges` outside sorted disjoint `taken`, in time linear in both."""
+    out: list[tuple[int, int]] = []
+    index = 0
+    for start, end in ranges:
+        while index < len(taken) and taken[index][1] < start:
+            index += 1
+        probe = index
+        while start <= end:
+            if probe >= len(taken) or taken[probe][0] > end:
+                out.append((start, end))
+                break
+            if taken[probe][0] > start:
+                out.append((start, taken[probe][0] - 1))
+            start = max(start, taken[probe][1] + 1)
+            probe += 1
+    return out
+
+
+class DataTransferMixin:
+    """The association's handlers for RFC 4960 6 and 7 (see the module docstring)."""
+
+    def _queue_data(self, stream_id: int, ppid: int, payload: bytes, unordered: bool = True) -> int:
+        """6.1: queue one DATA chunk and return its TSN.  DDP sets U=1 on every chunk (RFC 5043 10)."""
+        if not 0 <= stream_id < self.outbound_streams:
+            raise InvalidStreamError(f"stream {stream_id} not below {self.outbound_streams} outbound streams")
+        if not payload:
+            raise PayloadSizeError("DATA needs at least one byte of user data (RFC 4960 6.2)")
+        if len(payload) > self.config.max_user_data:
+            raise PayloadSizeError(
+                f"{len(payload)} bytes exceed {self.config.max_user_data} (DDP-SSN + MULPDU {self.mulpdu}, "
+                "RFC 5043 9: never fragmented)"
+            )
+        ssn = 0
+        if not unordered:
+            ssn = self._next_ssn_out.get(stream_id, 0)
+            self._next_ssn_out[stream_id] = (ssn + 1) & 0xFFFF
+        tsn = self._next_tsn
+        self._next_tsn = serial_add(tsn, 1, TSN_BITS)
+        self._send_queue.append(
+            DataChunk(tsn=tsn, stream_id=stream_id, ssn=ssn, ppid=ppid, user_data=bytes(payload), unordered=unordered)
+        )
+        return tsn
+
+    def _release_buffer(self, nbytes: int) -> None:
+        """6.2: `nbytes` of delivered data's buffer are free again; the window update (SWS avoidance) tells the
+        sender once the window grew noticeably."""
+        self._buffered -= nbytes
+        threshold = min(self.config.max_packet_size, self.config.receive_buffer // 2)
+        if self._tracker is not None and self._receive_window() - self._last_advertised_rwnd >= threshold:
+            self._ack_now = True
+
+    def _receive_window(self) -> int:
+        return max(self.config.receive_buffer - self._buffered, 0)
+
+    def _make_sack(self, room: int) -> SackChunk:
+        """SACK of RFC 4960 6.2 / 3.3.4, trimmed to `room` bytes; resets the delayed-ACK state."""
+        assert self._tracker is not None
+        duplicates = self._tracker.take_duplicates()
+        room = max(room - SACK_FIXED_LENGTH, 0)
+        duplicates = duplicates[: room // 8]
+        gaps = self._tracker.gap_blocks(limit=max((room - 4 * len(duplicates)) // 4, 0))
+        window = self._receive_window()
+        self._last_advertised_rwnd = window
+        self._ack_now = False
+        self._data_packets_since_sack = 0
+        self._timers.pop(Trigger.DELAYED_ACK, None)
+        return SackChunk(self._tracker.cumulative_tsn, window, gaps, duplicates)
+
+    def _has_data_to_send(self) -> bool:
+        return bool(self._send_queue or self._t3_marked or self._fast_marked)
+
+    def _in_tsn_order(self, tsns: set[int]) -> list[_SentChunk]:
+        """The outstanding chunks of `tsns`, lowest TSN first (serial order from the Cumulative TSN Ack)."""
+        base = self._last_cum_ack
+        return [self._outstanding[tsn] for tsn in sorted(tsns, key=lambda tsn: (tsn - base) & 0xFFFFFFFF)]
+
+    def _set_in_flight(self, sent: _SentChunk, in_flight: bool) -> None:
+        if sent.in_flight != in_flight:
+            self._flight_size += sent.size if in_flight else -sent.size
+            sent.in_flight = in_flight
+
+    def _add_data(self, now: float, packets: list[bytes], current: list[Chunk], current_size: int
+                  ) -> tuple[list[Chunk], int]:
+        """Fill packets with DATA: fast retransmissions (7.2.4), T3 retransmissions, then new data (6.1)."""
+        assert self._cc is not None
+        limit = self.config.max_packet_size
+        sent_data = False
+
+        def emit() -> None:
+            nonlocal current, current_size
+            if current:
+                packets.append(self._encode(self.peer_tag, current))
+            current, current_size = [], 12
+
+        # RFC 9260 7.2.4 step 3: one packet of the earliest chunks marked for fast retransmit, cwnd aside.
+        if self._fast_marked:
+            for sent in self._in_tsn_order(self._fast_marked):
+                size = sent.wire_size
+                if current_size + size > limit and current:
+                    break
+                current.append(sent.chunk)
+                current_size += size
+                self._retransmitted(now, sent)
+                self._fast_marked.discard(sent.chunk.tsn)
+                sent.fast_retransmitted = True
+                self._stats["fast_retransmitted"] += 1
+            emit()
+            sent_data = True
+        # 6.1 D: Max.Burst packets per event.  Every SACK processed since the last call is one event, so a
+        # caller that hands over several SACKs before asking for packets may send what it would have sent
+        # had it asked after each of them.
+        max_packets = self.config.max_burst * max(1, self._sacks_since_send)
+        self._sacks_since_send = 0
+        bursts = 0
+        retransmit = deque(self._in_tsn_order(self._t3_marked)) if self._t3_marked else deque()
+        while bursts < max_packets:
+            added = False
+            while self._flight_size < self._cc.cwnd:
+                if retransmit:
+                    sent = retransmit[0]
+                    size = sent.wire_size
+                    if current_size + size > limit and current:
+                        break
+                    retransmit.popleft()
+                    self._t3_marked.discard(sent.chunk.tsn)
+                    self._retransmitted(now, sent)
+                    self._stats["retransmitted_by_timeout"] += 1
+                elif self._send_queue:
+                    chunk = self._send_queue[0]
+                    size = _data_chunk_wire_size(chunk)
+                    if current_size + size > limit and current:
+                        break
+                    # RFC 4960 6.1 A: respect the peer's rwnd, except for one chunk when nothing is in flight.
+                    if len(chunk.user_data) > self._peer_rwnd and (self._flight_size > 0 or added):
+                        break
+                    self._send_queue.popleft()
+                    sent = _SentChunk(chunk, now, len(chunk.user_data), size)
+                    self._outstanding[chunk.tsn] = sent
+                    self._outstanding_bytes += sent.size
+                    self._flight_size += sent.size
+                    self._peer_rwnd = max(self._peer_rwnd - sent.size, 0)
+                    self._stats["data_chunks_sent"] += 1
+                    if self._rtt_probe is None:
+                        self._rtt_probe = chunk.tsn
+                else:
+                    break
+                current.append(sent.chunk)
+                current_size += size
+                added = True
+            if not added:
+                break
+            emit()
+            sent_data = True
+            bursts += 1
+        self._cc.on_transmit(self._flight_size)
+        if sent_data:
+            self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
+            self._restart_heartbeat(now)
+        return current, current_size
+
+    def _retransmitted(self, now: float, sent: _SentChunk) -> None:
+        sent.transmissions += 1
+        sent.sent_at = now
+        self._set_in_flight(sent, True)
+        if self._rtt_probe == sent.chunk.tsn:
+            self._rtt_probe = None  # Karn's rule (6.3.1 C5)
+
+    # -- receiving DATA, RFC 4960 6.2 ---------------------------------------------------
+
+    def _on_data(self, now: float, packet: SctpPacket, chunk: DataChunk) -> bool | None:
+        """6.2: take a DATA chunk (acknowledged by the SACK `_after_data_packet` arranges)."""
+        events = self._events
+        if not chunk.user_data:
+            # 6.2: a DATA chunk without user data aborts with "No User Data".
+            events.append(AssociationFailed("DATA chunk without user data (RFC 4960 6.2)"))
+            self._close_with_abort(ErrorCause(ErrorCauseCode.NO_USER_DATA, struct.pack("!I", chunk.tsn)))
+            return None
+        if not (chunk.beginning and chunk.ending):
+            events.append(AssociationFailed("fragmented DATA chunk: DDP/SCTP forbids SCTP fragmentation (RFC 5043 9)"))
+            self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"fragmented DATA (RFC 5043 9)"))
+            return None
+        tracker = self._tracker
+        if tracker.is_duplicate(chunk.tsn):
+            tracker.note_duplicate(chunk.tsn)
+            self._stats["duplicate_tsns_received"] += 1
+            self._data_in_packet = True
+            return None
+        if not tracker.within_window(chunk.tsn):
+            self._data_in_packet = True
+            return None
+        size = len(chunk.user_data)
+        if size > self._receive_window() and (
+                tracker.highest_received is None or serial_gt(chunk.tsn, tracker.highest_received, TSN_BITS)):
+            self._ack_now = True  # 6.2: no buffer space; drop new data beyond the highest TSN received
+            self._data_in_packet = True
+            return None
+        tracker.accept(chunk.tsn)
+        self._stats["data_chunks_received"] += 1
+        if chunk.stream_id >= self.inbound_streams:
+            # 6.5: acknowledge, discard, report "Invalid Stream Identifier".
+            self._queue_control(ErrorChunk(causes=(
+                ErrorCause(ErrorCauseCode.INVALID_STREAM_IDENTIFIER, struct.pack("!HH", chunk.stream_id, 0)),)))
+            self._data_in_packet = True
+            return None
+        if chunk.unordered:
+            self._deliver(chunk)
+        else:
+            self._deliver_ordered(chunk)
+        self._data_in_packet = True
+        return None
+
+    def _on_data_in_shutdown_sent(self, now: float, packet: SctpPacket, chunk: DataChunk) -> bool | None:
+        """9.2: DATA still arrives after our SHUTDOWN; each packet of it is answered with SHUTDOWN."""
+        self._on_data(now, packet, chunk)
+        self._shutdown_answers_data = self._data_in_packet
+        return None
+
+    def _deliver(self, chunk: DataChunk) -> None:
+        if self.config.manual_receive_window:
+            self._buffered += len(chunk.user_data)
+        self._events.append(DataReceived(chunk.stream_id, chunk.ppid, chunk.tsn, bytes(chunk.user_data), chunk.unordered))
+
+    def _deliver_ordered(self, chunk: DataChunk) -> None:
+        """Ordered chunks wait for their SSN turn on their stream (RFC 4960 6.6)."""
+        expected = self._next_ssn_in.get(chunk.stream_id, 0)
+        held = self._reorder.setdefault(chunk.stream_id, {})
+        if chunk.ssn != expected:
+            held[chunk.ssn] = chunk
+            self._buffered += len(chunk.user_data)
+            return
+        self._deliver(chunk)
+        expected = (expected + 1) & 0xFFFF
+        while expected in held:
+            waiting = held.pop(expected)
+            self._buffered -= len(waiting.user_data)
+            self._deliver(waiting)
+            expected = (expected + 1) & 0xFFFF
+        self._next_ssn_in[chunk.stream_id] = expected
+
+    def _after_data_packet(self, now: float) -> None:
+        """6.2: SACK at once on gaps, duplicates or every second packet, else within the delayed-ACK time."""
+        assert self._tracker is not None
+        self._data_packets_since_sack += 1
+        if self._shutdown_answers_data:
+            # 9.2: in SHUTDOWN-SENT, answer DATA with SHUTDOWN and restart T2-shutdown.
+            self._shutdown_answers_data = False
+            self._queue_control(ShutdownChunk(self._tracker.cumulative_tsn))
+            self._timers[Trigger.T2_SHUTDOWN] = now + self._rto.rto
+            self._ack_now = True
+        if (self._data_packets_since_sack >= 2 or self._tracker.has_gaps or self._tracker.has_duplicates):
+            self._ack_now = True
+        if self._ack_now:
+            # Built now, not when the caller next asks for packets: a caller that feeds several packets
+            # before `data_to_send` still gets a SACK for every second packet (6.2), not one stretch SACK.
+            self._sacks_due.append(self._make_sack(self.config.max_packet_size - 12))
+        else:
+            self._timers.setdefault(Trigger.DELAYED_ACK, now + self.config.delayed_ack_time)
+
+    def _on_delayed_ack(self, now: float) -> None:
+        """6.2: the delayed-ACK time is up: the SACK goes with the next packets."""
+        self._ack_now = True
+
+    # -- SACK processing, RFC 4960 6.2.1 -------------------------------------------------
+
+    def _on_sack(self, now: float, packet: SctpPacket, sack: SackChunk) -> None:
+        """6.2.1: process a SACK."""
+        self._sacks_since_send += 1
+        self._process_ack(now, sack.cumulative_tsn_ack, sack.a_rwnd, sack.gap_blocks)
+
+    def _process_ack(self, now: float, cum_ack: int, a_rwnd: int, gap_blocks: tuple[tuple[int, int], ...]) -> None:
+        """6.2.1 D: the Cumulative TSN Ack, Gap Ack Blocks and a_rwnd of a SACK (or of a SHUTDOWN, 9.2)."""
+        events = self._events
+        assert self._cc is not None
+        if serial_lt(cum_ack, self._last_cum_ack, TSN_BITS):
+            return  # 6.2.1 D i): an older SACK, out of order
+        highest_sent = (self._next_tsn - 1 - len(self._send_queue)) & 0xFFFFFFFF
+        if serial_gt(cum_ack, highest_sent, TSN_BITS):
+            events.append(AssociationFailed("SACK acknowledges a TSN never sent (RFC 9260 6.2.1)"))
+            self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"cumulative TSN ack beyond TSNs sent"))
+            return
+        flight_before = self._flight_size
+        cum_advanced = serial_gt(cum_ack, self._last_cum_ack, TSN_BITS)
+        newly_acked = 0
+        highest_newly_acked: int | None = None
+        acked_per_stream: Counter[int] = Counter()
+        # The outstanding TSNs run without holes from the last Cumulative TSN Ack: pop them up to the new one.
+        previous_cum_ack = tsn = self._last_cum_ack
+        while tsn != cum_ack:
+            tsn = (tsn + 1) & 0xFFFFFFFF
+            sent = self._outstanding.pop(tsn, None)
+            if sent is None:
+                continue  # queued when the association closed, never sent
+            if not sent.gap_acked:
+                newly_acked += sent.size
+                self._outstanding_bytes -= sent.size
+                highest_newly_acked = tsn
+                self._measure_rtt(now, sent)
+            self._t3_marked.discard(tsn)
+            self._fast_marked.discard(tsn)
+            self._set_in_flight(sent, False)
+            acked_per_stream[sent.chunk.stream_id] += 1
+        self._last_cum_ack = cum_ack
+        # Gap Ack Blocks (3.3.4): compared with the previous SACK's, so only the TSNs whose state changed are
+        # visited, newly gap-acknowledged or reneged (6.2.1 D iv).
+        advanced_by = (cum_ack - previous_cum_ack) & 0xFFFFFFFF
+        before = [(max(start - advanced_by, 1), end - advanced_by)
+                  for start, end in self._gap_ranges if end - advanced_by >= 1]
+        now_acked = merge_ranges(gap_blocks, 1, len(self._outstanding))
+        for first, last in subtract_ranges(now_acked, before):
+            for offset in range(first, last + 1):
+                tsn = (cum_ack + offset) & 0xFFFFFFFF
+                sent = self._outstanding[tsn]
+                sent.gap_acked = True
+                self._t3_marked.discard(tsn)
+                self._fast_marked.discard(tsn)
+                newly_acked += sent.size
+                self._outstanding_bytes -= sent.size
+                self._measure_rtt(now, sent)
+                self._set_in_flight(sent, False)
+            last_tsn = (cum_ack + last) & 0xFFFFFFFF
+            if highest_newly_acked is None or serial_gt(last_tsn, highest_newly_acked, TSN_BITS):
+                highest_newly_acked = last_tsn
+        for first, last in subtract_ranges(before, now_acked):
+            for offset in range(first, last + 1):
+                sent = self._outstanding[(cum_ack + offset) & 0xFFFFFFFF]
+                sent.gap_acked = False  # renege (6.2.1 D iv): the chunk needs sending again
+                self._outstanding_bytes += sent.size
+        self._gap_ranges = now_acked
+        highest_gap_acked = (cum_ack + now_acked[-1][1]) & 0xFFFFFFFF if now_acked else None
+        self._count_miss_indications(cum_advanced, highest_newly_acked, highest_gap_acked, now_acked)
+        outstanding_bytes = self._outstanding_bytes
+        self._peer_a_rwnd = a_rwnd
+        self._peer_rwnd = max(a_rwnd - outstanding_bytes, 0)
+        self._cc.on_sack(newly_acked, cum_advanced, cum_ack, flight_before, self._flight_size)
+        # 6.3.2 R2/R3.
+        if not self._outstanding:
+            self._timers.pop(Trigger.T3_RTX, None)
+        elif cum_advanced:
+            self._timers[Trigger.T3_RTX] = now + self._rto.rto
+        # RFC 9260 6.1 A: SACKs answering zero window probes do not count as errors; any SACK shows the peer is alive.
+        self._peer_is_alive()
+        for stream_id in sorted(acked_per_stream):
+            events.append(DataAcknowledged(stream_id, acked_per_stream[stream_id]))
+        self._progress_shutdown(now)
+
+    def _measure_rtt(self, now: float, sent: _SentChunk) -> None:
+        if self._rtt_probe == sent.chunk.tsn:
+            self._rtt_probe = None
+            if sent.transmissions == 1:
+                self._rto.measure(now - sent.sent_at)
+
+    def _count_miss_indications(self, cum_advanced: bool, highest_newly_acked: int | None,
+                                 highest_gap_acked: int | None, gap_ranges: list[tuple[int, int]]) -> None:
+        """RFC 9260 7.2.4: miss indications below the highest TSN newly acknowledged; 3 mark a fast retransmit.
+
+        The chunks missing below that TSN are the holes between the SACK's Gap Ack Blocks, so only they are
+        visited."""
+        assert self._cc is not None
+        limit = highest_newly_acked
+        if self._cc.in_fast_recovery and cum_advanced and highest_gap_acked is not None:
+            limit = highest_gap_acked
+        if limit is None:
+            return
+        cum_ack = self._last_cum_ack
+        limit_offset = (limit - cum_ack) & 0xFFFFFFFF
+        if limit_offset > len(self._outstanding):
+            return  # at or below the Cumulative TSN Ack: nothing is missing below it
+        marked = False
+        hole_start = 1
+        for start, end in gap_ranges + [(limit_offset, limit_offset)]:
+            for offset in range(hole_start, min(start, limit_offset)):
+                tsn = (cum_ack + offset) & 0xFFFFFFFF
+                sent = self._outstanding[tsn]
+                if sent.gap_acked or sent.fast_retransmitted or tsn in self._fast_marked:
+                    continue
+                sent.missing_reports += 1
+                if sent.missing_reports >= 3:
+                    self._fast_marked.add(tsn)
+                    self._t3_marked.discard(tsn)
+                    self._set_in_flight(sent, False)
+                    marked = True
+            hole_start = max(hole_start, end + 1)
+            if hole_start >= limit_offset:
+                break
+        if marked:
+            highest_outstanding = (cum_ack + len(self._outstanding)) & 0xFFFFFFFF
+            self._cc.on_fast_retransmit(highest_outstanding)
+
+    def _on_t3_rtx(self, now: float) -> None:
+        """RFC 4960 6.3.3 E1-E3 and 7.2.3: back off, collapse cwnd, mark everything unacknowledged."""
+        assert self._cc is not None
+        if not self._outstanding:
+            return
+        self._rto.back_off()
+        self._cc.on_retransmission_timeout()
+        self._rtt_probe = None
+        for tsn, sent in self._outstanding.items():
+            if not sent.gap_acked:
+                self._t3_marked.add(tsn)
+                self._fast_marked.discard(tsn)
+                self._set_in_flight(sent, False)
+        self._timers[Trigger.T3_RTX] = now + self._rto.rto
+        self._count_error("T3-rtx expired")
+
