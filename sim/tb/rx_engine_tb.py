@@ -331,7 +331,7 @@ class RxEngineTB:
 
     def _compare_memory(self, model: ReceiveEngineModel, written: list[tuple[int, int]]) -> list[str]:
         problems = []
-        allowed = sorted((a, a + n) for a, n in model.ddp.memory.writes if n)
+        allowed = sorted((a, a + n) for a, n in model.memory.writes if n)
         for address, length in written:
             if not any(start <= address and address + length <= end for start, end in allowed):
                 problems.append(f"bus wrote {length} bytes at {address:#x}, outside every write of the model "
@@ -339,11 +339,11 @@ class RxEngineTB:
                 if len(problems) > 10:
                     break
         expected = bytearray([CANARY]) * self.memory_bytes
-        for address, length in model.ddp.memory.writes:
+        for address, length in model.memory.writes:
             if address + length > self.memory_bytes:
                 problems.append(f"model wrote {length} bytes at {address:#x}, past the {self.memory_bytes:#x}-byte RAM")
                 continue
-            expected[address : address + length] = model.ddp.memory.read(address, length)
+            expected[address : address + length] = model.memory.read(address, length)
         actual = self.ram.read(0, self.memory_bytes)
         if actual != expected:
             differing = [i for i in range(0, self.memory_bytes, 4096)
