@@ -83,6 +83,12 @@ def _replay(args: argparse.Namespace) -> int:
         if args.model:
             outputs = replay_model(capture, config)
         else:
+            from sim.toolchain import MissingExtra, require_extra
+            try:
+                require_extra("sim", "replaying through the RTL engine (without --model)")
+            except MissingExtra as error:
+                print(f"rnic replay: {error}", file=sys.stderr)
+                return 1
             from sim.tb.rx_engine_tb import ConfigDoesNotFit, check_config_fits
             from sim.traffic.rx import EngineShape
             from sim.tb.rx_replay import MEMORY_BYTES
@@ -102,6 +108,13 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _bench_rx(args: argparse.Namespace) -> int:
     from sim.commands.bench_rx import run_rx_bench
+    from sim.toolchain import MissingExtra, require_extra
+
+    try:
+        require_extra("sim", "rnic bench rx (the RTL engine under Verilator)")
+    except MissingExtra as error:
+        print(f"rnic bench rx: {error}", file=sys.stderr)
+        return 1
 
     run_rx_bench(tuple(args.widths), tuple(args.payloads), args.frames, args.synth, args.target_mhz)
     return 0

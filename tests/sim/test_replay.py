@@ -169,3 +169,14 @@ def test_missing_files_and_bad_config(tmp_path, capsys):
     bad.write_text('{"local_ip": "10.0.0.2"}')
     assert main(["replay", CAPTURE, "--config", str(bad), "--model"]) == 1
     assert "missing 'local_mac'" in capsys.readouterr().err
+
+
+def test_rtl_replay_without_the_sim_extra_names_the_extra(monkeypatch, capsys):
+    """Without cocotb and friends, the RTL replay says which extra to install instead of an ImportError."""
+    from sim import toolchain
+
+    monkeypatch.setitem(toolchain.EXTRAS, "sim", ("cocotb", "rnic_no_such_package.axi"))
+    assert main(["replay", CAPTURE, "--config", CONFIG]) == 1
+    err = capsys.readouterr().err
+    assert "needs the 'sim' extra" in err and "rnic_no_such_package.axi" in err and "rnic-sctp[sim]" in err
+    assert main(["replay", CAPTURE, "--config", CONFIG, "--model"]) == 0  # the model needs no extra
