@@ -111,7 +111,7 @@ def _bench_rx(args: argparse.Namespace) -> int:
     from sim.toolchain import MissingExtra, require_extra
 
     try:
-        require_extra("sim", "rnic bench rx (the RTL engine under Verilator)")
+        require_extra("sim", "the RTL engine under Verilator")
     except MissingExtra as error:
         print(f"rnic bench rx: {error}", file=sys.stderr)
         return 1

@@ -7,12 +7,9 @@ blocks and duplicate TSNs (RFC 4960 3.3.4), over plain IPv4 and over UDP 9899
 """
 
 import pytest
-
-pytest.importorskip("scapy")
-
-from scapy.layers.inet import IP, UDP  # noqa: E402
-from scapy.layers.l2 import Ether  # noqa: E402
-from scapy.layers.sctp import (  # noqa: E402
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.layers.sctp import (
     SCTP,
     SCTPChunkAbort,
     SCTPChunkCookieAck,
@@ -32,8 +29,8 @@ from scapy.layers.sctp import (  # noqa: E402
     SCTPChunkShutdownComplete,
 )
 
-from model.net.frames import SCTP_UDP_PORT, Frame, build_frame  # noqa: E402
-from model.sctp.packet import (  # noqa: E402
+from model.net.frames import SCTP_UDP_PORT, Frame, build_frame
+from model.sctp.packet import (
     PPID_DDP_SEGMENT,
     PPID_DDP_SESSION_CONTROL,
     AbortChunk,
