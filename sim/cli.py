@@ -135,6 +135,18 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sim_extra_missing(command: str, purpose: str) -> bool:
+    """True, after saying which extra to install, when the 'sim' extra is not installed."""
+    from sim.toolchain import MissingExtra, require_extra
+
+    try:
+        require_extra("sim", purpose)
+    except MissingExtra as error:
+        print(f"rnic {command}: {error}", file=sys.stderr)
+        return True
+    return False
+
+
 def _replay(args: argparse.Namespace) -> int:
     from model.engine.config import ReceiveConfig
     from model.errors import RnicError
@@ -162,6 +174,8 @@ def _replay(args: argparse.Namespace) -> int:
         if args.model:
             outputs = replay_model(capture, config)
         else:
+            if _sim_extra_missing("replay", "replaying through the RTL engine (without --model)"):
+                return 1
             from sim.tb.rx_engine_tb import ConfigDoesNotFit, check_config_fits
             from sim.traffic.rx import EngineShape
             from sim.tb.rx_replay import MEMORY_BYTES
@@ -181,6 +195,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _bench_rx(args: argparse.Namespace) -> int:
     from sim.commands.bench_rx import run_rx_bench
+
+    if _sim_extra_missing("bench rx", "the RTL engine under Verilator"):
+        return 1
 
     run_rx_bench(tuple(args.widths), tuple(args.payloads), args.frames, args.synth, args.target_mhz)
     return 0

@@ -1,11 +1,20 @@
-"""Run a cocotb test module against an Amaranth design under Verilator.
+"""Run a cocotb test module against an Amaranth design under Verilator, through cocotb-test.
 
 :func:`run_cocotb` converts the design to Verilog, builds it with Verilator
 into ``sim_build/<toplevel>-<hash>/`` (the hash covers the Verilog, the build
-options and the Verilator version, so a build is reused until the design
-changes; a file lock makes concurrent pytest-xdist workers safe), runs the
-test module in a fresh run directory and raises :class:`SimulationFailed`
-unless the results file lists at least one test and no failure.
+options, the Verilator version and the cocotb and cocotb-test versions, so a
+build is reused until the design changes; a file lock makes concurrent
+pytest-xdist workers safe), runs the test module in a fresh run directory and
+raises :class:`SimulationFailed` unless the results file lists at least one
+test and no failure.
+
+Both steps go through ``cocotb_test.simulator.Verilator`` (the simulator
+class behind ``cocotb_test.simulator.run``, as in the taxi and Corundum
+testbenches), which sets up cocotb 2.x's environment (``GPI_USERS``,
+``COCOTB_TEST_MODULES``, ``PYTHONPATH`` from ``sys.path``...) and runs the
+commands. It rebuilds on every ``run()``; :class:`_CachedVerilator` keeps
+its build command for the locked build step only, so the test step runs the
+cached binary.
 
 Test parameters reach the cocotb module as JSON in the environment; the
 testbench reads them with :func:`test_parameters`. The simulator's log goes to
@@ -17,21 +26,26 @@ the environment (or ``waves=True``) builds with tracing and writes
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from xml.etree import ElementTree
 
 from amaranth.back import verilog
 from amaranth.hdl import Elaboratable
 
-from sim.toolchain import setup_verilator, verilator_make_flags
+from sim.toolchain import require_extra, setup_verilator, verilator_make_flags
 
 __all__ = ["SimulationResult", "SimulationFailed", "run_cocotb", "test_parameters", "default_build_root"]
 
@@ -129,6 +143,71 @@ def _save_runtime_objects(build_dir: Path, runtime: Path) -> None:
             (runtime / ".complete").touch()
 
 
+@contextmanager
+def _environment(**variables: str) -> Iterator[None]:
+    """Set environment variables for the duration (cocotb-test reads some from ``os.environ`` only)."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _simulator_log(log_file: Path | None) -> Iterator[None]:
+    """cocotb-test logs the commands' output on the ``cocotb`` logger: to ``log_file`` only, when given."""
+    if log_file is None:
+        yield
+        return
+    logger = logging.getLogger("cocotb")
+    handler = logging.FileHandler(log_file, mode="a")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+        logger.propagate = propagate
+
+
+def _testcase_filter(testcase: str | Sequence[str]) -> str:
+    """``COCOTB_TEST_FILTER`` for exact test names (the regex cocotb's own runner builds)."""
+    names = [name.strip() for name in testcase.split(",")] if isinstance(testcase, str) else list(testcase)
+    return r"\.(" + "|".join(rf".*{re.escape(name)}" for name in names if name) + ")$"
+
+
+def _cached_verilator():
+    from cocotb_test.simulator import Verilator
+
+    class _CachedVerilator(Verilator):
+        """cocotb-test's Verilator whose ``run()`` only runs the binary unless ``build=True``."""
+
+        def __init__(self, *, build: bool, **kwargs) -> None:
+            self._build = build
+            super().__init__(**kwargs)
+
+        def build_command(self) -> list[list[str]]:
+            commands = super().build_command()  # verilator, make, then the binary unless compile_only
+            return commands if self._build else commands[-1:]
+
+        def run(self) -> str:
+            try:
+                return super().run()
+            finally:  # cocotb-test installs its own SIGINT/SIGTERM handlers for the run: put ours back
+                if threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGINT, self.old_sigint_h)
+                    signal.signal(signal.SIGTERM, self.old_sigterm_h)
+
+    return _CachedVerilator
+
+
 def run_cocotb(
     design: Elaboratable,
     *,
@@ -150,21 +229,22 @@ def run_cocotb(
     knows its own). ``parameters`` must be JSON-serialisable. Raises
     :class:`SimulationFailed` when a test fails or no test ran.
     """
-    from cocotb_tools.runner import get_runner
-
+    require_extra("sim", "running a cocotb testbench")
+    simulator = _cached_verilator()
     executable = setup_verilator()
     waves = _waves_requested(waves)
     source = verilog.convert(design, name=toplevel, ports=ports, emit_src=False)
-    build_args = [*_VERILATOR_ARGS, *verilator_args]
-    runtime_key = "\0".join([_verilator_version(executable), str(executable), f"waves={waves}"])
+    build_args = [*_VERILATOR_ARGS, *(("--trace",) if waves else ()), *verilator_args]
+    runtime_key = "\0".join([_verilator_version(executable), str(executable), f"waves={waves}",
+                             f"cocotb {version('cocotb')}", f"cocotb-test {version('cocotb-test')}"])
     key = hashlib.sha256("\0".join([source, runtime_key, repr(build_args)]).encode()).hexdigest()[:16]
 
     build_root = (build_root or default_build_root()).resolve()
     build_root.mkdir(parents=True, exist_ok=True)
     build_dir = build_root / f"{toplevel}-{key}"
     built_marker = build_dir / ".built"
+    common = dict(toplevel=toplevel, module=test_module, toplevel_lang="verilog", sim_build=str(build_dir))
 
-    runner = get_runner("verilator")
     rebuilt = False
     started = time.monotonic()
     with _locked(build_root / f"{toplevel}-{key}.lock"):
@@ -175,26 +255,16 @@ def run_cocotb(
             source_file.write_text(source)
             runtime = build_root / f"verilator-runtime-{hashlib.sha256(runtime_key.encode()).hexdigest()[:16]}"
             _restore_runtime_objects(runtime, build_dir)
-            previous_makeflags = os.environ.get("MAKEFLAGS")
-            os.environ["MAKEFLAGS"] = " ".join(filter(None, [previous_makeflags, verilator_make_flags()]))
+            makeflags = " ".join(filter(None, [os.environ.get("MAKEFLAGS"), verilator_make_flags()]))
             try:
-                runner.build(
-                    sources=[source_file],
-                    hdl_toplevel=toplevel,
-                    build_dir=build_dir,
-                    build_args=build_args,
-                    timescale=("1ns", "1ps"),
-                    waves=waves,
-                    always=True,
-                    log_file=build_dir / "build.log",
-                )
-            except RuntimeError as error:
-                raise SimulationFailed(f"Verilator build of {toplevel} failed: see {build_dir / 'build.log'}") from error
-            finally:
-                if previous_makeflags is None:
-                    del os.environ["MAKEFLAGS"]
-                else:
-                    os.environ["MAKEFLAGS"] = previous_makeflags
+                with _environment(MAKEFLAGS=makeflags, COCOTB_RESULTS_FILE=str(build_dir / "build-results.xml")), \
+                        _simulator_log(build_dir / "build.log"):
+                    simulator(build=True, compile_only=True, waves=False, verilog_sources=[str(source_file)], work_dir=str(build_dir),
+                              compile_args=build_args, timescale="1ns/1ps",
+                              make_args=["-j", str(len(os.sched_getaffinity(0)))], **common).run()
+            except SystemExit as error:
+                raise SimulationFailed(f"Verilator build of {toplevel} failed ({error}): see "
+                                       f"{build_dir / 'build.log'}") from None
             _save_runtime_objects(build_dir, runtime)
             built_marker.touch()
             rebuilt = True
@@ -206,21 +276,12 @@ def run_cocotb(
     env.update(extra_env or {})
     started = time.monotonic()
     try:
-        runner.test(
-            test_module=test_module,
-            hdl_toplevel=toplevel,
-            hdl_toplevel_lang="verilog",
-            build_dir=build_dir,
-            test_dir=run_dir,
-            testcase=testcase,
-            seed=seed,
-            waves=waves,
-            results_xml=str(results_file),
-            extra_env=env,
-            log_file=log_file,
-        )
+        with _environment(COCOTB_RESULTS_FILE=str(results_file)), _simulator_log(log_file):
+            simulator(build=False, waves=False, work_dir=str(run_dir), extra_env=env, seed=seed,
+                      testcase=_testcase_filter(testcase) if testcase is not None else None,
+                      plus_args=["--trace"] if waves else [], **common).run()
     except SystemExit:
-        pass  # the cocotb runner exits on failures under pytest; the results file tells
+        pass  # cocotb-test exits on failures; the results file tells
     test_seconds = time.monotonic() - started
 
     if not results_file.is_file():
@@ -234,4 +295,5 @@ def run_cocotb(
     if not waves:
         shutil.rmtree(run_dir, ignore_errors=True)
     return SimulationResult(
-        tests=tests, failures=0, build_dir=build_dir, rebuilt=rebuilt, build_seconds=build_seconds, test_seconds=test_seconds, waves_file=waves_file)
+        tests=tests, failures=0, build_dir=build_dir, rebuilt=rebuilt, build_seconds=build_seconds,
+        test_seconds=test_seconds, waves_file=waves_file)

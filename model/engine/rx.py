@@ -1,9 +1,17 @@
 """Reference model of the receive offload engine: frames in, placed bytes and reports out.
 
 The golden model of what the gateware receive path (`hdl/`) must do with every
-frame, built from the model's own codecs and DDP sink, independent of the
-RTL. It is the scoreboard of the differential tests and the engine behind
-`rnic replay --model`.
+frame, independent of the RTL. It is the scoreboard of the differential tests
+and the engine behind `rnic replay --model`. Every field it reads comes from
+the model's own codecs: `model.net.frames` (Ethernet, IPv4, UDP, and the
+fields a receiver checks before the whole header has arrived),
+`model.sctp.packet` (`CommonHeader`, the CRC32c check `checksum_ok`, the lenient
+`walk_chunks`, `DataChunk`), `model.ddp.sctp_adaptation` (DDP-SSN),
+`model.ddp.segment` and `model.rdmap.messages` (DDP and RDMAP headers), and
+`model.ddp.sink` places and checks the segments.
+
+Sans-I/O: `receive(frame, now)` takes one frame; `next_events()` drains one
+`FrameResult` per frame received, carrying the frame's index and time.
 
 Frame stage (the SCTP receiver), first rule that applies decides:
 
@@ -27,9 +35,13 @@ Frame stage (the SCTP receiver), first rule that applies decides:
 Chunk stage: DATA with PPID 16 on a DDP association, U=1 (RFC 5043 10) and
 B=E=1 (RFC 5043 9) is a DDP segment; every other chunk goes to the host
 intact (session control, other PPIDs, DATA of a non-DDP association, control
-chunks); a PPID 16 chunk with U=0 or without B and E, or shorter than its
-headers, is an error and the walk goes on; a chunk length below 4 or past
-the packet is an error and ends the packet.
+chunks); a PPID 16 chunk with U=0 (ORDERED) or without B and E
+(FRAGMENTED), or a DATA chunk shorter than its headers (TOO_SHORT: below the
+16-byte DATA header, or no room for the DDP-SSN), is an error reported with
+the chunk's TSN (0 when the chunk is too short to hold one) and the walk
+goes on; a chunk header or length past the packet (PAST_END) or a length
+below 4 (TOO_SHORT) is an error with TSN 0 and ends the packet, the chunks
+before it still count.
 
 DDP stage, per configured stream: `DdpSink` with queues 0-2, the RDMAP
 header check (RFC 5040 4.1/4.2) and the placement rights of RDMA Write and
@@ -42,23 +54,48 @@ error) or NO_STREAM (not a configured stream).
 from __future__ import annotations
 
 import ipaddress
-import struct
 from dataclasses import dataclass, field
 from enum import Enum
 
 from hdl.abi import ChunkError, ChunkException, FrameDrop, FrameException, SegmentStatus
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
-from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
+from model.ddp.sctp_adaptation import DdpSegmentChunkData
+from model.ddp.segment import UNTAGGED_HEADER_LENGTH, DdpSegment, decode_header
 from model.ddp.sink import DdpSink, Delivered, Placed, SinkError
 from model.engine.config import ReceiveConfig
 from model.errors import DecodeError, ErrorNumber
-from model.net.checksum import internet_checksum, sctp_checksum, sctp_checksum_from_bytes
+from model.net.frames import (
+    ETHERTYPE_IPV4,
+    IP_PROTOCOL_SCTP,
+    IP_PROTOCOL_UDP,
+    EthernetHeader,
+    Ipv4Header,
+    UdpHeader,
+    ethernet_destination,
+    ipv4_version_and_ihl,
+    udp_destination_port,
+)
 from model.rdmap.messages import header_error, placement_access, rdmap_control_of
+from model.sctp.packet import (
+    COMMON_HEADER_LENGTH,
+    FLAG_T,
+    PPID_DDP_SEGMENT,
+    PPID_DDP_SESSION_CONTROL,
+    BrokenChunk,
+    ChunkType,
+    ChunkWalkStop,
+    CommonHeader,
+    DataChunk,
+    checksum_ok,
+    walk_chunks,
+)
 
-ETHERTYPE_IPV4 = 0x0800
-PROTOCOL_SCTP, PROTOCOL_UDP = 132, 17
-CHUNK_DATA, CHUNK_INIT, CHUNK_ABORT, CHUNK_SHUTDOWN_COMPLETE = 0, 1, 6, 14
-PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL = 16, 17
+#: How the chunk walk's early end is reported (RFC 4960 3.2).
+_WALK_STOP_ERROR = {
+    ChunkWalkStop.HEADER_PAST_END: ChunkError.PAST_END,
+    ChunkWalkStop.LENGTH_BELOW_HEADER: ChunkError.TOO_SHORT,
+    ChunkWalkStop.LENGTH_PAST_END: ChunkError.PAST_END,
+}
 
 
 class FrameAction(Enum):
@@ -101,6 +138,15 @@ class ChunkFault:
 
 @dataclass
 class FrameResult:
+    """The event `ReceiveEngineModel.receive` queues for each frame: what the engine did with it.
+
+    `index` numbers the frames from 0 in the order they were received and
+    `time` is the `now` they were received at, so a result is paired with
+    its frame however many results a caller drains at once.
+    """
+
+    index: int
+    time: float
     action: FrameAction
     reason: FrameException | FrameDrop | None = None
     association: int | None = None
@@ -129,15 +175,22 @@ _DROP_COUNTER = {
 
 
 class ReceiveEngineModel:
-    """The receive engine configured by a `ReceiveConfig`, placing into `memory`."""
+    """The receive engine configured by a `ReceiveConfig`, placing into `memory`.
+
+    Sans-I/O, like every object of the model: `receive(frame, now)` takes a
+    frame, `next_events()` drains the `FrameResult` of every frame received
+    since the last call, in order. The engine sends nothing on the wire and
+    has no timers: `data_to_send` is always empty and `next_timeout` None.
+    """
 
     def __init__(self, config: ReceiveConfig, memory: SparseMemory | None = None) -> None:
         self.config = config
         self.memory = memory if memory is not None else SparseMemory()
         self.counters = Counters()
-        self._local_ip = int(ipaddress.IPv4Address(config.local_ip))
+        self._events: list[FrameResult] = []
+        self._local_ip = ipaddress.IPv4Address(config.local_ip)
         self._associations = {
-            (a.local_port, a.peer_port, int(ipaddress.IPv4Address(a.peer_ip))): a for a in config.associations
+            (a.local_port, a.peer_port, ipaddress.IPv4Address(a.peer_ip)): a for a in config.associations
         }
         self.table = MemoryTable()
         pds = {pd: ProtectionDomain(pd) for pd in {s.pd for s in config.streams} | {r.pd for r in config.regions}}
@@ -154,10 +207,13 @@ class ReceiveEngineModel:
             self.sinks[(buffer.association, buffer.stream_id)].post_buffer(buffer.qn, buffer.host_address,
                                                                             buffer.length)
 
-    def receive_frame(self, frame: bytes) -> FrameResult:
-        """Process one Ethernet frame (no FCS)."""
+    # -- sans-I/O interface -------------------------------------------------
+
+    def receive(self, frame: bytes, now: float) -> None:
+        """Process one Ethernet frame (no FCS) received at `now`; queues its `FrameResult`."""
+        result = FrameResult(self.counters.frames, now, FrameAction.DROP)
         self.counters.frames += 1
-        result, sctp = self._classify(bytes(frame))
+        sctp = self._classify(bytes(frame), result)
         if result.action is FrameAction.DROP:
             setattr(self.counters, _DROP_COUNTER[result.reason],
                     getattr(self.counters, _DROP_COUNTER[result.reason]) + 1)
@@ -166,116 +222,138 @@ class ReceiveEngineModel:
         else:
             self.counters.delivered += 1
             self._walk_chunks(sctp, result)
-        return result
+        self._events.append(result)
+
+    def next_events(self) -> list[FrameResult]:
+        """The results of the frames received since the last call, in frame order."""
+        events, self._events = self._events, []
+        return events
+
+    def data_to_send(self, now: float) -> list[bytes]:
+        """Nothing: the receive engine passes frames to the host, it never transmits."""
+        return []
+
+    def next_timeout(self) -> float | None:
+        """None: the receive engine has no timers."""
+        return None
+
+    def handle_timeout(self, now: float) -> None:
+        """Nothing to do: the receive engine has no timers."""
 
     # -- frame stage ------------------------------------------------------
 
-    def _classify(self, frame: bytes) -> tuple[FrameResult, bytes]:
-        def exception(reason: FrameException) -> tuple[FrameResult, bytes]:
-            return FrameResult(FrameAction.EXCEPTION, reason), b""
+    def _classify(self, frame: bytes, result: FrameResult) -> bytes:
+        """Apply the frame-stage rules in order (module docstring); fills in `result` and
+        returns the SCTP packet of a delivered frame."""
+        def decide(action: FrameAction, reason: FrameException | FrameDrop) -> bytes:
+            result.action, result.reason = action, reason
+            return b""
 
-        def drop(reason: FrameDrop) -> tuple[FrameResult, bytes]:
-            return FrameResult(FrameAction.DROP, reason), b""
-
-        if len(frame) >= 6 and frame[:6] != self.config.local_mac:
-            return exception(FrameException.NOT_LOCAL_MAC)
-        if len(frame) < 14 or frame[12:14] != ETHERTYPE_IPV4.to_bytes(2, "big"):
-            return exception(FrameException.NOT_IPV4)
-        if len(frame) >= 15 and frame[14] >> 4 != 4:
-            return exception(FrameException.NOT_IPV4)
-        if len(frame) < 34:
-            return drop(FrameDrop.LENGTH)
-        ip = frame[14:34]
-        if ip[0] & 0x0F != 5:
-            return exception(FrameException.IP_OPTIONS)
-        if internet_checksum(ip) != 0:
-            return drop(FrameDrop.IP_CHECKSUM)
-        flags_fragment = struct.unpack_from("!H", ip, 6)[0]
-        if flags_fragment & 0x2000 or flags_fragment & 0x1FFF:
-            return exception(FrameException.FRAGMENT)
-        if struct.unpack_from("!I", ip, 16)[0] != self._local_ip:
-            return exception(FrameException.NOT_LOCAL_IP)
-        total_length = struct.unpack_from("!H", ip, 2)[0]
-        if total_length < 20 or 14 + total_length > len(frame):
-            return drop(FrameDrop.LENGTH)
-        protocol = ip[9]
-        payload = frame[34 : 14 + total_length]
-        udp = False
-        if protocol == PROTOCOL_UDP and len(payload) >= 4 and \
-                struct.unpack_from("!H", payload, 2)[0] == self.config.udp_port:
-            udp = True
-        elif protocol != PROTOCOL_SCTP:
-            return exception(FrameException.NOT_SCTP)
-        if udp:
-            udp_length = struct.unpack_from("!H", payload, 4)[0] if len(payload) >= 8 else 0
-            if udp_length < 8 or udp_length > len(payload):
-                return drop(FrameDrop.LENGTH)
-            sctp = payload[8:udp_length]
+        destination = ethernet_destination(frame)
+        if destination is not None and destination != self.config.local_mac:
+            return decide(FrameAction.EXCEPTION, FrameException.NOT_LOCAL_MAC)
+        try:
+            ethernet = EthernetHeader.decode(frame)
+        except DecodeError:
+            return decide(FrameAction.EXCEPTION, FrameException.NOT_IPV4)
+        if ethernet.ethertype != ETHERTYPE_IPV4:
+            return decide(FrameAction.EXCEPTION, FrameException.NOT_IPV4)
+        datagram = frame[EthernetHeader.LENGTH :]
+        version_ihl = ipv4_version_and_ihl(datagram)
+        if version_ihl is not None and version_ihl[0] != 4:
+            return decide(FrameAction.EXCEPTION, FrameException.NOT_IPV4)
+        if len(datagram) < Ipv4Header.MIN_LENGTH:
+            return decide(FrameAction.DROP, FrameDrop.LENGTH)
+        if version_ihl[1] * 4 != Ipv4Header.MIN_LENGTH:
+            return decide(FrameAction.EXCEPTION, FrameException.IP_OPTIONS)
+        ip = Ipv4Header.decode(datagram, verify=False, check_total_length=False)
+        if not ip.checksum_ok:
+            return decide(FrameAction.DROP, FrameDrop.IP_CHECKSUM)
+        if ip.is_fragment:
+            return decide(FrameAction.EXCEPTION, FrameException.FRAGMENT)
+        if ip.dst != self._local_ip:
+            return decide(FrameAction.EXCEPTION, FrameException.NOT_LOCAL_IP)
+        try:
+            payload = ip.payload_of(datagram)
+        except DecodeError:
+            return decide(FrameAction.DROP, FrameDrop.LENGTH)
+        if ip.protocol == IP_PROTOCOL_UDP and udp_destination_port(payload) == self.config.udp_port:
+            try:
+                udp = UdpHeader.decode(payload, ip.src, ip.dst, verify=False)  # RFC 6951: the CRC32c protects
+            except DecodeError:
+                return decide(FrameAction.DROP, FrameDrop.LENGTH)
+            sctp = payload[UdpHeader.LENGTH : udp.length]
+        elif ip.protocol != IP_PROTOCOL_SCTP:
+            return decide(FrameAction.EXCEPTION, FrameException.NOT_SCTP)
         else:
             sctp = payload
-        if len(sctp) < 12:
-            return drop(FrameDrop.LENGTH)
-        if sctp_checksum_from_bytes(sctp[8:12]) != sctp_checksum(sctp):
-            return drop(FrameDrop.CRC)
-        src_port, dst_port, tag = struct.unpack_from("!HHI", sctp)
-        first_type = sctp[12] if len(sctp) > 12 else None
-        first_flags = sctp[13] if len(sctp) > 13 else 0
-        if first_type == CHUNK_INIT and tag == 0:
-            return exception(FrameException.INIT)
-        if first_type in (CHUNK_ABORT, CHUNK_SHUTDOWN_COMPLETE) and first_flags & 0x01:
-            return exception(FrameException.TAG_REFLECTED)
-        src_ip = struct.unpack_from("!I", ip, 12)[0]
-        association = self._associations.get((dst_port, src_port, src_ip))
+        try:
+            header = CommonHeader.decode(sctp)
+        except DecodeError:
+            return decide(FrameAction.DROP, FrameDrop.LENGTH)
+        if not checksum_ok(sctp):  # RFC 4960 6.8
+            return decide(FrameAction.DROP, FrameDrop.CRC)
+        # RFC 4960 8.5.1: the first chunk's type and flags, as far as the packet holds them.
+        first = next(walk_chunks(sctp[COMMON_HEADER_LENGTH:]), None)
+        first_type = first.chunk_type if first is not None else None
+        first_flags = (first.flags or 0) if first is not None else 0
+        if first_type == ChunkType.INIT and header.verification_tag == 0:
+            return decide(FrameAction.EXCEPTION, FrameException.INIT)
+        if first_type in (ChunkType.ABORT, ChunkType.SHUTDOWN_COMPLETE) and first_flags & FLAG_T:
+            return decide(FrameAction.EXCEPTION, FrameException.TAG_REFLECTED)
+        association = self._associations.get((header.dst_port, header.src_port, ip.src))
         if association is None:
-            return exception(FrameException.NO_ASSOCIATION)
-        if tag != association.tag:
-            return drop(FrameDrop.TAG)
-        return FrameResult(FrameAction.DELIVER, association=association.index), sctp
+            return decide(FrameAction.EXCEPTION, FrameException.NO_ASSOCIATION)
+        if header.verification_tag != association.tag:
+            return decide(FrameAction.DROP, FrameDrop.TAG)
+        result.action, result.association = FrameAction.DELIVER, association.index
+        return sctp
 
     # -- chunk stage --------------------------------------------------------
 
     def _walk_chunks(self, sctp: bytes, result: FrameResult) -> None:
         index = result.association
         ddp = next(a.ddp for a in self.config.associations if a.index == index)
-        offset = 12
-        while offset < len(sctp):
-            if offset + 4 > len(sctp):
-                result.chunk_faults.append(ChunkFault(index, 0, ChunkError.PAST_END))
-                return
-            chunk_type, flags, length = struct.unpack_from("!BBH", sctp, offset)
-            tsn = struct.unpack_from("!I", sctp, offset + 4)[0] if length >= 8 and offset + 8 <= len(sctp) else 0
-            if length < 4:
-                result.chunk_faults.append(ChunkFault(index, 0, ChunkError.TOO_SHORT))
-                return
-            if offset + length > len(sctp):
-                result.chunk_faults.append(ChunkFault(index, 0, ChunkError.PAST_END))
-                return
-            chunk = sctp[offset : offset + length]
-            offset += (length + 3) & ~3
-            if chunk_type != CHUNK_DATA:
-                result.chunks_to_host.append(ChunkToHost(index, ChunkException.CONTROL, chunk))
+
+        def to_host(reason: ChunkException, chunk) -> None:
+            result.chunks_to_host.append(ChunkToHost(index, reason, chunk.data))
+
+        def fault(kind: ChunkError, tsn: int) -> None:
+            result.chunk_faults.append(ChunkFault(index, tsn, kind))
+
+        for chunk in walk_chunks(sctp[COMMON_HEADER_LENGTH:], COMMON_HEADER_LENGTH):
+            if isinstance(chunk, BrokenChunk):
+                return fault(_WALK_STOP_ERROR[chunk.reason], 0)
+            if chunk.chunk_type != ChunkType.DATA:
+                to_host(ChunkException.CONTROL, chunk)
                 continue
             if not ddp:
-                result.chunks_to_host.append(ChunkToHost(index, ChunkException.NOT_DDP, chunk))
+                to_host(ChunkException.NOT_DDP, chunk)
                 continue
-            if length < 16:
-                result.chunk_faults.append(ChunkFault(index, tsn, ChunkError.TOO_SHORT))
+            try:
+                data = chunk.decode()
+            except DecodeError:  # shorter than the DATA header (RFC 4960 3.3.1)
+                fault(ChunkError.TOO_SHORT, chunk.data_tsn or 0)
                 continue
-            ppid = struct.unpack_from("!I", chunk, 12)[0]
-            if ppid == PPID_DDP_SESSION_CONTROL:
-                result.chunks_to_host.append(ChunkToHost(index, ChunkException.SESSION_CONTROL, chunk))
-            elif ppid != PPID_DDP_SEGMENT:
-                result.chunks_to_host.append(ChunkToHost(index, ChunkException.OTHER_PPID, chunk))
-            elif length < 18:
-                result.chunk_faults.append(ChunkFault(index, tsn, ChunkError.TOO_SHORT))
-            elif not flags & 0x04:
-                result.chunk_faults.append(ChunkFault(index, tsn, ChunkError.ORDERED))
-            elif flags & 0x03 != 0x03:
-                result.chunk_faults.append(ChunkFault(index, tsn, ChunkError.FRAGMENTED))
+            assert isinstance(data, DataChunk)
+            if data.ppid == PPID_DDP_SESSION_CONTROL:
+                to_host(ChunkException.SESSION_CONTROL, chunk)
+                continue
+            if data.ppid != PPID_DDP_SEGMENT:
+                to_host(ChunkException.OTHER_PPID, chunk)
+                continue
+            try:
+                user_data = DdpSegmentChunkData.decode(data.user_data)
+            except DecodeError:  # no room for the DDP-SSN (RFC 5043 5.2.2)
+                fault(ChunkError.TOO_SHORT, data.tsn)
+                continue
+            if not data.unordered:
+                fault(ChunkError.ORDERED, data.tsn)  # RFC 5043 10
+            elif not (data.beginning and data.ending):
+                fault(ChunkError.FRAGMENTED, data.tsn)  # RFC 5043 9
             else:
-                stream_id = struct.unpack_from("!H", chunk, 8)[0]
-                ddp_ssn = struct.unpack_from("!H", chunk, 16)[0]
-                result.segments.append(self._segment(index, stream_id, tsn, ddp_ssn, chunk[18:]))
+                result.segments.append(self._segment(index, data.stream_id, data.tsn, user_data.ddp_ssn,
+                                                     user_data.segment))
 
     # -- DDP stage --------------------------------------------------------------
 
@@ -305,13 +383,8 @@ def _rdmap_check(segment: DdpSegment):
 
 
 def _header_fields(raw: bytes) -> dict:
-    """The verdict's header fields, as far as the bytes hold a header."""
-    try:
-        segment = DdpSegment.decode(raw)
-    except DecodeError:
-        return {"tagged": bool(raw and raw[0] & 0x80), "last": bool(raw and raw[0] & 0x40),
-                "opcode": raw[1] & 0x0F if len(raw) > 1 else 0, "payload_length": 0}
-    header = segment.header
-    assert isinstance(header, (TaggedHeader, UntaggedHeader))
+    """The verdict's header fields (RFC 5041 4.1-4.3, RFC 5040 4.1). A segment shorter than its
+    header reports the fields the bytes hold, the missing bytes read as zero, and no payload."""
+    header = decode_header(raw.ljust(UNTAGGED_HEADER_LENGTH, b"\0"))
     return {"tagged": header.tagged, "last": header.last, "opcode": rdmap_control_of(header).opcode,
-            "payload_length": len(segment.payload)}
+            "payload_length": max(len(raw) - header.length, 0)}

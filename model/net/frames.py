@@ -156,27 +156,28 @@ class Ipv4Header:
         return bytes(header)
 
     @classmethod
-    def decode(cls, data: bytes, verify: bool = True) -> Ipv4Header:
+    def decode(cls, data: bytes, verify: bool = True, check_total_length: bool = True) -> Ipv4Header:
         """Decode the header at the start of `data`, the IPv4 datagram (plus any link padding).
 
         Raises DecodeError for a version other than 4, an IHL below 5, or a
         header or Total Length that runs past `data`; ChecksumError for a bad
-        header checksum when `verify` is set.
+        header checksum when `verify` is set.  With `check_total_length` False
+        the Total Length is not compared with `data` (a receiver that checks
+        the header before the datagram's length; `payload_of` checks it later).
         """
         need(data, cls.MIN_LENGTH, "ipv4", "header")
-        (ver_ihl, tos, total, ident, frag, ttl, proto, checksum, src, dst) = struct.unpack_from(
+        (_, tos, total, ident, frag, ttl, proto, checksum, src, dst) = struct.unpack_from(
             "!BBHHHBBH4s4s", data, 0
         )
-        if ver_ihl >> 4 != 4:
-            raise DecodeError("ipv4", f"version {ver_ihl >> 4} is not 4", 0)
-        header_length = (ver_ihl & 0xF) * 4
+        version, ihl = ipv4_version_and_ihl(data)
+        if version != 4:
+            raise DecodeError("ipv4", f"version {version} is not 4", 0)
+        header_length = ihl * 4
         if header_length < cls.MIN_LENGTH:
-            raise DecodeError("ipv4", f"IHL {ver_ihl & 0xF} below 5", 0)
+            raise DecodeError("ipv4", f"IHL {ihl} below 5", 0)
         need(data, header_length, "ipv4", "header with options")
-        if total < header_length:
-            raise DecodeError("ipv4", f"total length {total} shorter than header {header_length}", 2)
-        if total > len(data):
-            raise DecodeError("ipv4", f"total length {total} past the {len(data)} bytes received", 2)
+        if check_total_length:
+            _check_total_length(total, header_length, len(data))
         header = bytes(data[:header_length])
         ok = internet_checksum(header) == 0
         if not ok and verify:
@@ -195,6 +196,21 @@ class Ipv4Header:
             options=header[cls.MIN_LENGTH :],
             checksum_ok=ok,
         )
+
+
+    def payload_of(self, datagram: bytes) -> bytes:
+        """The payload of `datagram`, whose header this is: the bytes after the header up to
+        Total Length (link padding after it dropped); DecodeError when Total Length is shorter
+        than the header or runs past `datagram`."""
+        _check_total_length(self.total_length, self.header_length, len(datagram))
+        return bytes(datagram[self.header_length : self.total_length])
+
+
+def _check_total_length(total: int, header_length: int, available: int) -> None:
+    if total < header_length:
+        raise DecodeError("ipv4", f"total length {total} shorter than header {header_length}", 2)
+    if total > available:
+        raise DecodeError("ipv4", f"total length {total} past the {available} bytes received", 2)
 
 
 def _udp_pseudo_header(src: ipaddress.IPv4Address, dst: ipaddress.IPv4Address, length: int) -> bytes:
@@ -316,7 +332,7 @@ class Frame:
         ip = Ipv4Header.decode(datagram, verify=verify)
         if ip.is_fragment:
             raise DecodeError("ipv4", "fragmented datagram (not reassembled)", 6)
-        payload = datagram[ip.header_length : ip.total_length]
+        payload = ip.payload_of(datagram)
         if ip.protocol == IP_PROTOCOL_SCTP:
             return cls(eth=eth, ip=ip, udp=None, sctp=payload)
         if ip.protocol == IP_PROTOCOL_UDP:
@@ -350,3 +366,23 @@ def build_frame(
         sctp=sctp_bytes,
     )
     return frame.encode()
+
+
+# Fields a receiver decides on as soon as they have arrived, before (or
+# without) the rest of the header: the MAC filter, the IP version check and
+# the UDP port demultiplexer.  None when the bytes do not reach the field.
+
+
+def ethernet_destination(frame: bytes) -> bytes | None:
+    """The destination MAC of an Ethernet frame (its first 6 bytes)."""
+    return bytes(frame[0:6]) if len(frame) >= 6 else None
+
+
+def ipv4_version_and_ihl(datagram: bytes) -> tuple[int, int] | None:
+    """Version and IHL (header length in 32-bit words) of an IPv4 header, its first byte (RFC 791 3.1)."""
+    return (datagram[0] >> 4, datagram[0] & 0xF) if datagram else None
+
+
+def udp_destination_port(datagram: bytes) -> int | None:
+    """The destination port of a UDP datagram (RFC 768), bytes 2-3."""
+    return struct.unpack_from("!H", datagram, 2)[0] if len(datagram) >= 4 else None

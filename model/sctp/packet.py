@@ -4,6 +4,11 @@ Implements the wire formats of RFC 4960 3 (RFC 9260 3 keeps them):
 
 * `SctpPacket`: common header (3.1) plus bundled chunks; `encode()` computes
   the CRC32c checksum (6.8, Appendix B), `decode()` verifies it.
+  `CommonHeader` decodes the common header alone.
+* `walk_chunks`: the lenient chunk walk of a receiver that processes chunk
+  by chunk: every whole chunk undecoded (`RawChunk`), then, if a chunk runs
+  past the packet or its length is below 4, a `BrokenChunk` with the
+  `ChunkWalkStop` reason; `decode_chunks` is the strict walk built on it.
 * One dataclass per chunk type of 3.3 that this project uses (`DataChunk`,
   `InitChunk`, `InitAckChunk`, `SackChunk`, `HeartbeatChunk`,
   `HeartbeatAckChunk`, `AbortChunk`, `ShutdownChunk`, `ShutdownAckChunk`,
@@ -32,8 +37,9 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import ClassVar, Union
 
 from model.net.checksum import sctp_checksum, sctp_checksum_from_bytes, sctp_checksum_to_bytes
@@ -894,33 +900,128 @@ def encode_chunks(chunks: tuple[Chunk, ...] | list[Chunk]) -> bytes:
     return b"".join(chunk.encode() for chunk in chunks)
 
 
+class ChunkWalkStop(Enum):
+    """Why `walk_chunks` stopped before the end of the packet (RFC 4960 3.2)."""
+
+    HEADER_PAST_END = 1
+    """Fewer than 4 bytes left for a chunk header."""
+    LENGTH_BELOW_HEADER = 2
+    """A Length field below the 4 bytes of the chunk header."""
+    LENGTH_PAST_END = 3
+    """A Length field that runs past the end of the packet."""
+
+
+@dataclass(frozen=True)
+class RawChunk:
+    """One chunk as it lies in a packet, not yet decoded (RFC 4960 3.2).
+
+    `data` is the chunk's header and value, `length` bytes, without padding;
+    `offset` is where it starts (with `walk_chunks`' base offset added).
+    """
+
+    offset: int
+    data: bytes
+
+    @property
+    def chunk_type(self) -> int:
+        return self.data[0]
+
+    @property
+    def flags(self) -> int:
+        return self.data[1]
+
+    @property
+    def value(self) -> bytes:
+        return self.data[CHUNK_HEADER_LENGTH:]
+
+    @property
+    def data_tsn(self) -> int | None:
+        """The TSN of a DATA chunk (RFC 4960 3.3.1) long enough to hold one (length >= 8), even
+        when it is too short for the rest of the DATA header; None otherwise."""
+        if self.chunk_type != ChunkType.DATA or len(self.value) < 4:
+            return None
+        return struct.unpack_from("!I", self.value, 0)[0]
+
+    def decode(self) -> AnyChunk:
+        """The typed chunk (`UnknownChunk` for a type this codec does not parse); DecodeError when
+        the value does not fit its type."""
+        cls = CHUNK_CLASSES.get(self.chunk_type)
+        if cls is None:
+            return UnknownChunk(chunk_type=self.chunk_type, flags=self.flags, value=self.value)
+        return cls._from_value(self.flags, self.value, self.offset)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class BrokenChunk:
+    """Where `walk_chunks` stopped: `reason`, and the bytes from the broken chunk's start to the
+    end of the packet (`data`, fewer than 4 of them for HEADER_PAST_END)."""
+
+    offset: int
+    reason: ChunkWalkStop
+    data: bytes
+
+    @property
+    def chunk_type(self) -> int | None:
+        """The type byte, if the packet holds it."""
+        return self.data[0] if self.data else None
+
+    @property
+    def flags(self) -> int | None:
+        """The flags byte, if the packet holds it."""
+        return self.data[1] if len(self.data) > 1 else None
+
+    def error(self) -> DecodeError:
+        """The DecodeError a strict decoder raises for this chunk."""
+        if self.reason is ChunkWalkStop.HEADER_PAST_END:
+            return DecodeError(LAYER, f"chunk header needs {CHUNK_HEADER_LENGTH} bytes, only {len(self.data)} left",
+                               self.offset)
+        (length,) = struct.unpack_from("!H", self.data, 2)
+        if self.reason is ChunkWalkStop.LENGTH_BELOW_HEADER:
+            return DecodeError(LAYER, f"chunk length {length} below {CHUNK_HEADER_LENGTH}", self.offset)
+        return DecodeError(LAYER, f"chunk length {length} past the end of the packet", self.offset)
+
+
+def walk_chunks(data: bytes, base_offset: int = 0) -> Iterator[RawChunk | BrokenChunk]:
+    """The bundled chunks of `data` (the packet after its common header) in order, undecoded (RFC 4960 3.2).
+
+    Yields a `RawChunk` for every chunk that lies whole in `data`; a chunk
+    header that runs past the end, or a Length below 4 or past the end, ends
+    the walk with a `BrokenChunk` as the last item (the chunks before it
+    still count for a receiver that processes chunk by chunk). Padding bytes
+    are skipped whatever they hold; the last chunk may lack its padding.
+    `base_offset` is added to the offsets.
+    """
+    data = bytes(data)
+    offset = 0
+    while offset < len(data):
+        start = base_offset + offset
+        if len(data) - offset < CHUNK_HEADER_LENGTH:
+            yield BrokenChunk(start, ChunkWalkStop.HEADER_PAST_END, data[offset:])
+            return
+        (length,) = struct.unpack_from("!H", data, offset + 2)
+        if length < CHUNK_HEADER_LENGTH:
+            yield BrokenChunk(start, ChunkWalkStop.LENGTH_BELOW_HEADER, data[offset:])
+            return
+        if offset + length > len(data):
+            yield BrokenChunk(start, ChunkWalkStop.LENGTH_PAST_END, data[offset:])
+            return
+        yield RawChunk(start, data[offset : offset + length])
+        offset += length
+        offset += min(-length % 4, len(data) - offset)
+
+
 def decode_chunks(data: bytes, base_offset: int = 0) -> tuple[AnyChunk, ...]:
-    """Unbundle chunks (RFC 4960 3.2).
+    """Unbundle and decode chunks (RFC 4960 3.2).
 
     A chunk length below 4 or past the end of `data` is a DecodeError; padding
     bytes are ignored; the last chunk may lack its padding.  `base_offset` is
     added to the offsets reported in errors.
     """
-    data = bytes(data)
     chunks: list[AnyChunk] = []
-    offset = 0
-    while offset < len(data):
-        need(data, CHUNK_HEADER_LENGTH, LAYER, "chunk header", offset)
-        chunk_type, flags, length = struct.unpack_from("!BBH", data, offset)
-        if length < CHUNK_HEADER_LENGTH:
-            raise DecodeError(LAYER, f"chunk length {length} below 4", base_offset + offset)
-        if offset + length > len(data):
-            raise DecodeError(
-                LAYER, f"chunk length {length} past the end of the packet", base_offset + offset
-            )
-        value = data[offset + CHUNK_HEADER_LENGTH : offset + length]
-        cls = CHUNK_CLASSES.get(chunk_type)
-        if cls is None:
-            chunks.append(UnknownChunk(chunk_type=chunk_type, flags=flags, value=value))
-        else:
-            chunks.append(cls._from_value(flags, value, base_offset + offset))  # type: ignore[arg-type]
-        offset += length
-        offset += min(-length % 4, len(data) - offset)
+    for chunk in walk_chunks(data, base_offset):
+        if isinstance(chunk, BrokenChunk):
+            raise chunk.error()
+        chunks.append(chunk.decode())
     return tuple(chunks)
 
 
@@ -928,11 +1029,30 @@ def decode_chunks(data: bytes, base_offset: int = 0) -> tuple[AnyChunk, ...]:
 # The packet, RFC 4960 3.1 and 6.8.
 
 
+@dataclass(frozen=True)
+class CommonHeader:
+    """The SCTP common header (RFC 4960 3.1): ports, verification tag and the received CRC32c."""
+
+    src_port: int
+    dst_port: int
+    verification_tag: int
+    checksum: int  # as sent: the CRC32c value, stored least-significant byte first (6.8)
+
+    LENGTH: ClassVar[int] = COMMON_HEADER_LENGTH
+
+    @classmethod
+    def decode(cls, data: bytes) -> CommonHeader:
+        """Decode the header at the start of `data` (the chunks that follow are not examined)."""
+        need(data, COMMON_HEADER_LENGTH, LAYER, "common header")
+        src_port, dst_port, tag = struct.unpack_from("!HHI", data, 0)
+        return cls(src_port, dst_port, tag, sctp_checksum_from_bytes(bytes(data[8:12])))
+
+
 def checksum_ok(packet: bytes) -> bool:
     """True if the CRC32c in the packet's checksum field matches its bytes (RFC 4960 6.8)."""
     if len(packet) < COMMON_HEADER_LENGTH:
         return False
-    return sctp_checksum_from_bytes(bytes(packet[8:12])) == sctp_checksum(packet)
+    return CommonHeader.decode(packet).checksum == sctp_checksum(packet)
 
 
 @dataclass(frozen=True)
@@ -968,19 +1088,17 @@ class SctpPacket:
     def decode(cls, data: bytes, verify_checksum: bool = True) -> SctpPacket:
         """Decode a packet; raise ChecksumError on a CRC32c mismatch unless verify_checksum is False."""
         data = bytes(data)
-        need(data, COMMON_HEADER_LENGTH, LAYER, "common header")
-        src_port, dst_port, tag = struct.unpack_from("!HHI", data, 0)
-        received = sctp_checksum_from_bytes(data[8:12])
+        header = CommonHeader.decode(data)
         computed = sctp_checksum(data)
-        if received != computed and verify_checksum:
-            raise ChecksumError(LAYER, computed, received)
+        if header.checksum != computed and verify_checksum:
+            raise ChecksumError(LAYER, computed, header.checksum)
         chunks = decode_chunks(data[COMMON_HEADER_LENGTH:], COMMON_HEADER_LENGTH)
         if not chunks:
             raise DecodeError(LAYER, "packet without chunks (RFC 4960 3)", COMMON_HEADER_LENGTH)
         return cls(
-            src_port=src_port,
-            dst_port=dst_port,
-            verification_tag=tag,
+            src_port=header.src_port,
+            dst_port=header.dst_port,
+            verification_tag=header.verification_tag,
             chunks=chunks,
-            checksum_ok=received == computed,
+            checksum_ok=header.checksum == computed,
         )

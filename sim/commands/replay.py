@@ -22,7 +22,7 @@ from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
 from model.errors import DecodeError, RnicError
 from model.net.frames import Frame
 from model.net.pcap import read_capture
-from model.sctp.packet import DataChunk, SctpPacket
+from model.sctp.packet import COMMON_HEADER_LENGTH, BrokenChunk, walk_chunks
 
 __all__ = ["ReplayFailed", "Record", "HostPacket", "ReplayOutputs", "replay_model", "replay_rtl", "format_replay", "memory_digest"]
 
@@ -95,10 +95,12 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
     """Run every frame of `capture` through `ReceiveEngineModel`."""
     engine = ReceiveEngineModel(config)
     outputs = ReplayOutputs()
-    for record in read_capture(capture):
-        result = engine.receive_frame(record.data)
+    records = list(read_capture(capture))
+    for record in records:
+        engine.receive(record.data, record.timestamp)
+    for result in engine.next_events():
         if result.action is FrameAction.EXCEPTION:
-            outputs.host_packets.append(HostPacket("frame", result.reason.name, 0, record.data))
+            outputs.host_packets.append(HostPacket("frame", result.reason.name, 0, records[result.index].data))
         for chunk in result.chunks_to_host:
             outputs.host_packets.append(HostPacket("chunk", chunk.reason.name, chunk.association, chunk.chunk))
         for fault in result.chunk_faults:
@@ -179,20 +181,19 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int) -> Repla
 
 
 def _frame_keys(data: bytes) -> tuple[set[bytes], set[int], bool]:
-    """The chunks' bytes and DATA TSNs of a frame, and whether its chunk walk broke."""
+    """The chunks' bytes and DATA TSNs of a frame, and whether its chunk walk broke (the engine's
+    lenient walk: the chunks before a broken one still count)."""
     try:
         sctp = Frame.decode(data, verify=False).sctp
     except DecodeError:
         return set(), set(), False
-    try:
-        packet = SctpPacket.decode(sctp, verify_checksum=False)
-    except DecodeError:
-        return set(), set(), True
-    chunks = set()
-    for chunk in packet.chunks:
-        encoded = chunk.encode()
-        chunks.add(encoded[: int.from_bytes(encoded[2:4], "big")])
-    tsns = {chunk.tsn for chunk in packet.chunks if isinstance(chunk, DataChunk)}
+    chunks, tsns = set(), set()
+    for chunk in walk_chunks(sctp[COMMON_HEADER_LENGTH:]):
+        if isinstance(chunk, BrokenChunk):
+            return chunks, tsns, True
+        chunks.add(chunk.data)
+        if chunk.data_tsn is not None:
+            tsns.add(chunk.data_tsn)
     return chunks, tsns, False
 
 

@@ -52,7 +52,9 @@ async def _run_and_compare(tb: RxEngineTB, config: ReceiveConfig, frames: list[b
     await tb.configure(config)
     await tb.send_frames(frames, gaps)
     await tb.drain()
-    results = [model.receive_frame(frame) for frame in frames]
+    for frame in frames:
+        model.receive(frame, 0.0)
+    results = model.next_events()
     problems = await tb.compare_with_model(model, results)
     assert not problems, f"{len(problems)} mismatches with the model:\n" + "\n".join(problems)
 

@@ -64,7 +64,9 @@ def test_random_traffic_is_valid_for_the_model():
     config = random_config(rng, SHAPE, MEMORY_BYTES, 4096)
     check_config_fits(config, SHAPE, MEMORY_BYTES)
     model = ReceiveEngineModel(config, SparseMemory(0xC3))
-    results = [model.receive_frame(frame) for frame in ValidTraffic(rng, config, max_payload=4096).frames(80)]
+    for frame in ValidTraffic(rng, config, max_payload=4096).frames(80):
+        model.receive(frame, 0.0)
+    results = model.next_events()
     verdicts = [v for r in results for v in r.segments]
     assert verdicts and all(v.status is SegmentStatus.ACCEPTED for v in verdicts)
     assert {v.opcode for v in verdicts} == set(range(8))
@@ -78,7 +80,9 @@ def test_catalogue_cases_do_what_they_say(part):
     config = catalogue_config(SHAPE)
     model, catalogue = ReceiveEngineModel(config, SparseMemory(0xC3)), Catalogue(config, SHAPE)
     for case, association, stream_id in catalogue_parts(SHAPE)[part]:
-        *bad, same_stream, healthy = [model.receive_frame(f) for f in case_frames(catalogue, case, association, stream_id)]
+        for frame in case_frames(catalogue, case, association, stream_id):
+            model.receive(frame, 0.0)
+        *bad, same_stream, healthy = model.next_events()
         refused = [r for r in bad if r.action is not FrameAction.DELIVER or r.chunk_faults
                    or any(v.status is not SegmentStatus.ACCEPTED for v in r.segments)]
         assert refused, case.name

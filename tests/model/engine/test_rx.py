@@ -27,9 +27,18 @@ LOCAL_MAC, PEER_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001
 TAG = 0x5E6F7081
 
 
+class Engine(ReceiveEngineModel):
+    """The model with a one-frame helper: `receive_one(frame)` feeds it and returns that frame's result."""
+
+    def receive_one(self, data: bytes):
+        self.receive(data, now=float(self.counters.frames))
+        (result,) = self.next_events()
+        return result
+
+
 @pytest.fixture
 def engine():
-    return ReceiveEngineModel(ReceiveConfig.from_json(SAMPLE_CONFIG.read_text()))
+    return Engine(ReceiveConfig.from_json(SAMPLE_CONFIG.read_text()))
 
 
 def frame(*chunks, tag=TAG, src_port=5001, dst_port=5002, udp=False, src_ip="10.0.0.1", dst_ip="10.0.0.2",
@@ -52,7 +61,11 @@ def write(to, payload, stag=0x0142, last=True):
 
 
 def test_sample_capture_through_the_model(engine):
-    results = [engine.receive_frame(r.data) for r in read_capture(SAMPLE_CAPTURE.read_bytes())]
+    records = list(read_capture(SAMPLE_CAPTURE.read_bytes()))
+    for record in records:
+        engine.receive(record.data, record.timestamp)
+    results = engine.next_events()
+    assert [(r.index, r.time) for r in results] == [(i, r.timestamp) for i, r in enumerate(records)]
     segments = [s for r in results for s in r.segments]
     assert [s.status for s in segments].count(SegmentStatus.ACCEPTED) == 8  # 3 Write segments, 1 Read Request, 4 Sends
     (error,) = [s for s in segments if s.status is SegmentStatus.ERROR]
@@ -64,7 +77,7 @@ def test_sample_capture_through_the_model(engine):
 
 
 def test_write_placed_at_host_address_rfc5041_4_2(engine):
-    result = engine.receive_frame(frame(segment_chunk(*write(0x8100, b"hello"))))
+    result = engine.receive_one(frame(segment_chunk(*write(0x8100, b"hello"))))
     (verdict,) = result.segments
     assert verdict.status is SegmentStatus.ACCEPTED and verdict.host_address == 0x40100
     assert engine.memory.read(0x40100, 5) == b"hello"
@@ -79,24 +92,24 @@ def test_write_placed_at_host_address_rfc5041_4_2(engine):
     ],
 )
 def test_frame_exceptions(engine, data, expected):
-    result = engine.receive_frame(data(frame(SackChunk(1, 100))))
+    result = engine.receive_one(data(frame(SackChunk(1, 100))))
     assert (result.action, result.reason) == (FrameAction.EXCEPTION, expected)
 
 
 def test_frame_level_rules_rfc4960_8_5(engine):
-    assert engine.receive_frame(frame(InitChunk(1, 1, 8, 8, 1), tag=0)).reason is FrameException.INIT
-    assert engine.receive_frame(frame(AbortChunk(tag_reflected=True), tag=9)).reason is FrameException.TAG_REFLECTED
-    assert engine.receive_frame(frame(SackChunk(1, 1), src_port=7)).reason is FrameException.NO_ASSOCIATION
-    assert engine.receive_frame(frame(SackChunk(1, 1), tag=TAG + 1)).reason is FrameDrop.TAG
-    assert engine.receive_frame(frame(SackChunk(1, 1), dst_ip="10.0.0.9")).reason is FrameException.NOT_LOCAL_IP
-    assert engine.receive_frame(frame(SackChunk(1, 1), udp=True)).action is FrameAction.DELIVER
+    assert engine.receive_one(frame(InitChunk(1, 1, 8, 8, 1), tag=0)).reason is FrameException.INIT
+    assert engine.receive_one(frame(AbortChunk(tag_reflected=True), tag=9)).reason is FrameException.TAG_REFLECTED
+    assert engine.receive_one(frame(SackChunk(1, 1), src_port=7)).reason is FrameException.NO_ASSOCIATION
+    assert engine.receive_one(frame(SackChunk(1, 1), tag=TAG + 1)).reason is FrameDrop.TAG
+    assert engine.receive_one(frame(SackChunk(1, 1), dst_ip="10.0.0.9")).reason is FrameException.NOT_LOCAL_IP
+    assert engine.receive_one(frame(SackChunk(1, 1), udp=True)).action is FrameAction.DELIVER
     assert engine.counters.tag_errors == 1
 
 
 def test_bad_crc_dropped_and_counted_rfc4960_6_8(engine):
     data = bytearray(frame(segment_chunk(*write(0x8000, b"x"))))
     data[34 + 8] ^= 1
-    result = engine.receive_frame(bytes(data))
+    result = engine.receive_one(bytes(data))
     assert (result.action, result.reason) == (FrameAction.DROP, FrameDrop.CRC)
     assert engine.counters.crc_errors == 1 and engine.memory.writes == []
 
@@ -104,14 +117,14 @@ def test_bad_crc_dropped_and_counted_rfc4960_6_8(engine):
 def test_bad_ip_checksum_and_length(engine):
     data = bytearray(frame(SackChunk(1, 1)))
     data[24] ^= 1
-    assert engine.receive_frame(bytes(data)).reason is FrameDrop.IP_CHECKSUM
+    assert engine.receive_one(bytes(data)).reason is FrameDrop.IP_CHECKSUM
     good = frame(SackChunk(1, 1))
-    assert engine.receive_frame(good[:40]).reason is FrameDrop.LENGTH
+    assert engine.receive_one(good[:40]).reason is FrameDrop.LENGTH
 
 
 def test_chunk_rules_rfc5043_9_10(engine):
     header, payload = write(0x8000, b"abcd")
-    result = engine.receive_frame(frame(
+    result = engine.receive_one(frame(
         segment_chunk(header, payload, tsn=5, flags=0b011),
         segment_chunk(header, payload, tsn=6, flags=0b110),
         DataChunk(7, 0, 0, 17, b"\0\0\0\x01"), DataChunk(8, 0, 0, 99, b"other"), SackChunk(1, 1),
@@ -127,30 +140,57 @@ def test_chunk_length_past_packet_ends_the_walk(engine):
     packet[12 + 16 + 2 : 12 + 16 + 4] = struct.pack("!H", 64)
     from model.net.checksum import sctp_checksum, sctp_checksum_to_bytes
     packet[8:12] = sctp_checksum_to_bytes(sctp_checksum(bytes(packet)))
-    result = engine.receive_frame(build_frame(bytes(packet), PEER_MAC, LOCAL_MAC, "10.0.0.1", "10.0.0.2"))
+    result = engine.receive_one(build_frame(bytes(packet), PEER_MAC, LOCAL_MAC, "10.0.0.1", "10.0.0.2"))
     assert [c.reason for c in result.chunks_to_host] == [ChunkException.CONTROL]
     assert [f.kind for f in result.chunk_faults] == [ChunkError.PAST_END]
 
 
 def test_after_an_error_the_stream_drops_silently_rfc5041_7_1(engine):
-    first = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"x", stag=0x0F77))))
+    first = engine.receive_one(frame(segment_chunk(*write(0x8000, b"x", stag=0x0F77))))
     assert first.segments[0].error == DdpError.INVALID_STAG.number
-    later = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"y"))))
+    later = engine.receive_one(frame(segment_chunk(*write(0x8000, b"y"))))
     assert later.segments[0].status is SegmentStatus.DROPPED and engine.memory.read(0x40000, 1) == b"\0"
 
 
 def test_unknown_stream_is_no_stream(engine):
-    result = engine.receive_frame(frame(segment_chunk(*write(0x8000, b"x"), stream=3)))
+    result = engine.receive_one(frame(segment_chunk(*write(0x8000, b"x"), stream=3)))
     assert result.segments[0].status is SegmentStatus.NO_STREAM
 
 
 def test_send_message_length_rfc5041_5_4(engine):
     header = UntaggedHeader(True, untagged_rsvd_ulp(Opcode.SEND), 0, 1, 100)
-    (verdict,) = engine.receive_frame(frame(segment_chunk(header, b"z" * 10))).segments
+    (verdict,) = engine.receive_one(frame(segment_chunk(header, b"z" * 10))).segments
     assert verdict.message_length == 110 and verdict.host_address == 0x60000 + 100
 
 
 def test_rdmap_opcode_on_wrong_queue_rfc5040_4_2(engine):
     header = UntaggedHeader(True, untagged_rsvd_ulp(Opcode.SEND), 1, 1, 0)
-    (verdict,) = engine.receive_frame(frame(segment_chunk(header, b"z"))).segments
+    (verdict,) = engine.receive_one(frame(segment_chunk(header, b"z"))).segments
     assert verdict.error == RdmapError.UNEXPECTED_OPCODE.number
+
+
+def test_sans_io_interface(engine):
+    """receive() queues, next_events() drains everything queued, in order; nothing to send, no timers."""
+    good, bad = frame(SackChunk(1, 1)), frame(SackChunk(1, 1), tag=TAG + 1)
+    engine.receive(good, 1.5)
+    engine.receive(bad, 2.5)
+    assert engine.data_to_send(3.0) == [] and engine.next_timeout() is None
+    engine.handle_timeout(3.0)
+    first, second = engine.next_events()
+    assert (first.index, first.time, first.action) == (0, 1.5, FrameAction.DELIVER)
+    assert (second.index, second.time, second.reason) == (1, 2.5, FrameDrop.TAG)
+    assert engine.next_events() == []
+
+
+def test_truncated_data_chunks_report_their_tsn_and_the_walk_goes_on(engine):
+    """DATA shorter than its 16-byte header: TOO_SHORT with the TSN when the chunk holds one
+    (length >= 8), 0 otherwise; PPID 16 without room for the DDP-SSN: TOO_SHORT with its TSN."""
+    from model.sctp.packet import UnknownChunk
+
+    short = UnknownChunk(0, 0b111, struct.pack("!IH", 0x1234, 0))   # length 10: TSN, no PPID
+    tiny = UnknownChunk(0, 0b111, b"")                               # length 4: no TSN
+    no_ssn = DataChunk(0x99, 0, 0, 16, b"", unordered=True)          # length 16: no DDP-SSN
+    result = engine.receive_one(frame(short, tiny, no_ssn, SackChunk(1, 1)))
+    assert [(f.tsn, f.kind) for f in result.chunk_faults] == [
+        (0x1234, ChunkError.TOO_SHORT), (0, ChunkError.TOO_SHORT), (0x99, ChunkError.TOO_SHORT)]
+    assert [c.reason for c in result.chunks_to_host] == [ChunkException.CONTROL]

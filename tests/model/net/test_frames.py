@@ -232,3 +232,27 @@ def test_mutated_frames_raise_only_decode_error(frame: Frame, data: st.DataObjec
         Frame.decode(bytes(wire), verify=data.draw(st.booleans()))
     except DecodeError:
         pass
+
+
+def test_ipv4_header_before_total_length_and_payload_of_rfc791_3_1() -> None:
+    """check_total_length=False decodes a header whose Total Length runs past the bytes;
+    payload_of then checks it, and drops link padding after it."""
+    from model.net.frames import ipv4_version_and_ihl
+
+    frame = build_frame(SCTP, SRC_MAC, DST_MAC, "10.0.0.1", "10.0.0.2")
+    datagram = frame[EthernetHeader.LENGTH :]
+    assert ipv4_version_and_ihl(datagram) == (4, 5) and ipv4_version_and_ihl(b"") is None
+    header = Ipv4Header.decode(datagram[:30], verify=True, check_total_length=False)
+    assert header.total_length == 20 + len(SCTP)
+    with pytest.raises(DecodeError, match="past the 30 bytes"):
+        Ipv4Header.decode(datagram[:30])
+    with pytest.raises(DecodeError, match="past the 30 bytes"):
+        header.payload_of(datagram[:30])
+    assert header.payload_of(datagram + bytes(6)) == SCTP
+
+
+def test_fields_read_before_the_whole_header() -> None:
+    from model.net.frames import ethernet_destination, udp_destination_port
+
+    assert ethernet_destination(DST_MAC + h("02")) == DST_MAC and ethernet_destination(DST_MAC[:5]) is None
+    assert udp_destination_port(h("1388 26ab")) == 9899 and udp_destination_port(h("1388 26")) is None

@@ -320,7 +320,6 @@ def _scapy_agrees(pair: HostPair, frames: list[dict], udp: bool, intact_limit: i
     """scapy reads ports and tag like the model and its CRC32c agrees on which packets are damaged.
 
     Every damaged frame is checked, and the first `intact_limit` intact ones (scapy is slow)."""
-    pytest.importorskip("scapy")
     from scapy.layers.inet import UDP
     from scapy.layers.l2 import Ether
     from scapy.layers.sctp import SCTP

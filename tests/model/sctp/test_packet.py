@@ -517,3 +517,60 @@ def test_random_parameter_and_cause_bytes_raise_only_decode_error(data: bytes) -
 @given(parameters)
 def test_parameter_round_trip(parameter: ParameterBase) -> None:
     assert ParameterBase.decode(parameter.encode()) == parameter
+
+
+# ---------------------------------------------------------------- lenient chunk walk and common header
+
+
+def test_walk_chunks_yields_raw_chunks_then_stops_with_a_reason_rfc4960_3_2() -> None:
+    """walk_chunks: every whole chunk undecoded, padding skipped; a length past the packet ends the walk."""
+    from model.sctp.packet import BrokenChunk, ChunkWalkStop, RawChunk, walk_chunks
+
+    sack = SackChunk(7, 100).encode()
+    echo = CookieEchoChunk(b"A").encode()  # 5 bytes + 3 of padding
+    broken = h("0000 0040 00000009")  # DATA, length 64, only 8 bytes left
+    items = list(walk_chunks(sack + echo + broken, base_offset=12))
+    assert items[:2] == [RawChunk(12, sack), RawChunk(12 + len(sack), echo[:5])]
+    assert items[1].decode() == CookieEchoChunk(b"A") and items[0].decode() == SackChunk(7, 100)
+    (end,) = items[2:]
+    assert isinstance(end, BrokenChunk) and end.reason is ChunkWalkStop.LENGTH_PAST_END
+    assert (end.offset, end.chunk_type, end.flags) == (12 + len(sack) + 8, 0, 0)
+    assert "past the end" in str(end.error())
+    with pytest.raises(DecodeError, match="chunk length 64 past the end of the packet"):
+        decode_chunks(sack + echo + broken)
+
+
+@pytest.mark.parametrize("tail, reason, message", [
+    (h("01"), "HEADER_PAST_END", "chunk header needs 4 bytes, only 1 left"),
+    (h("06010002"), "LENGTH_BELOW_HEADER", "chunk length 2 below 4"),
+])
+def test_walk_chunks_broken_headers(tail, reason, message) -> None:
+    from model.sctp.packet import BrokenChunk, ChunkWalkStop, walk_chunks
+
+    (end,) = list(walk_chunks(tail))
+    assert isinstance(end, BrokenChunk) and end.reason is ChunkWalkStop[reason]
+    assert end.chunk_type == tail[0] and end.flags == (tail[1] if len(tail) > 1 else None)
+    with pytest.raises(DecodeError, match=message):
+        decode_chunks(tail)
+
+
+def test_data_tsn_of_a_truncated_data_chunk_rfc4960_3_3_1() -> None:
+    """A DATA chunk too short for its 16-byte header still names its TSN when it holds one."""
+    from model.sctp.packet import RawChunk
+
+    assert RawChunk(0, h("0003000c 0000002a 0000 0000")).data_tsn == 42
+    assert RawChunk(0, h("00030004")).data_tsn is None
+    assert RawChunk(0, SackChunk(1, 1).encode()).data_tsn is None
+    with pytest.raises(DecodeError):
+        RawChunk(0, h("0003000c 0000002a 0000 0000")).decode()
+
+
+def test_common_header_rfc4960_3_1() -> None:
+    from model.sctp.packet import CommonHeader
+
+    wire = SctpPacket(5001, 5002, 0x01020304, [CookieAckChunk()]).encode()
+    header = CommonHeader.decode(wire)
+    assert (header.src_port, header.dst_port, header.verification_tag) == (5001, 5002, 0x01020304)
+    assert checksum_ok(wire) and header.checksum == crc32c(wire[:8] + bytes(4) + wire[12:])
+    with pytest.raises(DecodeError):
+        CommonHeader.decode(wire[:11])
