@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: demo test bench synth clean
+.PHONY: demo test test-slow bench synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,10 @@ demo: $(STAMP)
 	$(VENV)/bin/rnic demo --loss 0.01
 
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q
+	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -q -m slow
 
 bench: $(STAMP)
 	$(VENV)/bin/rnic bench model

@@ -38,3 +38,20 @@ def tshark() -> Tshark:
             pytest.fail("tshark is required (RNIC_REQUIRE_TSHARK=1) but not installed")
         pytest.skip("tshark not installed (apt-get install tshark)")
     return Tshark(executable)
+
+
+# -- the slow set ------------------------------------------------------------------------------
+# A cocotb run builds one Verilator model per design and width (a minute or more each
+# on 2 cores). The default suite (`make test`) simulates every design at W = 8; the
+# other widths, and tests marked `slow` by hand (long end-to-end runs), form the slow
+# set that `make test-slow` runs and CI runs after the default suite.
+DEFAULT_WIDTH = 8
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("cocotb") is None or not hasattr(item, "callspec"):
+            continue
+        width = item.callspec.params.get("width_bytes", item.callspec.params.get("width"))
+        if width is not None and width != DEFAULT_WIDTH:
+            item.add_marker(pytest.mark.slow)
