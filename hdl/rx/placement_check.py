@@ -72,7 +72,7 @@ three cycles. Payload: one beat per cycle.
 """
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import (
@@ -90,6 +90,7 @@ from hdl.rx.layouts import dma_command_layout, segment_info_layout
 from hdl.rx.region_table import RegionTable
 from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault
 from hdl.stream.packet import packet_signature
+from hdl.stream.queue import Queue
 
 __all__ = ["verdict_layout", "StreamTable", "PlacementCheck"]
 
@@ -248,13 +249,19 @@ class PlacementCheck(wiring.Component):
         })
         s1, s2, s3 = Signal(stage_layout), Signal(stage_layout), Signal(stage_layout)
 
-        # Output FIFOs, written by the commit stage.
-        verdicts = m.submodules.verdicts = fifo.SyncFIFO(width=verdict_layout(self._address_bits).size, depth=4)
-        commands = m.submodules.commands = fifo.SyncFIFO(
-            width=dma_command_layout(self._address_bits).size, depth=4)
-        decisions = m.submodules.decisions = fifo.SyncFIFO(width=1, depth=self._decisions)
-        advance = Signal()
-        m.d.comb += advance.eq(~s3.valid | (verdicts.w_rdy & commands.w_rdy & decisions.w_rdy))
+        # Output queues, written by the commit stage. A segment is taken only when
+        # every queue has room for it and for every segment in stages 1-3 (a credit
+        # check on flip-flops), so the pipeline never stalls: no path from the
+        # consumers' ready into the tables.
+        verdicts = m.submodules.verdicts = Queue(verdict_layout(self._address_bits), depth=8)
+        commands = m.submodules.commands = Queue(dma_command_layout(self._address_bits), depth=8)
+        decisions = m.submodules.decisions = Queue(unsigned(1), depth=self._decisions + 4)
+        in_flight = Signal(range(4))
+        m.d.comb += in_flight.eq(s1.valid + s2.valid + s3.valid)
+        room = Signal()
+        m.d.comb += room.eq((verdicts.level + in_flight < verdicts.depth)
+                            & (commands.level + in_flight < commands.depth)
+                            & (decisions.level + in_flight < decisions.depth))
 
         # Stage 0: take a segment unless a host write is pending or its stream is in stages 1-2.
         info = self.segment.payload
@@ -269,23 +276,23 @@ class PlacementCheck(wiring.Component):
         host_pending = self.region_write.valid | self.stream_write.valid
         take = Signal()
         m.d.comb += [
-            take.eq(self.segment.valid & advance & ~hazard & ~host_pending),
+            take.eq(self.segment.valid & room & ~hazard & ~host_pending),
             self.segment.ready.eq(take),
         ]
         hold = s1.valid | s2.valid | s3.valid | take
         m.d.comb += [regions.hold.eq(hold), streams.hold.eq(hold)]
 
         m.d.comb += [
-            regions.en.eq(advance),
+            regions.en.eq(1),
             regions.lookup.stag.eq(info.stag),
             regions.lookup.to.eq(info.to),
             regions.lookup.length.eq(info.payload_length),
             regions.lookup.association.eq(info.association),
             regions.lookup.stream_id.eq(info.stream_id),
             regions.lookup.local_write.eq(info.opcode == _OPCODE_READ_RESPONSE),
-            streams.en.eq(advance),
+            streams.en.eq(1),
             streams.index.eq(index),
-            buffers.en.eq(advance),
+            buffers.en.eq(1),
             buffers.lookup.stream.eq(index),
             buffers.lookup.qn.eq(info.qn),
             buffers.lookup.msn.eq(info.msn),
@@ -297,16 +304,15 @@ class PlacementCheck(wiring.Component):
         stream_valid, stream_pd, stream_error = (Signal(), Signal(self._pd_bits), Signal())
         stream_valid_3, stream_pd_3, stream_error_3 = (Signal(), Signal(self._pd_bits), Signal())
         message_length = Signal(33)
-        with m.If(advance):
-            m.d.sync += [
-                s1.valid.eq(take), s1.info.eq(info), s1.index.eq(index), s1.known.eq(known),
-                s1.qn_ok.eq(info.qn < self._queues),
-                s2.eq(s1), s3.eq(s2),
-                stream_valid.eq(streams.entry.valid), stream_pd.eq(streams.entry.pd),
-                stream_error.eq(streams.error),
-                stream_valid_3.eq(stream_valid), stream_pd_3.eq(stream_pd), stream_error_3.eq(stream_error),
-                message_length.eq(s2.info.mo + s2.info.payload_length),
-            ]
+        m.d.sync += [
+            s1.valid.eq(take), s1.info.eq(info), s1.index.eq(index), s1.known.eq(known),
+            s1.qn_ok.eq(info.qn < self._queues),
+            s2.eq(s1), s3.eq(s2),
+            stream_valid.eq(streams.entry.valid), stream_pd.eq(streams.entry.pd),
+            stream_error.eq(streams.error),
+            stream_valid_3.eq(stream_valid), stream_pd_3.eq(stream_pd), stream_error_3.eq(stream_error),
+            message_length.eq(s2.info.mo + s2.info.payload_length),
+        ]
 
         # Stage 3: commit.
         seg = s3.info
@@ -345,7 +351,7 @@ class PlacementCheck(wiring.Component):
             with m.Else():
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)
 
-        commit = s3.valid & advance
+        commit = s3.valid
         accepted = status == SegmentStatus.ACCEPTED
         has_payload = seg.payload_length != 0
         tag = Signal(16)
@@ -381,38 +387,32 @@ class PlacementCheck(wiring.Component):
             verdict.status.eq(status),
             verdict.error.eq(error),
             verdict.message_length.eq(Mux(accepted & ~seg.tagged & seg.last, message_length, 0)),
-            verdicts.w_data.eq(verdict),
-            verdicts.w_en.eq(commit),
+            verdicts.sink.payload.eq(verdict),
+            verdicts.sink.valid.eq(commit),
         ]
         command = Signal(dma_command_layout(self._address_bits))
         m.d.comb += [
             command.address.eq(address),
             command.length.eq(seg.payload_length),
             command.tag.eq(tag),
-            commands.w_data.eq(command),
-            commands.w_en.eq(commit & accepted & has_payload),
-            decisions.w_data.eq(accepted),
+            commands.sink.payload.eq(command),
+            commands.sink.valid.eq(commit & accepted & has_payload),
+            decisions.sink.payload.eq(accepted),
             # A packet follows only if the validator passed the header (its payload is dropped there).
-            decisions.w_en.eq(commit & has_payload & ~seg.error.valid),
+            decisions.sink.valid.eq(commit & has_payload & ~seg.error.valid),
         ]
 
         # Outputs.
-        m.d.comb += [
-            self.verdict.valid.eq(verdicts.r_rdy),
-            self.verdict.payload.eq(verdicts.r_data),
-            verdicts.r_en.eq(self.verdict.ready),
-            self.cmd.valid.eq(commands.r_rdy),
-            self.cmd.payload.eq(commands.r_data),
-            commands.r_en.eq(self.cmd.ready),
-        ]
+        wiring.connect(m, verdicts.source, wiring.flipped(self.verdict))
+        wiring.connect(m, commands.source, wiring.flipped(self.cmd))
 
         # Payload: forward the packet of an accepted segment, consume a refused one.
-        forward = decisions.r_data[0]
+        forward = decisions.source.payload
         beat = self.payload_in
         m.d.comb += [
             self.payload_out.payload.eq(beat.payload),
-            self.payload_out.valid.eq(beat.valid & decisions.r_rdy & forward),
-            beat.ready.eq(decisions.r_rdy & (~forward | self.payload_out.ready)),
-            decisions.r_en.eq(beat.valid & beat.ready & beat.payload.last),
+            self.payload_out.valid.eq(beat.valid & decisions.source.valid & forward),
+            beat.ready.eq(decisions.source.valid & (~forward | self.payload_out.ready)),
+            decisions.source.ready.eq(beat.valid & beat.ready & beat.payload.last),
         ]
         return m
