@@ -62,10 +62,13 @@ Ordering guarantees:
   error bit and buffer retirement it reads are those left by every earlier
   segment (transparent reads cover a commit in the same cycle).
 
-Latency: a segment taken on edge ``t`` has its verdict and cmd written to
-their output FIFOs on edge ``t + 3`` when the outputs have room, visible on
-``verdict``/``cmd`` from the following cycle; payload beats pass
-combinationally (no added latency) once their decision is made.
+Latency: a segment taken on edge ``t`` is decided on edge ``t + 3`` (its
+error latched, its buffer retired), its verdict and cmd enter their output
+queues on edge ``t + 4`` and are visible on ``verdict``/``cmd`` two edges
+later (:class:`hdl.stream.queue.Queue`); payload beats pass combinationally
+(no added latency) once their decision is made. A segment is taken only when
+every output queue has room for it and for each segment ahead of it, so the
+pipeline never stalls and no consumer's ``ready`` reaches the tables.
 Throughput: one segment decision per cycle when consecutive segments belong
 to different streams; back-to-back segments of the same stream, one every
 three cycles. Payload: one beat per cycle.
@@ -256,8 +259,13 @@ class PlacementCheck(wiring.Component):
         verdicts = m.submodules.verdicts = Queue(verdict_layout(self._address_bits), depth=8)
         commands = m.submodules.commands = Queue(dma_command_layout(self._address_bits), depth=8)
         decisions = m.submodules.decisions = Queue(unsigned(1), depth=self._decisions + 4)
-        in_flight = Signal(range(4))
-        m.d.comb += in_flight.eq(s1.valid + s2.valid + s3.valid)
+        # Stage 4 holds the committed records, so the queues' inputs start at flip-flops.
+        verdict_4 = Signal(verdict_layout(self._address_bits))
+        command_4 = Signal(dma_command_layout(self._address_bits))
+        decision_4 = Signal()
+        verdict_valid_4, command_valid_4, decision_valid_4 = Signal(), Signal(), Signal()
+        in_flight = Signal(range(5))
+        m.d.comb += in_flight.eq(s1.valid + s2.valid + s3.valid + verdict_valid_4)
         room = Signal()
         m.d.comb += room.eq((verdicts.level + in_flight < verdicts.depth)
                             & (commands.level + in_flight < commands.depth)
@@ -279,7 +287,7 @@ class PlacementCheck(wiring.Component):
             take.eq(self.segment.valid & room & ~hazard & ~host_pending),
             self.segment.ready.eq(take),
         ]
-        hold = s1.valid | s2.valid | s3.valid | take
+        hold = s1.valid | s2.valid | s3.valid | verdict_valid_4 | take
         m.d.comb += [regions.hold.eq(hold), streams.hold.eq(hold)]
 
         m.d.comb += [
@@ -387,19 +395,25 @@ class PlacementCheck(wiring.Component):
             verdict.status.eq(status),
             verdict.error.eq(error),
             verdict.message_length.eq(Mux(accepted & ~seg.tagged & seg.last, message_length, 0)),
-            verdicts.sink.payload.eq(verdict),
-            verdicts.sink.valid.eq(commit),
         ]
+        m.d.sync += [verdict_4.eq(verdict), verdict_valid_4.eq(commit)]
         command = Signal(dma_command_layout(self._address_bits))
         m.d.comb += [
             command.address.eq(address),
             command.length.eq(seg.payload_length),
             command.tag.eq(tag),
-            commands.sink.payload.eq(command),
-            commands.sink.valid.eq(commit & accepted & has_payload),
-            decisions.sink.payload.eq(accepted),
+        ]
+        m.d.sync += [
+            command_4.eq(command),
+            command_valid_4.eq(commit & accepted & has_payload),
+            decision_4.eq(accepted),
             # A packet follows only if the validator passed the header (its payload is dropped there).
-            decisions.sink.valid.eq(commit & has_payload & ~seg.error.valid),
+            decision_valid_4.eq(commit & has_payload & ~seg.error.valid),
+        ]
+        m.d.comb += [
+            verdicts.sink.payload.eq(verdict_4), verdicts.sink.valid.eq(verdict_valid_4),
+            commands.sink.payload.eq(command_4), commands.sink.valid.eq(command_valid_4),
+            decisions.sink.payload.eq(decision_4), decisions.sink.valid.eq(decision_valid_4),
         ]
 
         # Outputs.
