@@ -310,7 +310,7 @@ class PlacementCheck(wiring.Component):
 
         # Stages 1-3 follow the tables' own pipelines; the stream row is read on stage 1.
         stream_valid, stream_pd, stream_error = (Signal(), Signal(self._pd_bits), Signal())
-        stream_valid_3, stream_pd_3, stream_error_3 = (Signal(), Signal(self._pd_bits), Signal())
+        no_stream_3, stream_pd_3, dropped_3, zero_3 = Signal(), Signal(self._pd_bits), Signal(), Signal()
         message_length = Signal(33)
         m.d.sync += [
             s1.valid.eq(take), s1.info.eq(info), s1.index.eq(index), s1.known.eq(known),
@@ -318,7 +318,9 @@ class PlacementCheck(wiring.Component):
             s2.eq(s1), s3.eq(s2),
             stream_valid.eq(streams.entry.valid), stream_pd.eq(streams.entry.pd),
             stream_error.eq(streams.error),
-            stream_valid_3.eq(stream_valid), stream_pd_3.eq(stream_pd), stream_error_3.eq(stream_error),
+            # Stage 3's flags, precomputed so the decision is a short chain of flip-flops.
+            no_stream_3.eq(~s2.known | ~stream_valid), stream_pd_3.eq(stream_pd), dropped_3.eq(stream_error),
+            zero_3.eq(s2.info.payload_length == 0),
             message_length.eq(s2.info.mo + s2.info.payload_length),
         ]
 
@@ -328,15 +330,16 @@ class PlacementCheck(wiring.Component):
         status = Signal(SegmentStatus)
         error = Signal(ERROR_NUMBER)
         address = Signal(self._address_bits)
-        with m.If(~s3.known | ~stream_valid_3):
+        m.d.comb += address.eq(Mux(seg.tagged, region.address, buffers.result.address))
+        with m.If(no_stream_3):
             m.d.comb += status.eq(SegmentStatus.NO_STREAM)
-        with m.Elif(stream_error_3):
+        with m.Elif(dropped_3):
             m.d.comb += status.eq(SegmentStatus.DROPPED)
         with m.Elif(seg.error.valid):
             m.d.comb += [status.eq(SegmentStatus.ERROR), error.eq(seg.error)]
         with m.Elif(seg.tagged):
-            m.d.comb += [status.eq(SegmentStatus.ERROR), address.eq(region.address)]
-            with m.If(seg.payload_length == 0):
+            m.d.comb += status.eq(SegmentStatus.ERROR)
+            with m.If(zero_3):
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)  # RFC 5041 5.2: not checked
             with m.Elif(region.invalid):
                 m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x00)
@@ -351,7 +354,7 @@ class PlacementCheck(wiring.Component):
             with m.Else():
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)
         with m.Else():
-            m.d.comb += [status.eq(SegmentStatus.ERROR), address.eq(buffers.result.address)]
+            m.d.comb += status.eq(SegmentStatus.ERROR)
             with m.If(~s3.qn_ok):
                 m.d.comb += _report(error, _LAYER_DDP, _UNTAGGED_BUFFER, 0x01)
             with m.Elif(buffers.result.fault != UntaggedFault.NONE):
@@ -361,7 +364,7 @@ class PlacementCheck(wiring.Component):
 
         commit = s3.valid
         accepted = status == SegmentStatus.ACCEPTED
-        has_payload = seg.payload_length != 0
+        has_payload = ~zero_3
         tag = Signal(16)
         with m.If(commit):
             m.d.sync += tag.eq(tag + 1)
@@ -391,12 +394,22 @@ class PlacementCheck(wiring.Component):
             verdict.mo.eq(seg.mo),
             verdict.invalidate_stag.eq(seg.invalidate_stag),
             verdict.payload_length.eq(seg.payload_length),
-            verdict.host_address.eq(Mux(accepted & has_payload, address, 0)),
+            verdict.host_address.eq(address),  # zeroed after stage 4 unless placed
             verdict.status.eq(status),
             verdict.error.eq(error),
-            verdict.message_length.eq(Mux(accepted & ~seg.tagged & seg.last, message_length, 0)),
+            verdict.message_length.eq(message_length),  # zeroed after stage 4 unless a message completed
         ]
-        m.d.sync += [verdict_4.eq(verdict), verdict_valid_4.eq(commit)]
+        placed_4, completed_4 = Signal(), Signal()
+        m.d.sync += [
+            verdict_4.eq(verdict), verdict_valid_4.eq(commit),
+            placed_4.eq(accepted & has_payload), completed_4.eq(accepted & ~seg.tagged & seg.last),
+        ]
+        verdict_out = Signal.like(verdict_4)
+        m.d.comb += [
+            verdict_out.eq(verdict_4),
+            verdict_out.host_address.eq(Mux(placed_4, verdict_4.host_address, 0)),
+            verdict_out.message_length.eq(Mux(completed_4, verdict_4.message_length, 0)),
+        ]
         command = Signal(dma_command_layout(self._address_bits))
         m.d.comb += [
             command.address.eq(address),
@@ -411,7 +424,7 @@ class PlacementCheck(wiring.Component):
             decision_valid_4.eq(commit & has_payload & ~seg.error.valid),
         ]
         m.d.comb += [
-            verdicts.sink.payload.eq(verdict_4), verdicts.sink.valid.eq(verdict_valid_4),
+            verdicts.sink.payload.eq(verdict_out), verdicts.sink.valid.eq(verdict_valid_4),
             commands.sink.payload.eq(command_4), commands.sink.valid.eq(command_valid_4),
             decisions.sink.payload.eq(decision_4), decisions.sink.valid.eq(decision_valid_4),
         ]
