@@ -111,6 +111,7 @@ def verdict_layout(address_bits: int = 64) -> data.StructLayout:
         **segment_report_fields(address_bits),
         "status": SegmentStatus,
         "error": ERROR_NUMBER,           # valid with status ERROR
+        "placed": unsigned(1),           # ACCEPTED with a payload: a DMA done follows
     })
 
 
@@ -409,6 +410,7 @@ class PlacementCheck(wiring.Component):
             verdict_out.eq(verdict_4),
             verdict_out.host_address.eq(Mux(placed_4, verdict_4.host_address, 0)),
             verdict_out.message_length.eq(Mux(completed_4, verdict_4.message_length, 0)),
+            verdict_out.placed.eq(placed_4),
         ]
         command = Signal(dma_command_layout(self._address_bits))
         m.d.comb += [

@@ -16,9 +16,9 @@ Throughput: one record per cycle.
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out, connect
+from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ReportKind, SegmentStatus, report_layout, segment_report_fields
+from hdl.abi import ReportKind, report_layout, segment_report_fields
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
 from hdl.rx.placement_check import verdict_layout
@@ -41,7 +41,7 @@ class ReportEngine(wiring.Component):
         verdict, done, errors = self.verdict, self.done, self.chunk_errors
         report = self.report
         head = verdict.payload
-        needs_done = (head.status == SegmentStatus.ACCEPTED) & (head.payload_length != 0)
+        needs_done = head.placed
         verdict_ready = verdict.valid & (~needs_done | done.valid)
         prefer_errors = Signal()  # alternate when both kinds wait
 
