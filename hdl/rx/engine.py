@@ -40,7 +40,7 @@ from hdl.abi import (
     report_bytes,
 )
 from hdl.bus.axi import Axi4LiteSignature, Axi4WriteSignature
-from hdl.bus.axis import AxiStreamSignature
+from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
 from hdl.bus.register_file import RegisterFile
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.rx.ddp_header import DdpHeaderValidator
@@ -49,7 +49,7 @@ from hdl.rx.frame_receiver import FrameReceiver
 from hdl.rx.placement_check import PlacementCheck
 from hdl.rx.report_engine import ReportEngine
 from hdl.stream.arbiter import PacketArbiter
-from hdl.stream.queue import StreamBuffer
+from hdl.stream.queue import Queue
 
 __all__ = ["RxEngine"]
 
@@ -94,14 +94,15 @@ class RxEngine(wiring.Component):
         m.submodules.exceptions = exceptions = PacketArbiter(width, exception_record_layout(), inputs=2)
         m.submodules.reports = reports = ReportEngine(ADDRESS_BITS)
 
+        def join(source, sink, name):
+            queue = m.submodules[f"{name}_queue"] = Queue(source.payload.shape())
+            connect(m, source, queue.sink)
+            connect(m, queue.source, sink)
+
         # Network in.
-        m.d.comb += [
-            frames.net.payload.data.eq(self.s_axis.tdata),
-            frames.net.payload.keep.eq(self.s_axis.tkeep),
-            frames.net.payload.last.eq(self.s_axis.tlast),
-            frames.net.valid.eq(self.s_axis.tvalid),
-            self.s_axis.tready.eq(frames.net.ready),
-        ]
+        m.submodules.net_in = net_in = AxiStreamToPacket(width)
+        connect(m, wiring.flipped(self.s_axis), net_in.axis)
+        join(net_in.packets, frames.net, "net")
 
         # Configuration and tables.
         m.d.comb += [
@@ -117,22 +118,15 @@ class RxEngine(wiring.Component):
         connect(m, registers.table_stream, placement.stream_write)
         connect(m, registers.table_buffer, placement.post)
 
-        # The receive pipeline.
-        connect(m, frames.pkt, chunks.pkt)
-        connect(m, frames.pkt_meta, chunks.pkt_meta)
-        connect(m, chunks.seg, headers.seg)
-        connect(m, chunks.seg_meta, headers.seg_meta)
-        connect(m, headers.segment, placement.segment)
-        connect(m, headers.payload, placement.payload_in)
-        # Register slices between the placement decision and the DMA writer: the
-        # payload passes the placement check combinationally, and the DMA
-        # writer's ready depends on its queue levels.
-        m.submodules.cmd_slice = cmd_slice = StreamBuffer(placement.cmd.payload.shape())
-        m.submodules.payload_slice = payload_slice = StreamBuffer(placement.payload_out.payload.shape())
-        connect(m, placement.cmd, cmd_slice.sink)
-        connect(m, cmd_slice.source, dma.cmd)
-        connect(m, placement.payload_out, payload_slice.sink)
-        connect(m, payload_slice.source, dma.payload)
+        # The receive pipeline: a Queue (registered valid and ready) at every boundary.
+        join(frames.pkt, chunks.pkt, "pkt")
+        join(frames.pkt_meta, chunks.pkt_meta, "pkt_meta")
+        join(chunks.seg, headers.seg, "seg")
+        join(chunks.seg_meta, headers.seg_meta, "seg_meta")
+        join(headers.segment, placement.segment, "segment")
+        join(headers.payload, placement.payload_in, "payload")
+        join(placement.cmd, dma.cmd, "cmd")
+        join(placement.payload_out, dma.payload, "placed")
         connect(m, dma.axi, wiring.flipped(self.m_axi))
 
         # Exceptions: whole frames and single chunks, one stream for the host.
@@ -149,23 +143,20 @@ class RxEngine(wiring.Component):
         ]
         for index, (packets, meta, record) in enumerate(
                 ((frames.exc, frames.exc_meta, frame_meta), (chunks.exc, chunks.exc_meta, chunk_meta))):
-            connect(m, packets, getattr(exceptions, f"packets_{index}"))
+            join(packets, getattr(exceptions, f"packets_{index}"), f"exc_{index}")
             port = getattr(exceptions, f"meta_{index}")
-            m.d.comb += [port.payload.eq(record), port.valid.eq(meta.valid), meta.ready.eq(port.ready)]
-        out = exceptions.packets_out
-        m.d.comb += [
-            self.m_axis_exc.tdata.eq(out.payload.data),
-            self.m_axis_exc.tkeep.eq(out.payload.keep),
-            self.m_axis_exc.tlast.eq(out.payload.last),
-            self.m_axis_exc.tuser.eq(exceptions.meta_out),
-            self.m_axis_exc.tvalid.eq(out.valid),
-            out.ready.eq(self.m_axis_exc.tready),
-        ]
+            queue = m.submodules[f"exc_meta_{index}_queue"] = Queue(port.payload.shape())
+            m.d.comb += [queue.sink.payload.eq(record), queue.sink.valid.eq(meta.valid), meta.ready.eq(queue.sink.ready)]
+            connect(m, queue.source, port)
+        m.submodules.exc_out = exc_out = PacketToAxiStream(width, exception_record_layout().size)
+        connect(m, exceptions.packets_out, exc_out.packets)
+        m.d.comb += exc_out.user.eq(exceptions.meta_out)
+        connect(m, exc_out.axis, wiring.flipped(self.m_axis_exc))
 
         # Reports.
-        connect(m, placement.verdict, reports.verdict)
-        connect(m, dma.done, reports.done)
-        connect(m, chunks.errors, reports.chunk_errors)
+        join(placement.verdict, reports.verdict, "verdict")
+        join(dma.done, reports.done, "done")
+        join(chunks.errors, reports.chunk_errors, "chunk_errors")
         m.d.comb += [
             self.m_axis_report.tdata.eq(reports.report.payload.as_value()),
             self.m_axis_report.tkeep.eq(-1),

@@ -314,7 +314,8 @@ class FrameReceiver(wiring.Component):
         overflowed = Signal()
         waiting_frames = Signal(range(self._max_frames + 1))
         released = Signal()
-        refuse = ~buffer.write.ready & (frame_beats == depth)
+        # The buffer's ready keeps one beat in reserve, so a frame that holds depth - 1 beats fills it.
+        refuse = ~buffer.write.ready & (frame_beats >= depth - 1)
         discard = overflowing | ~buffer.write.ready
         m.d.comb += [
             net.ready.eq((in_frame | (waiting_frames != self._max_frames))

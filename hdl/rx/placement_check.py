@@ -62,17 +62,20 @@ Ordering guarantees:
   error bit and buffer retirement it reads are those left by every earlier
   segment (transparent reads cover a commit in the same cycle).
 
-Latency: a segment taken on edge ``t`` has its verdict and cmd written to
-their output FIFOs on edge ``t + 3`` when the outputs have room, visible on
-``verdict``/``cmd`` from the following cycle; payload beats pass
-combinationally (no added latency) once their decision is made.
+Latency: a segment taken on edge ``t`` is decided on edge ``t + 3`` (its
+error latched, its buffer retired), its verdict and cmd enter their output
+queues on edge ``t + 4`` and are visible on ``verdict``/``cmd`` two edges
+later (:class:`hdl.stream.queue.Queue`); payload beats pass combinationally
+(no added latency) once their decision is made. A segment is taken only when
+every output queue has room for it and for each segment ahead of it, so the
+pipeline never stalls and no consumer's ``ready`` reaches the tables.
 Throughput: one segment decision per cycle when consecutive segments belong
 to different streams; back-to-back segments of the same stream, one every
 three cycles. Payload: one beat per cycle.
 """
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import (
@@ -90,6 +93,7 @@ from hdl.rx.layouts import dma_command_layout, segment_info_layout
 from hdl.rx.region_table import RegionTable
 from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault
 from hdl.stream.packet import packet_signature
+from hdl.stream.queue import Queue
 
 __all__ = ["verdict_layout", "StreamTable", "PlacementCheck"]
 
@@ -107,6 +111,7 @@ def verdict_layout(address_bits: int = 64) -> data.StructLayout:
         **segment_report_fields(address_bits),
         "status": SegmentStatus,
         "error": ERROR_NUMBER,           # valid with status ERROR
+        "placed": unsigned(1),           # ACCEPTED with a payload: a DMA done follows
     })
 
 
@@ -248,13 +253,24 @@ class PlacementCheck(wiring.Component):
         })
         s1, s2, s3 = Signal(stage_layout), Signal(stage_layout), Signal(stage_layout)
 
-        # Output FIFOs, written by the commit stage.
-        verdicts = m.submodules.verdicts = fifo.SyncFIFO(width=verdict_layout(self._address_bits).size, depth=4)
-        commands = m.submodules.commands = fifo.SyncFIFO(
-            width=dma_command_layout(self._address_bits).size, depth=4)
-        decisions = m.submodules.decisions = fifo.SyncFIFO(width=1, depth=self._decisions)
-        advance = Signal()
-        m.d.comb += advance.eq(~s3.valid | (verdicts.w_rdy & commands.w_rdy & decisions.w_rdy))
+        # Output queues, written by the commit stage. A segment is taken only when
+        # every queue has room for it and for every segment in stages 1-3 (a credit
+        # check on flip-flops), so the pipeline never stalls: no path from the
+        # consumers' ready into the tables.
+        verdicts = m.submodules.verdicts = Queue(verdict_layout(self._address_bits), depth=8)
+        commands = m.submodules.commands = Queue(dma_command_layout(self._address_bits), depth=8)
+        decisions = m.submodules.decisions = Queue(unsigned(1), depth=self._decisions + 4)
+        # Stage 4 holds the committed records, so the queues' inputs start at flip-flops.
+        verdict_4 = Signal(verdict_layout(self._address_bits))
+        command_4 = Signal(dma_command_layout(self._address_bits))
+        decision_4 = Signal()
+        verdict_valid_4, command_valid_4, decision_valid_4 = Signal(), Signal(), Signal()
+        in_flight = Signal(range(5))
+        m.d.comb += in_flight.eq(s1.valid + s2.valid + s3.valid + verdict_valid_4)
+        room = Signal()
+        m.d.comb += room.eq((verdicts.level + in_flight < verdicts.depth)
+                            & (commands.level + in_flight < commands.depth)
+                            & (decisions.level + in_flight < decisions.depth))
 
         # Stage 0: take a segment unless a host write is pending or its stream is in stages 1-2.
         info = self.segment.payload
@@ -269,23 +285,23 @@ class PlacementCheck(wiring.Component):
         host_pending = self.region_write.valid | self.stream_write.valid
         take = Signal()
         m.d.comb += [
-            take.eq(self.segment.valid & advance & ~hazard & ~host_pending),
+            take.eq(self.segment.valid & room & ~hazard & ~host_pending),
             self.segment.ready.eq(take),
         ]
-        hold = s1.valid | s2.valid | s3.valid | take
+        hold = s1.valid | s2.valid | s3.valid | verdict_valid_4 | take
         m.d.comb += [regions.hold.eq(hold), streams.hold.eq(hold)]
 
         m.d.comb += [
-            regions.en.eq(advance),
+            regions.en.eq(1),
             regions.lookup.stag.eq(info.stag),
             regions.lookup.to.eq(info.to),
             regions.lookup.length.eq(info.payload_length),
             regions.lookup.association.eq(info.association),
             regions.lookup.stream_id.eq(info.stream_id),
             regions.lookup.local_write.eq(info.opcode == _OPCODE_READ_RESPONSE),
-            streams.en.eq(advance),
+            streams.en.eq(1),
             streams.index.eq(index),
-            buffers.en.eq(advance),
+            buffers.en.eq(1),
             buffers.lookup.stream.eq(index),
             buffers.lookup.qn.eq(info.qn),
             buffers.lookup.msn.eq(info.msn),
@@ -295,18 +311,19 @@ class PlacementCheck(wiring.Component):
 
         # Stages 1-3 follow the tables' own pipelines; the stream row is read on stage 1.
         stream_valid, stream_pd, stream_error = (Signal(), Signal(self._pd_bits), Signal())
-        stream_valid_3, stream_pd_3, stream_error_3 = (Signal(), Signal(self._pd_bits), Signal())
+        no_stream_3, stream_pd_3, dropped_3, zero_3 = Signal(), Signal(self._pd_bits), Signal(), Signal()
         message_length = Signal(33)
-        with m.If(advance):
-            m.d.sync += [
-                s1.valid.eq(take), s1.info.eq(info), s1.index.eq(index), s1.known.eq(known),
-                s1.qn_ok.eq(info.qn < self._queues),
-                s2.eq(s1), s3.eq(s2),
-                stream_valid.eq(streams.entry.valid), stream_pd.eq(streams.entry.pd),
-                stream_error.eq(streams.error),
-                stream_valid_3.eq(stream_valid), stream_pd_3.eq(stream_pd), stream_error_3.eq(stream_error),
-                message_length.eq(s2.info.mo + s2.info.payload_length),
-            ]
+        m.d.sync += [
+            s1.valid.eq(take), s1.info.eq(info), s1.index.eq(index), s1.known.eq(known),
+            s1.qn_ok.eq(info.qn < self._queues),
+            s2.eq(s1), s3.eq(s2),
+            stream_valid.eq(streams.entry.valid), stream_pd.eq(streams.entry.pd),
+            stream_error.eq(streams.error),
+            # Stage 3's flags, precomputed so the decision is a short chain of flip-flops.
+            no_stream_3.eq(~s2.known | ~stream_valid), stream_pd_3.eq(stream_pd), dropped_3.eq(stream_error),
+            zero_3.eq(s2.info.payload_length == 0),
+            message_length.eq(s2.info.mo + s2.info.payload_length),
+        ]
 
         # Stage 3: commit.
         seg = s3.info
@@ -314,15 +331,16 @@ class PlacementCheck(wiring.Component):
         status = Signal(SegmentStatus)
         error = Signal(ERROR_NUMBER)
         address = Signal(self._address_bits)
-        with m.If(~s3.known | ~stream_valid_3):
+        m.d.comb += address.eq(Mux(seg.tagged, region.address, buffers.result.address))
+        with m.If(no_stream_3):
             m.d.comb += status.eq(SegmentStatus.NO_STREAM)
-        with m.Elif(stream_error_3):
+        with m.Elif(dropped_3):
             m.d.comb += status.eq(SegmentStatus.DROPPED)
         with m.Elif(seg.error.valid):
             m.d.comb += [status.eq(SegmentStatus.ERROR), error.eq(seg.error)]
         with m.Elif(seg.tagged):
-            m.d.comb += [status.eq(SegmentStatus.ERROR), address.eq(region.address)]
-            with m.If(seg.payload_length == 0):
+            m.d.comb += status.eq(SegmentStatus.ERROR)
+            with m.If(zero_3):
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)  # RFC 5041 5.2: not checked
             with m.Elif(region.invalid):
                 m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x00)
@@ -337,7 +355,7 @@ class PlacementCheck(wiring.Component):
             with m.Else():
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)
         with m.Else():
-            m.d.comb += [status.eq(SegmentStatus.ERROR), address.eq(buffers.result.address)]
+            m.d.comb += status.eq(SegmentStatus.ERROR)
             with m.If(~s3.qn_ok):
                 m.d.comb += _report(error, _LAYER_DDP, _UNTAGGED_BUFFER, 0x01)
             with m.Elif(buffers.result.fault != UntaggedFault.NONE):
@@ -345,9 +363,9 @@ class PlacementCheck(wiring.Component):
             with m.Else():
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)
 
-        commit = s3.valid & advance
+        commit = s3.valid
         accepted = status == SegmentStatus.ACCEPTED
-        has_payload = seg.payload_length != 0
+        has_payload = ~zero_3
         tag = Signal(16)
         with m.If(commit):
             m.d.sync += tag.eq(tag + 1)
@@ -377,42 +395,53 @@ class PlacementCheck(wiring.Component):
             verdict.mo.eq(seg.mo),
             verdict.invalidate_stag.eq(seg.invalidate_stag),
             verdict.payload_length.eq(seg.payload_length),
-            verdict.host_address.eq(Mux(accepted & has_payload, address, 0)),
+            verdict.host_address.eq(address),  # zeroed after stage 4 unless placed
             verdict.status.eq(status),
             verdict.error.eq(error),
-            verdict.message_length.eq(Mux(accepted & ~seg.tagged & seg.last, message_length, 0)),
-            verdicts.w_data.eq(verdict),
-            verdicts.w_en.eq(commit),
+            verdict.message_length.eq(message_length),  # zeroed after stage 4 unless a message completed
+        ]
+        placed_4, completed_4 = Signal(), Signal()
+        m.d.sync += [
+            verdict_4.eq(verdict), verdict_valid_4.eq(commit),
+            placed_4.eq(accepted & has_payload), completed_4.eq(accepted & ~seg.tagged & seg.last),
+        ]
+        verdict_out = Signal.like(verdict_4)
+        m.d.comb += [
+            verdict_out.eq(verdict_4),
+            verdict_out.host_address.eq(Mux(placed_4, verdict_4.host_address, 0)),
+            verdict_out.message_length.eq(Mux(completed_4, verdict_4.message_length, 0)),
+            verdict_out.placed.eq(placed_4),
         ]
         command = Signal(dma_command_layout(self._address_bits))
         m.d.comb += [
             command.address.eq(address),
             command.length.eq(seg.payload_length),
             command.tag.eq(tag),
-            commands.w_data.eq(command),
-            commands.w_en.eq(commit & accepted & has_payload),
-            decisions.w_data.eq(accepted),
+        ]
+        m.d.sync += [
+            command_4.eq(command),
+            command_valid_4.eq(commit & accepted & has_payload),
+            decision_4.eq(accepted),
             # A packet follows only if the validator passed the header (its payload is dropped there).
-            decisions.w_en.eq(commit & has_payload & ~seg.error.valid),
+            decision_valid_4.eq(commit & has_payload & ~seg.error.valid),
+        ]
+        m.d.comb += [
+            verdicts.sink.payload.eq(verdict_out), verdicts.sink.valid.eq(verdict_valid_4),
+            commands.sink.payload.eq(command_4), commands.sink.valid.eq(command_valid_4),
+            decisions.sink.payload.eq(decision_4), decisions.sink.valid.eq(decision_valid_4),
         ]
 
         # Outputs.
-        m.d.comb += [
-            self.verdict.valid.eq(verdicts.r_rdy),
-            self.verdict.payload.eq(verdicts.r_data),
-            verdicts.r_en.eq(self.verdict.ready),
-            self.cmd.valid.eq(commands.r_rdy),
-            self.cmd.payload.eq(commands.r_data),
-            commands.r_en.eq(self.cmd.ready),
-        ]
+        wiring.connect(m, verdicts.source, wiring.flipped(self.verdict))
+        wiring.connect(m, commands.source, wiring.flipped(self.cmd))
 
         # Payload: forward the packet of an accepted segment, consume a refused one.
-        forward = decisions.r_data[0]
+        forward = decisions.source.payload
         beat = self.payload_in
         m.d.comb += [
             self.payload_out.payload.eq(beat.payload),
-            self.payload_out.valid.eq(beat.valid & decisions.r_rdy & forward),
-            beat.ready.eq(decisions.r_rdy & (~forward | self.payload_out.ready)),
-            decisions.r_en.eq(beat.valid & beat.ready & beat.payload.last),
+            self.payload_out.valid.eq(beat.valid & decisions.source.valid & forward),
+            beat.ready.eq(decisions.source.valid & (~forward | self.payload_out.ready)),
+            decisions.source.ready.eq(beat.valid & beat.ready & beat.payload.last),
         ]
         return m

@@ -16,13 +16,12 @@ Throughput: one record per cycle.
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out, connect
+from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ReportKind, SegmentStatus, report_layout, segment_report_fields
+from hdl.abi import ReportKind, report_layout, segment_report_fields
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
 from hdl.rx.placement_check import verdict_layout
-from hdl.stream.queue import StreamBuffer
 
 __all__ = ["ReportEngine"]
 
@@ -38,18 +37,11 @@ class ReportEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # Each input through a 2-deep FIFO with a registered output, so the
-        # decision below starts at flip-flops (the upstream FIFOs' outputs are
-        # LUT-RAM reads; chained with it, this was the engine's critical path).
-        buffers = []
-        for name, port in (("verdict", self.verdict), ("done", self.done), ("errors", self.chunk_errors)):
-            buffer = m.submodules[f"{name}_buffer"] = StreamBuffer(port.payload.shape())
-            connect(m, wiring.flipped(port), buffer.sink)
-            buffers.append(buffer.source)
-        verdict, done, errors = buffers
+        # The inputs come from Queues at the engine's boundaries: the decision below starts at flip-flops.
+        verdict, done, errors = self.verdict, self.done, self.chunk_errors
         report = self.report
         head = verdict.payload
-        needs_done = (head.status == SegmentStatus.ACCEPTED) & (head.payload_length != 0)
+        needs_done = head.placed
         verdict_ready = verdict.valid & (~needs_done | done.valid)
         prefer_errors = Signal()  # alternate when both kinds wait
 

@@ -54,7 +54,8 @@ class PacketBuffer(wiring.Component):
     -----
     write : ``In(packet_signature(W))``
         Beats to store, in order; ``last`` is not stored (commands count
-        beats). ``ready`` is low only while the ring is full.
+        beats). ``ready`` is low only while the ring holds ``depth - 1``
+        beats or more (it comes from a register).
     command : ``In(stream.Signature(buffer_command_layout(depth, user)))``
         One per stored frame, in frame order: skip ``skip`` beats, read
         ``count`` beats (0 discards the frame), release ``total`` beats
@@ -63,7 +64,8 @@ class PacketBuffer(wiring.Component):
         The beats read, ``last`` set on the ``count``-th, ``user`` from the
         command.
     level : ``Out``
-        Beats in the ring (written and not yet released).
+        Beats in the ring (written and not yet released), registered: it
+        counts a write on the cycle after it and a release one cycle late.
 
     Latency: a command accepted on edge ``t`` has its first beat on ``read``
     from ``t + 3``; ``read``'s payload comes straight from flip-flops. Throughput: one beat per cycle on each side; a command is
@@ -101,11 +103,14 @@ class PacketBuffer(wiring.Component):
         # Write side.
         write_ptr = Signal(ptr_bits)
         head = Signal(ptr_bits)  # oldest beat not yet released
+        # The level is registered (a subtractor's carry chain must not reach
+        # ``write.ready``); one write may have happened since, so ``ready``
+        # keeps one beat in reserve.
         level = Signal(ptr_bits)
+        m.d.sync += level.eq(write_ptr - head)
         m.d.comb += [
-            level.eq(write_ptr - head),
             self.level.eq(level),
-            self.write.ready.eq(level != depth),
+            self.write.ready.eq(level < depth - 1),
             write_port.addr.eq(write_ptr[:addr_bits]),
             write_port.data.eq(Cat(self.write.payload.data, self.write.payload.keep)),
             write_port.en.eq(self.write.valid & self.write.ready),
