@@ -63,16 +63,19 @@ Ordering guarantees:
   segment (transparent reads cover a commit in the same cycle).
 
 Latency: a segment taken on edge ``t`` has its verdict and cmd written to
-their output FIFOs on edge ``t + 3`` when the outputs have room, visible on
-``verdict``/``cmd`` from the following cycle; payload beats pass
-combinationally (no added latency) once their decision is made.
+their output queues on edge ``t + 3`` when the outputs have room, visible on
+``verdict``/``cmd`` from edge ``t + 5`` (the queues are sized to the pipeline,
+:class:`hdl.stream.queue.Queue` of depth 4); payload beats of a decided segment
+pass through one output :class:`~hdl.stream.queue.Queue` (one cycle). Every
+output comes from a queue and every ``ready`` the block drives depends on its
+own flip-flops only, so no ready/valid path crosses its ports.
 Throughput: one segment decision per cycle when consecutive segments belong
 to different streams; back-to-back segments of the same stream, one every
 three cycles. Payload: one beat per cycle.
 """
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import (
@@ -89,7 +92,8 @@ from hdl.abi import (
 from hdl.rx.layouts import dma_command_layout, segment_info_layout
 from hdl.rx.region_table import RegionTable
 from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault
-from hdl.stream.packet import packet_signature
+from hdl.stream.packet import packet_layout, packet_signature
+from hdl.stream.queue import Queue
 
 __all__ = ["verdict_layout", "StreamTable", "PlacementCheck"]
 
@@ -248,13 +252,16 @@ class PlacementCheck(wiring.Component):
         })
         s1, s2, s3 = Signal(stage_layout), Signal(stage_layout), Signal(stage_layout)
 
-        # Output FIFOs, written by the commit stage.
-        verdicts = m.submodules.verdicts = fifo.SyncFIFO(width=verdict_layout(self._address_bits).size, depth=4)
-        commands = m.submodules.commands = fifo.SyncFIFO(
-            width=dma_command_layout(self._address_bits).size, depth=4)
-        decisions = m.submodules.decisions = fifo.SyncFIFO(width=1, depth=self._decisions)
+        # Output queues, written by the commit stage; their ready is registered.
+        verdicts = m.submodules.verdicts = Queue(verdict_layout(self._address_bits), 4)
+        commands = m.submodules.commands = Queue(dma_command_layout(self._address_bits), 4)
+        decisions = m.submodules.decisions = Queue(unsigned(1), max(2, self._decisions))
+        payloads = m.submodules.payloads = Queue(packet_layout(self._width))
+        wiring.connect(m, verdicts.source, wiring.flipped(self.verdict))
+        wiring.connect(m, commands.source, wiring.flipped(self.cmd))
+        wiring.connect(m, payloads.source, wiring.flipped(self.payload_out))
         advance = Signal()
-        m.d.comb += advance.eq(~s3.valid | (verdicts.w_rdy & commands.w_rdy & decisions.w_rdy))
+        m.d.comb += advance.eq(~s3.valid | (verdicts.sink.ready & commands.sink.ready & decisions.sink.ready))
 
         # Stage 0: take a segment unless a host write is pending or its stream is in stages 1-2.
         info = self.segment.payload
@@ -381,38 +388,28 @@ class PlacementCheck(wiring.Component):
             verdict.status.eq(status),
             verdict.error.eq(error),
             verdict.message_length.eq(Mux(accepted & ~seg.tagged & seg.last, message_length, 0)),
-            verdicts.w_data.eq(verdict),
-            verdicts.w_en.eq(commit),
+            verdicts.sink.payload.eq(verdict),
+            verdicts.sink.valid.eq(commit),
         ]
         command = Signal(dma_command_layout(self._address_bits))
         m.d.comb += [
             command.address.eq(address),
             command.length.eq(seg.payload_length),
             command.tag.eq(tag),
-            commands.w_data.eq(command),
-            commands.w_en.eq(commit & accepted & has_payload),
-            decisions.w_data.eq(accepted),
+            commands.sink.payload.eq(command),
+            commands.sink.valid.eq(commit & accepted & has_payload),
+            decisions.sink.payload.eq(accepted),
             # A packet follows only if the validator passed the header (its payload is dropped there).
-            decisions.w_en.eq(commit & has_payload & ~seg.error.valid),
-        ]
-
-        # Outputs.
-        m.d.comb += [
-            self.verdict.valid.eq(verdicts.r_rdy),
-            self.verdict.payload.eq(verdicts.r_data),
-            verdicts.r_en.eq(self.verdict.ready),
-            self.cmd.valid.eq(commands.r_rdy),
-            self.cmd.payload.eq(commands.r_data),
-            commands.r_en.eq(self.cmd.ready),
+            decisions.sink.valid.eq(commit & has_payload & ~seg.error.valid),
         ]
 
         # Payload: forward the packet of an accepted segment, consume a refused one.
-        forward = decisions.r_data[0]
+        forward = decisions.source.payload[0]
         beat = self.payload_in
         m.d.comb += [
-            self.payload_out.payload.eq(beat.payload),
-            self.payload_out.valid.eq(beat.valid & decisions.r_rdy & forward),
-            beat.ready.eq(decisions.r_rdy & (~forward | self.payload_out.ready)),
-            decisions.r_en.eq(beat.valid & beat.ready & beat.payload.last),
+            payloads.sink.payload.eq(beat.payload),
+            payloads.sink.valid.eq(beat.valid & decisions.source.valid & forward),
+            beat.ready.eq(decisions.source.valid & (~forward | payloads.sink.ready)),
+            decisions.source.ready.eq(beat.valid & beat.ready & beat.payload.last),
         ]
         return m

@@ -9,8 +9,8 @@ overtake an earlier verdict (records keep segment order, RFC 5041 5.3).
 Chunk errors from the chunk parser become CHUNK_ERROR records; the two
 kinds alternate when both wait.
 
-Latency: a record leaves three cycles after its verdict (and ``done``, if
-needed) arrive: two in the input buffers, one in the output register.
+Latency: a record leaves two cycles after its verdict (and ``done``, if
+needed) arrive: one in the input queues, one in the output register.
 Throughput: one record per cycle.
 """
 
@@ -22,7 +22,7 @@ from hdl.abi import ReportKind, SegmentStatus, report_layout, segment_report_fie
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
 from hdl.rx.placement_check import verdict_layout
-from hdl.stream.queue import StreamBuffer
+from hdl.stream.queue import Queue
 
 __all__ = ["ReportEngine"]
 
@@ -38,12 +38,11 @@ class ReportEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # Each input through a 2-deep FIFO with a registered output, so the
-        # decision below starts at flip-flops (the upstream FIFOs' outputs are
-        # LUT-RAM reads; chained with it, this was the engine's critical path).
+        # Each input through a Queue (registered valid, payload and ready), so the
+        # decision below starts at flip-flops and no ready path leaves the block.
         buffers = []
         for name, port in (("verdict", self.verdict), ("done", self.done), ("errors", self.chunk_errors)):
-            buffer = m.submodules[f"{name}_buffer"] = StreamBuffer(port.payload.shape())
+            buffer = m.submodules[f"{name}_buffer"] = Queue(port.payload.shape())
             connect(m, wiring.flipped(port), buffer.sink)
             buffers.append(buffer.source)
         verdict, done, errors = buffers

@@ -1,59 +1,125 @@
-"""The register slice (hdl/stream/queue.py): order, back-pressure, one transfer per cycle."""
+"""The stream queue (hdl/stream/queue.py): order, back-pressure, one transfer per cycle, registered ready, level."""
 
 import random
 
 import pytest
-from amaranth.hdl import unsigned
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from hdl.stream.queue import StreamBuffer
+from hdl.stream.queue import Queue
+from hdl.stream.simulation import Pace, stream_get, stream_put
+
+LAYOUT = data.StructLayout({"value": unsigned(16), "flag": unsigned(1)})
 
 
-def run(depth, values, source_gaps, sink_stalls):
-    dut = StreamBuffer(unsigned(16), depth=depth)
-    received, accepted_cycles = [], []
-
-    async def source(ctx):
-        for value, gap in zip(values, source_gaps):
-            ctx.set(dut.sink.valid, 0)
-            await ctx.tick().repeat(gap) if gap else None
-            ctx.set(dut.sink.payload, value)
-            ctx.set(dut.sink.valid, 1)
-            await ctx.tick().until(dut.sink.ready)
-        ctx.set(dut.sink.valid, 0)
-
-    async def sink(ctx):
-        cycle = 0
-        stalls = iter(sink_stalls)
-        while len(received) < len(values):
-            ready = not next(stalls, False)
-            ctx.set(dut.source.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.source.valid, dut.source.payload)
-            cycle += 1
-            if valid and ready:
-                received.append(payload)
-                accepted_cycles.append(cycle)
-
+def simulate(dut, *testbenches, background=()):
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(source)
-    sim.add_testbench(sink)
+    for testbench in background:
+        sim.add_testbench(testbench, background=True)
+    for testbench in testbenches:
+        sim.add_testbench(testbench)
     sim.run()
-    return received, accepted_cycles
 
 
-@pytest.mark.parametrize("depth", [2, 4])
+@pytest.mark.parametrize("depth", [2, 3, 8])
 def test_order_under_random_backpressure(depth):
+    dut = Queue(LAYOUT, depth)
     rng = random.Random(depth)
-    values = [rng.randrange(1 << 16) for _ in range(300)]
-    gaps = [rng.choice([0, 0, 0, 1, 3]) for _ in values]
-    stalls = [rng.random() < 0.3 for _ in range(5000)]
-    received, _ = run(depth, values, gaps, stalls)
+    values = [{"value": rng.randrange(1 << 16), "flag": rng.randrange(2)} for _ in range(300)]
+    received = []
+
+    async def producer(ctx):
+        pace = Pace(0.3, seed=depth)
+        for value in values:
+            await stream_put(ctx, dut.sink, value, pace=pace)
+
+    async def consumer(ctx):
+        pace = Pace(0.3, seed=depth + 100)
+        for _ in values:
+            payload = await stream_get(ctx, dut.source, pace=pace)
+            received.append({"value": payload.value, "flag": payload.flag})
+
+    simulate(dut, consumer, background=[producer])
     assert received == values
 
 
-def test_default_depth_passes_one_transfer_per_cycle():
-    """Back to back with both sides ready: no bubble (a slice must not halve the stream's rate)."""
-    values = list(range(200))
-    _, cycles = run(StreamBuffer.DEFAULT_DEPTH, values, [0] * len(values), [])
-    assert cycles[-1] - cycles[0] == len(values) - 1
+@pytest.mark.parametrize("depth", [2, 3, 4])
+def test_one_transfer_per_cycle(depth):
+    """Both sides always ready: a transfer on every cycle on both sides, no bubble."""
+    dut = Queue(unsigned(16), depth)
+    count = 100
+    taken = []
+
+    async def bench(ctx):
+        ctx.set(dut.source.ready, 1)
+        ctx.set(dut.sink.valid, 1)
+        sent = 0
+        for cycle in range(count + 10):
+            ctx.set(dut.sink.payload, sent)
+            ctx.set(dut.sink.valid, sent < count)
+            _, _, in_ready, out_valid, out_payload = await ctx.tick().sample(
+                dut.sink.ready, dut.source.valid, dut.source.payload)
+            if sent < count:
+                assert in_ready, f"sink not ready on cycle {cycle}"
+                sent += 1
+            if out_valid:
+                taken.append((cycle, out_payload))
+
+    simulate(dut, bench)
+    assert [value for _, value in taken] == list(range(count))
+    assert taken[-1][0] - taken[0][0] == count - 1
+
+
+@pytest.mark.parametrize("depth", [2, 3, 5])
+def test_level_and_backpressure(depth):
+    """With the consumer stalled the queue takes exactly ``depth`` payloads, ``level`` counting them."""
+    dut = Queue(unsigned(8), depth)
+
+    async def bench(ctx):
+        ctx.set(dut.source.ready, 0)
+        assert ctx.get(dut.level) == 0
+        for value in range(depth):
+            await stream_put(ctx, dut.sink, value)
+        await ctx.tick().repeat(3)
+        assert ctx.get(dut.level) == depth
+        assert not ctx.get(dut.sink.ready)
+        for value in range(depth):
+            assert await stream_get(ctx, dut.source) == value
+        await ctx.tick().repeat(3)
+        assert ctx.get(dut.level) == 0
+        assert ctx.get(dut.sink.ready)
+
+    simulate(dut, bench)
+
+
+@pytest.mark.parametrize("depth", [2, 4])
+def test_ready_and_valid_come_from_flip_flops(depth):
+    """Flipping ``source.ready`` or ``sink.valid`` without a clock edge changes neither ``sink.ready``
+    nor ``source.valid``: no combinational path crosses the queue."""
+    dut = Queue(unsigned(8), depth)
+
+    async def bench(ctx):
+        for fill in range(depth + 1):
+            ctx.set(dut.source.ready, 0)
+            ctx.set(dut.sink.valid, 0)
+            await ctx.tick().repeat(3)
+            for toggles in ((1, 0), (0, 1), (1, 1), (0, 0)):
+                ctx.set(dut.source.ready, toggles[0])
+                ctx.set(dut.sink.valid, toggles[1])
+                seen = (ctx.get(dut.sink.ready), ctx.get(dut.source.valid))
+                ctx.set(dut.source.ready, 1 - toggles[0])
+                ctx.set(dut.sink.valid, 1 - toggles[1])
+                assert (ctx.get(dut.sink.ready), ctx.get(dut.source.valid)) == seen, (fill, toggles)
+            ctx.set(dut.source.ready, 0)
+            if fill < depth:
+                await stream_put(ctx, dut.sink, fill)
+
+    simulate(dut, bench)
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_depth_below_two_is_refused():
+    with pytest.raises(ValueError):
+        Queue(unsigned(8), 1)
