@@ -62,9 +62,10 @@ Ordering guarantees:
   error bit and buffer retirement it reads are those left by every earlier
   segment (transparent reads cover a commit in the same cycle).
 
-Latency: a segment taken on edge ``t`` has its verdict and cmd written to
-their output queues on edge ``t + 3`` when the outputs have room, visible on
-``verdict``/``cmd`` from edge ``t + 5`` (the queues are sized to the pipeline,
+Latency: a segment taken on edge ``t`` is decided on edge ``t + 3`` (its
+stream's error bit and buffer retirement take effect there), its verdict and
+cmd registered on ``t + 4`` and written to their output queues on ``t + 5``
+when the outputs have room, visible on ``verdict``/``cmd`` from edge ``t + 7`` (the queues are sized to the pipeline,
 :class:`hdl.stream.queue.Queue` of depth 4); payload beats of a decided segment
 pass through one output :class:`~hdl.stream.queue.Queue` (one cycle). Every
 output comes from a queue and every ``ready`` the block drives depends on its
@@ -260,8 +261,13 @@ class PlacementCheck(wiring.Component):
         wiring.connect(m, verdicts.source, wiring.flipped(self.verdict))
         wiring.connect(m, commands.source, wiring.flipped(self.cmd))
         wiring.connect(m, payloads.source, wiring.flipped(self.payload_out))
+        # Stage 4 registers the commit stage's outputs (verdict, cmd, decision) before the queues, so the
+        # decision logic ends at flip-flops; the error latch and buffer retirement stay on stage 3.
+        v4, c4, d4 = Signal(verdict_layout(self._address_bits)), Signal(dma_command_layout(self._address_bits)), Signal()
+        v4_valid, c4_valid, d4_valid = Signal(), Signal(), Signal()
         advance = Signal()
-        m.d.comb += advance.eq(~s3.valid | (verdicts.sink.ready & commands.sink.ready & decisions.sink.ready))
+        m.d.comb += advance.eq(~(v4_valid | c4_valid | d4_valid)
+                               | (verdicts.sink.ready & commands.sink.ready & decisions.sink.ready))
 
         # Stage 0: take a segment unless a host write is pending or its stream is in stages 1-2.
         info = self.segment.payload
@@ -279,7 +285,7 @@ class PlacementCheck(wiring.Component):
             take.eq(self.segment.valid & advance & ~hazard & ~host_pending),
             self.segment.ready.eq(take),
         ]
-        hold = s1.valid | s2.valid | s3.valid | take
+        hold = s1.valid | s2.valid | s3.valid | v4_valid | c4_valid | d4_valid | take
         m.d.comb += [regions.hold.eq(hold), streams.hold.eq(hold)]
 
         m.d.comb += [
@@ -388,20 +394,26 @@ class PlacementCheck(wiring.Component):
             verdict.status.eq(status),
             verdict.error.eq(error),
             verdict.message_length.eq(Mux(accepted & ~seg.tagged & seg.last, message_length, 0)),
-            verdicts.sink.payload.eq(verdict),
-            verdicts.sink.valid.eq(commit),
+            verdicts.sink.payload.eq(v4),
+            verdicts.sink.valid.eq(v4_valid & advance),
         ]
         command = Signal(dma_command_layout(self._address_bits))
         m.d.comb += [
             command.address.eq(address),
             command.length.eq(seg.payload_length),
             command.tag.eq(tag),
-            commands.sink.payload.eq(command),
-            commands.sink.valid.eq(commit & accepted & has_payload),
-            decisions.sink.payload.eq(accepted),
-            # A packet follows only if the validator passed the header (its payload is dropped there).
-            decisions.sink.valid.eq(commit & has_payload & ~seg.error.valid),
+            commands.sink.payload.eq(c4),
+            commands.sink.valid.eq(c4_valid & advance),
+            decisions.sink.payload.eq(d4),
+            decisions.sink.valid.eq(d4_valid & advance),
         ]
+        with m.If(advance):
+            m.d.sync += [
+                v4_valid.eq(commit), v4.eq(verdict),
+                c4_valid.eq(commit & accepted & has_payload), c4.eq(command),
+                # A packet follows only if the validator passed the header (its payload is dropped there).
+                d4_valid.eq(commit & has_payload & ~seg.error.valid), d4.eq(accepted),
+            ]
 
         # Payload: forward the packet of an accepted segment, consume a refused one.
         forward = decisions.source.payload[0]

@@ -3,7 +3,7 @@
 import random
 
 import pytest
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
