@@ -44,7 +44,9 @@ from xml.etree import ElementTree
 
 from amaranth.back import verilog
 from amaranth.hdl import Elaboratable
+from amaranth.lib import wiring
 
+from hdl.bus.ports import verilog_ports
 from sim.toolchain import require_extra, setup_verilator, verilator_make_flags
 
 __all__ = ["SimulationResult", "SimulationFailed", "run_cocotb", "test_parameters", "default_build_root"]
@@ -225,14 +227,17 @@ def run_cocotb(
 ) -> SimulationResult:
     """Build ``design`` with Verilator (reused when unchanged) and run the cocotb ``test_module`` on it.
 
-    ``ports`` is needed only for a plain Elaboratable (a ``wiring.Component``
-    knows its own). ``parameters`` must be JSON-serialisable. Raises
+    ``ports`` is needed only for a plain Elaboratable: a ``wiring.Component``
+    knows its own, named by :func:`hdl.bus.ports.verilog_ports` (AXI ports
+    ``<port>_<signal>``, other ports Amaranth's ``<port>__<member>``). ``parameters`` must be JSON-serialisable. Raises
     :class:`SimulationFailed` when a test fails or no test ran.
     """
     require_extra("sim", "running a cocotb testbench")
     simulator = _cached_verilator()
     executable = setup_verilator()
     waves = _waves_requested(waves)
+    if ports is None and isinstance(design, wiring.Component):
+        ports = verilog_ports(design)  # AXI ports as <port>_<signal>, as cocotbext-axi's from_prefix expects
     source = verilog.convert(design, name=toplevel, ports=ports, emit_src=False)
     build_args = [*_VERILATOR_ARGS, *(("--trace",) if waves else ()), *verilator_args]
     runtime_key = "\0".join([_verilator_version(executable), str(executable), f"waves={waves}",

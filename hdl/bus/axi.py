@@ -6,10 +6,10 @@ and seen from the **manager** (master): what the manager drives is ``Out``,
 what the subordinate (slave) drives is ``In``. A manager port is
 ``Out(Axi4Signature(...))``, a subordinate port ``In(Axi4Signature(...))``.
 
-Because the members are flat, Amaranth's Verilog export names the ``awaddr``
-member of a port ``m_axi`` ``m_axi__awaddr``, and cocotbext-axi binds to it
-with ``AxiBus.from_prefix(dut, "m_axi_")`` (its default separator ``_`` joins
-prefix and name). The optional AXI4 signals ``AxQOS``, ``AxREGION`` and the
+Because the members are flat, the Verilog export of :mod:`hdl.bus.ports`
+names the ``awaddr`` member of a port ``m_axi`` ``m_axi_awaddr`` (the AXI
+convention), and cocotbext-axi binds to it with
+``AxiBus.from_prefix(dut, "m_axi")``. The optional AXI4 signals ``AxQOS``, ``AxREGION`` and the
 ``*USER`` signals are not part of these signatures; tie them off (QOS and
 REGION to 0) when connecting to an interconnect that has them.
 """

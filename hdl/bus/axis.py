@@ -8,13 +8,13 @@ directly. Members are flat and named as the specification's signals:
 ``tvalid``, ``tready``; the signature is the transmitter's view.
 """
 
-from amaranth.hdl import Module
-from amaranth.lib import wiring
+from amaranth.hdl import Module, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.packet import packet_signature
 
-__all__ = ["AxiStreamSignature", "AxiStreamToPacket", "PacketToAxiStream"]
+__all__ = ["AxiStreamSignature", "axis_payload_layout", "AxiStreamToPacket", "PacketToAxiStream"]
 
 
 class AxiStreamSignature(wiring.Signature):
@@ -45,8 +45,20 @@ class AxiStreamSignature(wiring.Signature):
         return f"AxiStreamSignature({self.data_bytes}, user_bits={self.user_bits})"
 
 
+def axis_payload_layout(data_bytes: int, user_bits: int = 0) -> data.StructLayout:
+    """A beat of ``data_bytes`` lanes (the fields of :func:`hdl.stream.packet.packet_layout`, any
+    width) with a ``user`` word beside it, if any."""
+    fields = {"data": unsigned(8 * data_bytes), "keep": unsigned(data_bytes), "last": unsigned(1)}
+    if user_bits:
+        fields["user"] = unsigned(user_bits)
+    return data.StructLayout(fields)
+
+
 class AxiStreamToPacket(wiring.Component):
-    """An AXI4-Stream receiver port feeding a packet stream (wires only, no latency)."""
+    """An AXI4-Stream receiver port feeding a packet stream (wires only, no latency).
+
+    Put a :class:`hdl.stream.queue.Queue` behind it to register ``tready``.
+    """
 
     def __init__(self, width_bytes: int):
         super().__init__({
@@ -67,19 +79,15 @@ class AxiStreamToPacket(wiring.Component):
 
 
 class PacketToAxiStream(wiring.Component):
-    """A packet stream (with a per-packet ``user`` word) onto an AXI4-Stream transmitter port.
-
-    ``user`` is driven on ``tuser`` with every beat of the packet; wires only.
-    """
+    """A packet stream, each beat with its ``user`` word (:func:`axis_payload_layout`), onto an
+    AXI4-Stream transmitter port; wires only (a :class:`hdl.stream.queue.Queue` in front registers
+    ``tvalid``, ``tdata`` and ``tuser``)."""
 
     def __init__(self, width_bytes: int, user_bits: int = 0):
-        members = {
-            "packets": In(packet_signature(width_bytes)),
+        super().__init__({
+            "packets": In(stream.Signature(axis_payload_layout(width_bytes, user_bits))),
             "axis": Out(AxiStreamSignature(width_bytes, user_bits)),
-        }
-        if user_bits:
-            members["user"] = In(user_bits)
-        super().__init__(members)
+        })
         self._user_bits = user_bits
 
     def elaborate(self, platform):
@@ -92,5 +100,5 @@ class PacketToAxiStream(wiring.Component):
             self.packets.ready.eq(self.axis.tready),
         ]
         if self._user_bits:
-            m.d.comb += self.axis.tuser.eq(self.user)
+            m.d.comb += self.axis.tuser.eq(self.packets.payload.user)
         return m

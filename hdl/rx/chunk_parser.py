@@ -44,8 +44,10 @@ overflows its last beat. So at W = 8 a stream of large DDP segments runs at
 one beat per cycle except for at most 2 cycles per chunk; small chunks cost
 one cycle each at any W (up to W/4 of them share a beat at wide W). A packet
 costs nothing beyond its beats (the common-header beat at W = 8 is walked
-like any other). Latency from a beat to its realigned output: about 7 cycles
-(beat stage, walker, gather, piece FIFO, router/realigner output register).
+like any other). Latency from a beat to its realigned output: about 8 cycles
+(beat stage, walker, gather, piece queue, router/realigner output register,
+output :class:`~hdl.stream.queue.Queue`). Every output leaves through a
+Queue, so no ready/valid path crosses the block's ports.
 
 Contract: ``pkt_meta.length`` is the packet's byte count; ``pkt_meta`` must be
 valid from the packet's first beat and is taken with its last beat. If the
@@ -54,12 +56,14 @@ beat; the parser then starts afresh with the next packet.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import ASSOCIATION_BITS, ChunkError, ChunkException
 from hdl.rx.layouts import packet_meta_layout, segment_meta_layout
+from hdl.stream.bits import big_endian, byte, check_width, thermometer
 from hdl.stream.packet import packet_layout, packet_signature
+from hdl.stream.queue import Queue
 from hdl.stream.realign import Realign
 
 __all__ = ["ChunkParser", "exception_meta_layout", "chunk_error_layout", "PPID_DDP_SEGMENT", "PPID_DDP_SESSION_CONTROL"]
@@ -97,20 +101,6 @@ class _Dest(enum.IntEnum, shape=2):
     DISCARD = 2
 
 
-def _byte(word, index):
-    return word[8 * index:8 * index + 8]
-
-
-def _be(*bytes_):
-    """A big-endian field from its bytes in wire order."""
-    return Cat(*reversed(bytes_))
-
-
-def _thermometer(count, width):
-    """``keep`` with lanes 0 .. count-1 set (count in 1..width)."""
-    return Cat(count > lane for lane in range(width))
-
-
 class ChunkParser(wiring.Component):
     """Walks the chunks of each SCTP packet (RFC 4960 3.2); see the module docstring.
 
@@ -135,8 +125,7 @@ class ChunkParser(wiring.Component):
     """
 
     def __init__(self, width_bytes: int, *, fifo_depth: int = 8):
-        if width_bytes not in (8, 16, 32, 64):
-            raise ValueError(f"ChunkParser supports W = 8, 16, 32, 64, not {width_bytes}")
+        check_width(width_bytes, (8, 16, 32, 64))
         self._width = width_bytes
         self._fifo_depth = fifo_depth
         super().__init__({
@@ -203,7 +192,7 @@ class ChunkParser(wiring.Component):
             ]
             for k in range(words):
                 word = payload.data.word_select(k, 32)
-                length = _be(_byte(word, 2), _byte(word, 3))
+                length = big_endian(byte(word, 2), byte(word, 3))
                 end = length + 4 * k
                 next_start = (length + (4 * k + 3)) >> 2   # the next chunk, in words (padding, RFC 4960 3.2)
                 m.d.sync += [
@@ -273,7 +262,7 @@ class ChunkParser(wiring.Component):
             m.d.sync += fresh.eq(0)
             with m.If(in_chunk):
                 ends = (left <= width) | beat.last
-                emit(0, ends, Mux(left <= width, _thermometer(left, width), beat.keep))
+                emit(0, ends, Mux(left <= width, thermometer(left, width), beat.keep))
                 m.d.sync += left.eq(left - width)
                 with m.If(ends):
                     m.d.sync += in_chunk.eq(0)
@@ -298,7 +287,7 @@ class ChunkParser(wiring.Component):
                     m.d.sync += ended.eq(1)
                     take()
                 with m.Elif(select(fits)):
-                    emit(1, 1, _thermometer(sel_rel_end, width))
+                    emit(1, 1, thermometer(sel_rel_end, width))
                     with m.If(select(done)):
                         take()
                     with m.Else():
@@ -312,14 +301,14 @@ class ChunkParser(wiring.Component):
 
         # ---- 3. header stage ----------------------------------------------
         depth = self._fifo_depth
-        pieces = m.submodules.pieces = fifo.SyncFIFOBuffered(width=packet_layout(width).size, depth=depth)
+        pieces = m.submodules.pieces = Queue(packet_layout(width), depth)
         desc_layout = data.StructLayout({"dest": _Dest, "drop": range(width - 4 + _SEGMENT_OFFSET + 1)})
-        descs = m.submodules.descs = fifo.SyncFIFOBuffered(width=desc_layout.size, depth=depth)
-        seg_metas = m.submodules.seg_metas = fifo.SyncFIFOBuffered(width=segment_meta_layout().size, depth=depth)
-        exc_metas = m.submodules.exc_metas = fifo.SyncFIFOBuffered(width=exception_meta_layout().size, depth=4)
-        errors = m.submodules.errors = fifo.SyncFIFOBuffered(width=chunk_error_layout().size, depth=4)
+        descs = m.submodules.descs = Queue(desc_layout, depth)
+        seg_metas = m.submodules.seg_metas = Queue(segment_meta_layout(), depth)
+        exc_metas = m.submodules.exc_metas = Queue(exception_meta_layout(), 4)
+        errors = m.submodules.errors = Queue(chunk_error_layout(), 4)
         for port, queue in ((self.seg_meta, seg_metas), (self.exc_meta, exc_metas), (self.errors, errors)):
-            m.d.comb += [port.valid.eq(queue.r_rdy), port.payload.eq(queue.r_data), queue.r_en.eq(port.ready)]
+            wiring.connect(m, queue.source, wiring.flipped(port))
 
         max_piece = (words - 1 + 4) // words
         b_word = Signal(range(words))
@@ -384,12 +373,12 @@ class ChunkParser(wiring.Component):
         merged = gathered_words
         start = gathered.start
         decide = gathered.decide
-        chunk_type, flags = _byte(merged[0], 0), _byte(merged[0], 1)
-        length = _be(_byte(merged[0], 2), _byte(merged[0], 3))
-        tsn = Mux(length >= 8, _be(*(_byte(merged[1], i) for i in range(4))), 0)
-        stream_id = _be(_byte(merged[2], 0), _byte(merged[2], 1))
-        ppid = _be(*(_byte(merged[3], i) for i in range(4)))
-        ddp_ssn = _be(_byte(merged[4], 0), _byte(merged[4], 1))
+        chunk_type, flags = byte(merged[0], 0), byte(merged[0], 1)
+        length = big_endian(byte(merged[0], 2), byte(merged[0], 3))
+        tsn = Mux(length >= 8, big_endian(*(byte(merged[1], i) for i in range(4))), 0)
+        stream_id = big_endian(byte(merged[2], 0), byte(merged[2], 1))
+        ppid = big_endian(*(byte(merged[3], i) for i in range(4)))
+        ddp_ssn = big_endian(byte(merged[4], 0), byte(merged[4], 1))
 
         dest = Signal(_Dest)
         reason = Signal(ChunkException)
@@ -417,27 +406,27 @@ class ChunkParser(wiring.Component):
         walker_error = gathered.error != 0
         write = g_accept & ~walker_error
         record = g_accept & decide & ~walker_error
-        desc = desc_layout(descs.w_data)
-        seg_meta = segment_meta_layout()(seg_metas.w_data)
-        exc_meta = exception_meta_layout()(exc_metas.w_data)
-        error_record = chunk_error_layout()(errors.w_data)
+        desc = descs.sink.payload
+        seg_meta = seg_metas.sink.payload
+        exc_meta = exc_metas.sink.payload
+        error_record = errors.sink.payload
         m.d.comb += [
-            pieces.w_en.eq(write),
-            pieces.w_data.eq(gathered.beat),
-            descs.w_en.eq(record),
+            pieces.sink.valid.eq(write),
+            pieces.sink.payload.eq(gathered.beat),
+            descs.sink.valid.eq(record),
             desc.dest.eq(dest),
             desc.drop.eq(Cat(Const(0, 2), start) + Mux(dest == _Dest.SEG, _SEGMENT_OFFSET, 0)),
-            seg_metas.w_en.eq(record & (dest == _Dest.SEG)),
+            seg_metas.sink.valid.eq(record & (dest == _Dest.SEG)),
             seg_meta.association.eq(gathered.association),
             seg_meta.tsn.eq(tsn),
             seg_meta.stream_id.eq(stream_id),
             seg_meta.ddp_ssn.eq(ddp_ssn),
             seg_meta.length.eq(length - _SEGMENT_OFFSET),
-            exc_metas.w_en.eq(record & (dest == _Dest.EXC)),
+            exc_metas.sink.valid.eq(record & (dest == _Dest.EXC)),
             exc_meta.association.eq(gathered.association),
             exc_meta.reason.eq(reason),
             exc_meta.length.eq(length),
-            errors.w_en.eq(g_accept & (walker_error | (decide & (error != 0)))),
+            errors.sink.valid.eq(g_accept & (walker_error | (decide & (error != 0)))),
             error_record.association.eq(gathered.association),
             error_record.tsn.eq(Mux(walker_error, 0, tsn)),
             error_record.kind.eq(Mux(walker_error, gathered.error, error)),
@@ -446,15 +435,17 @@ class ChunkParser(wiring.Component):
         # ---- 4. router -----------------------------------------------------
         seg_align = m.submodules.seg_align = Realign(width, width - 4 + _SEGMENT_OFFSET)
         exc_align = m.submodules.exc_align = Realign(width, width - 4)
-        wiring.connect(m, wiring.flipped(self.seg), seg_align.source)
-        wiring.connect(m, wiring.flipped(self.exc), exc_align.source)
-        head = desc_layout(descs.r_data)
-        head_piece = packet_layout(width)(pieces.r_data)
-        both = descs.r_rdy & pieces.r_rdy
+        for name, align, port in (("seg_out", seg_align, self.seg), ("exc_out", exc_align, self.exc)):
+            out = m.submodules[name] = Queue(packet_layout(width))
+            wiring.connect(m, align.source, out.sink)
+            wiring.connect(m, out.source, wiring.flipped(port))
+        head = descs.source.payload
+        head_piece = pieces.source.payload
+        both = descs.source.valid & pieces.source.valid
         for dest_value, align in ((_Dest.SEG, seg_align), (_Dest.EXC, exc_align)):
             chosen = head.dest == dest_value
             m.d.comb += [
-                align.drop.valid.eq(descs.r_rdy & chosen),
+                align.drop.valid.eq(descs.source.valid & chosen),
                 align.drop.payload.eq(head.drop),
                 align.sink.valid.eq(both & chosen),
                 align.sink.payload.eq(head_piece),
@@ -462,7 +453,7 @@ class ChunkParser(wiring.Component):
         target_ready = Mux(head.dest == _Dest.SEG, seg_align.sink.ready,
                            Mux(head.dest == _Dest.EXC, exc_align.sink.ready, 1))
         m.d.comb += [
-            pieces.r_en.eq(descs.r_rdy & target_ready),
-            descs.r_en.eq(both & target_ready & head_piece.last),
+            pieces.source.ready.eq(descs.source.valid & target_ready),
+            descs.source.ready.eq(both & target_ready & head_piece.last),
         ]
         return m

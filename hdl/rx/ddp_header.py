@@ -39,15 +39,18 @@ with drop 14 or 18, or discard. Throughput: one beat per cycle; a segment
 costs one cycle more when its realigned payload needs one more beat than the
 segment (payload tail), and a 0-byte segment (``seg_meta.length`` = 0, no
 beats) one cycle. Latency from the beat completing the header to the record
-on ``segment``: 3 cycles; to the first payload beat: about 5 cycles.
+on ``segment``: 3 cycles; to the first payload beat: about 6 cycles (the
+payload leaves through an output :class:`~hdl.stream.queue.Queue`).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.rx.layouts import segment_info_layout, segment_meta_layout
+from hdl.stream.bits import big_endian, check_width
 from hdl.stream.packet import packet_layout, packet_signature
+from hdl.stream.queue import Queue
 from hdl.stream.realign import Realign
 
 __all__ = ["DdpHeaderValidator", "TAGGED_HEADER_BYTES", "UNTAGGED_HEADER_BYTES"]
@@ -65,10 +68,6 @@ UNTAGGED_INVALID_VERSION = (1, 0x2, 0x06)
 INVALID_QN = (1, 0x2, 0x01)
 INVALID_RDMAP_VERSION = (0, 0x2, 0x05)
 UNEXPECTED_OPCODE = (0, 0x2, 0x06)
-
-
-def _be(bytes_):
-    return Cat(*reversed(bytes_))
 
 
 class DdpHeaderValidator(wiring.Component):
@@ -93,8 +92,7 @@ class DdpHeaderValidator(wiring.Component):
     """
 
     def __init__(self, width_bytes: int, *, fifo_depth: int = 8):
-        if width_bytes not in (8, 16, 32, 64):
-            raise ValueError(f"DdpHeaderValidator supports W = 8, 16, 32, 64, not {width_bytes}")
+        check_width(width_bytes, (8, 16, 32, 64))
         self._width = width_bytes
         self._fifo_depth = fifo_depth
         super().__init__({
@@ -110,15 +108,11 @@ class DdpHeaderValidator(wiring.Component):
         meta = self.seg_meta.payload
         header_beat = (UNTAGGED_HEADER_BYTES - 1) // width   # beat holding the last header byte
 
-        beats = m.submodules.beats = fifo.SyncFIFOBuffered(width=packet_layout(width).size, depth=self._fifo_depth)
+        beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
         desc_layout = data.StructLayout({"discard": unsigned(1), "drop": range(UNTAGGED_HEADER_BYTES + 1)})
-        descs = m.submodules.descs = fifo.SyncFIFOBuffered(width=desc_layout.size, depth=4)
-        records = m.submodules.records = fifo.SyncFIFOBuffered(width=segment_info_layout().size, depth=4)
-        m.d.comb += [
-            self.segment.valid.eq(records.r_rdy),
-            self.segment.payload.eq(records.r_data),
-            records.r_en.eq(self.segment.ready),
-        ]
+        descs = m.submodules.descs = Queue(desc_layout, 4)
+        records = m.submodules.records = Queue(segment_info_layout(), 4)
+        wiring.connect(m, records.source, wiring.flipped(self.segment))
 
         # ---- capture -------------------------------------------------------
         index = Signal(range(header_beat + 2))
@@ -139,11 +133,11 @@ class DdpHeaderValidator(wiring.Component):
         at_start = (index == 0) & ~done
         empty = self.seg_meta.valid & (meta.length == 0) & at_start
         complete = ~done & ((index == header_beat) | self.seg.payload.last)
-        m.d.comb += self.seg.ready.eq(self.seg_meta.valid & ~empty & beats.w_rdy & (~complete | rec_free))
+        m.d.comb += self.seg.ready.eq(self.seg_meta.valid & ~empty & beats.sink.ready & (~complete | rec_free))
         accept = self.seg.valid & self.seg.ready
         m.d.comb += [
-            beats.w_en.eq(accept),
-            beats.w_data.eq(self.seg.payload),
+            beats.sink.valid.eq(accept),
+            beats.sink.payload.eq(self.seg.payload),
             self.seg_meta.ready.eq((accept & self.seg.payload.last) | (empty & rec_free)),
         ]
 
@@ -165,8 +159,8 @@ class DdpHeaderValidator(wiring.Component):
         b = rec_bytes
         tagged, last, dv = b[0][7], b[0][6], b[0][0:2]
         rv, opcode = b[1][6:8], b[1][0:4]
-        stag_or_invalidate = _be(b[2:6])
-        qn, msn, mo = _be(b[6:10]), _be(b[10:14]), _be(b[14:18])
+        stag_or_invalidate = big_endian(b[2:6])
+        qn, msn, mo = big_endian(b[6:10]), big_endian(b[10:14]), big_endian(b[14:18])
         header_length = Mux(tagged, TAGGED_HEADER_BYTES, UNTAGGED_HEADER_BYTES)
         short = rec_meta.length < header_length
         send = (opcode >= 3) & (opcode <= 6)
@@ -192,13 +186,13 @@ class DdpHeaderValidator(wiring.Component):
             with m.Elif(condition):
                 m.d.comb += error.eq(pack(number))
 
-        info = segment_info_layout()(records.w_data)
-        desc = desc_layout(descs.w_data)
+        info = records.sink.payload
+        desc = descs.sink.payload
         has_beats = rec_meta.length != 0
         m.d.comb += [
-            rec_ready.eq(records.w_rdy & descs.w_rdy),
-            records.w_en.eq(rec_valid & rec_ready),
-            descs.w_en.eq(rec_valid & rec_ready & has_beats),
+            rec_ready.eq(records.sink.ready & descs.sink.ready),
+            records.sink.valid.eq(rec_valid & rec_ready),
+            descs.sink.valid.eq(rec_valid & rec_ready & has_beats),
             info.association.eq(rec_meta.association),
             info.tsn.eq(rec_meta.tsn),
             info.stream_id.eq(rec_meta.stream_id),
@@ -209,7 +203,7 @@ class DdpHeaderValidator(wiring.Component):
             info.rv.eq(rv),
             info.opcode.eq(opcode),
             info.stag.eq(Mux(tagged, stag_or_invalidate, 0)),
-            info.to.eq(Mux(tagged, _be(b[6:14]), 0)),
+            info.to.eq(Mux(tagged, big_endian(b[6:14]), 0)),
             info.qn.eq(Mux(tagged, 0, qn)),
             info.msn.eq(Mux(tagged, 0, msn)),
             info.mo.eq(Mux(tagged, 0, mo)),
@@ -225,17 +219,19 @@ class DdpHeaderValidator(wiring.Component):
 
         # ---- payload -------------------------------------------------------
         align = m.submodules.align = Realign(width, UNTAGGED_HEADER_BYTES)
-        wiring.connect(m, wiring.flipped(self.payload), align.source)
-        head = desc_layout(descs.r_data)
-        head_beat = packet_layout(width)(beats.r_data)
-        both = descs.r_rdy & beats.r_rdy
+        payloads = m.submodules.payloads = Queue(packet_layout(width))
+        wiring.connect(m, align.source, payloads.sink)
+        wiring.connect(m, payloads.source, wiring.flipped(self.payload))
+        head = descs.source.payload
+        head_beat = beats.source.payload
+        both = descs.source.valid & beats.source.valid
         target_ready = Mux(head.discard, 1, align.sink.ready)
         m.d.comb += [
-            align.drop.valid.eq(descs.r_rdy & ~head.discard),
+            align.drop.valid.eq(descs.source.valid & ~head.discard),
             align.drop.payload.eq(head.drop),
             align.sink.valid.eq(both & ~head.discard),
             align.sink.payload.eq(head_beat),
-            beats.r_en.eq(descs.r_rdy & target_ready),
-            descs.r_en.eq(both & target_ready & head_beat.last),
+            beats.source.ready.eq(descs.source.valid & target_ready),
+            descs.source.ready.eq(both & target_ready & head_beat.last),
         ]
         return m

@@ -43,9 +43,11 @@ command must not wait for a later command to be accepted.
 Latency (clock edges between transfers, the bus ready): a payload beat
 transferred on edge ``t`` is transferred on W on edge ``t + 2``
 (:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
-first payload beat in from edge ``c + 1`` and its first AW out on edge
-``c + 3``; a command's ``done`` is transferred one edge after its last ``B``
-(a zero-length command's four edges after the command).
+first payload beat in from edge ``c + 2`` and its first AW out on edge
+``c + 4`` (its two command queues, :class:`hdl.stream.queue.Queue`, have
+registered outputs and a registered ``ready``); a command's ``done`` is
+transferred one edge after its last ``B`` (a zero-length command's six
+edges after the command).
 
 Throughput: one W beat per cycle while ``WREADY`` is high; commands follow
 each other without a gap. A command whose bytes take one beat more on the
@@ -54,12 +56,14 @@ busy). The AW channel issues one burst per cycle.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.bus.axi import Axi4WriteSignature, Burst, Resp
 from hdl.rx.layouts import dma_command_layout
+from hdl.stream.bits import thermometer
 from hdl.stream.packet import packet_signature
+from hdl.stream.queue import Queue
 
 __all__ = ["DmaWriter", "dma_done_layout"]
 
@@ -69,12 +73,6 @@ _LENGTH_BITS = 16
 def dma_done_layout() -> data.StructLayout:
     """One per DMA command, in command order: its tag and whether any write response was not OKAY."""
     return data.StructLayout({"tag": unsigned(16), "error": unsigned(1)})
-
-
-def _thermometer(value, width: int, *, inclusive: bool):
-    """``width`` bits, bit ``j`` set when ``j < value`` (or ``j <= value``)."""
-    return Cat(*((Const(j, len(value)) <= value) if inclusive else (Const(j, len(value)) < value)
-                 for j in range(width)))
 
 
 class DmaWriter(wiring.Component):
@@ -184,8 +182,8 @@ class DmaWriter(wiring.Component):
         tracker_layout = data.StructLayout({"tag": unsigned(16), "last": unsigned(1), "zero": unsigned(1)})
 
         # -- 1. Command stage ---------------------------------------------------------------
-        bursts = m.submodules.bursts = fifo.SyncFIFO(width=burst_layout.size, depth=self._command_depth)
-        datas = m.submodules.datas = fifo.SyncFIFO(width=data_layout.size, depth=self._command_depth)
+        bursts = m.submodules.bursts = Queue(burst_layout, max(2, self._command_depth))
+        datas = m.submodules.datas = Queue(data_layout, max(2, self._command_depth))
         cmd = self.cmd.payload
         offset = cmd.address[:lane_bits]
         length_m1 = Signal(_LENGTH_BITS)
@@ -194,13 +192,13 @@ class DmaWriter(wiring.Component):
             length_m1.eq(cmd.length - 1),
             end_sum.eq(offset + length_m1),
         ]
-        burst_in = data.View(burst_layout, bursts.w_data)
-        data_in = data.View(data_layout, datas.w_data)
+        burst_in = bursts.sink.payload
+        data_in = datas.sink.payload
         zero = cmd.length == 0
         m.d.comb += [
-            self.cmd.ready.eq(bursts.w_rdy & datas.w_rdy),
-            bursts.w_en.eq(self.cmd.valid & self.cmd.ready),
-            datas.w_en.eq(self.cmd.valid & self.cmd.ready & ~zero),
+            self.cmd.ready.eq(bursts.sink.ready & datas.sink.ready),
+            bursts.sink.valid.eq(self.cmd.valid & self.cmd.ready),
+            datas.sink.valid.eq(self.cmd.valid & self.cmd.ready & ~zero),
             burst_in.address.eq(cmd.address),
             burst_in.beats_m1.eq(end_sum[lane_bits:]),
             burst_in.tag.eq(cmd.tag),
@@ -213,8 +211,8 @@ class DmaWriter(wiring.Component):
         ]
 
         # -- 2. Burst generator (AW) --------------------------------------------------------
-        tracker = m.submodules.tracker = fifo.SyncFIFO(width=tracker_layout.size, depth=self._max_outstanding)
-        head = data.View(burst_layout, bursts.r_data)
+        tracker = m.submodules.tracker = Queue(tracker_layout, max(2, self._max_outstanding))
+        head = bursts.source.payload
         current = Signal(burst_layout)
         current_valid = Signal()
         block_index = current.address[lane_bits:lane_bits + burst_bits]
@@ -222,10 +220,10 @@ class DmaWriter(wiring.Component):
         m.d.comb += room_m1.eq(~block_index)
         last_burst = current.zero | (current.beats_m1 <= room_m1)
         aw_free = ~axi.awvalid | axi.awready
-        issue = current_valid & tracker.w_rdy & (current.zero | aw_free)
-        tracker_in = data.View(tracker_layout, tracker.w_data)
+        issue = current_valid & tracker.sink.ready & (current.zero | aw_free)
+        tracker_in = tracker.sink.payload
         m.d.comb += [
-            tracker.w_en.eq(issue),
+            tracker.sink.valid.eq(issue),
             tracker_in.tag.eq(current.tag),
             tracker_in.last.eq(last_burst),
             tracker_in.zero.eq(current.zero),
@@ -251,12 +249,12 @@ class DmaWriter(wiring.Component):
                 current.beats_m1.eq(current.beats_m1 - room_m1 - 1),
             ]
         load = ~current_valid | (issue & last_burst)
-        m.d.comb += bursts.r_en.eq(load)
+        m.d.comb += bursts.source.ready.eq(load)
         with m.If(load):
-            m.d.sync += [current_valid.eq(bursts.r_rdy), current.eq(head)]
+            m.d.sync += [current_valid.eq(bursts.source.valid), current.eq(head)]
 
         # -- 3. Rotate stage ----------------------------------------------------------------
-        info = data.View(data_layout, datas.r_data)
+        info = datas.source.payload
         rotated = Signal(8 * width)
         rotated_valid = Signal()
         rotated_first = Signal()
@@ -275,8 +273,8 @@ class DmaWriter(wiring.Component):
         payload_take = self.payload.valid & self.payload.ready
         last_in = count == info.in_beats_m1
         m.d.comb += [
-            self.payload.ready.eq(datas.r_rdy & (~rotated_valid | merge_takes)),
-            datas.r_en.eq(payload_take & last_in),
+            self.payload.ready.eq(datas.source.valid & (~rotated_valid | merge_takes)),
+            datas.source.ready.eq(payload_take & last_in),
         ]
         with m.If(merge_takes):
             m.d.sync += rotated_valid.eq(0)
@@ -288,9 +286,9 @@ class DmaWriter(wiring.Component):
                 rotated_last.eq(last_in),
                 rotated_spill.eq(info.spill),
                 rotated_start.eq(info.start),
-                held_lanes.eq(_thermometer(info.offset, width, inclusive=False)),
-                head_strobe.eq(~_thermometer(info.offset, width, inclusive=False)),
-                end_strobe.eq(_thermometer(info.end, width, inclusive=True)),
+                held_lanes.eq(thermometer(info.offset, width, inclusive=False)),
+                head_strobe.eq(~thermometer(info.offset, width, inclusive=False)),
+                end_strobe.eq(thermometer(info.end, width, inclusive=True)),
                 count.eq(Mux(last_in, 0, count + 1)),
             ]
 
@@ -330,16 +328,16 @@ class DmaWriter(wiring.Component):
                 m.d.sync += axi.wvalid.eq(0)
 
         # -- 5. Response tracker (B) --------------------------------------------------------
-        entry = data.View(tracker_layout, tracker.r_data)
+        entry = tracker.source.payload
         error = Signal()                        # a non-OKAY response so far in this command
         done_free = ~self.done.valid | self.done.ready
-        b_take = tracker.r_rdy & ~entry.zero & (~entry.last | done_free)
-        zero_take = tracker.r_rdy & entry.zero & done_free
+        b_take = tracker.source.valid & ~entry.zero & (~entry.last | done_free)
+        zero_take = tracker.source.valid & entry.zero & done_free
         b_fire = axi.bvalid & b_take
         bad = axi.bresp != Resp.OKAY
         m.d.comb += [
             axi.bready.eq(b_take),
-            tracker.r_en.eq(b_fire | zero_take),
+            tracker.source.ready.eq(b_fire | zero_take),
         ]
         with m.If(self.done.ready):
             m.d.sync += self.done.valid.eq(0)

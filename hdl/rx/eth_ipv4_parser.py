@@ -43,16 +43,17 @@ Throughput: one beat per cycle, one frame per cycle (frames of one beat).
 """
 
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import ASSOCIATION_BITS, FrameDrop, FrameException, association_entry_layout
 from hdl.rx.association_table import AssociationTable
+from hdl.stream.bits import big_endian, index_bits, keep_count
 from hdl.stream.packet import packet_signature
 
 __all__ = [
-    "Action", "EthIpv4Parser", "header_verdict_layout", "beat_byte_count", "ETH_IPV4_SCTP_OFFSET",
+    "Action", "EthIpv4Parser", "header_verdict_layout", "ETH_IPV4_SCTP_OFFSET",
     "ETH_IPV4_UDP_SCTP_OFFSET",
 ]
 
@@ -91,24 +92,8 @@ def header_verdict_layout(width_bytes: int) -> data.StructLayout:
         # Where the SCTP packet sits in the stored frame, in beats.
         "skip": unsigned(16),
         "count": unsigned(16),
-        "shift": unsigned(max(1, (width_bytes - 1).bit_length())),
+        "shift": unsigned(index_bits(width_bytes)),
     })
-
-
-def beat_byte_count(keep: Value, width_bytes: int) -> Value:
-    """Bytes in a beat whose ``keep`` is a thermometer code with lane 0 set (1..W)."""
-    if width_bytes == 1:
-        return Const(1, 1)
-    keep_next = Cat(keep[1:], Const(0, 1))
-    last_lane = keep & ~keep_next
-    bits = (width_bytes - 1).bit_length()
-    index = Cat(*(Cat(*(last_lane[lane] for lane in range(width_bytes) if lane >> bit & 1)).any()
-                  for bit in range(bits)))
-    return index + 1
-
-
-def _big_endian(captured, offset: int, length: int) -> Value:
-    return Cat(*(captured[offset + i] for i in reversed(range(length))))
 
 
 class EthIpv4Parser(wiring.Component):
@@ -163,7 +148,7 @@ class EthIpv4Parser(wiring.Component):
         beat = Signal(range(last_beat + 2))
         captured = [Signal(8, name=f"byte_{o}") for o in range(_CAPTURED_BYTES)]
         length = Signal(17)  # saturates at 2**16: any longer frame reports 65535
-        beat_bytes = beat_byte_count(self.sink.payload.keep, width)
+        beat_bytes = keep_count(self.sink.payload.keep, width)
         accepted = self.sink.valid
         m.d.comb += self.sink.ready.eq(1)
         with m.If(accepted):
@@ -180,8 +165,8 @@ class EthIpv4Parser(wiring.Component):
         frame_length = Signal(18)
         m.d.comb += frame_length.eq(length + beat_bytes)
 
-        total = _big_endian(captured, 16, 2)
-        udp_length = _big_endian(captured, 38, 2)
+        total = big_endian(captured[16:18])
+        udp_length = big_endian(captured[38:40])
         protocol = captured[23]
         m.d.comb += [
             self.over_udp.eq(protocol == IP_PROTOCOL_UDP),
@@ -199,11 +184,11 @@ class EthIpv4Parser(wiring.Component):
         udp = protocol == IP_PROTOCOL_UDP
 
         def sctp_field(offset, size):
-            return Mux(udp, _big_endian(captured, ETH_IPV4_UDP_SCTP_OFFSET + offset, size),
-                       _big_endian(captured, ETH_IPV4_SCTP_OFFSET + offset, size))
+            over_udp, direct = ETH_IPV4_UDP_SCTP_OFFSET + offset, ETH_IPV4_SCTP_OFFSET + offset
+            return Mux(udp, big_endian(captured[over_udp:over_udp + size]), big_endian(captured[direct:direct + size]))
 
-        src_ip = _big_endian(captured, 26, 4)
-        words = [_big_endian(captured, 14 + 2 * i, 2) for i in range(10)]
+        src_ip = big_endian(captured[26:30])
+        words = [big_endian(captured[14 + 2 * i:16 + 2 * i]) for i in range(10)]
 
         # E1: field compares and the first adder level of the header checksum.
         e1 = {
@@ -211,15 +196,15 @@ class EthIpv4Parser(wiring.Component):
             "length": stage(e0_length, "e1_length"),
             "mac_ok": stage(Cat(*captured[0:6]) == Cat(*(self.local_mac.word_select(5 - i, 8) for i in range(6))),
                             "e1_mac_ok"),
-            "ethertype_ok": stage(_big_endian(captured, 12, 2) == ETHERTYPE_IPV4, "e1_ethertype_ok"),
+            "ethertype_ok": stage(big_endian(captured[12:14]) == ETHERTYPE_IPV4, "e1_ethertype_ok"),
             "version_ok": stage(captured[14][4:8] == 4, "e1_version_ok"),
             "ihl_ok": stage(captured[14][0:4] == 5, "e1_ihl_ok"),
             "fragment": stage((captured[20][0:6] != 0) | (captured[21] != 0), "e1_fragment"),
-            "ip_local": stage(_big_endian(captured, 30, 4) == self.local_ip, "e1_ip_local"),
+            "ip_local": stage(big_endian(captured[30:34]) == self.local_ip, "e1_ip_local"),
             "total": stage(total, "e1_total"),
             "sctp": stage(protocol == IP_PROTOCOL_SCTP, "e1_sctp"),
             "udp": stage(udp, "e1_udp"),
-            "udp_port_ok": stage(_big_endian(captured, 36, 2) == self.udp_port, "e1_udp_port_ok"),
+            "udp_port_ok": stage(big_endian(captured[36:38]) == self.udp_port, "e1_udp_port_ok"),
             "udp_length": stage(udp_length, "e1_udp_length"),
             "tag": stage(sctp_field(4, 4), "e1_tag"),
             # RFC 4960 6.8: the CRC is stored least significant byte first.

@@ -66,7 +66,7 @@ Latency: a segment taken on edge ``t`` is decided on edge ``t + 3`` (its
 error latched, its buffer retired), its verdict and cmd enter their output
 queues on edge ``t + 4`` and are visible on ``verdict``/``cmd`` two edges
 later (:class:`hdl.stream.queue.Queue`); payload beats pass combinationally
-(no added latency) once their decision is made. A segment is taken only when
+(through one output queue) once their decision is made. A segment is taken only when
 every output queue has room for it and for each segment ahead of it, so the
 pipeline never stalls and no consumer's ``ready`` reaches the tables.
 Throughput: one segment decision per cycle when consecutive segments belong
@@ -436,12 +436,15 @@ class PlacementCheck(wiring.Component):
         wiring.connect(m, commands.source, wiring.flipped(self.cmd))
 
         # Payload: forward the packet of an accepted segment, consume a refused one.
+        # The forwarded beats leave through a Queue, like every output of the block.
+        payloads = m.submodules.payloads = Queue(self.payload_out.payload.shape())
+        wiring.connect(m, payloads.source, wiring.flipped(self.payload_out))
         forward = decisions.source.payload
         beat = self.payload_in
         m.d.comb += [
-            self.payload_out.payload.eq(beat.payload),
-            self.payload_out.valid.eq(beat.valid & decisions.source.valid & forward),
-            beat.ready.eq(decisions.source.valid & (~forward | self.payload_out.ready)),
+            payloads.sink.payload.eq(beat.payload),
+            payloads.sink.valid.eq(beat.valid & decisions.source.valid & forward),
+            beat.ready.eq(decisions.source.valid & (~forward | payloads.sink.ready)),
             decisions.source.ready.eq(beat.valid & beat.ready & beat.payload.last),
         ]
         return m

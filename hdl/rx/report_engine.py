@@ -9,19 +9,20 @@ overtake an earlier verdict (records keep segment order, RFC 5041 5.3).
 Chunk errors from the chunk parser become CHUNK_ERROR records; the two
 kinds alternate when both wait.
 
-Latency: a record leaves three cycles after its verdict (and ``done``, if
-needed) arrive: two in the input buffers, one in the output register.
+Latency: a record leaves two cycles after its verdict (and ``done``, if
+needed) arrive: one in the input queues, one in the output register.
 Throughput: one record per cycle.
 """
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, connect
 
 from hdl.abi import ReportKind, report_layout, segment_report_fields
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
 from hdl.rx.placement_check import verdict_layout
+from hdl.stream.queue import Queue
 
 __all__ = ["ReportEngine"]
 
@@ -37,8 +38,14 @@ class ReportEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The inputs come from Queues at the engine's boundaries: the decision below starts at flip-flops.
-        verdict, done, errors = self.verdict, self.done, self.chunk_errors
+        # Each input through a Queue (registered valid, payload and ready), so the
+        # decision below starts at flip-flops and no ready path leaves the block.
+        buffers = []
+        for name, port in (("verdict", self.verdict), ("done", self.done), ("errors", self.chunk_errors)):
+            buffer = m.submodules[f"{name}_buffer"] = Queue(port.payload.shape())
+            connect(m, wiring.flipped(port), buffer.sink)
+            buffers.append(buffer.source)
+        verdict, done, errors = buffers
         report = self.report
         head = verdict.payload
         needs_done = head.placed

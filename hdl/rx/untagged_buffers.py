@@ -65,6 +65,7 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import buffer_post_layout
+from hdl.stream.bits import index_bits
 
 __all__ = [
     "UntaggedFault", "untagged_lookup_layout", "untagged_result_layout", "untagged_retire_layout",
@@ -85,15 +86,13 @@ class UntaggedFault(enum.Enum, shape=3):
     MESSAGE_TOO_LONG = 5  # 0x2/0x05
 
 
-def _bits(count: int) -> int:
-    return max(1, (count - 1).bit_length())
 
 
 
 def untagged_lookup_layout(streams: int, queues: int = 3) -> data.StructLayout:
     return data.StructLayout({
-        "stream": unsigned(_bits(streams)),
-        "qn": unsigned(_bits(queues)),
+        "stream": unsigned(index_bits(streams)),
+        "qn": unsigned(index_bits(queues)),
         "msn": unsigned(_MSN_BITS),
         "mo": unsigned(32),
         "length": unsigned(16),
@@ -110,8 +109,8 @@ def untagged_result_layout(address_bits: int = 64) -> data.StructLayout:
 
 def untagged_retire_layout(streams: int, queues: int = 3) -> data.StructLayout:
     return data.StructLayout({
-        "stream": unsigned(_bits(streams)),
-        "qn": unsigned(_bits(queues)),
+        "stream": unsigned(index_bits(streams)),
+        "qn": unsigned(index_bits(queues)),
         "msn": unsigned(_MSN_BITS),
         "at_first": unsigned(1),          # from the lookup's result: advance ``first``
     })

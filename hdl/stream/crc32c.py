@@ -18,17 +18,18 @@ Structure (all matrices are GF(2) linear maps computed at elaboration time):
    ``A^-(2^k)`` for each set bit ``k`` of ``W - n``. This costs ``log2 W``
    32x32 matrices instead of one XOR network per ``keep`` value, and needs no
    byte shifter over the data path;
-5. results go into a small FIFO behind the ``crc`` stream. ``sink.ready`` is
-   low only when that FIFO could not take the results of every beat in flight,
+5. results go into a small :class:`~hdl.stream.queue.Queue` behind the ``crc`` stream. ``sink.ready`` is
+   low only when that queue could not take the results of every beat in flight,
    so with ``crc.ready`` high the block accepts one beat every cycle.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.crc import catalog
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.packet import packet_signature
+from hdl.stream.queue import Queue
 
 __all__ = ["Crc32c", "crc_register_after_bytes"]
 
@@ -112,7 +113,7 @@ class Crc32c(wiring.Component):
 
     Latency: a last beat transferred on clock edge ``t`` has its CRC
     transferred on ``crc`` at edge ``t + latency`` when ``crc.ready`` is high,
-    ``latency = 4 + log2(W / block_bytes) + log2(W)`` (6 at W=4, 12 at W=32).
+    ``latency = 5 + log2(W / block_bytes) + log2(W)`` (7 at W=4, 13 at W=32).
     Throughput: one beat per cycle while ``crc.ready`` keeps up (always true
     when ``crc.ready`` is held high); back-to-back packets need no gap.
     """
@@ -142,17 +143,18 @@ class Crc32c(wiring.Component):
     @property
     def latency(self) -> int:
         """Clock edges from a last beat's transfer on ``sink`` to its result's transfer on ``crc``."""
-        return self._stages + 2
+        return self._stages + 3
 
     def elaborate(self, platform):
         m = Module()
         width, block = self._width, self._block
         payload = self.sink.payload
 
-        # Results FIFO: room for one result per beat in flight, plus one.
-        results = m.submodules.results = fifo.SyncFIFO(width=_CRC_BITS, depth=self._stages + 2)
-        wiring.connect(m, wiring.flipped(self.crc), results.r_stream)
-        m.d.comb += self.sink.ready.eq(results.level <= 1)
+        # Results queue: room for one result per beat in flight and the one being accepted
+        # beside the two a flowing queue holds (its output register and one in memory).
+        results = m.submodules.results = Queue(unsigned(_CRC_BITS), self._stages + 3)
+        wiring.connect(m, results.source, wiring.flipped(self.crc))
+        m.d.comb += self.sink.ready.eq(results.level <= 2)
         accepted = self.sink.valid & self.sink.ready
 
         # Stage 1: masked lanes -> per-block partial CRCs; position of the last valid lane.
@@ -220,8 +222,8 @@ class Crc32c(wiring.Component):
             register, result_valid, result_zero_lanes = rewound, rewound_valid, rewound_zero_lanes
 
         m.d.comb += [
-            results.w_en.eq(result_valid),
-            results.w_data.eq(register ^ XOR_OUTPUT),
+            results.sink.valid.eq(result_valid),
+            results.sink.payload.eq(register ^ XOR_OUTPUT),
         ]
         return m
 

@@ -16,20 +16,17 @@ A transfer happens on a cycle with both ``valid`` and ``ready`` high
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream
 
+from hdl.stream.bits import check_width
+
 __all__ = ["SUPPORTED_WIDTHS", "packet_layout", "packet_signature", "keep_mask"]
 
 #: Datapath widths in bytes that the blocks are built and tested for.
 SUPPORTED_WIDTHS = (4, 8, 16, 32, 64)
 
 
-def _check_width(width_bytes: int) -> None:
-    if not isinstance(width_bytes, int) or width_bytes < 1 or width_bytes & (width_bytes - 1):
-        raise ValueError(f"Stream width must be a power of two number of bytes, not {width_bytes!r}")
-
-
 def packet_layout(width_bytes: int) -> data.StructLayout:
     """Payload layout of a ``width_bytes``-wide packet stream beat."""
-    _check_width(width_bytes)
+    check_width(width_bytes)
     return data.StructLayout({
         "data": unsigned(8 * width_bytes),
         "keep": unsigned(width_bytes),

@@ -8,12 +8,13 @@ That is the commit/discard step of a store-and-forward buffer, with the
 verdict allowed to arrive long after the next frame has started writing.
 """
 
-from amaranth.hdl import Cat, Module, Shape, Signal, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.packet import packet_signature
+from hdl.stream.queue import Queue
 
 __all__ = ["PacketBuffer", "buffer_command_layout", "buffer_read_layout"]
 
@@ -119,15 +120,9 @@ class PacketBuffer(wiring.Component):
             m.d.sync += write_ptr.eq(write_ptr + 1)
 
         # Read side: commands become memory reads, which land in a small staging FIFO.
-        user_width = Shape.cast(self._user).width
         # Registered outputs, so that ``read`` consumers start from flip-flops.
-        staging = m.submodules.staging = fifo.SyncFIFOBuffered(
-            width=9 * width + 1 + user_width, depth=_STAGING_DEPTH)
-        m.d.comb += [
-            self.read.valid.eq(staging.r_rdy),
-            self.read.payload.eq(staging.r_data),
-            staging.r_en.eq(self.read.ready),
-        ]
+        staging = m.submodules.staging = Queue(buffer_read_layout(width, self._user), _STAGING_DEPTH)
+        wiring.connect(m, staging.source, wiring.flipped(self.read))
 
         active = Signal()
         read_ptr = Signal(ptr_bits)
@@ -146,8 +141,8 @@ class PacketBuffer(wiring.Component):
             final.eq(issue & (left == 1)),
             read_port.addr.eq(read_ptr[:addr_bits]),
             read_port.en.eq(issue),
-            staging.w_en.eq(in_flight),
-            staging.w_data.eq(Cat(read_port.data, in_flight_last, in_flight_user)),
+            staging.sink.valid.eq(in_flight),
+            staging.sink.payload.eq(Cat(read_port.data, in_flight_last, in_flight_user)),
         ]
         m.d.sync += [in_flight.eq(issue), in_flight_last.eq(final), in_flight_user.eq(user)]
         with m.If(issue):

@@ -15,6 +15,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.stream.bits import check_width
 from hdl.stream.packet import packet_signature
 
 __all__ = ["Realign"]
@@ -51,8 +52,7 @@ class Realign(wiring.Component):
     """
 
     def __init__(self, width_bytes: int, max_drop: int):
-        if width_bytes < 1 or width_bytes & (width_bytes - 1):
-            raise ValueError(f"Width must be a power of two, not {width_bytes}")
+        check_width(width_bytes)
         self._width = width_bytes
         self._max_drop = max_drop
         super().__init__({

@@ -7,7 +7,9 @@ payload, :func:`packet_put` / :func:`packet_get` move one packet of bytes as
 optional :class:`Pace`, which idles the producer (``valid`` low) or stalls the
 consumer (``ready`` low) for random cycles, so the same helper tests both
 full throughput and back-pressure. All are ``async`` functions of a
-testbench's ``ctx`` (``Simulator.add_testbench``).
+testbench's ``ctx`` (``Simulator.add_testbench``). :func:`collector` and
+:func:`packet_collector` make background testbenches that drain an output
+forever; :func:`settle` ends a simulation once the outputs are complete.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import random
 
 from hdl.stream.packet import keep_mask
 
-__all__ = ["Pace", "stream_put", "stream_get", "packet_put", "packet_get", "beats_of", "packet_of_beats"]
+__all__ = ["Pace", "stream_put", "stream_get", "packet_put", "packet_get", "beats_of", "packet_of_beats",
+           "collector", "packet_collector", "settle"]
 
 
 class Pace:
@@ -43,7 +46,12 @@ async def stream_put(ctx, stream, payload, *, pace: Pace | None = None) -> None:
     await _idle(ctx, pace)
     ctx.set(stream.payload, payload)
     ctx.set(stream.valid, 1)
-    await ctx.tick().until(stream.ready)
+    # A loop of plain ticks rather than ``until``: a background testbench left waiting when the
+    # simulation ends must not leave a half-closed generator behind.
+    while True:
+        _, _, ready = await ctx.tick().sample(stream.ready)
+        if ready:
+            break
     ctx.set(stream.valid, 0)
 
 
@@ -51,7 +59,10 @@ async def stream_get(ctx, stream, *, pace: Pace | None = None):
     """Take one payload from ``stream`` (a source of the design); ``ready`` low after."""
     await _idle(ctx, pace)
     ctx.set(stream.ready, 1)
-    payload, = await ctx.tick().sample(stream.payload).until(stream.valid)
+    while True:
+        _, _, valid, payload = await ctx.tick().sample(stream.valid, stream.payload)
+        if valid:
+            break
     ctx.set(stream.ready, 0)
     return payload
 
@@ -105,3 +116,28 @@ async def packet_get(ctx, stream, *, pace: Pace | None = None) -> bytes:
         beats.append({"data": beat.data, "keep": beat.keep, "last": beat.last})
         if beat.last:
             return packet_of_beats(beats, width)[0]
+
+
+def collector(stream, out: list, *, pace: Pace | None = None):
+    """A background testbench appending every payload taken from ``stream`` to ``out``."""
+    async def testbench(ctx):
+        while True:
+            out.append(await stream_get(ctx, stream, pace=pace))
+    return testbench
+
+
+def packet_collector(stream, out: list, *, pace: Pace | None = None):
+    """A background testbench appending every packet (bytes) taken from the packet stream ``stream`` to ``out``."""
+    async def testbench(ctx):
+        while True:
+            out.append(await packet_get(ctx, stream, pace=pace))
+    return testbench
+
+
+async def settle(ctx, done, *, budget: int, tail: int = 40) -> None:
+    """Tick until ``done()`` is true (at most ``budget`` cycles), then ``tail`` more cycles."""
+    for _ in range(budget):
+        if done():
+            break
+        await ctx.tick()
+    await ctx.tick().repeat(tail)

@@ -1,8 +1,8 @@
 """cocotb testbench of ``hdl.rx.dma_writer.DmaWriter`` (run by tests/sim/test_dma_writer_cocotb.py).
 
 The subordinate is cocotbext-axi's ``AxiRamWrite`` bound by prefix to the
-DUT's ``axi`` port (Verilog names ``axi__awaddr``...: ``from_prefix(dut,
-"axi_")``), its memory filled with a canary. A monitor checks every AW (INCR,
+DUT's ``axi`` port (Verilog names ``axi_awaddr``..., :mod:`hdl.bus.ports`:
+``from_prefix(dut, "axi")``), its memory filled with a canary. A monitor checks every AW (INCR,
 AWSIZE = log2 W, at most ``max_burst_beats`` beats, no 4 KiB crossing) and
 counts W beats per burst. Parameters from :func:`sim.runner.test_parameters`:
 ``width_bytes``, ``max_burst_beats``, ``latency``, ``commands``, ``seed``.
@@ -81,10 +81,10 @@ class BusMonitor:
         while True:
             await RisingEdge(self.clock)
             self.cycle += 1
-            if dut.axi__awvalid.value and dut.axi__awready.value:
-                address, beats = int(dut.axi__awaddr.value), int(dut.axi__awlen.value) + 1
+            if dut.axi_awvalid.value and dut.axi_awready.value:
+                address, beats = int(dut.axi_awaddr.value), int(dut.axi_awlen.value) + 1
                 aligned = address & -self.width_bytes
-                if int(dut.axi__awsize.value) != self.width_bytes.bit_length() - 1 or int(dut.axi__awburst.value) != 1:
+                if int(dut.axi_awsize.value) != self.width_bytes.bit_length() - 1 or int(dut.axi_awburst.value) != 1:
                     self.errors.append(f"burst at {address:#x}: AWSIZE/AWBURST wrong")
                 if beats > self.max_burst_beats:
                     self.errors.append(f"burst at {address:#x}: {beats} beats")
@@ -93,9 +93,9 @@ class BusMonitor:
                 self.bursts.append((address, beats))
             if dut.payload__valid.value and dut.payload__ready.value:
                 self.payload_cycles.append(self.cycle)
-            if dut.axi__wvalid.value and dut.axi__wready.value:
+            if dut.axi_wvalid.value and dut.axi_wready.value:
                 self.w_cycles.append(self.cycle)
-                self.w_lasts += int(dut.axi__wlast.value)
+                self.w_lasts += int(dut.axi_wlast.value)
 
 
 class TB:
@@ -107,9 +107,9 @@ class TB:
         self.latency = int(parameters["latency"])
         self.commands = int(parameters.get("commands", 100))
         self.rng = random.Random(parameters.get("seed", 1))
-        assert len(dut.axi__wdata) == 8 * self.width_bytes, "width parameter does not match the DUT"
+        assert len(dut.axi_wdata) == 8 * self.width_bytes, "width parameter does not match the DUT"
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        self.ram = AxiRamWrite(AxiWriteBus.from_prefix(dut, "axi_"), dut.clk, dut.rst, size=1 << 40)
+        self.ram = AxiRamWrite(AxiWriteBus.from_prefix(dut, "axi"), dut.clk, dut.rst, size=1 << 40)
         self.commands_in = CommandSource(dut, dut.clk)
         self.payload = PacketStreamSource(dut, "payload", dut.clk, self.width_bytes)
         self.monitor = BusMonitor(dut, dut.clk, self.width_bytes, self.max_burst_beats)

@@ -83,15 +83,15 @@ class Probe:
         while True:
             await RisingEdge(dut.clk)
             self.cycle += 1
-            if dut.s_axis__tvalid.value:
-                if dut.s_axis__tready.value:
-                    keep = int(dut.s_axis__tkeep.value)
-                    self.input_beats.append((self.cycle, bin(keep).count("1"), bool(dut.s_axis__tlast.value)))
+            if dut.s_axis_tvalid.value:
+                if dut.s_axis_tready.value:
+                    keep = int(dut.s_axis_tkeep.value)
+                    self.input_beats.append((self.cycle, bin(keep).count("1"), bool(dut.s_axis_tlast.value)))
                 else:
                     self.stalls += 1
-            if dut.m_axi__wvalid.value and dut.m_axi__wready.value:
+            if dut.m_axi_wvalid.value and dut.m_axi_wready.value:
                 self.w_beats.append(self.cycle)
-            if dut.m_axis_report__tvalid.value and dut.m_axis_report__tready.value:
+            if dut.m_axis_report_tvalid.value and dut.m_axis_report_tready.value:
                 self.reports.append(self.cycle)
 
     def reset(self) -> None:

@@ -3,8 +3,9 @@
 :class:`RxEngineTB` binds to a running DUT (it builds nothing): cocotbext-axi's
 ``AxiStreamSource`` on ``s_axis``, ``AxiRamWrite`` on ``m_axi`` (memory filled
 with :data:`CANARY`), ``AxiLiteMaster`` on ``s_axil`` and ``AxiStreamSink`` on
-``m_axis_exc`` and ``m_axis_report``; Verilog port names are
-``<port>__<member>``, so every prefix ends in ``_``. A bus monitor records
+``m_axis_exc`` and ``m_axis_report``, each bound with ``from_prefix(dut,
+"<port>")`` to the AXI names of :mod:`hdl.bus.ports` (``s_axis_tdata``,
+``m_axi_awaddr``...). A bus monitor records
 every byte the engine writes (from AW and the W strobes).
 
 :meth:`RxEngineTB.compare_with_model` checks everything against a
@@ -144,15 +145,15 @@ class RxEngineTB:
         self.dut, self.width_bytes, self.map, self.shape = dut, width_bytes, register_map, shape
         self.memory_bytes = memory_bytes
         self.rng = random.Random(seed)
-        if len(dut.s_axis__tdata) != 8 * width_bytes:
-            raise ValueError(f"DUT s_axis is {len(dut.s_axis__tdata)} bits wide, not {8 * width_bytes}")
+        if len(dut.s_axis_tdata) != 8 * width_bytes:
+            raise ValueError(f"DUT s_axis is {len(dut.s_axis_tdata)} bits wide, not {8 * width_bytes}")
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
-        self.ram = AxiRamWrite(AxiWriteBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst, size=memory_bytes)
+        self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst)
+        self.ram = AxiRamWrite(AxiWriteBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=memory_bytes)
         self.ram.write(0, bytes([CANARY]) * memory_bytes)
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil_"), dut.clk, dut.rst)
-        self.exc_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_exc_"), dut.clk, dut.rst)
-        self.report_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_report_"), dut.clk, dut.rst)
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
+        self.exc_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_exc"), dut.clk, dut.rst)
+        self.report_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_report"), dut.clk, dut.rst)
         self._report_layout = report_layout(ADDRESS_BITS)
         self._exception_layout = exception_record_layout()
         self.cycle = 0
@@ -185,14 +186,14 @@ class RxEngineTB:
         while True:
             await RisingEdge(dut.clk)
             self.cycle += 1
-            if (dut.s_axis__tvalid.value or dut.m_axis_exc__tvalid.value or dut.m_axis_report__tvalid.value
-                    or dut.m_axi__awvalid.value or dut.m_axi__wvalid.value or dut.m_axi__bvalid.value):
+            if (dut.s_axis_tvalid.value or dut.m_axis_exc_tvalid.value or dut.m_axis_report_tvalid.value
+                    or dut.m_axi_awvalid.value or dut.m_axi_wvalid.value or dut.m_axi_bvalid.value):
                 self._last_activity = self.cycle
-            if dut.m_axi__awvalid.value and dut.m_axi__awready.value:
-                self._bursts.append(int(dut.m_axi__awaddr.value) & -width)
-            if dut.m_axi__wvalid.value and dut.m_axi__wready.value:
+            if dut.m_axi_awvalid.value and dut.m_axi_awready.value:
+                self._bursts.append(int(dut.m_axi_awaddr.value) & -width)
+            if dut.m_axi_wvalid.value and dut.m_axi_wready.value:
                 # AXI lets W run ahead of its AW: beats wait here for their burst's address.
-                self._w_beats.append((int(dut.m_axi__wstrb.value), bool(dut.m_axi__wlast.value)))
+                self._w_beats.append((int(dut.m_axi_wstrb.value), bool(dut.m_axi_wlast.value)))
             while self._bursts and self._w_beats:
                 strobe, last = self._w_beats.pop(0)
                 address = self._bursts[0] + self._beat * width

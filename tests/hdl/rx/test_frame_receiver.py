@@ -13,12 +13,12 @@ import random
 import struct
 
 import pytest
-from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
 from hdl.abi import FRAME_COUNTERS, FrameDrop, FrameException
 from hdl.rx.frame_receiver import FrameReceiver
 from hdl.stream.packet import keep_mask
+from hdl.stream.simulation import Pace, beats_of, collector, packet_collector
 from model.net.checksum import internet_checksum
 from model.net.frames import build_frame
 from model.sctp.packet import (
@@ -213,14 +213,6 @@ class Bench:
         self.refused = 0
         self.counters = {}
 
-    def _beats(self, frame):
-        width = self.width
-        for offset in range(0, len(frame), width):
-            chunk = frame[offset:offset + width]
-            junk = self.rng.randbytes(width - len(chunk))  # lanes outside keep must be ignored
-            yield {"data": int.from_bytes(chunk + junk, "little"), "keep": keep_mask(len(chunk)),
-                   "last": offset + width >= len(frame)}
-
     async def source(self, ctx):
         dut = self.dut
         ctx.set(dut.local_mac, int.from_bytes(LOCAL_MAC, "big"))
@@ -237,7 +229,7 @@ class Bench:
             while self.rng.random() < self.gap_chance:
                 ctx.set(dut.net.valid, 0)
                 await ctx.tick()
-            for beat in self._beats(frame):
+            for beat in beats_of(frame, self.width, self.rng):  # lanes outside keep hold junk
                 ctx.set(dut.net.valid, 1)
                 ctx.set(dut.net.payload, beat)
                 while True:
@@ -247,30 +239,7 @@ class Bench:
                     self.refused += 1
         ctx.set(dut.net.valid, 0)
 
-    def _collector(self, port, sink, is_packet):
-        async def collect(ctx):
-            rng = random.Random(self.rng.random())
-            current = b""
-            while True:
-                ready = rng.random() < self.ready_chance
-                ctx.set(port.ready, ready)
-                _, _, valid, payload = await ctx.tick().sample(port.valid, port.payload)
-                if not (ready and valid):
-                    continue
-                if not is_packet:
-                    sink.append({name: int(getattr(payload, name)) for name in payload.shape().members})
-                    continue
-                keep = int(payload.keep)
-                assert keep and keep & (keep + 1) == 0, f"keep {keep:#x} is not a thermometer code"
-                count = bin(keep).count("1")
-                assert payload.last or count == self.width, "a partial beat that is not the last"
-                current += int(payload.data).to_bytes(self.width, "little")[:count]
-                if payload.last:
-                    sink.append(current)
-                    current = b""
-        return collect
-
-    def run(self):
+    def run(self, probes=()):
         dut = self.dut
         expected_outputs = sum(1 for _, outcome in self.cases if outcome[0] != "drop")
 
@@ -288,10 +257,18 @@ class Bench:
         simulator = Simulator(dut)
         simulator.add_clock(1e-8)
         simulator.add_testbench(finish)
-        for port, sink, is_packet in [(dut.pkt, self.packets, True), (dut.pkt_meta, self.pkt_metas, False),
-                                      (dut.exc, self.frames, True), (dut.exc_meta, self.exc_metas, False)]:
-            simulator.add_testbench(self._collector(port, sink, is_packet), background=True)
+        for probe in probes:
+            simulator.add_testbench(probe, background=True)
+        metas = {"pkt_meta": [], "exc_meta": []}
+        for port, sink in [(dut.pkt, self.packets), (dut.exc, self.frames)]:
+            pace = Pace(1 - self.ready_chance, seed=self.rng.random())
+            simulator.add_testbench(packet_collector(port, sink, pace=pace), background=True)
+        for name, sink in metas.items():
+            pace = Pace(1 - self.ready_chance, seed=self.rng.random())
+            simulator.add_testbench(collector(getattr(dut, name), sink, pace=pace), background=True)
         simulator.run()
+        self.pkt_metas, self.exc_metas = ([{name: int(getattr(meta, name)) for name in meta.shape().members}
+                                           for meta in metas[key]] for key in ("pkt_meta", "exc_meta"))
         return self
 
     def check(self):
@@ -365,9 +342,6 @@ def test_buffer_full_back_pressure_and_overflow():
     assert bench.refused > 0
 
 
-@pytest.mark.parametrize("width", [16, 32])
-def test_elaborates(width):
-    rtlil.convert(FrameReceiver(width))
 
 
 def run_realigner(width, packets, *, ready_chance=1.0, gap_chance=0.0, seed=0):
@@ -398,22 +372,11 @@ def run_realigner(width, packets, *, ready_chance=1.0, gap_chance=0.0, seed=0):
         for _ in range(10):
             await ctx.tick()
 
-    async def sink(ctx):
-        current = b""
-        while True:
-            ready = rng.random() < ready_chance
-            ctx.set(dut.source.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.source.valid, dut.source.payload)
-            if ready and valid:
-                current += int(payload.data).to_bytes(width, "little")[:bin(int(payload.keep)).count("1")]
-                if payload.last:
-                    outputs.append(current)
-                    current = b""
-
     simulator = Simulator(dut)
     simulator.add_clock(1e-8)
     simulator.add_testbench(source)
-    simulator.add_testbench(sink, background=True)
+    simulator.add_testbench(packet_collector(dut.source, outputs, pace=Pace(1 - ready_chance, seed=rng)),
+                            background=True)
     simulator.run()
     return outputs, refused[0]
 
@@ -453,3 +416,26 @@ def test_realigner_short_input_and_back_pressure():
         assert len(got[2]) == 1 and len(got[3]) == 1  # nothing wanted arrived: one junk byte
         assert got[4] == frame[11:12]
         assert got[5] == frame[11:24]
+
+
+@pytest.mark.parametrize("width", [8, 16, 32, 64])
+def test_latency_to_first_packet_beat(width):
+    """Documented latency (module docs): edges from the last beat in of a frame with a 300-byte chunk to its packet's first
+    beat out, outputs ready."""
+    rng = random.Random(width)
+    bench = Bench(width, [good_case(rng, 300, udp=False)], gap_chance=0.0, ready_chance=1.0)
+    dut, stamps = bench.dut, {}
+
+    async def probe(ctx):
+        cycle = 0
+        while True:
+            _, _, net_valid, net_ready, net_last, pkt_valid, pkt_ready = await ctx.tick().sample(
+                dut.net.valid, dut.net.ready, dut.net.payload.last, dut.pkt.valid, dut.pkt.ready)
+            cycle += 1
+            if net_valid and net_ready and net_last:
+                stamps.setdefault("in", cycle)
+            if pkt_valid and pkt_ready:
+                stamps.setdefault("out", cycle)
+
+    bench.run(probes=[probe]).check()
+    assert stamps["out"] - stamps["in"] == {8: 16, 16: 20, 32: 25, 64: 26}[width]

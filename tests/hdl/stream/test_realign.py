@@ -6,7 +6,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hdl.stream.realign import Realign
-from sim.traffic.packet_beats import beats_of, packets_of
+from hdl.stream.simulation import Pace, beats_of, packet_collector, settle, stream_put
 
 
 def realign(width: int, jobs: list[tuple[bytes, int]], seed: int, *, stall=0.3, gap=0.3):
@@ -14,7 +14,7 @@ def realign(width: int, jobs: list[tuple[bytes, int]], seed: int, *, stall=0.3, 
     rng = random.Random(seed)
     beats = [beat for packet, _ in jobs for beat in beats_of(packet, width, rng)]
     received, accepted, refused = [], [], []
-    expected_beats = sum(-(-max(len(p) - d, 0) // width) for p, d in jobs)
+    expected_packets = sum(1 for p, d in jobs if len(p) > d)
 
     async def data_source(ctx):
         for beat in beats:
@@ -32,36 +32,22 @@ def realign(width: int, jobs: list[tuple[bytes, int]], seed: int, *, stall=0.3, 
 
     async def drop_source(ctx):
         for _, drop in jobs:
-            ctx.set(dut.drop.payload, drop)
-            ctx.set(dut.drop.valid, 1)
-            await ctx.tick().until(dut.drop.ready)
+            await stream_put(ctx, dut.drop, drop)
             accepted.append(drop)
-        ctx.set(dut.drop.valid, 0)
-
-    async def sink(ctx):
-        while True:
-            ctx.set(dut.source.ready, rng.random() >= stall)
-            _, _, valid, ready, payload = await ctx.tick().sample(
-                dut.source.valid, dut.source.ready, dut.source.payload)
-            if valid and ready:
-                received.append(payload)
 
     async def watch(ctx):
-        for _ in range(20 * len(beats) + 100):
-            if len(received) >= expected_beats and len(accepted) == len(jobs):
-                break
-            await ctx.tick()
-        await ctx.tick().repeat(20)
+        await settle(ctx, lambda: len(received) >= expected_packets and len(accepted) == len(jobs),
+                     budget=20 * len(beats) + 100, tail=20)
 
     simulator = Simulator(dut)
     simulator.add_clock(1e-8)
     simulator.add_testbench(data_source, background=True)
     simulator.add_testbench(drop_source, background=True)
-    simulator.add_testbench(sink, background=True)
+    simulator.add_testbench(packet_collector(dut.source, received, pace=Pace(stall, seed=rng)), background=True)
     simulator.add_testbench(watch)
     simulator.run()
     realign.refused = len(refused)
-    return packets_of(received, width), accepted
+    return received, accepted
 
 
 def tail_cycles(width: int, jobs) -> int:
