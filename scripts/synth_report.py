@@ -1,9 +1,10 @@
-"""Print resources and Fmax of gateware blocks on the ECPIX-5's ECP5 (out-of-context P&R).
+"""Print resources and Fmax of the receive engine and its blocks on the ECPIX-5's ECP5 (out-of-context P&R).
 
-Usage: python scripts/synth_report.py [--widths 8 32] [--target-mhz 250] [--keep DIR]
+Usage: python scripts/synth_report.py [--widths 8 32] [--blocks rx_engine ...] [--target-mhz 156.25] [--keep DIR]
 
-Capacity is the block's line-rate limit, one W-byte beat per cycle at Fmax:
-W x 8 x Fmax bits per second.
+By default the whole engine (``rx_engine``: every block, the register file
+and the AXI ports) at W = 8 and 32. Capacity is the line-rate limit, one
+W-byte beat per cycle at Fmax: W x 8 x Fmax bits per second.
 """
 
 import argparse
@@ -35,9 +36,10 @@ BLOCKS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", nargs="+", choices=sorted(BLOCKS), default=["crc32c"])
+    parser.add_argument("--blocks", nargs="+", choices=sorted(BLOCKS) + ["all"], default=["rx_engine"],
+                        help="what to synthesize (all = the engine, then every block)")
     parser.add_argument("--widths", nargs="+", type=int, default=[8, 32], help="datapath widths in bytes")
-    parser.add_argument("--target-mhz", type=float, default=250.0, help="clock constraint given to nextpnr")
+    parser.add_argument("--target-mhz", type=float, default=156.25, help="clock constraint given to nextpnr")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="keep build files under this directory")
     arguments = parser.parse_args(argv)
@@ -45,17 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     device = ECPIX5_85F
     print(f"{device.device} {device.package} speed {device.speed}, out of context, "
           f"target {arguments.target_mhz:g} MHz, registered ports")
-    header = f"{'block':<12} {'W':>3} {'LUT4':>6} {'FF':>6} {'BRAM':>5} {'DSP':>4} {'Fmax MHz':>9} {'Gb/s':>7} {'time s':>7}"
+    header = (f"{'block':<12} {'W':>3} {'LUT4':>6} {'FF':>6} {'BRAM':>5} {'DSP':>4} {'Fmax MHz':>9} "
+              f"{'Wx8xFmax Gb/s':>14} {'time s':>7}")
     print(header, flush=True)
     print("-" * len(header))
-    for block in arguments.blocks:
+    blocks = list(BLOCKS) if "all" in arguments.blocks else arguments.blocks
+    blocks = sorted(blocks, key=lambda name: name != "rx_engine")  # the whole engine first
+    for block in blocks:
         for width in arguments.widths:
             keep = arguments.keep / f"{block}_w{width}" if arguments.keep else None
             result = synthesize(BLOCKS[block](width), f"{block}_w{width}", device=device,
                                 target_mhz=arguments.target_mhz, seed=arguments.seed, keep_dir=keep)
             capacity = width * 8 * result.fmax_mhz / 1000
             print(f"{block:<12} {width:>3} {result.lut4:>6} {result.ff:>6} {result.bram:>5} {result.dsp:>4} "
-                  f"{result.fmax_mhz:>9.1f} {capacity:>7.1f} {result.seconds:>7.1f}", flush=True)
+                  f"{result.fmax_mhz:>9.1f} {capacity:>14.1f} {result.seconds:>7.1f}", flush=True)
     return 0
 
 

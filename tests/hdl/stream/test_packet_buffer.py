@@ -8,6 +8,7 @@ from amaranth.sim import Simulator
 
 from hdl.stream.packet_buffer import PacketBuffer
 from hdl.stream.packet import keep_mask
+from hdl.stream.simulation import stream_put
 
 
 def run(width, depth, frames, commands, *, ready_chance=1.0, seed=0, command_late=False, cycles=None):
@@ -36,11 +37,8 @@ def run(width, depth, frames, commands, *, ready_chance=1.0, seed=0, command_lat
         for index, (skip, count, user) in enumerate(commands):
             while written[0] <= (len(frames) - 1 if command_late else index):  # once its frame is complete
                 await ctx.tick()
-            ctx.set(dut.command.valid, 1)
-            ctx.set(dut.command.payload, {"skip": skip, "count": count, "total": len(frames[index]), "user": user})
-            while not (await ctx.tick().sample(dut.command.ready))[2]:
-                pass
-            ctx.set(dut.command.valid, 0)
+            await stream_put(ctx, dut.command,
+                             {"skip": skip, "count": count, "total": len(frames[index]), "user": user})
 
     async def reader(ctx):
         cycle = 0
