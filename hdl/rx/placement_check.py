@@ -46,8 +46,9 @@ to ``decisions`` segments).
 Ordering guarantees:
 
 * Host writes of the region table (including invalidation, RFC 5041 8.3.1
-  item 6) and of the stream table wait until no segment is in the decision
-  pipeline, and no segment enters it while a host write is pending. Every
+  item 6) and of the stream table wait until no segment is in the input
+  queue or the decision pipeline, and no segment enters the input queue
+  while a host write is pending. Every
   segment is therefore checked wholly against the tables before a write or
   wholly after it: once a write has been accepted (``ready`` seen), no
   segment checked against the old row can still produce a ``cmd``; the
@@ -62,13 +63,16 @@ Ordering guarantees:
   error bit and buffer retirement it reads are those left by every earlier
   segment (transparent reads cover a commit in the same cycle).
 
-Latency: a segment taken on edge ``t`` is decided on edge ``t + 3`` (its
+Latency: a segment enters an input queue (one edge, :class:`Queue`) that
+also carries its stream row and range flags, so stage 0 decides to take it
+from flip-flops. A segment taken on edge ``t`` is decided on edge ``t + 3`` (its
 error latched, its buffer retired), its verdict and cmd enter their output
 queues on edge ``t + 4`` and are visible on ``verdict``/``cmd`` two edges
 later (:class:`hdl.stream.queue.Queue`); payload beats pass combinationally
 (through one output queue) once their decision is made. A segment is taken only when
-every output queue has room for it and for each segment ahead of it, so the
-pipeline never stalls and no consumer's ``ready`` reaches the tables.
+every output queue has room for it and for each segment ahead of it (a
+registered count, one segment conservative), so the pipeline never stalls and
+no consumer's ``ready`` reaches the tables.
 Throughput: one segment decision per cycle when consecutive segments belong
 to different streams; back-to-back segments of the same stream, one every
 three cycles. Payload: one beat per cycle.
@@ -265,30 +269,48 @@ class PlacementCheck(wiring.Component):
         command_4 = Signal(dma_command_layout(self._address_bits))
         decision_4 = Signal()
         verdict_valid_4, command_valid_4, decision_valid_4 = Signal(), Signal(), Signal()
+        # The credit check is registered: it counts one more segment in flight than
+        # there is (the one stage 0 may take on this cycle), so ``room`` on the next
+        # cycle never overstates the queues' space.
         in_flight = Signal(range(5))
         m.d.comb += in_flight.eq(s1.valid + s2.valid + s3.valid + verdict_valid_4)
         room = Signal()
-        m.d.comb += room.eq((verdicts.level + in_flight < verdicts.depth)
-                            & (commands.level + in_flight < commands.depth)
-                            & (decisions.level + in_flight < decisions.depth))
+        m.d.sync += room.eq((verdicts.level + in_flight + 1 < verdicts.depth)
+                            & (commands.level + in_flight + 1 < commands.depth)
+                            & (decisions.level + in_flight + 1 < decisions.depth))
 
-        # Stage 0: take a segment unless a host write is pending or its stream is in stages 1-2.
-        info = self.segment.payload
-        index = Signal(index_bits)
+        # Stage -1: the input queue, carrying the stream row and the flags stage 0 needs,
+        # so taking a segment is a short function of flip-flops.
         association_bits = (self._associations - 1).bit_length()
         stream_id_bits = (self._stream_ids - 1).bit_length()
-        m.d.comb += index.eq(info.association[:association_bits] * self._stream_ids
-                             + info.stream_id[:stream_id_bits] if stream_id_bits else
-                             info.association[:association_bits])
-        known = (info.association < self._associations) & (info.stream_id < self._stream_ids)
-        hazard = (s1.valid & (s1.index == index)) | (s2.valid & (s2.index == index))
+        arriving = self.segment.payload
+        inbound = m.submodules.inbound = Queue(stage_layout)
         host_pending = self.region_write.valid | self.stream_write.valid
+        m.d.comb += [
+            inbound.sink.valid.eq(self.segment.valid & ~host_pending),
+            self.segment.ready.eq(inbound.sink.ready & ~host_pending),
+            inbound.sink.payload.valid.eq(1),
+            inbound.sink.payload.info.eq(arriving),
+            inbound.sink.payload.index.eq(
+                arriving.association[:association_bits] * self._stream_ids + arriving.stream_id[:stream_id_bits]
+                if stream_id_bits else arriving.association[:association_bits]),
+            inbound.sink.payload.known.eq((arriving.association < self._associations)
+                                          & (arriving.stream_id < self._stream_ids)),
+            inbound.sink.payload.qn_ok.eq(arriving.qn < self._queues),
+        ]
+
+        # Stage 0: take a segment unless its stream is in stages 1-2. While a host write
+        # is pending no segment enters the input queue; the queue drains, then the write
+        # happens (the tables hold it while any segment is queued or in flight).
+        info = inbound.source.payload.info
+        index = inbound.source.payload.index
+        hazard = (s1.valid & (s1.index == index)) | (s2.valid & (s2.index == index))
         take = Signal()
         m.d.comb += [
-            take.eq(self.segment.valid & room & ~hazard & ~host_pending),
-            self.segment.ready.eq(take),
+            take.eq(inbound.source.valid & room & ~hazard),
+            inbound.source.ready.eq(take),
         ]
-        hold = s1.valid | s2.valid | s3.valid | verdict_valid_4 | take
+        hold = inbound.level.any() | s1.valid | s2.valid | s3.valid | verdict_valid_4
         m.d.comb += [regions.hold.eq(hold), streams.hold.eq(hold)]
 
         m.d.comb += [
@@ -314,8 +336,7 @@ class PlacementCheck(wiring.Component):
         no_stream_3, stream_pd_3, dropped_3, zero_3 = Signal(), Signal(self._pd_bits), Signal(), Signal()
         message_length = Signal(33)
         m.d.sync += [
-            s1.valid.eq(take), s1.info.eq(info), s1.index.eq(index), s1.known.eq(known),
-            s1.qn_ok.eq(info.qn < self._queues),
+            s1.eq(inbound.source.payload), s1.valid.eq(take),
             s2.eq(s1), s3.eq(s2),
             stream_valid.eq(streams.entry.valid), stream_pd.eq(streams.entry.pd),
             stream_error.eq(streams.error),

@@ -50,11 +50,12 @@ queue while an earlier lookup of that queue that may retire is between
 taking and retirement (PlacementCheck interlocks whole streams).
 
 Posting: ``post`` is handled by a small state machine: read ``next_post``,
-read the slot's live bit, then write the slot and ``next_post + 1``. A post
+read the slot's live bit, then (on the next cycle, so the write
+enables start at a flip-flop) write the slot and ``next_post + 1``. A post
 to a queue whose next slot is still live (``depth`` buffers outstanding)
 waits (``post.ready`` low) until a retirement frees that slot; a host that
 gives up (drops ``valid``, outside the stream rules) leaves no trace. A post
-takes three cycles; lookups are never held up by posts.
+takes four cycles; lookups are never held up by posts.
 
 Latency: a lookup taken on a cycle with ``en`` high has its ``result``
 three advances later. Throughput: one lookup per cycle.
@@ -215,10 +216,14 @@ class UntaggedBuffers(wiring.Component):
 
         # Posting state machine.
         # IDLE presents the queue index (payload is stable while valid), READ_LIVE has
-        # next_post and presents its slot, CHECK has the live bit and writes if free.
+        # next_post and presents its slot, CHECK has the live bit, WRITE writes the
+        # descriptor, next_post and the live bit. The decision to write is registered
+        # (CHECK -> WRITE), so no RAM read steers a write enable; a slot found free
+        # stays free, since retirement only clears live bits.
         post = self.post.payload
         post_msn = Signal(_MSN_BITS)
         post_slot = self._slot_index(post.stream, post.qn, post_msn)
+        writing = Signal()
         m.d.comb += [
             post_next_r.addr.eq(self._queue_index(post.stream, post.qn)),
             post_live_r.addr.eq(self._slot_index(post.stream, post.qn, post_next_r.data)),
@@ -236,21 +241,30 @@ class UntaggedBuffers(wiring.Component):
             with m.State("CHECK"):
                 with m.If(~self.post.valid):
                     m.next = "IDLE"
-                with m.Elif(~post_live_r.data & ~self.retire_en):
+                with m.Elif(~post_live_r.data):
+                    m.next = "WRITE"
+                with m.Else():
+                    m.next = "READ_LIVE"   # full: read again until a retirement frees the slot
+            with m.State("WRITE"):
+                m.d.comb += writing.eq(1)
+                # The live-bit port is retirement's on this cycle: write again on the next.
+                with m.If(~self.post.valid):
+                    m.next = "IDLE"
+                with m.Elif(~self.retire_en):
                     m.d.comb += [post_writing.eq(1), self.post.ready.eq(1)]
                     m.next = "IDLE"
-                with m.Else():
-                    m.next = "READ_LIVE"   # full (or port busy): read again
 
         m.d.comb += [
             live_w.addr.eq(Mux(self.retire_en, retire_slot, post_slot)),
             live_w.data.eq(~self.retire_en),
             live_w.en.eq(self.retire_en | post_writing),
+            # The descriptor of a slot that is not live is never read as valid: write it
+            # on every WRITE cycle, ahead of the live bit.
             desc_w.addr.eq(post_slot),
             desc_w.data.msn.eq(post_msn),
             desc_w.data.address.eq(post.address),
             desc_w.data.length.eq(post.length),
-            desc_w.en.eq(post_writing),
+            desc_w.en.eq(writing),
             next_w.addr.eq(self._queue_index(post.stream, post.qn)),
             next_w.data.eq(post_msn + 1),
             next_w.en.eq(post_writing),
