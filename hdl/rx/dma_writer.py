@@ -43,10 +43,10 @@ command must not wait for a later command to be accepted.
 Latency (clock edges between transfers, the bus ready): a payload beat
 transferred on edge ``t`` is transferred on W on edge ``t + 2``
 (:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
-first payload beat in from edge ``c + 2`` and its first AW out on edge
-``c + 4`` (its two command queues, :class:`hdl.stream.queue.Queue`, have
+first payload beat in from edge ``c + 3`` and its first AW out on edge
+``c + 5`` (its two command queues, :class:`hdl.stream.queue.Queue`, have
 registered outputs and a registered ``ready``); a command's ``done`` is
-transferred one edge after its last ``B`` (a zero-length command's six
+transferred one edge after its last ``B`` (a zero-length command's eight
 edges after the command).
 
 Throughput: one W beat per cycle while ``WREADY`` is high; commands follow
@@ -218,7 +218,11 @@ class DmaWriter(wiring.Component):
         block_index = current.address[lane_bits:lane_bits + burst_bits]
         room_m1 = Signal(burst_bits)            # beats left in this block, minus one
         m.d.comb += room_m1.eq(~block_index)
-        last_burst = current.zero | (current.beats_m1 <= room_m1)
+        # Whether the current burst is the command's last, and whether the one after it will
+        # be, kept in registers beside `current`: the issue decision reads no comparator.
+        last_burst = Signal()
+        next_last = Signal()
+        block_beats = 1 << burst_bits
         aw_free = ~axi.awvalid | axi.awready
         issue = current_valid & tracker.sink.ready & (current.zero | aw_free)
         tracker_in = tracker.sink.payload
@@ -243,15 +247,24 @@ class DmaWriter(wiring.Component):
                 axi.awlen.eq(Mux(last_burst, current.beats_m1, room_m1)),
             ]
         with m.If(issue & ~last_burst):
+            # The next burst starts a block: it is the last if the rest fits in one block,
+            # and the one after it is the last if the rest fits in two.
             block_bits = lane_bits + burst_bits
             m.d.sync += [
                 current.address.eq(Cat(Const(0, block_bits), current.address[block_bits:] + 1)),
                 current.beats_m1.eq(current.beats_m1 - room_m1 - 1),
+                last_burst.eq(next_last),
+                next_last.eq(current.beats_m1 < room_m1 + 1 + 2 * block_beats),
             ]
         load = ~current_valid | (issue & last_burst)
         m.d.comb += bursts.source.ready.eq(load)
+        head_room_m1 = ~head.address[lane_bits:lane_bits + burst_bits]
         with m.If(load):
-            m.d.sync += [current_valid.eq(bursts.source.valid), current.eq(head)]
+            m.d.sync += [
+                current_valid.eq(bursts.source.valid), current.eq(head),
+                last_burst.eq(head.zero | (head.beats_m1 <= head_room_m1)),
+                next_last.eq(head.beats_m1 < head_room_m1 + 1 + block_beats),
+            ]
 
         # -- 3. Rotate stage ----------------------------------------------------------------
         info = datas.source.payload

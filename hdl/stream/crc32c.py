@@ -113,7 +113,7 @@ class Crc32c(wiring.Component):
 
     Latency: a last beat transferred on clock edge ``t`` has its CRC
     transferred on ``crc`` at edge ``t + latency`` when ``crc.ready`` is high,
-    ``latency = 5 + log2(W / block_bytes) + log2(W)`` (7 at W=4, 13 at W=32).
+    ``latency = 6 + log2(W / block_bytes) + log2(W)`` (8 at W=4, 14 at W=32).
     Throughput: one beat per cycle while ``crc.ready`` keeps up (always true
     when ``crc.ready`` is held high); back-to-back packets need no gap.
     """
@@ -143,7 +143,7 @@ class Crc32c(wiring.Component):
     @property
     def latency(self) -> int:
         """Clock edges from a last beat's transfer on ``sink`` to its result's transfer on ``crc``."""
-        return self._stages + 3
+        return self._stages + 4
 
     def elaborate(self, platform):
         m = Module()
@@ -151,10 +151,10 @@ class Crc32c(wiring.Component):
         payload = self.sink.payload
 
         # Results queue: room for one result per beat in flight and the one being accepted
-        # beside the two a flowing queue holds (its output register and one in memory).
-        results = m.submodules.results = Queue(unsigned(_CRC_BITS), self._stages + 3)
+        # beside the three a flowing queue holds (its memory read, output and skid registers).
+        results = m.submodules.results = Queue(unsigned(_CRC_BITS), self._stages + 4)
         wiring.connect(m, results.source, wiring.flipped(self.crc))
-        m.d.comb += self.sink.ready.eq(results.level <= 2)
+        m.d.comb += self.sink.ready.eq(results.level <= 3)
         accepted = self.sink.valid & self.sink.ready
 
         # Stage 1: masked lanes -> per-block partial CRCs; position of the last valid lane.

@@ -13,17 +13,22 @@ Timing contract (what makes it a boundary):
   (the producer), nor from ``sink.valid`` to ``source.valid``.
 
 So a chain of blocks joined by queues has no ready/valid path longer than
-one block. One transfer per cycle is sustained at every depth.
+one block. One transfer per cycle is sustained at depth 2 and from depth 4;
+a payload stays three cycles in a deep queue, so at depth 3 a flowing
+queue takes two payloads in three cycles (enough where each payload waits
+longer anyway, as for a bound on outstanding bursts).
 
 Structure: at ``depth = 2`` a skid buffer (an output register plus one skid
 register that catches the beat in flight when the consumer stalls: the
 register slice of AXI interconnects); from ``depth = 3`` an
-``amaranth.lib.fifo.SyncFIFOBuffered`` (whose ``w_rdy`` is a compare of its
-level register, and whose output is registered), for queues sized to a
-pipeline's depth.
+``amaranth.lib.fifo.SyncFIFOBuffered`` followed by that skid buffer, with
+one count register for ``level`` and ``sink.ready`` (a compare of it), for
+queues sized to a pipeline's depth. The skid buffer keeps memory outputs (a block
+RAM's slow clock-to-output) away from the consumer's logic.
 
 Latency: a transfer on ``sink`` at edge ``t`` is valid on ``source`` from
-edge ``t`` + 1 (``depth = 2``) or ``t`` + 2 (deeper, the memory read).
+edge ``t`` + 1 (``depth = 2``) or ``t`` + 3 (deeper: the memory read, then
+the output register).
 """
 
 from amaranth.hdl import Module, Shape, Signal
@@ -41,14 +46,14 @@ class Queue(wiring.Component):
     shape : shape-castable
         Payload of both streams (usually a ``data.StructLayout``).
     depth : int
-        Payloads held, at least 2.
+        Payloads held, at least 2 (3 does not sustain one transfer per cycle).
 
     Ports
     -----
     sink : ``In(stream.Signature(shape))``
     source : ``Out(stream.Signature(shape))``
     level : ``Out(range(depth + 1))``
-        Payloads held (in the skid and output registers, or the FIFO).
+        Payloads held (in the FIFO, the output and the skid registers).
     """
 
     def __init__(self, shape, depth: int = 2):
@@ -68,32 +73,48 @@ class Queue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        sink, source = self.sink, self.source
         if self._depth == 2:
-            skid = Signal(self._shape, name="skid")
-            skid_valid = Signal()
-            m.d.comb += [
-                sink.ready.eq(~skid_valid),
-                self.level.eq(source.valid + skid_valid),
-            ]
-            with m.If(~source.valid | source.ready):
-                # The output register is free: the skid's beat first, else the sink's.
-                with m.If(skid_valid):
-                    m.d.sync += [source.valid.eq(1), source.payload.eq(skid), skid_valid.eq(0)]
-                with m.Else():
-                    m.d.sync += [source.valid.eq(sink.valid), source.payload.eq(sink.payload)]
-            with m.Elif(sink.valid & sink.ready):
-                m.d.sync += [skid.eq(sink.payload), skid_valid.eq(1)]
-        else:
-            storage = m.submodules.storage = fifo.SyncFIFOBuffered(
-                width=Shape.cast(self._shape).width, depth=self._depth)
-            m.d.comb += [
-                storage.w_data.eq(sink.payload),
-                storage.w_en.eq(sink.valid),
-                sink.ready.eq(storage.w_rdy),
-                source.payload.eq(storage.r_data),
-                source.valid.eq(storage.r_rdy),
-                storage.r_en.eq(source.ready),
-                self.level.eq(storage.level),
-            ]
+            self._elaborate_skid(m, self.sink, self.source, self.level)
+            return m
+        # A FIFO, then a skid stage: the consumer sees flip-flops, not the FIFO's
+        # memory output (a block RAM's clock-to-output and routing ate most of a cycle
+        # in front of decision logic), and the FIFO's read enable is a flip-flop. One
+        # count of every payload held gives ``level`` and ``sink.ready``; the FIFO is
+        # as deep as the queue, so it has room whenever the count allows a write.
+        storage = m.submodules.storage = fifo.SyncFIFOBuffered(
+            width=Shape.cast(self._shape).width, depth=self._depth)
+        outlet = stream.Signature(self._shape).create()
+        count = Signal(range(self._depth + 1))
+        entering = self.sink.valid & self.sink.ready
+        leaving = self.source.valid & self.source.ready
+        with m.If(entering & ~leaving):
+            m.d.sync += count.eq(count + 1)
+        with m.Elif(leaving & ~entering):
+            m.d.sync += count.eq(count - 1)
+        m.d.comb += [
+            storage.w_data.eq(self.sink.payload),
+            storage.w_en.eq(entering),
+            self.sink.ready.eq(count != self._depth),
+            outlet.payload.eq(storage.r_data),
+            outlet.valid.eq(storage.r_rdy),
+            storage.r_en.eq(outlet.ready),
+            self.level.eq(count),
+        ]
+        self._elaborate_skid(m, outlet, self.source, Signal(range(3)))
         return m
+
+    def _elaborate_skid(self, m, sink, source, level):
+        skid = Signal(self._shape, name="skid")
+        skid_valid = Signal()
+        m.d.comb += [
+            sink.ready.eq(~skid_valid),
+            level.eq(source.valid + skid_valid),
+        ]
+        with m.If(~source.valid | source.ready):
+            # The output register is free: the skid's beat first, else the sink's.
+            with m.If(skid_valid):
+                m.d.sync += [source.valid.eq(1), source.payload.eq(skid), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [source.valid.eq(sink.valid), source.payload.eq(sink.payload)]
+        with m.Elif(sink.valid & sink.ready):
+            m.d.sync += [skid.eq(sink.payload), skid_valid.eq(1)]
