@@ -38,8 +38,10 @@ Pipeline: capture (header bytes gathered by beat index, beats into a FIFO)
 with drop 14 or 18, or discard. Throughput: one beat per cycle; a segment
 costs one cycle more when its realigned payload needs one more beat than the
 segment (payload tail), and a 0-byte segment (``seg_meta.length`` = 0, no
-beats) one cycle. Latency from the beat completing the header to the record
-on ``segment``: 3 cycles; to the first payload beat: about 6 cycles (the
+beats) one cycle. Both inputs enter through a :class:`~hdl.stream.queue.Queue`
+(one edge; ``seg_meta``'s also holds its flags precomputed). Latency from the
+beat completing the header, as it leaves the input queue, to the record on
+``segment``: 3 cycles; to the first payload beat: about 6 cycles (the
 payload leaves through an output :class:`~hdl.stream.queue.Queue`).
 """
 
@@ -105,7 +107,24 @@ class DdpHeaderValidator(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = self._width
-        meta = self.seg_meta.payload
+        # Input queues (registered ready towards the chunk parser); the metadata carries the
+        # flags the capture stage needs, computed before the queue: empty, and which header
+        # bytes the segment has.
+        seg = m.submodules.seg_in = Queue(packet_layout(width))
+        wiring.connect(m, wiring.flipped(self.seg), seg.sink)
+        seg = seg.source
+        seg_meta = m.submodules.meta_in = Queue(data.StructLayout({
+            "meta": segment_meta_layout(), "empty": 1, "present": UNTAGGED_HEADER_BYTES}))
+        arriving = self.seg_meta.payload
+        m.d.comb += [
+            seg_meta.sink.valid.eq(self.seg_meta.valid),
+            self.seg_meta.ready.eq(seg_meta.sink.ready),
+            seg_meta.sink.payload.meta.eq(arriving),
+            seg_meta.sink.payload.empty.eq(arriving.length == 0),
+            seg_meta.sink.payload.present.eq(Cat(arriving.length > i for i in range(UNTAGGED_HEADER_BYTES))),
+        ]
+        seg_meta = seg_meta.source
+        meta = seg_meta.payload.meta
         header_beat = (UNTAGGED_HEADER_BYTES - 1) // width   # beat holding the last header byte
 
         beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
@@ -125,20 +144,20 @@ class DdpHeaderValidator(wiring.Component):
 
         merged = []
         for i in range(UNTAGGED_HEADER_BYTES):
-            lane = self.seg.payload.data.word_select(i % width, 8)
+            lane = seg.payload.data.word_select(i % width, 8)
             byte = Mux(index == i // width, lane, captured[i])
-            merged.append(Mux(meta.length > i, byte, 0))
+            merged.append(Mux(seg_meta.payload.present[i], byte, 0))
 
         rec_free = ~rec_valid | rec_ready
         at_start = (index == 0) & ~done
-        empty = self.seg_meta.valid & (meta.length == 0) & at_start
-        complete = ~done & ((index == header_beat) | self.seg.payload.last)
-        m.d.comb += self.seg.ready.eq(self.seg_meta.valid & ~empty & beats.sink.ready & (~complete | rec_free))
-        accept = self.seg.valid & self.seg.ready
+        empty = seg_meta.valid & seg_meta.payload.empty & at_start
+        complete = ~done & ((index == header_beat) | seg.payload.last)
+        m.d.comb += seg.ready.eq(seg_meta.valid & ~empty & beats.sink.ready & (~complete | rec_free))
+        accept = seg.valid & seg.ready
         m.d.comb += [
             beats.sink.valid.eq(accept),
-            beats.sink.payload.eq(self.seg.payload),
-            self.seg_meta.ready.eq((accept & self.seg.payload.last) | (empty & rec_free)),
+            beats.sink.payload.eq(seg.payload),
+            seg_meta.ready.eq((accept & seg.payload.last) | (empty & rec_free)),
         ]
 
         with m.If(rec_ready):
@@ -148,8 +167,8 @@ class DdpHeaderValidator(wiring.Component):
         with m.If(accept):
             m.d.sync += [byte.eq(value) for byte, value in zip(captured, merged)]
             m.d.sync += [
-                index.eq(Mux(self.seg.payload.last, 0, Mux(index == header_beat + 1, index, index + 1))),
-                done.eq(~self.seg.payload.last & (done | complete)),
+                index.eq(Mux(seg.payload.last, 0, Mux(index == header_beat + 1, index, index + 1))),
+                done.eq(~seg.payload.last & (done | complete)),
             ]
             with m.If(complete):
                 m.d.sync += [rec_valid.eq(1), rec_meta.eq(meta)]

@@ -311,7 +311,9 @@ class FrameReceiver(wiring.Component):
         waiting_frames = Signal(range(self._max_frames + 1))
         released = Signal()
         # The buffer's ready keeps one beat in reserve, so a frame that holds depth - 1 beats fills it.
-        refuse = ~buffer.write.ready & (frame_beats >= depth - 1)
+        # `frame_full` (frame_beats >= depth - 1) is kept as a flag beside the count it summarises.
+        frame_full = Signal()
+        refuse = ~buffer.write.ready & frame_full
         discard = overflowing | ~buffer.write.ready
         m.d.comb += [
             net.ready.eq((in_frame | (waiting_frames != self._max_frames))
@@ -335,10 +337,12 @@ class FrameReceiver(wiring.Component):
         with m.If(accept):
             m.d.sync += in_frame.eq(~net.payload.last)
             with m.If(net.payload.last):
-                m.d.sync += [frame_beats.eq(0), overflowing.eq(0), overflowed.eq(0)]
+                m.d.sync += [frame_beats.eq(0), frame_full.eq(0), overflowing.eq(0), overflowed.eq(0)]
             with m.Else():
                 m.d.sync += [frame_beats.eq(frame_beats + ~discard), overflowing.eq(discard),
                              overflowed.eq(overflowed | discard)]
+                with m.If(~discard & (frame_beats == depth - 2)):
+                    m.d.sync += frame_full.eq(1)
 
         # CRC path: register, realign the SCTP packet to lane 0, zero its checksum field, CRC32c.
         start_direct, start_udp = ETH_IPV4_SCTP_OFFSET, ETH_IPV4_UDP_SCTP_OFFSET

@@ -104,14 +104,15 @@ class PacketBuffer(wiring.Component):
         # Write side.
         write_ptr = Signal(ptr_bits)
         head = Signal(ptr_bits)  # oldest beat not yet released
-        # The level is registered (a subtractor's carry chain must not reach
-        # ``write.ready``); one write may have happened since, so ``ready``
-        # keeps one beat in reserve.
+        # The level and ``ready`` are registered (a subtractor's and a comparator's
+        # carry chains must not reach ``write.ready``); one write may have happened
+        # since, so ``ready`` keeps one beat in reserve.
         level = Signal(ptr_bits)
-        m.d.sync += level.eq(write_ptr - head)
+        ready = Signal(init=1)
+        m.d.sync += [level.eq(write_ptr - head), ready.eq((write_ptr - head)[:ptr_bits] < depth - 1)]
         m.d.comb += [
             self.level.eq(level),
-            self.write.ready.eq(level < depth - 1),
+            self.write.ready.eq(ready),
             write_port.addr.eq(write_ptr[:addr_bits]),
             write_port.data.eq(Cat(self.write.payload.data, self.write.payload.keep)),
             write_port.en.eq(self.write.valid & self.write.ready),
