@@ -33,7 +33,8 @@ from model.net.pcap import read_capture, write_pcap
 from model.rdmap.messages import Opcode, rdmap_control_of
 from model.sctp.packet import COMMON_HEADER_LENGTH, PPID_DDP_SEGMENT, DataChunk, SctpPacket, walk_chunks
 from sim.cli import main
-from sim.commands.replay import ReplayFailed, memory_digest, replay_rtl
+from sim.commands.replay import (FrameOutputs, Record, ReplayFailed, attribute_in_order, memory_digest, replay_model,
+                                 replay_rtl)
 from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
 from sim.traffic.rx import FLAG_B, FLAG_E, FLAG_U, PEER_MAC, Catalogue, EngineShape, catalogue_config
 
@@ -349,6 +350,29 @@ def test_model_lists_the_frames_after_a_long_refused_segment(tmp_path, capsys):
     lines, _ = run_case(capsys, case, "--model")
     assert listing(lines) == case.expected
     assert lines[0]["records"][0]["error"] == [1, 1, 0]  # DDP, tagged buffer error, invalid STag (RFC 5041 7.2)
+
+
+def model_frames(case: Case) -> list[FrameOutputs]:
+    return replay_model(case.capture.read_bytes(), ReceiveConfig.from_json(case.config.read_text())).frames
+
+
+def test_an_engine_output_the_model_lacks_is_listed_apart_and_the_rest_keep_their_frames(tmp_path):
+    reference = model_frames(broken_walks_case(tmp_path))
+    items = [item for frame in reference for item in frame.host + frame.records]
+    stray = Record("chunk_error", 0, 0xDEAD, chunk_error="ORDERED")
+    frames = attribute_in_order(items[:2] + [stray] + items[2:], reference)
+    assert frames[:-1] == reference
+    assert frames[-1] == FrameOutputs(None, [], [stray])
+
+
+def test_an_output_the_engine_lacks_leaves_the_later_ones_on_their_frames(tmp_path):
+    case = broken_walks_case(tmp_path)
+    reference = model_frames(case)
+    ordered = next(r for r in reference[3].records if r.chunk_error == "ORDERED")
+    items = [item for frame in reference for item in frame.host + frame.records if item is not ordered]
+    frames = attribute_in_order(items, reference)
+    assert frames[3].records == [] and len(frames) == len(case.frames)
+    assert [f.records for i, f in enumerate(frames) if i != 3] == [f.records for i, f in enumerate(reference) if i != 3]
 
 
 @pytest.mark.cocotb
