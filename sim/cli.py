@@ -9,7 +9,7 @@
     rnic bench e2e                    model-to-model goodput table, 4 KiB and 1 MiB messages, 0% and 1% loss
     rnic bench rx [--widths 8 64] [--synth]
                                       RTL receive engine: fraction of line rate, latency, Fmax
-    rnic replay CAPTURE --config CFG [--width W] [--model] [--json]
+    rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
                                       a capture through the receive engine (RTL under Verilator, or the model)
 
 Exit status: 0 on success, 1 when the input could not be read or decoded
@@ -57,6 +57,20 @@ def count(text: str) -> int:
 def size(text: str) -> int:
     """A byte count, 0 or more."""
     return _integer(text, 0)
+
+
+def cycles(text: str) -> int:
+    """A number of clock cycles, 0 or more."""
+    return _integer(text, 0)
+
+
+def stall_probability(text: str) -> float:
+    """A probability from 0 up to, not including, 1: the chance a stalled party holds still on a cycle
+    (at 1 it would never move)."""
+    value = probability(text)
+    if value == 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not below 1 (a party that always stalls never moves)")
+    return value
 
 
 def positive_number(text: str) -> float:
@@ -172,6 +186,9 @@ def _replay(args: argparse.Namespace) -> int:
         return 1
     try:
         if args.model:
+            if args.gap or args.memory_stall:
+                print("rnic replay: --gap and --memory-stall apply to the RTL engine; the model has no clock "
+                      "(ignored)", file=sys.stderr)
             outputs = replay_model(capture, config)
         else:
             if _sim_extra_missing("replay", "replaying through the RTL engine (without --model)"):
@@ -185,11 +202,14 @@ def _replay(args: argparse.Namespace) -> int:
                 print(f"rnic replay: {args.config}: the engine cannot hold this configuration: {error}",
                       file=sys.stderr)
                 return 1
-            outputs = replay_rtl(Path(args.capture), Path(args.config), args.width)
+            outputs = replay_rtl(Path(args.capture), Path(args.config), args.width, gap=args.gap,
+                                 memory_stall=args.memory_stall)
+            print(f"rnic replay: the RTL engine (W = {args.width}) consumed {frames} frames and drained in "
+                  f"{outputs.cycles} cycles", file=sys.stderr)
     except RnicError as error:
         print(f"rnic replay: {args.capture}: {error}", file=sys.stderr)
         return 1
-    print(format_replay(capture, outputs, as_json=args.json))
+    print(format_replay(capture, outputs, as_json=args.json, with_bytes=args.bytes))
     return 0
 
 
@@ -249,8 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("capture", help="libpcap or pcapng file of Ethernet frames")
     replay.add_argument("--config", required=True, help="receive-engine configuration (JSON, see README)")
     replay.add_argument("--width", type=int, choices=(8, 16, 32, 64), default=8, help="datapath bytes (RTL)")
+    replay.add_argument("--gap", type=cycles, default=0, metavar="CYCLES",
+                        help="idle cycles on s_axis before every frame but the first (RTL; default 0, back to back)")
+    replay.add_argument("--memory-stall", type=stall_probability, default=0.0, metavar="P",
+                        help="chance per cycle that host memory holds AW, W or B not ready, in short runs "
+                             "(RTL; 0 to below 1, default 0)")
     replay.add_argument("--model", action="store_true", help="run the golden model instead of the RTL")
-    replay.add_argument("--json", action="store_true", help="one JSON object per frame, then a summary")
+    replay.add_argument("--json", action="store_true",
+                        help="one JSON object per frame, then a summary (keys in README)")
+    replay.add_argument("--bytes", action="store_true", help="also print every written run of host memory in hex")
     replay.set_defaults(handler=_replay)
 
     rx = targets.add_parser("rx", help="RTL receive engine: fraction of line rate, latency; --synth adds Fmax/LUTs")

@@ -1,12 +1,20 @@
 """`rnic replay`: a capture through the receive engine, the RTL under Verilator or the model.
 
-Both backends produce the same `ReplayOutputs` (what left the engine: frames
-and chunks passed to the host, report records, counters, host-memory
-writes), and one formatter prints them per captured frame, so the two runs
-can be diffed line by line. Outputs are matched to frames by content: a
-frame exception by its bytes, a chunk passed to the host by its bytes, a
-segment report or chunk error by (association, TSN). A frame that produced
-nothing was dropped; the counters say why.
+Both backends produce the same `ReplayOutputs`: per captured frame, what left
+the engine for it (the frame or chunks passed to the host, segment records
+and chunk errors), then the counters and every byte written to host memory;
+one formatter prints them, so the two runs can be diffed line by line.
+
+Outputs are attributed by frame, never by TSN (a retransmitted frame repeats
+TSNs and bytes, and is listed under itself). The model knows the frame of
+everything it produces (`FrameResult.index`). The engine keeps frame order
+within each kind of output (frames to the host, chunks to the host, chunk
+errors, segment records) but not across kinds, so the RTL backend lines each
+kind up in order with the model's outputs of that kind for the same capture
+(:func:`attribute_in_order`): where the two agree, an output takes the frame
+of the model's; where they differ, the engine's outputs take the frames of
+the model's in the same place; any left over are listed as not matched to a
+frame.
 """
 
 from __future__ import annotations
@@ -15,20 +23,22 @@ import hashlib
 import json
 import tempfile
 from dataclasses import asdict, dataclass, field
+from difflib import SequenceMatcher
 from pathlib import Path
 
 from model.engine.config import ReceiveConfig
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
-from model.errors import DecodeError, RnicError
-from model.net.frames import Frame
+from model.errors import RnicError
 from model.net.pcap import read_capture
-from model.sctp.packet import COMMON_HEADER_LENGTH, BrokenChunk, walk_chunks
 
-__all__ = ["ReplayFailed", "Record", "HostPacket", "ReplayOutputs", "replay_model", "replay_rtl", "format_replay", "memory_digest"]
+__all__ = ["ReplayFailed", "Record", "HostPacket", "FrameOutputs", "ReplayOutputs", "replay_model", "replay_rtl",
+           "attribute_in_order", "format_replay", "memory_digest", "written_runs"]
 
 
 class ReplayFailed(RnicError):
-    """The simulation behind an RTL replay failed; the message ends with its log."""
+    """An RTL replay failed: the engine did not consume every frame and drain its outputs within the
+    cycle budget (the message says how far it got), or the simulation failed (the message ends with
+    its log)."""
 
 
 @dataclass(frozen=True)
@@ -62,11 +72,20 @@ class HostPacket:
 
 
 @dataclass
-class ReplayOutputs:
-    host_packets: list[HostPacket] = field(default_factory=list)
+class FrameOutputs:
+    """What left the engine for one captured frame (``index`` None: outputs matched to no frame)."""
+
+    index: int | None
+    host: list[HostPacket] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
+
+
+@dataclass
+class ReplayOutputs:
+    frames: list[FrameOutputs] = field(default_factory=list)  # capture order, then any unmatched
     counters: dict[str, int] = field(default_factory=dict)
     writes: dict[int, bytes] = field(default_factory=dict)  # address -> final byte values of each written run
+    cycles: int | None = None  # RTL: clock cycles from the first frame to the drained engine
 
 
 def memory_digest(writes: dict[int, bytes]) -> str:
@@ -94,80 +113,99 @@ def written_runs(memory, writes_log: list[tuple[int, int]]) -> dict[int, bytes]:
 def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
     """Run every frame of `capture` through `ReceiveEngineModel`."""
     engine = ReceiveEngineModel(config)
-    outputs = ReplayOutputs()
-    records = list(read_capture(capture))
-    for record in records:
+    captured = list(read_capture(capture))
+    for record in captured:
         engine.receive(record.data, record.timestamp)
+    outputs = ReplayOutputs()
     for result in engine.next_events():
+        frame = FrameOutputs(result.index)
         if result.action is FrameAction.EXCEPTION:
-            outputs.host_packets.append(HostPacket("frame", result.reason.name, 0, records[result.index].data))
+            frame.host.append(HostPacket("frame", result.reason.name, 0, captured[result.index].data))
         for chunk in result.chunks_to_host:
-            outputs.host_packets.append(HostPacket("chunk", chunk.reason.name, chunk.association, chunk.chunk))
+            frame.host.append(HostPacket("chunk", chunk.reason.name, chunk.association, chunk.chunk))
         for fault in result.chunk_faults:
-            outputs.records.append(Record("chunk_error", fault.association, fault.tsn, chunk_error=fault.kind.name))
+            frame.records.append(Record("chunk_error", fault.association, fault.tsn, chunk_error=fault.kind.name))
         for verdict in result.segments:
-            outputs.records.append(Record(
+            frame.records.append(Record(
                 "segment", verdict.association, verdict.tsn, status=verdict.status.name,
                 error=tuple(verdict.error) if verdict.error is not None else None,
                 stream_id=verdict.stream_id, ddp_ssn=verdict.ddp_ssn, tagged=verdict.tagged, last=verdict.last,
                 opcode=verdict.opcode, payload_length=verdict.payload_length,
                 host_address=verdict.host_address, message_length=verdict.message_length,
             ))
-    segments = [r for r in outputs.records if r.kind == "segment"]
+        outputs.frames.append(frame)
+    segments = [r for f in outputs.frames for r in f.records if r.kind == "segment"]
     outputs.counters = asdict(engine.counters) | {
         "overflow": 0,
         "segments_accepted": sum(r.status == SegmentStatus.ACCEPTED.name for r in segments),
         "segments_error": sum(r.status == SegmentStatus.ERROR.name for r in segments),
         "segments_dropped": sum(r.status == SegmentStatus.DROPPED.name for r in segments),
         "segments_no_stream": sum(r.status == SegmentStatus.NO_STREAM.name for r in segments),
-        "chunk_errors": sum(r.kind == "chunk_error" for r in outputs.records),
+        "chunk_errors": sum(r.kind == "chunk_error" for f in outputs.frames for r in f.records),
         "dma_errors": 0,
     }
     outputs.writes = written_runs(engine.memory, engine.memory.writes)
     return outputs
 
 
-def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int) -> ReplayOutputs:
-    """Run the capture through `hdl.rx.engine.RxEngine` under Verilator (builds on first use)."""
-    from hdl.abi import ChunkError, ExceptionSource, SegmentStatus
+def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: int = 0,
+               memory_stall: float = 0.0, budget_cycles: int | None = None) -> ReplayOutputs:
+    """Run the capture through `hdl.rx.engine.RxEngine` under Verilator (builds on first use).
+
+    ``gap`` idle cycles go before every frame but the first; ``memory_stall`` is the probability that
+    the memory holds a write channel (AW, W, B) not ready on a cycle. The engine is given
+    ``budget_cycles`` (by default `sim.tb.rx_replay.budget_cycles` of the capture) to consume every
+    frame and drain. Raises `ReplayFailed` when a frame cannot be sent (AXI4-Stream carries no empty
+    frame), when the engine does not drain within its budget, or when the simulation fails."""
+    from hdl.abi import ChunkError, ExceptionSource
     from hdl.abi import ChunkException as ChunkReason
     from hdl.abi import FrameException as FrameReason
+    from hdl.abi import SegmentStatus as Status
     from hdl.rx.engine import RxEngine
     from sim.runner import SimulationFailed, default_build_root, run_cocotb
     from sim.traffic.rx import EngineShape
 
+    capture = Path(capture_path).read_bytes()
+    config = ReceiveConfig.from_json(Path(config_path).read_text())
+    for record in read_capture(capture):
+        if not record.data:
+            raise ReplayFailed(f"frame #{record.index} is empty: s_axis (AXI4-Stream) has no empty frame to "
+                               "send the engine")
     shape = EngineShape()
     with tempfile.TemporaryDirectory() as scratch:
         output = Path(scratch) / "replay.json"
         log = Path(scratch) / "simulation.log"
         try:
             run_cocotb(
-            RxEngine(width_bytes, associations=shape.associations, stream_ids=shape.stream_ids,
-                     regions=shape.regions, buffers_per_queue=shape.buffers_per_queue),
+                RxEngine(width_bytes, associations=shape.associations, stream_ids=shape.stream_ids,
+                         regions=shape.regions, buffers_per_queue=shape.buffers_per_queue),
                 test_module="sim.tb.rx_replay", toplevel=f"rx_engine_w{width_bytes}",
                 build_root=default_build_root() / "rx_engine", log_file=log,
                 parameters={"width_bytes": width_bytes, "capture": str(Path(capture_path).resolve()),
-                            "config": str(Path(config_path).resolve()), "output": str(output)},
+                            "config": str(Path(config_path).resolve()), "output": str(output),
+                            "gap": gap, "memory_stall": memory_stall, "budget_cycles": budget_cycles},
             )
         except SimulationFailed as error:
             tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
             raise ReplayFailed(f"{error}\n" + "\n".join(tail)) from None
         document = json.loads(output.read_text())
-    outputs = ReplayOutputs()
+    if "failure" in document:
+        raise ReplayFailed(document["failure"])
+    items: list[HostPacket | Record] = []
     for packet in document["exceptions"]:
         frame = packet["source"] == ExceptionSource.FRAME
         reason = (FrameReason if frame else ChunkReason)(packet["reason"]).name
-        outputs.host_packets.append(HostPacket("frame" if frame else "chunk", reason,
-                                               packet["association"], bytes.fromhex(packet["data"])))
+        items.append(HostPacket("frame" if frame else "chunk", reason, packet["association"],
+                                bytes.fromhex(packet["data"])))
     for fields in document["chunk_errors"]:
-        outputs.records.append(Record("chunk_error", fields["association"], fields["tsn"],
-                                      chunk_error=ChunkError(fields["chunk_error"]).name))
+        items.append(Record("chunk_error", fields["association"], fields["tsn"],
+                            chunk_error=ChunkError(fields["chunk_error"]).name))
     for fields in document["segments"]:
-        status = SegmentStatus(fields["status"])
+        status = Status(fields["status"])
         error = fields["error"]
-        placed = status is SegmentStatus.ACCEPTED and fields["payload_length"]
-        message = status is SegmentStatus.ACCEPTED and not fields["tagged"] and fields["last"]
-        outputs.records.append(Record(
+        placed = status is Status.ACCEPTED and fields["payload_length"]
+        message = status is Status.ACCEPTED and not fields["tagged"] and fields["last"]
+        items.append(Record(
             "segment", fields["association"], fields["tsn"], status=status.name,
             error=(error["layer"], error["etype"], error["code"]) if error["valid"] else None,
             stream_id=fields["stream_id"], ddp_ssn=fields["ddp_ssn"], tagged=bool(fields["tagged"]),
@@ -175,62 +213,48 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int) -> Repla
             host_address=fields["host_address"] if placed else None,
             message_length=fields["message_length"] if message else None,
         ))
-    outputs.counters = {name: value for name, value in document["counters"].items()}
-    outputs.writes = {int(address): bytes.fromhex(data) for address, data in document["writes"].items()}
-    return outputs
+    return ReplayOutputs(
+        frames=attribute_in_order(items, replay_model(capture, config).frames),
+        counters=dict(document["counters"]),
+        writes={int(address): bytes.fromhex(data) for address, data in document["writes"].items()},
+        cycles=document["cycles"],
+    )
 
 
-def _frame_keys(data: bytes) -> tuple[set[bytes], set[int], bool]:
-    """The chunks' bytes and DATA TSNs of a frame, and whether its chunk walk broke (the engine's
-    lenient walk: the chunks before a broken one still count)."""
-    try:
-        sctp = Frame.decode(data, verify=False).sctp
-    except DecodeError:
-        return set(), set(), False
-    chunks, tsns = set(), set()
-    for chunk in walk_chunks(sctp[COMMON_HEADER_LENGTH:]):
-        if isinstance(chunk, BrokenChunk):
-            return chunks, tsns, True
-        chunks.add(chunk.data)
-        if chunk.data_tsn is not None:
-            tsns.add(chunk.data_tsn)
-    return chunks, tsns, False
+#: The kinds of output, each kept in frame order by the engine, in the order a frame lists them.
+_KINDS = ("frame", "chunk", "chunk_error", "segment")
 
 
-def attribute(capture: bytes, outputs: ReplayOutputs) -> list[dict]:
-    """Per captured frame: the outputs that belong to it (see the module docstring).
+def _kind(item: HostPacket | Record) -> str:
+    return item.source if isinstance(item, HostPacket) else item.kind
 
-    Each kind of output leaves the engine in frame order, so each is matched
-    from the head of its own queue: frames passed to the host by their bytes,
-    chunks by theirs, segment reports and chunk errors by TSN (a chunk error
-    without a TSN goes to a frame whose chunk walk breaks).
-    """
-    queues = {
-        "frame": [p for p in outputs.host_packets if p.source == "frame"],
-        "chunk": [p for p in outputs.host_packets if p.source == "chunk"],
-        "segment": [r for r in outputs.records if r.kind == "segment"],
-        "chunk_error": [r for r in outputs.records if r.kind == "chunk_error"],
-    }
-    frames = []
-    for record in read_capture(capture):
-        chunks, tsns, broken = _frame_keys(record.data)
-        entry = {"index": record.index, "length": len(record.data), "host": [], "records": []}
-        if queues["frame"] and queues["frame"][0].data == record.data:
-            entry["host"].append(queues["frame"].pop(0))
-        else:
-            while queues["chunk"] and queues["chunk"][0].data in chunks:
-                entry["host"].append(queues["chunk"].pop(0))
-            for kind in ("chunk_error", "segment"):
-                while queues[kind] and (queues[kind][0].tsn in tsns
-                                        or (queues[kind][0].tsn == 0 and broken and kind == "chunk_error")):
-                    entry["records"].append(queues[kind].pop(0))
-        frames.append(entry)
-    rest = [item for queue in queues.values() for item in queue]
-    if rest:
-        frames.append({"index": None, "length": 0,
-                       "host": [i for i in rest if isinstance(i, HostPacket)],
-                       "records": [i for i in rest if isinstance(i, Record)]})
-    return frames
+
+def _identity(item: HostPacket | Record) -> tuple:
+    """What names an output apart from the verdict on it: bytes to the host, or the chunk a record is about."""
+    if isinstance(item, HostPacket):
+        return item.source, item.association, item.data
+    return item.kind, item.association, item.stream_id, item.tsn, item.ddp_ssn, item.chunk_error
+
+
+def attribute_in_order(items: list[HostPacket | Record], reference: list[FrameOutputs]) -> list[FrameOutputs]:
+    """Group the engine's outputs `items` (each kind in the order it left) by frame, lined up with
+    `reference`, the model's outputs for the same capture (see the module docstring)."""
+    frames = [FrameOutputs(frame.index) for frame in reference]
+    unmatched = FrameOutputs(None)
+    for kind in _KINDS:
+        actual = [item for item in items if _kind(item) == kind]
+        expected = [(position, item) for position, frame in enumerate(reference)
+                    for item in frame.host + frame.records if _kind(item) == kind]
+        matcher = SequenceMatcher(None, [_identity(item) for _, item in expected],
+                                  [_identity(item) for item in actual], autojunk=False)
+        owners: list[FrameOutputs] = [unmatched] * len(actual)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag in ("equal", "replace"):
+                for i, j in zip(range(i1, i2), range(j1, j2)):
+                    owners[j] = frames[expected[i][0]]
+        for item, owner in zip(actual, owners):
+            (owner.host if isinstance(item, HostPacket) else owner.records).append(item)
+    return frames + ([unmatched] if unmatched.host or unmatched.records else [])
 
 
 _OPCODES = ["RDMA_WRITE", "RDMA_READ_REQUEST", "RDMA_READ_RESPONSE", "SEND", "SEND_WITH_INVALIDATE",
@@ -241,7 +265,7 @@ _LAYERS = {0: "RDMAP", 1: "DDP", 2: "LLP"}
 def _record_line(record: Record) -> str:
     if record.kind == "chunk_error":
         return f"chunk error {record.chunk_error} assoc={record.association} tsn={record.tsn}"
-    opcode = _OPCODES[record.opcode] if record.opcode < len(_OPCODES) else f"opcode {record.opcode}"
+    opcode = _opcode_name(record.opcode)
     text = (f"segment assoc={record.association} sid={record.stream_id} tsn={record.tsn} "
             f"ssn={record.ddp_ssn} {opcode}{' L' if record.last else ''} {record.payload_length}B: {record.status}")
     if record.status == SegmentStatus.ACCEPTED.name and record.host_address is not None:
@@ -254,32 +278,61 @@ def _record_line(record: Record) -> str:
     return text
 
 
-def format_replay(capture: bytes, outputs: ReplayOutputs, as_json: bool = False) -> str:
-    frames = attribute(capture, outputs)
+def _opcode_name(opcode: int) -> str:
+    return _OPCODES[opcode] if opcode < len(_OPCODES) else f"opcode {opcode}"
+
+
+def _json_item(item: HostPacket | Record) -> dict:
+    if isinstance(item, HostPacket):
+        return {"source": item.source, "reason": item.reason, "association": item.association,
+                "data": item.data.hex()}
+    if item.kind == "chunk_error":
+        return {"kind": item.kind, "association": item.association, "tsn": item.tsn,
+                "chunk_error": item.chunk_error}
+    return {"kind": item.kind, "association": item.association, "stream_id": item.stream_id, "tsn": item.tsn,
+            "ddp_ssn": item.ddp_ssn, "status": item.status,
+            "error": list(item.error) if item.error is not None else None,
+            "tagged": item.tagged, "last": item.last, "opcode": _opcode_name(item.opcode),
+            "payload_length": item.payload_length, "host_address": item.host_address,
+            "message_length": item.message_length}
+
+
+def _hex_lines(address: int, data: bytes, per_line: int = 32) -> list[str]:
+    return [f"    0x{address + offset:x}: {data[offset:offset + per_line].hex()}"
+            for offset in range(0, len(data), per_line)]
+
+
+def format_replay(capture: bytes, outputs: ReplayOutputs, as_json: bool = False, with_bytes: bool = False) -> str:
+    """Per captured frame its outputs, then the counters and host memory (README: `rnic replay`);
+    ``with_bytes`` adds every written run's final contents in hex."""
+    lengths = [len(record.data) for record in read_capture(capture)]
     digest = memory_digest(outputs.writes)
     placed = sum(len(data) for data in outputs.writes.values())
+    runs = sorted(outputs.writes.items())
     if as_json:
-        def plain(item):
-            fields = asdict(item)
-            if "data" in fields:
-                fields["data"] = fields["data"].hex()
-            return fields
-        lines = [json.dumps({"index": f["index"], "length": f["length"],
-                             "host": [plain(p) for p in f["host"]],
-                             "records": [plain(r) for r in f["records"]]}) for f in frames]
-        lines.append(json.dumps({"counters": outputs.counters, "bytes_written": placed, "memory_digest": digest,
-                                 "written": {f"0x{a:x}": len(d) for a, d in sorted(outputs.writes.items())}}))
+        lines = [json.dumps({"index": frame.index,
+                             "length": lengths[frame.index] if frame.index is not None else 0,
+                             "host": [_json_item(p) for p in frame.host],
+                             "records": [_json_item(r) for r in frame.records]}) for frame in outputs.frames]
+        summary = {"counters": outputs.counters, "bytes_written": placed, "memory_digest": digest,
+                   "written": {f"0x{a:x}": len(d) for a, d in runs}}
+        if with_bytes:
+            summary["memory"] = {f"0x{a:x}": d.hex() for a, d in runs}
+        lines.append(json.dumps(summary))
         return "\n".join(lines)
     lines = []
-    for frame in frames:
-        title = f"#{frame['index']} {frame['length']}B" if frame["index"] is not None else "(not matched to a frame)"
+    for frame in outputs.frames:
+        title = f"#{frame.index} {lengths[frame.index]}B" if frame.index is not None else "(not matched to a frame)"
         body = [f"    to host: frame {p.reason}" if p.source == "frame"
-                else f"    to host: chunk {p.reason} assoc={p.association} {len(p.data)}B" for p in frame["host"]]
-        body += [f"    {_record_line(r)}" for r in frame["records"]]
+                else f"    to host: chunk {p.reason} assoc={p.association} {len(p.data)}B" for p in frame.host]
+        body += [f"    {_record_line(r)}" for r in frame.records]
         if not body:
             body = ["    no output (dropped; see the counters)"]
         lines.append(title)
         lines.extend(body)
     lines.append("counters: " + " ".join(f"{name}={value}" for name, value in outputs.counters.items()))
     lines.append(f"host memory: {placed} bytes written in {len(outputs.writes)} runs, sha256 {digest}")
+    if with_bytes:
+        for address, data in runs:
+            lines.extend(_hex_lines(address, data))
     return "\n".join(lines)

@@ -8,6 +8,11 @@ with :data:`CANARY`), ``AxiLiteMaster`` on ``s_axil`` and ``AxiStreamSink`` on
 ``m_axi_awaddr``...). A bus monitor records
 every byte the engine writes (from AW and the W strobes).
 
+:meth:`RxEngineTB.drain` waits until the engine has consumed every frame sent
+and every output has drained, judged from the engine itself (its counters,
+its ports and the valid of every stream inside it), never from a quiet spell
+of guessed length; past a cycle budget it raises :class:`EngineNotDrained`.
+
 :meth:`RxEngineTB.compare_with_model` checks everything against a
 :class:`model.engine.rx.ReceiveEngineModel` fed the same frames and returns
 one message per mismatch: the whole RAM (so a write outside the model's
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 
 import cocotb
 from cocotb.clock import Clock
+from cocotb.handle import HierarchyArrayObject, HierarchyObject, LogicObject
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiRamWrite, AxiStreamBus, AxiStreamFrame, AxiStreamSink,
                            AxiStreamSource, AxiWriteBus)
@@ -38,17 +44,46 @@ from model.engine.rx import FrameAction, FrameResult, ReceiveEngineModel, Segmen
 from sim.traffic.rx import EngineShape
 
 __all__ = ["CANARY", "RxEngineTB", "ReportRecord", "ExceptionPacket", "EngineResults", "pause_pattern",
-           "ConfigDoesNotFit", "check_config_fits"]
+           "ConfigDoesNotFit", "EngineNotDrained", "check_config_fits", "stream_valids"]
 
 CANARY = 0xC3
 ADDRESS_BITS = 64
-#: Quiet cycles (no valid on any port) after which the engine counts as idle;
-#: longer than the longest internal latency (a frame's CRC, decide and parse, < 100 cycles).
-IDLE_CYCLES = 200
+#: Cycles in a row with no stream inside the engine offering a transfer before it counts as drained.
+#: Work of data-dependent length (a frame read out, a refused payload discarded, a burst waiting for
+#: memory) always waits behind some stream's valid; only a register stage between two streams goes
+#: without one (1 cycle at most, measured on the sample capture and the malformed catalogue).
+SETTLE_CYCLES = 8
 
 
 class ConfigDoesNotFit(ValueError):
     """A configuration the engine's tables cannot hold."""
+
+
+class EngineNotDrained(AssertionError):
+    """The engine did not consume every frame and drain its outputs within the cycle budget."""
+
+
+def stream_valids(dut) -> dict[str, LogicObject]:
+    """The valid of every stream in the design, by hierarchical name: each 1-bit signal Amaranth names
+    ``<interface>__valid`` in any module, and the top level's AXI valids; not the register bus, which the
+    testbench drives itself. Verilator shows inner signals because cocotb-test builds with
+    ``--public-flat-rw``."""
+    found: dict[str, LogicObject] = {}
+
+    def walk(handle, path: str) -> None:
+        for child in handle:
+            name = child._name.strip()
+            if isinstance(child, (HierarchyObject, HierarchyArrayObject)):
+                walk(child, f"{path}{name}.")
+            elif (isinstance(child, LogicObject) and len(child) == 1 and name.endswith("valid")
+                  and "." not in name and ("__" in name or not path) and "axil" not in name):
+                found[path + name] = child
+
+    walk(dut, "")
+    if not any("." in name for name in found):
+        raise RuntimeError("no stream inside the engine is visible to the testbench "
+                           "(a simulator build without --public-flat-rw?)")
+    return found
 
 
 def pause_pattern(rng: random.Random, busy: float) -> Iterator[bool]:
@@ -157,13 +192,19 @@ class RxEngineTB:
         self._report_layout = report_layout(ADDRESS_BITS)
         self._exception_layout = exception_record_layout()
         self.cycle = 0
-        self._last_activity = 0
         self._bursts: list[int] = []  # AW addresses not yet finished on W
         self._beat = 0
         self._w_beats: list[tuple[int, bool]] = []  # (WSTRB, WLAST) of beats whose AW has not been seen
         self.written: list[tuple[int, int]] = []
         self._armed_queues: set[tuple[int, int]] = set()
         self.sent: list[bytes] = []
+        self._unsent = 0  # frames of `sent` not yet queued on the source
+        # Transfers seen on the output ports, to account for the counters (see `drain`).
+        self.report_records = 0
+        self.frame_exception_packets = 0
+        self.write_bursts = 0
+        self.write_responses = 0
+        self._valids = stream_valids(dut)
         cocotb.start_soon(self._monitor())
 
     # -- clock, reset, back-pressure --------------------------------------
@@ -176,20 +217,30 @@ class RxEngineTB:
 
     def set_backpressure(self, busy: float) -> None:
         """Random stalls on the RAM's AW, W and B channels and on both output sinks (0 = none)."""
-        for channel in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel, self.exc_sink,
-                        self.report_sink):
+        self.set_memory_stall(busy)
+        for channel in (self.exc_sink, self.report_sink):
+            channel.set_pause_generator(pause_pattern(self.rng, busy) if busy else None)
+
+    def set_memory_stall(self, busy: float) -> None:
+        """Random stalls on the RAM's AW, W and B channels only: memory back-pressure (0 = none)."""
+        for channel in (self.ram.aw_channel, self.ram.w_channel, self.ram.b_channel):
             channel.set_pause_generator(pause_pattern(self.rng, busy) if busy else None)
 
     async def _monitor(self) -> None:
-        """Records written byte runs and the last cycle anything moved or waited."""
+        """Records written byte runs and counts the transfers on the output ports."""
         dut, width = self.dut, self.width_bytes
         while True:
             await RisingEdge(dut.clk)
             self.cycle += 1
-            if (dut.s_axis_tvalid.value or dut.m_axis_exc_tvalid.value or dut.m_axis_report_tvalid.value
-                    or dut.m_axi_awvalid.value or dut.m_axi_wvalid.value or dut.m_axi_bvalid.value):
-                self._last_activity = self.cycle
+            if dut.m_axis_report_tvalid.value and dut.m_axis_report_tready.value:
+                self.report_records += 1
+            if dut.m_axis_exc_tvalid.value and dut.m_axis_exc_tready.value and dut.m_axis_exc_tlast.value:
+                record = _fields(self._exception_layout, int(dut.m_axis_exc_tuser.value))
+                self.frame_exception_packets += record["source"] == ExceptionSource.FRAME
+            if dut.m_axi_bvalid.value and dut.m_axi_bready.value:
+                self.write_responses += 1
             if dut.m_axi_awvalid.value and dut.m_axi_awready.value:
+                self.write_bursts += 1
                 self._bursts.append(int(dut.m_axi_awaddr.value) & -width)
             if dut.m_axi_wvalid.value and dut.m_axi_wready.value:
                 # AXI lets W run ahead of its AW: beats wait here for their burst's address.
@@ -273,24 +324,76 @@ class RxEngineTB:
     # -- traffic --------------------------------------------------------------
 
     async def send_frames(self, frames: Iterable[bytes], gaps: Iterable[int] | None = None) -> None:
-        """Queue the frames on ``s_axis``, ``gaps[i]`` idle cycles before frame ``i`` (back to back if None)."""
+        """Queue the frames on ``s_axis``, ``gaps[i]`` idle cycles before frame ``i`` (back to back if None).
+
+        The frames count as sent from the call on, so :meth:`drain` may run beside this coroutine."""
+        frames = [bytes(frame) for frame in frames]
+        self.sent.extend(frames)
+        self._unsent += len(frames)
         gaps = iter(gaps) if gaps is not None else None
         for frame in frames:
             idle = next(gaps, 0) if gaps is not None else 0
             if idle:
                 await self.source.wait()
                 await ClockCycles(self.dut.clk, idle)
-            await self.source.send(AxiStreamFrame(bytes(frame)))
-            self.sent.append(bytes(frame))
+            await self.source.send(AxiStreamFrame(frame))
+            self._unsent -= 1
 
     async def drain(self, timeout_cycles: int = 2_000_000) -> None:
-        """Wait until every frame went in and nothing has moved on any port for :data:`IDLE_CYCLES`."""
-        await self.source.wait()
-        start = self.cycle
-        while self.cycle - self._last_activity < IDLE_CYCLES:
+        """Wait until the engine has consumed every frame sent and every output has drained.
+
+        Drained means: every frame went into ``s_axis``; the frame receiver counted every one (the
+        ``frames`` counter); every segment verdict and chunk error it counted left as a report record,
+        and every frame exception as a packet; every write burst has its response; and no stream in
+        the engine has offered a transfer for :data:`SETTLE_CYCLES` cycles. Raises
+        :class:`EngineNotDrained`, saying how many frames were consumed, when ``timeout_cycles`` pass
+        first."""
+        start, quiet = self.cycle, 0
+        valids = list(self._valids.values())
+        while True:
+            await RisingEdge(self.dut.clk)
             if self.cycle - start > timeout_cycles:
-                raise AssertionError(f"engine still busy after {timeout_cycles} cycles")
-            await ClockCycles(self.dut.clk, 16)
+                raise EngineNotDrained(await self._not_drained(timeout_cycles))
+            if self._unsent or not self.source.idle() or any(valid.value for valid in valids):
+                quiet = 0
+                continue
+            quiet += 1
+            if quiet >= SETTLE_CYCLES:
+                if not await self._unaccounted():
+                    return
+                quiet = 0
+
+    async def _unaccounted(self) -> list[str]:
+        """What the counters say the engine did that has not (yet) shown on its ports."""
+        counters = await self.counters()
+        segments = sum(counters[f"segments_{status.name.lower()}"] for status in SegmentStatus)
+        problems = []
+        if counters["frames"] != len(self.sent) % (1 << 32):
+            problems.append(f"it consumed {counters['frames']} of the {len(self.sent)} frames sent")
+        if self.report_records != segments + counters["chunk_errors"]:
+            problems.append(f"{self.report_records} report records left it, its counters say "
+                            f"{segments} segments and {counters['chunk_errors']} chunk errors")
+        if self.frame_exception_packets != counters["exceptions"]:
+            problems.append(f"{self.frame_exception_packets} frames left on its exception stream, its counters "
+                            f"say {counters['exceptions']}")
+        if self.write_bursts != self.write_responses:
+            problems.append(f"{self.write_bursts - self.write_responses} write bursts wait for their response")
+        return problems
+
+    async def _not_drained(self, timeout_cycles: int) -> str:
+        problems = await self._unaccounted() or [f"it consumed all {len(self.sent)} frames sent"]
+        if self._unsent or not self.source.idle():
+            problems.append(f"{self._unsent} frames not yet queued on s_axis, the source "
+                            f"{'busy' if not self.source.idle() else 'idle'}")
+        busy = [name for name, valid in self._valids.items() if valid.value]
+        if busy:
+            problems.append("streams still offering a transfer: " + ", ".join(busy[:8])
+                            + (f" and {len(busy) - 8} more" if len(busy) > 8 else ""))
+        return f"the engine did not drain within {timeout_cycles} cycles: " + "; ".join(problems)
+
+    async def counters(self) -> dict[str, int]:
+        """Every counter of the register map, read over AXI4-Lite."""
+        return {name: await self.read_register(offset) for name, offset in self.map.counters.items()}
 
     # -- results ----------------------------------------------------------------
 
@@ -312,8 +415,7 @@ class RxEngineTB:
         while not self.exc_sink.empty():
             packet = self._exception(self.exc_sink.recv_nowait())
             (out.frame_exceptions if packet.source == ExceptionSource.FRAME else out.chunk_exceptions).append(packet)
-        for name, offset in self.map.counters.items():
-            out.counters[name] = await self.read_register(offset)
+        out.counters = await self.counters()
         return out
 
     async def compare_with_model(self, model: ReceiveEngineModel, frame_results: list[FrameResult]) -> list[str]:

@@ -29,6 +29,10 @@ from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
     (["bench", "e2e", "--total", "0"], "below the minimum of 1"),
     (["bench", "model", "--seconds", "0"], "not a number above 0"),
     (["replay", str(SAMPLE_CAPTURE), "--config", str(SAMPLE_CONFIG), "--width", "7"], "invalid choice"),
+    (["replay", str(SAMPLE_CAPTURE), "--config", str(SAMPLE_CONFIG), "--gap", "-1"], "below the minimum of 0"),
+    (["replay", str(SAMPLE_CAPTURE), "--config", str(SAMPLE_CONFIG), "--gap", "2.5"], "not a whole number"),
+    (["replay", str(SAMPLE_CAPTURE), "--config", str(SAMPLE_CONFIG), "--memory-stall", "1"], "not below 1"),
+    (["replay", str(SAMPLE_CAPTURE), "--config", str(SAMPLE_CONFIG), "--memory-stall", "-0.1"], "not a probability"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:

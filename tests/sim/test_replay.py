@@ -1,15 +1,24 @@
-"""`rnic replay`: the sample capture through the RTL receive engine and through the model.
+"""`rnic replay`: captures through the RTL receive engine and through the model.
 
-The expected placements are derived here from the capture and its
-configuration, not copied from a run: every frame is decoded with the
-model's codecs (Ethernet, IPv4, UDP, SCTP, the RFC 5043 DDP Segment Chunk,
-the RFC 5041 DDP headers) and each DDP segment is placed by the RFC 5041
-rules alone (tagged: the region of its STag at TO - base TO, 4.2 and 8.3.1;
-untagged: the buffer its QN and MSN name, at MO, 4.3; the first error stops
-the stream, 7.1), without the receive engine's scoreboard.
+The expected placements of the sample capture are derived here from the
+capture and its configuration, not copied from a run: every frame is decoded
+with the model's codecs (Ethernet, IPv4, UDP, SCTP, the RFC 5043 DDP Segment
+Chunk, the RFC 5041 DDP headers) and each DDP segment is placed by the
+RFC 5041 rules alone (tagged: the region of its STag at TO - base TO, 4.2 and
+8.3.1; untagged: the buffer its QN and MSN name, at MO, 4.3; the first error
+stops the stream, 7.1), without the receive engine's scoreboard.
+
+The captures built here (with `sim.traffic.rx` and the model's codecs) each
+come with what must be listed under every frame, from how the frame was
+built and the RFC rule it meets: a refused segment long enough to keep the
+engine discarding for hundreds of cycles, chunk walks that break (RFC 4960
+3.2), and a frame retransmitted with the same TSN. The RTL backend must list
+the same as the model backend.
 """
 
 import json
+import re
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +28,17 @@ from model.ddp.memory import Access
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import DdpSegment
 from model.engine.config import ReceiveConfig
-from model.net.frames import Frame
-from model.net.pcap import read_capture
+from model.net.frames import Frame, build_frame
+from model.net.pcap import read_capture, write_pcap
 from model.rdmap.messages import Opcode, rdmap_control_of
-from model.sctp.packet import PPID_DDP_SEGMENT, DataChunk, SctpPacket
+from model.sctp.packet import COMMON_HEADER_LENGTH, PPID_DDP_SEGMENT, DataChunk, SctpPacket, walk_chunks
 from sim.cli import main
-from sim.commands.replay import memory_digest
+from sim.commands.replay import (FrameOutputs, Record, ReplayFailed, attribute_in_order, memory_digest, replay_model,
+                                 replay_rtl)
 from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
+from sim.traffic.rx import FLAG_B, FLAG_E, FLAG_U, PEER_MAC, Catalogue, EngineShape, catalogue_config
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 CAPTURE, CONFIG = str(SAMPLE_CAPTURE), str(SAMPLE_CONFIG)
 
@@ -143,6 +156,30 @@ def test_json_lines(capsys):
     assert summary["counters"]["segments_error"] == ERRORS
     assert summary["memory_digest"] == memory_digest(RUNS)
     assert summary["written"] == {f"0x{address:x}": len(data) for address, data in sorted(RUNS.items())}
+    assert "memory" not in summary
+
+
+def test_json_bytes_give_the_placed_bytes(capsys):
+    """--bytes adds every written run's contents: the payloads the RFC 5041 placement puts there."""
+    summary = json.loads(replay(capsys, "--model", "--json", "--bytes").splitlines()[-1])
+    assert summary["memory"] == {f"0x{address:x}": data.hex() for address, data in sorted(RUNS.items())}
+    first = min(RUNS)
+    text = replay(capsys, "--model", "--bytes")
+    assert f"    0x{first:x}: {RUNS[first][:32].hex()}" in text.splitlines()
+
+
+def test_json_keys_are_documented_in_the_readme(capsys):
+    """Every key `--json --bytes` prints, at every level, is named in the README's replay section."""
+    section = README.read_text().split("### `rnic replay`")[1].split("\n## ")[0].split("\n### ")[0]
+    documented = set(re.findall(r"`([a-z_]+)`", section))
+    lines = [json.loads(line) for line in replay(capsys, "--model", "--json", "--bytes").splitlines()]
+    keys = set()
+    for line in lines[:-1]:
+        keys |= set(line)
+        for item in line["host"] + line["records"]:
+            keys |= set(item)
+    keys |= set(lines[-1]) | set(lines[-1]["counters"])
+    assert keys - documented == set()
 
 
 @pytest.mark.cocotb
@@ -180,3 +217,238 @@ def test_rtl_replay_without_the_sim_extra_names_the_extra(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "needs the 'sim' extra" in err and "rnic_no_such_package.axi" in err and "rnic-sctp[sim]" in err
     assert main(["replay", CAPTURE, "--config", CONFIG, "--model"]) == 0  # the model needs no extra
+
+
+# -- captures built for the replay's own failure modes -------------------------------------------
+
+SHAPE = EngineShape()
+
+
+@dataclass(frozen=True)
+class Case:
+    """A capture and its configuration on disk, with what must be listed under each frame."""
+
+    capture: Path
+    config: Path
+    frames: list[bytes]
+    expected: list[list[tuple]]  # per frame: ("segment", tsn, status), ("chunk_error", tsn, kind), (source, reason)
+
+
+def write_case(tmp_path: Path, config: ReceiveConfig, frames: list[tuple[bytes, list[tuple]]]) -> Case:
+    capture, path = tmp_path / "case.pcap", tmp_path / "case.json"
+    capture.write_bytes(write_pcap((i * 1e-3, frame) for i, (frame, _) in enumerate(frames)))
+    path.write_text(json.dumps(config.to_dict()))
+    return Case(capture, path, [frame for frame, _ in frames], [sorted(expected) for _, expected in frames])
+
+
+def data_tsns(frame: bytes) -> list[int]:
+    """The TSNs of the DATA chunks a frame carries, up to where its chunk walk breaks (RFC 4960 3.2)."""
+    sctp = Frame.decode(frame, verify=False).sctp
+    return [c.data_tsn for c in walk_chunks(sctp[COMMON_HEADER_LENGTH:]) if getattr(c, "data_tsn", None) is not None]
+
+
+def listing(lines: list[dict]) -> list[list[tuple]]:
+    """What the JSON output lists under each captured frame, in the expectation's terms."""
+    def entry(item: dict) -> tuple:
+        if "source" in item:
+            return item["source"], item["reason"]
+        if item["kind"] == "chunk_error":
+            return "chunk_error", item["tsn"], item["chunk_error"]
+        return "segment", item["tsn"], item["status"]
+    assert all(line["index"] is not None for line in lines[:-1]), "an output was matched to no frame"
+    return [sorted(entry(item) for item in line["host"] + line["records"]) for line in lines[:-1]]
+
+
+def run_case(capsys, case: Case, *extra: str) -> tuple[list[dict], str]:
+    assert main(["replay", str(case.capture), "--config", str(case.config), "--json", *extra]) == 0
+    captured = capsys.readouterr()
+    return [json.loads(line) for line in captured.out.splitlines()], captured.err
+
+
+def broadcast_frame() -> bytes:
+    """Not for our MAC: the whole frame goes to the host (NOT_LOCAL_MAC)."""
+    return build_frame(b"\0" * 16, PEER_MAC, bytes.fromhex("ffffffffffff"), "10.0.0.1", "10.0.0.255")
+
+
+def long_refused_segment_case(tmp_path: Path, width: int) -> Case:
+    """An RDMA Write to an unregistered STag with 250 beats of payload: refused (RFC 5041 7.1 tagged
+    item 1, DDP error type 1 code 0x00, 7.2), and the engine discards its payload a beat per cycle
+    for longer than the 200 quiet cycles the old testbench took for the end; then frames of every
+    kind, on other streams, which the error must not touch."""
+    config = catalogue_config(SHAPE)
+    c = Catalogue(config, SHAPE)
+    refused = c.segment_frame(0, 0, c.write(stag=Catalogue.STAG_UNREGISTERED, length=250 * width))
+    probes = [c.probe(0, 1), c.probe(1, 0), c.probe(0, 2)]
+    ordered = c.frame(1, [c.sender.segment(1, 1, c.write(), flags=FLAG_B | FLAG_E)])  # U=0, RFC 5043 10
+    last = c.probe(0, 3)
+    return write_case(tmp_path, config, [
+        (refused, [("segment", data_tsns(refused)[0], "ERROR")]),
+        *[(probe, [("segment", data_tsns(probe)[0], "ACCEPTED")]) for probe in probes],
+        (ordered, [("chunk_error", data_tsns(ordered)[0], "ORDERED")]),
+        (broadcast_frame(), [("frame", "NOT_LOCAL_MAC")]),
+        (last, [("segment", data_tsns(last)[0], "ACCEPTED")]),
+    ])
+
+
+def broken_walks_case(tmp_path: Path) -> Case:
+    """Chunk walks that break (RFC 4960 3.2: a Length below 4, a Length past the packet) and DATA
+    chunks in error, each reported with the TSN it holds or 0 (RFC 5043 9, 10, 5.2.2), between
+    frames whose segments are placed."""
+    config = catalogue_config(SHAPE)
+    c = Catalogue(config, SHAPE)
+    s = c.sender
+    first = s.segment(0, 0, c.write())
+    zero_length = c.frame(0, [first, struct.pack("!BBH", 0, FLAG_U | FLAG_B | FLAG_E, 0) + bytes(12)])
+    past_end = bytearray(s.segment(0, 1, c.write()))
+    struct.pack_into("!H", past_end, 2, len(past_end) + 64)
+    past_end_frame = c.frame(0, [bytes(past_end)])
+    no_tsn = c.frame(0, [struct.pack("!BBH", 0, FLAG_U | FLAG_B | FLAG_E, 6) + bytes(4)])  # DATA of 6 bytes
+    ordered = c.frame(0, [s.segment(0, 2, c.write(), flags=FLAG_B | FLAG_E)])
+    fragmented, placed = s.segment(1, 0, c.write(), flags=FLAG_U | FLAG_B), s.segment(1, 0, c.write())
+    bundle = c.frame(1, [fragmented, placed])
+    probe = c.probe(0, 3)
+    return write_case(tmp_path, config, [
+        (zero_length, [("segment", data_tsns(zero_length)[0], "ACCEPTED"), ("chunk_error", 0, "TOO_SHORT")]),
+        (past_end_frame, [("chunk_error", 0, "PAST_END")]),
+        (no_tsn, [("chunk_error", 0, "TOO_SHORT")]),
+        (ordered, [("chunk_error", data_tsns(ordered)[0], "ORDERED")]),
+        (bundle, [("chunk_error", data_tsns(bundle)[0], "FRAGMENTED"),
+                  ("segment", data_tsns(bundle)[1], "ACCEPTED")]),
+        (probe, [("segment", data_tsns(probe)[0], "ACCEPTED")]),
+    ])
+
+
+def retransmission_case(tmp_path: Path) -> Case:
+    """A segment first sent with a CRC32c that fails (discarded, RFC 4960 6.8), then retransmitted
+    with the same TSN (RFC 4960 6.3.3), then the retransmission again byte for byte: the engine keeps
+    no TSN state (duplicates are the host SCTP's to detect, RFC 4960 6.2), so both copies are placed,
+    each listed under itself."""
+    config = catalogue_config(SHAPE)
+    c = Catalogue(config, SHAPE)
+    chunk = c.sender.segment(0, 0, c.write())
+    lost = c.frame(0, [chunk], bad_crc=True)
+    retransmitted = c.frame(0, [chunk])
+    later = c.probe(0, 0)
+    tsn = data_tsns(retransmitted)[0]
+    return write_case(tmp_path, config, [
+        (lost, []),
+        (retransmitted, [("segment", tsn, "ACCEPTED")]),
+        (retransmitted, [("segment", tsn, "ACCEPTED")]),
+        (later, [("segment", data_tsns(later)[0], "ACCEPTED")]),
+    ])
+
+
+@pytest.mark.parametrize("build", [broken_walks_case, retransmission_case])
+def test_model_lists_every_output_under_its_own_frame(tmp_path, capsys, build):
+    case = build(tmp_path)
+    lines, _ = run_case(capsys, case, "--model")
+    assert listing(lines) == case.expected
+
+
+def test_model_lists_the_frames_after_a_long_refused_segment(tmp_path, capsys):
+    case = long_refused_segment_case(tmp_path, 8)
+    lines, _ = run_case(capsys, case, "--model")
+    assert listing(lines) == case.expected
+    assert lines[0]["records"][0]["error"] == [1, 1, 0]  # DDP, tagged buffer error, invalid STag (RFC 5041 7.2)
+
+
+def model_frames(case: Case) -> list[FrameOutputs]:
+    return replay_model(case.capture.read_bytes(), ReceiveConfig.from_json(case.config.read_text())).frames
+
+
+def test_an_engine_output_the_model_lacks_is_listed_apart_and_the_rest_keep_their_frames(tmp_path):
+    reference = model_frames(broken_walks_case(tmp_path))
+    items = [item for frame in reference for item in frame.host + frame.records]
+    stray = Record("chunk_error", 0, 0xDEAD, chunk_error="ORDERED")
+    frames = attribute_in_order(items[:2] + [stray] + items[2:], reference)
+    assert frames[:-1] == reference
+    assert frames[-1] == FrameOutputs(None, [], [stray])
+
+
+def test_an_output_the_engine_lacks_leaves_the_later_ones_on_their_frames(tmp_path):
+    case = broken_walks_case(tmp_path)
+    reference = model_frames(case)
+    ordered = next(r for r in reference[3].records if r.chunk_error == "ORDERED")
+    items = [item for frame in reference for item in frame.host + frame.records if item is not ordered]
+    frames = attribute_in_order(items, reference)
+    assert frames[3].records == [] and len(frames) == len(case.frames)
+    assert [f.records for i, f in enumerate(frames) if i != 3] == [f.records for i, f in enumerate(reference) if i != 3]
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("width", [8, 32])
+def test_rtl_processes_every_frame_after_a_long_refused_segment(tmp_path, capsys, width):
+    case = long_refused_segment_case(tmp_path, width)
+    model, _ = run_case(capsys, case, "--model")
+    rtl, err = run_case(capsys, case, "--width", str(width))
+    assert listing(rtl) == case.expected
+    assert rtl == model
+    assert f"consumed {len(case.frames)} frames and drained" in err
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("build", [broken_walks_case, retransmission_case])
+def test_rtl_lists_every_output_under_its_own_frame(tmp_path, capsys, build):
+    case = build(tmp_path)
+    model, _ = run_case(capsys, case, "--model")
+    rtl, _ = run_case(capsys, case)
+    assert listing(rtl) == case.expected
+    assert rtl == model
+
+
+def sample_beats(width: int) -> list[int]:
+    return [-(-len(record.data) // width) for record in read_capture(SAMPLE_CAPTURE.read_bytes())]
+
+
+def drained_cycles(err: str) -> int:
+    return int(re.search(r"drained in (\d+) cycles", err).group(1))
+
+
+@pytest.mark.cocotb
+def test_rtl_gaps_between_frames_change_the_timing_not_the_output(capsys):
+    gap = 13
+    model = replay(capsys, "--model", "--json")
+    assert main(["replay", CAPTURE, "--config", CONFIG, "--json", "--gap", str(gap)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == model
+    beats = sample_beats(8)
+    # The last frame cannot start before every earlier frame went in, each after its gap.
+    assert drained_cycles(captured.err) > sum(beats[:-1]) + gap * (len(beats) - 1)
+
+
+@pytest.mark.cocotb
+def test_rtl_memory_back_pressure_changes_the_timing_not_the_output(capsys):
+    model = replay(capsys, "--model", "--json")
+    assert main(["replay", CAPTURE, "--config", CONFIG, "--json"]) == 0
+    free = capsys.readouterr()
+    assert main(["replay", CAPTURE, "--config", CONFIG, "--json", "--memory-stall", "0.6"]) == 0
+    stalled = capsys.readouterr()
+    assert stalled.out == free.out == model
+    assert drained_cycles(stalled.err) > drained_cycles(free.err)
+
+
+def test_model_says_the_rtl_options_do_not_apply(capsys):
+    plain = replay(capsys, "--model")
+    assert main(["replay", CAPTURE, "--config", CONFIG, "--model", "--gap", "5", "--memory-stall", "0.5"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == plain and "do not apply" not in captured.out
+    assert "--gap and --memory-stall apply to the RTL engine" in captured.err
+
+
+@pytest.mark.cocotb
+def test_rtl_replay_that_cannot_drain_in_its_budget_says_how_far_it_got(tmp_path):
+    """The first frame alone is 250 beats: after 100 cycles the engine has consumed none of them."""
+    case = long_refused_segment_case(tmp_path, 8)
+    with pytest.raises(ReplayFailed, match=rf"did not drain within 100 cycles: it consumed 0 of the "
+                                           rf"{len(case.frames)} frames sent"):
+        replay_rtl(case.capture, case.config, 8, budget_cycles=100)
+
+
+def test_rtl_replay_refuses_an_empty_frame(tmp_path, capsys):
+    """A capture record of no bytes has no AXI4-Stream transfer to carry it: one line, exit 1, no simulation."""
+    frames = [record.data for record in read_capture(SAMPLE_CAPTURE.read_bytes())]
+    capture = tmp_path / "empty.pcap"
+    capture.write_bytes(write_pcap([(0.0, frames[0]), (0.1, b""), (0.2, frames[1])]))
+    assert main(["replay", str(capture), "--config", CONFIG]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "frame #1 is empty" in err[0]
