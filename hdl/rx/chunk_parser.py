@@ -32,8 +32,9 @@ Pipeline (each stage registered or a FIFO; nothing waits on a whole chunk):
    end of one chunk and the start of the next is emitted twice;
 3. *header* stages: *gather* merges the chunk's first 20 bytes from its
    pieces into a register; *classify* decides from that register, writes
-   ``seg_meta``/``exc_meta``/``errors`` and a routing descriptor; pieces wait
-   in a FIFO meanwhile;
+   ``seg_meta``/``exc_meta``/``errors`` and a routing descriptor into a
+   register, written to their FIFOs on the next cycle; pieces wait in a FIFO
+   meanwhile;
 4. *router*: sends each chunk's pieces to one of two :class:`~hdl.stream.realign.Realign`
    (drop ``offset + 18`` for ``seg``, ``offset`` for ``exc``) or discards them.
 
@@ -44,8 +45,8 @@ overflows its last beat. So at W = 8 a stream of large DDP segments runs at
 one beat per cycle except for at most 2 cycles per chunk; small chunks cost
 one cycle each at any W (up to W/4 of them share a beat at wide W). A packet
 costs nothing beyond its beats (the common-header beat at W = 8 is walked
-like any other). Latency from a beat to its realigned output: about 8 cycles
-(beat stage, walker, gather, piece queue, router/realigner output register,
+like any other). Latency from a beat to its realigned output: about 9 cycles
+(beat stage, walker, gather, classify, piece queue, router/realigner output register,
 output :class:`~hdl.stream.queue.Queue`). Every output leaves through a
 Queue, so no ready/valid path crosses the block's ports.
 
@@ -305,8 +306,8 @@ class ChunkParser(wiring.Component):
         desc_layout = data.StructLayout({"dest": _Dest, "drop": range(width - 4 + _SEGMENT_OFFSET + 1)})
         descs = m.submodules.descs = Queue(desc_layout, depth)
         seg_metas = m.submodules.seg_metas = Queue(segment_meta_layout(), depth)
-        exc_metas = m.submodules.exc_metas = Queue(exception_meta_layout(), 4)
-        errors = m.submodules.errors = Queue(chunk_error_layout(), 4)
+        exc_metas = m.submodules.exc_metas = Queue(exception_meta_layout(), 8)
+        errors = m.submodules.errors = Queue(chunk_error_layout(), 8)
         for port, queue in ((self.seg_meta, seg_metas), (self.exc_meta, exc_metas), (self.errors, errors)):
             wiring.connect(m, queue.source, wiring.flipped(port))
 
@@ -362,12 +363,12 @@ class ChunkParser(wiring.Component):
                     b_decided.eq(decided | decide),
                 ]
 
-        # 3b. classify the registered header, write the FIFOs.
-        # Room in every FIFO for the next write, from the levels one cycle ago (at most one write
-        # a cycle, so two free entries then leave one now): keeps the level logic off this path.
+        # 3b. classify the registered header into a registered decision (3c writes the FIFOs).
+        # Room in every FIFO, from the levels one cycle ago: at most one write a cycle, and a
+        # chunk taken now is written one cycle later, so three free entries then leave one for it.
         queues = (pieces, descs, seg_metas, exc_metas, errors)
         room = Signal()
-        m.d.sync += room.eq(Cat(queue.level <= queue.depth - 2 for queue in queues).all())
+        m.d.sync += room.eq(Cat(queue.level <= queue.depth - 3 for queue in queues).all())
         m.d.comb += gathered_ready.eq(room)
         g_accept = gathered_valid & gathered_ready
         merged = gathered_words
@@ -404,32 +405,42 @@ class ChunkParser(wiring.Component):
             m.d.comb += dest.eq(_Dest.SEG)
 
         walker_error = gathered.error != 0
-        write = g_accept & ~walker_error
+        desc = Signal.like(descs.sink.payload)
+        seg_meta = Signal.like(seg_metas.sink.payload)
+        exc_meta = Signal.like(exc_metas.sink.payload)
+        error_record = Signal.like(errors.sink.payload)
+        write_piece, write_desc, write_seg_meta, write_exc_meta, write_error = (Signal() for _ in range(5))
+        piece_beat = Signal.like(pieces.sink.payload)
         record = g_accept & decide & ~walker_error
-        desc = descs.sink.payload
-        seg_meta = seg_metas.sink.payload
-        exc_meta = exc_metas.sink.payload
-        error_record = errors.sink.payload
-        m.d.comb += [
-            pieces.sink.valid.eq(write),
-            pieces.sink.payload.eq(gathered.beat),
-            descs.sink.valid.eq(record),
+        m.d.sync += [
+            write_piece.eq(g_accept & ~walker_error),
+            piece_beat.eq(gathered.beat),
+            write_desc.eq(record),
             desc.dest.eq(dest),
             desc.drop.eq(Cat(Const(0, 2), start) + Mux(dest == _Dest.SEG, _SEGMENT_OFFSET, 0)),
-            seg_metas.sink.valid.eq(record & (dest == _Dest.SEG)),
+            write_seg_meta.eq(record & (dest == _Dest.SEG)),
             seg_meta.association.eq(gathered.association),
             seg_meta.tsn.eq(tsn),
             seg_meta.stream_id.eq(stream_id),
             seg_meta.ddp_ssn.eq(ddp_ssn),
             seg_meta.length.eq(length - _SEGMENT_OFFSET),
-            exc_metas.sink.valid.eq(record & (dest == _Dest.EXC)),
+            write_exc_meta.eq(record & (dest == _Dest.EXC)),
             exc_meta.association.eq(gathered.association),
             exc_meta.reason.eq(reason),
             exc_meta.length.eq(length),
-            errors.sink.valid.eq(g_accept & (walker_error | (decide & (error != 0)))),
+            write_error.eq(g_accept & (walker_error | (decide & (error != 0)))),
             error_record.association.eq(gathered.association),
             error_record.tsn.eq(Mux(walker_error, 0, tsn)),
             error_record.kind.eq(Mux(walker_error, gathered.error, error)),
+        ]
+
+        # 3c. write the FIFOs from the registered decision.
+        m.d.comb += [
+            pieces.sink.valid.eq(write_piece), pieces.sink.payload.eq(piece_beat),
+            descs.sink.valid.eq(write_desc), descs.sink.payload.eq(desc),
+            seg_metas.sink.valid.eq(write_seg_meta), seg_metas.sink.payload.eq(seg_meta),
+            exc_metas.sink.valid.eq(write_exc_meta), exc_metas.sink.payload.eq(exc_meta),
+            errors.sink.valid.eq(write_error), errors.sink.payload.eq(error_record),
         ]
 
         # ---- 4. router -----------------------------------------------------
