@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -57,6 +58,19 @@ def count(text: str) -> int:
 def size(text: str) -> int:
     """A byte count, 0 or more."""
     return _integer(text, 0)
+
+
+def demo_size(text: str) -> int:
+    """Bytes per demo operation: 0 up to what the demo's host memory map gives each buffer."""
+    from sim.commands.demo import INVALIDATE_TARGETS, READ_SINK, RECEIVE_BUFFERS, SEND_VARIANTS, SOURCE, WRITE_SINK
+
+    value = size(text)
+    largest = min(WRITE_SINK - SOURCE, READ_SINK - WRITE_SINK, RECEIVE_BUFFERS - READ_SINK,
+                  (INVALIDATE_TARGETS - RECEIVE_BUFFERS) // len(SEND_VARIANTS))
+    if value > largest:
+        raise argparse.ArgumentTypeError(f"{text} is above the maximum of {largest} ({largest >> 20} MiB): the "
+                                         "demo's buffers are that far apart in host memory")
+    return value
 
 
 def cycles(text: str) -> int:
@@ -164,8 +178,7 @@ def _sim_extra_missing(command: str, purpose: str) -> bool:
 def _replay(args: argparse.Namespace) -> int:
     from model.engine.config import ReceiveConfig
     from model.errors import RnicError
-    from model.net.pcap import read_capture
-    from sim.commands.replay import format_replay, replay_model, replay_rtl
+    from sim.commands.replay import capture_frames, format_replay, replay_model, replay_rtl, rtl_misfit
 
     try:
         capture = Path(args.capture).read_bytes()
@@ -173,34 +186,33 @@ def _replay(args: argparse.Namespace) -> int:
     except OSError as error:
         print(f"rnic replay: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
         return 1
-    except (RnicError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError:
+        print(f"rnic replay: {args.config}: not a JSON text file (not UTF-8)", file=sys.stderr)
+        return 1
+    except RnicError as error:
         print(f"rnic replay: {args.config}: {error}", file=sys.stderr)
         return 1
     try:
-        frames = sum(1 for _ in read_capture(capture))
+        frames = len(capture_frames(capture))
     except RnicError as error:
         print(f"rnic replay: {args.capture}: {error}", file=sys.stderr)
         return 1
-    if frames == 0:
-        print(f"rnic replay: {args.capture}: the capture holds no frame", file=sys.stderr)
+    misfit = rtl_misfit(config)
+    if misfit is not None and not args.model:
+        print(f"rnic replay: {args.config}: does not fit the RTL engine, only the model (--model): {misfit}",
+              file=sys.stderr)
         return 1
     try:
         if args.model:
+            if misfit is not None:
+                print(f"rnic replay: {args.config}: fits the model only, not the RTL engine: {misfit}",
+                      file=sys.stderr)
             if args.gap or args.memory_stall:
                 print("rnic replay: --gap and --memory-stall apply to the RTL engine; the model has no clock "
                       "(ignored)", file=sys.stderr)
             outputs = replay_model(capture, config)
         else:
             if _sim_extra_missing("replay", "replaying through the RTL engine (without --model)"):
-                return 1
-            from sim.tb.rx_engine_tb import ConfigDoesNotFit, check_config_fits
-            from sim.traffic.rx import EngineShape
-            from sim.tb.rx_replay import MEMORY_BYTES
-            try:
-                check_config_fits(config, EngineShape(), MEMORY_BYTES)
-            except ConfigDoesNotFit as error:
-                print(f"rnic replay: {args.config}: the engine cannot hold this configuration: {error}",
-                      file=sys.stderr)
                 return 1
             outputs = replay_rtl(Path(args.capture), Path(args.config), args.width, gap=args.gap,
                                  memory_stall=args.memory_stall)
@@ -214,8 +226,14 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _bench_rx(args: argparse.Namespace) -> int:
-    from sim.commands.bench_rx import run_rx_bench
+    from sim.commands.bench_rx import largest_payload, run_rx_bench
 
+    widest = max(args.widths)
+    limit = largest_payload(widest)
+    too_long = [payload for payload in args.payloads if payload > limit]
+    if too_long:
+        args.usage_error(f"argument --payloads: {too_long[0]} is above the maximum of {limit} at W = {widest}: "
+                         "a longer frame does not fit the engine's frame buffer")
     if _sim_extra_missing("bench rx", "the RTL engine under Verilator"):
         return 1
 
@@ -241,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnic", description="Open RNIC for iWARP over SCTP (RFC 5040, 5041, 5043, 6581)."
     )
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     dissect = commands.add_parser(
@@ -286,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     rx.add_argument("--frames", type=count, default=24, help="back-to-back frames per payload size")
     rx.add_argument("--synth", action="store_true", help="also synthesize the engine (minutes per width)")
     rx.add_argument("--target-mhz", type=positive_number, default=156.25, help="clock the synthesis aims at (MHz)")
-    rx.set_defaults(handler=_bench_rx)
+    rx.set_defaults(handler=_bench_rx, usage_error=rx.error)
 
     demo = commands.add_parser("demo", help="two software RNICs run every RDMAP operation over a lossy link")
     demo.add_argument("--loss", type=probability, default=0.0,
@@ -294,15 +313,33 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--pcap", metavar="FILE", type=output_file, help="write the frames the link delivered as a libpcap file")
     demo.add_argument("--seed", type=int, default=1, help="seed of the link and the hosts (default 1)")
     demo.add_argument("--udp", action="store_true", help="SCTP over UDP port 9899 (RFC 6951)")
-    demo.add_argument("--size", type=size, default=1 << 20, help="bytes per operation (default 1 MiB)")
+    demo.add_argument("--size", type=demo_size, default=1 << 20,
+                      help="bytes per operation, 0 to 16 MiB (default 1 MiB)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     demo.set_defaults(handler=_demo)
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"rnic {version('rnic-sctp')}"
+    except PackageNotFoundError:
+        return "rnic (version unknown: the rnic-sctp package is not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print(f"\nrnic {args.command}: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
+    except BrokenPipeError:
+        # The reader of stdout went away (`rnic dissect ... | head`): nothing left to print to.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

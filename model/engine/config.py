@@ -180,7 +180,8 @@ class _Reader:
     def done(self) -> None:
         unknown = set(self.value) - self.used
         if unknown:
-            raise ConfigError(f"{self.where}: unknown field(s) {', '.join(sorted(unknown))}")
+            names = (name if name.isprintable() else repr(name) for name in sorted(unknown))
+            raise ConfigError(f"{self.where}: unknown field(s) {', '.join(names)}")
 
     def integer(self, key: str, bits: int, default: Any = ...) -> int:
         raw = self._get(key, default)
@@ -188,7 +189,7 @@ class _Reader:
             try:
                 raw = int(raw, 0)
             except ValueError:
-                raise ConfigError(f"{self.where}.{key}: '{raw}' is not an integer") from None
+                raise ConfigError(f"{self.where}.{key}: {raw!r} is not an integer") from None
         if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < 1 << bits:
             raise ConfigError(f"{self.where}.{key}: {raw!r} is not an integer of {bits} bits")
         return raw
