@@ -47,6 +47,7 @@ from model.rnic.events import (
     Closed,
     Connected,
     Failed,
+    RdmapTerminated,
     ReadCompletion,
     ReceiveCompletion,
     RnicEvent,
@@ -55,6 +56,7 @@ from model.rnic.events import (
     WorkCompletion,
     WriteArrived,
 )
+from model.errors import TerminateLayer, error_name
 from model.sctp.packet import ErrorCauseCode
 
 STREAM = 0
@@ -340,6 +342,12 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
     link = bed.link.stats
     for side in Side:
         print(f"teardown {side.name}: {_teardown_text(result.teardown.get(side))}", file=out)
+    for side in Side:
+        for event in bed.of(side, RdmapTerminated):
+            layer, etype, code = event.terminate.number
+            layer_name = {known.value: known.name for known in TerminateLayer}.get(layer, f"layer {layer}")
+            print(f"terminate {side.name}: {'sent' if event.sent else 'received'} on stream {event.stream_id}, "
+                  f"{layer_name} type {etype} code 0x{code:02x} ({error_name(layer, etype, code)})", file=out)
     print(f"link frames: sent {link.sent}, lost {link.lost}, duplicated {link.duplicated}, "
           f"reordered {link.reordered}, corrupted {link.corrupted}", file=out)
     print(f"time: simulated {bed.now:.3f} s (data phase {result.data_seconds:.3f} s), wall {result.wall_seconds:.2f} s",

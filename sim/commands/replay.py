@@ -28,7 +28,7 @@ from pathlib import Path
 
 from model.engine.config import ReceiveConfig
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
-from model.errors import RnicError
+from model.errors import RnicError, error_name
 from model.net.pcap import CaptureRecord, LinkType, read_capture
 from sim.traffic.rx import ConfigDoesNotFit, EngineShape, check_config_fits
 
@@ -312,7 +312,7 @@ def _record_line(record: Record) -> str:
         text += f", message complete ({record.message_length}B)"
     if record.error is not None:
         layer, etype, code = record.error
-        text += f" {_LAYERS.get(layer, layer)} type {etype} code 0x{code:02x}"
+        text += f" {_LAYERS.get(layer, layer)} type {etype} code 0x{code:02x} ({error_name(layer, etype, code)})"
     return text
 
 
@@ -330,6 +330,7 @@ def _json_item(item: HostPacket | Record) -> dict:
     return {"kind": item.kind, "association": item.association, "stream_id": item.stream_id, "tsn": item.tsn,
             "ddp_ssn": item.ddp_ssn, "status": item.status,
             "error": list(item.error) if item.error is not None else None,
+            "error_name": error_name(*item.error) if item.error is not None else None,
             "tagged": item.tagged, "last": item.last, "opcode": _opcode_name(item.opcode),
             "payload_length": item.payload_length, "host_address": item.host_address,
             "message_length": item.message_length}
