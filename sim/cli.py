@@ -6,7 +6,9 @@
     rnic bench model                  golden-model throughput table (encode, validate, place)
     rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES]
                                       two software RNICs run every RDMAP operation over a lossy link
-    rnic bench e2e                    model-to-model goodput table, 4 KiB and 1 MiB messages, 0% and 1% loss
+    rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
+                                      model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
+                                      a table and a goodput-versus-loss plot (PNG)
     rnic bench rx [--widths 8 64] [--synth]
                                       RTL receive engine: fraction of line rate, latency, Fmax
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
@@ -84,6 +86,14 @@ def stall_probability(text: str) -> float:
     value = probability(text)
     if value == 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not below 1 (a party that always stalls never moves)")
+    return value
+
+
+def loss_rate(text: str) -> float:
+    """A link impairment rate from 0 up to, not including, 1 (at 1 every frame is lost and nothing arrives)."""
+    value = probability(text)
+    if value == 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not below 1 (a link that loses every frame carries nothing)")
     return value
 
 
@@ -249,9 +259,23 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _bench_e2e(args: argparse.Namespace) -> int:
-    from sim.commands.demo import run_e2e_bench
+    from sim.commands.bench_e2e import plot_goodput, run_e2e_bench
+    from sim.toolchain import MissingExtra, require_extra
 
-    run_e2e_bench(total=args.total)
+    if not args.no_plot:
+        try:
+            require_extra("plot", "the goodput-versus-loss plot")
+        except MissingExtra as error:
+            print(f"rnic bench e2e: {error}; or --no-plot for the table alone", file=sys.stderr)
+            return 1
+    rows = run_e2e_bench(total=args.total, losses=tuple(args.losses))
+    if not args.no_plot:
+        try:
+            plot_goodput(rows, args.plot, args.total)
+        except OSError as error:
+            print(f"rnic bench e2e: cannot write {args.plot}: {error.strerror}", file=sys.stderr)
+            return 1
+        print(f"plot: {args.plot}")
     return 0
 
 
@@ -282,6 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
     model.set_defaults(handler=_bench)
     e2e = targets.add_parser("e2e", help="two software RNICs: RDMA Write goodput per wall-clock and simulated second")
     e2e.add_argument("--total", type=count, default=4 << 20, help="bytes written per table cell (default 4 MiB)")
+    e2e.add_argument("--losses", type=loss_rate, nargs="+", default=[0.0, 0.005, 0.01, 0.02, 0.05], metavar="P",
+                     help="link loss rates of the sweep, each also the duplication, reordering and corruption rate "
+                          "(0 to below 1; default 0 0.005 0.01 0.02 0.05)")
+    e2e.add_argument("--plot", type=output_file, default="bench-e2e.png", metavar="FILE",
+                     help="where the goodput-versus-loss plot goes (PNG; default bench-e2e.png; needs the 'plot' "
+                          "extra)")
+    e2e.add_argument("--no-plot", action="store_true", help="the table alone, no plot")
     e2e.set_defaults(handler=_bench_e2e)
 
     replay = commands.add_parser("replay", help="run a capture through the receive engine (RTL or model)")
