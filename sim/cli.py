@@ -3,20 +3,23 @@
     rnic dissect CAPTURE [--json] [--udp-port N]
                                       decode a capture down to DDP, RDMAP and session control
     rnic sample-capture OUT.pcap      write the sample capture the README's demo dissects
-    rnic bench model                  golden-model throughput table (encode, validate, place)
-    rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES]
+    rnic bench model [--seconds S]    golden-model throughput table (encode, validate, place)
+    rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES] [--no-progress]
                                       two software RNICs run every RDMAP operation over a lossy link
     rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
                                       model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
                                       a table and a goodput-versus-loss plot (PNG)
-    rnic bench rx [--widths 8 64] [--synth]
+    rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F]
                                       RTL receive engine: fraction of line rate, latency, Fmax
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
                                       a capture through the receive engine (RTL under Verilator, or the model)
 
+    rnic --version                    the installed version
+
 Exit status: 0 on success, 1 when the input could not be read or decoded
 (dissect still prints every frame it could read, and exits 1 when a frame it
-dissects, one carrying SCTP, has an error), 2 on bad usage.
+dissects, one carrying SCTP, has an error), 2 on bad usage, 130 when
+interrupted. Each failure is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations

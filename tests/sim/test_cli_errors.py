@@ -422,3 +422,32 @@ def test_replay_model_on_a_damaged_capture_runs_or_refuses_in_one_line(data):
         path = Path(scratch) / "damaged.pcap"
         path.write_bytes(capture)
         _runs_or_refuses_in_one_line(["replay", str(path), "--config", str(SAMPLE_CONFIG), "--model"])
+
+
+def _commands(parser, path=()):
+    """(command words, subparser) of every runnable command of `parser`."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+            return
+    yield path, parser
+
+
+def test_the_readme_table_lists_every_command_and_option():
+    """The README's command-line table has a row per command naming each of its options."""
+    section = (REPO / "README.md").read_text().split("## The `rnic` command line")[1].split("\n## ")[0]
+    rows = {}
+    for line in section.splitlines():
+        match = re.match(r"\| `rnic ([a-z0-9 -]+?)(?: [A-Z][^`]*)?` \|", line)
+        if match:
+            rows[match.group(1)] = line
+    commands = dict(_commands(build_parser()))
+    assert set(rows) == {" ".join(path) for path in commands}
+    for path, parser in commands.items():
+        options = {option for action in parser._actions for option in action.option_strings
+                   if option.startswith("--") and option != "--help"}
+        row = rows[" ".join(path)]
+        assert {option for option in options if not re.search(rf"(?<![\w-]){option}(?![\w-])", row)} == set(), path
