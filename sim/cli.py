@@ -119,6 +119,14 @@ def output_file(text: str) -> Path:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"directory {parent} does not exist")
+    existed = path.exists()
+    try:
+        with open(path, "ab"):  # appends nothing: an existing file keeps its bytes
+            pass
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {error.strerror}") from None
+    if not existed:
+        path.unlink(missing_ok=True)  # the probe leaves nothing behind
     return path
 
 
@@ -258,7 +266,11 @@ def _demo(args: argparse.Namespace) -> int:
     from sim.commands.demo import demo_command
 
     show_progress = sys.stderr.isatty() and not args.no_progress
-    return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress)
+    try:
+        return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress)
+    except OSError as error:  # the capture, written after the run (its file was checked before)
+        print(f"rnic demo: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
+        return 1
 
 
 def _bench_e2e(args: argparse.Namespace) -> int:

@@ -276,9 +276,18 @@ def test_a_config_that_fits_only_the_model_says_so_and_prints_the_rtl_limits(cha
         assert f"{ENGINE_DEFAULTS['buffers_per_queue']} buffers per stream and QN" in line
 
 
-def test_sample_capture_to_an_unwritable_file_is_one_line(capsys):
+@pytest.mark.parametrize("argv", [["sample-capture"], ["demo", "--pcap"], ["bench", "e2e", "--plot"]])
+def test_an_unwritable_output_file_is_refused_before_the_run(argv, capsys):
     """/proc/version exists and is no directory, but nobody (root included) may write it."""
-    assert "cannot write /proc/version" in _file_error(["sample-capture", "/proc/version"], capsys)
+    assert "cannot write /proc/version" in _usage_error([*argv, "/proc/version"], capsys)
+
+
+def test_checking_an_output_file_leaves_it_as_it_was(tmp_path):
+    existing, new = tmp_path / "kept.pcap", tmp_path / "new.pcap"
+    existing.write_bytes(b"old bytes")
+    assert _parses(["sample-capture", str(existing)]) is not None
+    assert _parses(["demo", "--pcap", str(new)]) is not None
+    assert existing.read_bytes() == b"old bytes" and not new.exists()
 
 
 # -- the whole command line ----------------------------------------------------------------------------
