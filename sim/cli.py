@@ -273,11 +273,19 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
 
 
+DEFAULT_PLOT = "bench-e2e.png"
+
+
 def _bench_e2e(args: argparse.Namespace) -> int:
     from sim.commands.bench_e2e import plot_goodput, run_e2e_bench
     from sim.toolchain import MissingExtra, require_extra
 
     if not args.no_plot:
+        if args.plot is None:  # the default, checked only when a plot is wanted
+            try:
+                args.plot = output_file(DEFAULT_PLOT)
+            except argparse.ArgumentTypeError as error:
+                args.usage_error(f"argument --plot: {error}")
         try:
             require_extra("plot", "the goodput-versus-loss plot")
         except MissingExtra as error:
@@ -324,11 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
     e2e.add_argument("--losses", type=loss_rate, nargs="+", default=[0.0, 0.005, 0.01, 0.02, 0.05], metavar="P",
                      help="link loss rates of the sweep, each also the duplication, reordering and corruption rate "
                           "(0 to below 1; default 0 0.005 0.01 0.02 0.05)")
-    e2e.add_argument("--plot", type=output_file, default="bench-e2e.png", metavar="FILE",
-                     help="where the goodput-versus-loss plot goes (PNG; default bench-e2e.png; needs the 'plot' "
-                          "extra)")
-    e2e.add_argument("--no-plot", action="store_true", help="the table alone, no plot")
-    e2e.set_defaults(handler=_bench_e2e)
+    plot = e2e.add_mutually_exclusive_group()
+    plot.add_argument("--plot", type=output_file, metavar="FILE",
+                      help="where the goodput-versus-loss plot goes (PNG; default bench-e2e.png; needs the 'plot' "
+                           "extra)")
+    plot.add_argument("--no-plot", action="store_true", help="the table alone, no plot")
+    e2e.set_defaults(handler=_bench_e2e, usage_error=e2e.error)
 
     replay = commands.add_parser("replay", help="run a capture through the receive engine (RTL or model)")
     replay.add_argument("capture", help="libpcap or pcapng file of Ethernet frames")
@@ -380,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except KeyboardInterrupt:
-        print(f"\nrnic {args.command}: interrupted", file=sys.stderr)
+        end_of_bar = "\n" if sys.stderr.isatty() else ""  # a progress bar may hold the line
+        print(f"{end_of_bar}rnic {args.command}: interrupted", file=sys.stderr)
         return 130  # 128 + SIGINT, as a shell reports it
     except BrokenPipeError:
         # The reader of stdout went away (`rnic dissect ... | head`): nothing left to print to.

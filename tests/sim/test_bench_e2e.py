@@ -59,3 +59,23 @@ def test_a_bad_loss_rate_is_refused_before_running(value, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["bench", "e2e", "--losses", value])
     assert exit_.value.code == 2 and message in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_the_default_plot_file_is_checked_only_when_a_plot_is_wanted(tmp_path, monkeypatch, capsys):
+    """From a directory where bench-e2e.png cannot be written (it is a directory there), --no-plot still runs;
+    a plot to the default file is refused before running."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bench-e2e.png").mkdir()
+    assert main(["bench", "e2e", "--total", "4096", "--losses", "0", "--no-plot"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "e2e", "--total", "4096", "--losses", "0"])
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "argument --plot: bench-e2e.png is a directory" in captured.err.splitlines()[-1]
+
+
+def test_plot_and_no_plot_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "e2e", "--plot", "x.png", "--no-plot"])
+    assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
