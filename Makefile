@@ -11,7 +11,7 @@ JOBS   ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[sim,synth,test]'
+	$(PY) -m pip install --quiet -e '.[sim,synth,plot,test]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -151,6 +151,70 @@ class LlpError(_ErrorTable):
     NO_MATCHING_RTR = ErrorNumber(_LLP, 0x0, 0x07)
 
 
+#: The name of each error type as its RFC gives it, by (layer, type): RDMAP (RFC 5040, the Terminate
+#: error codes), DDP (RFC 5041 7.2), and the LLP's MPA errors (RFC 6581 8, type 0 as RFC 6580 3.3
+#: registers it).
+ERROR_TYPE_NAMES = {
+    (_RDMAP, 0x0): "Local Catastrophic Error",
+    (_RDMAP, 0x1): "Remote Protection Error",
+    (_RDMAP, 0x2): "Remote Operation Error",
+    (_DDP, 0x0): "Local Catastrophic",
+    (_DDP, 0x1): "Tagged Buffer Error",
+    (_DDP, 0x2): "Untagged Buffer Error",
+    (_DDP, 0x3): "Reserved for the use by the LLP",
+    (_LLP, 0x0): "MPA Error",
+}
+
+#: The name of each error code under its type, as its RFC gives it (RFC 5040 abbreviates Steering
+#: Tag and Tagged Offset as STag and TO). The local catastrophic errors of RDMAP and DDP (type 0) are
+#: named by their type alone.
+ERROR_CODE_NAMES: dict[_ErrorTable, str] = {
+    DdpError.INVALID_STAG: "Invalid STag",
+    DdpError.BASE_OR_BOUNDS: "Base or bounds violation",
+    DdpError.STAG_NOT_ASSOCIATED: "STag not associated with DDP Stream",
+    DdpError.TO_WRAP: "TO wrap",
+    DdpError.TAGGED_INVALID_VERSION: "Invalid DDP version",
+    DdpError.INVALID_QN: "Invalid QN",
+    DdpError.NO_BUFFER: "Invalid MSN - no buffer available",
+    DdpError.MSN_RANGE: "Invalid MSN - MSN range is not valid",
+    DdpError.INVALID_MO: "Invalid MO",
+    DdpError.MESSAGE_TOO_LONG: "DDP Message too long for available buffer",
+    DdpError.UNTAGGED_INVALID_VERSION: "Invalid DDP version",
+    RdmapError.INVALID_STAG: "Invalid STag",
+    RdmapError.BASE_OR_BOUNDS: "Base or bounds violation",
+    RdmapError.ACCESS_RIGHTS: "Access rights violation",
+    RdmapError.STAG_NOT_ASSOCIATED: "STag not associated with RDMAP Stream",
+    RdmapError.TO_WRAP: "TO wrap",
+    RdmapError.PROTECTION_STAG_NOT_INVALIDATED: "STag cannot be invalidated",
+    RdmapError.PROTECTION_UNSPECIFIED: "Unspecified Error",
+    RdmapError.INVALID_VERSION: "Invalid RDMAP version",
+    RdmapError.UNEXPECTED_OPCODE: "Unexpected OpCode",
+    RdmapError.CATASTROPHIC_STREAM: "Catastrophic error, localized to RDMAP Stream",
+    RdmapError.CATASTROPHIC_GLOBAL: "Catastrophic error, global",
+    RdmapError.OPERATION_STAG_NOT_INVALIDATED: "STag cannot be Invalidated",
+    RdmapError.OPERATION_UNSPECIFIED: "Unspecified Error",
+    LlpError.LOCAL_CATASTROPHIC: "Local catastrophic",
+    LlpError.INSUFFICIENT_IRD: "Insufficient IRD resources",
+    LlpError.NO_MATCHING_RTR: "No matching RTR option",
+}
+
+_CODE_NAMES_BY_NUMBER = {member.number: name for member, name in ERROR_CODE_NAMES.items()}
+
+
+def error_name(layer: int, etype: int, code: int) -> str:
+    """The RFC's name of a (layer, type, code) error number, e.g. "Tagged Buffer Error: Base or bounds
+    violation" for DDP (1, 1, 0x01); a number no RFC defines is said to be undefined."""
+    type_name = ERROR_TYPE_NAMES.get((layer, etype))
+    if type_name is None:
+        return f"undefined layer {layer} type {etype}"
+    code_name = _CODE_NAMES_BY_NUMBER.get((layer, etype, code))
+    if code_name is not None:
+        return f"{type_name}: {code_name}"
+    if (layer, etype) == (_RDMAP, 0x0) or (layer, etype, code) == DdpError.LOCAL_CATASTROPHIC.number:
+        return type_name  # RDMAP's takes any code (RFC 6580 registers 0x0/0x0/ALL); DDP's is code 0x00
+    return f"{type_name}: undefined code 0x{code:02x}"
+
+
 class TransitionError(RnicError):
     """A protocol state machine has no row for (state, trigger) in its transition table.
 

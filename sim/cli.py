@@ -3,24 +3,30 @@
     rnic dissect CAPTURE [--json] [--udp-port N]
                                       decode a capture down to DDP, RDMAP and session control
     rnic sample-capture OUT.pcap      write the sample capture the README's demo dissects
-    rnic bench model                  golden-model throughput table (encode, validate, place)
-    rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES]
+    rnic bench model [--seconds S]    golden-model throughput table (encode, validate, place)
+    rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES] [--no-progress]
                                       two software RNICs run every RDMAP operation over a lossy link
-    rnic bench e2e                    model-to-model goodput table, 4 KiB and 1 MiB messages, 0% and 1% loss
-    rnic bench rx [--widths 8 64] [--synth]
+    rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
+                                      model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
+                                      a table and a goodput-versus-loss plot (PNG)
+    rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F]
                                       RTL receive engine: fraction of line rate, latency, Fmax
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
                                       a capture through the receive engine (RTL under Verilator, or the model)
 
+    rnic --version                    the installed version
+
 Exit status: 0 on success, 1 when the input could not be read or decoded
 (dissect still prints every frame it could read, and exits 1 when a frame it
-dissects, one carrying SCTP, has an error), 2 on bad usage.
+dissects, one carrying SCTP, has an error), 2 on bad usage, 130 when
+interrupted. Each failure is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -59,6 +65,19 @@ def size(text: str) -> int:
     return _integer(text, 0)
 
 
+def demo_size(text: str) -> int:
+    """Bytes per demo operation: 0 up to what the demo's host memory map gives each buffer."""
+    from sim.commands.demo import INVALIDATE_TARGETS, READ_SINK, RECEIVE_BUFFERS, SEND_VARIANTS, SOURCE, WRITE_SINK
+
+    value = size(text)
+    largest = min(WRITE_SINK - SOURCE, READ_SINK - WRITE_SINK, RECEIVE_BUFFERS - READ_SINK,
+                  (INVALIDATE_TARGETS - RECEIVE_BUFFERS) // len(SEND_VARIANTS))
+    if value > largest:
+        raise argparse.ArgumentTypeError(f"{text} is above the maximum of {largest} ({largest >> 20} MiB): the "
+                                         "demo's buffers are that far apart in host memory")
+    return value
+
+
 def cycles(text: str) -> int:
     """A number of clock cycles, 0 or more."""
     return _integer(text, 0)
@@ -70,6 +89,14 @@ def stall_probability(text: str) -> float:
     value = probability(text)
     if value == 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not below 1 (a party that always stalls never moves)")
+    return value
+
+
+def loss_rate(text: str) -> float:
+    """A link impairment rate from 0 up to, not including, 1 (at 1 every frame is lost and nothing arrives)."""
+    value = probability(text)
+    if value == 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not below 1 (a link that loses every frame carries nothing)")
     return value
 
 
@@ -92,6 +119,14 @@ def output_file(text: str) -> Path:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"directory {parent} does not exist")
+    existed = path.exists()
+    try:
+        with open(path, "ab"):  # appends nothing: an existing file keeps its bytes
+            pass
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {error.strerror}") from None
+    if not existed:
+        path.unlink(missing_ok=True)  # the probe leaves nothing behind
     return path
 
 
@@ -164,8 +199,7 @@ def _sim_extra_missing(command: str, purpose: str) -> bool:
 def _replay(args: argparse.Namespace) -> int:
     from model.engine.config import ReceiveConfig
     from model.errors import RnicError
-    from model.net.pcap import read_capture
-    from sim.commands.replay import format_replay, replay_model, replay_rtl
+    from sim.commands.replay import capture_frames, format_replay, replay_model, replay_rtl, rtl_misfit
 
     try:
         capture = Path(args.capture).read_bytes()
@@ -173,34 +207,33 @@ def _replay(args: argparse.Namespace) -> int:
     except OSError as error:
         print(f"rnic replay: cannot read {error.filename}: {error.strerror}", file=sys.stderr)
         return 1
-    except (RnicError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError:
+        print(f"rnic replay: {args.config}: not a JSON text file (not UTF-8)", file=sys.stderr)
+        return 1
+    except RnicError as error:
         print(f"rnic replay: {args.config}: {error}", file=sys.stderr)
         return 1
     try:
-        frames = sum(1 for _ in read_capture(capture))
+        frames = len(capture_frames(capture))
     except RnicError as error:
         print(f"rnic replay: {args.capture}: {error}", file=sys.stderr)
         return 1
-    if frames == 0:
-        print(f"rnic replay: {args.capture}: the capture holds no frame", file=sys.stderr)
+    misfit = rtl_misfit(config)
+    if misfit is not None and not args.model:
+        print(f"rnic replay: {args.config}: does not fit the RTL engine, only the model (--model): {misfit}",
+              file=sys.stderr)
         return 1
     try:
         if args.model:
+            if misfit is not None:
+                print(f"rnic replay: {args.config}: fits the model only, not the RTL engine: {misfit}",
+                      file=sys.stderr)
             if args.gap or args.memory_stall:
                 print("rnic replay: --gap and --memory-stall apply to the RTL engine; the model has no clock "
                       "(ignored)", file=sys.stderr)
             outputs = replay_model(capture, config)
         else:
             if _sim_extra_missing("replay", "replaying through the RTL engine (without --model)"):
-                return 1
-            from sim.tb.rx_engine_tb import ConfigDoesNotFit, check_config_fits
-            from sim.traffic.rx import EngineShape
-            from sim.tb.rx_replay import MEMORY_BYTES
-            try:
-                check_config_fits(config, EngineShape(), MEMORY_BYTES)
-            except ConfigDoesNotFit as error:
-                print(f"rnic replay: {args.config}: the engine cannot hold this configuration: {error}",
-                      file=sys.stderr)
                 return 1
             outputs = replay_rtl(Path(args.capture), Path(args.config), args.width, gap=args.gap,
                                  memory_stall=args.memory_stall)
@@ -214,8 +247,14 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _bench_rx(args: argparse.Namespace) -> int:
-    from sim.commands.bench_rx import run_rx_bench
+    from sim.commands.bench_rx import largest_payload, run_rx_bench
 
+    widest = max(args.widths)
+    limit = largest_payload(widest)
+    too_long = [payload for payload in args.payloads if payload > limit]
+    if too_long:
+        args.usage_error(f"argument --payloads: {too_long[0]} is above the maximum of {limit} at W = {widest}: "
+                         "a longer frame does not fit the engine's frame buffer")
     if _sim_extra_missing("bench rx", "the RTL engine under Verilator"):
         return 1
 
@@ -227,13 +266,39 @@ def _demo(args: argparse.Namespace) -> int:
     from sim.commands.demo import demo_command
 
     show_progress = sys.stderr.isatty() and not args.no_progress
-    return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress)
+    try:
+        return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress)
+    except OSError as error:  # the capture, written after the run (its file was checked before)
+        print(f"rnic demo: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
+        return 1
+
+
+DEFAULT_PLOT = "bench-e2e.png"
 
 
 def _bench_e2e(args: argparse.Namespace) -> int:
-    from sim.commands.demo import run_e2e_bench
+    from sim.commands.bench_e2e import plot_goodput, run_e2e_bench
+    from sim.toolchain import MissingExtra, require_extra
 
-    run_e2e_bench(total=args.total)
+    if not args.no_plot:
+        if args.plot is None:  # the default, checked only when a plot is wanted
+            try:
+                args.plot = output_file(DEFAULT_PLOT)
+            except argparse.ArgumentTypeError as error:
+                args.usage_error(f"argument --plot: {error}")
+        try:
+            require_extra("plot", "the goodput-versus-loss plot")
+        except MissingExtra as error:
+            print(f"rnic bench e2e: {error}; or --no-plot for the table alone", file=sys.stderr)
+            return 1
+    rows = run_e2e_bench(total=args.total, losses=tuple(args.losses))
+    if not args.no_plot:
+        try:
+            plot_goodput(rows, args.plot, args.total)
+        except OSError as error:
+            print(f"rnic bench e2e: cannot write {args.plot}: {error.strerror}", file=sys.stderr)
+            return 1
+        print(f"plot: {args.plot}")
     return 0
 
 
@@ -241,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnic", description="Open RNIC for iWARP over SCTP (RFC 5040, 5041, 5043, 6581)."
     )
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     dissect = commands.add_parser(
@@ -263,7 +329,15 @@ def build_parser() -> argparse.ArgumentParser:
     model.set_defaults(handler=_bench)
     e2e = targets.add_parser("e2e", help="two software RNICs: RDMA Write goodput per wall-clock and simulated second")
     e2e.add_argument("--total", type=count, default=4 << 20, help="bytes written per table cell (default 4 MiB)")
-    e2e.set_defaults(handler=_bench_e2e)
+    e2e.add_argument("--losses", type=loss_rate, nargs="+", default=[0.0, 0.005, 0.01, 0.02, 0.05], metavar="P",
+                     help="link loss rates of the sweep, each also the duplication, reordering and corruption rate "
+                          "(0 to below 1; default 0 0.005 0.01 0.02 0.05)")
+    plot = e2e.add_mutually_exclusive_group()
+    plot.add_argument("--plot", type=output_file, metavar="FILE",
+                      help="where the goodput-versus-loss plot goes (PNG; default bench-e2e.png; needs the 'plot' "
+                           "extra)")
+    plot.add_argument("--no-plot", action="store_true", help="the table alone, no plot")
+    e2e.set_defaults(handler=_bench_e2e, usage_error=e2e.error)
 
     replay = commands.add_parser("replay", help="run a capture through the receive engine (RTL or model)")
     replay.add_argument("capture", help="libpcap or pcapng file of Ethernet frames")
@@ -286,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     rx.add_argument("--frames", type=count, default=24, help="back-to-back frames per payload size")
     rx.add_argument("--synth", action="store_true", help="also synthesize the engine (minutes per width)")
     rx.add_argument("--target-mhz", type=positive_number, default=156.25, help="clock the synthesis aims at (MHz)")
-    rx.set_defaults(handler=_bench_rx)
+    rx.set_defaults(handler=_bench_rx, usage_error=rx.error)
 
     demo = commands.add_parser("demo", help="two software RNICs run every RDMAP operation over a lossy link")
     demo.add_argument("--loss", type=probability, default=0.0,
@@ -294,15 +368,34 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--pcap", metavar="FILE", type=output_file, help="write the frames the link delivered as a libpcap file")
     demo.add_argument("--seed", type=int, default=1, help="seed of the link and the hosts (default 1)")
     demo.add_argument("--udp", action="store_true", help="SCTP over UDP port 9899 (RFC 6951)")
-    demo.add_argument("--size", type=size, default=1 << 20, help="bytes per operation (default 1 MiB)")
+    demo.add_argument("--size", type=demo_size, default=1 << 20,
+                      help="bytes per operation, 0 to 16 MiB (default 1 MiB)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     demo.set_defaults(handler=_demo)
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"rnic {version('rnic-sctp')}"
+    except PackageNotFoundError:
+        return "rnic (version unknown: the rnic-sctp package is not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        end_of_bar = "\n" if sys.stderr.isatty() else ""  # a progress bar may hold the line
+        print(f"{end_of_bar}rnic {args.command}: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports it
+    except BrokenPipeError:
+        # The reader of stdout went away (`rnic dissect ... | head`): nothing left to print to.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

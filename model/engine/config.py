@@ -111,6 +111,7 @@ class ReceiveConfig:
         indices = [a.index for a in associations]
         if len(set(indices)) != len(indices):
             raise ConfigError("associations: an index is used twice")
+        _refuse_shared_endpoints(associations)
         streams = tuple(_stream(entry) for entry in top.entries("streams"))
         keys = [(s.association, s.stream_id) for s in streams]
         if len(set(keys)) != len(keys):
@@ -179,7 +180,8 @@ class _Reader:
     def done(self) -> None:
         unknown = set(self.value) - self.used
         if unknown:
-            raise ConfigError(f"{self.where}: unknown field(s) {', '.join(sorted(unknown))}")
+            names = (name if name.isprintable() else repr(name) for name in sorted(unknown))
+            raise ConfigError(f"{self.where}: unknown field(s) {', '.join(names)}")
 
     def integer(self, key: str, bits: int, default: Any = ...) -> int:
         raw = self._get(key, default)
@@ -187,7 +189,7 @@ class _Reader:
             try:
                 raw = int(raw, 0)
             except ValueError:
-                raise ConfigError(f"{self.where}.{key}: '{raw}' is not an integer") from None
+                raise ConfigError(f"{self.where}.{key}: {raw!r} is not an integer") from None
         if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < 1 << bits:
             raise ConfigError(f"{self.where}.{key}: {raw!r} is not an integer of {bits} bits")
         return raw
@@ -257,6 +259,7 @@ def _region(r: _Reader) -> RegionEntry:
     )
     if entry.base_to + entry.length > 1 << 64:
         raise ConfigError(f"{r.where}: base_to + length passes 2**64")
+    _refuse_host_wrap(r.where, entry.host_address, entry.length)
     r.done()
     return entry
 
@@ -268,5 +271,28 @@ def _buffer(r: _Reader) -> BufferEntry:
     )
     if entry.qn > 2:
         raise ConfigError(f"{r.where}.qn: RDMAP uses queues 0, 1 and 2 (RFC 5040 4.2), not {entry.qn}")
+    _refuse_host_wrap(r.where, entry.host_address, entry.length)
     r.done()
     return entry
+
+
+def _refuse_host_wrap(where: str, host_address: int, length: int) -> None:
+    """Host memory has 64-bit addresses: a range running past 2**64 would wrap to address 0."""
+    if host_address + length > 1 << 64:
+        raise ConfigError(f"{where}: host_address + length passes 2**64")
+
+
+def _refuse_shared_endpoints(associations: tuple[AssociationEntry, ...]) -> None:
+    """An inbound packet finds its association by (destination port, source port, source address), the
+    transport addresses that identify an SCTP association (RFC 4960). Two entries with the same triple
+    would leave the choice to the lookup, which the RTL (first entry) and the model (last) make
+    differently, so the file is refused."""
+    seen: dict[tuple[int, int, str], int] = {}
+    for position, entry in enumerate(associations):
+        endpoints = (entry.local_port, entry.peer_port, entry.peer_ip)
+        if endpoints in seen:
+            raise ConfigError(
+                f"associations[{seen[endpoints]}] and associations[{position}] both have local port "
+                f"{entry.local_port}, peer port {entry.peer_port} and peer {entry.peer_ip}: a packet "
+                "cannot tell them apart")
+        seen[endpoints] = position

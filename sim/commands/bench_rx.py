@@ -9,19 +9,74 @@ the capacity W x 8 x Fmax.
 
 from __future__ import annotations
 
+import inspect
 import json
 import tempfile
 from pathlib import Path
 
+from model.ddp.memory import Access
+from model.ddp.sctp_adaptation import DdpSegmentChunkData
+from model.ddp.segment import DdpSegment, TaggedHeader
+from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
+from model.net.frames import build_frame
+from model.rdmap.messages import Opcode, tagged_rsvd_ulp
+from model.sctp.packet import PPID_DDP_SEGMENT, DataChunk, SctpPacket
+from sim.traffic.rx import EngineShape
+
 PAYLOADS = (64, 256, 1024, 1460, 4096, 9000)
+
+# The bench's engine, host memory, configuration and frames (sim/tb/rx_bench.py runs them).
+SHAPE = EngineShape()
+MEMORY_BYTES = 1 << 22
+LOCAL_MAC, PEER_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001")
+STAG, REGION_ADDRESS, REGION_LENGTH = 0x0101, 0x10000, 1 << 21
+TAG = 0x5E6F7081
+
+CONFIG = ReceiveConfig(
+    local_mac=LOCAL_MAC, local_ip="10.0.0.2",
+    associations=(AssociationEntry(0, 5002, 5001, "10.0.0.1", TAG),),
+    streams=(StreamEntry(0, 0, 1),),
+    regions=(RegionEntry(STAG, 1, 0, REGION_LENGTH, Access.REMOTE_WRITE, REGION_ADDRESS),),
+)
+
+
+def write_frames(payload: int, count: int, first_tsn: int) -> tuple[list[bytes], list[int]]:
+    """`count` frames of one RDMA Write segment each; and each segment's host address."""
+    frames, addresses = [], []
+    data = bytes(i & 0xFF for i in range(payload))
+    for i in range(count):
+        to = (i * (payload + 3)) % (REGION_LENGTH - payload)  # a new byte alignment each time
+        segment = DdpSegment(TaggedHeader(True, tagged_rsvd_ulp(Opcode.RDMA_WRITE), STAG, to), data).encode()
+        chunk = DataChunk(first_tsn + i, 0, 0, PPID_DDP_SEGMENT, DdpSegmentChunkData(i & 0xFFFF, segment).encode(),
+                          unordered=True)
+        packet = SctpPacket(5001, 5002, TAG, [chunk]).encode()
+        frames.append(build_frame(packet, PEER_MAC, LOCAL_MAC, "10.0.0.1", "10.0.0.2"))
+        addresses.append(REGION_ADDRESS + to)
+    return frames, addresses
+
+
+def largest_payload(width: int) -> int:
+    """The largest payload whose frame the engine at W = ``width`` stores whole: its store-and-forward
+    buffer keeps one beat in reserve (hdl/rx/frame_receiver.py), so a frame holds at most
+    ``buffer_bytes - width`` bytes; a longer one is dropped as ``overflow``."""
+    from hdl.rx.engine import RxEngine
+
+    longest_frame = inspect.signature(RxEngine).parameters["buffer_bytes"].default - width
+    payload = longest_frame - len(_frame(0))
+    while len(_frame(payload)) > longest_frame:  # the DATA chunk's padding (RFC 4960 3.2)
+        payload -= 1
+    return payload
+
+
+def _frame(payload: int) -> bytes:
+    return write_frames(payload, 1, 1)[0][0]
 
 
 def simulate(width: int, payloads: tuple[int, ...], frames: int) -> list[dict]:
     from hdl.rx.engine import RxEngine
     from sim.runner import default_build_root, run_cocotb
-    from sim.traffic.rx import EngineShape
 
-    shape = EngineShape()
+    shape = SHAPE
     with tempfile.TemporaryDirectory() as scratch:
         output = Path(scratch) / "bench.json"
         run_cocotb(

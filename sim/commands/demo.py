@@ -1,4 +1,4 @@
-"""`rnic demo` and `rnic bench e2e`: two software RNICs end to end over a simulated lossy link.
+"""`rnic demo`: two software RNICs end to end over a simulated lossy link.
 
 `rnic demo`: host A (10.0.0.1, initiator) and host B (10.0.0.2, listening)
 set up an SCTP association with the DDP adaptation indication (RFC 5043
@@ -19,11 +19,8 @@ fails the run.  An Aborted or Failed teardown after the data checks passed
 is reported, not failed: the data was already verified.  The link loses, duplicates,
 reorders and corrupts frames at the `--loss` rate, from `--seed`.
 
-`rnic bench e2e`: RDMA Write goodput from A to B, in bytes per wall-clock
-second of this CPython process and per simulated second, at 4 KiB and
-1 MiB messages, on a clean link and at 1% impairment.
-
-Both run on `model.rnic.pair.HostPair`.  Everything is deterministic for a given seed except the
+It runs on `model.rnic.pair.HostPair` (so does `rnic bench e2e`, in
+`sim.commands.bench_e2e`).  Everything is deterministic for a given seed except the
 wall-clock figures.
 """
 
@@ -47,6 +44,7 @@ from model.rnic.events import (
     Closed,
     Connected,
     Failed,
+    RdmapTerminated,
     ReadCompletion,
     ReceiveCompletion,
     RnicEvent,
@@ -55,6 +53,7 @@ from model.rnic.events import (
     WorkCompletion,
     WriteArrived,
 )
+from model.errors import TerminateLayer, error_name
 from model.sctp.packet import ErrorCauseCode
 
 STREAM = 0
@@ -340,6 +339,12 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
     link = bed.link.stats
     for side in Side:
         print(f"teardown {side.name}: {_teardown_text(result.teardown.get(side))}", file=out)
+    for side in Side:
+        for event in bed.of(side, RdmapTerminated):
+            layer, etype, code = event.terminate.number
+            layer_name = {known.value: known.name for known in TerminateLayer}.get(layer, f"layer {layer}")
+            print(f"terminate {side.name}: {'sent' if event.sent else 'received'} on stream {event.stream_id}, "
+                  f"{layer_name} type {etype} code 0x{code:02x} ({error_name(layer, etype, code)})", file=out)
     print(f"link frames: sent {link.sent}, lost {link.lost}, duplicated {link.duplicated}, "
           f"reordered {link.reordered}, corrupted {link.corrupted}", file=out)
     print(f"time: simulated {bed.now:.3f} s (data phase {result.data_seconds:.3f} s), wall {result.wall_seconds:.2f} s",
@@ -392,60 +397,3 @@ def demo_command(
         Path(pcap).write_bytes(result.testbed.pcap())
         print(f"capture: {pcap} ({len(result.testbed.link.recording or [])} frames)", file=out)
     return 0 if result.passed else 1
-
-
-# -- the end-to-end benchmark ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BenchRow:
-    message: int
-    loss: float
-    messages: int
-    wall_seconds: float
-    simulated_seconds: float
-    retransmissions: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.message * self.messages
-
-
-def measure_e2e(message: int, loss: float, total: int, seed: int = 1) -> BenchRow:
-    """RDMA Write `total` bytes from A to B in `message`-byte messages, all posted at once."""
-    bed = HostPair.create(impaired(loss, seed), seed=seed)
-    bed.connect()
-    bed.open_stream(STREAM, b"rnic demo")
-    messages = max(1, total // message)
-    bed.memory[Side.A].write(SOURCE, random.Random(seed).randbytes(message))
-    sink = bed.b.register_memory(WRITE_SINK, message, Access.REMOTE_WRITE)
-    wall_start, simulated_start = time.perf_counter(), bed.now
-    for _ in range(messages):
-        bed.a.post_write(STREAM, sink, 0, SOURCE, message)
-    bed.run_until(lambda: bed.count(Side.B, WriteArrived) >= messages)
-    wall, simulated = time.perf_counter() - wall_start, bed.now - simulated_start
-    if bed.memory[Side.B].read(WRITE_SINK, message) != bed.memory[Side.A].read(SOURCE, message):
-        raise AssertionError("bench e2e: the data placed at B differs from A's")
-    stats = bed.a.statistics.association
-    assert stats is not None
-    return BenchRow(message, loss, messages, wall, simulated, stats.retransmitted_by_timeout + stats.fast_retransmitted)
-
-
-def run_e2e_bench(total: int = 4 << 20, sizes: tuple[int, ...] = (4096, 1 << 20),
-                  losses: tuple[float, ...] = (0.0, 0.01), out: TextIO | None = None) -> list[BenchRow]:
-    out = out if out is not None else sys.stdout
-    rows = []
-    print(f"model-to-model RDMA Write goodput, {total / (1 << 20):g} MiB per cell, one core, CPython", file=out)
-    header = (f"{'message':>9} | {'loss':>5} | {'msgs':>5} | {'wall s':>7} | {'MB/s wall':>10} | "
-              f"{'sim s':>8} | {'MB/s sim':>10} | {'rtx':>4}")
-    print(header, file=out)
-    print("-" * len(header), file=out)
-    for size in sizes:
-        for loss in losses:
-            row = measure_e2e(size, loss, total)
-            rows.append(row)
-            sim_rate = row.nbytes / row.simulated_seconds / 1e6 if row.simulated_seconds > 0 else float("inf")
-            print(f"{size:>8}B | {loss:>5.0%} | {row.messages:>5} | {row.wall_seconds:>7.2f} | "
-                  f"{row.nbytes / row.wall_seconds / 1e6:>10.2f} | {row.simulated_seconds:>8.3f} | "
-                  f"{sim_rate:>10.2f} | {row.retransmissions:>4}", file=out)
-    return rows

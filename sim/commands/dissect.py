@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator
 
 from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
 from model.ddp.sctp_adaptation import DdpSegmentChunkData, SessionControl
-from model.errors import DecodeError, RnicError
+from model.errors import DecodeError, RnicError, error_name
 from model.net.frames import (
     ETHERTYPE_IPV4,
     IP_PROTOCOL_SCTP,
@@ -387,6 +387,7 @@ def _dissect_rdmap(frame: Dissection, segment: DdpSegment) -> Dissection:
         terminate = Terminate.decode(segment.payload)
         body = _without_kind(to_json(terminate))
         body["layer"], body["etype"], body["code"] = terminate.number
+        body["error_name"] = error_name(*terminate.number)
         if terminate.ddp_header is not None:
             body["ddp_header"] = _without_kind(to_json(terminate.ddp_header))
         rdmap["terminate"] = body
@@ -482,5 +483,6 @@ def _format_chunk(chunk: Dissection) -> str:
             text += " " + _format_fields(rdmap["read_request"])
         if "terminate" in rdmap:
             term = rdmap["terminate"]
-            text += f" layer={term['layer']} etype={term['etype']} code=0x{term['code']:02x}"
+            text += (f" layer={term['layer']} etype={term['etype']} code=0x{term['code']:02x}"
+                     f" ({term['error_name']})")
     return text

@@ -28,17 +28,56 @@ from pathlib import Path
 
 from model.engine.config import ReceiveConfig
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
-from model.errors import RnicError
-from model.net.pcap import read_capture
+from model.errors import RnicError, error_name
+from model.net.pcap import CaptureRecord, LinkType, read_capture
+from sim.traffic.rx import ConfigDoesNotFit, EngineShape, check_config_fits
 
-__all__ = ["ReplayFailed", "Record", "HostPacket", "FrameOutputs", "ReplayOutputs", "replay_model", "replay_rtl",
-           "attribute_in_order", "format_replay", "memory_digest", "written_runs"]
+__all__ = ["ReplayFailed", "UnusableCapture", "Record", "HostPacket", "FrameOutputs", "ReplayOutputs", "RTL_SHAPE",
+           "RTL_MEMORY_BYTES", "capture_frames", "rtl_misfit", "replay_model", "replay_rtl", "attribute_in_order",
+           "format_replay", "memory_digest", "written_runs"]
+
+#: The tables of the engine `replay_rtl` builds, and the testbench's host memory (from address 0).
+RTL_SHAPE = EngineShape()
+RTL_MEMORY_BYTES = 1 << 24
+
+#: Link types of the tcpdump.org list, named in the refusal of a capture that is not Ethernet.
+_LINK_TYPE_NAMES = {0: "BSD loopback", 101: "raw IP", 105: "IEEE 802.11", 113: "Linux cooked (SLL)",
+                    127: "802.11 radiotap", 228: "raw IPv4", 229: "raw IPv6", 276: "Linux cooked v2 (SLL2)"}
 
 
 class ReplayFailed(RnicError):
     """An RTL replay failed: the engine did not consume every frame and drain its outputs within the
     cycle budget (the message says how far it got), or the simulation failed (the message ends with
     its log)."""
+
+
+class UnusableCapture(RnicError):
+    """A capture the receive engine cannot take: no frame, or frames of another link type than Ethernet."""
+
+
+def capture_frames(capture: bytes) -> list[CaptureRecord]:
+    """Every frame of ``capture``, refused (`UnusableCapture`, or `DecodeError` for a damaged file) unless
+    it holds at least one frame and every frame is an Ethernet frame, which is what the engine's
+    ``s_axis`` takes (the RTL) and what the model classifies."""
+    records = list(read_capture(capture))
+    if not records:
+        raise UnusableCapture("the capture holds no frame")
+    for record in records:
+        if record.linktype != LinkType.ETHERNET:
+            name = _LINK_TYPE_NAMES.get(record.linktype, "not Ethernet")
+            raise UnusableCapture(f"frame #{record.index} has link type {record.linktype} ({name}): the receive "
+                                  f"engine takes Ethernet frames (link type {int(LinkType.ETHERNET)}) only")
+    return records
+
+
+def rtl_misfit(config: ReceiveConfig) -> str | None:
+    """Why ``config`` does not fit the engine `replay_rtl` runs, with that engine's limits; None when it fits.
+    The model takes any such configuration."""
+    try:
+        check_config_fits(config, RTL_SHAPE, RTL_MEMORY_BYTES)
+    except ConfigDoesNotFit as error:
+        return f"{error} (the RTL engine's limits: {RTL_SHAPE.limits(RTL_MEMORY_BYTES)})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -163,7 +202,6 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
     from hdl.abi import SegmentStatus as Status
     from hdl.rx.engine import RxEngine
     from sim.runner import SimulationFailed, default_build_root, run_cocotb
-    from sim.traffic.rx import EngineShape
 
     capture = Path(capture_path).read_bytes()
     config = ReceiveConfig.from_json(Path(config_path).read_text())
@@ -171,7 +209,7 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
         if not record.data:
             raise ReplayFailed(f"frame #{record.index} is empty: s_axis (AXI4-Stream) has no empty frame to "
                                "send the engine")
-    shape = EngineShape()
+    shape = RTL_SHAPE
     with tempfile.TemporaryDirectory() as scratch:
         output = Path(scratch) / "replay.json"
         log = Path(scratch) / "simulation.log"
@@ -274,7 +312,7 @@ def _record_line(record: Record) -> str:
         text += f", message complete ({record.message_length}B)"
     if record.error is not None:
         layer, etype, code = record.error
-        text += f" {_LAYERS.get(layer, layer)} type {etype} code 0x{code:02x}"
+        text += f" {_LAYERS.get(layer, layer)} type {etype} code 0x{code:02x} ({error_name(layer, etype, code)})"
     return text
 
 
@@ -292,6 +330,7 @@ def _json_item(item: HostPacket | Record) -> dict:
     return {"kind": item.kind, "association": item.association, "stream_id": item.stream_id, "tsn": item.tsn,
             "ddp_ssn": item.ddp_ssn, "status": item.status,
             "error": list(item.error) if item.error is not None else None,
+            "error_name": error_name(*item.error) if item.error is not None else None,
             "tagged": item.tagged, "last": item.last, "opcode": _opcode_name(item.opcode),
             "payload_length": item.payload_length, "host_address": item.host_address,
             "message_length": item.message_length}

@@ -26,45 +26,9 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from hdl.abi import register_map
-from model.ddp.memory import Access
-from model.ddp.sctp_adaptation import DdpSegmentChunkData
-from model.ddp.segment import DdpSegment, TaggedHeader
-from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
-from model.net.frames import build_frame
-from model.rdmap.messages import Opcode, tagged_rsvd_ulp
-from model.sctp.packet import PPID_DDP_SEGMENT, DataChunk, SctpPacket
+from sim.commands.bench_rx import CONFIG, MEMORY_BYTES, SHAPE, write_frames
 from sim.runner import test_parameters
 from sim.tb.rx_engine_tb import RxEngineTB
-from sim.traffic.rx import EngineShape
-
-SHAPE = EngineShape()
-MEMORY_BYTES = 1 << 22
-LOCAL_MAC, PEER_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001")
-STAG, REGION_ADDRESS, REGION_LENGTH = 0x0101, 0x10000, 1 << 21
-TAG = 0x5E6F7081
-
-CONFIG = ReceiveConfig(
-    local_mac=LOCAL_MAC, local_ip="10.0.0.2",
-    associations=(AssociationEntry(0, 5002, 5001, "10.0.0.1", TAG),),
-    streams=(StreamEntry(0, 0, 1),),
-    regions=(RegionEntry(STAG, 1, 0, REGION_LENGTH, Access.REMOTE_WRITE, REGION_ADDRESS),),
-)
-
-
-def write_frames(payload: int, count: int, first_tsn: int) -> tuple[list[bytes], list[int]]:
-    """`count` frames of one RDMA Write segment each; and each segment's host address."""
-    frames, addresses = [], []
-    data = bytes(i & 0xFF for i in range(payload))
-    for i in range(count):
-        to = (i * (payload + 3)) % (REGION_LENGTH - payload)  # a new byte alignment each time
-        segment = DdpSegment(TaggedHeader(True, tagged_rsvd_ulp(Opcode.RDMA_WRITE), STAG, to), data).encode()
-        chunk = DataChunk(first_tsn + i, 0, 0, PPID_DDP_SEGMENT, DdpSegmentChunkData(i & 0xFFFF, segment).encode(),
-                          unordered=True)
-        packet = SctpPacket(5001, 5002, TAG, [chunk]).encode()
-        frames.append(build_frame(packet, PEER_MAC, LOCAL_MAC, "10.0.0.1", "10.0.0.2"))
-        addresses.append(REGION_ADDRESS + to)
-    return frames, addresses
-
 
 class Probe:
     """Cycle-stamps input beats, W beats and report records."""

@@ -41,7 +41,7 @@ from hdl.abi import ExceptionSource, ReportKind, exception_record_layout, report
 from model.ddp.memory import Access
 from model.engine.config import ReceiveConfig
 from model.engine.rx import FrameAction, FrameResult, ReceiveEngineModel, SegmentStatus
-from sim.traffic.rx import EngineShape
+from sim.traffic.rx import ConfigDoesNotFit, EngineShape, check_config_fits
 
 __all__ = ["CANARY", "RxEngineTB", "ReportRecord", "ExceptionPacket", "EngineResults", "pause_pattern",
            "ConfigDoesNotFit", "EngineNotDrained", "check_config_fits", "stream_valids"]
@@ -53,10 +53,6 @@ ADDRESS_BITS = 64
 #: memory) always waits behind some stream's valid; only a register stage between two streams goes
 #: without one (1 cycle at most, measured on the sample capture and the malformed catalogue).
 SETTLE_CYCLES = 8
-
-
-class ConfigDoesNotFit(ValueError):
-    """A configuration the engine's tables cannot hold."""
 
 
 class EngineNotDrained(AssertionError):
@@ -139,37 +135,6 @@ class EngineResults:
     chunk_exceptions: list[ExceptionPacket] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     written: list[tuple[int, int]] = field(default_factory=list)  # (address, length) runs the bus wrote
-
-
-def check_config_fits(config: ReceiveConfig, shape: EngineShape, memory_bytes: int) -> None:
-    """Raise :class:`ConfigDoesNotFit` for a config the engine's tables cannot hold."""
-    for a in config.associations:
-        if a.index >= shape.associations:
-            raise ConfigDoesNotFit(f"association index {a.index} >= the engine's {shape.associations}")
-    for s in config.streams:
-        if s.stream_id >= shape.stream_ids:
-            raise ConfigDoesNotFit(f"stream id {s.stream_id} >= the engine's {shape.stream_ids} stream ids")
-        if s.pd >> 16:
-            raise ConfigDoesNotFit(f"stream {s.association}/{s.stream_id}: PD {s.pd} is wider than 16 bits")
-    for r in config.regions:
-        if r.stag >> 8 >= shape.regions:
-            raise ConfigDoesNotFit(f"STag {r.stag:#x}: index {r.stag >> 8} >= the engine's {shape.regions} "
-                                   "regions (STag = index << 8 | key)")
-        if r.stream is not None and (r.stream[0] >= shape.associations or r.stream[1] >= shape.stream_ids):
-            raise ConfigDoesNotFit(f"STag {r.stag:#x}: bound to stream {r.stream}, which the engine cannot name")
-    queues: dict[tuple[int, int, int], int] = {}
-    for b in config.buffers:
-        key = (b.association, b.stream_id, b.qn)
-        queues[key] = queues.get(key, 0) + 1
-        if queues[key] > shape.buffers_per_queue:
-            raise ConfigDoesNotFit(f"stream {b.association}/{b.stream_id} QN {b.qn}: more than "
-                                   f"{shape.buffers_per_queue} buffers per queue")
-        if b.length >> 32:
-            raise ConfigDoesNotFit(f"buffer at {b.host_address:#x}: length {b.length} is wider than 32 bits")
-    for address, length in [(r.host_address, r.length) for r in config.regions] + \
-            [(b.host_address, b.length) for b in config.buffers]:
-        if address + length > memory_bytes:
-            raise ConfigDoesNotFit(f"host range {address:#x}+{length} is outside the {memory_bytes:#x}-byte RAM")
 
 
 class RxEngineTB:

@@ -25,13 +25,9 @@ import cocotb
 from hdl.abi import register_map
 from model.engine.config import ReceiveConfig
 from model.net.pcap import read_capture
-from sim.commands.replay import written_runs
+from sim.commands.replay import RTL_MEMORY_BYTES, RTL_SHAPE, written_runs
 from sim.runner import test_parameters
 from sim.tb.rx_engine_tb import EngineNotDrained, RxEngineTB
-from sim.traffic.rx import EngineShape
-
-SHAPE = EngineShape()
-MEMORY_BYTES = 1 << 24
 
 # The budget allows far more than the engine needs: it takes a beat per cycle at every stage
 # and a frame's decision and parse take under 100 cycles.
@@ -54,8 +50,8 @@ async def replay(dut) -> None:
     parameters = test_parameters()
     width = int(parameters["width_bytes"])
     gap, memory_stall = int(parameters.get("gap", 0)), float(parameters.get("memory_stall", 0.0))
-    tb = RxEngineTB(dut, width, register_map(SHAPE.associations, SHAPE.stream_ids, SHAPE.regions), SHAPE,
-                    memory_bytes=MEMORY_BYTES)
+    tb = RxEngineTB(dut, width, register_map(RTL_SHAPE.associations, RTL_SHAPE.stream_ids, RTL_SHAPE.regions),
+                    RTL_SHAPE, memory_bytes=RTL_MEMORY_BYTES)
     await tb.reset()
     await tb.configure(ReceiveConfig.from_json(Path(parameters["config"]).read_text()))
     frames = [record.data for record in read_capture(Path(parameters["capture"]).read_bytes())]

@@ -34,7 +34,7 @@ from model.rdmap.messages import Opcode, ReadRequest, Terminate, tagged_rsvd_ulp
 from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, RegionEntry, StreamEntry
 
 __all__ = [
-    "EngineShape", "LOCAL_MAC", "PEER_MAC", "LOCAL_IP", "random_config", "ValidTraffic", "Catalogue",
+    "EngineShape", "ConfigDoesNotFit", "check_config_fits", "LOCAL_MAC", "PEER_MAC", "LOCAL_IP", "random_config", "ValidTraffic", "Catalogue",
     "MalformedCase", "MALFORMED", "catalogue_config", "catalogue_parts", "case_frames", "sctp_packet",
     "data_chunk",
 ]
@@ -62,6 +62,67 @@ class EngineShape:
 
     def stream_row(self, association: int, stream_id: int) -> int:
         return association * self.stream_ids + stream_id
+
+    def limits(self, memory_bytes: int) -> str:
+        """What a configuration must keep within to fit this engine and a host memory of
+        ``memory_bytes`` from address 0, as one line."""
+        return (f"association indices below {self.associations}, stream ids below {self.stream_ids}, "
+                f"{self.regions} regions (STag index = STag >> 8 below {self.regions}, one STag per index), "
+                f"{self.buffers_per_queue} buffers per stream and QN, host ranges within "
+                f"{_byte_size(memory_bytes)} from address 0")
+
+
+def _byte_size(count: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift and count % (1 << shift) == 0:
+            return f"{count >> shift} {unit}"
+    return f"{count} bytes"
+
+
+class ConfigDoesNotFit(ValueError):
+    """A configuration the engine's tables (or the testbench's host memory) cannot hold."""
+
+
+def check_config_fits(config: ReceiveConfig, shape: EngineShape, memory_bytes: int) -> None:
+    """Raise :class:`ConfigDoesNotFit` for a config the engine's tables cannot hold as the model does.
+
+    The model takes any number of entries; the engine has ``shape``'s tables, finds a region at
+    index STag >> 8 (the low 8 bits are its key), and the testbench's memory is ``memory_bytes``
+    from address 0."""
+    for a in config.associations:
+        if a.index >= shape.associations:
+            raise ConfigDoesNotFit(f"association index {a.index} >= the engine's {shape.associations}")
+    for s in config.streams:
+        if s.stream_id >= shape.stream_ids:
+            raise ConfigDoesNotFit(f"stream id {s.stream_id} >= the engine's {shape.stream_ids} stream ids")
+        if s.pd >> 16:
+            raise ConfigDoesNotFit(f"stream {s.association}/{s.stream_id}: PD {s.pd} is wider than 16 bits")
+    holders: dict[int, int] = {}
+    for r in config.regions:
+        index = r.stag >> 8
+        if index >= shape.regions:
+            raise ConfigDoesNotFit(f"STag {r.stag:#x}: index {index} >= the engine's {shape.regions} regions "
+                                   "(STag = index << 8 | key)")
+        if index in holders:
+            raise ConfigDoesNotFit(f"STags {holders[index]:#x} and {r.stag:#x} share table index {index} "
+                                   "(STag = index << 8 | key): the engine holds one of them")
+        holders[index] = r.stag
+        if r.stream is not None and (r.stream[0] >= shape.associations or r.stream[1] >= shape.stream_ids):
+            raise ConfigDoesNotFit(f"STag {r.stag:#x}: bound to stream {r.stream}, which the engine cannot name")
+    queues: dict[tuple[int, int, int], int] = {}
+    for b in config.buffers:
+        key = (b.association, b.stream_id, b.qn)
+        queues[key] = queues.get(key, 0) + 1
+        if queues[key] > shape.buffers_per_queue:
+            raise ConfigDoesNotFit(f"stream {b.association}/{b.stream_id} QN {b.qn}: more than "
+                                   f"{shape.buffers_per_queue} buffers per queue")
+        if b.length >> 32:
+            raise ConfigDoesNotFit(f"buffer at {b.host_address:#x}: length {b.length} is wider than 32 bits")
+    for address, length in [(r.host_address, r.length) for r in config.regions] + \
+            [(b.host_address, b.length) for b in config.buffers]:
+        if address + length > memory_bytes:
+            raise ConfigDoesNotFit(f"host range {address:#x}+{length} is outside the {_byte_size(memory_bytes)} "
+                                   "of host memory")
 
 
 # -- wire helpers ----------------------------------------------------------

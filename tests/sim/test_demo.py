@@ -97,15 +97,6 @@ def test_progress_bar_redraws_in_place_and_ends_the_line() -> None:
     assert text.endswith("100%\n")
 
 
-def test_bench_e2e_prints_a_table(capsys) -> None:
-    assert main(["bench", "e2e", "--total", "65536"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    rows = [line for line in lines if line.strip().endswith(tuple("0123456789")) and "|" in line]
-    assert [row.split("|")[0].strip() for row in rows] == ["4096B", "4096B", "1048576B", "1048576B"]
-    assert [row.split("|")[1].strip() for row in rows] == ["0%", "1%", "0%", "1%"]
-    assert "MB/s wall" in lines[1] and "MB/s sim" in lines[1]
-
-
 @pytest.mark.slow
 def test_seed_3_at_5pct_loses_the_final_shutdown_complete_and_still_passes() -> None:
     """The reported stall: `rnic demo --loss 0.05 --seed 3` loses A's SHUTDOWN COMPLETE; A, closed and without a

@@ -196,7 +196,8 @@ def test_config_the_engine_cannot_hold(tmp_path, capsys):
     path = tmp_path / "big.json"
     path.write_text(json.dumps(config))
     assert main(["replay", CAPTURE, "--config", str(path)]) == 1
-    assert "cannot hold this configuration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "does not fit the RTL engine" in err and "index 178" in err
 
 
 def test_missing_files_and_bad_config(tmp_path, capsys):

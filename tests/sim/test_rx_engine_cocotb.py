@@ -14,9 +14,8 @@ from model.ddp.memory import Access, SparseMemory
 from model.engine.config import AssociationEntry, BufferEntry, RegionEntry, StreamEntry
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
 from sim.runner import default_build_root, run_cocotb
-from sim.tb.rx_engine_tb import ConfigDoesNotFit, check_config_fits
-from sim.traffic.rx import (Catalogue, EngineShape, ValidTraffic, case_frames, catalogue_config, catalogue_parts,
-                            random_config)
+from sim.traffic.rx import (Catalogue, ConfigDoesNotFit, EngineShape, ValidTraffic, case_frames, catalogue_config,
+                            catalogue_parts, check_config_fits, random_config)
 
 BUILD_ROOT = default_build_root() / "rx_engine"
 SHAPE = EngineShape()
@@ -102,6 +101,8 @@ def _config(**changes):
     ({"associations": (AssociationEntry(2, 1, 2, "10.0.0.9", 1),)}, "association index 2"),
     ({"streams": (StreamEntry(0, 4, 1),)}, "stream id 4"),
     ({"regions": (RegionEntry(16 << 8, 1, 0, 16, Access.REMOTE_WRITE, 0x20000),)}, "index 16"),
+    ({"regions": (RegionEntry(0x0142, 1, 0, 16, Access.REMOTE_WRITE, 0x20000),
+                  RegionEntry(0x0143, 1, 0, 16, Access.REMOTE_WRITE, 0x21000))}, "share table index 1"),
     ({"buffers": tuple(BufferEntry(0, 0, 0, 0x30000 + 64 * i, 64) for i in range(9))}, "more than 8 buffers"),
     ({"buffers": (BufferEntry(0, 0, 0, MEMORY_BYTES - 8, 64),)}, "outside"),
 ])

@@ -1,6 +1,7 @@
 """Receive-engine configuration files (model/engine/config.py)."""
 
 import json
+import re
 
 import pytest
 
@@ -46,15 +47,35 @@ def test_round_trip_through_to_dict():
         (lambda d: d["buffers"][0].update(stream_id=5), "is not configured"),
         (lambda d: d["streams"][0].update(association=9), "association 9 is not configured"),
         (lambda d: d["regions"].append(dict(d["regions"][0])), "registered twice"),
+        (lambda d: d["regions"][0].update(host_address=str(2**64 - 4096)), "host_address + length passes 2**64"),
+        (lambda d: d["buffers"][0].update(host_address=2**64 - 1), "host_address + length passes 2**64"),
+        (lambda d: d["associations"].append(dict(d["associations"][0], index=1, tag=7)),
+         "associations[0] and associations[1] both have local port 5002, peer port 5001 and peer 10.0.0.1"),
     ],
 )
 def test_bad_files_name_the_problem(change, message):
     document = json.loads(json.dumps(GOOD))
     change(document)
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         ReceiveConfig.from_dict(document)
 
 
 def test_not_json():
     with pytest.raises(ConfigError, match="not JSON"):
         ReceiveConfig.from_json("{")
+
+
+def test_associations_apart_by_any_one_endpoint_field_are_accepted():
+    """Port or peer address alone tells two associations apart (RFC 4960: an association is identified
+    by its endpoints' transport addresses)."""
+    document = json.loads(json.dumps(GOOD))
+    first = document["associations"][0]
+    document["associations"] += [dict(first, index=1, local_port=6002), dict(first, index=2, peer_port=6001),
+                                 dict(first, index=3, peer_ip="10.0.0.3")]
+    assert len(ReceiveConfig.from_dict(document).associations) == 4
+
+
+def test_host_range_may_end_at_the_top_of_the_address_space():
+    document = json.loads(json.dumps(GOOD))
+    document["regions"][0]["host_address"] = str(2**64 - 8192)  # its last byte at 2**64 - 1
+    assert ReceiveConfig.from_dict(document).regions[0].host_address == 2**64 - 8192
