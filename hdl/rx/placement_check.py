@@ -333,7 +333,7 @@ class PlacementCheck(wiring.Component):
 
         # Stages 1-3 follow the tables' own pipelines; the stream row is read on stage 1.
         stream_valid, stream_pd, stream_error = (Signal(), Signal(self._pd_bits), Signal())
-        no_stream_3, stream_pd_3, dropped_3, zero_3 = Signal(), Signal(self._pd_bits), Signal(), Signal()
+        no_stream_3, dropped_3, zero_3 = Signal(), Signal(), Signal()
         message_length = Signal(33)
         m.d.sync += [
             s1.eq(inbound.source.payload), s1.valid.eq(take),
@@ -341,10 +341,12 @@ class PlacementCheck(wiring.Component):
             stream_valid.eq(streams.entry.valid), stream_pd.eq(streams.entry.pd),
             stream_error.eq(streams.error),
             # Stage 3's flags, precomputed so the decision is a short chain of flip-flops.
-            no_stream_3.eq(~s2.known | ~stream_valid), stream_pd_3.eq(stream_pd), dropped_3.eq(stream_error),
+            no_stream_3.eq(~s2.known | ~stream_valid), dropped_3.eq(stream_error),
             zero_3.eq(s2.info.payload_length == 0),
             message_length.eq(s2.info.mo + s2.info.payload_length),
         ]
+
+        m.d.comb += regions.stream_pd.eq(stream_pd)  # on stage 2, beside the region's own PD
 
         # Stage 3: commit.
         seg = s3.info
@@ -365,7 +367,7 @@ class PlacementCheck(wiring.Component):
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)  # RFC 5041 5.2: not checked
             with m.Elif(region.invalid):
                 m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x00)
-            with m.Elif((region.pd != stream_pd_3) | region.stream_mismatch):
+            with m.Elif(region.pd_mismatch | region.stream_mismatch):
                 m.d.comb += _report(error, _LAYER_DDP, _TAGGED_BUFFER, 0x02)
             with m.Elif(region.access_denied):
                 m.d.comb += _report(error, _LAYER_RDMAP, _REMOTE_PROTECTION, 0x02)
@@ -384,16 +386,23 @@ class PlacementCheck(wiring.Component):
             with m.Else():
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)
 
+        # The table writes of the commit (error bit, buffer retirement) from flat expressions of
+        # flip-flops, not through the status priority chain above.
         commit = s3.valid
         accepted = status == SegmentStatus.ACCEPTED
+        refused = no_stream_3 | dropped_3
+        untagged_fault = ~s3.qn_ok | (buffers.result.fault != UntaggedFault.NONE)
+        tagged_fault = ~zero_3 & (region.invalid | region.pd_mismatch | region.stream_mismatch
+                                  | region.access_denied | region.below_base | region.past_end | region.wrap)
         has_payload = ~zero_3
         tag = Signal(16)
         with m.If(commit):
             m.d.sync += tag.eq(tag + 1)
         m.d.comb += [
-            streams.set_error.eq(commit & (status == SegmentStatus.ERROR)),
+            streams.set_error.eq(commit & ~refused & (seg.error.valid | Mux(seg.tagged, tagged_fault,
+                                                                            untagged_fault))),
             streams.set_error_index.eq(s3.index),
-            buffers.retire_en.eq(commit & accepted & ~seg.tagged & seg.last),
+            buffers.retire_en.eq(commit & ~refused & ~seg.error.valid & ~seg.tagged & ~untagged_fault & seg.last),
             buffers.retire.stream.eq(s3.index),
             buffers.retire.qn.eq(seg.qn),
             buffers.retire.msn.eq(seg.msn),

@@ -15,8 +15,8 @@ tagged list of RFC 5041 7.1 independently; the caller applies the order of
 
 1. ``invalid``: index beyond the table, row not valid, or key mismatch
    (7.1 tagged item 1; DDP 0x1/0x00);
-2. PD mismatch (the caller compares ``pd`` with the stream's PD) or
-   ``stream_mismatch`` (8.2; DDP 0x1/0x02);
+2. ``pd_mismatch``: the region's PD is not the stream's (``stream_pd``,
+   given by the caller), or ``stream_mismatch`` (8.2; DDP 0x1/0x02);
 3. ``access_denied``: the right the opcode needs is missing (7.1 item 2;
    RDMA Write needs remote write, RDMA Read Response local write; RDMAP
    0x1/0x02, RFC 5040 7.2);
@@ -74,6 +74,7 @@ def region_result_layout(pd_bits: int = 16, address_bits: int = 64) -> data.Stru
     return data.StructLayout({
         "invalid": unsigned(1),
         "pd": unsigned(pd_bits),
+        "pd_mismatch": unsigned(1),
         "stream_mismatch": unsigned(1),
         "access_denied": unsigned(1),
         "below_base": unsigned(1),
@@ -105,12 +106,15 @@ class RegionTable(wiring.Component):
         Pipeline advance: ``lookup`` is taken and every stage moves when high.
     lookup : ``In(region_lookup_layout())``
         The access to check, sampled on cycles with ``en`` high.
+    stream_pd : ``In(pd_bits)``
+        The PD of the lookup's stream, presented two advances after the lookup
+        (when the caller has read its stream table); compared on stage 2.
     result : ``Out(region_result_layout(...))``
         Flags and address of the lookup taken three advances earlier.
 
     Stages: (0) row read, (1) key/PD/stream/rights compare, ``TO < base``,
     the 65-bit sums ``TO + length``, ``base + length`` and the offset
-    ``TO - base``; (2) ``end`` compare and ``host_address + offset``. No
+    ``TO - base``; (2) ``end`` and PD compares and ``host_address + offset``. No
     stage chains two 64-bit carry paths.
     """
 
@@ -125,6 +129,7 @@ class RegionTable(wiring.Component):
             "hold": In(1),
             "en": In(1),
             "lookup": In(region_lookup_layout()),
+            "stream_pd": In(pd_bits),
             "result": Out(region_result_layout(pd_bits, address_bits)),
         })
 
@@ -183,6 +188,7 @@ class RegionTable(wiring.Component):
             m.d.sync += [
                 self.result.invalid.eq(s2.invalid),
                 self.result.pd.eq(s2.pd),
+                self.result.pd_mismatch.eq(s2.pd != self.stream_pd),
                 self.result.stream_mismatch.eq(s2.stream_mismatch),
                 self.result.access_denied.eq(s2.access_denied),
                 self.result.below_base.eq(s2.below_base),
