@@ -148,10 +148,13 @@ class DdpHeaderValidator(wiring.Component):
             byte = Mux(index == i // width, lane, captured[i])
             merged.append(Mux(seg_meta.payload.present[i], byte, 0))
 
+        # Flags kept beside index and done: at_start = (index == 0) & ~done,
+        # at_header = (index == header_beat) & ~done; so the ready logic reads flip-flops.
+        at_start = Signal(init=1)
+        at_header = Signal(init=int(header_beat == 0))
         rec_free = ~rec_valid | rec_ready
-        at_start = (index == 0) & ~done
         empty = seg_meta.valid & seg_meta.payload.empty & at_start
-        complete = ~done & ((index == header_beat) | seg.payload.last)
+        complete = at_header | (~done & seg.payload.last)
         m.d.comb += seg.ready.eq(seg_meta.valid & ~empty & beats.sink.ready & (~complete | rec_free))
         accept = seg.valid & seg.ready
         m.d.comb += [
@@ -169,6 +172,9 @@ class DdpHeaderValidator(wiring.Component):
             m.d.sync += [
                 index.eq(Mux(seg.payload.last, 0, Mux(index == header_beat + 1, index, index + 1))),
                 done.eq(~seg.payload.last & (done | complete)),
+                at_start.eq(seg.payload.last),
+                at_header.eq(Mux(seg.payload.last, header_beat == 0,
+                                 ~done & ~at_header & (index + 1 == header_beat))),
             ]
             with m.If(complete):
                 m.d.sync += [rec_valid.eq(1), rec_meta.eq(meta)]

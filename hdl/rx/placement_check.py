@@ -126,8 +126,8 @@ class StreamTable(wiring.Component):
     ``write`` (accepted while ``hold`` is low) sets a row and clears its error
     bit. ``en`` takes a lookup of ``index``; ``entry`` and ``error`` hold the
     row one advance later. ``set_error`` latches the error bit of
-    ``set_error_index``; the lookup is transparent for it, so a lookup on the
-    same cycle sees the bit set.
+    ``set_error_index`` (written on the next cycle); a lookup on the same
+    cycle or later sees the bit set (``en`` high on the cycle after it).
     """
 
     def __init__(self, streams: int, *, pd_bits: int = 16):
@@ -153,18 +153,25 @@ class StreamTable(wiring.Component):
         rows_r = rows.read_port()
         errors_r = errors.read_port(transparent_for=(errors_w,))
         host_write = self.write.valid & ~self.hold
+        # set_error is registered and written one cycle later (no caller logic at the write
+        # enable); the lookup taken on its own cycle gets it on the output instead.
+        set_error, set_error_index = Signal(), Signal.like(self.set_error_index)
+        looked_up = Signal.like(self.index)
+        m.d.sync += [set_error.eq(self.set_error), set_error_index.eq(self.set_error_index)]
+        with m.If(self.en):
+            m.d.sync += looked_up.eq(self.index)
         m.d.comb += [
             self.write.ready.eq(~self.hold),
             rows_w.addr.eq(self.write.payload.index),
             rows_w.data.eq(self.write.payload.entry),
             rows_w.en.eq(host_write),
-            errors_w.addr.eq(Mux(self.set_error, self.set_error_index, self.write.payload.index)),
-            errors_w.data.eq(self.set_error),
-            errors_w.en.eq(self.set_error | host_write),
+            errors_w.addr.eq(Mux(set_error, set_error_index, self.write.payload.index)),
+            errors_w.data.eq(set_error),
+            errors_w.en.eq(set_error | host_write),
             rows_r.addr.eq(self.index), rows_r.en.eq(self.en),
             errors_r.addr.eq(self.index), errors_r.en.eq(self.en),
             self.entry.eq(rows_r.data),
-            self.error.eq(errors_r.data),
+            self.error.eq(errors_r.data | (set_error & (set_error_index == looked_up))),
         ]
         return m
 

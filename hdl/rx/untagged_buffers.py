@@ -44,8 +44,11 @@ not yet consumed. Out-of-order arrival differs from the model as follows:
   buffer; buffers are found by their live slot, never through ``first``.
 
 Hazards: a lookup reads the queue and slot state on the cycle it is taken;
-the reads are transparent for the retire and post writes, so a retirement
-or post on that same cycle is seen. The caller must not take a lookup of a
+the reads are transparent for the retire and post writes, so a post on that
+same cycle is seen. A retirement request is registered and written one
+cycle later; stage 1 applies the one requested on the lookup's own cycle
+(``en`` stays high, as in the placement check), so a retirement requested
+on or before the cycle a lookup is taken is seen. The caller must not take a lookup of a
 queue while an earlier lookup of that queue that may retire is between
 taking and retirement (PlacementCheck interlocks whole streams).
 
@@ -204,14 +207,19 @@ class UntaggedBuffers(wiring.Component):
         post_next_r = next_mem.read_port()
         post_live_r = live_mem.read_port(transparent_for=(live_w,))
 
-        # Retirement (has priority on the live-bit write port).
-        retire = self.retire
+        # Retirement (has priority on the live-bit write port). The request is registered and
+        # written on the next cycle, so no caller logic reaches the RAM write enables; a lookup
+        # taken on the request's own cycle misses the write and is corrected on stage 1.
+        retire = Signal(untagged_retire_layout(self._streams, self._queues))
+        retire_en = Signal()
+        retire_first = Signal(_MSN_BITS)   # msn + 1, the new window start
+        m.d.sync += [retire.eq(self.retire), retire_en.eq(self.retire_en), retire_first.eq(self.retire.msn + 1)]
         retire_slot = self._slot_index(retire.stream, retire.qn, retire.msn)
         post_writing = Signal()
         m.d.comb += [
             first_w.addr.eq(self._queue_index(retire.stream, retire.qn)),
-            first_w.data.eq(retire.msn + 1),
-            first_w.en.eq(self.retire_en & retire.at_first),
+            first_w.data.eq(retire_first),
+            first_w.en.eq(retire_en & retire.at_first),
         ]
 
         # Posting state machine.
@@ -250,14 +258,14 @@ class UntaggedBuffers(wiring.Component):
                 # The live-bit port is retirement's on this cycle: write again on the next.
                 with m.If(~self.post.valid):
                     m.next = "IDLE"
-                with m.Elif(~self.retire_en):
+                with m.Elif(~retire_en):
                     m.d.comb += [post_writing.eq(1), self.post.ready.eq(1)]
                     m.next = "IDLE"
 
         m.d.comb += [
-            live_w.addr.eq(Mux(self.retire_en, retire_slot, post_slot)),
-            live_w.data.eq(~self.retire_en),
-            live_w.en.eq(self.retire_en | post_writing),
+            live_w.addr.eq(Mux(retire_en, retire_slot, post_slot)),
+            live_w.data.eq(~retire_en),
+            live_w.en.eq(retire_en | post_writing),
             # The descriptor of a slot that is not live is never read as valid: write it
             # on every WRITE cycle, ahead of the live bit.
             desc_w.addr.eq(post_slot),
@@ -283,7 +291,12 @@ class UntaggedBuffers(wiring.Component):
         with m.If(self.en):
             m.d.sync += s1.eq(lookup)
 
-        # Stage 1: one subtractor or comparator per result.
+        # Stage 1: the retirement written on this cycle was requested on the lookup's cycle,
+        # after its reads: apply it here. Then one subtractor or comparator per result.
+        retiring_now = retire_en & (self._queue_index(retire.stream, retire.qn)
+                                    == self._queue_index(s1.stream, s1.qn))
+        first_now = Mux(retiring_now & retire.at_first, retire_first, first_r.data)
+        live_now = live_r.data & ~(retiring_now & (retire_slot == self._slot_index(s1.stream, s1.qn, s1.msn)))
         s2 = Signal(data.StructLayout({
             "from_first": _MSN_BITS, "from_next": _MSN_BITS, "outstanding": _MSN_BITS,
             "present": 1, "at_first": 1, "nonzero": 1, "mo": 32, "mo_end": 33,
@@ -291,11 +304,11 @@ class UntaggedBuffers(wiring.Component):
         }))
         with m.If(self.en):
             m.d.sync += [
-                s2.from_first.eq(s1.msn - first_r.data),
+                s2.from_first.eq(s1.msn - first_now),
                 s2.from_next.eq(s1.msn - next_r.data),
-                s2.outstanding.eq(next_r.data - first_r.data),
-                s2.present.eq(live_r.data & (desc_r.data.msn == s1.msn)),
-                s2.at_first.eq(s1.msn == first_r.data),
+                s2.outstanding.eq(next_r.data - first_now),
+                s2.present.eq(live_now & (desc_r.data.msn == s1.msn)),
+                s2.at_first.eq(s1.msn == first_now),
                 s2.nonzero.eq(s1.length != 0),
                 s2.mo.eq(s1.mo),
                 s2.mo_end.eq(s1.mo + s1.length),
