@@ -22,6 +22,9 @@ from hdl.rx.dma_writer import DmaWriter  # noqa: E402
 from hdl.rx.frame_receiver import FrameReceiver  # noqa: E402
 from hdl.rx.placement_check import PlacementCheck  # noqa: E402
 from hdl.rx.engine import RxEngine  # noqa: E402
+from hdl.rx.region_table import RegionTable  # noqa: E402
+from hdl.rx.report_engine import ReportEngine  # noqa: E402
+from hdl.rx.untagged_buffers import UntaggedBuffers  # noqa: E402
 
 BLOCKS = {
     "crc32c": Crc32c,
@@ -31,6 +34,10 @@ BLOCKS = {
     "placement": PlacementCheck,
     "dma_writer": DmaWriter,
     "rx_engine": RxEngine,
+    # Blocks inside the placement check and after it; the width does not change them.
+    "region_table": lambda width: RegionTable(16),
+    "untagged_buffers": lambda width: UntaggedBuffers(8),
+    "report_engine": lambda width: ReportEngine(),
 }
 
 
