@@ -349,7 +349,9 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
                 flush()
         if self._tracker is not None and (self._ack_now or (self._data_packets_since_sack and self._has_data_to_send())):
             sack = self._make_sack(self.config.max_packet_size - 12)
-            if current_size + len(sack.encode()) > self.config.max_packet_size:
+            # A packet holds one SACK (3.3.4, 6.2: the latest state); one built on receipt goes in its own
+            # packet before this fresher one, never bundled ahead of it.
+            if sacks_due or current_size + len(sack.encode()) > self.config.max_packet_size:
                 flush()
             current.append(sack)
             current_size += len(sack.encode())

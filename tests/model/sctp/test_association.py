@@ -447,6 +447,31 @@ def test_rfc4960_6_2_gap_blocks_and_duplicate_tsns_reported_immediately() -> Non
     assert link.server.statistics.duplicate_tsns_received == 1
 
 
+def test_rfc4960_6_2_a_stale_sack_is_never_bundled_ahead_of_a_fresher_one() -> None:
+    """TSN base+1 arrives before base: the gap calls for a SACK at once (6.2); base then fills the gap and, as
+    the receiver has DATA of its own to send, a SACK rides with that DATA.  Both are due when the receiver
+    next sends: the gap SACK goes in its own packet, the up-to-date one with the DATA, and no packet holds
+    two SACKs (3.3.4: a SACK carries the receiver's latest Cumulative TSN Ack and gaps)."""
+    link = established_link()
+    server, base = link.server, initial_tsn(link)
+
+    def data(tsn: int) -> bytes:
+        chunk = DataChunk(tsn=tsn, stream_id=0, ssn=0, ppid=PPID_DDP_SEGMENT, user_data=b"x" * 100, unordered=True)
+        return SctpPacket(CLIENT_PORT, SERVER_PORT, server.local_tag, (chunk,)).encode()
+
+    server.receive(data(base + 1), link.now)
+    server.receive(data(base), link.now)
+    server.send(0, PPID_DDP_SEGMENT, b"reply")
+    packets = [SctpPacket.decode(p).chunks for p in server.data_to_send(link.now)]
+    sacks_per_packet = [[c for c in chunks if isinstance(c, SackChunk)] for chunks in packets]
+    assert all(len(sacks) <= 1 for sacks in sacks_per_packet), packets
+    assert [s for sacks in sacks_per_packet for s in sacks] == [
+        SackChunk(base - 1, 65536, ((2, 2),), ()),  # the gap, as when base+1 arrived
+        SackChunk(base + 1, 65536, (), ()),  # both taken
+    ]
+    assert isinstance(packets[-1][-1], DataChunk) and isinstance(packets[-1][0], SackChunk)
+
+
 def test_rfc4960_6_3_3_t3_rtx_timing_rto_backoff_and_karn() -> None:
     drops = [0]
 
