@@ -139,10 +139,12 @@ def run_demo(
     size: int = 1 << 20,
     progress: Callable[[float], None] | None = None,
     tamper: Callable[[HostPair], None] | None = None,
+    record: bool = False,
 ) -> DemoResult:
-    """Run the demo scenario; `tamper` (tests only) may change the testbed before verification."""
+    """Run the demo scenario; `tamper` (tests only) may change the testbed before verification; `record` keeps
+    every frame for the capture (memory grows with the traffic)."""
     result = DemoResult()
-    bed = result.testbed = HostPair.create(impaired(loss, seed), seed=seed, record=True, udp=udp)
+    bed = result.testbed = HostPair.create(impaired(loss, seed), seed=seed, record=record, udp=udp)
     wall_start = time.perf_counter()
     bed.connect()
     connected = {side: bed.of(side, Connected)[0] for side in Side}
@@ -382,7 +384,8 @@ def demo_command(
     out = out if out is not None else sys.stdout
     progress = ProgressBar(sys.stderr) if show_progress else None
     try:
-        result = run_demo(loss=loss, seed=seed, udp=udp, size=size, progress=progress, tamper=tamper)
+        result = run_demo(loss=loss, seed=seed, udp=udp, size=size, progress=progress, tamper=tamper,
+                          record=pcap is not None)
     except Stalled as error:
         print(f"rnic demo: stalled: {error}", file=out)
         print("result: FAIL", file=out)
