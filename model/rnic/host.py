@@ -129,6 +129,7 @@ from model.rnic.events import (
     Connected,
     DdpUnavailable,
     Failed,
+    PathStatus,
     PeerClosing,
     RdmapTerminated,
     ReadCompletion,
@@ -161,6 +162,7 @@ from model.sctp.events import (
     DataAcknowledged,
     DataReceived,
     DdpProceduresForbidden,
+    PathStatusChanged,
     PeerShutdownStarted,
 )
 
@@ -653,7 +655,9 @@ class SoftRnic:
                 self._events.append(Aborted(event.causes))
             elif isinstance(event, AssociationFailed):
                 self._association_over()
-                self._events.append(Failed(event.reason))
+                self._events.append(Failed(event.reason, event.state, event.limit, event.limit_value))
+            elif isinstance(event, PathStatusChanged):
+                self._events.append(PathStatus(event.reachable))
 
     def _association_over(self) -> None:
         self._streams.clear()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from model.sctp.config import AssociationConfig
 from model.sctp.congestion import CongestionControl
 from model.sctp.cookie import CookieSigner, CookieState
-from model.sctp.events import AssociationEstablished, AssociationFailed, DdpProceduresForbidden, ErrorReported
+from model.sctp.events import AssociationEstablished, DdpProceduresForbidden, ErrorReported, RetransmissionLimit
 from model.sctp.packet import (
     ADAPTATION_CODE_POINT_DDP,
     AbortChunk,
@@ -209,6 +209,7 @@ class HandshakeMixin:
         scan = scan_parameters(ack.parameters, INIT_ACK_PARAMETERS)
         ack = replace(ack, parameters=scan.processed)
         if invalid_init(ack) or cookie is None:
+            self._events.append(self._failure("invalid INIT ACK (RFC 4960 3.3.3)"))
             self._timers.clear()
             causes = (ErrorCause(ErrorCauseCode.INVALID_MANDATORY_PARAMETER),)
             if ack.initiate_tag:
@@ -216,7 +217,6 @@ class HandshakeMixin:
                 self._close_with_abort(*causes)
             else:
                 self.state = AssociationState.CLOSED
-            self._events.append(AssociationFailed("invalid INIT ACK (RFC 4960 3.3.3)"))
             return None
         self.peer_tag = ack.initiate_tag
         self._learn_peer(ack.initial_tsn, ack.a_rwnd, min(self.config.streams, ack.inbound_streams),
@@ -236,12 +236,16 @@ class HandshakeMixin:
         self._establish(now)
 
     def _on_t1_init(self, now: float) -> None:
-        """5.1 / 6.3.3: retransmit INIT with a backed-off RTO, up to Max.Init.Retransmits."""
+        """5.1 C / 6.3.3: retransmit INIT with a backed-off RTO, up to Max.Init.Retransmits; then "abort the
+        initialization process and report the error to the SCTP user"."""
         self._init_retransmits += 1
-        if self._init_retransmits > self.config.max_init_retransmits:
+        limit = self.config.max_init_retransmits
+        if self._init_retransmits > limit:
+            self._events.append(self._failure(
+                f"INIT unanswered after {limit} retransmissions: Max.Init.Retransmits exceeded (RFC 4960 5.1 C)",
+                RetransmissionLimit.MAX_INIT_RETRANSMITS))
             self.state = AssociationState.CLOSED
             self._timers.clear()
-            self._events.append(AssociationFailed("INIT not answered (Max.Init.Retransmits, RFC 4960 5.1)"))
             return
         self._rto.back_off()
         assert self._init_chunk is not None
@@ -249,12 +253,15 @@ class HandshakeMixin:
         self._timers[Trigger.T1_INIT] = now + self._rto.rto
 
     def _on_t1_cookie(self, now: float) -> None:
-        """5.1 C: retransmit COOKIE ECHO with a backed-off RTO."""
+        """5.1 C: retransmit COOKIE ECHO with a backed-off RTO, up to Max.Init.Retransmits; then give up."""
         self._init_retransmits += 1
-        if self._init_retransmits > self.config.max_init_retransmits:
+        limit = self.config.max_init_retransmits
+        if self._init_retransmits > limit:
+            self._events.append(self._failure(
+                f"COOKIE ECHO unanswered after {limit} retransmissions: Max.Init.Retransmits exceeded "
+                "(RFC 4960 5.1 C)", RetransmissionLimit.MAX_INIT_RETRANSMITS))
             self._timers.clear()
             self._close_with_abort()
-            self._events.append(AssociationFailed("COOKIE ECHO not answered (Max.Init.Retransmits, RFC 4960 5.1)"))
             return
         self._rto.back_off()
         assert self._cookie_echo is not None
@@ -269,9 +276,9 @@ class HandshakeMixin:
             self._events.append(ErrorReported(chunk.causes))
             return False
         if self._stale_cookie_retried:
+            self._events.append(self._failure("State Cookie stale twice (RFC 4960 5.2.6)"))
             self._timers.clear()
             self._close_with_abort()
-            self._events.append(AssociationFailed("State Cookie stale twice (RFC 4960 5.2.6)"))
             return None
         self._stale_cookie_retried = True
         staleness_us = struct.unpack("!I", stale[0].value)[0]
