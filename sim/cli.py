@@ -4,7 +4,7 @@
                                       decode a capture down to DDP, RDMAP and session control
     rnic sample-capture OUT.pcap      write the sample capture the README's demo dissects
     rnic bench model                  golden-model throughput table (encode, validate, place)
-    rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES]
+    rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES] [--no-progress]
                                       two software RNICs run every RDMAP operation over a lossy link
     rnic bench e2e                    model-to-model goodput table, 4 KiB and 1 MiB messages, 0% and 1% loss
     rnic bench rx [--widths 8 64] [--synth]
@@ -226,8 +226,7 @@ def _bench_rx(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from sim.commands.demo import demo_command
 
-    show_progress = sys.stderr.isatty() and not args.no_progress
-    return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress)
+    return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress=not args.no_progress)
 
 
 def _bench_e2e(args: argparse.Namespace) -> int:
@@ -295,7 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=1, help="seed of the link and the hosts (default 1)")
     demo.add_argument("--udp", action="store_true", help="SCTP over UDP port 9899 (RFC 6951)")
     demo.add_argument("--size", type=size, default=1 << 20, help="bytes per operation (default 1 MiB)")
-    demo.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    demo.add_argument("--no-progress", action="store_true",
+                      help="no progress on stderr (a bar on a terminal, else a line every 10 s)")
     demo.set_defaults(handler=_demo)
     return parser
 

@@ -19,6 +19,13 @@ fails the run.  An Aborted or Failed teardown after the data checks passed
 is reported, not failed: the data was already verified.  The link loses, duplicates,
 reorders and corrupts frames at the `--loss` rate, from `--seed`.
 
+A phase that cannot finish stops the run, which then still prints its summary
+and the link's statistics and exits 1: an association that ran out of
+retransmissions (Max.Init.Retransmits while opening, RFC 4960 5.1 C;
+Association.Max.Retrans once up, 8.1) is named with its state and the limit,
+and nothing else can end a live association (`model.rnic.pair.IDLE_LIMIT`
+only stops a run that makes no progress at all).
+
 `rnic bench e2e`: RDMA Write goodput from A to B, in bytes per wall-clock
 second of this CPython process and per simulated second, at 4 KiB and
 1 MiB messages, on a clean link and at 1% impairment.
@@ -47,6 +54,7 @@ from model.rnic.events import (
     Closed,
     Connected,
     Failed,
+    PathStatus,
     ReadCompletion,
     ReceiveCompletion,
     RnicEvent,
@@ -99,8 +107,14 @@ class DemoResult:
     teardown: dict[Side, RnicEvent | None] = field(default_factory=dict)
     """How each host's association ended (`FINISHED`), None if it had not by the close time limit."""
     wall_seconds: float = 0.0
+    data_start: float | None = None
+    """Simulated time of the first post, None if the run stopped before."""
     data_seconds: float = 0.0
-    """Simulated time from the first post to the last completion."""
+    """Simulated time from the first post to the last completion (or to the stop)."""
+    phase: str = ""
+    """The phase the run is in, or stopped in."""
+    stopped: str | None = None
+    """Why the run stopped before its end: the phase and what ended it (None: it ran to the end)."""
 
     @property
     def passed(self) -> bool:
@@ -132,6 +146,10 @@ class _HostPlan:
     send_ids: dict[Opcode, int] = field(default_factory=dict)
 
 
+PHASES = ("association set-up (RFC 4960 5.1)", "DDP session set-up (RFC 5043 6.2, RFC 6581 9)",
+          "data transfer (RFC 5040 5)")
+
+
 def run_demo(
     loss: float = 0.0,
     seed: int = 1,
@@ -142,14 +160,32 @@ def run_demo(
     record: bool = False,
 ) -> DemoResult:
     """Run the demo scenario; `tamper` (tests only) may change the testbed before verification; `record` keeps
-    every frame for the capture (memory grows with the traffic)."""
+    every frame for the capture (memory grows with the traffic).
+
+    A phase that cannot finish (an association gave up: `AssociationEnded`; or nothing happens: `Stalled`)
+    stops the run: `stopped` says which phase and why, a failed check records it, and each host's finishing
+    event, if any, is in `teardown`."""
     result = DemoResult()
     bed = result.testbed = HostPair.create(impaired(loss, seed), seed=seed, record=record, udp=udp)
     wall_start = time.perf_counter()
+    try:
+        _run_phases(result, bed, seed, size, progress, tamper)
+    except Stalled as error:
+        result.stopped = f"{result.phase}: {error}"
+        result.check(f"{result.phase} completed", False, str(error))
+        result.teardown = {side: bed.finished(side) for side in Side}
+    result.wall_seconds = time.perf_counter() - wall_start
+    return result
+
+
+def _run_phases(result: DemoResult, bed: HostPair, seed: int, size: int,
+                progress: Callable[[float], None] | None, tamper: Callable[[HostPair], None] | None) -> None:
+    result.phase = PHASES[0]
     bed.connect()
     connected = {side: bed.of(side, Connected)[0] for side in Side}
     result.check("association up with DDP on both sides (RFC 5043 11.1)",
                  all(event.ddp_enabled and event.peer_adaptation_code_point == 1 for event in connected.values()))
+    result.phase = PHASES[1]
     bed.open_stream(STREAM, b"rnic demo")
     established = {side: bed.of(side, SessionEstablished)[0] for side in Side}
     result.check("IRD/ORD 4/4 negotiated on both sides (RFC 6581 9)",
@@ -158,6 +194,7 @@ def run_demo(
                  established[Side.A].rtr is RtrType.WRITE
                  and [e.rtr for e in bed.of(Side.B, RtrArrived)] == [RtrType.WRITE])
 
+    result.phase = PHASES[2]
     data_rng = random.Random(seed)
     plans = {side: _HostPlan(data_rng.randbytes(size)) for side in Side}
     for side, plan in plans.items():
@@ -173,7 +210,7 @@ def run_demo(
         for index in range(len(SEND_VARIANTS)):
             host.post_recv(STREAM, RECEIVE_BUFFERS + index * max(size, 1), size)
 
-    data_start = bed.now
+    data_start = result.data_start = bed.now
     for side, plan in plans.items():
         host, peer = bed.hosts[side], plans[side.peer]
         plan.write_id = host.post_write(STREAM, peer.write_sink_stag, 0, SOURCE, size)
@@ -191,6 +228,7 @@ def run_demo(
     seen_writes = {side: len(bed.memory[side].writes) for side in Side}  # placements from here on
 
     def report_progress() -> None:
+        result.data_seconds = bed.now - data_start
         if progress is None or not expected_bytes:
             return
         for side in Side:
@@ -209,19 +247,19 @@ def run_demo(
 
     bed.run_until(all_done, report_progress)
     result.data_seconds = bed.now - data_start
+    if progress is not None:
+        progress(1.0)
     if tamper is not None:
         tamper(bed)
+    result.phase = "verification"
     _verify(result, bed, plans, size)
+    result.phase = "teardown (RFC 5043 6.2, RFC 4960 9.2)"
     close_start = bed.now
     result.teardown = bed.close(limit=CLOSE_TIME_LIMIT)
     unfinished = [side.name for side, event in result.teardown.items() if event is None]
     result.check("teardown: both hosts' associations ended (RFC 5043 6.2, RFC 4960 9.2)", not unfinished,
                  f"host {' and '.join(unfinished)} did not close within {bed.now - close_start:.3f} s "
                  f"of simulated time (limit {CLOSE_TIME_LIMIT:g} s)" if unfinished else "")
-    result.wall_seconds = time.perf_counter() - wall_start
-    if progress is not None:
-        progress(1.0)
-    return result
 
 
 def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], size: int) -> None:
@@ -295,10 +333,27 @@ def _teardown_text(event: RnicEvent | None) -> str:
         causes = ", ".join(_cause_name(cause.code) for cause in event.causes)
         return f"Aborted by the peer (RFC 4960 9.1){': ' + causes if causes else ''}"
     if isinstance(event, Failed):
-        return f"Failed: {event.reason}"
+        return _failure_text(event)
     if isinstance(event, CloseAborted):
         return f"aborted by close(): {event.reason}"
     return "did not close"
+
+
+def _failure_text(event: Failed) -> str:
+    """`Failed in STATE: reason` (the reason names a retransmission limit that ran out, and its value)."""
+    where = f" in {event.state.value}" if event.state is not None else ""
+    return f"Failed{where}: {event.reason}"
+
+
+def _association_text(bed: HostPair, side: Side) -> str:
+    """How a host's association stands: how it ended, else its state (RFC 4960 4)."""
+    finished = bed.finished(side)
+    if finished is not None:
+        return _teardown_text(finished)
+    association = bed.hosts[side].association
+    if association is None:
+        return "none (listening)" if side is Side.B else "none"
+    return association.state.value
 
 
 def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: int, out: TextIO) -> None:
@@ -323,14 +378,19 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
                 rtr = f"RTR received: {_rtr_name(arrived[0].rtr if arrived else None)}"
             print(f"session {event.stream_id} {side.name} ({event.role.value}): IRD {event.ird} ORD {event.ord}, "
                   f"{'peer-to-peer' if event.peer_to_peer else 'client-server'}, {rtr}", file=out)
-    print(f"{'operation':<28} {'direction':>9} {'bytes':>10}", file=out)
-    for operation in result.operations:
-        direction = f"{operation.sender.name}->{operation.sender.peer.name}"
-        if operation.opcode is Opcode.RDMA_READ_REQUEST:
-            direction = f"{operation.sender.name}<-{operation.sender.peer.name}"
-        print(f"{operation.name:<28} {direction:>9} {operation.length:>10,}", file=out)
+    if result.stopped is not None:
+        print(f"stopped during {result.stopped}", file=out)
+        for side in Side:
+            print(f"association {side.name}: {_association_text(bed, side)}", file=out)
     total = sum(operation.length for operation in result.operations)
-    print(f"{'total':<28} {'':>9} {total:>10,}", file=out)
+    if result.operations:
+        print(f"{'operation':<28} {'direction':>9} {'bytes':>10}", file=out)
+        for operation in result.operations:
+            direction = f"{operation.sender.name}->{operation.sender.peer.name}"
+            if operation.opcode is Opcode.RDMA_READ_REQUEST:
+                direction = f"{operation.sender.name}<-{operation.sender.peer.name}"
+            print(f"{operation.name:<28} {direction:>9} {operation.length:>10,}", file=out)
+        print(f"{'total':<28} {'':>9} {total:>10,}", file=out)
     for side in Side:
         stats = bed.hosts[side].statistics
         assoc = stats.association
@@ -339,15 +399,22 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
                   f"fast {assoc.fast_retransmitted}; frames sent {stats.frames_sent}, dropped on receipt: "
                   f"bad checksum {stats.dropped_bad_checksum}, malformed {stats.dropped_malformed}, "
                   f"misaddressed {stats.dropped_misaddressed}", file=out)
-    link = bed.link.stats
     for side in Side:
-        print(f"teardown {side.name}: {_teardown_text(result.teardown.get(side))}", file=out)
+        lost = sum(1 for event in bed.of(side, PathStatus) if not event.reachable)
+        if lost:
+            print(f"path {side.name}->{side.peer.name}: marked unreachable {lost} time(s), its error count past "
+                  "Path.Max.Retrans (RFC 4960 8.2)", file=out)
+    link = bed.link.stats
+    if result.stopped is None:
+        for side in Side:
+            print(f"teardown {side.name}: {_teardown_text(result.teardown.get(side))}", file=out)
     print(f"link frames: sent {link.sent}, lost {link.lost}, duplicated {link.duplicated}, "
           f"reordered {link.reordered}, corrupted {link.corrupted}", file=out)
     print(f"time: simulated {bed.now:.3f} s (data phase {result.data_seconds:.3f} s), wall {result.wall_seconds:.2f} s",
           file=out)
-    print(f"model goodput: {_rate(total, result.wall_seconds)} wall-clock, "
-          f"{_rate(total, result.data_seconds)} simulated (data phase)", file=out)
+    if result.operations:
+        print(f"model goodput: {_rate(total, result.wall_seconds)} wall-clock, "
+              f"{_rate(total, result.data_seconds)} simulated (data phase)", file=out)
     failed = [check for check in result.checks if not check.passed]
     print(f"checks: {len(result.checks) - len(failed)} passed, {len(failed)} failed", file=out)
     for check in failed:
@@ -363,6 +430,7 @@ class ProgressBar:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self._last = 0.0
+        self._open = False
 
     def __call__(self, fraction: float) -> None:
         now = time.perf_counter()
@@ -371,25 +439,52 @@ class ProgressBar:
         self._last = now
         filled = int(fraction * self.WIDTH)
         self.stream.write(f"\r[{'#' * filled}{' ' * (self.WIDTH - filled)}] {fraction:4.0%}")
-        if fraction >= 1.0:
+        self._open = fraction < 1.0
+        if not self._open:
             self.stream.write("\n")
         self.stream.flush()
+
+    def close(self) -> None:
+        """End a bar left short of 100% (the run stopped) so that what follows starts on its own line."""
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+
+class ProgressLines:
+    """Progress when stderr is not a terminal: one line every `interval` wall-clock seconds, none for a
+    run shorter than that."""
+
+    def __init__(self, stream: TextIO, size: int, interval: float = 10.0) -> None:
+        self.stream = stream
+        self.total = size * 2 * (2 + len(SEND_VARIANTS))
+        self.interval = interval
+        self._start = self._last = time.perf_counter()
+
+    def __call__(self, fraction: float) -> None:
+        now = time.perf_counter()
+        if fraction >= 1.0 or now - self._last < self.interval:
+            return
+        self._last = now
+        print(f"rnic demo: {fraction:.0%} of {self.total:,} bytes placed after {now - self._start:.0f} s",
+              file=self.stream, flush=True)
 
 
 def demo_command(
     loss: float, seed: int, udp: bool, size: int, pcap: str | None, show_progress: bool,
     out: TextIO | None = None, tamper: Callable[[HostPair], None] | None = None,
 ) -> int:
-    """Run, print the summary, write the capture; exit status 0 only if every check passed."""
+    """Run, print the summary (also when a phase could not finish), write the capture; exit status 0 only if
+    every check passed.  `show_progress`: a bar on a terminal, else a line now and then (both on stderr)."""
     out = out if out is not None else sys.stdout
-    progress = ProgressBar(sys.stderr) if show_progress else None
-    try:
-        result = run_demo(loss=loss, seed=seed, udp=udp, size=size, progress=progress, tamper=tamper,
-                          record=pcap is not None)
-    except Stalled as error:
-        print(f"rnic demo: stalled: {error}", file=out)
-        print("result: FAIL", file=out)
-        return 1
+    progress = None
+    if show_progress:
+        progress = ProgressBar(sys.stderr) if sys.stderr.isatty() else ProgressLines(sys.stderr, size)
+    result = run_demo(loss=loss, seed=seed, udp=udp, size=size, progress=progress, tamper=tamper,
+                      record=pcap is not None)
+    if isinstance(progress, ProgressBar):
+        progress.close()
     print_summary(result, loss, seed, udp, size, out)
     if pcap is not None and result.testbed is not None:
         Path(pcap).write_bytes(result.testbed.pcap())

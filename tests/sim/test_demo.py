@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,13 +12,15 @@ import pytest
 
 import sim.commands.demo
 from model.rnic.link import LinkConfig, Side
-from model.rnic.events import Closed
+from model.rnic.events import Closed, Failed
+from model.sctp.events import RetransmissionLimit
+from model.sctp.state import AssociationState
 from model.net.frames import Frame
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL, SctpPacket, ShutdownCompleteChunk
 from sim.cli import main
 from tests.mulpdu import mulpdu
 from model.rnic.pair import HostPair, host_config
-from sim.commands.demo import WRITE_SINK, ProgressBar, demo_command, print_summary, run_demo
+from sim.commands.demo import WRITE_SINK, ProgressBar, ProgressLines, demo_command, print_summary, run_demo
 
 SUMMARY_FIELDS = (
     "peer adaptation code point 1 (DDP on)",
@@ -94,6 +97,28 @@ def test_progress_bar_redraws_in_place_and_ends_the_line() -> None:
     text = stream.getvalue()
     assert text.startswith("\r[" + "#" * 20 + " " * 20 + "]") and " 50%" in text
     assert text.endswith("100%\n")
+
+
+def test_progress_bar_cut_short_ends_its_line_on_close() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(stream)
+    bar(0.25)
+    bar.close()
+    assert stream.getvalue().endswith(" 25%\n")
+    bar.close()  # a closed bar writes nothing more
+    assert stream.getvalue().count("\n") == 1
+
+
+def test_progress_lines_for_a_log_say_how_far_now_and_then() -> None:
+    """Without a terminal: plain lines (no carriage return), at most one per interval, none at 100%."""
+    stream = io.StringIO()
+    lines = ProgressLines(stream, size=1000, interval=0.0)
+    lines(0.5)
+    lines(1.0)
+    assert stream.getvalue() == "rnic demo: 50% of 12,000 bytes placed after 0 s\n"
+    quiet = io.StringIO()
+    ProgressLines(quiet, size=1000, interval=3600.0)(0.5)
+    assert quiet.getvalue() == ""
 
 
 def test_bench_e2e_prints_a_table(capsys) -> None:
@@ -187,3 +212,50 @@ def test_two_hosts_close_returns_instead_of_raising_when_nothing_is_left() -> No
     bed = HostPair.create(LinkConfig())
     assert bed.close(limit=60.0) == {Side.A: None, Side.B: None}
     assert bed.now == 0.0
+
+
+FAILURE_LINE = re.compile(r"^association ([AB]): Failed in (\S+): (.*)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("seed", (1, 2, 3, 10))
+def test_demo_at_50pct_loss_completes_or_reports_the_sctp_limit_that_ended_it(seed: int, capsys) -> None:
+    """`rnic demo --loss 0.5` once stopped within a second with "stalled: nothing in flight" and nothing else.
+    Now a run passes, or it exits 1 having said which phase stopped, which host's association failed, in
+    which state, after which retransmission limit (Max.Init.Retransmits only while opening, RFC 4960 5.1 C;
+    Association.Max.Retrans once up, 8.1), and the usual summary with the link's statistics."""
+    status = main(["demo", "--loss", "0.5", "--seed", str(seed), "--size", "2000", "--no-progress"])
+    out = capsys.readouterr().out
+    if status == 0:
+        assert "result: PASS" in out
+        return
+    assert status == 1 and "result: FAIL" in out
+    assert re.search(r"^stopped during (association set-up|DDP session set-up|data transfer) ", out, re.MULTILINE)
+    failures = FAILURE_LINE.findall(out)
+    assert failures, out
+    for _, state, reason in failures:
+        limits = re.findall(r"after (\d+) retransmissions: (Max\.Init\.Retransmits|Association\.Max\.Retrans) "
+                            r"exceeded", reason)
+        if not limits:
+            continue  # a peer's failure of another kind, reported as such
+        [(count, limit)] = limits
+        opening = state in ("COOKIE-WAIT", "COOKIE-ECHOED")
+        assert (limit, int(count)) == (("Max.Init.Retransmits", 8) if opening else ("Association.Max.Retrans", 10))
+    assert any("exceeded" in reason for _, _, reason in failures)
+    assert re.search(r"^link frames: sent \d+, lost \d+, duplicated \d+, reordered \d+, corrupted \d+$", out,
+                     re.MULTILINE)
+    assert re.search(r"^retransmissions A: timeout \d+", out, re.MULTILINE)
+    assert "time: simulated" in out and "FAILED: " in out
+
+
+def test_a_failure_in_the_data_phase_keeps_the_operations_and_both_ends_in_the_summary() -> None:
+    """Seed 10 at 50% loss gets past set-up and fails during the transfer: the summary still lists the
+    operations, and each host's ending is a typed event (the failed one with its limit and state)."""
+    result = run_demo(loss=0.5, seed=10, size=2000)
+    assert result.stopped is not None and result.stopped.startswith("data transfer")
+    assert len(result.operations) == 12 and not result.passed
+    ends = [event for event in result.teardown.values() if event is not None]
+    assert any(isinstance(e, Failed) and e.limit is RetransmissionLimit.ASSOCIATION_MAX_RETRANS
+               and e.limit_value == 10 and e.state is AssociationState.ESTABLISHED for e in ends), ends
+    out = io.StringIO()
+    print_summary(result, 0.5, 10, False, 2000, out)
+    assert "RDMA Write" in out.getvalue() and "link frames: sent" in out.getvalue()
