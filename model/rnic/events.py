@@ -203,7 +203,7 @@ class StreamReleased(RnicEvent):
 class WorkCompletion(RnicEvent):
     """A posted RDMA Write or Send variant was handed to SCTP in full (local completion, RFC 5041 5.4).
 
-    The source buffer was copied at post time and may be reused."""
+    The source buffer is read as the message is segmented; from now on it may be reused."""
 
     stream_id: int
     wr_id: int

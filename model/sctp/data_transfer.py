@@ -127,6 +127,7 @@ class DataTransferMixin:
         self._send_queue.append(
             DataChunk(tsn=tsn, stream_id=stream_id, ssn=ssn, ppid=ppid, user_data=bytes(payload), unordered=unordered)
         )
+        self._queued_bytes += len(payload)
         return tsn
 
     def _release_buffer(self, nbytes: int) -> None:
@@ -222,6 +223,7 @@ class DataTransferMixin:
                     if len(chunk.user_data) > self._peer_rwnd and (self._flight_size > 0 or added):
                         break
                     self._send_queue.popleft()
+                    self._queued_bytes -= len(chunk.user_data)
                     sent = _SentChunk(chunk, now, len(chunk.user_data), size)
                     self._outstanding[chunk.tsn] = sent
                     self._outstanding_bytes += sent.size

@@ -729,3 +729,43 @@ def test_a_run_without_progress_stalls_after_the_idle_limit() -> None:
         pair.run_until(lambda: False, idle_limit=100.0)
     assert not isinstance(stalled.value, AssociationEnded)
     assert start + 30.0 < pair.now <= start + 100.0  # heartbeats went by (HB.interval 30 s), no progress
+
+
+# -- memory: a window at a time, whatever the message size ---------------------------------------
+
+
+def test_a_large_write_is_held_a_send_buffer_and_a_window_at_a_time_not_whole() -> None:
+    """A 4 MiB RDMA Write is some 2,900 DDP segments.  At every step host A's association holds at most its
+    send buffer of unsent data (plus the segment that crossed it) and no more sent-unacknowledged data than
+    B's window of 64 KiB allows (RFC 4960 6.1, plus the one chunk 6.1 A lets go when nothing is in flight);
+    its DDP session holds nothing back.  The Write completes only once its last segment went to SCTP (RFC
+    5041 5.4), and every byte arrives."""
+    pair = HostPair.create(LinkConfig())
+    pair.connect()
+    pair.open_stream(STREAM)
+    length = 4 * MIB
+    data = random.Random(7).randbytes(length)
+    pair.memory[Side.A].write(0x10_0000, data)
+    sink = pair.b.register_memory(0x100_0000, length, Access.REMOTE_WRITE)
+    association = pair.a.association
+    chunk = association.mulpdu + 2  # a DDP segment and its DDP-SSN (RFC 5043 5.2.1)
+    segments = -(-length // (association.mulpdu - TAGGED_DDP_HEADER))  # RFC 5041 5.2
+    window = host_config(Side.B).receive_buffer
+    send_buffer = pair.a.config.send_buffer
+    most_chunks = (send_buffer + window) // chunk + 2
+    peak = [0]
+
+    def held_within_bounds() -> None:
+        assert association.queued_bytes <= send_buffer + chunk
+        assert pair.a._sessions.queued(STREAM) == 0
+        assert association.outstanding_chunks <= most_chunks
+        peak[0] = max(peak[0], association.outstanding_chunks)
+
+    pair.a.post_write(STREAM, sink, 0, 0x10_0000, length)
+    pair.collect()
+    assert not pair.seen(Side.A, WorkCompletion)  # nothing like the whole message went to SCTP at post time
+    held_within_bounds()
+    pair.run_until(lambda: pair.seen(Side.B, WriteArrived), held_within_bounds)
+    assert pair.seen(Side.A, WorkCompletion)
+    assert segments > 2900 and most_chunks < 100 and 40 <= peak[0] <= most_chunks
+    assert pair.memory[Side.B].read(0x100_0000, length) == data
