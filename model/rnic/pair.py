@@ -104,16 +104,19 @@ class HostPair:
         configs: dict[Side, RnicConfig] | None = None,
         rngs: dict[Side, random.Random] | None = None,
         policies: dict[Side, SessionPolicy | None] | None = None,
+        memories: dict[Side, SparseMemory] | None = None,
         **options: object,
     ) -> HostPair:
         """Hosts at the standard addresses with `options` for both (or `configs`), host random generators
-        seeded from `seed` (or `rngs`), session policies (default: accept every session)."""
+        seeded from `seed` (or `rngs`), session policies (default: accept every session), empty host
+        memories (or `memories`)."""
         hosts = {}
         for side in Side:
             config = configs[side] if configs is not None else host_config(side, **options)
             rng = rngs[side] if rngs is not None else random.Random(seed * 2 + (side is Side.B))
             policy = policies.get(side, accept_every_session) if policies is not None else accept_every_session
-            hosts[side] = SoftRnic(config, SparseMemory(), rng, session_policy=policy)
+            memory = memories[side] if memories is not None else SparseMemory()
+            hosts[side] = SoftRnic(config, memory, rng, session_policy=policy)
         return cls(hosts, Link(link, record=record), record=record)
 
     @property

@@ -19,6 +19,14 @@ fails the run.  An Aborted or Failed teardown after the data checks passed
 is reported, not failed: the data was already verified.  The link loses, duplicates,
 reorders and corrupts frames at the `--loss` rate, from `--seed`.
 
+Memory does not grow with `--size`: the hosts' memories are
+`PatternMemory`s, whose source regions read as a pattern computed from the
+offset and whose sinks compare every byte written with the pattern expected
+there, keeping which ranges hold it rather than the bytes; the SoftRnics read
+a message a segment at a time as the send buffer and the window allow; frames
+are kept only for `--pcap`.  The memory map (`MemoryMap`) grows with `--size`
+so that no two buffers overlap.
+
 A phase that cannot finish stops the run, which then still prints its summary
 and the link's statistics and exits 1: an association that ran out of
 retransmissions (Max.Init.Retransmits while opening, RFC 4960 5.1 C;
@@ -64,16 +72,56 @@ from model.rnic.events import (
     WriteArrived,
 )
 from model.sctp.packet import ErrorCauseCode
+from sim.commands.pattern_memory import PatternMemory
 
 STREAM = 0
 
-# Host memory map of each host (addresses; every region is `size` bytes, 1 MiB apart at least).
-SOURCE = 0x0100_0000  # data this host writes, sends, and lets the peer read
-WRITE_SINK = 0x0200_0000  # the peer RDMA Writes here
-READ_SINK = 0x0300_0000  # our RDMA Read Response lands here
-RECEIVE_BUFFERS = 0x0400_0000  # four posted receive buffers, one per Send variant
-INVALIDATE_TARGETS = 0x0800_0000  # two small regions the peer's Sends with Invalidate revoke
 TARGET_LENGTH = 4096
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class MemoryMap:
+    """Where each host keeps its buffers for operations of `size` bytes: regions `spacing` apart, a multiple
+    of 16 MiB with at least 1 MiB free after every region, so that none overlaps another at any size."""
+
+    size: int
+    spacing: int
+
+    @classmethod
+    def for_size(cls, size: int) -> MemoryMap:
+        return cls(size, 16 * MIB * max(1, -(-(size + MIB) // (16 * MIB))))
+
+    @property
+    def source(self) -> int:
+        """The data this host writes, sends, and lets the peer read."""
+        return self.spacing
+
+    @property
+    def write_sink(self) -> int:
+        """The peer RDMA Writes here."""
+        return 2 * self.spacing
+
+    @property
+    def read_sink(self) -> int:
+        """Our RDMA Read Response lands here."""
+        return 3 * self.spacing
+
+    def receive_buffer(self, index: int) -> int:
+        """The posted receive buffer of Send variant `index` (four of them, back to back)."""
+        return 4 * self.spacing + index * max(self.size, 1)
+
+    def invalidate_target(self, index: int) -> int:
+        """Two small regions the peer's Sends with Invalidate revoke."""
+        return 8 * self.spacing + index * TARGET_LENGTH
+
+
+# The map for operations of up to 15 MiB.
+SOURCE = MemoryMap.for_size(0).source
+WRITE_SINK = MemoryMap.for_size(0).write_sink
+READ_SINK = MemoryMap.for_size(0).read_sink
+RECEIVE_BUFFERS = MemoryMap.for_size(0).receive_buffer(0)
+INVALIDATE_TARGETS = MemoryMap.for_size(0).invalidate_target(0)
 
 
 def impaired(loss: float, seed: int) -> LinkConfig:
@@ -136,7 +184,8 @@ SEND_VARIANTS = (
 class _HostPlan:
     """What one host registered and expects, for the checks."""
 
-    data: bytes
+    key: int
+    """The pattern of the data this host sends (`PatternMemory`)."""
     write_sink_stag: int = 0
     read_sink_stag: int = 0
     source_stag: int = 0
@@ -166,7 +215,8 @@ def run_demo(
     stops the run: `stopped` says which phase and why, a failed check records it, and each host's finishing
     event, if any, is in `teardown`."""
     result = DemoResult()
-    bed = result.testbed = HostPair.create(impaired(loss, seed), seed=seed, record=record, udp=udp)
+    bed = result.testbed = HostPair.create(impaired(loss, seed), seed=seed, record=record, udp=udp,
+                                           memories={side: PatternMemory() for side in Side})
     wall_start = time.perf_counter()
     try:
         _run_phases(result, bed, seed, size, progress, tamper)
@@ -195,47 +245,47 @@ def _run_phases(result: DemoResult, bed: HostPair, seed: int, size: int,
                  and [e.rtr for e in bed.of(Side.B, RtrArrived)] == [RtrType.WRITE])
 
     result.phase = PHASES[2]
-    data_rng = random.Random(seed)
-    plans = {side: _HostPlan(data_rng.randbytes(size)) for side in Side}
+    layout = MemoryMap.for_size(size)
+    plans = {side: _HostPlan(random.Random(f"rnic demo {seed} {side.name}").getrandbits(64)) for side in Side}
     for side, plan in plans.items():
-        host, memory = bed.hosts[side], bed.memory[side]
-        memory.write(SOURCE, plan.data)
-        plan.source_stag = host.register_memory(SOURCE, size, Access.LOCAL_READ | Access.REMOTE_READ)
-        plan.write_sink_stag = host.register_memory(WRITE_SINK, size, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
-        plan.read_sink_stag = host.register_memory(READ_SINK, size, Access.LOCAL_WRITE)
+        host, memory, peer_key = bed.hosts[side], _pattern_memory(bed, side), plans[side.peer].key
+        memory.add_source(layout.source, size, plan.key)
+        memory.add_sink(layout.write_sink, size, peer_key)
+        memory.add_sink(layout.read_sink, size, peer_key)
+        plan.source_stag = host.register_memory(layout.source, size, Access.LOCAL_READ | Access.REMOTE_READ)
+        plan.write_sink_stag = host.register_memory(layout.write_sink, size,
+                                                    Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+        plan.read_sink_stag = host.register_memory(layout.read_sink, size, Access.LOCAL_WRITE)
         plan.invalidate_targets = [
-            host.register_memory(INVALIDATE_TARGETS + i * TARGET_LENGTH, TARGET_LENGTH, Access.REMOTE_WRITE)
-            for i in range(2)
+            host.register_memory(layout.invalidate_target(i), TARGET_LENGTH, Access.REMOTE_WRITE) for i in range(2)
         ]
         for index in range(len(SEND_VARIANTS)):
-            host.post_recv(STREAM, RECEIVE_BUFFERS + index * max(size, 1), size)
+            memory.add_sink(layout.receive_buffer(index), size, peer_key)
+            host.post_recv(STREAM, layout.receive_buffer(index), size)
 
     data_start = result.data_start = bed.now
     for side, plan in plans.items():
         host, peer = bed.hosts[side], plans[side.peer]
-        plan.write_id = host.post_write(STREAM, peer.write_sink_stag, 0, SOURCE, size)
+        plan.write_id = host.post_write(STREAM, peer.write_sink_stag, 0, layout.source, size)
         result.operations.append(Operation("RDMA Write", Opcode.RDMA_WRITE, side, size))
         plan.read_id = host.post_read(STREAM, plan.read_sink_stag, 0, peer.source_stag, 0, size)
         result.operations.append(Operation("RDMA Read", Opcode.RDMA_READ_REQUEST, side, size))
         targets = iter(peer.invalidate_targets)
         for name, opcode, solicited, invalidate in SEND_VARIANTS:
             stag = next(targets) if invalidate else None
-            plan.send_ids[opcode] = host.post_send(STREAM, SOURCE, size, solicited=solicited, invalidate_stag=stag)
+            plan.send_ids[opcode] = host.post_send(STREAM, layout.source, size, solicited=solicited,
+                                                   invalidate_stag=stag)
             result.operations.append(Operation(name, opcode, side, size))
 
     expected_bytes = len(result.operations) * size
-    placed = {side: 0 for side in Side}
-    seen_writes = {side: len(bed.memory[side].writes) for side in Side}  # placements from here on
+    written_before = {side: _pattern_memory(bed, side).bytes_written for side in Side}
 
     def report_progress() -> None:
         result.data_seconds = bed.now - data_start
         if progress is None or not expected_bytes:
             return
-        for side in Side:
-            writes = bed.memory[side].writes
-            placed[side] += sum(length for _, length in writes[seen_writes[side]:])
-            seen_writes[side] = len(writes)
-        progress(min(1.0, sum(placed.values()) / expected_bytes))
+        placed = sum(_pattern_memory(bed, side).bytes_written - written_before[side] for side in Side)
+        progress(min(1.0, placed / expected_bytes))
 
     def all_done() -> bool:
         return all(
@@ -252,7 +302,7 @@ def _run_phases(result: DemoResult, bed: HostPair, seed: int, size: int,
     if tamper is not None:
         tamper(bed)
     result.phase = "verification"
-    _verify(result, bed, plans, size)
+    _verify(result, bed, plans, layout)
     result.phase = "teardown (RFC 5043 6.2, RFC 4960 9.2)"
     close_start = bed.now
     result.teardown = bed.close(limit=CLOSE_TIME_LIMIT)
@@ -262,17 +312,25 @@ def _run_phases(result: DemoResult, bed: HostPair, seed: int, size: int,
                  f"of simulated time (limit {CLOSE_TIME_LIMIT:g} s)" if unfinished else "")
 
 
-def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], size: int) -> None:
+def _pattern_memory(bed: HostPair, side: Side) -> PatternMemory:
+    memory = bed.memory[side]
+    assert isinstance(memory, PatternMemory)
+    return memory
+
+
+def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], layout: MemoryMap) -> None:
+    """Every sink holds the peer's data, byte for byte (`PatternMemory.intact`), every completion is the
+    work posted, invalidated STags are invalid, and nothing was written outside the registered buffers."""
+    size = layout.size
     for side in Side:
         peer = side.peer
-        plan, peer_plan = plans[side], plans[peer]
-        memory, host = bed.memory[side], bed.hosts[side]
+        plan = plans[side]
+        memory, host = _pattern_memory(bed, side), bed.hosts[side]
         arrow = f"{peer.name}->{side.name}"
-        result.check(f"RDMA Write {arrow}: every byte placed",
-                     memory.read(WRITE_SINK, size) == peer_plan.data)
+        result.check(f"RDMA Write {arrow}: every byte placed", memory.intact(layout.write_sink, size))
         result.check(f"RDMA Write {arrow}: one WriteArrived at the sink STag",
                      [(e.stag, e.length) for e in bed.of(side, WriteArrived)] == [(plan.write_sink_stag, size)])
-        result.check(f"RDMA Read {side.name}<-{peer.name}: every byte placed", memory.read(READ_SINK, size) == peer_plan.data)
+        result.check(f"RDMA Read {side.name}<-{peer.name}: every byte placed", memory.intact(layout.read_sink, size))
         result.check(f"RDMA Read {side.name}<-{peer.name}: one ReadCompletion",
                      [(e.wr_id, e.length) for e in bed.of(side, ReadCompletion)] == [(plan.read_id, size)])
         receives = bed.of(side, ReceiveCompletion)
@@ -281,13 +339,13 @@ def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], siz
         targets = iter(plan.invalidate_targets)
         for index, (name, opcode, solicited, invalidate) in enumerate(SEND_VARIANTS):
             completion = next((e for e in receives if e.opcode is opcode), None)
-            address = RECEIVE_BUFFERS + index * max(size, 1)
+            address = layout.receive_buffer(index)
             stag = next(targets) if invalidate else None
             result.check(
                 f"{name} {arrow}: bytes, length, SE and invalidated STag",
                 completion is not None and completion.address == address and completion.length == size
                 and completion.solicited is solicited and completion.invalidated_stag == stag
-                and memory.read(address, size) == peer_plan.data,
+                and memory.intact(address, size),
             )
             if stag is not None:
                 region = host.memory_table.lookup(stag)
@@ -299,8 +357,8 @@ def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], siz
         ]
         result.check(f"host {side.name}: one local completion per Write and Send posted",
                      sorted((e.wr_id, e.opcode, e.length) for e in done) == sorted(expected))
-        allowed = [(SOURCE, size), (WRITE_SINK, size), (READ_SINK, size),
-                   (RECEIVE_BUFFERS, len(SEND_VARIANTS) * max(size, 1))]
+        allowed = [(layout.source, size), (layout.write_sink, size), (layout.read_sink, size),
+                   (layout.receive_buffer(0), len(SEND_VARIANTS) * max(size, 1))]
         stray = [w for w in memory.written_outside(allowed) if w[1]]
         result.check(f"host {side.name}: nothing written outside registered and posted buffers",
                      not stray, f"{len(stray)} stray writes")

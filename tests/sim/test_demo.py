@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import tracemalloc
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from model.sctp.packet import PPID_DDP_SESSION_CONTROL, SctpPacket, ShutdownComp
 from sim.cli import main
 from tests.mulpdu import mulpdu
 from model.rnic.pair import HostPair, host_config
-from sim.commands.demo import WRITE_SINK, ProgressBar, ProgressLines, demo_command, print_summary, run_demo
+from sim.commands.demo import MIB, WRITE_SINK, MemoryMap, ProgressBar, ProgressLines, demo_command, print_summary, run_demo
 
 SUMMARY_FIELDS = (
     "peer adaptation code point 1 (DDP on)",
@@ -259,3 +260,35 @@ def test_a_failure_in_the_data_phase_keeps_the_operations_and_both_ends_in_the_s
     out = io.StringIO()
     print_summary(result, 0.5, 10, False, 2000, out)
     assert "RDMA Write" in out.getvalue() and "link frames: sent" in out.getvalue()
+
+
+def test_the_demo_holds_a_window_of_data_not_its_operations() -> None:
+    """Peak traced memory during a run hardly moves from 64 KiB to 512 KiB per operation (12 operations,
+    6 MiB moved): the sender reads its source a segment at a time within the send buffer and the peer's
+    window, and the hosts' pattern memories keep no sink bytes."""
+    peaks = {}
+    for size in (64 << 10, 512 << 10):
+        tracemalloc.start()
+        try:
+            result = run_demo(size=size)
+            peaks[size] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert result.passed
+    assert peaks[512 << 10] < peaks[64 << 10] + (256 << 10), peaks
+    assert peaks[512 << 10] < 2 << 20, peaks
+
+
+@pytest.mark.parametrize("size", (0, 1, 15 * MIB, 16 * MIB, 100_000_000))
+def test_the_memory_map_never_overlaps_at_any_size(size: int) -> None:
+    """Every region of `size` bytes (four receive buffers back to back) ends at least 1 MiB before the next
+    one starts; up to 15 MiB the map is the fixed one at 16 MiB spacing."""
+    layout = MemoryMap.for_size(size)
+    regions = ([(layout.source, size), (layout.write_sink, size), (layout.read_sink, size),
+                (layout.receive_buffer(0), 4 * max(size, 1))]
+               + [(layout.invalidate_target(i), 4096) for i in range(2)])
+    for (start, length), (following, _) in zip(regions[:4], regions[1:5]):
+        assert start + length + MIB <= following
+    if size <= 15 * MIB:
+        assert (layout.source, layout.write_sink, layout.read_sink, layout.receive_buffer(0),
+                layout.invalidate_target(0)) == (0x0100_0000, 0x0200_0000, 0x0300_0000, 0x0400_0000, 0x0800_0000)
