@@ -18,10 +18,11 @@ timers, what arrived is delivered, what expired fires, and each host's
 costs nothing however long the run).  When nothing is in flight and no
 timer runs, a step raises `Stalled`, or `AssociationEnded` when a host's
 association is over (its retransmission limits ran out, RFC 4960 5.1 C,
-8.1, or it was aborted) and so nothing more can happen.  `tap(side, frame)`
-sees every frame a host sends; returning False keeps that frame off the link.  `record=True`
-keeps the frames as the hosts sent them (`sent`) and as they arrived, after
-the link's impairments (the capture, `pcap()`).
+8.1, or it was aborted) and so nothing more can happen.  `run_until` also
+stops a run without progress for `IDLE_LIMIT`.  `tap(side, frame)` sees
+every frame a host sends; returning False keeps that frame off the link.
+`record=True` keeps the frames as the hosts sent them (`sent`) and as they
+arrived, after the link's impairments (the capture, `pcap()`).
 
 Nothing here reads a clock: a run is the same for the same seeds.
 """

@@ -70,9 +70,8 @@ class RetransmissionLimit(Enum):
     MAX_INIT_RETRANSMITS = "Max.Init.Retransmits"
     """INIT or COOKIE ECHO retransmissions (RFC 4960 5.1 C; default 8)."""
     ASSOCIATION_MAX_RETRANS = "Association.Max.Retrans"
-    """Consecutive retransmissions and unanswered HEARTBEATs once up (RFC 4960 8.1; default 10)."""
-    PATH_MAX_RETRANS = "Path.Max.Retrans"
-    """The same errors counted per destination address, which then is unreachable (RFC 4960 8.2; default 5)."""
+    """Consecutive retransmissions and unanswered HEARTBEATs once up (RFC 4960 8.1; default 10).  The same
+    count against Path.Max.Retrans only marks the path unreachable (8.2, `PathStatusChanged`)."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ class FaultManagementMixin:
         if self._association_errors > limit:
             # 8.1: "the endpoint shall consider the peer endpoint unreachable and shall stop transmitting".
             self._events.append(self._failure(
-                f"{what} after {limit} retransmissions: Association.Max.Retrans exceeded (RFC 4960 8.1)",
+                f"{what} after {limit} retransmissions or unanswered HEARTBEATs in a row: "
+                "Association.Max.Retrans exceeded (RFC 4960 8.1)",
                 RetransmissionLimit.ASSOCIATION_MAX_RETRANS))
             self._close_with_abort()
             return

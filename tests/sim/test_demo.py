@@ -234,8 +234,8 @@ def test_demo_at_50pct_loss_completes_or_reports_the_sctp_limit_that_ended_it(se
     failures = FAILURE_LINE.findall(out)
     assert failures, out
     for _, state, reason in failures:
-        limits = re.findall(r"after (\d+) retransmissions: (Max\.Init\.Retransmits|Association\.Max\.Retrans) "
-                            r"exceeded", reason)
+        limits = re.findall(r"after (\d+) retransmissions(?: or unanswered HEARTBEATs in a row)?: "
+                            r"(Max\.Init\.Retransmits|Association\.Max\.Retrans) exceeded", reason)
         if not limits:
             continue  # a peer's failure of another kind, reported as such
         [(count, limit)] = limits
