@@ -155,8 +155,6 @@ class DemoResult:
     teardown: dict[Side, RnicEvent | None] = field(default_factory=dict)
     """How each host's association ended (`FINISHED`), None if it had not by the close time limit."""
     wall_seconds: float = 0.0
-    data_start: float | None = None
-    """Simulated time of the first post, None if the run stopped before."""
     data_seconds: float = 0.0
     """Simulated time from the first post to the last completion (or to the stop)."""
     phase: str = ""
@@ -263,7 +261,7 @@ def _run_phases(result: DemoResult, bed: HostPair, seed: int, size: int,
             memory.add_sink(layout.receive_buffer(index), size, peer_key)
             host.post_recv(STREAM, layout.receive_buffer(index), size)
 
-    data_start = result.data_start = bed.now
+    data_start = bed.now
     for side, plan in plans.items():
         host, peer = bed.hosts[side], plans[side.peer]
         plan.write_id = host.post_write(STREAM, peer.write_sink_stag, 0, layout.source, size)
