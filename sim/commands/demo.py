@@ -468,7 +468,7 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
           f"reordered {link.reordered}, corrupted {link.corrupted}", file=out)
     print(f"time: simulated {bed.now:.3f} s (data phase {result.data_seconds:.3f} s), wall {result.wall_seconds:.2f} s",
           file=out)
-    if result.operations:
+    if result.operations and result.stopped is None:  # a stopped run did not move what was posted
         print(f"model goodput: {_rate(total, result.wall_seconds)} wall-clock, "
               f"{_rate(total, result.data_seconds)} simulated (data phase)", file=out)
     failed = [check for check in result.checks if not check.passed]

@@ -260,6 +260,7 @@ def test_a_failure_in_the_data_phase_keeps_the_operations_and_both_ends_in_the_s
     out = io.StringIO()
     print_summary(result, 0.5, 10, False, 2000, out)
     assert "RDMA Write" in out.getvalue() and "link frames: sent" in out.getvalue()
+    assert "goodput" not in out.getvalue()  # nothing like the operations' bytes moved
 
 
 def test_the_demo_holds_a_window_of_data_not_its_operations() -> None:
