@@ -66,15 +66,14 @@ def size(text: str) -> int:
 
 
 def demo_size(text: str) -> int:
-    """Bytes per demo operation: 0 up to what the demo's host memory map gives each buffer."""
-    from sim.commands.demo import INVALIDATE_TARGETS, READ_SINK, RECEIVE_BUFFERS, SEND_VARIANTS, SOURCE, WRITE_SINK
+    """Bytes per demo operation: 0 up to the largest DDP message, 2**32 - 1 (RFC 5041 5.2); the demo's memory
+    map (`sim.commands.demo.MemoryMap`) spaces its buffers by the size, so any such size fits."""
+    from sim.commands.demo import LARGEST_SIZE
 
     value = size(text)
-    largest = min(WRITE_SINK - SOURCE, READ_SINK - WRITE_SINK, RECEIVE_BUFFERS - READ_SINK,
-                  (INVALIDATE_TARGETS - RECEIVE_BUFFERS) // len(SEND_VARIANTS))
-    if value > largest:
-        raise argparse.ArgumentTypeError(f"{text} is above the maximum of {largest} ({largest >> 20} MiB): the "
-                                         "demo's buffers are that far apart in host memory")
+    if value > LARGEST_SIZE:
+        raise argparse.ArgumentTypeError(f"{text} is above the maximum of {LARGEST_SIZE}: a DDP message is "
+                                         "shorter than 2**32 bytes (RFC 5041 5.2)")
     return value
 
 
@@ -265,9 +264,9 @@ def _bench_rx(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from sim.commands.demo import demo_command
 
-    show_progress = sys.stderr.isatty() and not args.no_progress
-    try:
-        return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap, show_progress)
+    try:  # progress: a bar on a terminal, else a line every 10 s (demo_command decides)
+        return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap,
+                            show_progress=not args.no_progress)
     except OSError as error:  # the capture, written after the run (its file was checked before)
         print(f"rnic demo: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
         return 1
@@ -369,8 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=1, help="seed of the link and the hosts (default 1)")
     demo.add_argument("--udp", action="store_true", help="SCTP over UDP port 9899 (RFC 6951)")
     demo.add_argument("--size", type=demo_size, default=1 << 20,
-                      help="bytes per operation, 0 to 16 MiB (default 1 MiB)")
-    demo.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+                      help="bytes per operation, 0 to 2**32 - 1 (default 1 MiB)")
+    demo.add_argument("--no-progress", action="store_true",
+                      help="no progress on stderr (a bar on a terminal, else a line every 10 s)")
     demo.set_defaults(handler=_demo)
     return parser
 

@@ -403,6 +403,11 @@ class DdpSessions:
         stream = self._streams.get(stream_id)
         return stream.unacked if stream is not None else 0
 
+    def queued(self, stream_id: int) -> int:
+        """Chunks of the stream's session waiting to be handed to the LLP (not open yet, 6.6, or 10)."""
+        stream = self._streams.get(stream_id)
+        return len(stream.session.queue) if stream is not None and stream.session is not None else 0
+
     @property
     def pending_initiates(self) -> int:
         return self._pending

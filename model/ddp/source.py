@@ -9,9 +9,17 @@
 * MSN per queue starts at 1 and wraps to 0 after 0xFFFFFFFF (4.3).
 * RsvdULP is passed through unchanged on every segment (4.2, 4.3).
 * Rsvd is zero and DV is 1 on transmit (4.1).
+
+`tagged_segments` and `untagged_segments` check a message at once and then
+yield its segments one by one, each payload read (`Reader`) only when its
+segment is produced, as an RNIC's DMA reads host memory: a sender holds a
+segment at a time, not the message.  `segment_tagged` and `segment_untagged`
+do the same over bytes in hand and return the list.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 from model.ddp.segment import TAGGED_HEADER_LENGTH, UNTAGGED_HEADER_LENGTH, DdpSegment, TaggedHeader, UntaggedHeader
 from model.errors import EncodeError, check_field
@@ -19,13 +27,33 @@ from model.errors import EncodeError, check_field
 MESSAGE_LENGTH_LIMIT = 1 << 32
 """RFC 5041 5.2: the ULP Message Length MUST be less than 2^32."""
 
+Reader = Callable[[int, int], bytes]
+"""`read(offset, length)`: `length` bytes of the message from `offset`."""
 
-def _chunks(payload: bytes, per_segment: int) -> list[tuple[int, bytes]]:
-    if len(payload) >= MESSAGE_LENGTH_LIMIT:
+
+def segment_count(length: int, per_segment: int) -> int:
+    """Segments of a message of `length` bytes: a zero-length message is one segment (RFC 5041 5.2)."""
+    return max(1, -(-length // per_segment))
+
+
+def _check_length(length: int) -> None:
+    if not 0 <= length < MESSAGE_LENGTH_LIMIT:
         raise EncodeError("ULP message length must be less than 2^32 (RFC 5041 5.2)")
-    if len(payload) == 0:
-        return [(0, b"")]
-    return [(offset, payload[offset : offset + per_segment]) for offset in range(0, len(payload), per_segment)]
+
+
+def _segments(read: Reader, length: int, per_segment: int,
+              header: Callable[[bool, int], TaggedHeader | UntaggedHeader]) -> Iterator[DdpSegment]:
+    """The segments of a message, each read when produced; `header(last, offset)` makes each header."""
+    if length == 0:
+        yield DdpSegment(header(True, 0), b"")
+        return
+    for offset in range(0, length, per_segment):
+        count = min(per_segment, length - offset)
+        yield DdpSegment(header(offset + count == length, offset), bytes(read(offset, count)))
+
+
+def _reader(payload: bytes) -> Reader:
+    return lambda offset, count: payload[offset : offset + count]
 
 
 def _payload_per_segment(mulpdu: int, header_length: int) -> int:
@@ -34,32 +62,42 @@ def _payload_per_segment(mulpdu: int, header_length: int) -> int:
     return mulpdu - header_length
 
 
-def segment_tagged(payload: bytes, stag: int, to: int, mulpdu: int, rsvd_ulp: int = 0) -> list[DdpSegment]:
-    """Segment a Tagged DDP Message starting at Tagged Offset `to` (RFC 5041 5.2)."""
-    payload = bytes(payload)
+def tagged_segments(read: Reader, length: int, stag: int, to: int, mulpdu: int,
+                    rsvd_ulp: int = 0) -> Iterator[DdpSegment]:
+    """The segments of a Tagged DDP Message of `length` bytes from Tagged Offset `to` (RFC 5041 5.2), each
+    read when produced; the message is checked now."""
+    _check_length(length)
     check_field(stag, 32, "STag")
     check_field(to, 64, "TO")
     check_field(rsvd_ulp, 8, "RsvdULP (tagged)")
-    if to + len(payload) > 1 << 64:
+    if to + length > 1 << 64:
         raise EncodeError("TO + message length exceeds the 64-bit Tagged Offset space")
-    chunks = _chunks(payload, _payload_per_segment(mulpdu, TAGGED_HEADER_LENGTH))
-    return [
-        DdpSegment(TaggedHeader(index == len(chunks) - 1, rsvd_ulp, stag, to + offset), chunk)
-        for index, (offset, chunk) in enumerate(chunks)
-    ]
+    per_segment = _payload_per_segment(mulpdu, TAGGED_HEADER_LENGTH)
+    return _segments(read, length, per_segment, lambda last, offset: TaggedHeader(last, rsvd_ulp, stag, to + offset))
+
+
+def untagged_segments(read: Reader, length: int, qn: int, msn: int, mulpdu: int,
+                      rsvd_ulp: int = 0) -> Iterator[DdpSegment]:
+    """The segments of an Untagged DDP Message of `length` bytes, MO from 0 (RFC 5041 5.2), each read when
+    produced; the message is checked now."""
+    _check_length(length)
+    check_field(qn, 32, "QN")
+    check_field(msn, 32, "MSN")
+    check_field(rsvd_ulp, 40, "RsvdULP (untagged)")
+    per_segment = _payload_per_segment(mulpdu, UNTAGGED_HEADER_LENGTH)
+    return _segments(read, length, per_segment, lambda last, offset: UntaggedHeader(last, rsvd_ulp, qn, msn, offset))
+
+
+def segment_tagged(payload: bytes, stag: int, to: int, mulpdu: int, rsvd_ulp: int = 0) -> list[DdpSegment]:
+    """Segment a Tagged DDP Message starting at Tagged Offset `to` (RFC 5041 5.2)."""
+    payload = bytes(payload)
+    return list(tagged_segments(_reader(payload), len(payload), stag, to, mulpdu, rsvd_ulp))
 
 
 def segment_untagged(payload: bytes, qn: int, msn: int, mulpdu: int, rsvd_ulp: int = 0) -> list[DdpSegment]:
     """Segment an Untagged DDP Message with MO from 0 (RFC 5041 5.2)."""
     payload = bytes(payload)
-    check_field(qn, 32, "QN")
-    check_field(msn, 32, "MSN")
-    check_field(rsvd_ulp, 40, "RsvdULP (untagged)")
-    chunks = _chunks(payload, _payload_per_segment(mulpdu, UNTAGGED_HEADER_LENGTH))
-    return [
-        DdpSegment(UntaggedHeader(index == len(chunks) - 1, rsvd_ulp, qn, msn, offset), chunk)
-        for index, (offset, chunk) in enumerate(chunks)
-    ]
+    return list(untagged_segments(_reader(payload), len(payload), qn, msn, mulpdu, rsvd_ulp))
 
 
 class DdpSource:
@@ -79,7 +117,22 @@ class DdpSource:
 
     def untagged_message(self, payload: bytes, qn: int, rsvd_ulp: int = 0) -> list[DdpSegment]:
         """Segment the next message on `qn` and advance its MSN (mod 2^32)."""
+        payload = bytes(payload)
+        return list(self.untagged_segments(_reader(payload), len(payload), qn, rsvd_ulp))
+
+    def tagged_segments(self, read: Reader, length: int, stag: int, to: int,
+                        rsvd_ulp: int = 0) -> Iterator[DdpSegment]:
+        """`tagged_segments` at this stream's MULPDU: segments read as they are produced."""
+        return tagged_segments(read, length, stag, to, self.mulpdu, rsvd_ulp)
+
+    def untagged_segments(self, read: Reader, length: int, qn: int, rsvd_ulp: int = 0) -> Iterator[DdpSegment]:
+        """The next message on `qn`, its segments read as they are produced; its MSN is taken now."""
         msn = self.next_msn(qn)
-        segments = segment_untagged(payload, qn, msn, self.mulpdu, rsvd_ulp)
+        segments = untagged_segments(read, length, qn, msn, self.mulpdu, rsvd_ulp)
         self._next_msn[qn] = (msn + 1) & 0xFFFFFFFF
         return segments
+
+    def segment_count(self, length: int, tagged: bool) -> int:
+        """How many segments a message of `length` bytes takes at this stream's MULPDU (RFC 5041 5.2)."""
+        header = TAGGED_HEADER_LENGTH if tagged else UNTAGGED_HEADER_LENGTH
+        return segment_count(length, _payload_per_segment(self.mulpdu, header))

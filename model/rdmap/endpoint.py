@@ -3,7 +3,8 @@
 One `RdmapEndpoint` is one RDMAP/DDP Stream.  The ULP posts work
 (`post_write`, `post_read`, `post_send`, `post_receive`); outbound DDP
 segments are collected with `data_to_send()` (encoded bytes, in
-transmission order; the LLP numbers them, e.g. with the DDP-SSN); inbound
+transmission order; the LLP numbers them, e.g. with the DDP-SSN), all of
+them or at most `limit`, so an LLP takes what its window allows; inbound
 segments go to `receive(segment_bytes, sequence)`; `next_events()` returns
 every event queued since the last call, completions included.  The
 endpoint has no timers, so no call takes `now` (see `model`'s convention).
@@ -13,6 +14,11 @@ Decisions recorded here:
 * Local completion of RDMA Write and Send (RFC 5041 5.4, Data Source side):
   a message is complete once all its segments have been handed to the LLP,
   i.e. returned by `data_to_send()`; `WorkCompleted` then waits in `next_events()`.
+* A message's payload is read from host memory segment by segment as
+  `data_to_send()` hands the segments over (an RNIC's DMA), never copied
+  whole: the source buffer belongs to the endpoint until the message's
+  `WorkCompleted` (an RDMA Read's source, until its Read Response is handed
+  over), and the endpoint holds one segment at a time, not the message.
 * ORD (RFC 5040 RDMA Read): `post_read` raises `ReadLimitExceeded` when ORD
   reads are already outstanding; nothing is queued.  A read stays
   outstanding until its Read Response has been delivered.
@@ -45,6 +51,7 @@ Decisions recorded here:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Union
 
@@ -147,7 +154,10 @@ class _PendingRead:
 
 @dataclass
 class _OutboundMessage:
-    segments: list[bytes]
+    segments: Iterator[bytes]
+    """The encoded segments still to hand over, each read from memory when taken."""
+    remaining: int
+    """How many: the message completes when the last one is handed over."""
     completion: WorkCompleted | None = None
     responds_to_read: bool = False
 
@@ -210,9 +220,9 @@ class RdmapEndpoint:
     def post_write(self, remote_stag: int, remote_to: int, local_address: int, length: int) -> int:
         """RDMA Write `length` bytes from host memory to the peer's STag/TO (RFC 5040 5.1)."""
         self._check_usable()
-        payload = self.host_memory.read(local_address, length)
-        segments = self.source.tagged_message(payload, remote_stag, remote_to, tagged_rsvd_ulp(Opcode.RDMA_WRITE))
-        return self._queue_work(Opcode.RDMA_WRITE, segments, length)
+        segments = self.source.tagged_segments(self._reader(local_address), length, remote_stag, remote_to,
+                                               tagged_rsvd_ulp(Opcode.RDMA_WRITE))
+        return self._queue_work(Opcode.RDMA_WRITE, segments, self.source.segment_count(length, tagged=True), length)
 
     def post_send(
         self,
@@ -228,10 +238,9 @@ class RdmapEndpoint:
             opcode = Opcode.SEND_WITH_SE if solicited else Opcode.SEND
         else:
             opcode = Opcode.SEND_WITH_SE_AND_INVALIDATE if solicited else Opcode.SEND_WITH_INVALIDATE
-        payload = self.host_memory.read(local_address, length)
         rsvd_ulp = untagged_rsvd_ulp(opcode, invalidate_stag or 0)
-        segments = self.source.untagged_message(payload, QueueNumber.SEND, rsvd_ulp)
-        return self._queue_work(opcode, segments, length)
+        segments = self.source.untagged_segments(self._reader(local_address), length, QueueNumber.SEND, rsvd_ulp)
+        return self._queue_work(opcode, segments, self.source.segment_count(length, tagged=False), length)
 
     def post_read(self, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int) -> int:
         """RDMA Read `length` bytes of the peer's STag/TO into local STag/TO (RFC 5040 5.2)."""
@@ -244,23 +253,33 @@ class RdmapEndpoint:
         )
         wr_id = self._take_wr_id()
         self._reads_outstanding.append(_PendingRead(wr_id, local_stag, length))
-        self._outbound.append(_OutboundMessage([s.encode() for s in segments]))
+        self._queue_segments(segments)
         return wr_id
 
     # -- LLP side ----------------------------------------------------------
 
-    def data_to_send(self) -> list[bytes]:
-        """Every queued outbound DDP segment, encoded, in transmission order; a Write or Send whose
-        segments are all handed over completes here (`WorkCompleted` queued, RFC 5041 5.4)."""
+    def data_to_send(self, limit: int | None = None) -> list[bytes]:
+        """The queued outbound DDP segments, encoded, in transmission order: every one, or at most `limit`.
+        Each is read from host memory as it is handed over; a Write or Send whose last segment is handed
+        over completes here (`WorkCompleted` queued, RFC 5041 5.4)."""
         out: list[bytes] = []
-        while self._outbound:
-            message = self._outbound.popleft()
-            out.extend(message.segments)
+        while self._outbound and (limit is None or len(out) < limit):
+            message = self._outbound[0]
+            out.append(next(message.segments))
+            message.remaining -= 1
+            if message.remaining:
+                continue
+            self._outbound.popleft()
             if message.completion is not None:
                 self._events.append(message.completion)
             if message.responds_to_read:
                 self._inbound_reads_outstanding -= 1
         return out
+
+    @property
+    def segments_queued(self) -> int:
+        """Outbound segments not handed over yet (none of them read from memory yet)."""
+        return sum(message.remaining for message in self._outbound)
 
     def next_events(self) -> list[Event]:
         """Every event queued since the last call (completions included), oldest first."""
@@ -293,10 +312,20 @@ class RdmapEndpoint:
         self._next_wr_id += 1
         return wr_id
 
-    def _queue_work(self, opcode: Opcode, segments: list[DdpSegment], length: int) -> int:
+    def _queue_work(self, opcode: Opcode, segments: Iterator[DdpSegment], count: int, length: int) -> int:
         wr_id = self._take_wr_id()
-        self._outbound.append(_OutboundMessage([s.encode() for s in segments], WorkCompleted(wr_id, opcode, length)))
+        self._outbound.append(_OutboundMessage((s.encode() for s in segments), count,
+                                               WorkCompleted(wr_id, opcode, length)))
         return wr_id
+
+    def _queue_segments(self, segments: list[DdpSegment]) -> None:
+        """A short message built whole (Read Request, Terminate)."""
+        self._outbound.append(_OutboundMessage(iter([s.encode() for s in segments]), len(segments)))
+
+    def _reader(self, address: int):
+        """Reads a message's bytes from host memory at `address` as its segments are produced."""
+        memory = self.host_memory
+        return lambda offset, count: memory.read(address + offset, count)
 
     def _post_control_buffer(self, qn: int, length: int) -> None:
         self.sink.post_buffer(qn, self._control_next_address, length, self.control_memory)
@@ -359,16 +388,15 @@ class RdmapEndpoint:
         )
         if fault is not None:
             return [self._terminate_for_message(fault.rdmap_error, delivered, request)]
+        address = 0
         if request.size:
-            region = self.memory_table.lookup(request.source_stag)
-            payload = self.host_memory.read(region.host_address(request.source_to), request.size)
-        else:
-            payload = b""
-        segments = self.source.tagged_message(
-            payload, request.sink_stag, request.sink_to, tagged_rsvd_ulp(Opcode.RDMA_READ_RESPONSE)
-        )
+            address = self.memory_table.lookup(request.source_stag).host_address(request.source_to)
+        segments = self.source.tagged_segments(self._reader(address), request.size, request.sink_stag,
+                                               request.sink_to, tagged_rsvd_ulp(Opcode.RDMA_READ_RESPONSE))
         self._inbound_reads_outstanding += 1
-        self._outbound.append(_OutboundMessage([s.encode() for s in segments], responds_to_read=True))
+        self._outbound.append(_OutboundMessage((s.encode() for s in segments),
+                                               self.source.segment_count(request.size, tagged=True),
+                                               responds_to_read=True))
         return []
 
     def _on_terminate(self, delivered: Delivered) -> list[Event]:
@@ -416,6 +444,6 @@ class RdmapEndpoint:
         segments = self.source.untagged_message(
             terminate.encode(), QueueNumber.TERMINATE, untagged_rsvd_ulp(Opcode.TERMINATE)
         )
-        self._outbound.append(_OutboundMessage([s.encode() for s in segments]))
+        self._queue_segments(segments)
         self.terminate_sent = terminate
         return TerminateSent(terminate)

@@ -3,8 +3,8 @@
 Every event is a frozen dataclass deriving from `RnicEvent`.  They fall in
 three groups, in the order a connection sees them:
 
-* connection: `Connected`, `DdpUnavailable` (RFC 5043 11.1), `PeerClosing`,
-  `Closed`, `Aborted`, `Failed`, `CloseAborted`;
+* connection: `Connected`, `DdpUnavailable` (RFC 5043 11.1), `PathStatus`,
+  `PeerClosing`, `Closed`, `Aborted`, `Failed`, `CloseAborted`;
 * DDP stream sessions (RFC 5043 6, RFC 6581 7-9): `SessionRequested`,
   `SessionRefused`, `SessionEstablished`, `SessionRejected`, `RtrArrived`,
   `StreamTerminated`, `StreamReleased`;
@@ -25,7 +25,9 @@ from model.ddp.session import RefusalReason, TerminationCause
 from model.errors import LlpError
 from model.ddp.negotiation import NegotiatedParameters, Role, RtrType
 from model.rdmap.messages import Opcode, Terminate
+from model.sctp.events import RetransmissionLimit
 from model.sctp.packet import ErrorCause
+from model.sctp.state import AssociationState
 
 
 class RnicEvent:
@@ -78,10 +80,24 @@ class Aborted(RnicEvent):
 
 
 @dataclass(frozen=True)
+class PathStatus(RnicEvent):
+    """The peer's address became unreachable, its error count past Path.Max.Retrans, or reachable again
+    (RFC 4960 8.2).  The association goes on until Association.Max.Retrans."""
+
+    reachable: bool
+
+
+@dataclass(frozen=True)
 class Failed(RnicEvent):
-    """The association gave up: retransmission limits exceeded (RFC 4960 8.1, 8.2)."""
+    """The association gave up (RFC 4960 10.2 E COMMUNICATION LOST): a retransmission limit ran out
+    (`limit`: Max.Init.Retransmits, 5.1 C; Association.Max.Retrans, 8.1) or the peer broke the protocol."""
 
     reason: str
+    state: AssociationState | None = None
+    """The association state it gave up in (RFC 4960 4)."""
+    limit: RetransmissionLimit | None = None
+    limit_value: int | None = None
+    """With `limit`: its configured value, the retransmissions made."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +203,7 @@ class StreamReleased(RnicEvent):
 class WorkCompletion(RnicEvent):
     """A posted RDMA Write or Send variant was handed to SCTP in full (local completion, RFC 5041 5.4).
 
-    The source buffer was copied at post time and may be reused."""
+    The source buffer is read as the message is segmented; from now on it may be reused."""
 
     stream_id: int
     wr_id: int

@@ -67,9 +67,14 @@ Decisions recorded here:
   policy, reports `SessionRequested` and waits for `accept_session` or
   `reject_session` (RFC 5043 6.2, 6.3).
 * Completions: a Write or Send completes when its last segment is handed to
-  SCTP (RFC 5041 5.4 Data Source side; the payload was copied at post
-  time); a Read when its Read Response is placed; an inbound Send when it
-  is delivered.  Every event, completions included, waits in `next_events()`.
+  SCTP (RFC 5041 5.4 Data Source side); a Read when its Read Response is
+  placed; an inbound Send when it is delivered.  Every event, completions
+  included, waits in `next_events()`.
+* Memory: a posted message is segmented and read from host memory only as
+  the association's send buffer (`RnicConfig.send_buffer`) has room, which
+  the peer's window frees (RFC 4960 6.1); the source buffer must stay as it
+  is until the message's completion.  What the host holds of outbound data
+  is bounded by the send buffer and the window, not by message sizes.
 * `close()` ends every DDP session with a Terminate (RFC 5043 6.2) and sends
   the SCTP SHUTDOWN (RFC 4960 9.2) once every stream is released (RFC 5043
   6.6: both Terminates exchanged and acknowledged), so that the peer can
@@ -129,6 +134,7 @@ from model.rnic.events import (
     Connected,
     DdpUnavailable,
     Failed,
+    PathStatus,
     PeerClosing,
     RdmapTerminated,
     ReadCompletion,
@@ -151,7 +157,7 @@ from model.sctp.packet import (
     SctpPacket,
     checksum_ok,
 )
-from model.sctp.config import IPV4_HEADER_LENGTH, AssociationConfig
+from model.sctp.config import DDP_SSN_LENGTH, IPV4_HEADER_LENGTH, AssociationConfig
 from model.sctp.events import (
     AssociationAborted,
     AssociationClosed,
@@ -161,6 +167,7 @@ from model.sctp.events import (
     DataAcknowledged,
     DataReceived,
     DdpProceduresForbidden,
+    PathStatusChanged,
     PeerShutdownStarted,
 )
 
@@ -215,6 +222,9 @@ class RnicConfig:
     pd_id: int = 1
     close_timeout: float | None = 30.0
     """Seconds `close()` waits for the peer to release every DDP stream before it ABORTs; None: no limit."""
+    send_buffer: int = 65536
+    """Bytes of DDP segments the host hands its association ahead of what the association has sent, like a
+    socket's send buffer: posted messages are segmented and read from memory only as this room allows."""
 
     def __post_init__(self) -> None:
         if len(self.mac) != 6:
@@ -653,7 +663,9 @@ class SoftRnic:
                 self._events.append(Aborted(event.causes))
             elif isinstance(event, AssociationFailed):
                 self._association_over()
-                self._events.append(Failed(event.reason))
+                self._events.append(Failed(event.reason, event.state, event.limit, event.limit_value))
+            elif isinstance(event, PathStatusChanged):
+                self._events.append(PathStatus(event.reachable))
 
     def _association_over(self) -> None:
         self._streams.clear()
@@ -772,17 +784,39 @@ class SoftRnic:
     # -- internals: the transmit pump -----------------------------------------------
 
     def _flush(self) -> None:
-        """RDMAP segments -> DDP sessions -> SCTP DATA chunks; local completions -> events."""
+        """RDMAP segments -> DDP sessions -> SCTP DATA chunks, as many as the send buffer takes; local
+        completions -> events."""
         for stream_id, stream in self._streams.items():
             endpoint = stream.endpoint
             if endpoint is None:
                 continue
-            for segment in endpoint.data_to_send():
+            while wanted := self._segments_wanted(stream_id):
+                segments = endpoint.data_to_send(wanted)
+                if not segments:
+                    break
                 try:
-                    self._sessions.send_segment(stream_id, segment)
+                    for segment in segments:
+                        self._sessions.send_segment(stream_id, segment)
                 except SessionStateError:
                     break  # the session ended under the endpoint; nothing more of it is sent
+                self._send_session_messages()
             self._on_rdmap_events(stream_id, endpoint.next_events())
+        self._send_session_messages()
+
+    def _segments_wanted(self, stream_id: int) -> int:
+        """How many segments the stream's endpoint may hand over now: enough to fill the association's send
+        buffer (`RnicConfig.send_buffer`), none while the session still holds some (not open yet, RFC 5043
+        6.2, 6.6) or while the association takes no new data (RFC 4960 9.2).  So a message is read from
+        memory as the window lets it go, and memory is bounded by the send buffer, not by message sizes."""
+        association = self._association
+        if association is None or association.state is not AssociationState.ESTABLISHED:
+            return 0
+        if self._sessions.queued(stream_id):
+            return 0
+        room = self.config.send_buffer - association.queued_bytes
+        return max(0, -(-room // (association.mulpdu + DDP_SSN_LENGTH)))
+
+    def _send_session_messages(self) -> None:
         messages = self._sessions.data_to_send()
         if not messages:
             return

@@ -15,10 +15,14 @@ Time only moves in `step()`: every frame the hosts have to send goes on the
 link, then `now` jumps to the earliest of the next arrival and the hosts'
 timers, what arrived is delivered, what expired fires, and each host's
 `next_events()` is kept in `events[side]` (and counted by type, so `count`
-costs nothing however long the run).  `tap(side, frame)` sees every frame a
-host sends; returning False keeps that frame off the link.  `record=True`
-keeps the frames as the hosts sent them (`sent`) and as they arrived, after
-the link's impairments (the capture, `pcap()`).
+costs nothing however long the run).  When nothing is in flight and no
+timer runs, a step raises `Stalled`, or `AssociationEnded` when a host's
+association is over (its retransmission limits ran out, RFC 4960 5.1 C,
+8.1, or it was aborted) and so nothing more can happen.  `run_until` also
+stops a run without progress for `IDLE_LIMIT`.  `tap(side, frame)` sees
+every frame a host sends; returning False keeps that frame off the link.
+`record=True` keeps the frames as the hosts sent them (`sent`) and as they
+arrived, after the link's impairments (the capture, `pcap()`).
 
 Nothing here reads a clock: a run is the same for the same seeds.
 """
@@ -46,8 +50,10 @@ from model.rnic.link import Link, LinkConfig, Side
 MACS = {Side.A: bytes.fromhex("020000000001"), Side.B: bytes.fromhex("020000000002")}
 IPS = {Side.A: "10.0.0.1", Side.B: "10.0.0.2"}
 PORTS = {Side.A: 5001, Side.B: 5002}
-TIME_LIMIT = 3600.0
-"""Simulated seconds after which a run that has not reached its goal has stalled."""
+IDLE_LIMIT = 3600.0
+"""Simulated seconds without progress (an event, or a new DATA chunk taken by either host) after which a run
+that has not reached its goal has stalled.  A live association, however slow, is given the time it takes:
+only its own retransmission limits end it (RFC 4960 5.1 C, 8.1)."""
 CLOSE_TIME_LIMIT = 900.0
 """Simulated seconds the teardown may take: beyond the slowest legitimate end, a `close_timeout` (30 s)
 and then T2-shutdown backed off to RTO.Max through Association.Max.Retrans (about 7.5 min, RFC 4960 9.2, 8.1)."""
@@ -57,6 +63,16 @@ FINISHED = (Closed, Aborted, Failed, CloseAborted)
 
 class Stalled(RuntimeError):
     """Nothing is in flight and no timer runs, or the next thing to happen lies past the time limit."""
+
+
+class AssociationEnded(Stalled):
+    """Nothing is left to happen because a host's association is over: `finished[side]` is the event that
+    ended it (`FINISHED`: Failed with the retransmission limit, Aborted...), None for a host whose own is not."""
+
+    def __init__(self, finished: dict[Side, RnicEvent | None]) -> None:
+        self.finished = finished
+        ended = ", ".join(f"host {side.name}: {type(event).__name__}" for side, event in finished.items() if event)
+        super().__init__(f"the association ended ({ended}) and nothing is left in flight")
 
 
 def host_config(side: Side, **options: object) -> RnicConfig:
@@ -89,16 +105,19 @@ class HostPair:
         configs: dict[Side, RnicConfig] | None = None,
         rngs: dict[Side, random.Random] | None = None,
         policies: dict[Side, SessionPolicy | None] | None = None,
+        memories: dict[Side, SparseMemory] | None = None,
         **options: object,
     ) -> HostPair:
         """Hosts at the standard addresses with `options` for both (or `configs`), host random generators
-        seeded from `seed` (or `rngs`), session policies (default: accept every session)."""
+        seeded from `seed` (or `rngs`), session policies (default: accept every session), empty host
+        memories (or `memories`)."""
         hosts = {}
         for side in Side:
             config = configs[side] if configs is not None else host_config(side, **options)
             rng = rngs[side] if rngs is not None else random.Random(seed * 2 + (side is Side.B))
             policy = policies.get(side, accept_every_session) if policies is not None else accept_every_session
-            hosts[side] = SoftRnic(config, SparseMemory(), rng, session_policy=policy)
+            memory = memories[side] if memories is not None else SparseMemory()
+            hosts[side] = SoftRnic(config, memory, rng, session_policy=policy)
         return cls(hosts, Link(link, record=record), record=record)
 
     @property
@@ -136,9 +155,9 @@ class HostPair:
 
     # -- the loop -----------------------------------------------------------------
 
-    def step(self, limit: float = TIME_LIMIT) -> None:
+    def step(self, limit: float | None = None, why: str = "") -> None:
         """Send what is due, advance to the next arrival or timer, deliver and fire; `Stalled` if there is
-        nothing left to happen or it lies past `limit`."""
+        nothing left to happen or it lies past the simulated time `limit` (`why` then says what that is)."""
         for side, host in self.hosts.items():
             for frame in host.data_to_send(self.now):
                 if self.sent is not None:
@@ -147,9 +166,12 @@ class HostPair:
                     self.link.send(side, frame, self.now)
         times = [t for t in (self.link.next_arrival(), self.a.next_timeout(), self.b.next_timeout()) if t is not None]
         if not times:
+            finished = {side: self.finished(side) for side in Side}
+            if any(finished.values()):
+                raise AssociationEnded(finished)
             raise Stalled("nothing in flight and no timer running")
-        if min(times) > limit:
-            raise Stalled(f"no result after {limit:g} s of simulated time")
+        if limit is not None and min(times) > limit:
+            raise Stalled(why or f"nothing happens before {limit:g} s of simulated time")
         self.now = max(self.now, min(times))
         for side, frame, _ in self.link.deliveries(self.now):
             self.hosts[side].receive(frame, self.now)
@@ -165,12 +187,31 @@ class HostPair:
             self._record(side, host.next_events())
 
     def run_until(self, done: Callable[[], bool], on_step: Callable[[], None] | None = None,
-                  limit: float = TIME_LIMIT) -> None:
-        """Step until `done()`; `on_step` after every step; `Stalled` past `limit` simulated seconds."""
+                  limit: float | None = None, idle_limit: float = IDLE_LIMIT) -> None:
+        """Step until `done()`; `on_step` after every step.  `Stalled` when nothing is left to happen, when
+        `idle_limit` simulated seconds pass without progress (`IDLE_LIMIT`), or past the simulated time
+        `limit`."""
+        mark, since = self._progress(), self.now
         while not done():
-            self.step(limit)
+            idle_deadline = since + idle_limit
+            if limit is not None and limit <= idle_deadline:
+                self.step(limit, f"not done by {limit:g} s of simulated time")
+            else:
+                self.step(idle_deadline, f"no progress for {idle_limit:g} s of simulated time "
+                                         "(no event, no new DATA chunk taken)")
             if on_step is not None:
                 on_step()
+            current = self._progress()
+            if current != mark:
+                mark, since = current, self.now
+
+    def _progress(self) -> tuple[int, ...]:
+        """What moves when the hosts get somewhere: their events and the new DATA chunks they took."""
+        marks = [len(self.events[side]) for side in Side]
+        for host in self.hosts.values():
+            association = host.association
+            marks.append(association.statistics.data_chunks_received if association is not None else 0)
+        return tuple(marks)
 
     def _record(self, side: Side, events: list[RnicEvent]) -> None:
         self.events[side] += events

@@ -153,6 +153,8 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         self.ddp_enabled = False
         # Sender.
         self._send_queue: deque[DataChunk] = deque()
+        self._queued_bytes = 0
+        """User data bytes in `_send_queue`: accepted by `send()`, not sent yet."""
         self._outstanding: dict[int, _SentChunk] = {}
         """TSN -> chunk, exactly the TSNs after the Cumulative TSN Ack up to the highest sent (no holes)."""
         self._outstanding_bytes = 0
@@ -226,6 +228,11 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
             flight_size=self._flight_size,
             peer_rwnd=self._peer_rwnd,
         )
+
+    @property
+    def queued_bytes(self) -> int:
+        """User data accepted by `send()` and not sent yet: what a user bounds to keep a send buffer."""
+        return self._queued_bytes
 
     @property
     def outstanding_chunks(self) -> int:
@@ -349,7 +356,9 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
                 flush()
         if self._tracker is not None and (self._ack_now or (self._data_packets_since_sack and self._has_data_to_send())):
             sack = self._make_sack(self.config.max_packet_size - 12)
-            if current_size + len(sack.encode()) > self.config.max_packet_size:
+            # A packet holds one SACK (3.3.4, 6.2: the latest state); one built on receipt goes in its own
+            # packet before this fresher one, never bundled ahead of it.
+            if sacks_due or current_size + len(sack.encode()) > self.config.max_packet_size:
                 flush()
             current.append(sack)
             current_size += len(sack.encode())

@@ -23,7 +23,7 @@ import struct
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from model.sctp.events import AssociationFailed, DataAcknowledged, DataReceived
+from model.sctp.events import DataAcknowledged, DataReceived
 from model.sctp.packet import (
     TSN_BITS,
     Chunk,
@@ -38,7 +38,7 @@ from model.sctp.packet import (
     serial_gt,
     serial_lt,
 )
-from model.sctp.state import InvalidStreamError, PayloadSizeError, Trigger
+from model.sctp.state import AssociationState, InvalidStreamError, PayloadSizeError, Trigger
 
 SACK_FIXED_LENGTH = 16
 """Cumulative TSN Ack, a_rwnd and the two counts of a SACK chunk, with its header (RFC 4960 3.3.4)."""
@@ -127,6 +127,7 @@ class DataTransferMixin:
         self._send_queue.append(
             DataChunk(tsn=tsn, stream_id=stream_id, ssn=ssn, ppid=ppid, user_data=bytes(payload), unordered=unordered)
         )
+        self._queued_bytes += len(payload)
         return tsn
 
     def _release_buffer(self, nbytes: int) -> None:
@@ -222,6 +223,7 @@ class DataTransferMixin:
                     if len(chunk.user_data) > self._peer_rwnd and (self._flight_size > 0 or added):
                         break
                     self._send_queue.popleft()
+                    self._queued_bytes -= len(chunk.user_data)
                     sent = _SentChunk(chunk, now, len(chunk.user_data), size)
                     self._outstanding[chunk.tsn] = sent
                     self._outstanding_bytes += sent.size
@@ -260,11 +262,11 @@ class DataTransferMixin:
         events = self._events
         if not chunk.user_data:
             # 6.2: a DATA chunk without user data aborts with "No User Data".
-            events.append(AssociationFailed("DATA chunk without user data (RFC 4960 6.2)"))
+            events.append(self._failure("DATA chunk without user data (RFC 4960 6.2)"))
             self._close_with_abort(ErrorCause(ErrorCauseCode.NO_USER_DATA, struct.pack("!I", chunk.tsn)))
             return None
         if not (chunk.beginning and chunk.ending):
-            events.append(AssociationFailed("fragmented DATA chunk: DDP/SCTP forbids SCTP fragmentation (RFC 5043 9)"))
+            events.append(self._failure("fragmented DATA chunk: DDP/SCTP forbids SCTP fragmentation (RFC 5043 9)"))
             self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"fragmented DATA (RFC 5043 9)"))
             return None
         tracker = self._tracker
@@ -363,7 +365,7 @@ class DataTransferMixin:
             return  # 6.2.1 D i): an older SACK, out of order
         highest_sent = (self._next_tsn - 1 - len(self._send_queue)) & 0xFFFFFFFF
         if serial_gt(cum_ack, highest_sent, TSN_BITS):
-            events.append(AssociationFailed("SACK acknowledges a TSN never sent (RFC 9260 6.2.1)"))
+            events.append(self._failure("SACK acknowledges a TSN never sent (RFC 9260 6.2.1)"))
             self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"cumulative TSN ack beyond TSNs sent"))
             return
         flight_before = self._flight_size
@@ -475,9 +477,13 @@ class DataTransferMixin:
             self._cc.on_fast_retransmit(highest_outstanding)
 
     def _on_t3_rtx(self, now: float) -> None:
-        """RFC 4960 6.3.3 E1-E3 and 7.2.3: back off, collapse cwnd, mark everything unacknowledged."""
+        """RFC 4960 6.3.3 E1-E3 and 7.2.3: back off, collapse cwnd, mark everything unacknowledged; each expiry
+        counts against Association.Max.Retrans first (8.1, 8.2)."""
         assert self._cc is not None
         if not self._outstanding:
+            return
+        self._count_error("T3-rtx expired")
+        if self.state is AssociationState.CLOSED:
             return
         self._rto.back_off()
         self._cc.on_retransmission_timeout()
@@ -488,5 +494,4 @@ class DataTransferMixin:
                 self._fast_marked.discard(tsn)
                 self._set_in_flight(sent, False)
         self._timers[Trigger.T3_RTX] = now + self._rto.rto
-        self._count_error("T3-rtx expired")
 

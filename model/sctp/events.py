@@ -6,8 +6,10 @@ Every event is a frozen dataclass deriving from `AssociationEvent`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from model.sctp.packet import ErrorCause
+from model.sctp.state import AssociationState
 
 
 class AssociationEvent:
@@ -62,6 +64,16 @@ class DataAcknowledged(AssociationEvent):
     count: int
 
 
+class RetransmissionLimit(Enum):
+    """The protocol parameters of RFC 4960 15 that bound retransmissions to an unresponsive peer."""
+
+    MAX_INIT_RETRANSMITS = "Max.Init.Retransmits"
+    """INIT or COOKIE ECHO retransmissions (RFC 4960 5.1 C; default 8)."""
+    ASSOCIATION_MAX_RETRANS = "Association.Max.Retrans"
+    """Consecutive retransmissions and unanswered HEARTBEATs once up (RFC 4960 8.1; default 10).  The same
+    count against Path.Max.Retrans only marks the path unreachable (8.2, `PathStatusChanged`)."""
+
+
 @dataclass(frozen=True)
 class PathStatusChanged(AssociationEvent):
     """The peer's address became unreachable (error count above Path.Max.Retrans) or reachable (RFC 4960 8.2)."""
@@ -98,3 +110,10 @@ class AssociationFailed(AssociationEvent):
     """The association gave up (COMMUNICATION LOST, RFC 4960 10.2 E); an ABORT was sent if a peer tag was known."""
 
     reason: str
+    state: AssociationState | None = None
+    """The state it gave up in (RFC 4960 4); it is CLOSED now."""
+    limit: RetransmissionLimit | None = None
+    """The retransmission limit that ran out (RFC 4960 5.1, 8.1); None for another failure (a protocol
+    violation, an invalid INIT ACK...)."""
+    limit_value: int | None = None
+    """With `limit`: its configured value, the retransmissions made before giving up."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from model.sctp.events import AssociationFailed, ErrorReported, PathStatusChanged
+from model.sctp.events import AssociationFailed, ErrorReported, PathStatusChanged, RetransmissionLimit
 from model.sctp.packet import ErrorChunk, HeartbeatAckChunk, HeartbeatChunk, SctpPacket
 from model.sctp.state import AssociationState, Trigger
 
@@ -25,13 +25,24 @@ HEARTBEAT_INFO = struct.Struct("!dQ")
 class FaultManagementMixin:
     """The association's handlers for RFC 4960 8 (see the module docstring)."""
 
+    def _failure(self, reason: str, limit: RetransmissionLimit | None = None) -> AssociationFailed:
+        """The failure event, with the state the association gives up in; call before closing."""
+        values = {RetransmissionLimit.MAX_INIT_RETRANSMITS: self.config.max_init_retransmits,
+                  RetransmissionLimit.ASSOCIATION_MAX_RETRANS: self.config.association_max_retrans}
+        return AssociationFailed(reason, self.state, limit, values.get(limit))
+
     def _count_error(self, what: str) -> None:
         """8.1 and 8.2: count an unanswered transmission; fail past Association.Max.Retrans."""
         self._association_errors += 1
         self._path_errors += 1
-        if self._association_errors > self.config.association_max_retrans:
+        limit = self.config.association_max_retrans
+        if self._association_errors > limit:
+            # 8.1: "the endpoint shall consider the peer endpoint unreachable and shall stop transmitting".
+            self._events.append(self._failure(
+                f"{what} after {limit} retransmissions or unanswered HEARTBEATs in a row: "
+                "Association.Max.Retrans exceeded (RFC 4960 8.1)",
+                RetransmissionLimit.ASSOCIATION_MAX_RETRANS))
             self._close_with_abort()
-            self._events.append(AssociationFailed(f"{what}: Association.Max.Retrans exceeded (RFC 4960 8.1)"))
             return
         if self._path_reachable and self._path_errors > self.config.path_max_retrans:
             self._path_reachable = False

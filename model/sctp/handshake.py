@@ -8,6 +8,12 @@ Cookie retry (5.2.6), and COMMUNICATION UP with the RFC 5043 11.1 verdict on
 the adaptation layer.  `build_init_ack` is shared with the stateless
 `model.sctp.listener.Listener`.
 
+Unrecognized parameters of an INIT or INIT ACK (RFC 4960 3.2.1, 3.2.2) are
+sorted by `scan_parameters`: those whose type asks for a report go back in
+the INIT ACK as Unrecognized Parameter parameters (an INIT's) or in an ERROR
+chunk bundled after the COOKIE ECHO (an INIT ACK's), and a type whose upper
+bits are 00 or 01 ends the processing of the parameters after it.
+
 The handlers work on the `Association`'s attributes (it is the only class
 that mixes this in); a handler returns False when the RFC has it discard the
 chunk.
@@ -16,11 +22,12 @@ chunk.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass, replace
 
 from model.sctp.config import AssociationConfig
 from model.sctp.congestion import CongestionControl
 from model.sctp.cookie import CookieSigner, CookieState
-from model.sctp.events import AssociationEstablished, AssociationFailed, DdpProceduresForbidden, ErrorReported
+from model.sctp.events import AssociationEstablished, DdpProceduresForbidden, ErrorReported, RetransmissionLimit
 from model.sctp.packet import (
     ADAPTATION_CODE_POINT_DDP,
     AbortChunk,
@@ -38,6 +45,8 @@ from model.sctp.packet import (
     SctpPacket,
     ShutdownAckChunk,
     StateCookieParameter,
+    UnrecognizedParameter,
+    unrecognized_parameters_cause,
 )
 from model.sctp.state import AssociationState, InvalidStateError, Trigger
 from model.sctp.tsn_tracker import TsnTracker
@@ -53,6 +62,48 @@ def adaptation_parameters(config: AssociationConfig) -> tuple[ParameterBase, ...
     if config.adaptation_code_point is None:
         return ()
     return (AdaptationLayerIndication(code_point=config.adaptation_code_point),)
+
+
+INIT_PARAMETERS = frozenset({
+    ParameterType.IPV4_ADDRESS, ParameterType.IPV6_ADDRESS, ParameterType.COOKIE_PRESERVATIVE,
+    ParameterType.HOST_NAME_ADDRESS, ParameterType.SUPPORTED_ADDRESS_TYPES,
+    ParameterType.ADAPTATION_LAYER_INDICATION,
+})
+"""The INIT parameters this endpoint recognizes (RFC 4960 3.3.2, RFC 5061 4.2.5)."""
+INIT_ACK_PARAMETERS = frozenset({
+    ParameterType.STATE_COOKIE, ParameterType.IPV4_ADDRESS, ParameterType.IPV6_ADDRESS,
+    ParameterType.UNRECOGNIZED_PARAMETER, ParameterType.HOST_NAME_ADDRESS,
+    ParameterType.ADAPTATION_LAYER_INDICATION,
+})
+"""The INIT ACK parameters this endpoint recognizes (RFC 4960 3.3.3, RFC 5061 4.2.5)."""
+
+
+@dataclass(frozen=True)
+class ParameterScan:
+    """An INIT's or INIT ACK's parameters sorted by RFC 4960 3.2.1."""
+
+    processed: tuple[ParameterBase, ...]
+    """The recognized parameters before any unrecognized one of action 00 or 01."""
+    to_report: tuple[ParameterBase, ...]
+    """The unrecognized parameters whose action reports them (01, 11), in order."""
+
+
+def scan_parameters(parameters: tuple[ParameterBase, ...], recognized: frozenset[int]) -> ParameterScan:
+    """RFC 4960 3.2.1: an unrecognized type's upper two bits say whether to report it (01, 11) and whether the
+    parameters after it are processed (10, 11) or not (00, 01: "the processing of the parameters after the
+    unknown parameter is canceled, but no processing already done is rolled back")."""
+    processed: list[ParameterBase] = []
+    to_report: list[ParameterBase] = []
+    for parameter in parameters:
+        if parameter.param_type in recognized:
+            processed.append(parameter)
+            continue
+        action = parameter.unrecognized_action
+        if action.report:
+            to_report.append(parameter)
+        if not action.skip:
+            break
+    return ParameterScan(tuple(processed), tuple(to_report))
 
 
 def invalid_init(init: InitChunk | InitAckChunk) -> bool:
@@ -81,7 +132,11 @@ def build_init_ack(
     """The INIT ACK answering `init`, its State Cookie sealed by `signer` (RFC 4960 5.1.3).
 
     A Cookie Preservative is honoured up to one more `cookie_lifetime` (5.2.6 lets the receiver bound it).
+    The INIT's unrecognized parameters to report come back as Unrecognized Parameters (3.2.2, 3.3.3); only
+    the parameters `scan_parameters` processes count (3.2.1).
     """
+    scan = scan_parameters(init.parameters, INIT_PARAMETERS)
+    init = replace(init, parameters=scan.processed)
     lifetime = config.cookie_lifetime + min(_cookie_preservative(init), config.cookie_lifetime)
     state = CookieState(
         created=now,
@@ -107,7 +162,8 @@ def build_init_ack(
         outbound_streams=config.streams,
         inbound_streams=config.streams,
         initial_tsn=local_initial_tsn,
-        parameters=(StateCookieParameter(cookie=signer.seal(state)),) + adaptation_parameters(config),
+        parameters=(StateCookieParameter(cookie=signer.seal(state)),) + adaptation_parameters(config)
+        + tuple(UnrecognizedParameter(parameter) for parameter in scan.to_report),
     )
 
 
@@ -145,9 +201,15 @@ class HandshakeMixin:
         )
 
     def _on_init_ack(self, now: float, packet: SctpPacket, ack: InitAckChunk) -> bool | None:
-        """5.1 C: take the peer's tag and parameters, echo its cookie and start T1-cookie."""
+        """5.1 C: take the peer's tag and parameters, echo its cookie and start T1-cookie.  Unrecognized
+        parameters to report go in an ERROR chunk bundled after the COOKIE ECHO (3.2.2); the mandatory
+        State Cookie is echoed even after a parameter that stops processing (3.2.1: "in all four cases, an
+        INIT ACK or COOKIE ECHO chunk is sent")."""
         cookie = ack.state_cookie
+        scan = scan_parameters(ack.parameters, INIT_ACK_PARAMETERS)
+        ack = replace(ack, parameters=scan.processed)
         if invalid_init(ack) or cookie is None:
+            self._events.append(self._failure("invalid INIT ACK (RFC 4960 3.3.3)"))
             self._timers.clear()
             causes = (ErrorCause(ErrorCauseCode.INVALID_MANDATORY_PARAMETER),)
             if ack.initiate_tag:
@@ -155,7 +217,6 @@ class HandshakeMixin:
                 self._close_with_abort(*causes)
             else:
                 self.state = AssociationState.CLOSED
-            self._events.append(AssociationFailed("invalid INIT ACK (RFC 4960 3.3.3)"))
             return None
         self.peer_tag = ack.initiate_tag
         self._learn_peer(ack.initial_tsn, ack.a_rwnd, min(self.config.streams, ack.inbound_streams),
@@ -163,6 +224,8 @@ class HandshakeMixin:
         self._timers.pop(Trigger.T1_INIT, None)
         self._cookie_echo = CookieEchoChunk(cookie=cookie)
         self._queue_control(self._cookie_echo)
+        if scan.to_report:
+            self._queue_control(ErrorChunk(causes=(unrecognized_parameters_cause(scan.to_report),)))
         self._init_retransmits = 0
         self._timers[Trigger.T1_COOKIE] = now + self._rto.rto
         return None
@@ -173,12 +236,16 @@ class HandshakeMixin:
         self._establish(now)
 
     def _on_t1_init(self, now: float) -> None:
-        """5.1 / 6.3.3: retransmit INIT with a backed-off RTO, up to Max.Init.Retransmits."""
+        """5.1 C / 6.3.3: retransmit INIT with a backed-off RTO, up to Max.Init.Retransmits; then "abort the
+        initialization process and report the error to the SCTP user"."""
         self._init_retransmits += 1
-        if self._init_retransmits > self.config.max_init_retransmits:
+        limit = self.config.max_init_retransmits
+        if self._init_retransmits > limit:
+            self._events.append(self._failure(
+                f"INIT unanswered after {limit} retransmissions: Max.Init.Retransmits exceeded (RFC 4960 5.1 C)",
+                RetransmissionLimit.MAX_INIT_RETRANSMITS))
             self.state = AssociationState.CLOSED
             self._timers.clear()
-            self._events.append(AssociationFailed("INIT not answered (Max.Init.Retransmits, RFC 4960 5.1)"))
             return
         self._rto.back_off()
         assert self._init_chunk is not None
@@ -186,12 +253,15 @@ class HandshakeMixin:
         self._timers[Trigger.T1_INIT] = now + self._rto.rto
 
     def _on_t1_cookie(self, now: float) -> None:
-        """5.1 C: retransmit COOKIE ECHO with a backed-off RTO."""
+        """5.1 C: retransmit COOKIE ECHO with a backed-off RTO, up to Max.Init.Retransmits; then give up."""
         self._init_retransmits += 1
-        if self._init_retransmits > self.config.max_init_retransmits:
+        limit = self.config.max_init_retransmits
+        if self._init_retransmits > limit:
+            self._events.append(self._failure(
+                f"COOKIE ECHO unanswered after {limit} retransmissions: Max.Init.Retransmits exceeded "
+                "(RFC 4960 5.1 C)", RetransmissionLimit.MAX_INIT_RETRANSMITS))
             self._timers.clear()
             self._close_with_abort()
-            self._events.append(AssociationFailed("COOKIE ECHO not answered (Max.Init.Retransmits, RFC 4960 5.1)"))
             return
         self._rto.back_off()
         assert self._cookie_echo is not None
@@ -206,9 +276,9 @@ class HandshakeMixin:
             self._events.append(ErrorReported(chunk.causes))
             return False
         if self._stale_cookie_retried:
+            self._events.append(self._failure("State Cookie stale twice (RFC 4960 5.2.6)"))
             self._timers.clear()
             self._close_with_abort()
-            self._events.append(AssociationFailed("State Cookie stale twice (RFC 4960 5.2.6)"))
             return None
         self._stale_cookie_retried = True
         staleness_us = struct.unpack("!I", stale[0].value)[0]

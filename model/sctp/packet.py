@@ -15,9 +15,11 @@ Implements the wire formats of RFC 4960 3 (RFC 9260 3 keeps them):
   `ErrorChunk`, `CookieEchoChunk`, `CookieAckChunk`, `ShutdownCompleteChunk`)
   and `UnknownChunk`, which keeps any other chunk intact (3.2).
 * Parameters (3.2.1): generic `Parameter` and typed ones for Heartbeat Info,
-  IPv4 Address, State Cookie, Supported Address Types and the Adaptation
-  Layer Indication of RFC 5061 4.2.5 (DDP code point, RFC 5043 5.1).
-* Error causes (3.3.10): generic `ErrorCause`.
+  IPv4 Address, State Cookie, Unrecognized Parameter, Supported Address
+  Types and the Adaptation Layer Indication of RFC 5061 4.2.5 (DDP code
+  point, RFC 5043 5.1).
+* Error causes (3.3.10): generic `ErrorCause`; `unrecognized_parameters_cause`
+  builds the Unrecognized Parameters cause (3.3.10.8).
 * Serial-number arithmetic (RFC 1982) for TSNs (32 bits) and SSNs (16 bits).
 
 Padding (3.2): every chunk and parameter is padded to a multiple of 4 bytes;
@@ -278,6 +280,20 @@ class StateCookieParameter(TypedParameter):
 
 
 @dataclass(frozen=True)
+class UnrecognizedParameter(TypedParameter):
+    """Unrecognized Parameter, type 8 (RFC 4960 3.3.3): an INIT parameter the INIT ACK's sender reports,
+    "copied from the INIT chunk complete with Parameter Type, Length, and Value fields" (its padding
+    is not part of it)."""
+
+    parameter: ParameterBase
+
+    PARAM_TYPE: ClassVar[ParameterType] = ParameterType.UNRECOGNIZED_PARAMETER
+
+    def value_bytes(self) -> bytes:
+        return self.parameter._tlv()
+
+
+@dataclass(frozen=True)
 class SupportedAddressTypesParameter(TypedParameter):
     """Supported Address Types, type 12 (RFC 4960 3.3.2.1): 16-bit parameter type numbers."""
 
@@ -315,6 +331,12 @@ def parameter_from_tlv(param_type: int, value: bytes, offset: int = 0) -> Parame
         return HeartbeatInfoParameter(info=value)
     if param_type == ParameterType.STATE_COOKIE:
         return StateCookieParameter(cookie=value)
+    if param_type == ParameterType.UNRECOGNIZED_PARAMETER:
+        try:
+            [(wrapped_type, wrapped_value, _)] = _split_tlvs(value, LAYER, "parameter", offset + 4)
+            return UnrecognizedParameter(parameter=parameter_from_tlv(wrapped_type, wrapped_value, offset + 4))
+        except (DecodeError, ValueError):
+            return Parameter(param_type=param_type, value=value)  # not one whole parameter: kept as bytes
     if param_type == ParameterType.IPV4_ADDRESS:
         if len(value) != 4:
             raise DecodeError(LAYER, f"IPv4 Address parameter of {len(value)} value bytes", offset)
@@ -390,6 +412,12 @@ class ErrorCause:
         if len(causes) != 1:
             raise DecodeError(LAYER, f"expected one error cause, found {len(causes)}")
         return causes[0]
+
+
+def unrecognized_parameters_cause(parameters: tuple[ParameterBase, ...] | list[ParameterBase]) -> ErrorCause:
+    """Unrecognized Parameters cause (RFC 4960 3.3.10.8): the INIT ACK's unrecognized parameters, each
+    complete with type, length and value, padded between them as in a chunk (3.2)."""
+    return ErrorCause(ErrorCauseCode.UNRECOGNIZED_PARAMETERS, encode_parameters(parameters))
 
 
 def encode_error_causes(causes: tuple[ErrorCause, ...] | list[ErrorCause]) -> bytes:

@@ -36,6 +36,7 @@ class ShutdownMixin:
         self.state = AssociationState.CLOSED
         self._timers.clear()
         self._send_queue.clear()
+        self._queued_bytes = 0
 
     def _abort_call(self, now: float, reason: str = "") -> None:
         """9.1: the user's ABORT, with a User-Initiated Abort cause (3.3.10.12)."""

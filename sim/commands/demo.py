@@ -19,6 +19,21 @@ fails the run.  An Aborted or Failed teardown after the data checks passed
 is reported, not failed: the data was already verified.  The link loses, duplicates,
 reorders and corrupts frames at the `--loss` rate, from `--seed`.
 
+Memory does not grow with `--size`: the hosts' memories are
+`PatternMemory`s, whose source regions read as a pattern computed from the
+offset and whose sinks compare every byte written with the pattern expected
+there, keeping which ranges hold it rather than the bytes; the SoftRnics read
+a message a segment at a time as the send buffer and the window allow; frames
+are kept only for `--pcap`.  The memory map (`MemoryMap`) grows with `--size`
+so that no two buffers overlap.
+
+A phase that cannot finish stops the run, which then still prints its summary
+and the link's statistics and exits 1: an association that ran out of
+retransmissions (Max.Init.Retransmits while opening, RFC 4960 5.1 C;
+Association.Max.Retrans once up, 8.1) is named with its state and the limit,
+and nothing else can end a live association (`model.rnic.pair.IDLE_LIMIT`
+only stops a run that makes no progress at all).
+
 It runs on `model.rnic.pair.HostPair` (so does `rnic bench e2e`, in
 `sim.commands.bench_e2e`).  Everything is deterministic for a given seed except the
 wall-clock figures.
@@ -36,6 +51,7 @@ from typing import Callable, TextIO
 from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import CLOSE_TIME_LIMIT, IPS, HostPair, Stalled
 from model.ddp.memory import Access
+from model.ddp.source import MESSAGE_LENGTH_LIMIT
 from model.ddp.negotiation import RtrType
 from model.rdmap.messages import Opcode
 from model.rnic.events import (
@@ -44,6 +60,7 @@ from model.rnic.events import (
     Closed,
     Connected,
     Failed,
+    PathStatus,
     RdmapTerminated,
     ReadCompletion,
     ReceiveCompletion,
@@ -55,16 +72,60 @@ from model.rnic.events import (
 )
 from model.errors import TerminateLayer, error_name
 from model.sctp.packet import ErrorCauseCode
+from sim.commands.pattern_memory import PatternMemory
 
 STREAM = 0
 
-# Host memory map of each host (addresses; every region is `size` bytes, 1 MiB apart at least).
-SOURCE = 0x0100_0000  # data this host writes, sends, and lets the peer read
-WRITE_SINK = 0x0200_0000  # the peer RDMA Writes here
-READ_SINK = 0x0300_0000  # our RDMA Read Response lands here
-RECEIVE_BUFFERS = 0x0400_0000  # four posted receive buffers, one per Send variant
-INVALIDATE_TARGETS = 0x0800_0000  # two small regions the peer's Sends with Invalidate revoke
 TARGET_LENGTH = 4096
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class MemoryMap:
+    """Where each host keeps its buffers for operations of `size` bytes: regions `spacing` apart, a multiple
+    of 16 MiB with at least 1 MiB free after every region, so that none overlaps another at any size."""
+
+    size: int
+    spacing: int
+
+    @classmethod
+    def for_size(cls, size: int) -> MemoryMap:
+        return cls(size, 16 * MIB * max(1, -(-(size + MIB) // (16 * MIB))))
+
+    @property
+    def source(self) -> int:
+        """The data this host writes, sends, and lets the peer read."""
+        return self.spacing
+
+    @property
+    def write_sink(self) -> int:
+        """The peer RDMA Writes here."""
+        return 2 * self.spacing
+
+    @property
+    def read_sink(self) -> int:
+        """Our RDMA Read Response lands here."""
+        return 3 * self.spacing
+
+    def receive_buffer(self, index: int) -> int:
+        """The posted receive buffer of Send variant `index` (four of them, back to back)."""
+        return 4 * self.spacing + index * max(self.size, 1)
+
+    def invalidate_target(self, index: int) -> int:
+        """Two small regions the peer's Sends with Invalidate revoke."""
+        return 8 * self.spacing + index * TARGET_LENGTH
+
+
+LARGEST_SIZE = MESSAGE_LENGTH_LIMIT - 1
+"""The largest `--size`: every operation is one DDP message, shorter than 2**32 bytes (RFC 5041 5.2).  Its map
+ends near 2**35, far inside the 64-bit addresses (and TO range) of a host memory."""
+
+# The map for operations of up to 15 MiB.
+SOURCE = MemoryMap.for_size(0).source
+WRITE_SINK = MemoryMap.for_size(0).write_sink
+READ_SINK = MemoryMap.for_size(0).read_sink
+RECEIVE_BUFFERS = MemoryMap.for_size(0).receive_buffer(0)
+INVALIDATE_TARGETS = MemoryMap.for_size(0).invalidate_target(0)
 
 
 def impaired(loss: float, seed: int) -> LinkConfig:
@@ -99,7 +160,11 @@ class DemoResult:
     """How each host's association ended (`FINISHED`), None if it had not by the close time limit."""
     wall_seconds: float = 0.0
     data_seconds: float = 0.0
-    """Simulated time from the first post to the last completion."""
+    """Simulated time from the first post to the last completion (or to the stop)."""
+    phase: str = ""
+    """The phase the run is in, or stopped in."""
+    stopped: str | None = None
+    """Why the run stopped before its end: the phase and what ended it (None: it ran to the end)."""
 
     @property
     def passed(self) -> bool:
@@ -121,7 +186,8 @@ SEND_VARIANTS = (
 class _HostPlan:
     """What one host registered and expects, for the checks."""
 
-    data: bytes
+    key: int
+    """The pattern of the data this host sends (`PatternMemory`)."""
     write_sink_stag: int = 0
     read_sink_stag: int = 0
     source_stag: int = 0
@@ -131,6 +197,10 @@ class _HostPlan:
     send_ids: dict[Opcode, int] = field(default_factory=dict)
 
 
+PHASES = ("association set-up (RFC 4960 5.1)", "DDP session set-up (RFC 5043 6.2, RFC 6581 9)",
+          "data transfer (RFC 5040 5)")
+
+
 def run_demo(
     loss: float = 0.0,
     seed: int = 1,
@@ -138,15 +208,36 @@ def run_demo(
     size: int = 1 << 20,
     progress: Callable[[float], None] | None = None,
     tamper: Callable[[HostPair], None] | None = None,
+    record: bool = False,
 ) -> DemoResult:
-    """Run the demo scenario; `tamper` (tests only) may change the testbed before verification."""
+    """Run the demo scenario; `tamper` (tests only) may change the testbed before verification; `record` keeps
+    every frame for the capture (memory grows with the traffic).
+
+    A phase that cannot finish (an association gave up: `AssociationEnded`; or nothing happens: `Stalled`)
+    stops the run: `stopped` says which phase and why, a failed check records it, and each host's finishing
+    event, if any, is in `teardown`."""
     result = DemoResult()
-    bed = result.testbed = HostPair.create(impaired(loss, seed), seed=seed, record=True, udp=udp)
+    bed = result.testbed = HostPair.create(impaired(loss, seed), seed=seed, record=record, udp=udp,
+                                           memories={side: PatternMemory() for side in Side})
     wall_start = time.perf_counter()
+    try:
+        _run_phases(result, bed, seed, size, progress, tamper)
+    except Stalled as error:
+        result.stopped = f"{result.phase}: {error}"
+        result.check(f"{result.phase} completed", False, str(error))
+        result.teardown = {side: bed.finished(side) for side in Side}
+    result.wall_seconds = time.perf_counter() - wall_start
+    return result
+
+
+def _run_phases(result: DemoResult, bed: HostPair, seed: int, size: int,
+                progress: Callable[[float], None] | None, tamper: Callable[[HostPair], None] | None) -> None:
+    result.phase = PHASES[0]
     bed.connect()
     connected = {side: bed.of(side, Connected)[0] for side in Side}
     result.check("association up with DDP on both sides (RFC 5043 11.1)",
                  all(event.ddp_enabled and event.peer_adaptation_code_point == 1 for event in connected.values()))
+    result.phase = PHASES[1]
     bed.open_stream(STREAM, b"rnic demo")
     established = {side: bed.of(side, SessionEstablished)[0] for side in Side}
     result.check("IRD/ORD 4/4 negotiated on both sides (RFC 6581 9)",
@@ -155,46 +246,48 @@ def run_demo(
                  established[Side.A].rtr is RtrType.WRITE
                  and [e.rtr for e in bed.of(Side.B, RtrArrived)] == [RtrType.WRITE])
 
-    data_rng = random.Random(seed)
-    plans = {side: _HostPlan(data_rng.randbytes(size)) for side in Side}
+    result.phase = PHASES[2]
+    layout = MemoryMap.for_size(size)
+    plans = {side: _HostPlan(random.Random(f"rnic demo {seed} {side.name}").getrandbits(64)) for side in Side}
     for side, plan in plans.items():
-        host, memory = bed.hosts[side], bed.memory[side]
-        memory.write(SOURCE, plan.data)
-        plan.source_stag = host.register_memory(SOURCE, size, Access.LOCAL_READ | Access.REMOTE_READ)
-        plan.write_sink_stag = host.register_memory(WRITE_SINK, size, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
-        plan.read_sink_stag = host.register_memory(READ_SINK, size, Access.LOCAL_WRITE)
+        host, memory, peer_key = bed.hosts[side], _pattern_memory(bed, side), plans[side.peer].key
+        memory.add_source(layout.source, size, plan.key)
+        memory.add_sink(layout.write_sink, size, peer_key)
+        memory.add_sink(layout.read_sink, size, peer_key)
+        plan.source_stag = host.register_memory(layout.source, size, Access.LOCAL_READ | Access.REMOTE_READ)
+        plan.write_sink_stag = host.register_memory(layout.write_sink, size,
+                                                    Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+        plan.read_sink_stag = host.register_memory(layout.read_sink, size, Access.LOCAL_WRITE)
         plan.invalidate_targets = [
-            host.register_memory(INVALIDATE_TARGETS + i * TARGET_LENGTH, TARGET_LENGTH, Access.REMOTE_WRITE)
-            for i in range(2)
+            host.register_memory(layout.invalidate_target(i), TARGET_LENGTH, Access.REMOTE_WRITE) for i in range(2)
         ]
         for index in range(len(SEND_VARIANTS)):
-            host.post_recv(STREAM, RECEIVE_BUFFERS + index * max(size, 1), size)
+            memory.add_sink(layout.receive_buffer(index), size, peer_key)
+            host.post_recv(STREAM, layout.receive_buffer(index), size)
 
     data_start = bed.now
     for side, plan in plans.items():
         host, peer = bed.hosts[side], plans[side.peer]
-        plan.write_id = host.post_write(STREAM, peer.write_sink_stag, 0, SOURCE, size)
+        plan.write_id = host.post_write(STREAM, peer.write_sink_stag, 0, layout.source, size)
         result.operations.append(Operation("RDMA Write", Opcode.RDMA_WRITE, side, size))
         plan.read_id = host.post_read(STREAM, plan.read_sink_stag, 0, peer.source_stag, 0, size)
         result.operations.append(Operation("RDMA Read", Opcode.RDMA_READ_REQUEST, side, size))
         targets = iter(peer.invalidate_targets)
         for name, opcode, solicited, invalidate in SEND_VARIANTS:
             stag = next(targets) if invalidate else None
-            plan.send_ids[opcode] = host.post_send(STREAM, SOURCE, size, solicited=solicited, invalidate_stag=stag)
+            plan.send_ids[opcode] = host.post_send(STREAM, layout.source, size, solicited=solicited,
+                                                   invalidate_stag=stag)
             result.operations.append(Operation(name, opcode, side, size))
 
     expected_bytes = len(result.operations) * size
-    placed = {side: 0 for side in Side}
-    seen_writes = {side: len(bed.memory[side].writes) for side in Side}  # placements from here on
+    written_before = {side: _pattern_memory(bed, side).bytes_written for side in Side}
 
     def report_progress() -> None:
+        result.data_seconds = bed.now - data_start
         if progress is None or not expected_bytes:
             return
-        for side in Side:
-            writes = bed.memory[side].writes
-            placed[side] += sum(length for _, length in writes[seen_writes[side]:])
-            seen_writes[side] = len(writes)
-        progress(min(1.0, sum(placed.values()) / expected_bytes))
+        placed = sum(_pattern_memory(bed, side).bytes_written - written_before[side] for side in Side)
+        progress(min(1.0, placed / expected_bytes))
 
     def all_done() -> bool:
         return all(
@@ -206,32 +299,40 @@ def run_demo(
 
     bed.run_until(all_done, report_progress)
     result.data_seconds = bed.now - data_start
+    if progress is not None:
+        progress(1.0)
     if tamper is not None:
         tamper(bed)
-    _verify(result, bed, plans, size)
+    result.phase = "verification"
+    _verify(result, bed, plans, layout)
+    result.phase = "teardown (RFC 5043 6.2, RFC 4960 9.2)"
     close_start = bed.now
     result.teardown = bed.close(limit=CLOSE_TIME_LIMIT)
     unfinished = [side.name for side, event in result.teardown.items() if event is None]
     result.check("teardown: both hosts' associations ended (RFC 5043 6.2, RFC 4960 9.2)", not unfinished,
                  f"host {' and '.join(unfinished)} did not close within {bed.now - close_start:.3f} s "
                  f"of simulated time (limit {CLOSE_TIME_LIMIT:g} s)" if unfinished else "")
-    result.wall_seconds = time.perf_counter() - wall_start
-    if progress is not None:
-        progress(1.0)
-    return result
 
 
-def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], size: int) -> None:
+def _pattern_memory(bed: HostPair, side: Side) -> PatternMemory:
+    memory = bed.memory[side]
+    assert isinstance(memory, PatternMemory)
+    return memory
+
+
+def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], layout: MemoryMap) -> None:
+    """Every sink holds the peer's data, byte for byte (`PatternMemory.intact`), every completion is the
+    work posted, invalidated STags are invalid, and nothing was written outside the registered buffers."""
+    size = layout.size
     for side in Side:
         peer = side.peer
-        plan, peer_plan = plans[side], plans[peer]
-        memory, host = bed.memory[side], bed.hosts[side]
+        plan = plans[side]
+        memory, host = _pattern_memory(bed, side), bed.hosts[side]
         arrow = f"{peer.name}->{side.name}"
-        result.check(f"RDMA Write {arrow}: every byte placed",
-                     memory.read(WRITE_SINK, size) == peer_plan.data)
+        result.check(f"RDMA Write {arrow}: every byte placed", memory.intact(layout.write_sink, size))
         result.check(f"RDMA Write {arrow}: one WriteArrived at the sink STag",
                      [(e.stag, e.length) for e in bed.of(side, WriteArrived)] == [(plan.write_sink_stag, size)])
-        result.check(f"RDMA Read {side.name}<-{peer.name}: every byte placed", memory.read(READ_SINK, size) == peer_plan.data)
+        result.check(f"RDMA Read {side.name}<-{peer.name}: every byte placed", memory.intact(layout.read_sink, size))
         result.check(f"RDMA Read {side.name}<-{peer.name}: one ReadCompletion",
                      [(e.wr_id, e.length) for e in bed.of(side, ReadCompletion)] == [(plan.read_id, size)])
         receives = bed.of(side, ReceiveCompletion)
@@ -240,13 +341,13 @@ def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], siz
         targets = iter(plan.invalidate_targets)
         for index, (name, opcode, solicited, invalidate) in enumerate(SEND_VARIANTS):
             completion = next((e for e in receives if e.opcode is opcode), None)
-            address = RECEIVE_BUFFERS + index * max(size, 1)
+            address = layout.receive_buffer(index)
             stag = next(targets) if invalidate else None
             result.check(
                 f"{name} {arrow}: bytes, length, SE and invalidated STag",
                 completion is not None and completion.address == address and completion.length == size
                 and completion.solicited is solicited and completion.invalidated_stag == stag
-                and memory.read(address, size) == peer_plan.data,
+                and memory.intact(address, size),
             )
             if stag is not None:
                 region = host.memory_table.lookup(stag)
@@ -258,8 +359,8 @@ def _verify(result: DemoResult, bed: HostPair, plans: dict[Side, _HostPlan], siz
         ]
         result.check(f"host {side.name}: one local completion per Write and Send posted",
                      sorted((e.wr_id, e.opcode, e.length) for e in done) == sorted(expected))
-        allowed = [(SOURCE, size), (WRITE_SINK, size), (READ_SINK, size),
-                   (RECEIVE_BUFFERS, len(SEND_VARIANTS) * max(size, 1))]
+        allowed = [(layout.source, size), (layout.write_sink, size), (layout.read_sink, size),
+                   (layout.receive_buffer(0), len(SEND_VARIANTS) * max(size, 1))]
         stray = [w for w in memory.written_outside(allowed) if w[1]]
         result.check(f"host {side.name}: nothing written outside registered and posted buffers",
                      not stray, f"{len(stray)} stray writes")
@@ -292,10 +393,27 @@ def _teardown_text(event: RnicEvent | None) -> str:
         causes = ", ".join(_cause_name(cause.code) for cause in event.causes)
         return f"Aborted by the peer (RFC 4960 9.1){': ' + causes if causes else ''}"
     if isinstance(event, Failed):
-        return f"Failed: {event.reason}"
+        return _failure_text(event)
     if isinstance(event, CloseAborted):
         return f"aborted by close(): {event.reason}"
     return "did not close"
+
+
+def _failure_text(event: Failed) -> str:
+    """`Failed in STATE: reason` (the reason names a retransmission limit that ran out, and its value)."""
+    where = f" in {event.state.value}" if event.state is not None else ""
+    return f"Failed{where}: {event.reason}"
+
+
+def _association_text(bed: HostPair, side: Side) -> str:
+    """How a host's association stands: how it ended, else its state (RFC 4960 4)."""
+    finished = bed.finished(side)
+    if finished is not None:
+        return _teardown_text(finished)
+    association = bed.hosts[side].association
+    if association is None:
+        return "none (listening)" if side is Side.B else "none"
+    return association.state.value
 
 
 def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: int, out: TextIO) -> None:
@@ -320,14 +438,19 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
                 rtr = f"RTR received: {_rtr_name(arrived[0].rtr if arrived else None)}"
             print(f"session {event.stream_id} {side.name} ({event.role.value}): IRD {event.ird} ORD {event.ord}, "
                   f"{'peer-to-peer' if event.peer_to_peer else 'client-server'}, {rtr}", file=out)
-    print(f"{'operation':<28} {'direction':>9} {'bytes':>10}", file=out)
-    for operation in result.operations:
-        direction = f"{operation.sender.name}->{operation.sender.peer.name}"
-        if operation.opcode is Opcode.RDMA_READ_REQUEST:
-            direction = f"{operation.sender.name}<-{operation.sender.peer.name}"
-        print(f"{operation.name:<28} {direction:>9} {operation.length:>10,}", file=out)
+    if result.stopped is not None:
+        print(f"stopped during {result.stopped}", file=out)
+        for side in Side:
+            print(f"association {side.name}: {_association_text(bed, side)}", file=out)
     total = sum(operation.length for operation in result.operations)
-    print(f"{'total':<28} {'':>9} {total:>10,}", file=out)
+    if result.operations:
+        print(f"{'operation':<28} {'direction':>9} {'bytes':>10}", file=out)
+        for operation in result.operations:
+            direction = f"{operation.sender.name}->{operation.sender.peer.name}"
+            if operation.opcode is Opcode.RDMA_READ_REQUEST:
+                direction = f"{operation.sender.name}<-{operation.sender.peer.name}"
+            print(f"{operation.name:<28} {direction:>9} {operation.length:>10,}", file=out)
+        print(f"{'total':<28} {'':>9} {total:>10,}", file=out)
     for side in Side:
         stats = bed.hosts[side].statistics
         assoc = stats.association
@@ -336,10 +459,16 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
                   f"fast {assoc.fast_retransmitted}; frames sent {stats.frames_sent}, dropped on receipt: "
                   f"bad checksum {stats.dropped_bad_checksum}, malformed {stats.dropped_malformed}, "
                   f"misaddressed {stats.dropped_misaddressed}", file=out)
+    for side in Side:
+        lost = sum(1 for event in bed.of(side, PathStatus) if not event.reachable)
+        if lost:
+            print(f"path {side.name}->{side.peer.name}: marked unreachable {lost} time(s), its error count past "
+                  "Path.Max.Retrans (RFC 4960 8.2)", file=out)
     link = bed.link.stats
-    for side in Side:
-        print(f"teardown {side.name}: {_teardown_text(result.teardown.get(side))}", file=out)
-    for side in Side:
+    if result.stopped is None:
+        for side in Side:
+            print(f"teardown {side.name}: {_teardown_text(result.teardown.get(side))}", file=out)
+    for side in Side:  # also for a stopped run: a Terminate may be what preceded the stop
         for event in bed.of(side, RdmapTerminated):
             layer, etype, code = event.terminate.number
             layer_name = {known.value: known.name for known in TerminateLayer}.get(layer, f"layer {layer}")
@@ -349,8 +478,9 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
           f"reordered {link.reordered}, corrupted {link.corrupted}", file=out)
     print(f"time: simulated {bed.now:.3f} s (data phase {result.data_seconds:.3f} s), wall {result.wall_seconds:.2f} s",
           file=out)
-    print(f"model goodput: {_rate(total, result.wall_seconds)} wall-clock, "
-          f"{_rate(total, result.data_seconds)} simulated (data phase)", file=out)
+    if result.operations and result.stopped is None:  # a stopped run did not move what was posted
+        print(f"model goodput: {_rate(total, result.wall_seconds)} wall-clock, "
+              f"{_rate(total, result.data_seconds)} simulated (data phase)", file=out)
     failed = [check for check in result.checks if not check.passed]
     print(f"checks: {len(result.checks) - len(failed)} passed, {len(failed)} failed", file=out)
     for check in failed:
@@ -366,6 +496,7 @@ class ProgressBar:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self._last = 0.0
+        self._open = False
 
     def __call__(self, fraction: float) -> None:
         now = time.perf_counter()
@@ -374,24 +505,52 @@ class ProgressBar:
         self._last = now
         filled = int(fraction * self.WIDTH)
         self.stream.write(f"\r[{'#' * filled}{' ' * (self.WIDTH - filled)}] {fraction:4.0%}")
-        if fraction >= 1.0:
+        self._open = fraction < 1.0
+        if not self._open:
             self.stream.write("\n")
         self.stream.flush()
+
+    def close(self) -> None:
+        """End a bar left short of 100% (the run stopped) so that what follows starts on its own line."""
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+
+class ProgressLines:
+    """Progress when stderr is not a terminal: one line every `interval` wall-clock seconds, none for a
+    run shorter than that."""
+
+    def __init__(self, stream: TextIO, size: int, interval: float = 10.0) -> None:
+        self.stream = stream
+        self.total = size * 2 * (2 + len(SEND_VARIANTS))
+        self.interval = interval
+        self._start = self._last = time.perf_counter()
+
+    def __call__(self, fraction: float) -> None:
+        now = time.perf_counter()
+        if fraction >= 1.0 or now - self._last < self.interval:
+            return
+        self._last = now
+        print(f"rnic demo: {fraction:.0%} of {self.total:,} bytes placed after {now - self._start:.0f} s",
+              file=self.stream, flush=True)
 
 
 def demo_command(
     loss: float, seed: int, udp: bool, size: int, pcap: str | None, show_progress: bool,
     out: TextIO | None = None, tamper: Callable[[HostPair], None] | None = None,
 ) -> int:
-    """Run, print the summary, write the capture; exit status 0 only if every check passed."""
+    """Run, print the summary (also when a phase could not finish), write the capture; exit status 0 only if
+    every check passed.  `show_progress`: a bar on a terminal, else a line now and then (both on stderr)."""
     out = out if out is not None else sys.stdout
-    progress = ProgressBar(sys.stderr) if show_progress else None
-    try:
-        result = run_demo(loss=loss, seed=seed, udp=udp, size=size, progress=progress, tamper=tamper)
-    except Stalled as error:
-        print(f"rnic demo: stalled: {error}", file=out)
-        print("result: FAIL", file=out)
-        return 1
+    progress = None
+    if show_progress:
+        progress = ProgressBar(sys.stderr) if sys.stderr.isatty() else ProgressLines(sys.stderr, size)
+    result = run_demo(loss=loss, seed=seed, udp=udp, size=size, progress=progress, tamper=tamper,
+                      record=pcap is not None)
+    if isinstance(progress, ProgressBar):
+        progress.close()
     print_summary(result, loss, seed, udp, size, out)
     if pcap is not None and result.testbed is not None:
         Path(pcap).write_bytes(result.testbed.pcap())

@@ -46,7 +46,7 @@ def _usage_error(argv: list[str], capsys) -> str:
     (["demo", "--loss", "lots"], "is not a number"),
     (["demo", "--size", "-5"], "below the minimum of 0"),
     (["demo", "--size", "1.5"], "not a whole number"),
-    (["demo", "--size", str(16 * 2**20 + 1)], "above the maximum of 16777216"),
+    (["demo", "--size", str(2**32)], "above the maximum of 4294967295"),
     (["demo", "--seed", "abc"], "invalid int value"),
     (["demo", "--pcap", "/nonexistent-directory/out.pcap"], "does not exist"),
     (["demo", "--pcap", "."], "is a directory"),
@@ -340,7 +340,7 @@ def _int_or_none(text: str) -> int | None:
 #: and the range the README gives the option); any other text must be refused with exit 2.
 NUMERIC_OPTIONS = [
     (["demo"], "--loss", "loss", _float_or_none, lambda v: 0 <= v <= 1),
-    (["demo"], "--size", "size", _int_or_none, lambda v: 0 <= v <= 16 << 20),
+    (["demo"], "--size", "size", _int_or_none, lambda v: 0 <= v < 1 << 32),
     (["bench", "model"], "--seconds", "seconds", _float_or_none, lambda v: 0 < v < float("inf")),
     (["bench", "e2e"], "--total", "total", _int_or_none, lambda v: v >= 1),
     (["bench", "rx"], "--frames", "frames", _int_or_none, lambda v: v >= 1),

@@ -1,8 +1,11 @@
-"""`rnic demo` and `rnic bench e2e`: the commands run, report, write a readable capture, and fail honestly."""
+"""`rnic demo`: the command runs, reports, writes a readable capture, and fails honestly (`rnic bench e2e`'s
+tests are in test_bench_e2e.py)."""
 
 from __future__ import annotations
 
 import io
+import re
+import tracemalloc
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +14,15 @@ import pytest
 
 import sim.commands.demo
 from model.rnic.link import LinkConfig, Side
-from model.rnic.events import Closed
-from model.errors import ChecksumError, DecodeError
+from model.rnic.events import Closed, Failed
+from model.sctp.events import RetransmissionLimit
+from model.sctp.state import AssociationState
 from model.net.frames import Frame
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL, SctpPacket, ShutdownCompleteChunk
 from sim.cli import main
 from tests.mulpdu import mulpdu
 from model.rnic.pair import HostPair, host_config
-from sim.commands.demo import WRITE_SINK, ProgressBar, demo_command, print_summary, run_demo
+from sim.commands.demo import LARGEST_SIZE, MIB, WRITE_SINK, MemoryMap, ProgressBar, ProgressLines, demo_command, print_summary, run_demo
 
 SUMMARY_FIELDS = (
     "peer adaptation code point 1 (DDP on)",
@@ -97,22 +101,53 @@ def test_progress_bar_redraws_in_place_and_ends_the_line() -> None:
     assert text.endswith("100%\n")
 
 
-@pytest.mark.slow
-def test_seed_3_at_5pct_loses_the_final_shutdown_complete_and_still_passes() -> None:
-    """The reported stall: `rnic demo --loss 0.05 --seed 3` loses A's SHUTDOWN COMPLETE; A, closed and without a
-    Listener, answers B's retransmitted SHUTDOWN ACK out of the blue (RFC 4960 8.4 rule 5), both end Closed."""
-    result = run_demo(loss=0.05, seed=3)
+def test_progress_bar_cut_short_ends_its_line_on_close() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(stream)
+    bar(0.25)
+    bar.close()
+    assert stream.getvalue().endswith(" 25%\n")
+    bar.close()  # a closed bar writes nothing more
+    assert stream.getvalue().count("\n") == 1
+
+
+def test_progress_lines_for_a_log_say_how_far_now_and_then() -> None:
+    """Without a terminal: plain lines (no carriage return), at most one per interval, none at 100%."""
+    stream = io.StringIO()
+    lines = ProgressLines(stream, size=1000, interval=0.0)
+    lines(0.5)
+    lines(1.0)
+    assert stream.getvalue() == "rnic demo: 50% of 12,000 bytes placed after 0 s\n"
+    quiet = io.StringIO()
+    ProgressLines(quiet, size=1000, interval=3600.0)(0.5)
+    assert quiet.getvalue() == ""
+
+
+def test_a_lost_final_shutdown_complete_is_answered_out_of_the_blue_and_both_close() -> None:
+    """A's SHUTDOWN COMPLETE is lost (the stall once reported for `--loss 0.05 --seed 3`); A, closed and
+    without a Listener, answers B's retransmitted SHUTDOWN ACK out of the blue (RFC 4960 8.4 rule 5), so
+    both end Closed and the run passes."""
+    dropped: list[bytes] = []
+
+    def lose_the_first_shutdown_complete(bed: HostPair) -> None:
+        def tap(side: Side, frame: bytes) -> bool:
+            chunks = SctpPacket.decode(Frame.decode(frame).sctp).chunks
+            if side is Side.A and not dropped and any(isinstance(c, ShutdownCompleteChunk) for c in chunks):
+                dropped.append(frame)
+                return False
+            return True
+        bed.tap = tap
+
+    result = run_demo(size=3000, tamper=lose_the_first_shutdown_complete, record=True)
     out = io.StringIO()
-    print_summary(result, 0.05, 3, False, 1 << 20, out)
+    print_summary(result, 0.0, 1, False, 3000, out)
     text = out.getvalue()
+    assert dropped, "no SHUTDOWN COMPLETE was sent"
     assert "teardown A: Closed" in text and "teardown B: Closed" in text and "result: PASS" in text, text
     arrived = []  # every SHUTDOWN COMPLETE that reached B: (source, T bit)
     for _, frame in result.testbed.link.recording:
-        try:
-            decoded = Frame.decode(frame)
-            chunks = SctpPacket.decode(decoded.sctp).chunks
-        except (DecodeError, ChecksumError):
-            continue  # corrupted on the link
+        decoded = Frame.decode(frame)
+        chunks = SctpPacket.decode(decoded.sctp).chunks
         arrived += [(str(decoded.ip.src), c.tag_reflected) for c in chunks if isinstance(c, ShutdownCompleteChunk)]
     assert arrived == [("10.0.0.1", True)]  # the first was lost; the OOTB answer (T=1) closed B
 
@@ -170,3 +205,95 @@ def test_two_hosts_close_returns_instead_of_raising_when_nothing_is_left() -> No
     bed = HostPair.create(LinkConfig())
     assert bed.close(limit=60.0) == {Side.A: None, Side.B: None}
     assert bed.now == 0.0
+
+
+FAILURE_LINE = re.compile(r"^association ([AB]): Failed in (\S+): (.*)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("seed", (1, 2, 3, 10))
+def test_demo_at_50pct_loss_completes_or_reports_the_sctp_limit_that_ended_it(seed: int, capsys) -> None:
+    """`rnic demo --loss 0.5` once stopped within a second with "stalled: nothing in flight" and nothing else.
+    Now a run passes, or it exits 1 having said which phase stopped, which host's association failed, in
+    which state, after which retransmission limit (Max.Init.Retransmits only while opening, RFC 4960 5.1 C;
+    Association.Max.Retrans once up, 8.1), and the usual summary with the link's statistics."""
+    status = main(["demo", "--loss", "0.5", "--seed", str(seed), "--size", "2000", "--no-progress"])
+    out = capsys.readouterr().out
+    if status == 0:
+        assert "result: PASS" in out
+        return
+    assert status == 1 and "result: FAIL" in out
+    assert re.search(r"^stopped during (association set-up|DDP session set-up|data transfer) ", out, re.MULTILINE)
+    failures = FAILURE_LINE.findall(out)
+    assert failures, out
+    for _, state, reason in failures:
+        limits = re.findall(r"after (\d+) retransmissions(?: or unanswered HEARTBEATs in a row)?: "
+                            r"(Max\.Init\.Retransmits|Association\.Max\.Retrans) exceeded", reason)
+        if not limits:
+            continue  # a peer's failure of another kind, reported as such
+        [(count, limit)] = limits
+        opening = state in ("COOKIE-WAIT", "COOKIE-ECHOED")
+        assert (limit, int(count)) == (("Max.Init.Retransmits", 8) if opening else ("Association.Max.Retrans", 10))
+    assert any("exceeded" in reason for _, _, reason in failures)
+    assert re.search(r"^link frames: sent \d+, lost \d+, duplicated \d+, reordered \d+, corrupted \d+$", out,
+                     re.MULTILINE)
+    assert re.search(r"^retransmissions A: timeout \d+", out, re.MULTILINE)
+    assert "time: simulated" in out and "FAILED: " in out
+
+
+def test_a_failure_in_the_data_phase_keeps_the_operations_and_both_ends_in_the_summary() -> None:
+    """Seed 10 at 50% loss gets past set-up and fails during the transfer: the summary still lists the
+    operations, and each host's ending is a typed event (the failed one with its limit and state)."""
+    result = run_demo(loss=0.5, seed=10, size=2000)
+    assert result.stopped is not None and result.stopped.startswith("data transfer")
+    assert len(result.operations) == 12 and not result.passed
+    ends = [event for event in result.teardown.values() if event is not None]
+    assert any(isinstance(e, Failed) and e.limit is RetransmissionLimit.ASSOCIATION_MAX_RETRANS
+               and e.limit_value == 10 and e.state is AssociationState.ESTABLISHED for e in ends), ends
+    out = io.StringIO()
+    print_summary(result, 0.5, 10, False, 2000, out)
+    assert "RDMA Write" in out.getvalue() and "link frames: sent" in out.getvalue()
+    assert "goodput" not in out.getvalue()  # nothing like the operations' bytes moved
+
+
+def test_the_demo_holds_a_window_of_data_not_its_operations() -> None:
+    """Peak traced memory during a run hardly moves from 64 KiB to 512 KiB per operation (12 operations,
+    6 MiB moved): the sender reads its source a segment at a time within the send buffer and the peer's
+    window, and the hosts' pattern memories keep no sink bytes."""
+    peaks = {}
+    for size in (64 << 10, 512 << 10):
+        tracemalloc.start()
+        try:
+            result = run_demo(size=size)
+            peaks[size] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert result.passed
+    assert peaks[512 << 10] < peaks[64 << 10] + (256 << 10), peaks
+    assert peaks[512 << 10] < 2 << 20, peaks
+
+
+@pytest.mark.parametrize("size", (0, 1, 15 * MIB, 16 * MIB, 100_000_000, LARGEST_SIZE))
+def test_the_memory_map_never_overlaps_at_any_size(size: int) -> None:
+    """Every region of `size` bytes (four receive buffers back to back) ends at least 1 MiB before the next
+    one starts, and the last inside 64-bit addresses even at the largest `--size`; up to 15 MiB the map is
+    the fixed one at 16 MiB spacing."""
+    layout = MemoryMap.for_size(size)
+    regions = ([(layout.source, size), (layout.write_sink, size), (layout.read_sink, size),
+                (layout.receive_buffer(0), 4 * max(size, 1))]
+               + [(layout.invalidate_target(i), 4096) for i in range(2)])
+    for (start, length), (following, _) in zip(regions[:4], regions[1:5]):
+        assert start + length + MIB <= following
+    assert layout.invalidate_target(1) + 4096 <= 1 << 64
+    if size <= 15 * MIB:
+        assert (layout.source, layout.write_sink, layout.read_sink, layout.receive_buffer(0),
+                layout.invalidate_target(0)) == (0x0100_0000, 0x0200_0000, 0x0300_0000, 0x0400_0000, 0x0800_0000)
+
+
+def test_the_size_above_the_old_16_mib_spacing_is_accepted_up_to_the_largest_ddp_message() -> None:
+    """The cap of 16 MiB followed the old fixed map; the map now grows with `--size`, so the bound is the
+    DDP message length (RFC 5041 5.2: below 2**32)."""
+    from sim.cli import build_parser
+
+    for text in ("20000000", str(100 << 20), str(LARGEST_SIZE)):
+        assert build_parser().parse_args(["demo", "--size", text]).size == int(text)
+    assert LARGEST_SIZE == 2**32 - 1

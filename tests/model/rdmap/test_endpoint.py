@@ -243,3 +243,38 @@ def test_mixed_traffic_exact_memory(pair):
     assert b.memory.read(0x9000, 1200) == DATA[:1200]
     assert b.memory.read(0x20000, 999) == DATA[5:1004]
     assert a.memory.read(0x4000, 900) == DATA[:900]
+
+
+class CountingMemory(SparseMemory):
+    """Host memory that counts the bytes read from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes_read = 0
+
+    def read(self, address: int, length: int) -> bytes:
+        self.bytes_read += length
+        return super().read(address, length)
+
+
+def test_a_message_is_read_from_memory_segment_by_segment_as_it_is_handed_over() -> None:
+    """MULPDU 200 leaves 186 payload bytes per tagged segment (RFC 5041 5.2: MULPDU - 14): a 1000-byte RDMA
+    Write is 6 segments.  Posting reads nothing; each segment handed over reads its own payload only; the
+    Write completes with its last segment (RFC 5041 5.4); the bytes are those in memory at that time."""
+    memory = CountingMemory()
+    memory.write(0x1000, DATA[:1000])
+    endpoint = RdmapEndpoint(pd=ProtectionDomain(1), memory_table=MemoryTable(), host_memory=memory, mulpdu=200)
+    wr = endpoint.post_write(0x77, 0, 0x1000, 1000)
+    assert memory.bytes_read == 0 and endpoint.segments_queued == 6
+    first = endpoint.data_to_send(limit=1)
+    assert len(first) == 1 and memory.bytes_read == 186
+    assert endpoint.next_events() == [] and endpoint.segments_queued == 5
+    memory.write(0x1000 + 186, b"\xee" * 186)  # the buffer still belongs to the endpoint: this is what goes
+    rest = endpoint.data_to_send(limit=4)
+    assert memory.bytes_read == 5 * 186 and endpoint.next_events() == []
+    rest += endpoint.data_to_send()
+    assert memory.bytes_read == 1000 and endpoint.segments_queued == 0
+    assert endpoint.next_events() == [WorkCompleted(wr, Opcode.RDMA_WRITE, 1000)]
+    payloads = [DdpSegment.decode(raw).payload for raw in first + rest]
+    assert [len(p) for p in payloads] == [186] * 5 + [70]
+    assert b"".join(payloads) == DATA[:186] + b"\xee" * 186 + DATA[372:1000]

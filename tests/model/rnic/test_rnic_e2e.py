@@ -29,7 +29,9 @@ from model.net.checksum import internet_checksum
 from sim.commands.dissect import dissect_capture
 from model.net.frames import Frame, build_frame
 from model.rnic.link import LinkConfig, Side
-from model.rnic.pair import HostPair, host_config
+from model.rnic.pair import IDLE_LIMIT, AssociationEnded, HostPair, Stalled, host_config
+from model.sctp.events import RetransmissionLimit
+from model.sctp.state import AssociationState
 from tests.mulpdu import TAGGED_DDP_HEADER, UNTAGGED_DDP_HEADER, mulpdu
 from model.ddp.memory import Access, SparseMemory
 from model.ddp.negotiation import LocalResources, Role, RtrType
@@ -686,3 +688,84 @@ def test_close_deadline_is_dropped_once_shutdown_starts() -> None:
     open_stream(pair)
     close_both(pair)
     assert not pair.of(Side.A, CloseAborted) and pair.a.next_timeout() is None and pair.b.next_timeout() is None
+
+
+# -- liveness: a run ends in a reported failure, never in silence ---------------------------------
+
+
+def test_a_dead_link_ends_connect_with_the_max_init_retransmits_failure() -> None:
+    """Every frame lost: A sends INIT 1 + 8 times with T1-init doubling from RTO.Initial 3 s to RTO.Max 60 s
+    (RFC 4960 5.1 C, 6.3.3, 15) and gives up at 3+6+12+24+48+60+60+60+60 = 333 s; the pair then has nothing
+    left to do and says which host's association ended, how and in which state."""
+    pair = HostPair.create(LinkConfig(loss=1.0))
+    with pytest.raises(AssociationEnded) as ended:
+        pair.connect()
+    failed = ended.value.finished[Side.A]
+    assert isinstance(failed, Failed)
+    assert (failed.limit, failed.limit_value, failed.state) == (
+        RetransmissionLimit.MAX_INIT_RETRANSMITS, 8, AssociationState.COOKIE_WAIT)
+    assert ended.value.finished[Side.B] is None
+    assert pair.now == pytest.approx(333.0)
+    assert pair.link.stats.sent == 9
+
+
+def test_a_run_is_not_cut_off_at_an_absolute_time_while_it_makes_progress() -> None:
+    """The stall guard counts simulated time without progress, not time since zero: a pair whose clock
+    already reads past `IDLE_LIMIT` still connects and opens its session."""
+    pair = HostPair.create(LinkConfig())
+    pair.now = 2 * IDLE_LIMIT
+    pair.connect()
+    pair.open_stream(0)
+    assert pair.seen(Side.A, SessionEstablished)
+
+
+def test_a_run_without_progress_stalls_after_the_idle_limit() -> None:
+    """Connected hosts keep their heartbeat timers running (RFC 4960 8.3) but nothing new arrives: waiting
+    for something that never comes ends in `Stalled` once `idle_limit` passes without progress."""
+    pair = HostPair.create(LinkConfig())
+    pair.connect()
+    start = pair.now
+    with pytest.raises(Stalled, match="no progress for 100 s") as stalled:
+        pair.run_until(lambda: False, idle_limit=100.0)
+    assert not isinstance(stalled.value, AssociationEnded)
+    assert start + 30.0 < pair.now <= start + 100.0  # heartbeats went by (HB.interval 30 s), no progress
+
+
+# -- memory: a window at a time, whatever the message size ---------------------------------------
+
+
+def test_a_large_write_is_held_a_send_buffer_and_a_window_at_a_time_not_whole() -> None:
+    """A 4 MiB RDMA Write is some 2,900 DDP segments.  At every step host A's association holds at most its
+    send buffer of unsent data (plus the segment that crossed it) and no more sent-unacknowledged data than
+    B's window of 64 KiB allows (RFC 4960 6.1, plus the one chunk 6.1 A lets go when nothing is in flight);
+    its DDP session holds nothing back.  The Write completes only once its last segment went to SCTP (RFC
+    5041 5.4), and every byte arrives."""
+    pair = HostPair.create(LinkConfig())
+    pair.connect()
+    pair.open_stream(STREAM)
+    length = 4 * MIB
+    data = random.Random(7).randbytes(length)
+    pair.memory[Side.A].write(0x10_0000, data)
+    sink = pair.b.register_memory(0x100_0000, length, Access.REMOTE_WRITE)
+    association = pair.a.association
+    chunk = association.mulpdu + 2  # a DDP segment and its DDP-SSN (RFC 5043 5.2.1)
+    segments = -(-length // (association.mulpdu - TAGGED_DDP_HEADER))  # RFC 5041 5.2
+    window = host_config(Side.B).receive_buffer
+    send_buffer = pair.a.config.send_buffer
+    most_chunks = (send_buffer + window) // chunk + 2
+    peak = [0]
+
+    def held_within_bounds() -> None:
+        assert association.queued_bytes <= send_buffer + chunk
+        assert pair.a._sessions.queued(STREAM) == 0
+        assert association.outstanding_chunks <= most_chunks
+        peak[0] = max(peak[0], association.outstanding_chunks)
+
+    pair.a.post_write(STREAM, sink, 0, 0x10_0000, length)
+    pair.collect()
+    assert not pair.seen(Side.A, WorkCompletion)  # nothing like the whole message went to SCTP at post time
+    held_within_bounds()
+    pair.run_until(lambda: pair.seen(Side.B, WriteArrived), held_within_bounds)
+    assert pair.seen(Side.A, WorkCompletion)
+    assert segments > 2900 and most_chunks < 100 and 40 <= peak[0] <= most_chunks
+    assert pair.memory[Side.B].read(0x100_0000, length) == data

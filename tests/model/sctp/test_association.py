@@ -56,6 +56,7 @@ from model.sctp.events import (
     DdpProceduresForbidden,
     PathStatusChanged,
     PeerShutdownStarted,
+    RetransmissionLimit,
 )
 
 CLIENT_PORT = 5000
@@ -277,6 +278,77 @@ def test_rfc4960_5_1_max_init_retransmits_fails_the_association() -> None:
     assert link.client.is_closed and link.client.next_timeout() is None
 
 
+def backed_off_times(start: float, expiries: int, rto: float = 3.0, rto_max: float = 60.0) -> list[float]:
+    """When a timer started at `start` with RTO `rto` expires, `expiries` times in a row: RTO doubles after
+    each expiry up to RTO.Max (RFC 4960 6.3.3 E2; RTO.Initial 3 s and RTO.Max 60 s, 15)."""
+    times, now = [], start
+    for _ in range(expiries):
+        now += rto
+        times.append(now)
+        rto = min(2 * rto, rto_max)
+    return times
+
+
+def test_rfc4960_5_1_c_every_init_lost_ends_in_max_init_retransmits_at_the_defaults() -> None:
+    """Max.Init.Retransmits 8 (RFC 4960 15): INIT goes 1 + 8 times, T1-init doubling from RTO.Initial; the
+    ninth expiry aborts the initialization and reports it (5.1 C), naming the limit and COOKIE-WAIT."""
+    link = Link.create(fate=lambda direction, packet: [] if isinstance(packet.chunks[0], InitChunk) else [0.0])
+    link.client.connect(0.0)
+    link.run(condition=lambda: link.client.is_closed)
+    expiries = backed_off_times(0.0, 9)
+    assert [s.time for s in link.sent("a->b", InitChunk)] == pytest.approx([0.0] + expiries[:8])
+    assert link.now == pytest.approx(expiries[8])  # 333 s
+    [failed] = of_type(link.events_a, AssociationFailed)
+    assert (failed.limit, failed.limit_value, failed.state) == (
+        RetransmissionLimit.MAX_INIT_RETRANSMITS, 8, AssociationState.COOKIE_WAIT)
+    assert link.client.next_timeout() is None and link.client.data_to_send(link.now) == []
+
+
+def test_rfc4960_5_1_c_every_cookie_echo_lost_ends_in_max_init_retransmits_with_abort() -> None:
+    """T1-cookie obeys the same limit (5.1 C): COOKIE ECHO 1 + 8 times, then the failure in COOKIE-ECHOED; the
+    peer's tag is known, so an ABORT tells the peer (9.1)."""
+    def fate(direction: str, packet: SctpPacket) -> list[float]:
+        return [] if isinstance(packet.chunks[0], CookieEchoChunk) else [0.0]
+
+    link = Link.create(fate=fate)
+    link.client.connect(0.0)
+    link.run(condition=lambda: link.client.is_closed)
+    echoes = [s.time for s in link.sent("a->b", CookieEchoChunk)]
+    expiries = backed_off_times(echoes[0], 9)
+    assert echoes == pytest.approx([echoes[0]] + expiries[:8])
+    [failed] = of_type(link.events_a, AssociationFailed)
+    assert (failed.limit, failed.limit_value, failed.state) == (
+        RetransmissionLimit.MAX_INIT_RETRANSMITS, 8, AssociationState.COOKIE_ECHOED)
+    assert link.now == pytest.approx(expiries[8])
+    assert isinstance(link.log[-1].packet.chunks[0], AbortChunk) and link.log[-1].time == pytest.approx(link.now)
+
+
+def test_rfc4960_8_1_a_link_dead_after_the_handshake_ends_in_association_max_retrans() -> None:
+    """Everything is lost once the association is up (no heartbeats, so only T3-rtx counts).  The DATA
+    chunk goes 1 + Association.Max.Retrans (10) times, T3-rtx doubling from RTO.Initial (no RTT measured
+    yet, 6.3.1 C1) to RTO.Max (6.3.3 E2); Path.Max.Retrans (5) marks the path unreachable at the sixth
+    expiry (8.2); the eleventh ends the association in ESTABLISHED with an ABORT (8.1)."""
+    link = established_link(client_overrides={"heartbeat_interval": None},
+                            server_overrides={"heartbeat_interval": None})
+    link.fate = lambda direction, packet: []
+    start = link.now
+    link.client.send(0, PPID_DDP_SEGMENT, b"lost" * 100)
+    link.run(condition=lambda: bool(of_type(link.events_a, PathStatusChanged)))
+    expiries = backed_off_times(start, 11)
+    assert link.now == pytest.approx(expiries[5])
+    assert of_type(link.events_a, PathStatusChanged) == [PathStatusChanged(reachable=False)]
+    assert not of_type(link.events_a, AssociationFailed)
+    link.run(condition=lambda: link.client.is_closed)
+    assert [s.time for s in link.sent("a->b", DataChunk)] == pytest.approx([start] + expiries[:10])
+    assert link.now == pytest.approx(expiries[10])  # 453 s after the DATA chunk
+    [failed] = of_type(link.events_a, AssociationFailed)
+    assert (failed.limit, failed.limit_value, failed.state) == (
+        RetransmissionLimit.ASSOCIATION_MAX_RETRANS, 10, AssociationState.ESTABLISHED)
+    assert "T3-rtx" in failed.reason
+    assert isinstance(link.log[-1].packet.chunks[0], AbortChunk)
+    assert link.client.next_timeout() is None
+
+
 def test_rfc4960_5_1_5_bad_cookie_mac_silently_discarded_then_retransmission_succeeds() -> None:
     corrupted: list[int] = []
 
@@ -445,6 +517,31 @@ def test_rfc4960_6_2_gap_blocks_and_duplicate_tsns_reported_immediately() -> Non
     assert sum(base + 2 in s.duplicate_tsns for s in sacks) == 1
     assert received_payloads(link.events_b) == [b"0" * 1400, b"2" * 1400, b"3" * 1400, b"1" * 1400]
     assert link.server.statistics.duplicate_tsns_received == 1
+
+
+def test_rfc4960_6_2_a_stale_sack_is_never_bundled_ahead_of_a_fresher_one() -> None:
+    """TSN base+1 arrives before base: the gap calls for a SACK at once (6.2); base then fills the gap and, as
+    the receiver has DATA of its own to send, a SACK rides with that DATA.  Both are due when the receiver
+    next sends: the gap SACK goes in its own packet, the up-to-date one with the DATA, and no packet holds
+    two SACKs (3.3.4: a SACK carries the receiver's latest Cumulative TSN Ack and gaps)."""
+    link = established_link()
+    server, base = link.server, initial_tsn(link)
+
+    def data(tsn: int) -> bytes:
+        chunk = DataChunk(tsn=tsn, stream_id=0, ssn=0, ppid=PPID_DDP_SEGMENT, user_data=b"x" * 100, unordered=True)
+        return SctpPacket(CLIENT_PORT, SERVER_PORT, server.local_tag, (chunk,)).encode()
+
+    server.receive(data(base + 1), link.now)
+    server.receive(data(base), link.now)
+    server.send(0, PPID_DDP_SEGMENT, b"reply")
+    packets = [SctpPacket.decode(p).chunks for p in server.data_to_send(link.now)]
+    sacks_per_packet = [[c for c in chunks if isinstance(c, SackChunk)] for chunks in packets]
+    assert all(len(sacks) <= 1 for sacks in sacks_per_packet), packets
+    assert [s for sacks in sacks_per_packet for s in sacks] == [
+        SackChunk(base - 1, 65536, ((2, 2),), ()),  # the gap, as when base+1 arrived
+        SackChunk(base + 1, 65536, (), ()),  # both taken
+    ]
+    assert isinstance(packets[-1][-1], DataChunk) and isinstance(packets[-1][0], SackChunk)
 
 
 def test_rfc4960_6_3_3_t3_rtx_timing_rto_backoff_and_karn() -> None:
