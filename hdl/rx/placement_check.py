@@ -317,7 +317,12 @@ class PlacementCheck(wiring.Component):
             take.eq(inbound.source.valid & room & ~hazard),
             inbound.source.ready.eq(take),
         ]
-        hold = inbound.level.any() | s1.valid | s2.valid | s3.valid | verdict_valid_4
+        # `hold` is registered: it is high on any cycle after one where a segment was queued,
+        # arriving or in stages 1-3, which covers every cycle a lookup or a commit write
+        # (stage 4) can happen, and keeps the pipeline's state off the tables' write ports.
+        hold = Signal()
+        m.d.sync += hold.eq(inbound.level.any() | (inbound.sink.valid & inbound.sink.ready)
+                            | s1.valid | s2.valid | s3.valid)
         m.d.comb += [regions.hold.eq(hold), streams.hold.eq(hold)]
 
         m.d.comb += [
