@@ -110,6 +110,10 @@ class Queue(wiring.Component):
             sink.ready.eq(~skid_valid),
             level.eq(source.valid + skid_valid),
         ]
+        # The skid register follows the sink while it is empty, so its enable is a flip-flop
+        # and the consumer's ready reaches only the output register.
+        with m.If(~skid_valid):
+            m.d.sync += skid.eq(sink.payload)
         with m.If(~source.valid | source.ready):
             # The output register is free: the skid's beat first, else the sink's.
             with m.If(skid_valid):
@@ -117,4 +121,4 @@ class Queue(wiring.Component):
             with m.Else():
                 m.d.sync += [source.valid.eq(sink.valid), source.payload.eq(sink.payload)]
         with m.Elif(sink.valid & sink.ready):
-            m.d.sync += [skid.eq(sink.payload), skid_valid.eq(1)]
+            m.d.sync += skid_valid.eq(1)
