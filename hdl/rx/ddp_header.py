@@ -33,15 +33,16 @@ no later than its first payload beat. A consumer should take ``segment``
 first; it may also take payload first, as long as it takes the records of
 segments whose payload it has finished.
 
-Pipeline: capture (header bytes gathered by beat index, beats into a FIFO)
--> decode and check (one registered record) -> :class:`~hdl.stream.realign.Realign`
+Pipeline: capture (header bytes gathered by beat index into a queue, beats
+into a FIFO) -> decode and check (one registered record) -> :class:`~hdl.stream.realign.Realign`
 with drop 14 or 18, or discard. Throughput: one beat per cycle; a segment
 costs one cycle more when its realigned payload needs one more beat than the
 segment (payload tail), and a 0-byte segment (``seg_meta.length`` = 0, no
 beats) one cycle. Both inputs enter through a :class:`~hdl.stream.queue.Queue`
 (one edge; ``seg_meta``'s also holds its flags precomputed). Latency from the
 beat completing the header, as it leaves the input queue, to the record on
-``segment``: 3 cycles; to the first payload beat: about 6 cycles (the
+``segment``: 4 cycles (the gathered header passes a queue); to the first
+payload beat: about 7 cycles (the
 payload leaves through an output :class:`~hdl.stream.queue.Queue`).
 """
 
@@ -137,10 +138,10 @@ class DdpHeaderValidator(wiring.Component):
         index = Signal(range(header_beat + 2))
         captured = [Signal(8, name=f"captured_{i}") for i in range(UNTAGGED_HEADER_BYTES)]
         done = Signal()       # this segment's header record is out
-        rec_valid = Signal()
-        rec_ready = Signal()
-        rec_bytes = [Signal(8, name=f"rec_{i}") for i in range(UNTAGGED_HEADER_BYTES)]
-        rec_meta = data.Signal(segment_meta_layout())
+        # The gathered header leaves through a queue: its registered ready, not the record
+        # stage's, steers the capture.
+        gathered = m.submodules.gathered = Queue(data.StructLayout({
+            "bytes": 8 * UNTAGGED_HEADER_BYTES, "meta": segment_meta_layout()}))
 
         merged = []
         for i in range(UNTAGGED_HEADER_BYTES):
@@ -152,7 +153,7 @@ class DdpHeaderValidator(wiring.Component):
         # at_header = (index == header_beat) & ~done; so the ready logic reads flip-flops.
         at_start = Signal(init=1)
         at_header = Signal(init=int(header_beat == 0))
-        rec_free = ~rec_valid | rec_ready
+        rec_free = gathered.sink.ready
         empty = seg_meta.valid & seg_meta.payload.empty & at_start
         complete = at_header | (~done & seg.payload.last)
         m.d.comb += seg.ready.eq(seg_meta.valid & ~empty & beats.sink.ready & (~complete | rec_free))
@@ -161,12 +162,10 @@ class DdpHeaderValidator(wiring.Component):
             beats.sink.valid.eq(accept),
             beats.sink.payload.eq(seg.payload),
             seg_meta.ready.eq((accept & seg.payload.last) | (empty & rec_free)),
+            gathered.sink.valid.eq((accept & complete) | empty),
+            gathered.sink.payload.bytes.eq(Mux(empty, 0, Cat(merged))),
+            gathered.sink.payload.meta.eq(meta),
         ]
-
-        with m.If(rec_ready):
-            m.d.sync += rec_valid.eq(0)
-        with m.If(empty & rec_free):
-            m.d.sync += [rec_valid.eq(1), rec_meta.eq(meta)] + [byte.eq(0) for byte in rec_bytes]
         with m.If(accept):
             m.d.sync += [byte.eq(value) for byte, value in zip(captured, merged)]
             m.d.sync += [
@@ -176,9 +175,11 @@ class DdpHeaderValidator(wiring.Component):
                 at_header.eq(Mux(seg.payload.last, header_beat == 0,
                                  ~done & ~at_header & (index + 1 == header_beat))),
             ]
-            with m.If(complete):
-                m.d.sync += [rec_valid.eq(1), rec_meta.eq(meta)]
-                m.d.sync += [byte.eq(value) for byte, value in zip(rec_bytes, merged)]
+        rec_valid = gathered.source.valid
+        rec_ready = Signal()
+        m.d.comb += gathered.source.ready.eq(rec_ready)
+        rec_bytes = [gathered.source.payload.bytes[8 * i:8 * i + 8] for i in range(UNTAGGED_HEADER_BYTES)]
+        rec_meta = gathered.source.payload.meta
 
         # ---- decode and check ----------------------------------------------
         b = rec_bytes
