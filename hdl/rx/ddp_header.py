@@ -141,7 +141,10 @@ class DdpHeaderValidator(wiring.Component):
         # The gathered header leaves through a queue: its registered ready, not the record
         # stage's, steers the capture.
         gathered = m.submodules.gathered = Queue(data.StructLayout({
-            "bytes": 8 * UNTAGGED_HEADER_BYTES, "meta": segment_meta_layout()}))
+            "bytes": 8 * UNTAGGED_HEADER_BYTES, "meta": segment_meta_layout(),
+            # the length checks of both header sizes, so decoding needs no comparator or adder
+            "short_tagged": 1, "short_untagged": 1, "empty": 1,
+            "payload_tagged": 16, "payload_untagged": 16}))
 
         merged = []
         for i in range(UNTAGGED_HEADER_BYTES):
@@ -165,6 +168,11 @@ class DdpHeaderValidator(wiring.Component):
             gathered.sink.valid.eq((accept & complete) | empty),
             gathered.sink.payload.bytes.eq(Mux(empty, 0, Cat(merged))),
             gathered.sink.payload.meta.eq(meta),
+            gathered.sink.payload.short_tagged.eq(meta.length < TAGGED_HEADER_BYTES),
+            gathered.sink.payload.short_untagged.eq(meta.length < UNTAGGED_HEADER_BYTES),
+            gathered.sink.payload.empty.eq(seg_meta.payload.empty),
+            gathered.sink.payload.payload_tagged.eq(meta.length - TAGGED_HEADER_BYTES),
+            gathered.sink.payload.payload_untagged.eq(meta.length - UNTAGGED_HEADER_BYTES),
         ]
         with m.If(accept):
             m.d.sync += [byte.eq(value) for byte, value in zip(captured, merged)]
@@ -188,7 +196,8 @@ class DdpHeaderValidator(wiring.Component):
         stag_or_invalidate = big_endian(b[2:6])
         qn, msn, mo = big_endian(b[6:10]), big_endian(b[10:14]), big_endian(b[14:18])
         header_length = Mux(tagged, TAGGED_HEADER_BYTES, UNTAGGED_HEADER_BYTES)
-        short = rec_meta.length < header_length
+        checked = gathered.source.payload
+        short = Mux(tagged, checked.short_tagged, checked.short_untagged)
         send = (opcode >= 3) & (opcode <= 6)
         opcode_ok = Mux(tagged, (opcode == 0) | (opcode == 2),
                         (send & (qn == 0)) | ((opcode == 1) & (qn == 1)) | ((opcode == 7) & (qn == 2)))
@@ -214,7 +223,7 @@ class DdpHeaderValidator(wiring.Component):
 
         info = records.sink.payload
         desc = descs.sink.payload
-        has_beats = rec_meta.length != 0
+        has_beats = ~checked.empty
         m.d.comb += [
             rec_ready.eq(records.sink.ready & descs.sink.ready),
             records.sink.valid.eq(rec_valid & rec_ready),
@@ -234,7 +243,7 @@ class DdpHeaderValidator(wiring.Component):
             info.msn.eq(Mux(tagged, 0, msn)),
             info.mo.eq(Mux(tagged, 0, mo)),
             info.invalidate_stag.eq(Mux(tagged, 0, stag_or_invalidate)),
-            info.payload_length.eq(Mux(short, 0, rec_meta.length - header_length)),
+            info.payload_length.eq(Mux(short, 0, Mux(tagged, checked.payload_tagged, checked.payload_untagged))),
             info.error.valid.eq(error_valid),
             info.error.layer.eq(error[16:20]),
             info.error.etype.eq(error[8:12]),

@@ -43,11 +43,11 @@ command must not wait for a later command to be accepted.
 Latency (clock edges between transfers, the bus ready): a payload beat
 transferred on edge ``t`` is transferred on W on edge ``t + 2``
 (:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
-first payload beat in from edge ``c + 3`` and its first AW out on edge
-``c + 5`` (its two command queues, :class:`hdl.stream.queue.Queue`, have
-registered outputs and a registered ``ready``); a command's ``done`` is
-transferred one edge after its last ``B`` (a zero-length command's eight
-edges after the command).
+first payload beat in from edge ``c + 1`` and its first AW out on edge
+``c + 3`` (its two command queues, :class:`hdl.stream.queue.Queue`, have
+registered outputs and a registered ``ready``; empty, they pass a command
+in one edge); a command's ``done`` is transferred one edge after its last
+``B`` (a zero-length command's four edges after the command).
 
 Throughput: one W beat per cycle while ``WREADY`` is high; commands follow
 each other without a gap. A command whose bytes take one beat more on the

@@ -67,8 +67,8 @@ Latency: a segment enters an input queue (one edge, :class:`Queue`) that
 also carries its stream row and range flags, so stage 0 decides to take it
 from flip-flops. A segment taken on edge ``t`` is decided on edge ``t + 3`` (its
 error latched, its buffer retired), its verdict and cmd enter their output
-queues on edge ``t + 4`` and are visible on ``verdict``/``cmd`` three edges
-later (:class:`hdl.stream.queue.Queue`); payload beats pass combinationally
+queues on edge ``t + 4`` and are visible on ``verdict``/``cmd`` one edge
+later if the queue is empty, three behind earlier ones (:class:`hdl.stream.queue.Queue`); payload beats pass combinationally
 (through one output queue) once their decision is made. A segment is taken only when
 every output queue has room for it and for each segment ahead of it (a
 registered count, one segment conservative), so the pipeline never stalls and

@@ -13,10 +13,10 @@ Timing contract (what makes it a boundary):
   (the producer), nor from ``sink.valid`` to ``source.valid``.
 
 So a chain of blocks joined by queues has no ready/valid path longer than
-one block. One transfer per cycle is sustained at depth 2 and from depth 4;
-a payload stays three cycles in a deep queue, so at depth 3 a flowing
-queue takes two payloads in three cycles (enough where each payload waits
-longer anyway, as for a bound on outstanding bursts).
+one block. One transfer per cycle is sustained at every depth while the
+consumer keeps up. After a stall, payloads behind others pass the FIFO (three
+cycles each), so a queue of depth 3 then takes two payloads in three cycles
+until it has drained; from depth 4 it keeps one per cycle.
 
 Structure: at ``depth = 2`` a skid buffer (an output register plus one skid
 register that catches the beat in flight when the consumer stalls: the
@@ -27,11 +27,12 @@ queues sized to a pipeline's depth. The skid buffer keeps memory outputs (a bloc
 RAM's slow clock-to-output) away from the consumer's logic.
 
 Latency: a transfer on ``sink`` at edge ``t`` is valid on ``source`` from
-edge ``t`` + 1 (``depth = 2``) or ``t`` + 3 (deeper: the memory read, then
-the output register).
+edge ``t`` + 1 (``depth = 2``, or a deeper queue whose FIFO is empty: the
+payload bypasses it) or ``t`` + 3 (deeper, behind payloads in the FIFO: the
+memory read, then the output register).
 """
 
-from amaranth.hdl import Module, Shape, Signal
+from amaranth.hdl import Module, Mux, Shape, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -83,6 +84,8 @@ class Queue(wiring.Component):
         # as deep as the queue, so it has room whenever the count allows a write.
         storage = m.submodules.storage = fifo.SyncFIFOBuffered(
             width=Shape.cast(self._shape).width, depth=self._depth)
+        # While the FIFO is empty, payloads go straight to the skid stage (its latency, one
+        # edge), so a drained queue adds no more latency than a skid buffer.
         outlet = stream.Signature(self._shape).create()
         count = Signal(range(self._depth + 1))
         entering = self.sink.valid & self.sink.ready
@@ -91,13 +94,14 @@ class Queue(wiring.Component):
             m.d.sync += count.eq(count + 1)
         with m.Elif(leaving & ~entering):
             m.d.sync += count.eq(count - 1)
+        bypass = storage.level == 0
         m.d.comb += [
             storage.w_data.eq(self.sink.payload),
-            storage.w_en.eq(entering),
+            storage.w_en.eq(entering & ~(bypass & outlet.ready)),
             self.sink.ready.eq(count != self._depth),
-            outlet.payload.eq(storage.r_data),
-            outlet.valid.eq(storage.r_rdy),
-            storage.r_en.eq(outlet.ready),
+            outlet.payload.eq(Mux(bypass, self.sink.payload, storage.r_data)),
+            outlet.valid.eq(Mux(bypass, entering, storage.r_rdy)),
+            storage.r_en.eq(outlet.ready & ~bypass),
             self.level.eq(count),
         ]
         self._elaborate_skid(m, outlet, self.source, Signal(range(3)))

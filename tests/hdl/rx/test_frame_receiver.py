@@ -438,4 +438,4 @@ def test_latency_to_first_packet_beat(width):
                 stamps.setdefault("out", cycle)
 
     bench.run(probes=[probe]).check()
-    assert stamps["out"] - stamps["in"] == {8: 18, 16: 23, 32: 28, 64: 29}[width]
+    assert stamps["out"] - stamps["in"] == {8: 14, 16: 17, 32: 22, 64: 23}[width]

@@ -504,7 +504,7 @@ def test_invalidation_racing_segments():
         assert statuses[before + 1:] == [SegmentStatus.DROPPED] * (40 - before - 1)
         assert len(run.commands) == before
         # Every segment checked against the old row had left the pipeline when the write was accepted:
-        # its verdict was in the output queue, which shows it three edges after stage 4 (module docs).
+        # its verdict was in the output queue, which shows it one to three edges after stage 4 (module docs).
         assert run.verdict_cycles[before - 1] <= accepted_at + 2
 
 

@@ -46,7 +46,7 @@ def test_order_under_random_backpressure(depth):
     assert received == values
 
 
-@pytest.mark.parametrize("depth", [2, 4, 5])
+@pytest.mark.parametrize("depth", [2, 3, 4, 5])
 def test_one_transfer_per_cycle(depth):
     """Both sides always ready: a transfer on every cycle on both sides, no bubble."""
     dut = Queue(unsigned(16), depth)
