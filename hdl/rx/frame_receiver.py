@@ -95,6 +95,13 @@ class Realigner(wiring.Component):
     cycle coincides with the next packet's first beat, which never produces
     output, so back to back packets pass without a bubble. With
     ``source.ready`` held high, ``sink.ready`` is always high.
+
+    Not :class:`hdl.stream.realign.Realign`, which drops a leading byte count
+    taken from a side stream and may emit nothing: this one also cuts the
+    packet to ``length`` (Ethernet padding, RFC 894), takes its position from
+    the beats themselves (the header parser knows it only after the first
+    beats), and always emits one packet per input packet, which the CRC path
+    counts on.
     """
 
     def __init__(self, width_bytes: int):
