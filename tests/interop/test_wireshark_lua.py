@@ -146,7 +146,7 @@ def test_lua_fields_equal_rnic_dissect_on_a_demo_capture(tshark, tmp_path, udp, 
     """Two software RNICs run every RDMAP operation (RFC 6581 setup, Read, Terminate at teardown)."""
     from sim.commands.demo import run_demo
 
-    result = run_demo(loss=loss, seed=3, udp=udp, size=4096)
+    result = run_demo(loss=loss, seed=3, udp=udp, size=4096, record=True)
     assert result.passed
     capture = tmp_path / "demo.pcap"
     capture.write_bytes(result.testbed.pcap())
