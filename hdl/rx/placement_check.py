@@ -291,7 +291,7 @@ class PlacementCheck(wiring.Component):
         association_bits = (self._associations - 1).bit_length()
         stream_id_bits = (self._stream_ids - 1).bit_length()
         arriving = self.segment.payload
-        inbound = m.submodules.inbound = Queue(stage_layout)
+        inbound = m.submodules.inbound = Queue(stage_layout, lookahead=True)
         host_pending = self.region_write.valid | self.stream_write.valid
         m.d.comb += [
             inbound.sink.valid.eq(self.segment.valid & ~host_pending),
@@ -309,14 +309,22 @@ class PlacementCheck(wiring.Component):
         # Stage 0: take a segment unless its stream is in stages 1-2. While a host write
         # is pending no segment enters the input queue; the queue drains, then the write
         # happens (the tables hold it while any segment is queued or in flight).
+        # The hazard (the head's stream in stage 1 or 2) is a flip-flop, computed a cycle early
+        # for whatever the head will be, so `take` (the input queue's wide enable) is one LUT.
         info = inbound.source.payload.info
         index = inbound.source.payload.index
-        hazard = (s1.valid & (s1.index == index)) | (s2.valid & (s2.index == index))
+        hazard = Signal()
         take = Signal()
         m.d.comb += [
             take.eq(inbound.source.valid & room & ~hazard),
             inbound.source.ready.eq(take),
         ]
+        following = inbound.following.index
+        head_next_is_following = ~inbound.source.valid | take
+        # Next cycle: stage 1 holds the head if taken (else a bubble), stage 2 holds stage 1.
+        m.d.sync += hazard.eq(Mux(head_next_is_following,
+                                  (take & (following == index)) | (s1.valid & (following == s1.index)),
+                                  s1.valid & (index == s1.index)))
         # `hold` is registered: it is high on any cycle after one where a segment was queued,
         # arriving or in stages 1-3, which covers every cycle a lookup or a commit write
         # (stage 4) can happen, and keeps the pipeline's state off the tables' write ports.

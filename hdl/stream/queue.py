@@ -26,6 +26,14 @@ one count register for ``level`` and ``sink.ready`` (a compare of it), for
 queues sized to a pipeline's depth. The skid buffer keeps memory outputs (a block
 RAM's slow clock-to-output) away from the consumer's logic.
 
+Lookahead (``lookahead=True``): ``following`` is the payload that the output
+register loads on this edge if it is free (``source.valid`` low or
+``source.ready`` high), with ``following_valid``: the skid's beat, else the
+sink's. A consumer whose acceptance depends on what it holds (a hazard
+against its own pipeline) can compute that condition for the next head one
+cycle early and keep it in a flip-flop, so its ``ready`` (the output
+register's enable, a wide fan-out) is a short function of flip-flops.
+
 Latency: a transfer on ``sink`` at edge ``t`` is valid on ``source`` from
 edge ``t`` + 1 (``depth = 2``, or a deeper queue whose FIFO is empty: the
 payload bypasses it) or ``t`` + 3 (deeper, behind payloads in the FIFO: the
@@ -48,6 +56,8 @@ class Queue(wiring.Component):
         Payload of both streams (usually a ``data.StructLayout``).
     depth : int
         Payloads held, at least 2 (3 does not sustain one transfer per cycle).
+    lookahead : bool
+        Add the ``following`` and ``following_valid`` outputs (see the module docs).
 
     Ports
     -----
@@ -55,18 +65,24 @@ class Queue(wiring.Component):
     source : ``Out(stream.Signature(shape))``
     level : ``Out(range(depth + 1))``
         Payloads held (in the FIFO, the output and the skid registers).
+    following : ``Out(shape)``, following_valid : ``Out(1)``
+        With ``lookahead``: what the output register takes when it is free.
     """
 
-    def __init__(self, shape, depth: int = 2):
+    def __init__(self, shape, depth: int = 2, *, lookahead: bool = False):
         if not isinstance(depth, int) or depth < 2:
             raise ValueError(f"Queue depth must be an integer of at least 2, not {depth!r}")
         self._shape = shape
         self._depth = depth
-        super().__init__({
+        members = {
             "sink": In(stream.Signature(shape)),
             "source": Out(stream.Signature(shape)),
             "level": Out(range(depth + 1)),
-        })
+        }
+        if lookahead:
+            members.update(following=Out(shape), following_valid=Out(1))
+        self._lookahead = lookahead
+        super().__init__(members)
 
     @property
     def depth(self) -> int:
@@ -118,6 +134,11 @@ class Queue(wiring.Component):
         # and the consumer's ready reaches only the output register.
         with m.If(~skid_valid):
             m.d.sync += skid.eq(sink.payload)
+        if self._lookahead:
+            m.d.comb += [
+                self.following.eq(Mux(skid_valid, skid, sink.payload)),
+                self.following_valid.eq(skid_valid | sink.valid),
+            ]
         with m.If(~source.valid | source.ready):
             # The output register is free: the skid's beat first, else the sink's.
             with m.If(skid_valid):

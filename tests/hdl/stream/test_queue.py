@@ -125,3 +125,42 @@ def test_depth_below_two_is_refused():
     with pytest.raises(ValueError):
         Queue(unsigned(8), 1)
     gc.collect()  # the half-built Queue warns when collected: here, under this test's filter
+
+
+@pytest.mark.parametrize("depth", [2, 5])
+def test_lookahead_names_the_next_head(depth):
+    """Under random valid/ready, whenever the output register is free (``source.valid`` low or
+    ``source.ready`` high) on a cycle, ``source`` on the next cycle is ``following`` of that
+    cycle; otherwise ``source`` keeps its payload."""
+    dut = Queue(unsigned(16), depth, lookahead=True)
+    rng = random.Random(depth)
+    checked = {"loads": 0, "holds": 0}
+
+    async def bench(ctx):
+        next_value = 0
+        expected = None  # (valid, payload) the source must show after the edge
+        for _ in range(400):
+            sink_valid, source_ready = rng.random() < 0.6, rng.random() < 0.6
+            ctx.set(dut.sink.valid, sink_valid)
+            ctx.set(dut.sink.payload, next_value)
+            ctx.set(dut.source.ready, source_ready)
+            if expected is not None:
+                valid, payload = expected
+                assert ctx.get(dut.source.valid) == valid
+                if valid:
+                    assert ctx.get(dut.source.payload) == payload
+            free = not ctx.get(dut.source.valid) or source_ready
+            if free:
+                expected = (ctx.get(dut.following_valid), ctx.get(dut.following))
+                checked["loads"] += 1
+            else:
+                expected = (1, ctx.get(dut.source.payload))
+                checked["holds"] += 1
+            accepted = sink_valid and ctx.get(dut.sink.ready)
+            await ctx.tick()
+            if accepted:
+                next_value += 1
+        assert next_value > 100
+
+    simulate(dut, bench)
+    assert checked["loads"] > 50 and checked["holds"] > 50
