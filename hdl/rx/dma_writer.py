@@ -6,7 +6,9 @@ arrive on ``payload``, command after command. The block realigns them to the
 address, cuts the write into INCR bursts and reports one ``done`` per command
 once every write response of that command is back.
 
-Structure (every stage registered; the AXI outputs come from flip-flops):
+Structure (every stage registered; the AXI outputs come from flip-flops: AW and
+W leave through skid :class:`hdl.stream.queue.Queue` register slices, so
+``AWREADY``/``WREADY`` reach only their output registers):
 
 1. **Command stage.** ``cmd`` is accepted when both command queues have room;
    it is split into the burst queue (address, beats) and the data queue
@@ -223,7 +225,11 @@ class DmaWriter(wiring.Component):
         last_burst = Signal()
         next_last = Signal()
         block_beats = 1 << burst_bits
-        aw_free = ~axi.awvalid | axi.awready
+        # AW and W leave through skid queues (register slices): the bus's ready reaches only
+        # their output registers, and the issue and merge decisions read a flip-flop.
+        aw_layout = data.StructLayout({"addr": unsigned(self._address_bits), "len": unsigned(8)})
+        aws = m.submodules.aws = Queue(aw_layout)
+        aw_free = aws.sink.ready
         issue = current_valid & tracker.sink.ready & (current.zero | aw_free)
         tracker_in = tracker.sink.payload
         m.d.comb += [
@@ -238,14 +244,15 @@ class DmaWriter(wiring.Component):
             axi.awcache.eq(self._cache),
             axi.awprot.eq(self._prot),
         ]
-        with m.If(axi.awready):
-            m.d.sync += axi.awvalid.eq(0)
-        with m.If(issue & ~current.zero):
-            m.d.sync += [
-                axi.awvalid.eq(1),
-                axi.awaddr.eq(current.address),
-                axi.awlen.eq(Mux(last_burst, current.beats_m1, room_m1)),
-            ]
+        m.d.comb += [
+            aws.sink.valid.eq(issue & ~current.zero),
+            aws.sink.payload.addr.eq(current.address),
+            aws.sink.payload.len.eq(Mux(last_burst, current.beats_m1, room_m1)),
+            axi.awvalid.eq(aws.source.valid),
+            axi.awaddr.eq(aws.source.payload.addr),
+            axi.awlen.eq(aws.source.payload.len),
+            aws.source.ready.eq(axi.awready),
+        ]
         with m.If(issue & ~last_burst):
             # The next burst starts a block: it is the last if the rest fits in one block,
             # and the one after it is the last if the rest fits in two.
@@ -310,35 +317,46 @@ class DmaWriter(wiring.Component):
         spill_pending = Signal()
         spill_strobe = Signal(width)
         beat_index = Signal(burst_bits)         # index of the next beat within its block
-        w_free = ~axi.wvalid | axi.wready
-        m.d.comb += merge_takes.eq(w_free & rotated_valid & ~spill_pending)
+        w_layout = data.StructLayout({"data": unsigned(8 * width), "strb": unsigned(width), "last": unsigned(1)})
+        ws = m.submodules.ws = Queue(w_layout)
+        w_free = ws.sink.ready
+        w_out = ws.sink.payload
+        m.d.comb += [
+            merge_takes.eq(w_free & rotated_valid & ~spill_pending),
+            axi.wvalid.eq(ws.source.valid),
+            axi.wdata.eq(ws.source.payload.data),
+            axi.wstrb.eq(ws.source.payload.strb),
+            axi.wlast.eq(ws.source.payload.last),
+            ws.source.ready.eq(axi.wready),
+        ]
         index = Mux(rotated_first, rotated_start, beat_index)
         ends_command = rotated_last & ~rotated_spill
         full = Const((1 << width) - 1, width)
         merged = Cat(*(Mux(held_lanes[lane], carry.word_select(lane, 8), rotated.word_select(lane, 8))
                        for lane in range(width)))
-        with m.If(w_free):
-            with m.If(spill_pending):
+        with m.If(spill_pending):
+            m.d.comb += [
+                ws.sink.valid.eq(1),
+                w_out.data.eq(carry),
+                w_out.strb.eq(spill_strobe),
+                w_out.last.eq(1),
+            ]
+            with m.If(w_free):
+                m.d.sync += spill_pending.eq(0)
+        with m.Else():
+            m.d.comb += [
+                ws.sink.valid.eq(rotated_valid),
+                w_out.data.eq(merged),
+                w_out.strb.eq(Mux(rotated_first, head_strobe, full) & Mux(ends_command, end_strobe, full)),
+                w_out.last.eq((index == self._burst_beats - 1) | ends_command),
+            ]
+            with m.If(merge_takes):
                 m.d.sync += [
-                    axi.wvalid.eq(1),
-                    axi.wdata.eq(carry),
-                    axi.wstrb.eq(spill_strobe),
-                    axi.wlast.eq(1),
-                    spill_pending.eq(0),
-                ]
-            with m.Elif(rotated_valid):
-                m.d.sync += [
-                    axi.wvalid.eq(1),
-                    axi.wdata.eq(merged),
-                    axi.wstrb.eq(Mux(rotated_first, head_strobe, full) & Mux(ends_command, end_strobe, full)),
-                    axi.wlast.eq((index == self._burst_beats - 1) | ends_command),
                     beat_index.eq(index + 1),
                     carry.eq(rotated),
                     spill_pending.eq(rotated_last & rotated_spill),
                     spill_strobe.eq(end_strobe),
                 ]
-            with m.Else():
-                m.d.sync += axi.wvalid.eq(0)
 
         # -- 5. Response tracker (B) --------------------------------------------------------
         entry = tracker.source.payload
