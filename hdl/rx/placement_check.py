@@ -409,12 +409,12 @@ class PlacementCheck(wiring.Component):
         # The table writes of the commit (error bit, buffer retirement) from flat expressions of
         # flip-flops, not through the status priority chain above.
         commit = s3.valid
-        accepted = status == SegmentStatus.ACCEPTED
+        accepted = Signal()
         refused = no_stream_3 | dropped_3
         untagged_fault = ~s3.qn_ok | (buffers.result.fault != UntaggedFault.NONE)
-        tagged_fault = ~zero_3 & (region.invalid | region.pd_mismatch | region.stream_mismatch
-                                  | region.access_denied | region.below_base | region.past_end | region.wrap)
+        tagged_fault = ~zero_3 & region.fault
         has_payload = ~zero_3
+        m.d.comb += accepted.eq(~refused & ~seg.error.valid & ~Mux(seg.tagged, tagged_fault, untagged_fault))
         tag = Signal(16)
         with m.If(commit):
             m.d.sync += tag.eq(tag + 1)

@@ -80,6 +80,7 @@ def region_result_layout(pd_bits: int = 16, address_bits: int = 64) -> data.Stru
         "below_base": unsigned(1),
         "past_end": unsigned(1),
         "wrap": unsigned(1),
+        "fault": unsigned(1),          # any of the flags above (invalid .. wrap)
         "address": unsigned(address_bits),
     })
 
@@ -184,16 +185,21 @@ class RegionTable(wiring.Component):
             ]
 
         # Stage 2: the end compare, the carry out and the host address.
+        pd_mismatch = s2.pd != self.stream_pd
+        past_end = s2.segment_end > s2.region_end
+        wrap = s2.segment_end[_TO_BITS]
         with m.If(self.en):
             m.d.sync += [
+                self.result.fault.eq(s2.invalid | pd_mismatch | s2.stream_mismatch | s2.access_denied
+                                     | s2.below_base | past_end | wrap),
                 self.result.invalid.eq(s2.invalid),
                 self.result.pd.eq(s2.pd),
-                self.result.pd_mismatch.eq(s2.pd != self.stream_pd),
+                self.result.pd_mismatch.eq(pd_mismatch),
                 self.result.stream_mismatch.eq(s2.stream_mismatch),
                 self.result.access_denied.eq(s2.access_denied),
                 self.result.below_base.eq(s2.below_base),
-                self.result.past_end.eq(s2.segment_end > s2.region_end),
-                self.result.wrap.eq(s2.segment_end[_TO_BITS]),
+                self.result.past_end.eq(past_end),
+                self.result.wrap.eq(wrap),
                 self.result.address.eq(s2.host_address + s2.offset),
             ]
         return m

@@ -288,19 +288,21 @@ class UntaggedBuffers(wiring.Component):
             desc_r.addr.eq(self._slot_index(lookup.stream, lookup.qn, lookup.msn)), desc_r.en.eq(self.en),
         ]
         s1 = Signal(untagged_lookup_layout(self._streams, self._queues))
+        s1_mo_end = Signal(33)
         with m.If(self.en):
-            m.d.sync += s1.eq(lookup)
+            m.d.sync += [s1.eq(lookup), s1_mo_end.eq(lookup.mo + lookup.length)]
 
         # Stage 1: the retirement written on this cycle was requested on the lookup's cycle,
-        # after its reads: apply it here. Then one subtractor or comparator per result.
+        # after its reads: apply it here. Then one subtractor or comparator per result (the
+        # message end was added on stage 0).
         retiring_now = retire_en & (self._queue_index(retire.stream, retire.qn)
                                     == self._queue_index(s1.stream, s1.qn))
         first_now = Mux(retiring_now & retire.at_first, retire_first, first_r.data)
         live_now = live_r.data & ~(retiring_now & (retire_slot == self._slot_index(s1.stream, s1.qn, s1.msn)))
         s2 = Signal(data.StructLayout({
             "from_first": _MSN_BITS, "from_next": _MSN_BITS, "outstanding": _MSN_BITS,
-            "present": 1, "at_first": 1, "nonzero": 1, "mo": 32, "mo_end": 33,
-            "buffer_length": _BUFFER_LENGTH_BITS, "buffer_address": self._address_bits,
+            "present": 1, "at_first": 1, "nonzero": 1, "mo": 32, "mo_past": 1, "end_past": 1,
+            "buffer_address": self._address_bits,
         }))
         with m.If(self.en):
             m.d.sync += [
@@ -311,8 +313,8 @@ class UntaggedBuffers(wiring.Component):
                 s2.at_first.eq(s1.msn == first_now),
                 s2.nonzero.eq(s1.length != 0),
                 s2.mo.eq(s1.mo),
-                s2.mo_end.eq(s1.mo + s1.length),
-                s2.buffer_length.eq(desc_r.data.length),
+                s2.mo_past.eq(s1.mo >= desc_r.data.length),
+                s2.end_past.eq(s1_mo_end > desc_r.data.length),
                 s2.buffer_address.eq(desc_r.data.address),
             ]
 
@@ -327,9 +329,9 @@ class UntaggedBuffers(wiring.Component):
             m.d.comb += fault.eq(UntaggedFault.MSN_RANGE)
         with m.Elif(~s2.present):
             m.d.comb += fault.eq(Mux(s2.from_next[_MSN_BITS - 1], UntaggedFault.MSN_RANGE, UntaggedFault.NO_BUFFER))
-        with m.Elif(s2.nonzero & (s2.mo >= s2.buffer_length)):
+        with m.Elif(s2.nonzero & s2.mo_past):
             m.d.comb += fault.eq(UntaggedFault.INVALID_MO)
-        with m.Elif(s2.nonzero & (s2.mo_end > s2.buffer_length)):
+        with m.Elif(s2.nonzero & s2.end_past):
             m.d.comb += fault.eq(UntaggedFault.MESSAGE_TOO_LONG)
         with m.Else():
             m.d.comb += fault.eq(UntaggedFault.NONE)

@@ -23,7 +23,8 @@ register that catches the beat in flight when the consumer stalls: the
 register slice of AXI interconnects); from ``depth = 3`` an
 ``amaranth.lib.fifo.SyncFIFOBuffered`` followed by that skid buffer, with
 one count register for ``level`` and ``sink.ready`` (a compare of it), for
-queues sized to a pipeline's depth. The skid buffer keeps memory outputs (a block
+queues sized to a pipeline's depth; ``sink.ready`` and the FIFO-empty flag are
+registers loaded with their next value. The skid buffer keeps memory outputs (a block
 RAM's slow clock-to-output) away from the consumer's logic.
 
 Lookahead (``lookahead=True``): ``following`` is the payload that the output
@@ -102,19 +103,27 @@ class Queue(wiring.Component):
             width=Shape.cast(self._shape).width, depth=self._depth)
         # While the FIFO is empty, payloads go straight to the skid stage (its latency, one
         # edge), so a drained queue adds no more latency than a skid buffer.
+        # `sink.ready` and `bypass` (the FIFO is empty) are flip-flops, loaded with the next
+        # cycle's value: the payload muxes and the producer's enables read no counter logic.
         outlet = stream.Signature(self._shape).create()
         count = Signal(range(self._depth + 1))
+        stored = Signal(range(self._depth + 1))   # payloads in the FIFO (storage.level)
+        ready = Signal(init=1)
+        bypass = Signal(init=1)
         entering = self.sink.valid & self.sink.ready
         leaving = self.source.valid & self.source.ready
-        with m.If(entering & ~leaving):
-            m.d.sync += count.eq(count + 1)
-        with m.Elif(leaving & ~entering):
-            m.d.sync += count.eq(count - 1)
-        bypass = storage.level == 0
+        count_next = Signal.like(count)
+        m.d.comb += count_next.eq(count + entering - leaving)
+        stored_next = Signal.like(stored)
+        m.d.comb += stored_next.eq(stored + storage.w_en - (storage.r_en & storage.r_rdy))
+        m.d.sync += [
+            count.eq(count_next), ready.eq(count_next != self._depth),
+            stored.eq(stored_next), bypass.eq(stored_next == 0),
+        ]
         m.d.comb += [
             storage.w_data.eq(self.sink.payload),
             storage.w_en.eq(entering & ~(bypass & outlet.ready)),
-            self.sink.ready.eq(count != self._depth),
+            self.sink.ready.eq(ready),
             outlet.payload.eq(Mux(bypass, self.sink.payload, storage.r_data)),
             outlet.valid.eq(Mux(bypass, entering, storage.r_rdy)),
             storage.r_en.eq(outlet.ready & ~bypass),
