@@ -28,16 +28,17 @@ Waveforms: ``WAVES=fst`` (or ``1``, ``on``: FST, the default format) or
 empty or ``0``/``off`` writes none, any other value raises
 :class:`WavesSettingError`. The trace goes to
 ``sim_build/waves/<toplevel>-<test module>[-<testcase>].<fst|vcd>``
-(:func:`default_waves_dir`; ``waves_name`` replaces the stem), replacing the file of the previous run of the
-same bench, and ``waves: PATH`` is printed on stderr when the simulation ends,
-passed or failed. Verilator compiles one trace format into a model, never two
+(:func:`default_waves_dir`; ``waves_name`` replaces the stem), replacing the
+file of the previous run of the same bench, and ``waves: PATH`` is printed on
+stderr when the simulation ends, passed or failed. Verilator compiles one trace format into a model, never two
 (``--trace-fst`` and ``--trace-vcd`` exclude each other; cocotb's ``verilator.cpp``
 opens the trace only when given ``--trace`` at run time): every build has FST
 tracing compiled in and the trace stays closed unless asked for, so turning FST
 waves on or off reuses the build; VCD needs a build of its own, cached beside it.
-Verilator's FST writer compiles against LZ4 and zlib (:func:`sim.toolchain.fst_writer_available`):
-without their headers, FST raises :class:`WavesUnavailable` and the builds carry
-VCD tracing instead, shared by no-waves and VCD runs.
+Verilator's FST writer compiles against LZ4 and zlib
+(:func:`sim.toolchain.fst_writer_available`): without their headers, FST raises
+:class:`WavesUnavailable` and the builds carry VCD tracing instead, shared by
+no-waves and VCD runs.
 Traces leave out Verilator's ``$rootio`` copy of the top-level ports
 (``--no-trace-top``) and the nets Amaranth leaves unnamed (``$1``,
 ``$auto$...``: a Verilator control file turns their tracing off), names that VCD
@@ -379,7 +380,8 @@ def run_cocotb(
     build_args = [*_VERILATOR_ARGS, f"--trace-{trace_format}", "--no-trace-top", *verilator_args]
     runtime_key = "\0".join([_verilator_version(executable), str(executable), f"trace={trace_format}",
                              f"cocotb {version('cocotb')}", f"cocotb-test {version('cocotb-test')}"])
-    key = hashlib.sha256("\0".join([source, _TRACE_CONTROL, runtime_key, repr(build_args)]).encode()).hexdigest()[:16]
+    key_text = "\0".join([source, _TRACE_CONTROL, runtime_key, repr(build_args)])
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
 
     build_root = (build_root or default_build_root()).resolve()
     build_root.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hdl.stream.crc32c import Crc32c
-from sim.runner import WavesSettingError, default_waves_dir, run_cocotb, waves_format
+from sim.runner import SimulationResult, WavesSettingError, default_waves_dir, run_cocotb, waves_format
 from sim.tb.crc32c import RFC3720_VECTORS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def _known(value: object) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _run_rfc_vectors(**waves) -> object:
+def _run_rfc_vectors(**waves) -> SimulationResult:
     dut = Crc32c(WIDTH)
     return run_cocotb(dut, test_module="sim.tb.crc32c", toplevel=TOPLEVEL, testcase=TESTCASE,
                       parameters={"width_bytes": WIDTH, "latency": dut.latency, "seed": 1}, **waves)
@@ -45,11 +45,12 @@ def _printed_waves(stderr: str) -> Path:
 def _transfers(changes: Changes) -> list[int]:
     """`crc` payloads that moved (valid and ready) on a rising clock edge, each read from the values the
     signals held just before the edge."""
-    def before(name: str, time: int) -> int:
-        times = [t for t, _ in changes[name]]
-        return changes[name][bisect.bisect_left(times, time) - 1][1]
+    def before(name: str, time: int) -> int | None:
+        index = bisect.bisect_left([t for t, _ in changes[name]], time)
+        return changes[name][index - 1][1] if index else None
 
-    rising = [time for (time, value), (_, previous) in zip(changes[CLOCK][1:], changes[CLOCK]) if value and not previous]
+    clock = changes[CLOCK]
+    rising = [time for (time, value), (_, previous) in zip(clock[1:], clock) if value and not previous]
     assert {later - earlier for earlier, later in zip(rising, rising[1:])} == {CLOCK_PERIOD_PS}
     return [before(PAYLOAD, edge) for edge in rising if before(VALID, edge) and before(READY, edge)]
 
@@ -134,7 +135,8 @@ def test_waves_settings(monkeypatch, setting, expected):
 @pytest.mark.parametrize("setting", ["2", "fsdb", "vcd,fst", "lxt2"])
 def test_an_unknown_waves_setting_is_refused_before_any_build(monkeypatch, tmp_path, setting):
     monkeypatch.setenv("WAVES", setting)
-    with pytest.raises(WavesSettingError, match=rf"^WAVES='{re.escape(setting)}' is not a waveform setting: fst or vcd"):
+    refusal = rf"^WAVES='{re.escape(setting)}' is not a waveform setting: fst or vcd "
+    with pytest.raises(WavesSettingError, match=refusal):
         run_cocotb(None, test_module="sim.tb.crc32c", toplevel=TOPLEVEL, build_root=tmp_path)  # no design needed
     assert list(tmp_path.iterdir()) == []
 
