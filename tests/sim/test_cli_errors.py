@@ -70,6 +70,7 @@ def _usage_error(argv: list[str], capsys) -> str:
     (["bench", "rx", "--widths", "12"], "invalid choice"),
     (["bench", "rx", "--target-mhz", "0"], "not a number above 0"),
     (["bench", "rx", "--target-mhz", "nan"], "not a number above 0"),
+    (["bench", "rx", "--waves", "lxt"], "invalid choice"),
     (["bench", "e2e", "--total", "0"], "below the minimum of 1"),
     (["bench", "e2e", "--total", "1e6"], "not a whole number"),
     (["bench", "model", "--seconds", "0"], "not a number above 0"),
@@ -82,12 +83,30 @@ def _usage_error(argv: list[str], capsys) -> str:
     ([*REPLAY, "--gap", "2.5"], "not a whole number"),
     ([*REPLAY, "--memory-stall", "1"], "not below 1"),
     ([*REPLAY, "--memory-stall", "-0.1"], "not a probability"),
+    ([*REPLAY, "--waves", "fsdb"], "invalid choice"),
     # no command
     ([], "required: COMMAND"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
     assert message in _usage_error(argv, capsys)
+
+
+@pytest.mark.parametrize("argv, command", [(REPLAY, "replay"), (["bench", "rx", "--widths", "8"], "bench rx")])
+def test_an_unknown_waves_setting_is_one_line_and_exit_2_before_any_simulation(argv, command, monkeypatch, capsys):
+    monkeypatch.setenv("WAVES", "fsdb")
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [f"rnic {command}: WAVES='fsdb' is not a waveform setting: fst or vcd "
+                                         "(1 or on: fst; 0, off or unset: none)"]
+
+
+def test_the_model_replay_has_no_waves_to_write(monkeypatch, capsys):
+    monkeypatch.setenv("WAVES", "fsdb")
+    assert main([*REPLAY, "--model"]) == 0
+    assert main([*REPLAY, "--model", "--waves", "vcd"]) == 0
+    assert "--waves apply to the RTL engine" in capsys.readouterr().err
 
 
 def test_bench_rx_refuses_a_payload_whose_frame_overflows_the_engine_buffer(capsys):
@@ -374,7 +393,8 @@ def test_any_numeric_option_value_is_accepted_only_in_its_range(option, text):
 WORDS = ["demo", "dissect", "replay", "bench", "rx", "e2e", "model", "sample-capture", "--loss", "--size",
          "--seed", "--pcap", "--udp", "--no-progress", "--json", "--udp-port", "--config", "--width", "--gap",
          "--memory-stall", "--model", "--bytes", "--widths", "--payloads", "--frames", "--synth", "--target-mhz",
-         "--seconds", "--total", "--version", "0", "1", "-1", "8", "0.5", "nan", "x.pcap", "/nonexistent/x"]
+         "--seconds", "--total", "--version", "--waves", "fst", "vcd", "0", "1", "-1", "8", "0.5", "nan", "x.pcap",
+         "/nonexistent/x"]
 
 
 @settings(max_examples=300, deadline=None)

@@ -433,7 +433,7 @@ def test_model_says_the_rtl_options_do_not_apply(capsys):
     assert main(["replay", CAPTURE, "--config", CONFIG, "--model", "--gap", "5", "--memory-stall", "0.5"]) == 0
     captured = capsys.readouterr()
     assert captured.out == plain and "do not apply" not in captured.out
-    assert "--gap and --memory-stall apply to the RTL engine" in captured.err
+    assert "--gap, --memory-stall and --waves apply to the RTL engine" in captured.err
 
 
 @pytest.mark.cocotb

@@ -29,6 +29,10 @@ CASES = [("sample_capture", {}), ("random_valid_traffic", {"profile": "large"}),
     [("malformed_catalogue", {"part": part}) for part in range(len(catalogue_parts(SHAPE)))]
 
 
+def _case_id(testcase: str, extra: dict) -> str:
+    return f"{testcase}{extra.get('part', '')}{'_' + extra['profile'] if 'profile' in extra else ''}"
+
+
 def _run(width_bytes: int, testcase: str, extra: dict) -> None:
     messages, max_payload = SMALL_TRAFFIC if extra.get("profile") == "small" else TRAFFIC[width_bytes]
     backpressure = 0.0 if extra.get("profile") == "small" else 0.3
@@ -39,6 +43,7 @@ def _run(width_bytes: int, testcase: str, extra: dict) -> None:
         toplevel=f"rx_engine_w{width_bytes}",
         build_root=BUILD_ROOT,
         testcase=testcase,
+        waves_name=f"rx_engine_w{width_bytes}-{_case_id(testcase, extra)}",
         parameters={"width_bytes": width_bytes, "seed": width_bytes, "messages": messages,
                     "max_payload": max_payload, "backpressure": backpressure, **extra},
     )
@@ -47,7 +52,7 @@ def _run(width_bytes: int, testcase: str, extra: dict) -> None:
 
 @pytest.mark.cocotb
 @pytest.mark.parametrize("width_bytes", WIDTHS)
-@pytest.mark.parametrize("testcase, extra", CASES, ids=[f"{name}{extra.get('part', '')}{'_' + extra['profile'] if 'profile' in extra else ''}" for name, extra in CASES])
+@pytest.mark.parametrize("testcase, extra", CASES, ids=[_case_id(name, extra) for name, extra in CASES])
 def test_rx_engine_cocotb(width_bytes, testcase, extra):
     _run(width_bytes, testcase, extra)
 
