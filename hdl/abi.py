@@ -311,7 +311,8 @@ FRAME_COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "cr
                   "tag_errors", "length_errors", "overflow")
 
 
-#: Counters kept beside the frame receiver's: segment verdicts and chunk errors.
+#: Counters kept beside the frame receiver's: segment verdicts as placement decided them (a segment
+#: whose write then failed counts as accepted, and in ``dma_errors``), chunk errors, ack records.
 SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "segments_no_stream",
                     "chunk_errors", "dma_errors", "acks")
 
