@@ -206,7 +206,7 @@ class ChunkError(enum.IntEnum, shape=3):
 class SegmentStatus(enum.Enum, shape=2):
     """What happened to a segment."""
     ACCEPTED = 0   # checks passed: payload (if any) placed, message info valid
-    ERROR = 1      # first error of the stream: reported, nothing placed, stream latched
+    ERROR = 1      # first error of the stream: reported, nothing placed (unless dma_error), stream latched
     DROPPED = 2    # the stream was already in error: dropped silently (RFC 5041 7.1)
     NO_STREAM = 3  # (association, stream id) is not an armed stream: dropped
 

@@ -195,7 +195,7 @@ async def frame_buffer_overflow(dut) -> None:
     first = frame(0)
     beats = -(-len(first) // width)
     fitting = buffer_beats // beats
-    assert buffer_beats - fitting * beats >= 8 and (fitting + 1) * beats - buffer_beats >= 32, \
+    assert buffer_beats - fitting * beats >= 8 and (fitting + 1) * beats - buffer_beats >= 8, \
         "the frames' size leaves no margin around the buffer's size"
     held = [first] + [frame(i) for i in range(1, fitting + 4)]
     assert all(-(-len(f) // width) == beats for f in held)
