@@ -271,7 +271,8 @@ class UntaggedBuffers(wiring.Component):
                 with m.Elif(self.revoke.valid):
                     m.next = "REVOKE_READ"
             with m.State("REVOKE_READ"):
-                m.d.sync += [revoke_distance.eq(revoke_next_r.data - 1 - revoke.msn),
+                # next_post - 1 - msn = next_post + ~msn: one adder.
+                m.d.sync += [revoke_distance.eq(revoke_next_r.data + ~revoke.msn),
                              revoke_live.eq(revoke_live_r.data), sweep.eq(0)]
                 with m.If(~self.revoke.valid):
                     m.next = "IDLE"
