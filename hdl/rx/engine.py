@@ -7,7 +7,8 @@
                    └──► PacketArbiter ◄─┘ │    └──────────────► ReportEngine ◄──┴──────────────────┘
                              │              └─► m_axis_ack            │  └─► stream error (bad BRESP) ─► PlacementCheck
                         m_axis_exc                              m_axis_report
-    s_axil ─► RegisterFile ─► local MAC/IP, UDP port, association / region / stream tables, posted buffers; counters
+    s_axil ─► RegisterFile ─► local MAC/IP, UDP port, drop_when_full, association / region / stream tables,
+                              posted buffers and their revocation; counters
 
 Ports (industry standard, so cocotbext-axi and FPGA shells bind directly):
 

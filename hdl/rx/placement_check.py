@@ -127,8 +127,8 @@ class StreamTable(wiring.Component):
     ``write`` (accepted while ``hold`` is low) sets a row and clears its error
     bit. ``fault`` (a write response that was not OKAY, from the completion
     engine) latches the error bit of its row on a cycle with neither
-    ``set_error`` nor a host write. ``en`` takes a lookup of ``index``; ``entry`` and ``error`` hold the
-    row one advance later. ``set_error`` latches the error bit of
+    ``set_error`` nor a host write. ``en`` takes a lookup of ``index``;
+    ``entry`` and ``error`` hold the row one advance later. ``set_error`` latches the error bit of
     ``set_error_index`` (written on the next cycle); a lookup on the same
     cycle or later sees the bit set (``en`` high on the cycle after it).
     """

@@ -25,7 +25,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from hdl.abi import ASSOCIATION_BITS, DMA_ERROR, STREAM_BITS, ReportKind, SegmentStatus, report_layout, segment_report_fields
+from hdl.abi import (ASSOCIATION_BITS, DMA_ERROR, STREAM_BITS, ReportKind, SegmentStatus, report_layout,
+                     segment_report_fields)
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
 from hdl.rx.placement_check import verdict_layout
