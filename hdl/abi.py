@@ -8,8 +8,9 @@ Gateware, scoreboard model, testbenches and host driver import this module
   :func:`region_write_layout`, :func:`stream_write_layout`,
   :func:`buffer_post_layout`);
 * the records on the output streams: :func:`report_layout` on
-  ``m_axis_report`` and :func:`exception_record_layout` as ``tuser`` of
-  ``m_axis_exc``;
+  ``m_axis_report``, :func:`ack_layout` on ``m_axis_ack`` and
+  :func:`exception_record_layout` as ``tuser`` of ``m_axis_exc``;
+* the host's commands besides table rows: :func:`buffer_revoke_layout`;
 * the enums that give those records' fields their meaning.
 
 Error numbers are (layer, type, code) as in an RDMAP Terminate (RFC 5040
@@ -26,6 +27,7 @@ from hdl.bus.register_file import RegisterMap
 __all__ = [
     "ADDRESS_BITS", "ASSOCIATION_BITS", "STREAM_BITS", "STAG_KEY_BITS", "ERROR_NUMBER",
     "FrameException", "FrameDrop", "ChunkException", "ChunkError", "SegmentStatus", "ReportKind", "ExceptionSource",
+    "AckDisposition", "ack_layout", "ack_bytes", "buffer_revoke_layout", "DMA_ERROR",
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
     "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "segment_report_fields",
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
@@ -59,13 +61,20 @@ def report_layout(address_bits: int = 64) -> data.StructLayout:
     """One record of the engine's report stream (the completion engine's output).
 
     A SEGMENT record is emitted in segment order, after every byte of an
-    accepted segment's payload was written and acknowledged on the bus
-    (``dma_error`` = a write response was not OKAY): the host learns what was
+    accepted segment's payload was written and acknowledged on the bus: the host learns what was
     placed where (RFC 5041 5.3: placement may precede delivery; the host
     delivers messages in DDP-SSN order using ``tsn``/``ddp_ssn``), which
     untagged message completed (``last``, ``qn``/``msn``, ``message_length``,
     RFC 5041 5.4) and every error with its RFC 5041 7.2 / RFC 5040 number.
     A CHUNK_ERROR record carries ``chunk_error`` and the chunk's TSN.
+
+    A write response that is not OKAY (SLVERR, DECERR) for an accepted
+    segment's payload makes its record ``dma_error`` = 1, status ERROR and
+    ``error`` :data:`DMA_ERROR` (some of its bytes may have been written),
+    and latches the stream's error bit as any other error would, so later
+    segments of the stream are DROPPED until the host re-arms it. Segments
+    of that stream decided before the response came back (those already in
+    the placement pipeline, a few dozen cycles' worth) keep their verdicts.
     """
     return data.StructLayout({
         "kind": unsigned(1),
@@ -97,6 +106,46 @@ def segment_report_fields(address_bits: int = 64) -> dict:
         "host_address": unsigned(address_bits),  # where the payload went (ACCEPTED, length > 0)
         "message_length": unsigned(33),          # untagged, L = 1: MO + payload length (RFC 5041 5.4)
     }
+
+
+#: The error of a segment whose placement got a write response other than OKAY: DDP Local
+#: Catastrophic Error (RFC 5041 7.2, layer 1, type 0x0, code 0x00).
+DMA_ERROR = (1, 0x0, 0x00)
+
+
+class AckDisposition(enum.IntEnum, shape=2):
+    """``ack.disposition``: where the DATA chunk went; its outcome follows on that path."""
+    SEGMENT = 0  #: a DDP segment, to placement: its SEGMENT report carries the same TSN
+    TO_HOST = 1  #: passed to the host on the exception stream (session control, other PPID, not DDP)
+    REFUSED = 2  #: not placed nor passed on: its CHUNK_ERROR report carries the same TSN
+
+
+def ack_layout() -> data.StructLayout:
+    """One record of ``m_axis_ack`` per DATA chunk the engine takes (RFC 4960 6.2).
+
+    Every DATA chunk of a delivered packet (CRC32c and verification tag
+    passed) whose 16-byte DATA header lies whole in the packet (RFC 4960
+    3.3.1) yields one record, in chunk order, however the chunk is handled
+    (``disposition``), so that the host's SCTP builds its SACKs (cumulative
+    TSN, gap blocks, duplicate TSNs) without seeing the payload. The record
+    leaves when the chunk is parsed, before the chunk's outcome on its own
+    stream. ``length`` is the chunk's user data in bytes (chunk length - 16).
+    A chunk shorter than its DATA header or running past the packet has no
+    record (it has a CHUNK_ERROR report). No record is dropped: when
+    ``m_axis_ack`` is not ready, the engine stops taking chunks, and
+    ``s_axis`` waits.
+    """
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "disposition": unsigned(2),     # AckDisposition
+        "tsn": unsigned(32),
+        "length": unsigned(16),
+    })
+
+
+def ack_bytes() -> int:
+    """Bytes of one ``m_axis_ack`` beat: the ack record padded to whole bytes."""
+    return (ack_layout().size + 7) // 8
 
 
 class ExceptionSource(enum.IntEnum, shape=1):
@@ -157,7 +206,7 @@ class ChunkError(enum.IntEnum, shape=3):
 class SegmentStatus(enum.Enum, shape=2):
     """What happened to a segment."""
     ACCEPTED = 0   # checks passed: payload (if any) placed, message info valid
-    ERROR = 1      # first error of the stream: reported, nothing placed, stream latched
+    ERROR = 1      # first error of the stream: reported, nothing placed (unless dma_error), stream latched
     DROPPED = 2    # the stream was already in error: dropped silently (RFC 5041 7.1)
     NO_STREAM = 3  # (association, stream id) is not an armed stream: dropped
 
@@ -228,6 +277,29 @@ def buffer_post_layout(streams: int, queues: int = 3, address_bits: int = 64) ->
     })
 
 
+def buffer_revoke_layout(streams: int, queues: int = 3) -> data.StructLayout:
+    """The host takes back posted buffers of queue ``qn`` of stream row ``stream``.
+
+    ``whole_queue`` = 0: the buffer that took MSN ``msn`` stops being posted,
+    if it still is (a message already completed, or an MSN never posted,
+    leaves the queue as it is). ``whole_queue`` = 1: every buffer of the
+    queue, and the queue's next post takes MSN 1 again (a new DDP stream on
+    the row, RFC 5041 4.3). Later segments for a revoked MSN find no buffer:
+    MSN range error (0x2/0x03) if the MSN was posted, no buffer (0x2/0x02)
+    if it is ahead of the last post. A revocation takes effect when the
+    table takes it; segments already decided against the buffer are still
+    placed into it, so the host reuses the memory only after their reports
+    (RFC 5041 leaves buffer management to the ULP). A queue is reset only
+    while its stream is not receiving (row invalid).
+    """
+    return data.StructLayout({
+        "stream": unsigned(max(1, (streams - 1).bit_length())),
+        "qn": unsigned(max(1, (queues - 1).bit_length())),
+        "msn": unsigned(32),
+        "whole_queue": unsigned(1),
+    })
+
+
 def report_bytes() -> int:
     """Bytes of one ``m_axis_report`` beat: the report record padded to whole bytes."""
     return (report_layout(ADDRESS_BITS).size + 7) // 8
@@ -239,21 +311,26 @@ FRAME_COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "cr
                   "tag_errors", "length_errors", "overflow")
 
 
-#: Counters kept beside the frame receiver's: segment verdicts and chunk errors.
+#: Counters kept beside the frame receiver's: segment verdicts as placement decided them (a segment
+#: whose write then failed counts as accepted, and in ``dma_errors``), chunk errors, ack records.
 SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "segments_no_stream",
-                    "chunk_errors", "dma_errors")
+                    "chunk_errors", "dma_errors", "acks")
 
 
 def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) -> RegisterMap:
     """The engine's AXI4-Lite register map for these table sizes (see :mod:`hdl.bus.register_file`)."""
     streams = associations * stream_ids
     return RegisterMap(
-        config=[("local_mac_low", 32), ("local_mac_high", 16), ("local_ip", 32), ("udp_port", 16)],
+        # drop_when_full = 1: a frame that meets a full receive buffer is dropped whole and counted
+        # (``overflow``) and s_axis never waits, as a MAC that cannot pause needs; 0: s_axis waits.
+        config=[("local_mac_low", 32), ("local_mac_high", 16), ("local_ip", 32), ("udp_port", 16),
+                ("drop_when_full", 1)],
         counters=list(FRAME_COUNTERS) + list(SEGMENT_COUNTERS),
         tables=[
             ("association", association_entry_layout()),
             ("region", region_write_layout(regions, 16, ADDRESS_BITS)),
             ("stream", stream_write_layout(streams, 16)),
             ("buffer", buffer_post_layout(streams, 3, ADDRESS_BITS)),
+            ("revoke", buffer_revoke_layout(streams, 3)),
         ],
     )

@@ -12,6 +12,10 @@ multiple of 4 bytes (RFC 4960 3.2). For each chunk:
 * any other chunk (PPID 17 session control, other PPIDs, DATA of a non-DDP
   association, every control chunk) goes to the host on ``exc``, intact from
   its type byte through its length (padding excluded), with ``exc_meta``;
+* every DATA chunk whose 16-byte header lies whole in the packet also
+  yields an ``acks`` record (:func:`hdl.abi.ack_layout`: association, TSN,
+  disposition, user data length) for the host's SACKs (RFC 4960 6.2), in
+  chunk order, written with the chunk's other records;
 * errors go to ``errors`` (:class:`ChunkError`); the chunk is not forwarded:
   a DDP Segment Chunk with U=0 or without both B and E; a DATA chunk of a DDP
   association shorter than 16 bytes, or a PPID 16 one shorter than 18 bytes
@@ -60,7 +64,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS, ChunkError, ChunkException
+from hdl.abi import ASSOCIATION_BITS, AckDisposition, ChunkError, ChunkException, ack_layout
 from hdl.rx.layouts import packet_meta_layout, segment_meta_layout
 from hdl.stream.bits import big_endian, byte, check_width, thermometer
 from hdl.stream.packet import packet_layout, packet_signature
@@ -123,6 +127,8 @@ class ChunkParser(wiring.Component):
         Chunks for the host, lane 0 = chunk type byte.
     errors : ``Out(stream.Signature(chunk_error_layout()))``
         One per rejected chunk, :class:`ChunkError` in ``kind``.
+    acks : ``Out(stream.Signature(ack_layout()))``
+        One per DATA chunk with a whole DATA header (RFC 4960 3.3.1, 6.2).
     """
 
     def __init__(self, width_bytes: int, *, fifo_depth: int = 8):
@@ -137,6 +143,7 @@ class ChunkParser(wiring.Component):
             "exc": Out(packet_signature(width_bytes)),
             "exc_meta": Out(stream.Signature(exception_meta_layout())),
             "errors": Out(stream.Signature(chunk_error_layout())),
+            "acks": Out(stream.Signature(ack_layout())),
         })
 
     def elaborate(self, platform):
@@ -308,7 +315,9 @@ class ChunkParser(wiring.Component):
         seg_metas = m.submodules.seg_metas = Queue(segment_meta_layout(), depth)
         exc_metas = m.submodules.exc_metas = Queue(exception_meta_layout(), 8)
         errors = m.submodules.errors = Queue(chunk_error_layout(), 8)
-        for port, queue in ((self.seg_meta, seg_metas), (self.exc_meta, exc_metas), (self.errors, errors)):
+        acks = m.submodules.acks = Queue(ack_layout(), 8)
+        for port, queue in ((self.seg_meta, seg_metas), (self.exc_meta, exc_metas), (self.errors, errors),
+                            (self.acks, acks)):
             wiring.connect(m, queue.source, wiring.flipped(port))
 
         max_piece = (words - 1 + 4) // words
@@ -366,7 +375,7 @@ class ChunkParser(wiring.Component):
         # 3b. classify the registered header into a registered decision (3c writes the FIFOs).
         # Room in every FIFO, from the levels one cycle ago: at most one write a cycle, and a
         # chunk taken now is written one cycle later, so three free entries then leave one for it.
-        queues = (pieces, descs, seg_metas, exc_metas, errors)
+        queues = (pieces, descs, seg_metas, exc_metas, errors, acks)
         room = Signal()
         m.d.sync += room.eq(Cat(queue.level <= queue.depth - 3 for queue in queues).all())
         m.d.comb += gathered_ready.eq(room)
@@ -405,6 +414,12 @@ class ChunkParser(wiring.Component):
             m.d.comb += dest.eq(_Dest.SEG)
 
         walker_error = gathered.error != 0
+        # A DATA chunk with its whole DATA header is acknowledged whatever its destination.
+        whole_data_header = (chunk_type == 0) & (length >= _DATA_HEADER)
+        disposition = Mux(dest == _Dest.SEG, AckDisposition.SEGMENT,
+                          Mux(dest == _Dest.EXC, AckDisposition.TO_HOST, AckDisposition.REFUSED))
+        ack = Signal.like(acks.sink.payload)
+        write_ack = Signal()
         desc = Signal.like(descs.sink.payload)
         seg_meta = Signal.like(seg_metas.sink.payload)
         exc_meta = Signal.like(exc_metas.sink.payload)
@@ -432,6 +447,11 @@ class ChunkParser(wiring.Component):
             error_record.association.eq(gathered.association),
             error_record.tsn.eq(Mux(walker_error, 0, tsn)),
             error_record.kind.eq(Mux(walker_error, gathered.error, error)),
+            write_ack.eq(record & whole_data_header),
+            ack.association.eq(gathered.association),
+            ack.disposition.eq(disposition),
+            ack.tsn.eq(tsn),
+            ack.length.eq(length - _DATA_HEADER),
         ]
 
         # 3c. write the FIFOs from the registered decision.
@@ -441,6 +461,7 @@ class ChunkParser(wiring.Component):
             seg_metas.sink.valid.eq(write_seg_meta), seg_metas.sink.payload.eq(seg_meta),
             exc_metas.sink.valid.eq(write_exc_meta), exc_metas.sink.payload.eq(exc_meta),
             errors.sink.valid.eq(write_error), errors.sink.payload.eq(error_record),
+            acks.sink.valid.eq(write_ack), acks.sink.payload.eq(ack),
         ]
 
         # ---- 4. router -----------------------------------------------------

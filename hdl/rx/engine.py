@@ -4,10 +4,11 @@
 
     s_axis ─► FrameReceiver ─pkt─► ChunkParser ─seg─► DdpHeaderValidator ─► PlacementCheck ─► DmaWriter ─► m_axi
                    │ exc                │ exc  │ errors                          │ verdict          │ done
-                   └──► PacketArbiter ◄─┘      └──────────────► ReportEngine ◄──┴──────────────────┘
-                             │                                        │
+                   └──► PacketArbiter ◄─┘ │    └──────────────► ReportEngine ◄──┴──────────────────┘
+                             │              └─► m_axis_ack            │  └─► stream error (bad BRESP) ─► PlacementCheck
                         m_axis_exc                              m_axis_report
-    s_axil ─► RegisterFile ─► local MAC/IP, UDP port, association / region / stream tables, posted buffers; counters
+    s_axil ─► RegisterFile ─► local MAC/IP, UDP port, drop_when_full, association / region / stream tables,
+                              posted buffers and their revocation; counters
 
 Ports (industry standard, so cocotbext-axi and FPGA shells bind directly):
 
@@ -22,7 +23,18 @@ Ports (industry standard, so cocotbext-axi and FPGA shells bind directly):
   on every beat;
 * ``m_axis_report``: AXI4-Stream, one beat per record of
   :func:`hdl.abi.report_layout` (``tdata`` = the record's bits,
-  padded to whole bytes).
+  padded to whole bytes);
+* ``m_axis_ack``: AXI4-Stream, one beat per record of
+  :func:`hdl.abi.ack_layout`, one per DATA chunk, for the host's SACKs
+  (RFC 4960 6.2). A port of its own, so that small segments (a report and
+  an ack each) never need two records a cycle on one stream; back-pressure
+  on it stops the chunk parser, never drops a record.
+
+Frame-buffer overflow: with the ``drop_when_full`` register at 1, ``s_axis``
+never waits; a frame that meets a full receive buffer (its consumers held
+up by ``m_axi`` or the output streams) is dropped whole, nothing of it
+placed or passed on, and counted in ``frames`` and ``overflow``. At 0 (the
+reset value) ``s_axis`` waits instead.
 
 Verilog port names follow the AXI convention, ``<port>_<signal>``
 (``s_axis_tdata``, ``m_axi_awaddr``, ``s_axil_arvalid``,
@@ -37,7 +49,7 @@ memory write 50 cycles (44 before) and the report 64 (58 before), at W = 64
 48 (42) and 55 (49); still one beat per cycle with no stall at W = 8 to 64.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -47,6 +59,7 @@ from hdl.abi import (
     SEGMENT_COUNTERS,
     ExceptionSource,
     SegmentStatus,
+    ack_bytes,
     exception_record_layout,
     register_map,
     report_bytes,
@@ -90,6 +103,7 @@ class RxEngine(wiring.Component):
             "s_axil": In(Axi4LiteSignature(addr_width=12, data_width=32)),
             "m_axis_exc": Out(AxiStreamSignature(width_bytes, exception_record_layout().size)),
             "m_axis_report": Out(AxiStreamSignature(report_bytes())),
+            "m_axis_ack": Out(AxiStreamSignature(ack_bytes())),
         })
 
     def elaborate(self, platform):
@@ -119,6 +133,7 @@ class RxEngine(wiring.Component):
             frames.local_mac.eq(registers.config_local_mac_low | (registers.config_local_mac_high << 32)),
             frames.local_ip.eq(registers.config_local_ip),
             frames.udp_port.eq(registers.config_udp_port),
+            frames.drop_when_full.eq(registers.config_drop_when_full),
             registers.params.eq(width | (self.associations << 8) | (self.regions << 16)
                                 | ((self.associations * self.stream_ids) << 24)),
         ]
@@ -127,6 +142,7 @@ class RxEngine(wiring.Component):
         connect(m, registers.table_region, placement.region_write)
         connect(m, registers.table_stream, placement.stream_write)
         connect(m, registers.table_buffer, placement.post)
+        connect(m, registers.table_revoke, placement.revoke)
 
         # The receive pipeline.
         connect(m, frames.pkt, chunks.pkt)
@@ -183,17 +199,29 @@ class RxEngine(wiring.Component):
         connect(m, placement.verdict, reports.verdict)
         connect(m, dma.done, reports.done)
         connect(m, chunks.errors, reports.chunk_errors)
-        m.submodules.report_queue = report_queue = Queue(axis_payload_layout(report_bytes()))
-        m.submodules.report_out = report_out = PacketToAxiStream(report_bytes())
+        # A bad write response latches the stream's error bit (row = association * stream_ids + stream id).
+        fault = reports.stream_fault.payload
+        association_bits = (self.associations - 1).bit_length()
+        stream_id_bits = (self.stream_ids - 1).bit_length()
         m.d.comb += [
-            report_queue.sink.payload.data.eq(reports.report.payload.as_value()),
-            report_queue.sink.payload.keep.eq(-1),
-            report_queue.sink.payload.last.eq(1),
-            report_queue.sink.valid.eq(reports.report.valid),
-            reports.report.ready.eq(report_queue.sink.ready),
+            placement.fault.valid.eq(reports.stream_fault.valid),
+            placement.fault.payload.eq(Cat(fault.stream_id[:stream_id_bits], fault.association[:association_bits])),
+            reports.stream_fault.ready.eq(placement.fault.ready),
         ]
-        connect(m, report_queue.source, report_out.packets)
-        connect(m, report_out.axis, wiring.flipped(self.m_axis_report))
+
+        # Records out: each through a queue and onto its AXI4-Stream port, one beat per record.
+        for name, records, size in (("report", reports.report, report_bytes()), ("ack", chunks.acks, ack_bytes())):
+            queue = m.submodules[f"{name}_queue"] = Queue(axis_payload_layout(size))
+            axis = m.submodules[f"{name}_out"] = PacketToAxiStream(size)
+            m.d.comb += [
+                queue.sink.payload.data.eq(records.payload.as_value()),
+                queue.sink.payload.keep.eq(-1),
+                queue.sink.payload.last.eq(1),
+                queue.sink.valid.eq(records.valid),
+                records.ready.eq(queue.sink.ready),
+            ]
+            connect(m, queue.source, axis.packets)
+            connect(m, axis.axis, wiring.flipped(getattr(self, f"m_axis_{name}")))
 
         # Counters.
         for name in FRAME_COUNTERS:
@@ -209,6 +237,8 @@ class RxEngine(wiring.Component):
             m.d.sync += counted["chunk_errors"].eq(counted["chunk_errors"] + 1)
         with m.If(dma.done.valid & dma.done.ready & dma.done.payload.error):
             m.d.sync += counted["dma_errors"].eq(counted["dma_errors"] + 1)
+        with m.If(chunks.acks.valid & chunks.acks.ready):
+            m.d.sync += counted["acks"].eq(counted["acks"] + 1)
         for name, signal in counted.items():
             m.d.comb += getattr(registers, f"counter_{name}").eq(signal)
         return m

@@ -27,7 +27,9 @@ staging, the realigner and the output queue. Every output leaves through a
 
 Throughput: ``net`` takes one beat per cycle, back to back frames with no
 gap, until the buffer is full (``buffer_bytes``) or ``max_frames`` frames are
-waiting; then ``net.ready`` is low until frames leave. A frame that alone
+waiting; then ``net.ready`` is low until frames leave, or, with
+``drop_when_full``, the frame that meets the full buffer is dropped whole
+(its stored beats released unread) and counted as ``overflow``. A frame that alone
 fills the whole buffer cannot wait: the rest of it is discarded and it is
 dropped and counted as ``overflow``. On the output side, delivered and
 exception frames leave at one beat per cycle with no gap between frames; a
@@ -244,6 +246,10 @@ class FrameReceiver(wiring.Component):
     local_mac, local_ip, udp_port : ``In(48)``, ``In(32)``, ``In(16)``
         This end's MAC and IPv4 address (integers, network order) and the
         SCTP-over-UDP port (RFC 6951, normally 9899).
+    drop_when_full : ``In(1)``
+        1: ``net.ready`` stays high; a frame that meets a full buffer (or
+        ``max_frames`` frames waiting) is dropped whole and counted as
+        ``overflow``. 0: ``net.ready`` goes low instead. Change it between frames.
     assoc_write : ``In(stream.Signature(association_entry_layout()))``
         Writes one association table entry per transfer (always ready).
     pkt, pkt_meta : ``Out(packet_signature(W))``, ``Out(stream.Signature(packet_meta_layout()))``
@@ -276,6 +282,7 @@ class FrameReceiver(wiring.Component):
             "local_mac": In(48),
             "local_ip": In(32),
             "udp_port": In(16),
+            "drop_when_full": In(1),
             "assoc_write": In(stream.Signature(association_entry_layout())),
             "pkt": Out(packet_signature(width_bytes)),
             "pkt_meta": Out(stream.Signature(packet_meta_layout())),
@@ -309,8 +316,14 @@ class FrameReceiver(wiring.Component):
             "exc": unsigned(1), "shift": unsigned(index_bits(width)), "length": unsigned(16)})
         buffer = m.submodules.buffer = PacketBuffer(width, depth, user_layout)
 
-        # Input: every beat goes to the buffer, unless a frame alone fills it (overflow).
+        # Input: every beat goes to the buffer, unless a frame alone fills it (overflow). With
+        # `drop_when_full`, `net` never waits: a beat that meets a full buffer is discarded and its
+        # frame dropped (overflow); a frame that starts while `max_frames` frames wait is not taken
+        # at all (`skipping`: nothing of it reaches the buffer or the checks) and counted here.
         accept = Signal()
+        taken = Signal()       # accepted and part of a frame the receiver handles
+        skipping = Signal()
+        skipped = Signal()     # a skipped frame ended on the previous cycle
         in_frame = Signal()
         frame_beats = Signal(range(depth + 1))
         overflowing = Signal()
@@ -322,27 +335,36 @@ class FrameReceiver(wiring.Component):
         frame_full = Signal()
         refuse = ~buffer.write.ready & frame_full
         discard = overflowing | ~buffer.write.ready
+        slot_free = waiting_frames != self._max_frames
+        skip_now = accept & ~in_frame & ~slot_free
         m.d.comb += [
-            net.ready.eq((in_frame | (waiting_frames != self._max_frames))
-                         & (buffer.write.ready | refuse | overflowing)),
+            net.ready.eq(self.drop_when_full
+                         | ((in_frame | slot_free) & (buffer.write.ready | refuse | overflowing))),
             accept.eq(net.valid & net.ready),
-            buffer.write.valid.eq(accept & ~discard),
+            taken.eq(accept & ~skipping & ~skip_now),
+            buffer.write.valid.eq(taken & ~discard),
             buffer.write.payload.eq(net.payload),
-            parser.sink.valid.eq(accept),
+            parser.sink.valid.eq(taken),
             parser.sink.payload.eq(net.payload),
         ]
-        m.d.sync += waiting_frames.eq(waiting_frames + (accept & ~in_frame) - released)
+        m.d.sync += [
+            waiting_frames.eq(waiting_frames + (taken & ~in_frame) - released),
+            skipped.eq(accept & (skipping | skip_now) & net.payload.last),
+        ]
+        with m.If(accept):
+            m.d.sync += skipping.eq((skipping | skip_now) & ~net.payload.last)
 
         info_layout = data.StructLayout({"beats": unsigned(frame_beats.shape().width), "overflow": unsigned(1)})
         infos = m.submodules.infos = Queue(info_layout, self._max_frames)
         info_in = infos.sink.payload
         m.d.comb += [
-            infos.sink.valid.eq(accept & net.payload.last),
+            infos.sink.valid.eq(taken & net.payload.last),
             info_in.beats.eq(frame_beats + ~discard),
             info_in.overflow.eq(overflowed | discard),
         ]
         with m.If(accept):
             m.d.sync += in_frame.eq(~net.payload.last)
+        with m.If(taken):
             with m.If(net.payload.last):
                 m.d.sync += [frame_beats.eq(0), frame_full.eq(0), overflowing.eq(0), overflowed.eq(0)]
             with m.Else():
@@ -355,13 +377,13 @@ class FrameReceiver(wiring.Component):
         start_direct, start_udp = ETH_IPV4_SCTP_OFFSET, ETH_IPV4_UDP_SCTP_OFFSET
         max_start_beat = max(start_direct, start_udp) // width
         in_index = Signal(range(max_start_beat + 2))
-        with m.If(accept):
+        with m.If(taken):
             m.d.sync += in_index.eq(Mux(net.payload.last, 0, Mux(in_index == max_start_beat + 1,
                                                                    in_index, in_index + 1)))
         crc_align = m.submodules.crc_align = Realigner(width)
         beat = crc_align.sink.payload
         m.d.sync += [
-            crc_align.sink.valid.eq(accept),
+            crc_align.sink.valid.eq(taken),
             beat.data.eq(net.payload.data),
             beat.keep.eq(net.payload.keep),
             beat.last.eq(net.payload.last),
@@ -480,16 +502,19 @@ class FrameReceiver(wiring.Component):
         # Counters, one cycle after the decision (off its timing path).
         counted, counted_action, counted_reason = Signal(), Signal(Action), Signal(4)
         m.d.sync += [counted.eq(pop), counted_action.eq(action), counted_reason.eq(reason)]
+        counted_overflow = counted & (counted_action == Action.DROP) & (counted_reason == FrameDrop.OVERFLOW)
+        m.d.sync += [
+            counters["frames"].eq(counters["frames"] + counted + skipped),
+            counters["overflow"].eq(counters["overflow"] + counted_overflow + skipped),
+        ]
         with m.If(counted):
-            m.d.sync += counters["frames"].eq(counters["frames"] + 1)
             with m.If(counted_action == Action.DELIVER):
                 m.d.sync += counters["delivered"].eq(counters["delivered"] + 1)
             with m.If(counted_action == Action.EXCEPTION):
                 m.d.sync += counters["exceptions"].eq(counters["exceptions"] + 1)
             with m.If(counted_action == Action.DROP):
                 for why, name in [(FrameDrop.IP_CHECKSUM, "ip_checksum_errors"), (FrameDrop.CRC, "crc_errors"),
-                                  (FrameDrop.TAG, "tag_errors"), (FrameDrop.LENGTH, "length_errors"),
-                                  (FrameDrop.OVERFLOW, "overflow")]:
+                                  (FrameDrop.TAG, "tag_errors"), (FrameDrop.LENGTH, "length_errors")]:
                     with m.If(counted_reason == why):
                         m.d.sync += counters[name].eq(counters[name] + 1)
 

@@ -88,6 +88,7 @@ from hdl.abi import (
     STREAM_BITS,
     SegmentStatus,
     buffer_post_layout,
+    buffer_revoke_layout,
     region_write_layout,
     segment_report_fields,
     stream_entry_layout,
@@ -124,8 +125,10 @@ class StreamTable(wiring.Component):
     """Per DDP stream: armed, Protection Domain, and the error bit of RFC 5041 7.1.
 
     ``write`` (accepted while ``hold`` is low) sets a row and clears its error
-    bit. ``en`` takes a lookup of ``index``; ``entry`` and ``error`` hold the
-    row one advance later. ``set_error`` latches the error bit of
+    bit. ``fault`` (a write response that was not OKAY, from the completion
+    engine) latches the error bit of its row on a cycle with neither
+    ``set_error`` nor a host write. ``en`` takes a lookup of ``index``;
+    ``entry`` and ``error`` hold the row one advance later. ``set_error`` latches the error bit of
     ``set_error_index`` (written on the next cycle); a lookup on the same
     cycle or later sees the bit set (``en`` high on the cycle after it).
     """
@@ -142,6 +145,7 @@ class StreamTable(wiring.Component):
             "error": Out(1),
             "set_error": In(1),
             "set_error_index": In(index_bits),
+            "fault": In(stream.Signature(index_bits)),
         })
 
     def elaborate(self, platform):
@@ -160,14 +164,17 @@ class StreamTable(wiring.Component):
         m.d.sync += [set_error.eq(self.set_error), set_error_index.eq(self.set_error_index)]
         with m.If(self.en):
             m.d.sync += looked_up.eq(self.index)
+        fault_write = self.fault.valid & ~set_error & ~host_write
         m.d.comb += [
             self.write.ready.eq(~self.hold),
+            self.fault.ready.eq(fault_write),
             rows_w.addr.eq(self.write.payload.index),
             rows_w.data.eq(self.write.payload.entry),
             rows_w.en.eq(host_write),
-            errors_w.addr.eq(Mux(set_error, set_error_index, self.write.payload.index)),
-            errors_w.data.eq(set_error),
-            errors_w.en.eq(set_error | host_write),
+            errors_w.addr.eq(Mux(set_error, set_error_index, Mux(host_write, self.write.payload.index,
+                                                                 self.fault.payload))),
+            errors_w.data.eq(~host_write),
+            errors_w.en.eq(set_error | host_write | self.fault.valid),
             rows_r.addr.eq(self.index), rows_r.en.eq(self.en),
             errors_r.addr.eq(self.index), errors_r.en.eq(self.en),
             self.entry.eq(rows_r.data),
@@ -211,6 +218,11 @@ class PlacementCheck(wiring.Component):
     stream_write : ``In(stream.Signature(stream_write_layout(streams, ...)))``
     post : ``In(stream.Signature(buffer_post_layout(streams, queues, ...)))``
         ``stream`` is the stream row index.
+    revoke : ``In(stream.Signature(buffer_revoke_layout(streams, queues)))``
+        Host revocations of posted buffers (:class:`UntaggedBuffers`).
+    fault : ``In(stream.Signature(streams index))``
+        Latch the error bit of a stream row: its placement got a bad write
+        response. Segments looked up from the cycle after it is taken see it.
     """
 
     def __init__(self, width_bytes: int, *, regions: int = 16, associations: int = 2, stream_ids: int = 4,
@@ -236,6 +248,8 @@ class PlacementCheck(wiring.Component):
             "region_write": In(stream.Signature(region_write_layout(regions, pd_bits, address_bits))),
             "stream_write": In(stream.Signature(stream_write_layout(self._streams, pd_bits))),
             "post": In(stream.Signature(buffer_post_layout(self._streams, queues, address_bits))),
+            "revoke": In(stream.Signature(buffer_revoke_layout(self._streams, queues))),
+            "fault": In(stream.Signature(max(1, (self._streams - 1).bit_length()))),
         })
 
     @property
@@ -256,6 +270,8 @@ class PlacementCheck(wiring.Component):
         wiring.connect(m, wiring.flipped(self.region_write), regions.write)
         wiring.connect(m, wiring.flipped(self.stream_write), streams.write)
         wiring.connect(m, wiring.flipped(self.post), buffers.post)
+        wiring.connect(m, wiring.flipped(self.revoke), buffers.revoke)
+        wiring.connect(m, wiring.flipped(self.fault), streams.fault)
 
         info_layout = segment_info_layout()
         index_bits = max(1, (self._streams - 1).bit_length())

@@ -9,22 +9,35 @@ overtake an earlier verdict (records keep segment order, RFC 5041 5.3).
 Chunk errors from the chunk parser become CHUNK_ERROR records; the two
 kinds alternate when both wait.
 
+A placed segment whose ``done`` says a write response was not OKAY is
+reported with status ERROR, :data:`hdl.abi.DMA_ERROR` and ``dma_error``
+set, and its stream (association, stream id) leaves on ``stream_fault``
+for the placement check to latch the stream's error bit (RFC 5041 7.1: no
+more placement on the stream until the host re-arms it). ``stream_fault``
+leaves through a queue; a record that needs it waits for room there.
+
 Latency: a record leaves two cycles after its verdict (and ``done``, if
 needed) arrive: one in the input queues, one in the output register.
 Throughput: one record per cycle.
 """
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from hdl.abi import ReportKind, report_layout, segment_report_fields
+from hdl.abi import (ASSOCIATION_BITS, DMA_ERROR, STREAM_BITS, ReportKind, SegmentStatus, report_layout,
+                     segment_report_fields)
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
 from hdl.rx.placement_check import verdict_layout
 from hdl.stream.queue import Queue
 
 __all__ = ["ReportEngine"]
+
+
+def stream_fault_layout() -> data.StructLayout:
+    """The DDP stream whose placement got a bad write response."""
+    return data.StructLayout({"association": ASSOCIATION_BITS, "stream_id": STREAM_BITS})
 
 
 class ReportEngine(wiring.Component):
@@ -34,6 +47,7 @@ class ReportEngine(wiring.Component):
             "done": In(stream.Signature(dma_done_layout())),
             "chunk_errors": In(stream.Signature(chunk_error_layout())),
             "report": Out(stream.Signature(report_layout(address_bits))),
+            "stream_fault": Out(stream.Signature(stream_fault_layout())),
         })
 
     def elaborate(self, platform):
@@ -47,9 +61,12 @@ class ReportEngine(wiring.Component):
             buffers.append(buffer.source)
         verdict, done, errors = buffers
         report = self.report
+        faults = m.submodules.faults = Queue(stream_fault_layout())
+        connect(m, faults.source, wiring.flipped(self.stream_fault))
         head = verdict.payload
         needs_done = head.placed
-        verdict_ready = verdict.valid & (~needs_done | done.valid)
+        verdict_ready = verdict.valid & (~needs_done | (done.valid & faults.sink.ready))
+        bus_fault = needs_done & done.payload.error
         prefer_errors = Signal()  # alternate when both kinds wait
 
         segment_record = Signal(report_layout(len(head.host_address)))
@@ -58,9 +75,20 @@ class ReportEngine(wiring.Component):
             segment_record.eq(0),
             segment_record.kind.eq(ReportKind.SEGMENT),
             segment_record.status.eq(head.status),
-            segment_record.dma_error.eq(needs_done & done.payload.error),
+            segment_record.dma_error.eq(bus_fault),
             segment_record.error.eq(head.error),
+            faults.sink.payload.association.eq(head.association),
+            faults.sink.payload.stream_id.eq(head.stream_id),
         ]
+        with m.If(bus_fault):
+            layer, etype, code = DMA_ERROR
+            m.d.comb += [
+                segment_record.status.eq(SegmentStatus.ERROR),
+                segment_record.error.valid.eq(1),
+                segment_record.error.layer.eq(layer),
+                segment_record.error.etype.eq(etype),
+                segment_record.error.code.eq(code),
+            ]
         for name in segment_report_fields():
             m.d.comb += getattr(segment_record, name).eq(getattr(head, name))
         m.d.comb += [
@@ -80,5 +108,5 @@ class ReportEngine(wiring.Component):
                 m.d.comb += errors.ready.eq(1)
             with m.Elif(take_verdict):
                 m.d.sync += [report.payload.eq(segment_record), prefer_errors.eq(1)]
-                m.d.comb += [verdict.ready.eq(1), done.ready.eq(needs_done)]
+                m.d.comb += [verdict.ready.eq(1), done.ready.eq(needs_done), faults.sink.valid.eq(bus_fault)]
         return m

@@ -60,6 +60,17 @@ waits (``post.ready`` low) until a retirement frees that slot; a host that
 gives up (drops ``valid``, outside the stream rules) leaves no trace. A post
 takes four cycles; lookups are never held up by posts.
 
+Revocation (:func:`hdl.abi.buffer_revoke_layout`), by the same state
+machine, so posts and revocations take turns: one buffer (its MSN) is
+revoked by clearing its slot's live bit if the slot still holds that MSN,
+i.e. the bit is set and ``next_post - depth <= msn < next_post``; a whole
+queue by clearing every slot's live bit, one a cycle, then setting
+``next_post`` and ``first`` to 1. A revoked MSN behaves like a consumed one:
+it is still below ``next_post`` and has no live slot, so a lookup gets MSN
+range, as the model does. ``first`` is not moved by a single revocation
+(the lag described above). A single revocation takes five cycles, a whole
+queue ``depth + 3``; writes wait for a cycle without retirement.
+
 Latency: a lookup taken on a cycle with ``en`` high has its ``result``
 three advances later. Throughput: one lookup per cycle.
 """
@@ -68,7 +79,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import buffer_post_layout
+from hdl.abi import buffer_post_layout, buffer_revoke_layout
 from hdl.stream.bits import index_bits
 
 __all__ = [
@@ -146,6 +157,8 @@ class UntaggedBuffers(wiring.Component):
         Outcome of the lookup taken three advances earlier.
     retire_en : ``In(1)``, retire : ``In(untagged_retire_layout(...))``
         Retire the buffer of ``msn`` (one cycle, any time).
+    revoke : ``In(stream.Signature(buffer_revoke_layout(...)))``
+        Host revocations of one buffer or of a whole queue.
     """
 
     latency = 3
@@ -164,6 +177,7 @@ class UntaggedBuffers(wiring.Component):
             "result": Out(untagged_result_layout(address_bits)),
             "retire_en": In(1),
             "retire": In(untagged_retire_layout(streams, queues)),
+            "revoke": In(stream.Signature(buffer_revoke_layout(streams, queues))),
         })
 
     @property
@@ -206,6 +220,8 @@ class UntaggedBuffers(wiring.Component):
         desc_r = desc_mem.read_port(transparent_for=(desc_w,))
         post_next_r = next_mem.read_port()
         post_live_r = live_mem.read_port(transparent_for=(live_w,))
+        revoke_next_r = next_mem.read_port()
+        revoke_live_r = live_mem.read_port(transparent_for=(live_w,))
 
         # Retirement (has priority on the live-bit write port). The request is registered and
         # written on the next cycle, so no caller logic reaches the RAM write enables; a lookup
@@ -216,11 +232,6 @@ class UntaggedBuffers(wiring.Component):
         m.d.sync += [retire.eq(self.retire), retire_en.eq(self.retire_en), retire_first.eq(self.retire.msn + 1)]
         retire_slot = self._slot_index(retire.stream, retire.qn, retire.msn)
         post_writing = Signal()
-        m.d.comb += [
-            first_w.addr.eq(self._queue_index(retire.stream, retire.qn)),
-            first_w.data.eq(retire_first),
-            first_w.en.eq(retire_en & retire.at_first),
-        ]
 
         # Posting state machine.
         # IDLE presents the queue index (payload is stable while valid), READ_LIVE has
@@ -236,10 +247,57 @@ class UntaggedBuffers(wiring.Component):
             post_next_r.addr.eq(self._queue_index(post.stream, post.qn)),
             post_live_r.addr.eq(self._slot_index(post.stream, post.qn, post_next_r.data)),
         ]
+        # Revocation: the addresses come from the command (stable while valid), the decision to
+        # write is registered, like a post's.
+        revoke = self.revoke.payload
+        revoke_queue = self._queue_index(revoke.stream, revoke.qn)
+        revoke_slot = Signal(len(retire_slot))
+        revoke_distance = Signal(_MSN_BITS)   # next_post - 1 - msn: below depth if msn is still posted
+        revoke_live = Signal()
+        revoke_hit = Signal()
+        revoke_writing = Signal()             # clear the live bit at revoke_slot on this cycle
+        reset_writing = Signal()              # write next_post and first of the revoked queue on this cycle
+        slot_bits = (depth - 1).bit_length()
+        sweep = Signal(range(depth))
+        m.d.comb += [
+            revoke_next_r.addr.eq(revoke_queue),
+            revoke_live_r.addr.eq(self._slot_index(revoke.stream, revoke.qn, revoke.msn)),
+            revoke_slot.eq(self._slot_index(revoke.stream, revoke.qn, revoke.msn)),
+        ]
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.post.valid):
                     m.next = "READ_LIVE"
+                with m.Elif(self.revoke.valid):
+                    m.next = "REVOKE_READ"
+            with m.State("REVOKE_READ"):
+                # next_post - 1 - msn = next_post + ~msn: one adder.
+                m.d.sync += [revoke_distance.eq(revoke_next_r.data + ~revoke.msn),
+                             revoke_live.eq(revoke_live_r.data), sweep.eq(0)]
+                with m.If(~self.revoke.valid):
+                    m.next = "IDLE"
+                with m.Elif(revoke.whole_queue):
+                    m.next = "REVOKE_SWEEP"
+                with m.Else():
+                    m.next = "REVOKE_CHECK"
+            with m.State("REVOKE_CHECK"):
+                m.d.sync += revoke_hit.eq(revoke_live & (revoke_distance >> slot_bits == 0))
+                m.next = "REVOKE_WRITE"
+            with m.State("REVOKE_WRITE"):
+                with m.If(~retire_en):
+                    m.d.comb += [revoke_writing.eq(revoke_hit), self.revoke.ready.eq(1)]
+                    m.next = "IDLE"
+            with m.State("REVOKE_SWEEP"):
+                m.d.comb += revoke_slot.eq(Cat(sweep, revoke_queue) if slot_bits else revoke_queue)
+                with m.If(~retire_en):
+                    m.d.comb += revoke_writing.eq(1)
+                    m.d.sync += sweep.eq(sweep + 1)
+                    with m.If(sweep == depth - 1):
+                        m.next = "REVOKE_RESET"
+            with m.State("REVOKE_RESET"):
+                with m.If(~retire_en):
+                    m.d.comb += [reset_writing.eq(1), self.revoke.ready.eq(1)]
+                    m.next = "IDLE"
             with m.State("READ_LIVE"):
                 m.d.sync += post_msn.eq(post_next_r.data)
                 with m.If(self.post.valid):
@@ -263,9 +321,12 @@ class UntaggedBuffers(wiring.Component):
                     m.next = "IDLE"
 
         m.d.comb += [
-            live_w.addr.eq(Mux(retire_en, retire_slot, post_slot)),
-            live_w.data.eq(~retire_en),
-            live_w.en.eq(retire_en | post_writing),
+            first_w.addr.eq(Mux(reset_writing, revoke_queue, self._queue_index(retire.stream, retire.qn))),
+            first_w.data.eq(Mux(reset_writing, 1, retire_first)),
+            first_w.en.eq((retire_en & retire.at_first) | reset_writing),
+            live_w.addr.eq(Mux(retire_en, retire_slot, Mux(revoke_writing, revoke_slot, post_slot))),
+            live_w.data.eq(post_writing),
+            live_w.en.eq(retire_en | post_writing | revoke_writing),
             # The descriptor of a slot that is not live is never read as valid: write it
             # on every WRITE cycle, ahead of the live bit.
             desc_w.addr.eq(post_slot),
@@ -273,9 +334,9 @@ class UntaggedBuffers(wiring.Component):
             desc_w.data.address.eq(post.address),
             desc_w.data.length.eq(post.length),
             desc_w.en.eq(writing),
-            next_w.addr.eq(self._queue_index(post.stream, post.qn)),
-            next_w.data.eq(post_msn + 1),
-            next_w.en.eq(post_writing),
+            next_w.addr.eq(Mux(reset_writing, revoke_queue, self._queue_index(post.stream, post.qn))),
+            next_w.data.eq(Mux(reset_writing, 1, post_msn + 1)),
+            next_w.en.eq(post_writing | reset_writing),
         ]
 
         # Stage 0: read the queue state and the slot of the MSN.

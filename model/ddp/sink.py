@@ -208,6 +208,30 @@ class DdpSink:
     def posted_buffers(self, qn: int) -> list[UntaggedBuffer]:
         return list(self._queues[qn].buffers.values())
 
+    def revoke_buffer(self, qn: int, msn: int) -> UntaggedBuffer | None:
+        """Take back the buffer posted with `msn` on `qn`, if it is still posted (RFC 5041 leaves
+        buffer management to the ULP); a later segment for that MSN is out of the legal range."""
+        return self._queues[qn].buffers.pop(msn % _MSN_MODULUS, None)
+
+    def reset_queue(self, qn: int) -> None:
+        """Take back every buffer of `qn`; the next post takes MSN 1 again, as on a new stream (4.3)."""
+        self._queues[qn] = _Queue()
+
+    def local_failure(self, raw: bytes) -> SinkError:
+        """Placement of an accepted segment failed below DDP (the host memory refused a write):
+        a Local Catastrophic Error (RFC 5041 7.2), after which the stream is in error (7.1)."""
+        segment = DdpSegment.decode(raw)
+        return self._fail(DdpError.LOCAL_CATASTROPHIC, raw, segment)
+
+    def rearm(self) -> None:
+        """The ULP starts the stream afresh after an error: no error, no message in progress;
+        posted buffers stay posted."""
+        self.error = None
+        self.final_message_allowed = False
+        self._pending.clear()
+        self._message_bytes = 0
+        self._message_first = None
+
     def use_final_message(self) -> bool:
         """Claim the one outbound message allowed after an error (RFC 5041 7.1)."""
         allowed = self.final_message_allowed

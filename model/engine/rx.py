@@ -12,6 +12,14 @@ fields a receiver checks before the whole header has arrived),
 
 Sans-I/O: `receive(frame, now)` takes one frame; `next_events()` drains one
 `FrameResult` per frame received, carrying the frame's index and time.
+`overflow(frame, now)` stands for a frame the engine had no room for (its
+receive buffer full): dropped whole and counted. The host's commands act
+between frames: `revoke_buffer`, `reset_queue` (posted buffers taken back),
+`rearm_stream` (the stream's row rewritten after an error); `refuse_writes`
+makes a range of host memory answer writes with an error (AXI SLVERR): its
+bytes are not written, and a segment placing any byte there is reported
+with the DDP Local Catastrophic Error (`hdl.abi.DMA_ERROR`) and latches its
+stream's error, as the engine does when a write response is not OKAY.
 
 Frame stage (the SCTP receiver), first rule that applies decides:
 
@@ -43,6 +51,11 @@ goes on; a chunk header or length past the packet (PAST_END) or a length
 below 4 (TOO_SHORT) is an error with TSN 0 and ends the packet, the chunks
 before it still count.
 
+Every DATA chunk whose 16-byte DATA header lies whole in the packet (RFC
+4960 3.3.1) also yields a `ChunkAck` (association, TSN, user data length and
+where it went: DDP segment, to the host, or refused), in chunk order, for the
+host's SACKs (RFC 4960 6.2); shorter DATA chunks and broken ones do not.
+
 DDP stage, per configured stream: `DdpSink` with queues 0-2, the RDMAP
 header check (RFC 5040 4.1/4.2) and the placement rights of RDMA Write and
 Read Response, segments in arrival order (the engine places and reports; the
@@ -57,7 +70,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from enum import Enum
 
-from hdl.abi import ChunkError, ChunkException, FrameDrop, FrameException, SegmentStatus
+from hdl.abi import AckDisposition, ChunkError, ChunkException, FrameDrop, FrameException, SegmentStatus
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import UNTAGGED_HEADER_LENGTH, DdpSegment, decode_header
@@ -75,7 +88,7 @@ from model.net.frames import (
     ipv4_version_and_ihl,
     udp_destination_port,
 )
-from model.rdmap.messages import header_error, placement_access, rdmap_control_of
+from model.rdmap.messages import header_error, invalidate_stag_of, placement_access, rdmap_control_of
 from model.sctp.packet import (
     COMMON_HEADER_LENGTH,
     FLAG_T,
@@ -120,6 +133,12 @@ class SegmentVerdict:
     payload_length: int = 0
     host_address: int | None = None   # where the payload went (ACCEPTED with payload)
     message_length: int | None = None  # untagged L=1 accepted: MO + payload length (RFC 5041 5.4)
+    stag: int = 0             # tagged (RFC 5041 4.2)
+    qn: int = 0               # untagged (RFC 5041 4.3)
+    msn: int = 0
+    mo: int = 0
+    invalidate_stag: int = 0  # untagged (RFC 5040 4.1)
+    dma_error: bool = False   # the host memory refused a write of its payload (status ERROR)
 
 
 @dataclass(frozen=True)
@@ -127,6 +146,16 @@ class ChunkToHost:
     association: int
     reason: ChunkException
     chunk: bytes
+
+
+@dataclass(frozen=True)
+class ChunkAck:
+    """A DATA chunk taken by the engine, for the host's SACKs (RFC 4960 6.2)."""
+
+    association: int
+    tsn: int
+    disposition: AckDisposition
+    length: int  # user data bytes
 
 
 @dataclass(frozen=True)
@@ -153,6 +182,7 @@ class FrameResult:
     chunks_to_host: list[ChunkToHost] = field(default_factory=list)
     chunk_faults: list[ChunkFault] = field(default_factory=list)
     segments: list[SegmentVerdict] = field(default_factory=list)
+    acks: list[ChunkAck] = field(default_factory=list)
 
 
 @dataclass
@@ -164,9 +194,11 @@ class Counters:
     crc_errors: int = 0
     tag_errors: int = 0
     length_errors: int = 0
+    overflow: int = 0
 
 
 _DROP_COUNTER = {
+    FrameDrop.OVERFLOW: "overflow",
     FrameDrop.IP_CHECKSUM: "ip_checksum_errors",
     FrameDrop.CRC: "crc_errors",
     FrameDrop.TAG: "tag_errors",
@@ -197,10 +229,11 @@ class ReceiveEngineModel:
         for region in config.regions:
             self.table.register(MemoryRegion(region.stag, pds[region.pd], region.base_to, region.length,
                                              region.access, region.host_address, stream=region.stream))
+        self._bus = _HostBus(self.memory)
         self.sinks: dict[tuple[int, int], DdpSink] = {}
         for stream in config.streams:
             key = (stream.association, stream.stream_id)
-            self.sinks[key] = DdpSink(pd=pds[stream.pd], memory_table=self.table, host_memory=self.memory,
+            self.sinks[key] = DdpSink(pd=pds[stream.pd], memory_table=self.table, host_memory=self._bus,
                                       stream_id=key, queues=(0, 1, 2), tagged_access=placement_access,
                                       ulp_check=_rdmap_check)
         for buffer in config.buffers:
@@ -223,6 +256,35 @@ class ReceiveEngineModel:
             self.counters.delivered += 1
             self._walk_chunks(sctp, result)
         self._events.append(result)
+
+    def overflow(self, frame: bytes, now: float) -> None:
+        """A frame the engine had no room for (receive buffer full): dropped whole, counted; queues its
+        `FrameResult` (DROP, OVERFLOW) like `receive`."""
+        self.counters.frames += 1
+        self.counters.overflow += 1
+        self._events.append(FrameResult(self.counters.frames - 1, now, FrameAction.DROP, FrameDrop.OVERFLOW))
+
+    # -- the host's commands ------------------------------------------------
+
+    def revoke_buffer(self, association: int, stream_id: int, qn: int, msn: int) -> bool:
+        """Take back the buffer posted with `msn`; False when it is no longer posted."""
+        return self.sinks[(association, stream_id)].revoke_buffer(qn, msn) is not None
+
+    def reset_queue(self, association: int, stream_id: int, qn: int) -> None:
+        """Take back every buffer of the queue; its next post takes MSN 1."""
+        self.sinks[(association, stream_id)].reset_queue(qn)
+
+    def post_buffer(self, association: int, stream_id: int, qn: int, host_address: int, length: int) -> int:
+        """Post a buffer on the queue; returns its MSN."""
+        return self.sinks[(association, stream_id)].post_buffer(qn, host_address, length)
+
+    def rearm_stream(self, association: int, stream_id: int) -> None:
+        """The stream's row is written again: its error is cleared, its buffers stay posted."""
+        self.sinks[(association, stream_id)].rearm()
+
+    def refuse_writes(self, address: int, length: int) -> None:
+        """From now on host memory answers writes to [address, address + length) with an error."""
+        self._bus.refused.append((address, address + length))
 
     def next_events(self) -> list[FrameResult]:
         """The results of the frames received since the last call, in frame order."""
@@ -321,6 +383,11 @@ class ReceiveEngineModel:
         def fault(kind: ChunkError, tsn: int) -> None:
             result.chunk_faults.append(ChunkFault(index, tsn, kind))
 
+        def ack(chunk, disposition: AckDisposition) -> None:
+            user_data = len(chunk.data) - DataChunk.HEADER_LENGTH
+            if user_data >= 0:  # RFC 4960 3.3.1: the whole DATA header, TSN included
+                result.acks.append(ChunkAck(index, chunk.data_tsn, disposition, user_data))
+
         for chunk in walk_chunks(sctp[COMMON_HEADER_LENGTH:], COMMON_HEADER_LENGTH):
             if isinstance(chunk, BrokenChunk):
                 return fault(_WALK_STOP_ERROR[chunk.reason], 0)
@@ -329,6 +396,7 @@ class ReceiveEngineModel:
                 continue
             if not ddp:
                 to_host(ChunkException.NOT_DDP, chunk)
+                ack(chunk, AckDisposition.TO_HOST)
                 continue
             try:
                 data = chunk.decode()
@@ -338,20 +406,26 @@ class ReceiveEngineModel:
             assert isinstance(data, DataChunk)
             if data.ppid == PPID_DDP_SESSION_CONTROL:
                 to_host(ChunkException.SESSION_CONTROL, chunk)
+                ack(chunk, AckDisposition.TO_HOST)
                 continue
             if data.ppid != PPID_DDP_SEGMENT:
                 to_host(ChunkException.OTHER_PPID, chunk)
+                ack(chunk, AckDisposition.TO_HOST)
                 continue
             try:
                 user_data = DdpSegmentChunkData.decode(data.user_data)
             except DecodeError:  # no room for the DDP-SSN (RFC 5043 5.2.2)
                 fault(ChunkError.TOO_SHORT, data.tsn)
+                ack(chunk, AckDisposition.REFUSED)
                 continue
             if not data.unordered:
                 fault(ChunkError.ORDERED, data.tsn)  # RFC 5043 10
+                ack(chunk, AckDisposition.REFUSED)
             elif not (data.beginning and data.ending):
                 fault(ChunkError.FRAGMENTED, data.tsn)  # RFC 5043 9
+                ack(chunk, AckDisposition.REFUSED)
             else:
+                ack(chunk, AckDisposition.SEGMENT)
                 result.segments.append(self._segment(index, data.stream_id, data.tsn, user_data.ddp_ssn,
                                                      user_data.segment))
 
@@ -365,6 +439,7 @@ class ReceiveEngineModel:
             return SegmentVerdict(status=SegmentStatus.NO_STREAM, **common)
         if sink.error is not None:
             return SegmentVerdict(status=SegmentStatus.DROPPED, **common)
+        self._bus.failed = False
         events = sink.receive(raw)
         address = message_length = None
         for event in events:
@@ -374,8 +449,35 @@ class ReceiveEngineModel:
                 address = event.address
             if isinstance(event, Delivered) and not event.tagged:
                 message_length = event.length
+        if self._bus.failed:
+            failure = sink.local_failure(raw)
+            return SegmentVerdict(status=SegmentStatus.ERROR, error=failure.number, dma_error=True,
+                                  host_address=address, message_length=message_length, **common)
         return SegmentVerdict(status=SegmentStatus.ACCEPTED, host_address=address,
                               message_length=message_length, **common)
+
+
+class _HostBus:
+    """Host memory as the engine's bus sees it: writes into a refused range are not done and
+    mark the write as failed (an AXI write response other than OKAY)."""
+
+    def __init__(self, memory: SparseMemory) -> None:
+        self.memory = memory
+        self.refused: list[tuple[int, int]] = []
+        self.failed = False
+
+    def write(self, address: int, data: bytes) -> None:
+        end = address + len(data)
+        cuts = sorted({address, end} | {edge for start, stop in self.refused for edge in (start, stop)
+                                         if address < edge < end})
+        for start, stop in zip(cuts, cuts[1:]):
+            if any(low <= start and stop <= high for low, high in self.refused):
+                self.failed = True
+            else:
+                self.memory.write(start, data[start - address : stop - address])
+
+    def read(self, address: int, length: int) -> bytes:
+        return self.memory.read(address, length)
 
 
 def _rdmap_check(segment: DdpSegment):
@@ -386,5 +488,8 @@ def _header_fields(raw: bytes) -> dict:
     """The verdict's header fields (RFC 5041 4.1-4.3, RFC 5040 4.1). A segment shorter than its
     header reports the fields the bytes hold, the missing bytes read as zero, and no payload."""
     header = decode_header(raw.ljust(UNTAGGED_HEADER_LENGTH, b"\0"))
-    return {"tagged": header.tagged, "last": header.last, "opcode": rdmap_control_of(header).opcode,
-            "payload_length": max(len(raw) - header.length, 0)}
+    fields = {"tagged": header.tagged, "last": header.last, "opcode": rdmap_control_of(header).opcode,
+              "payload_length": max(len(raw) - header.length, 0), "invalidate_stag": invalidate_stag_of(header)}
+    if header.tagged:
+        return fields | {"stag": header.stag}
+    return fields | {"qn": header.qn, "msn": header.msn, "mo": header.mo}

@@ -2,14 +2,14 @@
 
 Both backends produce the same `ReplayOutputs`: per captured frame, what left
 the engine for it (the frame or chunks passed to the host, segment records
-and chunk errors), then the counters and every byte written to host memory;
+and chunk errors, the ack record of each DATA chunk), then the counters and every byte written to host memory;
 one formatter prints them, so the two runs can be diffed line by line.
 
 Outputs are attributed by frame, never by TSN (a retransmitted frame repeats
 TSNs and bytes, and is listed under itself). The model knows the frame of
 everything it produces (`FrameResult.index`). The engine keeps frame order
 within each kind of output (frames to the host, chunks to the host, chunk
-errors, segment records) but not across kinds, so the RTL backend lines each
+errors, segment records, acks) but not across kinds, so the RTL backend lines each
 kind up in order with the model's outputs of that kind for the same capture
 (:func:`attribute_in_order`): where the two agree, an output takes the frame
 of the model's; where they differ, the engine's outputs take the frames of
@@ -32,7 +32,7 @@ from model.errors import RnicError, error_name
 from model.net.pcap import CaptureRecord, LinkType, read_capture
 from sim.traffic.rx import ConfigDoesNotFit, EngineShape, check_config_fits
 
-__all__ = ["ReplayFailed", "UnusableCapture", "Record", "HostPacket", "FrameOutputs", "ReplayOutputs", "RTL_SHAPE",
+__all__ = ["ReplayFailed", "UnusableCapture", "Record", "HostPacket", "Ack", "FrameOutputs", "ReplayOutputs", "RTL_SHAPE",
            "RTL_MEMORY_BYTES", "capture_frames", "rtl_misfit", "replay_model", "replay_rtl", "attribute_in_order",
            "format_replay", "memory_digest", "written_runs"]
 
@@ -98,6 +98,22 @@ class Record:
     payload_length: int = 0
     host_address: int | None = None
     message_length: int | None = None
+    stag: int = 0
+    qn: int = 0
+    msn: int = 0
+    mo: int = 0
+    invalidate_stag: int = 0
+    dma_error: bool = False
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The ack record of one DATA chunk (RFC 4960 6.2): where it went (an `AckDisposition` name)."""
+
+    association: int
+    tsn: int
+    disposition: str
+    length: int
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,7 @@ class FrameOutputs:
     index: int | None
     host: list[HostPacket] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
+    acks: list[Ack] = field(default_factory=list)
 
 
 @dataclass
@@ -171,17 +188,21 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
                 stream_id=verdict.stream_id, ddp_ssn=verdict.ddp_ssn, tagged=verdict.tagged, last=verdict.last,
                 opcode=verdict.opcode, payload_length=verdict.payload_length,
                 host_address=verdict.host_address, message_length=verdict.message_length,
+                stag=verdict.stag, qn=verdict.qn, msn=verdict.msn, mo=verdict.mo,
+                invalidate_stag=verdict.invalidate_stag, dma_error=verdict.dma_error,
             ))
+        frame.acks = [Ack(a.association, a.tsn, a.disposition.name, a.length) for a in result.acks]
         outputs.frames.append(frame)
     segments = [r for f in outputs.frames for r in f.records if r.kind == "segment"]
     outputs.counters = asdict(engine.counters) | {
-        "overflow": 0,
-        "segments_accepted": sum(r.status == SegmentStatus.ACCEPTED.name for r in segments),
-        "segments_error": sum(r.status == SegmentStatus.ERROR.name for r in segments),
+        # segment counters count placement decisions: a failed write was accepted
+        "segments_accepted": sum(r.status == SegmentStatus.ACCEPTED.name or r.dma_error for r in segments),
+        "segments_error": sum(r.status == SegmentStatus.ERROR.name and not r.dma_error for r in segments),
         "segments_dropped": sum(r.status == SegmentStatus.DROPPED.name for r in segments),
         "segments_no_stream": sum(r.status == SegmentStatus.NO_STREAM.name for r in segments),
         "chunk_errors": sum(r.kind == "chunk_error" for f in outputs.frames for r in f.records),
-        "dma_errors": 0,
+        "dma_errors": sum(r.dma_error for r in segments),
+        "acks": sum(len(f.acks) for f in outputs.frames),
     }
     outputs.writes = written_runs(engine.memory, engine.memory.writes)
     return outputs
@@ -198,7 +219,7 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
     frame and drain. Raises `ReplayFailed` when a frame cannot be sent (AXI4-Stream carries no empty
     frame), when the engine does not drain within its budget, or when the simulation fails. ``waves``:
     the waveform format, as `sim.runner.run_cocotb` takes it (by default ``$WAVES``)."""
-    from hdl.abi import ChunkError, ExceptionSource
+    from hdl.abi import AckDisposition, ChunkError, ExceptionSource
     from hdl.abi import ChunkException as ChunkReason
     from hdl.abi import FrameException as FrameReason
     from hdl.abi import SegmentStatus as Status
@@ -231,7 +252,7 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
         document = json.loads(output.read_text())
     if "failure" in document:
         raise ReplayFailed(document["failure"])
-    items: list[HostPacket | Record] = []
+    items: list[HostPacket | Record | Ack] = []
     for packet in document["exceptions"]:
         frame = packet["source"] == ExceptionSource.FRAME
         reason = (FrameReason if frame else ChunkReason)(packet["reason"]).name
@@ -243,8 +264,9 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
     for fields in document["segments"]:
         status = Status(fields["status"])
         error = fields["error"]
-        placed = status is Status.ACCEPTED and fields["payload_length"]
-        message = status is Status.ACCEPTED and not fields["tagged"] and fields["last"]
+        accepted = status is Status.ACCEPTED or fields["dma_error"]  # a failed write was accepted first
+        placed = accepted and fields["payload_length"]
+        message = accepted and not fields["tagged"] and fields["last"]
         items.append(Record(
             "segment", fields["association"], fields["tsn"], status=status.name,
             error=(error["layer"], error["etype"], error["code"]) if error["valid"] else None,
@@ -252,7 +274,12 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
             last=bool(fields["last"]), opcode=fields["opcode"], payload_length=fields["payload_length"],
             host_address=fields["host_address"] if placed else None,
             message_length=fields["message_length"] if message else None,
+            stag=fields["stag"], qn=fields["qn"], msn=fields["msn"], mo=fields["mo"],
+            invalidate_stag=fields["invalidate_stag"], dma_error=bool(fields["dma_error"]),
         ))
+    for fields in document["acks"]:
+        items.append(Ack(fields["association"], fields["tsn"], AckDisposition(fields["disposition"]).name,
+                         fields["length"]))
     return ReplayOutputs(
         frames=attribute_in_order(items, replay_model(capture, config).frames),
         counters=dict(document["counters"]),
@@ -262,21 +289,29 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
 
 
 #: The kinds of output, each kept in frame order by the engine, in the order a frame lists them.
-_KINDS = ("frame", "chunk", "chunk_error", "segment")
+_KINDS = ("frame", "chunk", "chunk_error", "segment", "ack")
 
 
-def _kind(item: HostPacket | Record) -> str:
+def _kind(item: HostPacket | Record | Ack) -> str:
+    if isinstance(item, Ack):
+        return "ack"
     return item.source if isinstance(item, HostPacket) else item.kind
 
 
-def _identity(item: HostPacket | Record) -> tuple:
+def _identity(item: HostPacket | Record | Ack) -> tuple:
     """What names an output apart from the verdict on it: bytes to the host, or the chunk a record is about."""
     if isinstance(item, HostPacket):
         return item.source, item.association, item.data
+    if isinstance(item, Ack):
+        return "ack", item.association, item.tsn
     return item.kind, item.association, item.stream_id, item.tsn, item.ddp_ssn, item.chunk_error
 
 
-def attribute_in_order(items: list[HostPacket | Record], reference: list[FrameOutputs]) -> list[FrameOutputs]:
+def _outputs_of(frame: FrameOutputs, kind: str) -> list:
+    return frame.acks if kind == "ack" else frame.host if kind in ("frame", "chunk") else frame.records
+
+
+def attribute_in_order(items: list[HostPacket | Record | Ack], reference: list[FrameOutputs]) -> list[FrameOutputs]:
     """Group the engine's outputs `items` (each kind in the order it left) by frame, lined up with
     `reference`, the model's outputs for the same capture (see the module docstring)."""
     frames = [FrameOutputs(frame.index) for frame in reference]
@@ -284,7 +319,7 @@ def attribute_in_order(items: list[HostPacket | Record], reference: list[FrameOu
     for kind in _KINDS:
         actual = [item for item in items if _kind(item) == kind]
         expected = [(position, item) for position, frame in enumerate(reference)
-                    for item in frame.host + frame.records if _kind(item) == kind]
+                    for item in _outputs_of(frame, kind) if _kind(item) == kind]
         matcher = SequenceMatcher(None, [_identity(item) for _, item in expected],
                                   [_identity(item) for item in actual], autojunk=False)
         owners: list[FrameOutputs] = [unmatched] * len(actual)
@@ -293,8 +328,8 @@ def attribute_in_order(items: list[HostPacket | Record], reference: list[FrameOu
                 for i, j in zip(range(i1, i2), range(j1, j2)):
                     owners[j] = frames[expected[i][0]]
         for item, owner in zip(actual, owners):
-            (owner.host if isinstance(item, HostPacket) else owner.records).append(item)
-    return frames + ([unmatched] if unmatched.host or unmatched.records else [])
+            _outputs_of(owner, kind).append(item)
+    return frames + ([unmatched] if unmatched.host or unmatched.records or unmatched.acks else [])
 
 
 _OPCODES = ["RDMA_WRITE", "RDMA_READ_REQUEST", "RDMA_READ_RESPONSE", "SEND", "SEND_WITH_INVALIDATE",
@@ -312,10 +347,16 @@ def _record_line(record: Record) -> str:
         text += f" placed at 0x{record.host_address:x}"
     if record.message_length is not None:
         text += f", message complete ({record.message_length}B)"
+    if record.dma_error:
+        text += ", write refused by memory"
     if record.error is not None:
         layer, etype, code = record.error
         text += f" {_LAYERS.get(layer, layer)} type {etype} code 0x{code:02x} ({error_name(layer, etype, code)})"
     return text
+
+
+def _ack_line(ack: Ack) -> str:
+    return f"ack assoc={ack.association} tsn={ack.tsn} {ack.disposition} {ack.length}B"
 
 
 def _opcode_name(opcode: int) -> str:
@@ -335,7 +376,8 @@ def _json_item(item: HostPacket | Record) -> dict:
             "error_name": error_name(*item.error) if item.error is not None else None,
             "tagged": item.tagged, "last": item.last, "opcode": _opcode_name(item.opcode),
             "payload_length": item.payload_length, "host_address": item.host_address,
-            "message_length": item.message_length}
+            "message_length": item.message_length, "stag": item.stag, "qn": item.qn, "msn": item.msn,
+            "mo": item.mo, "invalidate_stag": item.invalidate_stag, "dma_error": item.dma_error}
 
 
 def _hex_lines(address: int, data: bytes, per_line: int = 32) -> list[str]:
@@ -354,7 +396,8 @@ def format_replay(capture: bytes, outputs: ReplayOutputs, as_json: bool = False,
         lines = [json.dumps({"index": frame.index,
                              "length": lengths[frame.index] if frame.index is not None else 0,
                              "host": [_json_item(p) for p in frame.host],
-                             "records": [_json_item(r) for r in frame.records]}) for frame in outputs.frames]
+                             "records": [_json_item(r) for r in frame.records],
+                             "acks": [asdict(a) for a in frame.acks]}) for frame in outputs.frames]
         summary = {"counters": outputs.counters, "bytes_written": placed, "memory_digest": digest,
                    "written": {f"0x{a:x}": len(d) for a, d in runs}}
         if with_bytes:
@@ -367,6 +410,7 @@ def format_replay(capture: bytes, outputs: ReplayOutputs, as_json: bool = False,
         body = [f"    to host: frame {p.reason}" if p.source == "frame"
                 else f"    to host: chunk {p.reason} assoc={p.association} {len(p.data)}B" for p in frame.host]
         body += [f"    {_record_line(r)}" for r in frame.records]
+        body += [f"    {_ack_line(a)}" for a in frame.acks]
         if not body:
             body = ["    no output (dropped; see the counters)"]
         lines.append(title)

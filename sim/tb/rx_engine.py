@@ -2,11 +2,13 @@
 
 Each test configures the engine through its AXI4-Lite register map, sends
 frames on ``s_axis`` and compares everything the engine did (placed bytes
-over the whole RAM, report records, exception packets, counters) with
-``model.engine.rx.ReceiveEngineModel`` fed the same frames. Each test needs a
-fresh engine (posted buffers cannot be revoked): the pytest side runs one
-test per simulation. Parameters (:func:`sim.runner.test_parameters`):
-``width_bytes``, ``seed``, ``messages``, ``max_payload``, ``backpressure``, ``part``.
+over the whole RAM, report records, ack records, exception packets,
+counters) with ``model.engine.rx.ReceiveEngineModel`` fed the same frames
+and given the same host commands. Tests share a simulation: each starts
+with a reset and a configuration that takes back every posted buffer.
+Parameters (:func:`sim.runner.test_parameters`): ``width_bytes``, ``seed``,
+``messages``, ``max_payload``, ``backpressure``, ``part`` (one part of the
+malformed catalogue; every part in turn without it), ``buffer_bytes``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import random
 
 import cocotb
+from cocotb.triggers import ClockCycles
 
 from hdl.abi import register_map
 from model.ddp.memory import SparseMemory
@@ -48,15 +51,32 @@ async def _start(dut) -> tuple[RxEngineTB, dict]:
 
 async def _run_and_compare(tb: RxEngineTB, config: ReceiveConfig, frames: list[bytes],
                            gaps: list[int] | None = None) -> None:
-    model = ReceiveEngineModel(config, SparseMemory(CANARY))
-    await tb.configure(config)
-    await tb.send_frames(frames, gaps)
-    await tb.drain()
-    for frame in frames:
-        model.receive(frame, 0.0)
-    results = model.next_events()
-    problems = await tb.compare_with_model(model, results)
-    assert not problems, f"{len(problems)} mismatches with the model:\n" + "\n".join(problems)
+    run = await _Run.configure(tb, config)
+    await run.send(frames, gaps)
+    await run.compare()
+
+
+class _Run:
+    """One configuration on the engine and on the model, phase by phase: host commands given to both,
+    frames sent and drained, then everything the engine did compared with the model."""
+
+    def __init__(self, tb: RxEngineTB, config: ReceiveConfig) -> None:
+        self.tb, self.model = tb, ReceiveEngineModel(config, SparseMemory(CANARY))
+
+    @classmethod
+    async def configure(cls, tb: RxEngineTB, config: ReceiveConfig, **options) -> _Run:
+        await tb.configure(config, **options)
+        return cls(tb, config)
+
+    async def send(self, frames: list[bytes], gaps: list[int] | None = None) -> None:
+        await self.tb.send_frames(frames, gaps)
+        await self.tb.drain()
+        for frame in frames:
+            self.model.receive(frame, 0.0)
+
+    async def compare(self) -> None:
+        problems = await self.tb.compare_with_model(self.model, self.model.next_events())
+        assert not problems, f"{len(problems)} mismatches with the model:\n" + "\n".join(problems)
 
 
 @cocotb.test()
@@ -85,12 +105,108 @@ async def random_valid_traffic(dut) -> None:
 
 @cocotb.test()
 async def malformed_catalogue(dut) -> None:
-    """One part of the malformed catalogue; every latching error on a DDP stream of its own (RFC 5041 7.1)."""
+    """The malformed catalogue, a part per configuration (one part if ``part`` is given); every latching
+    error on a DDP stream of its own (RFC 5041 7.1)."""
     tb, parameters = await _start(dut)
     config = catalogue_config(SHAPE)
-    catalogue = Catalogue(config, SHAPE)
-    part = catalogue_parts(SHAPE)[int(parameters["part"])]
-    frames = [frame for case, association, stream_id in part
-              for frame in case_frames(catalogue, case, association, stream_id)]
-    tb.set_backpressure(0.2)
-    await _run_and_compare(tb, config, frames)
+    parts = catalogue_parts(SHAPE)
+    numbers = [int(parameters["part"])] if "part" in parameters else range(len(parts))
+    for position, number in enumerate(numbers):
+        if position:
+            await tb.restart()
+        catalogue = Catalogue(config, SHAPE)
+        frames = [frame for case, association, stream_id in parts[number]
+                  for frame in case_frames(catalogue, case, association, stream_id)]
+        tb.set_backpressure(0.2)
+        await _run_and_compare(tb, config, frames)
+
+
+@cocotb.test()
+async def revocation_and_rearm(dut) -> None:
+    """The host takes back a posted buffer (a segment for it: MSN range, RFC 5041 7.1 item 5, the stream
+    latches; other streams go on), re-arms the stream, resets a queue (its MSNs start at 1 again,
+    RFC 5041 4.3) and posts a new buffer, which is placed into."""
+    tb, _ = await _start(dut)
+    config = catalogue_config(SHAPE)
+    c = Catalogue(config, SHAPE)
+    run = await _Run.configure(tb, config)
+    await tb.revoke_buffer(0, 1, 0, 2)
+    assert run.model.revoke_buffer(0, 1, 0, 2)
+    await tb.revoke_buffer(0, 2, 0, 7)                       # never posted: nothing happens
+    assert not run.model.revoke_buffer(0, 2, 0, 7)
+    await run.send([c.segment_frame(0, 1, c.send(0, 1, msn=1)), c.segment_frame(0, 1, c.send(0, 1, msn=2)),
+                    c.probe(0, 1), c.segment_frame(0, 2, c.send(0, 2, msn=1)), c.probe(0, 2)])
+    await tb.arm_stream(0, 1, pd=1)
+    run.model.rearm_stream(0, 1)
+    await tb.revoke_queue(SHAPE.stream_row(0, 1), 0)
+    run.model.reset_queue(0, 1, 0)
+    await tb.post_buffer(0, 1, 0, 0x3_8000, 128)
+    assert run.model.post_buffer(0, 1, 0, 0x3_8000, 128) == 1
+    await run.send([c.segment_frame(0, 1, c.send(0, 1, msn=1, mo=8, length=100)), c.probe(0, 1)])
+    await run.compare()
+
+
+@cocotb.test()
+async def bad_write_response(dut) -> None:
+    """Memory answers SLVERR for part of a region: the segment's report says so (ERROR, DDP Local
+    Catastrophic, dma_error), its stream drops what follows until re-armed, another stream is unharmed."""
+    tb, _ = await _start(dut)
+    config = catalogue_config(SHAPE)
+    c = Catalogue(config, SHAPE)
+    run = await _Run.configure(tb, config)
+    region = next(r for r in config.regions if r.stag == Catalogue.STAG_RW)
+    refused = region.host_address + 0x100
+    tb.refuse_writes(refused, 0x100)
+    run.model.refuse_writes(refused, 0x100)
+    to = lambda offset: region.base_to + offset  # noqa: E731
+    # Straddling the refused range: the bytes before it are written, the segment fails.
+    await run.send([c.segment_frame(1, 0, c.write(to=to(0xC0), length=128)),
+                    c.segment_frame(1, 1, c.write(to=to(0x800), length=64))])
+    # The failure is latched once its response is back: a later segment of the stream is dropped.
+    await run.send([c.segment_frame(1, 0, c.write(to=to(0x900), length=64)),
+                    c.segment_frame(1, 1, c.write(to=to(0xA00), length=64))])
+    await tb.arm_stream(1, 0, pd=1)
+    run.model.rearm_stream(1, 0)
+    await run.send([c.segment_frame(1, 0, c.write(to=to(0xB00), length=64))])
+    await run.compare()
+
+
+@cocotb.test()
+async def frame_buffer_overflow(dut) -> None:
+    """With drop_when_full and every output held, the frames that fit the receive buffer wait in it and
+    every later frame is dropped whole and counted; released, the engine places the ones kept, and
+    frames sent afterwards are placed too. Which frames fit follows from the buffer's size alone: no
+    frame leaves the buffer before it is read out whole, and the outputs hold far less than a frame."""
+    tb, parameters = await _start(dut)
+    width = int(parameters["width_bytes"])
+    buffer_beats = int(parameters["buffer_bytes"]) // width - 1   # the buffer keeps one beat in reserve
+    config = catalogue_config(SHAPE)
+    c = Catalogue(config, SHAPE)
+    rng = random.Random(int(parameters.get("seed", 1)))
+
+    def frame(index: int) -> bytes:
+        # W / 8 segments of 1400 bytes: about 185 beats at every W, more than the outputs hold.
+        association = index % SHAPE.associations
+        chunks = [c.sender.segment(association, k % SHAPE.stream_ids,
+                                   c.write(to=0x1000 + rng.randrange(0, 4096 - 1400), length=1400))
+                  for k in range(max(1, width // 8))]
+        return c.frame(association, chunks)
+
+    first = frame(0)
+    beats = -(-len(first) // width)
+    fitting = buffer_beats // beats
+    assert buffer_beats - fitting * beats >= 8 and (fitting + 1) * beats - buffer_beats >= 8, \
+        "the frames' size leaves no margin around the buffer's size"
+    held = [first] + [frame(i) for i in range(1, fitting + 4)]
+    assert all(-(-len(f) // width) == beats for f in held)
+    run = await _Run.configure(tb, config, drop_when_full=True)
+    tb.hold_outputs(True)
+    await tb.send_frames(held)
+    await tb.source.wait()
+    await ClockCycles(dut.clk, 200)
+    tb.hold_outputs(False)
+    await tb.drain()
+    for index, held_frame in enumerate(held):
+        (run.model.receive if index < fitting else run.model.overflow)(held_frame, 0.0)
+    await run.send([frame(i) for i in range(fitting + 4, fitting + 7)])
+    await run.compare()

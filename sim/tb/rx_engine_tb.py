@@ -1,12 +1,18 @@
 """A reusable cocotb testbench for :class:`hdl.rx.engine.RxEngine`, scored by the golden model.
 
 :class:`RxEngineTB` binds to a running DUT (it builds nothing): cocotbext-axi's
-``AxiStreamSource`` on ``s_axis``, ``AxiRamWrite`` on ``m_axi`` (memory filled
-with :data:`CANARY`), ``AxiLiteMaster`` on ``s_axil`` and ``AxiStreamSink`` on
-``m_axis_exc`` and ``m_axis_report``, each bound with ``from_prefix(dut,
+``AxiStreamSource`` on ``s_axis``, :class:`RefusingRam` (cocotbext-axi's
+``AxiRamWrite``, filled with :data:`CANARY`, answering SLVERR for ranges the
+test refuses) on ``m_axi``, ``AxiLiteMaster`` on ``s_axil`` and
+``AxiStreamSink`` on ``m_axis_exc``, ``m_axis_report`` and ``m_axis_ack``, each bound with ``from_prefix(dut,
 "<port>")`` to the AXI names of :mod:`hdl.bus.ports` (``s_axis_tdata``,
 ``m_axi_awaddr``...). A bus monitor records
 every byte the engine writes (from AW and the W strobes).
+
+:meth:`RxEngineTB.restart` resets the engine and the testbench's records,
+and :meth:`RxEngineTB.configure` takes back every posted buffer (whole-queue
+revocation) before writing a configuration, so one simulation runs any
+number of configurations.
 
 :meth:`RxEngineTB.drain` waits until the engine has consumed every frame sent
 and every output has drained, judged from the engine itself (its counters,
@@ -19,7 +25,7 @@ one message per mismatch: the whole RAM (so a write outside the model's
 writes, i.e. outside registered regions and posted buffers, fails, RFC 5041
 7.1), every byte the bus wrote, every report record (segment verdicts in
 order; chunk errors in order), every exception frame and chunk with its
-reason, and every counter.
+reason, every ack record, and every counter.
 """
 
 from __future__ import annotations
@@ -37,14 +43,14 @@ from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiRamWrite, AxiStreamBus,
                            AxiStreamSource, AxiWriteBus)
 
 from hdl.bus.register_file import RegisterMap
-from hdl.abi import ExceptionSource, ReportKind, exception_record_layout, report_layout
+from hdl.abi import ExceptionSource, ReportKind, ack_layout, exception_record_layout, report_layout
 from model.ddp.memory import Access
 from model.engine.config import ReceiveConfig
 from model.engine.rx import FrameAction, FrameResult, ReceiveEngineModel, SegmentStatus
 from sim.traffic.rx import ConfigDoesNotFit, EngineShape, check_config_fits
 
-__all__ = ["CANARY", "RxEngineTB", "ReportRecord", "ExceptionPacket", "EngineResults", "pause_pattern",
-           "ConfigDoesNotFit", "EngineNotDrained", "check_config_fits", "stream_valids"]
+__all__ = ["CANARY", "RxEngineTB", "RefusingRam", "ReportRecord", "ExceptionPacket", "EngineResults",
+           "pause_pattern", "ConfigDoesNotFit", "EngineNotDrained", "check_config_fits", "stream_valids"]
 
 CANARY = 0xC3
 ADDRESS_BITS = 64
@@ -104,6 +110,25 @@ def _fields(layout, value: int, offset: int = 0) -> dict:
     return out
 
 
+class RefusingRam(AxiRamWrite):
+    """cocotbext-axi's AXI RAM whose ``refused`` ranges (start, end) answer writes with SLVERR: the
+    bytes there are not written, the rest of the burst is (the AXI RAM answers SLVERR when its
+    ``_write`` raises)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.refused: list[tuple[int, int]] = []
+
+    async def _write(self, address, data):
+        end = address + len(data)
+        if not any(start < end and address < stop for start, stop in self.refused):
+            return await super()._write(address, data)
+        for offset, byte in enumerate(data):
+            if not any(start <= address + offset < stop for start, stop in self.refused):
+                self.write(address + offset, bytes([byte]))
+        raise PermissionError(f"write at {address:#x} refused")
+
+
 @dataclass(frozen=True)
 class ReportRecord:
     """One decoded :func:`hdl.abi.report_layout` record."""
@@ -135,6 +160,7 @@ class EngineResults:
     chunk_exceptions: list[ExceptionPacket] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     written: list[tuple[int, int]] = field(default_factory=list)  # (address, length) runs the bus wrote
+    acks: list[ReportRecord] = field(default_factory=list)
 
 
 class RxEngineTB:
@@ -149,28 +175,35 @@ class RxEngineTB:
             raise ValueError(f"DUT s_axis is {len(dut.s_axis_tdata)} bits wide, not {8 * width_bytes}")
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
         self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst)
-        self.ram = AxiRamWrite(AxiWriteBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=memory_bytes)
+        self.ram = RefusingRam(AxiWriteBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=memory_bytes)
+        self.ram.log.setLevel("ERROR")  # a refused write is a test's intent, not a warning
         self.ram.write(0, bytes([CANARY]) * memory_bytes)
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
         self.exc_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_exc"), dut.clk, dut.rst)
         self.report_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_report"), dut.clk, dut.rst)
+        self.ack_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_ack"), dut.clk, dut.rst)
         self._report_layout = report_layout(ADDRESS_BITS)
+        self._ack_layout = ack_layout()
         self._exception_layout = exception_record_layout()
         self.cycle = 0
         self._bursts: list[int] = []  # AW addresses not yet finished on W
         self._beat = 0
         self._w_beats: list[tuple[int, bool]] = []  # (WSTRB, WLAST) of beats whose AW has not been seen
+        self._valids = stream_valids(dut)
+        self._forget()
+        cocotb.start_soon(self._monitor())
+
+    def _forget(self) -> None:
+        """Start the records afresh: frames sent, bytes written, transfers seen on the output ports."""
         self.written: list[tuple[int, int]] = []
-        self._armed_queues: set[tuple[int, int]] = set()
         self.sent: list[bytes] = []
         self._unsent = 0  # frames of `sent` not yet queued on the source
         # Transfers seen on the output ports, to account for the counters (see `drain`).
         self.report_records = 0
+        self.ack_records = 0
         self.frame_exception_packets = 0
         self.write_bursts = 0
         self.write_responses = 0
-        self._valids = stream_valids(dut)
-        cocotb.start_soon(self._monitor())
 
     # -- clock, reset, back-pressure --------------------------------------
 
@@ -180,10 +213,27 @@ class RxEngineTB:
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, 4)
 
+    async def restart(self) -> None:
+        """Reset a drained engine (counters and pipeline; its tables and posted buffers outlive a reset,
+        :meth:`configure` rewrites and revokes them) and start the records and the RAM afresh."""
+        await self.reset()
+        self._forget()
+        self.ram.refused.clear()
+        self.ram.write(0, bytes([CANARY]) * self.memory_bytes)
+
+    def refuse_writes(self, address: int, length: int) -> None:
+        """From now on the RAM answers writes to ``[address, address + length)`` with SLVERR."""
+        self.ram.refused.append((address, address + length))
+
+    def hold_outputs(self, held: bool) -> None:
+        """Hold (or release) every output of the engine: the RAM's AW and W channels and the three sinks."""
+        for channel in (self.ram.aw_channel, self.ram.w_channel, self.exc_sink, self.report_sink, self.ack_sink):
+            channel.pause = held
+
     def set_backpressure(self, busy: float) -> None:
         """Random stalls on the RAM's AW, W and B channels and on both output sinks (0 = none)."""
         self.set_memory_stall(busy)
-        for channel in (self.exc_sink, self.report_sink):
+        for channel in (self.exc_sink, self.report_sink, self.ack_sink):
             channel.set_pause_generator(pause_pattern(self.rng, busy) if busy else None)
 
     def set_memory_stall(self, busy: float) -> None:
@@ -199,6 +249,8 @@ class RxEngineTB:
             self.cycle += 1
             if dut.m_axis_report_tvalid.value and dut.m_axis_report_tready.value:
                 self.report_records += 1
+            if dut.m_axis_ack_tvalid.value and dut.m_axis_ack_tready.value:
+                self.ack_records += 1
             if dut.m_axis_exc_tvalid.value and dut.m_axis_exc_tready.value and dut.m_axis_exc_tlast.value:
                 record = _fields(self._exception_layout, int(dut.m_axis_exc_tuser.value))
                 self.frame_exception_packets += record["source"] == ExceptionSource.FRAME
@@ -242,22 +294,15 @@ class RxEngineTB:
                 return
         raise AssertionError(f"table {table}: a write was never taken (COMMIT stayed 1)")
 
-    async def configure(self, config: ReceiveConfig) -> None:
-        """Invalidate every association, region and stream row, then write ``config`` (buffers last).
-
-        Posted buffers cannot be revoked (the engine keeps its queues across
-        resets), so a queue gets buffers from one configuration only: a second
-        one raises :class:`ConfigDoesNotFit`; run it in a fresh simulation.
-        """
+    async def configure(self, config: ReceiveConfig, *, drop_when_full: bool = False) -> None:
+        """Invalidate every association, region and stream row, take back every posted buffer (the
+        queues outlive a reset), then write ``config`` (buffers last), each queue's MSNs from 1."""
         check_config_fits(config, self.shape, self.memory_bytes)
         shape = self.shape
-        for key in {(shape.stream_row(b.association, b.stream_id), b.qn) for b in config.buffers}:
-            if key in self._armed_queues:
-                raise ConfigDoesNotFit(f"stream row {key[0]} QN {key[1]} already holds buffers of an earlier "
-                                       "configuration (posted buffers cannot be revoked)")
         mac = int.from_bytes(config.local_mac, "big")
         for name, value in (("local_mac_low", mac & 0xFFFFFFFF), ("local_mac_high", mac >> 32),
-                            ("local_ip", int(ipaddress.IPv4Address(config.local_ip))), ("udp_port", config.udp_port)):
+                            ("local_ip", int(ipaddress.IPv4Address(config.local_ip))), ("udp_port", config.udp_port),
+                            ("drop_when_full", int(drop_when_full))):
             await self.axil.write_dword(self.map.config_offset(name), value)
         for index in range(shape.associations):
             await self.write_table("association", {"index": index, "valid": 0})
@@ -265,13 +310,14 @@ class RxEngineTB:
             await self.write_table("region", {"index": index, "entry": {"valid": 0}})
         for index in range(shape.associations * shape.stream_ids):
             await self.write_table("stream", {"index": index, "entry": {"valid": 0}})
+            for qn in range(3):
+                await self.revoke_queue(index, qn)
         for a in config.associations:
             await self.write_table("association", {
                 "index": a.index, "valid": 1, "ddp": int(a.ddp), "local_port": a.local_port,
                 "peer_port": a.peer_port, "peer_ip": int(ipaddress.IPv4Address(a.peer_ip)), "tag": a.tag})
         for s in config.streams:
-            await self.write_table("stream", {"index": shape.stream_row(s.association, s.stream_id),
-                                              "entry": {"valid": 1, "pd": s.pd}})
+            await self.arm_stream(s.association, s.stream_id, s.pd)
         for r in config.regions:
             bound = r.stream or (0, 0)
             await self.write_table("region", {"index": r.stag >> 8, "entry": {
@@ -281,10 +327,24 @@ class RxEngineTB:
                 "local_write": int(Access.LOCAL_WRITE in r.access),
                 "base_to": r.base_to, "length": r.length, "host_address": r.host_address}})
         for b in config.buffers:
-            row = shape.stream_row(b.association, b.stream_id)
-            await self.write_table("buffer", {"stream": row, "qn": b.qn, "address": b.host_address,
-                                              "length": b.length})
-            self._armed_queues.add((row, b.qn))
+            await self.post_buffer(b.association, b.stream_id, b.qn, b.host_address, b.length)
+
+    async def arm_stream(self, association: int, stream_id: int, pd: int) -> None:
+        """Write the stream's row: armed in ``pd``, its error bit cleared (re-arms a stream in error)."""
+        await self.write_table("stream", {"index": self.shape.stream_row(association, stream_id),
+                                          "entry": {"valid": 1, "pd": pd}})
+
+    async def post_buffer(self, association: int, stream_id: int, qn: int, address: int, length: int) -> None:
+        await self.write_table("buffer", {"stream": self.shape.stream_row(association, stream_id), "qn": qn,
+                                          "address": address, "length": length})
+
+    async def revoke_buffer(self, association: int, stream_id: int, qn: int, msn: int) -> None:
+        await self.write_table("revoke", {"stream": self.shape.stream_row(association, stream_id), "qn": qn,
+                                          "msn": msn, "whole_queue": 0})
+
+    async def revoke_queue(self, row: int, qn: int) -> None:
+        """Take back every buffer of stream row ``row``, queue ``qn``; its next post takes MSN 1."""
+        await self.write_table("revoke", {"stream": row, "qn": qn, "msn": 0, "whole_queue": 1})
 
     # -- traffic --------------------------------------------------------------
 
@@ -338,6 +398,8 @@ class RxEngineTB:
         if self.report_records != segments + counters["chunk_errors"]:
             problems.append(f"{self.report_records} report records left it, its counters say "
                             f"{segments} segments and {counters['chunk_errors']} chunk errors")
+        if self.ack_records != counters["acks"]:
+            problems.append(f"{self.ack_records} ack records left it, its counters say {counters['acks']}")
         if self.frame_exception_packets != counters["exceptions"]:
             problems.append(f"{self.frame_exception_packets} frames left on its exception stream, its counters "
                             f"say {counters['exceptions']}")
@@ -377,6 +439,9 @@ class RxEngineTB:
         while not self.report_sink.empty():
             record = self._report(self.report_sink.recv_nowait())
             (out.segments if record.kind == ReportKind.SEGMENT else out.chunk_errors).append(record)
+        while not self.ack_sink.empty():
+            frame = self.ack_sink.recv_nowait()
+            out.acks.append(ReportRecord(_fields(self._ack_layout, int.from_bytes(bytes(frame.tdata), "little"))))
         while not self.exc_sink.empty():
             packet = self._exception(self.exc_sink.recv_nowait())
             (out.frame_exceptions if packet.source == ExceptionSource.FRAME else out.chunk_exceptions).append(packet)
@@ -392,6 +457,7 @@ class RxEngineTB:
         problems: list[str] = []
         problems += _compare_segments(results.segments, [s for r in frame_results for s in r.segments])
         problems += _compare_chunk_errors(results.chunk_errors, [f for r in frame_results for f in r.chunk_faults])
+        problems += _compare_acks(results.acks, [a for r in frame_results for a in r.acks])
         problems += _compare_exceptions(results, self.sent, frame_results)
         problems += _compare_counters(results.counters, model, frame_results)
         problems += self._compare_memory(model, results.written)
@@ -399,7 +465,8 @@ class RxEngineTB:
 
     def _compare_memory(self, model: ReceiveEngineModel, written: list[tuple[int, int]]) -> list[str]:
         problems = []
-        allowed = sorted((a, a + n) for a, n in model.memory.writes if n)
+        # The bus may also write where the RAM refuses writes (the model writes nothing there).
+        allowed = sorted([(a, a + n) for a, n in model.memory.writes if n] + self.ram.refused)
         for address, length in written:
             if not any(start <= address and address + length <= end for start, end in allowed):
                 problems.append(f"bus wrote {length} bytes at {address:#x}, outside every write of the model "
@@ -444,7 +511,9 @@ def _compare_segments(records: list[ReportRecord], verdicts: list) -> list[str]:
                       if error is not None else {"valid": 0, "layer": 0, "etype": 0, "code": 0}),
             "tagged": int(verdict.tagged), "last": int(verdict.last), "opcode": verdict.opcode,
             "payload_length": verdict.payload_length, "host_address": verdict.host_address or 0,
-            "message_length": verdict.message_length or 0, "dma_error": 0,
+            "message_length": verdict.message_length or 0, "dma_error": int(verdict.dma_error),
+            "stag": verdict.stag, "qn": verdict.qn, "msn": verdict.msn, "mo": verdict.mo,
+            "invalidate_stag": verdict.invalidate_stag,
         }
         for name, value in expected.items():
             if record.fields[name] != value:
@@ -470,6 +539,20 @@ def _compare_chunk_errors(records: list[ReportRecord], faults: list) -> list[str
         want = (fault.association, fault.tsn, int(fault.kind))
         if got != want:
             problems.append(f"chunk error {i}: engine (assoc, TSN, kind) {got}, model {want} ({fault.kind.name})")
+    return problems
+
+
+def _compare_acks(records: list[ReportRecord], acks: list) -> list[str]:
+    got = [(r.association, r.tsn, r.disposition, r.length) for r in records]
+    want = [(a.association, a.tsn, int(a.disposition), a.length) for a in acks]
+    if got == want:
+        return []
+    problems = [f"{len(got)} ack records from the engine, {len(want)} from the model"] if len(got) != len(want) else []
+    for i, (engine, model) in enumerate(zip(got, want)):
+        if engine != model:
+            problems.append(f"ack {i}: engine (assoc, TSN, disposition, length) {engine}, model {model}")
+            if len(problems) > 10:
+                break
     return problems
 
 
@@ -503,11 +586,14 @@ def _compare_exceptions(results: EngineResults, frames: list[bytes], frame_resul
 def _compare_counters(counters: dict[str, int], model: ReceiveEngineModel, frame_results: list[FrameResult]) -> list[str]:
     verdicts = [s for r in frame_results for s in r.segments]
     expected = {name: getattr(model.counters, name) for name in
-                ("frames", "delivered", "exceptions", "ip_checksum_errors", "crc_errors", "tag_errors", "length_errors")}
+                ("frames", "delivered", "exceptions", "ip_checksum_errors", "crc_errors", "tag_errors", "length_errors",
+                 "overflow")}
     expected.update({
-        "overflow": 0, "dma_errors": 0,
-        "segments_accepted": sum(v.status is SegmentStatus.ACCEPTED for v in verdicts),
-        "segments_error": sum(v.status is SegmentStatus.ERROR for v in verdicts),
+        "dma_errors": sum(v.dma_error for v in verdicts),
+        "acks": sum(len(r.acks) for r in frame_results),
+        # The segment counters count placement decisions: a failed write was accepted (dma_errors counts it).
+        "segments_accepted": sum(v.status is SegmentStatus.ACCEPTED or v.dma_error for v in verdicts),
+        "segments_error": sum(v.status is SegmentStatus.ERROR and not v.dma_error for v in verdicts),
         "segments_dropped": sum(v.status is SegmentStatus.DROPPED for v in verdicts),
         "segments_no_stream": sum(v.status is SegmentStatus.NO_STREAM for v in verdicts),
         "chunk_errors": sum(len(r.chunk_faults) for r in frame_results),

@@ -9,7 +9,7 @@ on a cycle, in short runs), optionally ``budget_cycles`` (else
 through its register map, every frame of the capture is sent, and once the
 engine has consumed every frame and drained every output
 (:meth:`~sim.tb.rx_engine_tb.RxEngineTB.drain`) its outputs (exception
-packets, report records, counters, every byte the bus wrote with the RAM's
+packets, report records, ack records, counters, every byte the bus wrote with the RAM's
 final contents, and the cycles from the first frame to the drained engine)
 are written for `sim.commands.replay`. An engine that does not drain within
 its budget gives ``{"failure": message}`` instead.
@@ -71,6 +71,7 @@ async def replay(dut) -> None:
     document = {
         "segments": [fields(r) for r in results.segments],
         "chunk_errors": [fields(r) for r in results.chunk_errors],
+        "acks": [fields(r) for r in results.acks],
         "exceptions": [{"source": p.source, "reason": p.reason, "association": p.association,
                         "data": p.data.hex()} for p in results.frame_exceptions + results.chunk_exceptions],
         "counters": results.counters,

@@ -631,7 +631,7 @@ MALFORMED: tuple[MalformedCase, ...] = (
 
 
 def catalogue_parts(shape: EngineShape) -> list[list[tuple[MalformedCase, int, int]]]:
-    """The catalogue split into parts, each run on a fresh engine with :func:`catalogue_config`.
+    """The catalogue split into parts, each run on an engine configured afresh with :func:`catalogue_config`.
 
     In a part, every latching case has a DDP stream (association, stream id)
     of its own, so no error hides the next (RFC 5041 7.1: after an error a

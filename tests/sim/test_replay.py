@@ -176,7 +176,7 @@ def test_json_keys_are_documented_in_the_readme(capsys):
     keys = set()
     for line in lines[:-1]:
         keys |= set(line)
-        for item in line["host"] + line["records"]:
+        for item in line["host"] + line["records"] + line["acks"]:
             keys |= set(item)
     keys |= set(lines[-1]) | set(lines[-1]["counters"])
     assert keys - documented == set()
@@ -359,7 +359,7 @@ def model_frames(case: Case) -> list[FrameOutputs]:
 
 def test_an_engine_output_the_model_lacks_is_listed_apart_and_the_rest_keep_their_frames(tmp_path):
     reference = model_frames(broken_walks_case(tmp_path))
-    items = [item for frame in reference for item in frame.host + frame.records]
+    items = [item for frame in reference for item in frame.host + frame.records + frame.acks]
     stray = Record("chunk_error", 0, 0xDEAD, chunk_error="ORDERED")
     frames = attribute_in_order(items[:2] + [stray] + items[2:], reference)
     assert frames[:-1] == reference
@@ -370,7 +370,7 @@ def test_an_output_the_engine_lacks_leaves_the_later_ones_on_their_frames(tmp_pa
     case = broken_walks_case(tmp_path)
     reference = model_frames(case)
     ordered = next(r for r in reference[3].records if r.chunk_error == "ORDERED")
-    items = [item for frame in reference for item in frame.host + frame.records if item is not ordered]
+    items = [item for frame in reference for item in frame.host + frame.records + frame.acks if item is not ordered]
     frames = attribute_in_order(items, reference)
     assert frames[3].records == [] and len(frames) == len(case.frames)
     assert [f.records for i, f in enumerate(frames) if i != 3] == [f.records for i, f in enumerate(reference) if i != 3]

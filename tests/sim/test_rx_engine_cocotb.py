@@ -1,7 +1,8 @@
 """hdl.rx.engine.RxEngine under Verilator, differential against the golden model (sim/tb/rx_engine.py).
 
-Each cocotb test runs in a simulation of its own (the engine's posted
-buffers outlive a reset); the Verilator build of a width is shared.
+The Verilator build of a width is shared. A simulation may run several
+cocotb tests, and a test several configurations: each starts with a reset
+and a configuration that takes back every posted buffer (revocation).
 """
 
 import dataclasses
@@ -24,13 +25,18 @@ WIDTHS = [8, 16, 32, 64]
 TRAFFIC = {8: (60, 2048), 16: (80, 4096), 32: (100, 9000), 64: (120, 9000)}
 #: Many small messages back to back, no back-pressure: several chunks per beat at wide W.
 SMALL_TRAFFIC = (150, 48)
+#: The host's commands and the engine's faults, in one simulation: revocation and re-arming, a write
+#: response other than OKAY, frame-buffer overflow.
+HOST_COMMANDS = "revocation_and_rearm,bad_write_response,frame_buffer_overflow"
 CASES = [("sample_capture", {}), ("random_valid_traffic", {"profile": "large"}),
-         ("random_valid_traffic", {"profile": "small"})] + \
-    [("malformed_catalogue", {"part": part}) for part in range(len(catalogue_parts(SHAPE)))]
+         ("random_valid_traffic", {"profile": "small"}), ("malformed_catalogue", {}), (HOST_COMMANDS, {})]
+BUFFER_BYTES = 32768
 
 
 def _case_id(testcase: str, extra: dict) -> str:
-    return f"{testcase}{extra.get('part', '')}{'_' + extra['profile'] if 'profile' in extra else ''}"
+    if testcase == HOST_COMMANDS:
+        return "host_commands"
+    return f"{testcase}{'_' + extra['profile'] if 'profile' in extra else ''}"
 
 
 def _run(width_bytes: int, testcase: str, extra: dict) -> None:
@@ -38,16 +44,16 @@ def _run(width_bytes: int, testcase: str, extra: dict) -> None:
     backpressure = 0.0 if extra.get("profile") == "small" else 0.3
     result = run_cocotb(
         RxEngine(width_bytes, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
-                 buffers_per_queue=SHAPE.buffers_per_queue),
+                 buffers_per_queue=SHAPE.buffers_per_queue, buffer_bytes=BUFFER_BYTES),
         test_module="sim.tb.rx_engine",
         toplevel=f"rx_engine_w{width_bytes}",
         build_root=BUILD_ROOT,
         testcase=testcase,
         waves_name=f"rx_engine_w{width_bytes}-{_case_id(testcase, extra)}",
         parameters={"width_bytes": width_bytes, "seed": width_bytes, "messages": messages,
-                    "max_payload": max_payload, "backpressure": backpressure, **extra},
+                    "max_payload": max_payload, "backpressure": backpressure, "buffer_bytes": BUFFER_BYTES, **extra},
     )
-    assert result.tests == 1
+    assert result.tests == len(testcase.split(","))
 
 
 @pytest.mark.cocotb

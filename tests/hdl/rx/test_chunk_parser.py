@@ -11,7 +11,7 @@ import struct
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.abi import ChunkError, ChunkException
+from hdl.abi import AckDisposition, ChunkError, ChunkException
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.stream.simulation import Pace, collector, packet_collector, packet_put, settle, stream_put
 from model.ddp.sctp_adaptation import DdpSegmentChunkData, FunctionCode, SessionControl
@@ -49,19 +49,29 @@ class Oracle:
 
     def __init__(self):
         self.segs, self.seg_metas, self.excs, self.exc_metas, self.errors = [], [], [], [], []
+        self.acks = []
 
     def seg(self, association, chunk: DataChunk, segment: bytes, ddp_ssn: int):
         self.seg_metas.append((association, chunk.tsn, chunk.stream_id, ddp_ssn, len(segment)))
         if segment:
             self.segs.append(segment)
+        self.ack(association, chunk, AckDisposition.SEGMENT)
 
-    def exc(self, association, reason, chunk_bytes: bytes):
+    def exc(self, association, reason, chunk_bytes: bytes, data: DataChunk | None = None):
         length = struct.unpack_from("!H", chunk_bytes, 2)[0]
         self.exc_metas.append((association, reason, length))
         self.excs.append(chunk_bytes[:length])
+        if data is not None:
+            self.ack(association, data, AckDisposition.TO_HOST)
 
-    def error(self, association, tsn, kind):
+    def error(self, association, tsn, kind, data: DataChunk | None = None):
         self.errors.append((association, tsn, kind))
+        if data is not None:
+            self.ack(association, data, AckDisposition.REFUSED)
+
+    def ack(self, association, chunk: DataChunk, disposition: AckDisposition):
+        """A DATA chunk with its whole 16-byte header is acknowledged (RFC 4960 3.3.1, 6.2)."""
+        self.acks.append((association, chunk.tsn, disposition, len(chunk.user_data)))
 
 
 def data_chunk(rng, ppid, user_data, **flags) -> DataChunk:
@@ -87,13 +97,13 @@ def random_chunk(rng: random.Random, association: int, ddp: bool, oracle: Oracle
             user_data = user_data[:rng.choice([0, 1])]   # no room for the DDP-SSN
         chunk = data_chunk(rng, 16, user_data, **flags)
         if not ddp:
-            oracle.exc(association, ChunkException.NOT_DDP, chunk.encode())
+            oracle.exc(association, ChunkException.NOT_DDP, chunk.encode(), chunk)
         elif kind == "seg":
             oracle.seg(association, chunk, segment, ddp_ssn)
         else:
             error = {"ordered": ChunkError.ORDERED, "fragmented": ChunkError.FRAGMENTED,
                      "short16": ChunkError.TOO_SHORT}[kind]
-            oracle.error(association, chunk.tsn, error)
+            oracle.error(association, chunk.tsn, error, chunk)
         return chunk.encode()
     if kind in ("session", "ppid"):
         if kind == "session":
@@ -102,9 +112,9 @@ def random_chunk(rng: random.Random, association: int, ddp: bool, oracle: Oracle
         else:
             user_data = rng.randbytes(rng.randrange(60))
             ppid, reason = rng.choice([0, 15, 18, 0xFFFFFFFF]), ChunkException.OTHER_PPID
-        chunk = data_chunk(rng, ppid, user_data, unordered=rng.random() < 0.7).encode()
-        oracle.exc(association, reason if ddp else ChunkException.NOT_DDP, chunk)
-        return chunk
+        chunk = data_chunk(rng, ppid, user_data, unordered=rng.random() < 0.7)
+        oracle.exc(association, reason if ddp else ChunkException.NOT_DDP, chunk.encode(), chunk)
+        return chunk.encode()
     if kind == "short":  # a DATA chunk with fewer than 16 bytes (RFC 4960 3.3.1)
         value = rng.randbytes(rng.randrange(12))
         chunk = UnknownChunk(0, 0x07, value).encode()
@@ -167,9 +177,10 @@ def run(width: int, packets: list[tuple[bytes, int, int]], oracle: Oracle, seed:
     """Feed ``packets``; return the outputs and the number of cycles until the last input was taken."""
     dut = ChunkParser(width)
     rng = random.Random(seed)
-    outputs = {name: [] for name in ("seg", "seg_meta", "exc", "exc_meta", "errors")}
+    outputs = {name: [] for name in ("seg", "seg_meta", "exc", "exc_meta", "errors", "acks")}
     expected = {"seg": sum(1 for _ in oracle.segs), "seg_meta": len(oracle.seg_metas),
-                "exc": len(oracle.excs), "exc_meta": len(oracle.exc_metas), "errors": len(oracle.errors)}
+                "exc": len(oracle.excs), "exc_meta": len(oracle.exc_metas), "errors": len(oracle.errors),
+                "acks": len(oracle.acks)}
     cycles, clock = [], [0]
 
     async def count(ctx):
@@ -211,6 +222,9 @@ def check(outputs, oracle: Oracle, width: int):
                  for p in outputs["seg_meta"]]
     exc_metas = [(int(p.association), ChunkException(p.reason), int(p.length)) for p in outputs["exc_meta"]]
     errors = [(int(p.association), int(p.tsn), ChunkError(int(p.kind))) for p in outputs["errors"]]
+    acks = [(int(p.association), int(p.tsn), AckDisposition(int(p.disposition)), int(p.length))
+            for p in outputs["acks"]]
+    assert acks == oracle.acks
     assert errors == oracle.errors
     assert seg_metas == oracle.seg_metas
     assert exc_metas == oracle.exc_metas
@@ -250,6 +264,7 @@ def test_malformed_chunks_and_recovery(width):
         packets.append((packet, association, ddp))
     kinds = {kind for _, _, kind in oracle.errors}
     assert kinds == set(ChunkError)
+    assert {disposition for _, _, disposition, _ in oracle.acks} == set(AckDisposition)
     outputs, _ = run(width, packets, oracle, seed=width + 1)
     check(outputs, oracle, width)
 

@@ -20,8 +20,8 @@ AXI_READ = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache",
 AXI_LITE = ("awaddr", "awprot", "awvalid", "awready", "wdata", "wstrb", "wvalid", "wready", "bresp", "bvalid",
             "bready", "araddr", "arprot", "arvalid", "arready", "rdata", "rresp", "rvalid", "rready")
 OUTPUTS = {"s_axis": {"tready"}, "m_axis_exc": set(AXIS) - {"tready"} | {"tuser"},
-           "m_axis_report": set(AXIS) - {"tready"}, "s_axil": {"awready", "wready", "bresp", "bvalid", "arready",
-                                                              "rdata", "rresp", "rvalid"}}
+           "m_axis_report": set(AXIS) - {"tready"}, "m_axis_ack": set(AXIS) - {"tready"},
+           "s_axil": {"awready", "wready", "bresp", "bvalid", "arready", "rdata", "rresp", "rvalid"}}
 
 
 def module_ports(verilog_text: str, name: str) -> dict[str, tuple[str, int]]:
@@ -46,6 +46,7 @@ def test_engine_ports_follow_the_axi_convention(width):
     expected |= {f"s_axis_{signal}" for signal in AXIS}
     expected |= {f"m_axis_exc_{signal}" for signal in AXIS + ("tuser",)}
     expected |= {f"m_axis_report_{signal}" for signal in AXIS}
+    expected |= {f"m_axis_ack_{signal}" for signal in AXIS}
     expected |= {f"m_axi_{signal}" for signal in AXI_WRITE + AXI_READ}
     expected |= {f"s_axil_{signal}" for signal in AXI_LITE}
     assert set(ports) == expected

@@ -202,8 +202,11 @@ class Bench:
     """Runs a FrameReceiver on a list of (frame, expected) cases and collects everything it emits."""
 
     def __init__(self, width, cases, *, seed=0, gap_chance=0.3, ready_chance=0.7, buffer_bytes=16384,
-                 max_frames=64):
+                 max_frames=64, drop_when_full=False, hold_outputs=False):
         self.width = width
+        self.drop_when_full = drop_when_full
+        self.hold_outputs = hold_outputs  # outputs not ready until every frame was sent
+        self.sent = False
         self.cases = cases
         self.rng = random.Random(seed)
         self.gap_chance = gap_chance
@@ -218,6 +221,7 @@ class Bench:
         ctx.set(dut.local_mac, int.from_bytes(LOCAL_MAC, "big"))
         ctx.set(dut.local_ip, int(ipaddress.IPv4Address(LOCAL_IP)))
         ctx.set(dut.udp_port, UDP_PORT)
+        ctx.set(dut.drop_when_full, self.drop_when_full)
         for index, local_port, peer_port, peer_ip, tag, ddp in ASSOCIATIONS:
             ctx.set(dut.assoc_write.valid, 1)
             ctx.set(dut.assoc_write.payload, {
@@ -238,6 +242,7 @@ class Bench:
                         break
                     self.refused += 1
         ctx.set(dut.net.valid, 0)
+        self.sent = True
 
     def run(self, probes=()):
         dut = self.dut
@@ -260,12 +265,20 @@ class Bench:
         for probe in probes:
             simulator.add_testbench(probe, background=True)
         metas = {"pkt_meta": [], "exc_meta": []}
+
+        def held(testbench):
+            async def after_sending(ctx):
+                while self.hold_outputs and not self.sent:
+                    await ctx.tick()
+                await testbench(ctx)
+            return after_sending
+
         for port, sink in [(dut.pkt, self.packets), (dut.exc, self.frames)]:
             pace = Pace(1 - self.ready_chance, seed=self.rng.random())
-            simulator.add_testbench(packet_collector(port, sink, pace=pace), background=True)
+            simulator.add_testbench(held(packet_collector(port, sink, pace=pace)), background=True)
         for name, sink in metas.items():
             pace = Pace(1 - self.ready_chance, seed=self.rng.random())
-            simulator.add_testbench(collector(getattr(dut, name), sink, pace=pace), background=True)
+            simulator.add_testbench(held(collector(getattr(dut, name), sink, pace=pace)), background=True)
         simulator.run()
         self.pkt_metas, self.exc_metas = ([{name: int(getattr(meta, name)) for name in meta.shape().members}
                                            for meta in metas[key]] for key in ("pkt_meta", "exc_meta"))
@@ -340,6 +353,38 @@ def test_buffer_full_back_pressure_and_overflow():
     cases.insert(3, (huge, drop(FrameDrop.OVERFLOW)))
     bench = Bench(8, cases, seed=5, gap_chance=0.0, ready_chance=0.2, buffer_bytes=2048).run().check()
     assert bench.refused > 0
+
+
+def test_drop_when_full_drops_whole_frames_and_never_waits():
+    """With drop_when_full and the outputs held: net never waits; the frames that fit the buffer
+    (2048 bytes = 255 usable beats at W = 8, no frame released before it is read out whole) are
+    delivered, each later one is dropped whole and counted as overflow."""
+    rng = random.Random(11)
+    sctp = [sctp_bytes([data_chunk(rng, 306)]) for _ in range(8)]
+    frames = [frame_of(packet, pad_to=0) for packet in sctp]
+    beats = -(-len(frames[0]) // 8)
+    fitting = 255 // beats
+    assert 0 < fitting < len(frames) and 255 - fitting * beats > 4  # a margin for the write lag
+    cases = [(frame, deliver(packet, 0, 1, False) if i < fitting else drop(FrameDrop.OVERFLOW))
+             for i, (frame, packet) in enumerate(zip(frames, sctp))]
+    bench = Bench(8, cases, seed=3, gap_chance=0.0, ready_chance=1.0, buffer_bytes=2048,
+                  drop_when_full=True, hold_outputs=True).run().check()
+    assert bench.refused == 0
+
+
+def test_drop_when_full_skips_frames_past_max_frames():
+    """Past ``max_frames`` waiting frames a frame is not taken at all: dropped whole, counted; the
+    frames taken are a prefix of those sent and come out intact."""
+    rng = random.Random(12)
+    sctp = [sctp_bytes([data_chunk(rng, 40)]) for _ in range(16)]
+    frames = [frame_of(packet) for packet in sctp]
+    bench = Bench(8, [(frame, deliver(packet, 0, 1, False)) for frame, packet in zip(frames, sctp)],
+                  seed=4, gap_chance=0.0, ready_chance=1.0, max_frames=4, drop_when_full=True,
+                  hold_outputs=True).run()
+    taken = len(bench.packets)
+    assert 4 <= taken < len(frames) and bench.refused == 0
+    bench.cases = bench.cases[:taken] + [(frame, drop(FrameDrop.OVERFLOW)) for frame, _ in bench.cases[taken:]]
+    bench.check()
 
 
 

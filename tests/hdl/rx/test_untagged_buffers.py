@@ -1,4 +1,5 @@
-"""hdl.rx.untagged_buffers.UntaggedBuffers in Amaranth's simulator: MSN assignment, full queues, retirement."""
+"""hdl.rx.untagged_buffers.UntaggedBuffers in Amaranth's simulator: MSN assignment, full queues, retirement,
+revocation."""
 
 from amaranth.sim import Simulator
 
@@ -6,7 +7,7 @@ from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault
 
 
 def simulate(dut, script):
-    """``script(ctx, post, lookup, retire)`` drives the block with the helpers below."""
+    """``script(ctx, post, lookup, retire, revoke)`` drives the block with the helpers below."""
 
     async def post(ctx, stream, qn, address, length, *, limit=20):
         """Post a buffer; returns the cycles it waited, or None if never accepted within ``limit``."""
@@ -33,8 +34,18 @@ def simulate(dut, script):
         await ctx.tick()
         ctx.set(dut.retire_en, 0)
 
+    async def revoke(ctx, stream, qn, msn=0, whole_queue=0):
+        ctx.set(dut.revoke.payload, {"stream": stream, "qn": qn, "msn": msn, "whole_queue": whole_queue})
+        ctx.set(dut.revoke.valid, 1)
+        for _ in range(40):
+            _, _, ready = await ctx.tick().sample(dut.revoke.ready)
+            if ready:
+                ctx.set(dut.revoke.valid, 0)
+                return
+        raise AssertionError("revocation never taken")
+
     async def bench(ctx):
-        await script(ctx, post, lookup, retire)
+        await script(ctx, post, lookup, retire, revoke)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -46,7 +57,7 @@ def test_msn_window_mo_and_retirement():
     """RFC 5041 5.2 (MSNs from 1 in posting order), 7.1 untagged items 2-5, retirement in MSN order."""
     dut = UntaggedBuffers(4, depth=4)
 
-    async def script(ctx, post, lookup, retire):
+    async def script(ctx, post, lookup, retire, revoke):
         for n in range(4):
             assert await post(ctx, 2, 1, 0x1000 * (n + 1), 100 + n) is not None
         assert await post(ctx, 2, 1, 0x9000, 10) is None          # depth buffers outstanding: waits
@@ -83,7 +94,7 @@ def test_lookup_sees_retirement_and_post_on_the_same_cycle():
     """Reads are transparent: a lookup taken on the cycle of a retirement or post sees it."""
     dut = UntaggedBuffers(2, depth=2)
 
-    async def script(ctx, post, lookup, retire):
+    async def script(ctx, post, lookup, retire, revoke):
         assert await post(ctx, 0, 0, 0x40, 8) is not None
         ctx.set(dut.retire, {"stream": 0, "qn": 0, "msn": 1, "at_first": 1})
         ctx.set(dut.retire_en, 1)
@@ -103,5 +114,39 @@ def test_lookup_sees_retirement_and_post_on_the_same_cycle():
         await ctx.tick().repeat(UntaggedBuffers.latency - 1)
         result = ctx.get(dut.result)
         assert (result.fault, int(result.address)) == (UntaggedFault.NONE, 0x83)
+
+    simulate(dut, script)
+
+
+def test_revocation_of_one_buffer_and_of_a_queue():
+    """The host takes back posted buffers (hdl.abi.buffer_revoke_layout): a revoked MSN is out of the
+    legal range like a consumed one (RFC 5041 7.1 item 5), its slot takes the next post, a stale MSN
+    revokes nothing, and a revoked queue starts again at MSN 1 (RFC 5041 4.3) without touching others."""
+    dut = UntaggedBuffers(4, depth=4)
+
+    async def script(ctx, post, lookup, retire, revoke):
+        for n in range(4):
+            assert await post(ctx, 1, 0, 0x1000 * (n + 1), 64) is not None      # MSN 1..4
+        assert await post(ctx, 1, 1, 0x8000, 64) is not None                    # other queue: MSN 1
+        await revoke(ctx, 1, 0, 2)
+        assert (await lookup(ctx, 1, 0, 2)).fault == UntaggedFault.MSN_RANGE
+        assert (await lookup(ctx, 1, 0, 1)).fault == UntaggedFault.NONE
+        assert (await lookup(ctx, 1, 0, 3)).fault == UntaggedFault.NONE
+        await revoke(ctx, 1, 0, 6)                                               # never posted: no effect
+        assert (await lookup(ctx, 1, 0, 4)).fault == UntaggedFault.NONE
+        await retire(ctx, 1, 0, 1, 1)
+        assert await post(ctx, 1, 0, 0x5000, 64) is not None                    # MSN 5, slot of MSN 1
+        await revoke(ctx, 1, 0, 1)                                               # stale: MSN 5 stays
+        result = await lookup(ctx, 1, 0, 5, mo=1, length=1)
+        assert (result.fault, int(result.address)) == (UntaggedFault.NONE, 0x5001)
+        assert await post(ctx, 1, 0, 0x6000, 64) is not None                    # MSN 6 takes MSN 2's slot
+        assert (await lookup(ctx, 1, 0, 6)).fault == UntaggedFault.NONE
+        await revoke(ctx, 1, 0, whole_queue=1)
+        for msn in (3, 4, 5, 6):
+            assert (await lookup(ctx, 1, 0, msn)).fault == UntaggedFault.NO_BUFFER   # ahead of MSN 1
+        assert await post(ctx, 1, 0, 0x7000, 64) is not None                    # MSN 1 again
+        result = await lookup(ctx, 1, 0, 1, mo=2, length=1)
+        assert (result.fault, int(result.address)) == (UntaggedFault.NONE, 0x7002)
+        assert (await lookup(ctx, 1, 1, 1)).fault == UntaggedFault.NONE          # other queue untouched
 
     simulate(dut, script)

@@ -8,6 +8,7 @@ from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import TaggedHeader, UntaggedHeader
 from model.engine.config import ReceiveConfig
 from model.engine.rx import (
+    AckDisposition,
     ChunkError,
     ChunkException,
     FrameAction,
@@ -194,3 +195,80 @@ def test_truncated_data_chunks_report_their_tsn_and_the_walk_goes_on(engine):
     assert [(f.tsn, f.kind) for f in result.chunk_faults] == [
         (0x1234, ChunkError.TOO_SHORT), (0, ChunkError.TOO_SHORT), (0x99, ChunkError.TOO_SHORT)]
     assert [c.reason for c in result.chunks_to_host] == [ChunkException.CONTROL]
+
+
+def acks(result):
+    return [(a.association, a.tsn, a.disposition, a.length) for a in result.acks]
+
+
+def test_every_data_chunk_with_its_header_is_acknowledged_rfc4960_6_2(engine):
+    """Placed, refused and passed to the host alike, in chunk order; not control chunks."""
+    header, payload = write(0x8000, b"abcd")
+    result = engine.receive_one(frame(
+        segment_chunk(header, payload, tsn=4),
+        segment_chunk(header, payload, tsn=5, flags=0b011),
+        DataChunk(7, 0, 0, 17, b"\0\0\0\x01"), SackChunk(1, 1), DataChunk(8, 0, 0, 99, b"other"),
+    ))
+    assert acks(result) == [(0, 4, AckDisposition.SEGMENT, 20), (0, 5, AckDisposition.REFUSED, 20),
+                            (0, 7, AckDisposition.TO_HOST, 4), (0, 8, AckDisposition.TO_HOST, 5)]
+
+
+def test_data_chunks_shorter_than_their_header_are_not_acknowledged_rfc4960_3_3_1(engine):
+    from model.sctp.packet import UnknownChunk
+
+    short = UnknownChunk(0, 0b111, struct.pack("!IH", 0x1234, 0))   # length 10
+    no_ssn = DataChunk(0x99, 0, 0, 16, b"", unordered=True)          # length 16: a whole header
+    assert acks(engine.receive_one(frame(short, no_ssn))) == [(0, 0x99, AckDisposition.REFUSED, 0)]
+
+
+def test_segment_verdicts_carry_the_header_fields(engine):
+    """STag (RFC 5041 4.2), QN, MSN, MO (4.3) and the Invalidate STag (RFC 5040 4.1)."""
+    tagged = engine.receive_one(frame(segment_chunk(*write(0x8000, b"x", stag=0x0142)))).segments[0]
+    assert (tagged.stag, tagged.qn, tagged.msn, tagged.mo, tagged.invalidate_stag) == (0x0142, 0, 0, 0, 0)
+    header = UntaggedHeader(True, untagged_rsvd_ulp(Opcode.SEND_WITH_INVALIDATE, 0x0344), 0, 1, 8)
+    (untagged,) = engine.receive_one(frame(segment_chunk(header, b"z" * 4))).segments
+    assert (untagged.stag, untagged.qn, untagged.msn, untagged.mo, untagged.invalidate_stag) == (0, 0, 1, 8, 0x0344)
+
+
+def send(msn, payload=b"m", last=True, mo=0):
+    return UntaggedHeader(last, untagged_rsvd_ulp(Opcode.SEND), 0, msn, mo), payload
+
+
+def test_revoked_buffer_is_out_of_range_and_rearm_resumes(engine):
+    """A revoked MSN is refused as out of range (RFC 5041 7.1 item 5), which latches the stream; after the
+    host re-arms the stream the buffers still posted are placed into again."""
+    assert engine.revoke_buffer(0, 0, 0, 2) and not engine.revoke_buffer(0, 0, 0, 2)
+    assert engine.receive_one(frame(segment_chunk(*send(1)))).segments[0].status is SegmentStatus.ACCEPTED
+    (refused,) = engine.receive_one(frame(segment_chunk(*send(2)))).segments
+    assert refused.error == DdpError.MSN_RANGE.number
+    assert engine.receive_one(frame(segment_chunk(*send(3)))).segments[0].status is SegmentStatus.DROPPED
+    engine.rearm_stream(0, 0)
+    (placed,) = engine.receive_one(frame(segment_chunk(*send(3, b"again")))).segments
+    assert placed.status is SegmentStatus.ACCEPTED and engine.memory.read(0x62000, 5) == b"again"
+
+
+def test_reset_queue_starts_again_at_msn_1_rfc5041_4_3(engine):
+    engine.reset_queue(0, 0, 0)
+    assert engine.receive_one(frame(segment_chunk(*send(1)))).segments[0].error == DdpError.NO_BUFFER.number
+    engine.rearm_stream(0, 0)
+    assert engine.post_buffer(0, 0, 0, 0x68000, 16) == 1
+    assert engine.receive_one(frame(segment_chunk(*send(1, b"new")))).segments[0].host_address == 0x68000
+
+
+def test_refused_write_is_a_local_catastrophic_error_rfc5041_7_2(engine):
+    """Host memory that refuses a write: nothing is written there, the segment is reported with DDP Local
+    Catastrophic Error and the stream latches (RFC 5041 7.1); the bytes outside the range are written."""
+    engine.refuse_writes(0x40002, 2)
+    (failed,) = engine.receive_one(frame(segment_chunk(*write(0x8000, b"abcdef")))).segments
+    assert (failed.status, failed.error, failed.dma_error) == (
+        SegmentStatus.ERROR, DdpError.LOCAL_CATASTROPHIC.number, True)
+    assert failed.host_address == 0x40000
+    assert engine.memory.read(0x40000, 6) == b"ab\0\0ef"
+    assert engine.receive_one(frame(segment_chunk(*write(0x8100, b"x")))).segments[0].status is SegmentStatus.DROPPED
+
+
+def test_overflow_counts_a_dropped_frame(engine):
+    engine.overflow(frame(SackChunk(1, 1)), 0.5)
+    (result,) = engine.next_events()
+    assert (result.index, result.action, result.reason) == (0, FrameAction.DROP, FrameDrop.OVERFLOW)
+    assert (engine.counters.frames, engine.counters.overflow) == (1, 1)
