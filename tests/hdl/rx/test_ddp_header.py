@@ -237,7 +237,8 @@ class _ParserAndValidator(wiring.Component):
         wiring.connect(m, parser.seg_meta, validator.seg_meta)
         wiring.connect(m, wiring.flipped(self.segment), validator.segment)
         wiring.connect(m, wiring.flipped(self.payload), validator.payload)
-        m.d.comb += [parser.exc.ready.eq(1), parser.exc_meta.ready.eq(1), parser.errors.ready.eq(1)]
+        m.d.comb += [parser.exc.ready.eq(1), parser.exc_meta.ready.eq(1), parser.errors.ready.eq(1),
+                     parser.acks.ready.eq(1)]
         return m
 
 
