@@ -42,9 +42,9 @@ PROOFS = (
           "checks passed => the command lies inside the region or buffer"),
     Proof("induction", "prove", 12, lambda: PlacementHarness(stalls=False),
           "k-induction, consumers that never stall"),
-    Proof("bounded", "bmc", 24, lambda: PlacementHarness(stalls=True),
+    Proof("bounded", "bmc", 12, lambda: PlacementHarness(stalls=True),
           "from reset, free back-pressure and payload timing"),
-    Proof("cover", "cover", 24, lambda: PlacementHarness(stalls=True),
+    Proof("cover", "cover", 12, lambda: PlacementHarness(stalls=True),
           "a command of the watched segment, tagged and untagged (not vacuous)"),
 )
 
