@@ -1,4 +1,5 @@
-# The two commands of the README: `make demo` (the main job) and `make test`.
+# The two commands of the README: `make demo` (the main job) and `make test`;
+# `make formal` runs the placement-safety proofs (formal/).
 # Each creates .venv and installs the project into it when needed.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -6,12 +7,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: demo test test-slow bench synth clean
+.PHONY: demo test test-slow formal bench synth clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[sim,synth,plot,test]'
+	$(PY) -m pip install --quiet -e '.[sim,synth,plot,test,formal]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -22,6 +23,9 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q -m slow
+
+formal: $(STAMP)
+	$(PY) -m formal.run
 
 bench: $(STAMP)
 	$(VENV)/bin/rnic bench model

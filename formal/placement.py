@@ -1,0 +1,395 @@
+"""Formal harness of :class:`hdl.rx.placement_check.PlacementCheck`: placement safety (RFC 5041 8.3.1 item 3, 7.1).
+
+The harness drives every input of the block with free values (``AnySeq``) that
+keep the stream rules (``valid`` held until ``ready``, payload stable) and the
+host's write rules, and watches one instance of everything it reasons about,
+picked by free constants (``AnyConst``) so that the proof covers every choice:
+
+* one segment, by its TSN ``tsn0`` (the block carries the TSN to the verdict
+  and decides nothing by it, so "``tsn0`` is accepted at most once" loses no
+  behaviour): the harness records its header and, at the cycle the block accepts
+  it, the watched rows as the host last wrote them;
+* one region row ``r0`` and one stream row ``s0``, shadowed from the host's
+  writes;
+* one posted buffer: MSN ``n0`` of queue ``q0`` of stream ``s0``, recorded
+  when the host's post that takes that MSN is accepted (MSNs count from 1,
+  RFC 5041 5.2).
+
+Proved of the watched segment when its ``cmd`` leaves the block (paired with
+its ``verdict`` by ``tag``):
+
+* tagged, STag index ``r0``, stream ``s0``: the row was valid, its key, PD
+  (the stream's), stream binding and access right held (RFC 5041 7.1, 8.2),
+  ``TO`` lay in ``[base_to, base_to + length)`` with the whole segment, and the
+  command is ``host_address + (TO - base_to)``, the segment's length, inside
+  ``[host_address, host_address + length)``;
+* untagged on queue ``(s0, q0)`` with MSN ``n0``: that buffer was posted and
+  the command is ``buffer address + MO`` inside the buffer;
+* no write of row ``r0`` (invalidation, RFC 5041 8.3.1 item 6) nor of stream
+  row ``s0`` (re-arm) was accepted between the segment's acceptance and its
+  command leaving the block, with consumers that never stall. Under
+  back-pressure on ``cmd`` this does not hold: a write is accepted once the
+  decision pipeline is empty, while earlier commands may still wait in the
+  ``cmd`` queue (the ordering PlacementCheck documents); the bounded proof
+  then shows only that such a command follows the row as it was;
+* every command pairs with a verdict of the same tag that says ``placed``.
+
+Two environments (``stalls``): with free back-pressure on ``cmd``,
+``verdict`` and ``payload_out`` and free payload timing (the bounded proof
+from reset), and with consumers that never stall and payload packets of one
+beat that follow their segment at once (the k-induction proof). In the second,
+a command and its verdict leave on the same cycle, which the harness asserts,
+so every recorded fact is at most a pipeline's length old: that bounds what
+k-induction has to see.
+
+Strengthening invariants for k-induction: the shadow rows and the post count
+equal the table memories. The memories are read through extra asynchronous
+read ports added to the tables' own ``Memory`` objects
+(:func:`observed_tables`), the one place the harness looks inside the block;
+the pipeline between the tables and the ports is treated as a black box.
+"""
+
+import contextlib
+from unittest import mock
+
+from amaranth.asserts import AnyConst, AnySeq
+from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.lib import data
+
+import hdl.rx.placement_check as placement_check
+from hdl.abi import STAG_KEY_BITS, SegmentStatus, region_entry_layout, stream_entry_layout
+from hdl.rx.region_table import RegionTable
+from hdl.rx.untagged_buffers import UntaggedBuffers
+from hdl.stream.bits import index_bits
+
+__all__ = ["PROOF_PARAMETERS", "observed_tables", "PlacementHarness", "ContainmentLemma"]
+
+#: Small tables: every check is per row and per field, and the widths generic, so two rows
+#: of each kind (one watched, one not) show every interaction a larger table has.
+PROOF_PARAMETERS = {
+    "regions": 2, "associations": 1, "stream_ids": 2, "queues": 1, "depth": 2,
+    "pd_bits": 4, "address_bits": 16, "decisions": 1,
+}
+WIDTH_BYTES = 8
+_OPCODE_READ_RESPONSE = 2  # RFC 5040 4.3
+
+
+class _ObservedRegionTable(RegionTable):
+    """A RegionTable with an asynchronous read of row ``observe_index`` on ``observed``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.observe_index = Signal(index_bits(self.entries))
+        self.observed = Signal(region_entry_layout(self._pd_bits, self._address_bits))
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        port = m.submodules.table.read_port(domain="comb")
+        m.d.comb += [port.addr.eq(self.observe_index), self.observed.eq(port.data)]
+        return m
+
+
+class _ObservedStreamTable(placement_check.StreamTable):
+    """A StreamTable with an asynchronous read of row ``observe_index`` on ``observed``."""
+
+    def __init__(self, streams, **kwargs):
+        super().__init__(streams, **kwargs)
+        self.observe_index = Signal(index_bits(streams))
+        self.observed = Signal(stream_entry_layout(self._pd_bits))
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        port = m.submodules.rows.read_port(domain="comb")
+        m.d.comb += [port.addr.eq(self.observe_index), self.observed.eq(port.data)]
+        return m
+
+
+class _ObservedBuffers(UntaggedBuffers):
+    """UntaggedBuffers with asynchronous reads of one queue's ``next_post`` and one slot."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.observe_stream = Signal(index_bits(self._streams))
+        self.observe_qn = Signal(index_bits(self._queues))
+        self.observe_msn = Signal(32)
+        self.observed_next_post = Signal(32)
+        self.observed_live = Signal()
+        self.observed_descriptor = Signal(data.StructLayout({
+            "msn": unsigned(32), "address": unsigned(self._address_bits), "length": unsigned(32)}))
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        next_post = m.submodules.next_post.read_port(domain="comb")
+        live = m.submodules.live.read_port(domain="comb")
+        descriptor = m.submodules.descriptors.read_port(domain="comb")
+        slot = self._slot_index(self.observe_stream, self.observe_qn, self.observe_msn)
+        m.d.comb += [
+            next_post.addr.eq(self._queue_index(self.observe_stream, self.observe_qn)),
+            live.addr.eq(slot), descriptor.addr.eq(slot),
+            self.observed_next_post.eq(next_post.data),
+            self.observed_live.eq(live.data),
+            self.observed_descriptor.eq(descriptor.data),
+        ]
+        return m
+
+
+@contextlib.contextmanager
+def observed_tables(tables: dict, *, region_table=_ObservedRegionTable):
+    """While active, a PlacementCheck elaborates observed tables and lists them in ``tables``
+    (keys ``regions``, ``streams``, ``buffers``). ``region_table`` replaces the region table's
+    class (a mutant for the harness's own test)."""
+    def recording(name, cls):
+        def make(*args, **kwargs):
+            tables[name] = cls(*args, **kwargs)
+            return tables[name]
+        return make
+
+    with mock.patch.object(placement_check, "RegionTable", recording("regions", region_table)), \
+            mock.patch.object(placement_check, "StreamTable", recording("streams", _ObservedStreamTable)), \
+            mock.patch.object(placement_check, "UntaggedBuffers", recording("buffers", _ObservedBuffers)):
+        yield tables
+
+
+class PlacementHarness(Elaboratable):
+    """The proof top: a PlacementCheck with free, rule-keeping inputs and the asserts above.
+
+    ``stalls``: free back-pressure and payload timing (bounded proof) or none (k-induction).
+    ``region_table``: the class of the region table (the harness's test passes a mutant).
+    """
+
+    def __init__(self, *, stalls: bool, region_table=_ObservedRegionTable, **overrides):
+        self.stalls = stalls
+        self.region_table = region_table
+        self.parameters = {**PROOF_PARAMETERS, **overrides}
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.parameters
+        dut = placement_check.PlacementCheck(WIDTH_BYTES, **p)
+        dut._MustUse__silence = True  # elaborated here, below, so the tables can be observed
+        tables = {}
+        with observed_tables(tables, region_table=self.region_table):
+            m.submodules.dut = dut.elaborate(platform)
+        regions, streams, buffers = tables["regions"], tables["streams"], tables["buffers"]
+        address_bits = p["address_bits"]
+        m.d.comb += Assume(~ResetSignal())
+
+        # Free inputs that keep the stream rules.
+        for port in (dut.segment, dut.region_write, dut.stream_write, dut.post, dut.payload_in):
+            self._drive_stream(m, port)
+        # Fields that no decision reads are fixed, which keeps the solver's work small.
+        info, beat = dut.segment.payload, dut.payload_in.payload
+        m.d.comb += [info.ddp_ssn.eq(0), info.dv.eq(0), info.rv.eq(0), info.invalidate_stag.eq(0),
+                     info.error.layer.eq(0), info.error.etype.eq(0), info.error.code.eq(0),
+                     beat.data.eq(0), beat.keep.eq(0)]
+        for port in (dut.cmd, dut.verdict, dut.payload_out):
+            m.d.comb += port.ready.eq(AnySeq(1) if self.stalls else 1)
+
+        # The watched segment, rows and buffer.
+        tsn0 = AnyConst(32)
+        r0, s0 = AnyConst(index_bits(p["regions"])), AnyConst(index_bits(dut.streams))
+        q0, n0 = AnyConst(index_bits(p["queues"])), AnyConst(32)
+        m.d.comb += [Assume(r0 < p["regions"]), Assume(s0 < dut.streams), Assume(q0 < p["queues"])]
+
+        segment, region_write, stream_write, post = dut.segment, dut.region_write, dut.stream_write, dut.post
+        segment_in = segment.valid & segment.ready
+        region_in = region_write.valid & region_write.ready
+        stream_in = stream_write.valid & stream_write.ready
+        post_in = post.valid & post.ready
+
+        # Host rules: a region or buffer lies in the host address space; QN below `queues`.
+        entry = region_write.payload.entry
+        buffer = post.payload
+        m.d.comb += [
+            Assume(entry.host_address + entry.length <= (1 << address_bits)),
+            Assume(buffer.address + buffer.length <= (1 << address_bits)),
+            Assume(buffer.qn < p["queues"]),
+        ]
+
+        # Shadows of the watched rows (memories start at zero) and of the watched queue's posts.
+        region_shadow = Signal(region_entry_layout(p["pd_bits"], address_bits))
+        stream_shadow = Signal(stream_entry_layout(p["pd_bits"]))
+        next_msn = Signal(32, init=1)
+        watched_buffer = Signal(data.StructLayout({"posted": 1, "address": address_bits, "length": 32}))
+        with m.If(region_in & (region_write.payload.index == r0)):
+            m.d.sync += region_shadow.eq(entry)
+        with m.If(stream_in & (stream_write.payload.index == s0)):
+            m.d.sync += stream_shadow.eq(stream_write.payload.entry)
+        with m.If(post_in & (buffer.stream == s0) & (buffer.qn == q0)):
+            m.d.sync += next_msn.eq(next_msn + 1)
+            with m.If(next_msn == n0):
+                m.d.sync += [watched_buffer.posted.eq(1), watched_buffer.address.eq(buffer.address),
+                             watched_buffer.length.eq(buffer.length)]
+
+        # Strengthening invariants: the tables hold what the host wrote.
+        descriptor = buffers.observed_descriptor
+        m.d.comb += [
+            regions.observe_index.eq(r0), streams.observe_index.eq(s0),
+            buffers.observe_stream.eq(s0), buffers.observe_qn.eq(q0), buffers.observe_msn.eq(n0),
+            Assert(regions.observed == region_shadow),
+            Assert(streams.observed == stream_shadow),
+            Assert(buffers.observed_next_post == next_msn),
+        ]
+        with m.If(buffers.observed_live & (descriptor.msn == n0)):
+            m.d.comb += Assert(watched_buffer.posted & (descriptor.address == watched_buffer.address)
+                               & (descriptor.length == watched_buffer.length))
+
+        # Ordering guarantee at the ports: no segment is accepted on the cycle a table write is.
+        m.d.comb += Assert(~(segment_in & (region_in | stream_in)))
+
+        # The watched segment, as accepted, and the rows as they were then.
+        watched = Signal(segment.payload.shape())
+        accepted, region_rewritten, stream_rewritten = Signal(), Signal(), Signal()
+        region_then = Signal.like(region_shadow)
+        stream_then = Signal.like(stream_shadow)
+        with m.If(segment_in & (segment.payload.tsn == tsn0)):
+            m.d.comb += Assume(~accepted)
+            m.d.sync += [watched.eq(segment.payload), accepted.eq(1), region_then.eq(region_shadow),
+                         stream_then.eq(stream_shadow), region_rewritten.eq(0), stream_rewritten.eq(0)]
+        with m.If(accepted & region_in & (region_write.payload.index == r0)):
+            m.d.sync += region_rewritten.eq(1)
+        with m.If(accepted & stream_in & (stream_write.payload.index == s0)):
+            m.d.sync += stream_rewritten.eq(1)
+
+        verdict, cmd = dut.verdict, dut.cmd
+        verdict_out = verdict.valid & verdict.ready
+        cmd_out = cmd.valid & cmd.ready
+        m.d.comb += Assert(~(verdict_out & (verdict.payload.tsn == tsn0)) | accepted)
+
+        if self.stalls:
+            # Pair the command and the verdict of tag t0, whichever leaves first.
+            t0 = AnyConst(16)
+            cmd_seen, verdict_seen = Signal(), Signal()
+            cmd_record = Signal(cmd.payload.shape())
+            rewritten_record = Signal(2)
+            verdict_record = Signal(data.StructLayout({"watched": 1, "placed": 1}))
+            cmd_now = cmd_out & (cmd.payload.tag == t0)
+            verdict_now = verdict_out & (verdict.payload.tag == t0)
+            m.d.comb += [Assert(~(cmd_now & cmd_seen)), Assert(~(verdict_now & verdict_seen))]
+            with m.If(cmd_now):
+                m.d.sync += [cmd_seen.eq(1), cmd_record.eq(cmd.payload),
+                             rewritten_record.eq(Cat(region_rewritten, stream_rewritten))]
+            with m.If(verdict_now):
+                m.d.sync += [verdict_seen.eq(1), verdict_record.watched.eq(verdict.payload.tsn == tsn0),
+                             verdict_record.placed.eq(verdict.payload.placed)]
+            cmd_done = cmd_now | cmd_seen
+            verdict_done = verdict_now | verdict_seen
+            pair_cmd = Signal.like(cmd_record)
+            pair_rewritten = Signal(2)
+            pair_verdict = Signal.like(verdict_record)
+            m.d.comb += [
+                pair_cmd.eq(Mux(cmd_now, cmd.payload, cmd_record)),
+                pair_rewritten.eq(Mux(cmd_now, Cat(region_rewritten, stream_rewritten), rewritten_record)),
+                pair_verdict.watched.eq(Mux(verdict_now, verdict.payload.tsn == tsn0, verdict_record.watched)),
+                pair_verdict.placed.eq(Mux(verdict_now, verdict.payload.placed, verdict_record.placed)),
+            ]
+            with m.If(cmd_done & verdict_done):
+                m.d.sync += [cmd_seen.eq(0), verdict_seen.eq(0)]
+                m.d.comb += Assert(pair_verdict.placed)
+                with m.If(pair_verdict.watched):
+                    self._check(m, pair_cmd, pair_rewritten[0], pair_rewritten[1], watched, region_then,
+                                stream_then, watched_buffer, r0, s0, q0, n0, dut)
+        else:
+            # Consumers never stall; a packet is one beat (see module docs).
+            m.d.comb += Assume(~dut.payload_in.valid | dut.payload_in.payload.last)
+            m.d.comb += [
+                Assert(cmd.valid == (verdict.valid & verdict.payload.placed)),
+                Assert(~cmd.valid | (cmd.payload.tag == verdict.payload.tag)),
+            ]
+            with m.If(verdict_out & verdict.payload.placed & (verdict.payload.tsn == tsn0)):
+                self._check(m, cmd.payload, region_rewritten, stream_rewritten, watched, region_then,
+                            stream_then, watched_buffer, r0, s0, q0, n0, dut)
+
+        self._payload_contract(m, dut)
+        return m
+
+    @staticmethod
+    def _drive_stream(m, port):
+        """Free ``valid`` and payload, held until ``ready`` (amaranth.lib.stream rules)."""
+        waiting = Signal()
+        held = Signal.like(port.payload)
+        m.d.sync += [waiting.eq(port.valid & ~port.ready), held.eq(port.payload)]
+        m.d.comb += [port.valid.eq(AnySeq(1)), port.payload.as_value().eq(AnySeq(len(port.payload.as_value())))]
+        with m.If(waiting):
+            m.d.comb += [Assume(port.valid), Assume(port.payload.as_value() == held.as_value())]
+
+    def _payload_contract(self, m, dut):
+        """One packet per segment with a payload and no header error, after that segment."""
+        segment, beat = dut.segment, dut.payload_in
+        owed = Signal(5)
+        owes = (segment.valid & segment.ready & (segment.payload.payload_length != 0)
+                & ~segment.payload.error.valid)
+        ends = beat.valid & beat.ready & beat.payload.last
+        m.d.sync += owed.eq(owed + owes - ends)
+        m.d.comb += Assume(~beat.valid | (owed != 0))
+        if not self.stalls:
+            m.d.comb += Assume(beat.valid == (owed != 0))
+
+    def _check(self, m, cmd, region_rewritten, stream_rewritten, segment, region, stream, buffer, r0, s0, q0, n0, dut):
+        """The asserts on the command of the watched segment (see module docs)."""
+        p = self.parameters
+        known = (segment.association < p["associations"]) & (segment.stream_id < p["stream_ids"])
+        on_s0 = known & (segment.association * p["stream_ids"] + segment.stream_id == s0)
+        m.d.comb += Assert((cmd.length == segment.payload_length) & (cmd.length != 0))
+        with m.If(segment.tagged & (segment.stag[STAG_KEY_BITS:] == r0) & on_s0):
+            to_end = segment.to + segment.payload_length
+            access = Mux(segment.opcode == _OPCODE_READ_RESPONSE, region.local_write, region.remote_write)
+            bound_ok = ~region.stream_bound | ((region.association == segment.association)
+                                               & (region.stream_id == segment.stream_id))
+            m.d.comb += [
+                Assert(region.valid & stream.valid),
+                Assert(region.key == segment.stag[:STAG_KEY_BITS]),
+                Assert(region.pd == stream.pd),
+                Assert(bound_ok),
+                Assert(access),
+                Assert((segment.to >= region.base_to) & (to_end <= region.base_to + region.length)),
+                Assert(cmd.address == (region.host_address + (segment.to - region.base_to))[:len(cmd.address)]),
+                Assert(~region_rewritten & ~stream_rewritten | self.stalls),
+                Cover(1),
+            ]
+        with m.If(~segment.tagged & on_s0 & (segment.qn == q0) & (segment.msn == n0)):
+            m.d.comb += [
+                Assert(stream.valid & buffer.posted),
+                Assert(cmd.address == (buffer.address + segment.mo)[:len(cmd.address)]),
+                Assert(segment.mo + segment.payload_length <= buffer.length),
+                Assert(~stream_rewritten | self.stalls),
+                Cover(1),
+            ]
+
+
+class ContainmentLemma(Elaboratable):
+    """The arithmetic step from the checks the harness proves to "the command lies inside".
+
+    Tagged: ``base_to <= TO``, ``TO + length <= base_to + region length`` (exact), and
+    ``address = host_address + (TO - base_to)`` modulo the address width, for a region inside
+    the address space, give ``[address, address + length)`` inside
+    ``[host_address, host_address + region length)``. Untagged: ``MO + length <= buffer
+    length`` and ``address = buffer address + MO`` likewise. Kept apart from the harness
+    because a bit-level solver proves this inequality alone quickly, and within the
+    design's unrolled pipeline very slowly.
+    """
+
+    def __init__(self, address_bits: int = PROOF_PARAMETERS["address_bits"]):
+        self.address_bits = address_bits
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = self.address_bits
+        host, region_length = AnyConst(bits), AnyConst(64)
+        base_to, to, length = AnyConst(64), AnyConst(64), AnyConst(16)
+        buffer_address, buffer_length, mo = AnyConst(bits), AnyConst(32), AnyConst(32)
+        tagged_address = Signal(bits)
+        untagged_address = Signal(bits)
+        m.d.comb += [
+            tagged_address.eq(host + (to - base_to)),
+            untagged_address.eq(buffer_address + mo),
+            Assume(host + region_length <= (1 << bits)),
+            Assume(buffer_address + buffer_length <= (1 << bits)),
+            Assume(length != 0),
+        ]
+        with m.If((to >= base_to) & (to + length <= base_to + region_length)):
+            m.d.comb += Assert((tagged_address >= host) & (tagged_address + length <= host + region_length))
+        with m.If(mo + length <= buffer_length):
+            m.d.comb += Assert((untagged_address >= buffer_address)
+                               & (untagged_address + length <= buffer_address + buffer_length))
+        return m
