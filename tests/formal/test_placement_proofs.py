@@ -8,6 +8,7 @@ failing assert is that bound.
 
 import inspect
 
+import pytest
 from amaranth.hdl import Signal
 
 from formal import placement
@@ -33,6 +34,7 @@ def _line_of(text: str) -> int:
     return first + next(i for i, line in enumerate(lines) if text in line)
 
 
+@pytest.mark.slow  # a solver run of a minute or more
 def test_mutant_region_end_fails_the_bounded_proof(tmp_path):
     harness = placement.PlacementHarness(stalls=False, region_table=OneByteShortRegionTable)
     passed, _, directory = run_proof(Proof("mutant", "bmc", DEPTH, None, "mutant"), workdir=tmp_path,
