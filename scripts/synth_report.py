@@ -1,6 +1,7 @@
 """Print resources and Fmax of the receive engine and its blocks on the ECPIX-5's ECP5 (out-of-context P&R).
 
 Usage: python scripts/synth_report.py [--widths 8 32] [--blocks rx_engine ...] [--target-mhz 156.25] [--keep DIR]
+                                      [--failing]
 
 By default the whole engine (``rx_engine``: every block, the register file
 and the AXI ports) at W = 8 and 32. Capacity is the line-rate limit, one
@@ -8,7 +9,9 @@ W-byte beat per cycle at Fmax: W x 8 x Fmax bits per second.
 """
 
 import argparse
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,6 +44,25 @@ BLOCKS = {
 }
 
 
+def _block_of(cell: str) -> str:
+    """The two levels of hierarchy under the wrapper: ``block.placement.verdicts...`` -> placement.verdicts."""
+    parts = re.sub(r"_TRELLIS.*$", "", cell).split(".")
+    return ".".join(parts[1:3]) if parts[0] == "block" else parts[0]
+
+
+def print_failing(endpoints) -> None:
+    failing = [endpoint for endpoint in endpoints if endpoint[0] < 0]
+    print(f"  {len(failing)} of {len(endpoints)} flip-flop and RAM write inputs miss the target")
+    counts, worst = Counter(), {}
+    for slack, cell, port in failing:
+        block = _block_of(cell)
+        counts[block] += 1
+        worst.setdefault(block, (slack, cell, port))
+    for block, count in counts.most_common(15):
+        slack, cell, port = worst[block]
+        print(f"  {count:6d}  {block:<32} worst {slack:6.2f} ns  {cell}.{port}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", nargs="+", choices=sorted(BLOCKS) + ["all"], default=["rx_engine"],
@@ -49,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-mhz", type=float, default=156.25, help="clock constraint given to nextpnr")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="keep build files under this directory")
+    parser.add_argument("--failing", action="store_true",
+                        help="after each row, the flip-flop inputs that miss the target, counted per block")
     arguments = parser.parse_args(argv)
 
     device = ECPIX5_85F
@@ -64,10 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         for width in arguments.widths:
             keep = arguments.keep / f"{block}_w{width}" if arguments.keep else None
             result = synthesize(BLOCKS[block](width), f"{block}_w{width}", device=device,
-                                target_mhz=arguments.target_mhz, seed=arguments.seed, keep_dir=keep)
+                                target_mhz=arguments.target_mhz, seed=arguments.seed, keep_dir=keep,
+                                endpoints=arguments.failing)
             capacity = width * 8 * result.fmax_mhz / 1000
             print(f"{block:<12} {width:>3} {result.lut4:>6} {result.ff:>6} {result.bram:>5} {result.dsp:>4} "
                   f"{result.fmax_mhz:>9.1f} {capacity:>14.1f} {result.seconds:>7.1f}", flush=True)
+            if arguments.failing:
+                print_failing(result.endpoints)
     return 0
 
 
