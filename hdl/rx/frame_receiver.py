@@ -335,9 +335,11 @@ class FrameReceiver(wiring.Component):
         frame_full = Signal()
         refuse = ~buffer.write.ready & frame_full
         discard = overflowing | ~buffer.write.ready
-        slot_free = waiting_frames != self._max_frames
+        slot_free = Signal(init=1)  # waiting_frames != max_frames, registered with its next value
+        waiting_next = Signal.like(waiting_frames)
         skip_now = accept & ~in_frame & ~slot_free
         m.d.comb += [
+            waiting_next.eq(waiting_frames + (taken & ~in_frame) - released),
             net.ready.eq(self.drop_when_full
                          | ((in_frame | slot_free) & (buffer.write.ready | refuse | overflowing))),
             accept.eq(net.valid & net.ready),
@@ -348,7 +350,8 @@ class FrameReceiver(wiring.Component):
             parser.sink.payload.eq(net.payload),
         ]
         m.d.sync += [
-            waiting_frames.eq(waiting_frames + (taken & ~in_frame) - released),
+            waiting_frames.eq(waiting_next),
+            slot_free.eq(waiting_next != self._max_frames),
             skipped.eq(accept & (skipping | skip_now) & net.payload.last),
         ]
         with m.If(accept):

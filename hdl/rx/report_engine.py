@@ -21,7 +21,7 @@ needed) arrive: one in the input queues, one in the output register.
 Throughput: one record per cycle.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -101,12 +101,17 @@ class ReportEngine(wiring.Component):
 
         take_error = errors.valid & (prefer_errors | ~verdict_ready)
         take_verdict = verdict_ready & ~take_error
+        # The output register loads whenever it is free (its enable is two flip-flops, not the
+        # choice below); `valid` says whether it loaded a record.
         with m.If(~report.valid | report.ready):
-            m.d.sync += report.valid.eq(take_error | take_verdict)
+            m.d.sync += [
+                report.valid.eq(take_error | take_verdict),
+                report.payload.eq(Mux(take_error, error_record, segment_record)),
+            ]
             with m.If(take_error):
-                m.d.sync += [report.payload.eq(error_record), prefer_errors.eq(0)]
+                m.d.sync += prefer_errors.eq(0)
                 m.d.comb += errors.ready.eq(1)
             with m.Elif(take_verdict):
-                m.d.sync += [report.payload.eq(segment_record), prefer_errors.eq(1)]
+                m.d.sync += prefer_errors.eq(1)
                 m.d.comb += [verdict.ready.eq(1), done.ready.eq(needs_done), faults.sink.valid.eq(bus_fault)]
         return m
