@@ -20,7 +20,7 @@ as 0 and ignore writes; every access gets OKAY.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -82,7 +82,7 @@ class RegisterFile(wiring.Component):
     ``counter_<name>`` inputs; ``table_<name>`` write streams; ``params``
     input (the PARAMS word). One transaction at a time: a write is taken when
     both its address and data are valid and answered on B the next cycle; a
-    read is answered on R the cycle after its address.
+    read is answered on R two cycles after its address (the decode is pipelined).
     """
 
     def __init__(self, register_map: RegisterMap, address_bits: int = 12):
@@ -131,31 +131,43 @@ class RegisterFile(wiring.Component):
                 m.d.sync += port.valid.eq(1)
 
         # -- reads ---------------------------------------------------------
-        r_pending = Signal()
+        # Two stages, so no cycle holds the whole address decode and read mux: the address's
+        # group of eight words is read into a register per group, then the group is chosen.
+        sources = {ID_OFFSET: Const(DEVICE_ID, 32), PARAMS_OFFSET: self.params}
+        for name, (offset, _) in self.map.config.items():
+            sources[offset] = getattr(self, f"config_{name}")
+        for name, offset in self.map.counters.items():
+            sources[offset] = getattr(self, f"counter_{name}")
+        for name, window in self.map.tables.items():
+            for word in range(window.words):
+                sources[window.base + 4 * word] = stages[name][32 * word : 32 * word + 32]
+            sources[window.commit] = getattr(self, f"table_{name}").valid
+        groups = {}
+        for offset, value in sources.items():
+            groups.setdefault(offset >> 5, {})[(offset >> 2) & 7] = value
+        r_decoding, r_pending = Signal(), Signal()
+        group_values = {key: Signal(32, name=f"read_group_{key}") for key in groups}
+        group_key = Signal(len(bus.araddr) - 5)
         read_data = Signal(32)
         m.d.comb += [bus.rdata.eq(read_data), bus.rresp.eq(Resp.OKAY), bus.rvalid.eq(r_pending),
-                     bus.arready.eq(~r_pending)]
+                     bus.arready.eq(~r_decoding & ~r_pending)]
         with m.If(r_pending & bus.rready):
             m.d.sync += r_pending.eq(0)
-        with m.If(bus.arvalid & ~r_pending):
-            m.d.sync += r_pending.eq(1)
-            with m.Switch(bus.araddr & ~3):
-                with m.Case(ID_OFFSET):
-                    m.d.sync += read_data.eq(DEVICE_ID)
-                with m.Case(PARAMS_OFFSET):
-                    m.d.sync += read_data.eq(self.params)
-                for name, (offset, _) in self.map.config.items():
-                    with m.Case(offset):
-                        m.d.sync += read_data.eq(getattr(self, f"config_{name}"))
-                for name, offset in self.map.counters.items():
-                    with m.Case(offset):
-                        m.d.sync += read_data.eq(getattr(self, f"counter_{name}"))
-                for name, window in self.map.tables.items():
-                    for word in range(window.words):
-                        with m.Case(window.base + 4 * word):
-                            m.d.sync += read_data.eq(stages[name][32 * word : 32 * word + 32])
-                    with m.Case(window.commit):
-                        m.d.sync += read_data.eq(getattr(self, f"table_{name}").valid)
+        with m.If(bus.arvalid & bus.arready):
+            m.d.sync += [r_decoding.eq(1), group_key.eq(bus.araddr[5:])]
+            for key, words in groups.items():
+                with m.Switch(bus.araddr[2:5]):
+                    for index, value in words.items():
+                        with m.Case(index):
+                            m.d.sync += group_values[key].eq(value)
+                    with m.Default():
+                        m.d.sync += group_values[key].eq(0)
+        with m.If(r_decoding):
+            m.d.sync += [r_decoding.eq(0), r_pending.eq(1)]
+            with m.Switch(group_key):
+                for key, value in group_values.items():
+                    with m.Case(key):
+                        m.d.sync += read_data.eq(value)
                 with m.Default():
                     m.d.sync += read_data.eq(0)
         return m
