@@ -167,8 +167,20 @@ class Realigner(wiring.Component):
         held_tail = Cat(held_keep, Const(0, width + pad)).bit_select(shift, width)
         m.d.comb += tail.eq(Mux(dummy, 1, rem_mask & held_tail))
 
+        def summary_after_beat(value):
+            """summary(value - width) for value > width, without the subtraction (W = 2^k: the
+            low k bits stay, the rest drops by one)."""
+            if width > 1 and width & (width - 1) == 0:
+                k = width.bit_length() - 1
+                high, low = value[k:], value[:k]
+                at_least = high[1:].any()                                   # high - 1 >= 1
+                mask = Cat(*(at_least | (low > lane) for lane in range(width)))
+                big = high[2:].any() | (high[1] & (high[0] | low.any()))    # high >= 3, or 2 and low
+                return mask, big
+            return summary(remaining - width)
+
         load_mask, load_big = summary(sink.length)
-        next_mask, next_big = summary(remaining - width)
+        next_mask, next_big = summary_after_beat(remaining)  # used only while remaining > width
 
         def load():
             with m.If(sink.skip):
