@@ -52,13 +52,11 @@ class ReportEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # Each input through a Queue (registered valid and ready), so the decision below starts at
-        # flip-flops and no ready path leaves the block. The wide verdicts are read from the queue's
-        # memory: the decision moves its read pointer, not a register as wide as a verdict.
+        # Each input through a Queue (registered valid, payload and ready), so the
+        # decision below starts at flip-flops and no ready path leaves the block.
         buffers = []
         for name, port in (("verdict", self.verdict), ("done", self.done), ("errors", self.chunk_errors)):
-            buffer = m.submodules[f"{name}_buffer"] = Queue(port.payload.shape(), depth=4 if name == "verdict" else 2,
-                                                            memory_output=name == "verdict")
+            buffer = m.submodules[f"{name}_buffer"] = Queue(port.payload.shape())
             connect(m, wiring.flipped(port), buffer.sink)
             buffers.append(buffer.source)
         verdict, done, errors = buffers

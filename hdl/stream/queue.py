@@ -35,14 +35,6 @@ against its own pipeline) can compute that condition for the next head one
 cycle early and keep it in a flip-flop, so its ``ready`` (the output
 register's enable, a wide fan-out) is a short function of flip-flops.
 
-Memory output (``memory_output=True``): an ``amaranth.lib.fifo.SyncFIFO``
-alone, read asynchronously (LUT RAM on an FPGA): ``source.payload`` is the
-memory at the read pointer, ``source.valid`` and ``sink.ready`` compares of
-the level register. For a consumer with a slow decision over a wide
-payload that it only copies into its own register: the decision then
-moves a pointer instead of enabling a register as wide as the payload.
-Latency one edge, one transfer per cycle at every depth.
-
 Latency: a transfer on ``sink`` at edge ``t`` is valid on ``source`` from
 edge ``t`` + 1 (``depth = 2``, or a deeper queue whose FIFO is empty: the
 payload bypasses it) or ``t`` + 3 (deeper, behind payloads in the FIFO: the
@@ -67,8 +59,6 @@ class Queue(wiring.Component):
         Payloads held, at least 2 (3 does not sustain one transfer per cycle).
     lookahead : bool
         Add the ``following`` and ``following_valid`` outputs (see the module docs).
-    memory_output : bool
-        Read ``source`` from the FIFO memory instead of an output register (see the module docs).
 
     Ports
     -----
@@ -80,7 +70,7 @@ class Queue(wiring.Component):
         With ``lookahead``: what the output register takes when it is free.
     """
 
-    def __init__(self, shape, depth: int = 2, *, lookahead: bool = False, memory_output: bool = False):
+    def __init__(self, shape, depth: int = 2, *, lookahead: bool = False):
         if not isinstance(depth, int) or depth < 2:
             raise ValueError(f"Queue depth must be an integer of at least 2, not {depth!r}")
         self._shape = shape
@@ -92,10 +82,7 @@ class Queue(wiring.Component):
         }
         if lookahead:
             members.update(following=Out(shape), following_valid=Out(1))
-        if lookahead and memory_output:
-            raise ValueError("a memory-output Queue has no output register to look ahead of")
         self._lookahead = lookahead
-        self._memory_output = memory_output
         super().__init__(members)
 
     @property
@@ -104,18 +91,6 @@ class Queue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        if self._memory_output:
-            storage = m.submodules.storage = fifo.SyncFIFO(width=Shape.cast(self._shape).width, depth=self._depth)
-            m.d.comb += [
-                storage.w_data.eq(self.sink.payload),
-                storage.w_en.eq(self.sink.valid),
-                self.sink.ready.eq(storage.w_rdy),
-                self.source.payload.eq(storage.r_data),
-                self.source.valid.eq(storage.r_rdy),
-                storage.r_en.eq(self.source.ready),
-                self.level.eq(storage.level),
-            ]
-            return m
         if self._depth == 2:
             self._elaborate_skid(m, self.sink, self.source, self.level)
             return m
