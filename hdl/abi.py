@@ -25,7 +25,7 @@ from amaranth.lib import data, enum
 from hdl.bus.register_file import RegisterMap
 
 __all__ = [
-    "ADDRESS_BITS", "ASSOCIATION_BITS", "STREAM_BITS", "STAG_KEY_BITS", "ERROR_NUMBER",
+    "ADDRESS_BITS", "ASSOCIATION_BITS", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_KEY_BITS", "ERROR_NUMBER",
     "FrameException", "FrameDrop", "ChunkException", "ChunkError", "SegmentStatus", "ReportKind", "ExceptionSource",
     "AckDisposition", "ack_layout", "ack_bytes", "buffer_revoke_layout", "DMA_ERROR",
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
@@ -40,6 +40,11 @@ ADDRESS_BITS = 64
 ASSOCIATION_BITS = 4
 #: SCTP stream identifier width (RFC 4960 3.3.1).
 STREAM_BITS = 16
+
+#: DDP-SSNs tracked per DDP stream (RFC 5043 10): a segment up to SEQUENCE_WINDOW - 1 after the
+#: lowest DDP-SSN not yet received is placed on arrival and its record waits for the gap; one further
+#: ahead is INVALID_SSN. The host keeps the peer within it through its SCTP receive window.
+SEQUENCE_WINDOW = 32
 
 #: An error number: layer (0 RDMAP, 1 DDP, 2 LLP), error type, error code.
 #: ``valid`` = 0 means no error.
@@ -60,13 +65,26 @@ class ReportKind(enum.IntEnum, shape=1):
 def report_layout(address_bits: int = 64) -> data.StructLayout:
     """One record of the engine's report stream (the completion engine's output).
 
-    A SEGMENT record is emitted in segment order, after every byte of an
-    accepted segment's payload was written and acknowledged on the bus: the host learns what was
-    placed where (RFC 5041 5.3: placement may precede delivery; the host
-    delivers messages in DDP-SSN order using ``tsn``/``ddp_ssn``), which
-    untagged message completed (``last``, ``qn``/``msn``, ``message_length``,
-    RFC 5041 5.4) and every error with its RFC 5041 7.2 / RFC 5040 number.
-    A CHUNK_ERROR record carries ``chunk_error`` and the chunk's TSN.
+    A SEGMENT record is emitted after every byte of an accepted segment's
+    payload was written and acknowledged on the bus: the host learns what was
+    placed where, which message completed (``last``; untagged: ``qn``/``msn``,
+    ``message_length``, RFC 5041 5.4) and every error with its RFC 5041 7.2 /
+    RFC 5040 number. A CHUNK_ERROR record carries ``chunk_error`` and the
+    chunk's TSN.
+
+    Order (RFC 5041 5.3, 5.4; RFC 5043 6.1, 10): placement happens on
+    arrival, but the ACCEPTED records of a DDP stream leave in DDP-SSN
+    order, each DDP-SSN once: a record waits until every earlier DDP-SSN of
+    its stream has been reported, so the record with ``last`` = 1 is the
+    message's completion, after all its segments were placed, whatever
+    order they came in. Every other record leaves in arrival order, and the
+    records come out as if each segment were handled whole before the next:
+    an arrival first, then the ACCEPTED records it releases. A segment whose
+    DDP-SSN was seen before is DUPLICATE (dropped before placement, no
+    error); one beyond the stream's window is INVALID_SSN and latches the
+    stream like an error (RFC 5043 10: the host ends the DDP Stream
+    Session); after a stream's error, its records still waiting are never
+    released (RFC 5041 7.1), until the host rewrites the row.
 
     A write response that is not OKAY (SLVERR, DECERR) for an accepted
     segment's payload makes its record ``dma_error`` = 1, status ERROR and
@@ -78,7 +96,7 @@ def report_layout(address_bits: int = 64) -> data.StructLayout:
     """
     return data.StructLayout({
         "kind": unsigned(1),
-        "status": unsigned(2),          # SegmentStatus
+        "status": unsigned(3),          # SegmentStatus
         "chunk_error": unsigned(3),     # ChunkError
         "dma_error": unsigned(1),
         "error": ERROR_NUMBER,
@@ -203,12 +221,14 @@ class ChunkError(enum.IntEnum, shape=3):
     PAST_END = 4     # the chunk or its header runs past the end of the packet
 
 
-class SegmentStatus(enum.Enum, shape=2):
+class SegmentStatus(enum.Enum, shape=3):
     """What happened to a segment."""
-    ACCEPTED = 0   # checks passed: payload (if any) placed, message info valid
-    ERROR = 1      # first error of the stream: reported, nothing placed (unless dma_error), stream latched
-    DROPPED = 2    # the stream was already in error: dropped silently (RFC 5041 7.1)
-    NO_STREAM = 3  # (association, stream id) is not an armed stream: dropped
+    ACCEPTED = 0     # checks passed: payload (if any) placed, message info valid
+    ERROR = 1        # first error of the stream: reported, nothing placed (unless dma_error), stream latched
+    DROPPED = 2      # the stream was already in error: dropped silently (RFC 5041 7.1)
+    NO_STREAM = 3    # (association, stream id) is not an armed stream: dropped
+    DUPLICATE = 4    # its DDP-SSN was seen before: dropped before placement, no second completion (RFC 5043 10)
+    INVALID_SSN = 5  # DDP-SSN beyond the stream's window (RFC 5043 10): nothing placed, stream latched
 
 
 # Tables the host writes over AXI4-Lite.
@@ -260,10 +280,15 @@ def stream_entry_layout(pd_bits: int = 16) -> data.StructLayout:
 
 
 def stream_write_layout(streams: int, pd_bits: int = 16) -> data.StructLayout:
-    """A host write of a stream row; it also clears the row's error bit (re-arms the stream)."""
+    """A host write of a stream row; it also clears the row's error bit (re-arms the stream) and
+    starts its DDP-SSN window at ``first_ssn``, the DDP-SSN of the session's first DDP segment
+    (RFC 5043 6.1: a session's DDP-SSNs start at 0 with its Initiate or Accept, which the host
+    handles, so 1, or 2 after an RTR the host consumed). Write a row only while no segment of
+    the stream is in flight (before the session starts, or after its error was reported)."""
     return data.StructLayout({
         "index": unsigned(max(1, (streams - 1).bit_length())),
         "entry": stream_entry_layout(pd_bits),
+        "first_ssn": unsigned(16),
     })
 
 
@@ -314,7 +339,13 @@ FRAME_COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "cr
 #: Counters kept beside the frame receiver's: segment verdicts as placement decided them (a segment
 #: whose write then failed counts as accepted, and in ``dma_errors``), chunk errors, ack records.
 SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "segments_no_stream",
-                    "chunk_errors", "dma_errors", "acks")
+                    "segments_duplicate", "segments_invalid_ssn", "chunk_errors", "dma_errors", "acks",
+                    "reports_waiting", "reports_discarded")
+#: ``reports_waiting`` is a level, not a count: report records of accepted segments that wait for an
+#: earlier DDP-SSN of their stream (their segments are placed; the records leave when the gap fills).
+#: ``reports_discarded`` counts such records dropped when the host rewrote their stream's row (left
+#: waiting by a session that ended in error, RFC 5041 7.1). Every segment counted leaves as a report
+#: record, waits, or is discarded.
 
 
 def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) -> RegisterMap:

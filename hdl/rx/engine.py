@@ -6,7 +6,9 @@
                    │ exc                │ exc  │ errors                          │ verdict          │ done
                    └──► PacketArbiter ◄─┘ │    └──────────────► ReportEngine ◄──┴──────────────────┘
                              │              └─► m_axis_ack            │  └─► stream error (bad BRESP) ─► PlacementCheck
-                        m_axis_exc                              m_axis_report
+                        m_axis_exc                             DeliveryOrder ─► buffer retired ─► PlacementCheck
+                                                                      │ (DDP-SSN order per stream)
+                                                                m_axis_report
     s_axil ─► RegisterFile ─► local MAC/IP, UDP port, drop_when_full, association / region / stream tables,
                               posted buffers and their revocation; counters
 
@@ -55,6 +57,7 @@ from amaranth.lib.wiring import In, Out, connect
 
 from hdl.abi import (
     ADDRESS_BITS,
+    SEQUENCE_WINDOW,
     FRAME_COUNTERS,
     SEGMENT_COUNTERS,
     ExceptionSource,
@@ -69,6 +72,7 @@ from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStrea
 from hdl.bus.register_file import RegisterFile
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.rx.ddp_header import DdpHeaderValidator
+from hdl.rx.delivery_order import DeliveryOrder
 from hdl.rx.dma_writer import DmaWriter
 from hdl.rx.frame_receiver import FrameReceiver
 from hdl.rx.placement_check import PlacementCheck
@@ -116,10 +120,12 @@ class RxEngine(wiring.Component):
         m.submodules.headers = headers = DdpHeaderValidator(width)
         m.submodules.placement = placement = PlacementCheck(
             width, regions=self.regions, associations=self.associations, stream_ids=self.stream_ids,
-            depth=self._buffers_per_queue, address_bits=ADDRESS_BITS)
+            depth=self._buffers_per_queue, address_bits=ADDRESS_BITS, window=SEQUENCE_WINDOW)
         m.submodules.dma = dma = DmaWriter(width, ADDRESS_BITS)
         m.submodules.exceptions = exceptions = PacketArbiter(width, exception_record_layout(), inputs=2)
         m.submodules.reports = reports = ReportEngine(ADDRESS_BITS)
+        m.submodules.delivery = delivery = DeliveryOrder(associations=self.associations, stream_ids=self.stream_ids,
+                                                         window=SEQUENCE_WINDOW, address_bits=ADDRESS_BITS)
 
         # Network in: AXI4-Stream, then a queue, so tready comes from a flip-flop.
         m.submodules.net_in = net_in = AxiStreamToPacket(width)
@@ -140,7 +146,10 @@ class RxEngine(wiring.Component):
         connect(m, wiring.flipped(self.s_axil), registers.axil)
         connect(m, registers.table_association, frames.assoc_write)
         connect(m, registers.table_region, placement.region_write)
-        connect(m, registers.table_stream, placement.stream_write)
+        # Stream rows pass the delivery order first: a rewritten row restarts its DDP-SSN order there.
+        connect(m, registers.table_stream, delivery.stream_write_in)
+        connect(m, delivery.stream_write_out, placement.stream_write)
+        connect(m, delivery.retire, placement.retire)
         connect(m, registers.table_buffer, placement.post)
         connect(m, registers.table_revoke, placement.revoke)
 
@@ -210,7 +219,9 @@ class RxEngine(wiring.Component):
         ]
 
         # Records out: each through a queue and onto its AXI4-Stream port, one beat per record.
-        for name, records, size in (("report", reports.report, report_bytes()), ("ack", chunks.acks, ack_bytes())):
+        connect(m, reports.report, delivery.records_in)
+        for name, records, size in (("report", delivery.records_out, report_bytes()),
+                                    ("ack", chunks.acks, ack_bytes())):
             queue = m.submodules[f"{name}_queue"] = Queue(axis_payload_layout(size))
             axis = m.submodules[f"{name}_out"] = PacketToAxiStream(size)
             m.d.comb += [
@@ -226,7 +237,9 @@ class RxEngine(wiring.Component):
         # Counters.
         for name in FRAME_COUNTERS:
             m.d.comb += getattr(registers, f"counter_{name}").eq(getattr(frames, name))
-        counted = {name: Signal(32, name=name) for name in SEGMENT_COUNTERS}
+        counted = {name: Signal(32, name=name) for name in SEGMENT_COUNTERS if not name.startswith("reports_")}
+        m.d.comb += [registers.counter_reports_waiting.eq(delivery.waiting),
+                     registers.counter_reports_discarded.eq(delivery.discarded)]
         verdict = placement.verdict
         with m.If(verdict.valid & verdict.ready):
             for status in SegmentStatus:

@@ -13,6 +13,10 @@ Decision, in the order of the golden model (``model.ddp.sink.DdpSink``):
    latched: there is no DDP Stream to report to);
 2. a stream already in error drops every later segment silently: status
    ``DROPPED`` (RFC 5041 7.1, last paragraph);
+2a. the DDP-SSN (:class:`hdl.rx.sequence_window.SequenceWindow`): seen
+   before -> ``DUPLICATE``, dropped before placement with no error (RFC
+   5043 10, RFC 5041 5.3); beyond the stream's window -> ``INVALID_SSN``,
+   nothing placed, the error bit latched (RFC 5043 10: the stream ends);
 3. a header-level error from the validator (DV, QN, RDMAP version, opcode,
    truncation) is the verdict as it came;
 4. tagged, non-zero payload only (RFC 5041 5.2): invalid STag (DDP 0x1/0x00),
@@ -25,9 +29,11 @@ Decision, in the order of the golden model (``model.ddp.sink.DdpSink``):
    invalid MO, message too long), which also apply to zero-length segments
    except the MO checks.
 
-An error (3-5) is reported once in the verdict and latches the stream's
-error bit; the host clears it by rewriting the stream's row (re-arming it).
-An accepted untagged segment with L = 1 retires its buffer. Accepted
+An error (2a beyond, 3-5) is reported once in the verdict and latches the
+stream's error bit; the host clears it by rewriting the stream's row
+(re-arming it, which also restarts the DDP-SSN window at the row's
+``first_ssn``). A buffer is retired on ``retire``, when its message is
+delivered (:class:`hdl.rx.delivery_order.DeliveryOrder`). Accepted
 segments with a payload get a ``cmd``: ``host_address + (TO - base_to)``
 (tagged) or ``buffer address + MO`` (untagged), ``payload_length`` bytes;
 every byte of it lies in the region or buffer just checked (RFC 5041
@@ -96,7 +102,8 @@ from hdl.abi import (
 )
 from hdl.rx.layouts import dma_command_layout, segment_info_layout
 from hdl.rx.region_table import RegionTable
-from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault
+from hdl.rx.sequence_window import SequenceWindow
+from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault, untagged_retire_layout
 from hdl.stream.packet import packet_signature
 from hdl.stream.queue import Queue
 
@@ -223,11 +230,13 @@ class PlacementCheck(wiring.Component):
     fault : ``In(stream.Signature(streams index))``
         Latch the error bit of a stream row: its placement got a bad write
         response. Segments looked up from the cycle after it is taken see it.
+    retire : ``In(stream.Signature(untagged_retire_layout(...)))``
+        A delivered untagged message: its buffer is consumed. Always ready.
     """
 
     def __init__(self, width_bytes: int, *, regions: int = 16, associations: int = 2, stream_ids: int = 4,
                  queues: int = 3, depth: int = 8, pd_bits: int = 16, address_bits: int = 64,
-                 decisions: int = 4):
+                 decisions: int = 4, window: int = 32):
         for name, value in (("associations", associations), ("stream_ids", stream_ids)):
             if value < 1 or value & (value - 1):
                 raise ValueError(f"{name} must be a power of two, not {value}")
@@ -239,6 +248,7 @@ class PlacementCheck(wiring.Component):
         self._queues, self._depth = queues, depth
         self._pd_bits, self._address_bits = pd_bits, address_bits
         self._decisions = decisions
+        self._window = window
         super().__init__({
             "segment": In(stream.Signature(segment_info_layout())),
             "payload_in": In(packet_signature(width_bytes)),
@@ -250,6 +260,7 @@ class PlacementCheck(wiring.Component):
             "post": In(stream.Signature(buffer_post_layout(self._streams, queues, address_bits))),
             "revoke": In(stream.Signature(buffer_revoke_layout(self._streams, queues))),
             "fault": In(stream.Signature(max(1, (self._streams - 1).bit_length()))),
+            "retire": In(stream.Signature(untagged_retire_layout(self._streams, queues))),
         })
 
     @property
@@ -272,6 +283,15 @@ class PlacementCheck(wiring.Component):
         wiring.connect(m, wiring.flipped(self.post), buffers.post)
         wiring.connect(m, wiring.flipped(self.revoke), buffers.revoke)
         wiring.connect(m, wiring.flipped(self.fault), streams.fault)
+        window = m.submodules.window = SequenceWindow(self._streams, self._window)
+        m.d.comb += [
+            window.reset.eq(self.stream_write.valid & self.stream_write.ready),
+            window.reset_index.eq(self.stream_write.payload.index),
+            window.reset_first.eq(self.stream_write.payload.first_ssn),
+            self.retire.ready.eq(1),
+            buffers.retire_en.eq(self.retire.valid),
+            buffers.retire.eq(self.retire.payload),
+        ]
 
         info_layout = segment_info_layout()
         index_bits = max(1, (self._streams - 1).bit_length())
@@ -359,6 +379,8 @@ class PlacementCheck(wiring.Component):
             regions.lookup.local_write.eq(info.opcode == _OPCODE_READ_RESPONSE),
             streams.en.eq(1),
             streams.index.eq(index),
+            window.index.eq(index),
+            window.ssn.eq(info.ddp_ssn),
             buffers.en.eq(1),
             buffers.lookup.stream.eq(index),
             buffers.lookup.qn.eq(info.qn),
@@ -395,6 +417,10 @@ class PlacementCheck(wiring.Component):
             m.d.comb += status.eq(SegmentStatus.NO_STREAM)
         with m.Elif(dropped_3):
             m.d.comb += status.eq(SegmentStatus.DROPPED)
+        with m.Elif(window.duplicate):
+            m.d.comb += status.eq(SegmentStatus.DUPLICATE)
+        with m.Elif(window.beyond):
+            m.d.comb += status.eq(SegmentStatus.INVALID_SSN)
         with m.Elif(seg.error.valid):
             m.d.comb += [status.eq(SegmentStatus.ERROR), error.eq(seg.error)]
         with m.Elif(seg.tagged):
@@ -422,27 +448,24 @@ class PlacementCheck(wiring.Component):
             with m.Else():
                 m.d.comb += status.eq(SegmentStatus.ACCEPTED)
 
-        # The table writes of the commit (error bit, buffer retirement) from flat expressions of
+        # The table writes of the commit (error bit, DDP-SSN seen) from flat expressions of
         # flip-flops, not through the status priority chain above.
         commit = s3.valid
         accepted = Signal()
-        refused = no_stream_3 | dropped_3
+        refused = no_stream_3 | dropped_3 | window.duplicate
         untagged_fault = ~s3.qn_ok | (buffers.result.fault != UntaggedFault.NONE)
         tagged_fault = ~zero_3 & region.fault
         has_payload = ~zero_3
-        m.d.comb += accepted.eq(~refused & ~seg.error.valid & ~Mux(seg.tagged, tagged_fault, untagged_fault))
+        m.d.comb += accepted.eq(~refused & ~window.beyond & ~seg.error.valid
+                                & ~Mux(seg.tagged, tagged_fault, untagged_fault))
         tag = Signal(16)
         with m.If(commit):
             m.d.sync += tag.eq(tag + 1)
         m.d.comb += [
-            streams.set_error.eq(commit & ~refused & (seg.error.valid | Mux(seg.tagged, tagged_fault,
-                                                                            untagged_fault))),
+            streams.set_error.eq(commit & ~refused & (window.beyond | seg.error.valid
+                                                      | Mux(seg.tagged, tagged_fault, untagged_fault))),
             streams.set_error_index.eq(s3.index),
-            buffers.retire_en.eq(commit & ~refused & ~seg.error.valid & ~seg.tagged & ~untagged_fault & seg.last),
-            buffers.retire.stream.eq(s3.index),
-            buffers.retire.qn.eq(seg.qn),
-            buffers.retire.msn.eq(seg.msn),
-            buffers.retire.at_first.eq(buffers.result.at_first),
+            window.commit.eq(commit & ~refused & ~window.beyond),
         ]
 
         verdict = Signal(verdict_layout(self._address_bits))

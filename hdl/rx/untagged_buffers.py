@@ -24,33 +24,26 @@ model (``model.ddp.sink.DdpSink._validate_untagged``):
 caller refuses other QNs (0x2/0x01) before using the result.
 
 Retirement: the caller retires a buffer by a cycle with ``retire_en`` high
-when it accepts the segment with L = 1 of that MSN (RFC 5041 5.4: the
-message is complete). The slot stops being live; if the MSN was ``first``,
-``first`` moves past it. For in-order traffic (every message of a queue
-completes in MSN order) this is exactly the model, which retires a buffer
-when its message is delivered and starts the window at the oldest buffer
-not yet consumed. Out-of-order arrival differs from the model as follows:
-
-* a buffer is retired when the L = 1 segment is *accepted*, not when the
-  message is delivered in DDP-SSN order, so a segment of that message that
-  arrives after its L = 1 segment finds no live slot: MSN range, where the
-  model still places it;
-* when a later message completes before an earlier one, ``first`` stays at
-  the earlier MSN and is not advanced past the already retired later slot
-  when the earlier one completes; the window start is then taken as no
-  earlier than ``next_post - depth`` (all live buffers lie in
-  ``[next_post - depth, next_post)``). The lag changes only which error a
-  segment far ahead (about 2**31 MSNs) gets, MSN range instead of no
-  buffer; buffers are found by their live slot, never through ``first``.
+when the message of that MSN is delivered (RFC 5041 5.4: all its segments
+placed; :class:`hdl.rx.delivery_order.DeliveryOrder` does it when the L = 1
+segment's record leaves in DDP-SSN order), so a segment of the message that
+arrives after its L = 1 segment still finds the buffer, and buffers of a
+queue retire in MSN order, as the model's do. The slot stops being live; if
+the MSN was ``first``, ``first`` moves past it. One difference from the
+model remains, after a host revocation of a buffer that is not the oldest:
+``first`` stays at the oldest MSN and is not advanced past the revoked one
+later; the window start is then taken as no earlier than ``next_post -
+depth`` (all live buffers lie in ``[next_post - depth, next_post)``). The
+lag changes only which error a segment far ahead (about 2**31 MSNs) gets,
+MSN range instead of no buffer; buffers are found by their live slot, never
+through ``first``.
 
 Hazards: a lookup reads the queue and slot state on the cycle it is taken;
 the reads are transparent for the retire and post writes, so a post on that
 same cycle is seen. A retirement request is registered and written one
 cycle later; stage 1 applies the one requested on the lookup's own cycle
 (``en`` stays high, as in the placement check), so a retirement requested
-on or before the cycle a lookup is taken is seen. The caller must not take a lookup of a
-queue while an earlier lookup of that queue that may retire is between
-taking and retirement (PlacementCheck interlocks whole streams).
+on or before the cycle a lookup is taken is seen.
 
 Posting: ``post`` is handled by a small state machine: read ``next_post``,
 read the slot's live bit, then (on the next cycle, so the write
@@ -118,7 +111,6 @@ def untagged_result_layout(address_bits: int = 64) -> data.StructLayout:
     return data.StructLayout({
         "fault": UntaggedFault,
         "address": unsigned(address_bits),
-        "at_first": unsigned(1),          # the MSN is the window start (retiring it advances it)
     })
 
 
@@ -127,7 +119,6 @@ def untagged_retire_layout(streams: int, queues: int = 3) -> data.StructLayout:
         "stream": unsigned(index_bits(streams)),
         "qn": unsigned(index_bits(queues)),
         "msn": unsigned(_MSN_BITS),
-        "at_first": unsigned(1),          # from the lookup's result: advance ``first``
     })
 
 
@@ -231,6 +222,11 @@ class UntaggedBuffers(wiring.Component):
         retire_first = Signal(_MSN_BITS)   # msn + 1, the new window start
         m.d.sync += [retire.eq(self.retire), retire_en.eq(self.retire_en), retire_first.eq(self.retire.msn + 1)]
         retire_slot = self._slot_index(retire.stream, retire.qn, retire.msn)
+        # The queue's `first` as the request is registered: retiring it advances the window.
+        retire_first_r = first_mem.read_port(transparent_for=(first_w,))
+        m.d.comb += retire_first_r.addr.eq(self._queue_index(self.retire.stream, self.retire.qn))
+        at_first = Signal()
+        m.d.comb += at_first.eq(retire_first_r.data == retire.msn)
         post_writing = Signal()
 
         # Posting state machine.
@@ -323,7 +319,7 @@ class UntaggedBuffers(wiring.Component):
         m.d.comb += [
             first_w.addr.eq(Mux(reset_writing, revoke_queue, self._queue_index(retire.stream, retire.qn))),
             first_w.data.eq(Mux(reset_writing, 1, retire_first)),
-            first_w.en.eq((retire_en & retire.at_first) | reset_writing),
+            first_w.en.eq((retire_en & at_first) | reset_writing),
             live_w.addr.eq(Mux(retire_en, retire_slot, Mux(revoke_writing, revoke_slot, post_slot))),
             live_w.data.eq(post_writing),
             live_w.en.eq(retire_en | post_writing | revoke_writing),
@@ -358,11 +354,11 @@ class UntaggedBuffers(wiring.Component):
         # message end was added on stage 0).
         retiring_now = retire_en & (self._queue_index(retire.stream, retire.qn)
                                     == self._queue_index(s1.stream, s1.qn))
-        first_now = Mux(retiring_now & retire.at_first, retire_first, first_r.data)
+        first_now = Mux(retiring_now & at_first, retire_first, first_r.data)
         live_now = live_r.data & ~(retiring_now & (retire_slot == self._slot_index(s1.stream, s1.qn, s1.msn)))
         s2 = Signal(data.StructLayout({
             "from_first": _MSN_BITS, "from_next": _MSN_BITS, "outstanding": _MSN_BITS,
-            "present": 1, "at_first": 1, "nonzero": 1, "mo": 32, "mo_past": 1, "end_past": 1,
+            "present": 1, "nonzero": 1, "mo": 32, "mo_past": 1, "end_past": 1,
             "buffer_address": self._address_bits,
         }))
         with m.If(self.en):
@@ -371,7 +367,6 @@ class UntaggedBuffers(wiring.Component):
                 s2.from_next.eq(s1.msn - next_r.data),
                 s2.outstanding.eq(next_r.data - first_now),
                 s2.present.eq(live_now & (desc_r.data.msn == s1.msn)),
-                s2.at_first.eq(s1.msn == first_now),
                 s2.nonzero.eq(s1.length != 0),
                 s2.mo.eq(s1.mo),
                 s2.mo_past.eq(s1.mo >= desc_r.data.length),
@@ -400,6 +395,5 @@ class UntaggedBuffers(wiring.Component):
             m.d.sync += [
                 self.result.fault.eq(fault),
                 self.result.address.eq(s2.buffer_address + s2.mo),
-                self.result.at_first.eq(s2.at_first),
             ]
         return m

@@ -44,7 +44,12 @@ RFC 5043 6.1) compared in serial arithmetic modulo 2^`sequence_bits`: a
 message is delivered once its last segment and every segment before it in
 sequence have arrived.  A segment whose sequence number was already seen
 (or lies behind the delivery point) is a duplicate and is dropped without
-any event, so no message is delivered twice.  Without sequence numbers
+any event, so no message is delivered twice.  With a `window`, a sequence
+number `window` or more ahead of the delivery point (and less than half the
+sequence space) cannot be explained by the segments a bounded receiver
+tracks: RFC 5043 10 lets the receiver terminate the stream, so the sink
+returns `OutOfWindow`, places nothing and drops every later segment, as after
+an error.  Without sequence numbers
 (`sequence=None`) arrival order is the delivery order and the LLP is taken
 to deliver each segment exactly once (as MPA/TCP does); use one mode per
 sink.
@@ -139,6 +144,15 @@ class SinkError:
         return None if self.segment is None else self.segment.header
 
 
+@dataclass(frozen=True)
+class OutOfWindow:
+    """A sequence number `ahead` of the delivery point by `window` or more (RFC 5043 10)."""
+
+    sequence: int
+    ahead: int
+    window: int
+
+
 @dataclass
 class _Queue:
     next_post_msn: int = 1
@@ -175,6 +189,7 @@ class DdpSink:
         ulp_check: UlpCheck | None = None,
         first_sequence: int = 0,
         sequence_bits: int = 16,
+        window: int | None = None,
     ) -> None:
         self.pd = pd
         self.memory_table = memory_table
@@ -185,6 +200,10 @@ class DdpSink:
         self._ulp_check = ulp_check
         self._modulus = 1 << sequence_bits
         self._next_sequence = first_sequence % self._modulus
+        if window is not None and not 0 < window <= self._modulus // 2:
+            raise ValueError(f"window must be in 1..{self._modulus // 2}, not {window}")
+        self._window = window
+        self.out_of_window: OutOfWindow | None = None
         self._pending: dict[int, _Arrived] = {}
         self._message_bytes = 0
         self._message_first: DdpHeader | None = None
@@ -223,9 +242,18 @@ class DdpSink:
         segment = DdpSegment.decode(raw)
         return self._fail(DdpError.LOCAL_CATASTROPHIC, raw, segment)
 
-    def rearm(self) -> None:
-        """The ULP starts the stream afresh after an error: no error, no message in progress;
-        posted buffers stay posted."""
+    @property
+    def delivery_point(self) -> int:
+        """The lowest sequence number not yet delivered: every one before it was."""
+        return self._next_sequence
+
+    def rearm(self, first_sequence: int | None = None) -> None:
+        """The ULP starts the stream afresh after an error: no error, no message in progress,
+        delivery from `first_sequence` if given (a new session, RFC 5043 6.1); posted buffers stay
+        posted."""
+        if first_sequence is not None:
+            self._next_sequence = first_sequence % self._modulus
+        self.out_of_window = None
         self.error = None
         self.final_message_allowed = False
         self._pending.clear()
@@ -240,17 +268,34 @@ class DdpSink:
 
     # -- LLP side ---------------------------------------------------------
 
-    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> list[Placed | Delivered | SinkError]:
-        if self.error is not None:
+    def sequence_seen(self, sequence: int) -> bool:
+        """Whether a segment with this sequence number was received before (or lies behind the
+        delivery point): `receive` drops it as a duplicate."""
+        sequence %= self._modulus
+        ahead = (sequence - self._next_sequence) % self._modulus
+        return ahead >= self._modulus // 2 or sequence in self._pending
+
+    @property
+    def failed(self) -> bool:
+        """An error or an out-of-window sequence number ended the stream: later segments are dropped."""
+        return self.error is not None or self.out_of_window is not None
+
+    def receive(self, segment_bytes: bytes, sequence: int | None = None
+                ) -> list[Placed | Delivered | SinkError | OutOfWindow]:
+        if self.failed:
             return []  # RFC 5041 7.1: silently drop every later segment
         raw = bytes(segment_bytes)
         if sequence is None:
             sequence = self._next_sequence
         else:
             sequence %= self._modulus
-            ahead = (sequence - self._next_sequence) % self._modulus
-            if ahead >= self._modulus // 2 or sequence in self._pending:
+            if self.sequence_seen(sequence):
                 return []  # duplicate: already placed, never delivered twice (5.3)
+            ahead = (sequence - self._next_sequence) % self._modulus
+            if self._window is not None and ahead >= self._window:
+                self.out_of_window = OutOfWindow(sequence, ahead, self._window)
+                self.final_message_allowed = True
+                return [self.out_of_window]
         try:
             segment = DdpSegment.decode(raw)
         except DecodeError:

@@ -11,7 +11,7 @@ IPv4 addresses dotted. Every field is checked; a bad file raises
       "local_mac": "02:00:00:00:00:02", "local_ip": "10.0.0.2", "udp_port": 9899,
       "associations": [{"index": 0, "local_port": 5002, "peer_port": 5001,
                         "peer_ip": "10.0.0.1", "tag": "0x5e6f7081", "ddp": true}],
-      "streams": [{"association": 0, "stream_id": 0, "pd": 2}],
+      "streams": [{"association": 0, "stream_id": 0, "pd": 2, "first_ssn": 1}],
       "regions": [{"stag": "0x0142", "pd": 2, "base_to": "0x8000", "length": 8192,
                    "access": ["remote_read", "remote_write"], "host_address": "0x40000",
                    "stream": null}],
@@ -25,6 +25,9 @@ usable by every stream of its protection domain, or {"association",
 "stream_id"} to bind it to one DDP stream (RFC 5041 8.2). Buffers are
 posted in file order per (stream, QN) and take MSNs from 1 (RFC 5041 4.3);
 QN 0 takes Sends, 1 RDMA Read Requests, 2 Terminates (RFC 5040 4.2).
+A stream's `first_ssn` (default 1) is the DDP-SSN its first DDP segment
+carries: a session's DDP-SSNs start at 0 with the Initiate or Accept, which
+the host handles (RFC 5043 6.1).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class StreamEntry:
     association: int
     stream_id: int
     pd: int
+    first_ssn: int = 1  # DDP-SSN of the session's first DDP segment (RFC 5043 6.1: 0 is its Initiate/Accept)
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,7 @@ def _association(r: _Reader) -> AssociationEntry:
 
 def _stream(r: _Reader) -> StreamEntry:
     entry = StreamEntry(association=r.integer("association", 16), stream_id=r.integer("stream_id", 16),
-                        pd=r.integer("pd", 16))
+                        pd=r.integer("pd", 16), first_ssn=r.integer("first_ssn", 16, 1))
     r.done()
     return entry
 

@@ -57,11 +57,20 @@ where it went: DDP segment, to the host, or refused), in chunk order, for the
 host's SACKs (RFC 4960 6.2); shorter DATA chunks and broken ones do not.
 
 DDP stage, per configured stream: `DdpSink` with queues 0-2, the RDMAP
-header check (RFC 5040 4.1/4.2) and the placement rights of RDMA Write and
-Read Response, segments in arrival order (the engine places and reports; the
-host orders delivery by DDP-SSN). Per segment a verdict: ACCEPTED (placed),
-ERROR (the stream's first error, RFC 5041 7.1), DROPPED (stream already in
-error) or NO_STREAM (not a configured stream).
+header check (RFC 5040 4.1/4.2), the placement rights of RDMA Write and
+Read Response, and the DDP-SSN as its sequence number (RFC 5043 6.1, 10) in
+a window of `hdl.abi.SEQUENCE_WINDOW` from the stream's `first_ssn`. Per
+segment a verdict on arrival: ACCEPTED (placed), ERROR (the stream's first
+error, RFC 5041 7.1), DROPPED (stream already in error), NO_STREAM (not a
+configured stream), DUPLICATE (DDP-SSN seen before: nothing placed) or
+INVALID_SSN (beyond the window: nothing placed, the stream ends as after an
+error). A frame's `arrivals` are those verdicts; its `segments` are the
+report records in the order the engine emits them: every verdict but
+ACCEPTED at once, ACCEPTED ones when the sink delivers them, in DDP-SSN
+order (RFC 5041 5.3, 5.4), so the record with L = 1 completes its message
+after all its segments were placed. A stream's error strands the records
+still waiting; rewriting its row (`rearm_stream`) drops them and restarts
+delivery at `first_ssn`.
 """
 
 from __future__ import annotations
@@ -70,11 +79,12 @@ import ipaddress
 from dataclasses import dataclass, field
 from enum import Enum
 
-from hdl.abi import AckDisposition, ChunkError, ChunkException, FrameDrop, FrameException, SegmentStatus
+from hdl.abi import (SEQUENCE_WINDOW, AckDisposition, ChunkError, ChunkException, FrameDrop, FrameException,
+                     SegmentStatus)
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import UNTAGGED_HEADER_LENGTH, DdpSegment, decode_header
-from model.ddp.sink import DdpSink, Delivered, Placed, SinkError
+from model.ddp.sink import DdpSink, OutOfWindow, Placed, SinkError
 from model.engine.config import ReceiveConfig
 from model.errors import DecodeError, ErrorNumber
 from model.net.frames import (
@@ -181,8 +191,9 @@ class FrameResult:
     association: int | None = None
     chunks_to_host: list[ChunkToHost] = field(default_factory=list)
     chunk_faults: list[ChunkFault] = field(default_factory=list)
-    segments: list[SegmentVerdict] = field(default_factory=list)
+    segments: list[SegmentVerdict] = field(default_factory=list)  # report records, in emission order
     acks: list[ChunkAck] = field(default_factory=list)
+    arrivals: list[SegmentVerdict] = field(default_factory=list)  # every segment's verdict, in arrival order
 
 
 @dataclass
@@ -231,11 +242,17 @@ class ReceiveEngineModel:
                                              region.access, region.host_address, stream=region.stream))
         self._bus = _HostBus(self.memory)
         self.sinks: dict[tuple[int, int], DdpSink] = {}
+        self._first_ssn: dict[tuple[int, int], int] = {}
+        self.reports_discarded = 0  # waiting records dropped by `rearm_stream`
+        self._waiting: dict[tuple[int, int], dict[int, SegmentVerdict]] = {}  # accepted, not yet delivered
         for stream in config.streams:
             key = (stream.association, stream.stream_id)
             self.sinks[key] = DdpSink(pd=pds[stream.pd], memory_table=self.table, host_memory=self._bus,
                                       stream_id=key, queues=(0, 1, 2), tagged_access=placement_access,
-                                      ulp_check=_rdmap_check)
+                                      ulp_check=_rdmap_check, first_sequence=stream.first_ssn,
+                                      window=SEQUENCE_WINDOW)
+            self._first_ssn[key] = stream.first_ssn
+            self._waiting[key] = {}
         for buffer in config.buffers:
             self.sinks[(buffer.association, buffer.stream_id)].post_buffer(buffer.qn, buffer.host_address,
                                                                             buffer.length)
@@ -278,13 +295,25 @@ class ReceiveEngineModel:
         """Post a buffer on the queue; returns its MSN."""
         return self.sinks[(association, stream_id)].post_buffer(qn, host_address, length)
 
-    def rearm_stream(self, association: int, stream_id: int) -> None:
-        """The stream's row is written again: its error is cleared, its buffers stay posted."""
-        self.sinks[(association, stream_id)].rearm()
+    def rearm_stream(self, association: int, stream_id: int, first_ssn: int | None = None) -> None:
+        """The stream's row is written again: its error is cleared, its buffers stay posted, the
+        records still waiting are dropped and delivery restarts at `first_ssn` (default: the
+        configured one)."""
+        key = (association, stream_id)
+        first = self._first_ssn[key] if first_ssn is None else first_ssn
+        self._first_ssn[key] = first
+        self.sinks[key].rearm(first)
+        self.reports_discarded += len(self._waiting[key])
+        self._waiting[key].clear()
 
     def refuse_writes(self, address: int, length: int) -> None:
         """From now on host memory answers writes to [address, address + length) with an error."""
         self._bus.refused.append((address, address + length))
+
+    @property
+    def reports_waiting(self) -> int:
+        """Records of accepted segments waiting for an earlier DDP-SSN of their stream."""
+        return sum(len(waiting) for waiting in self._waiting.values())
 
     def next_events(self) -> list[FrameResult]:
         """The results of the frames received since the last call, in frame order."""
@@ -426,29 +455,52 @@ class ReceiveEngineModel:
                 ack(chunk, AckDisposition.REFUSED)
             else:
                 ack(chunk, AckDisposition.SEGMENT)
-                result.segments.append(self._segment(index, data.stream_id, data.tsn, user_data.ddp_ssn,
-                                                     user_data.segment))
+                self._segment(index, data.stream_id, data.tsn, user_data.ddp_ssn, user_data.segment, result)
 
     # -- DDP stage --------------------------------------------------------------
 
-    def _segment(self, association: int, stream_id: int, tsn: int, ddp_ssn: int, raw: bytes) -> SegmentVerdict:
+    def _segment(self, association: int, stream_id: int, tsn: int, ddp_ssn: int, raw: bytes,
+                 result: FrameResult) -> None:
+        """Decide one segment: its verdict joins `result.arrivals`; the records it releases (itself
+        unless ACCEPTED, then the ACCEPTED ones delivered in DDP-SSN order) join `result.segments`."""
+        verdict = self._decide(association, stream_id, tsn, ddp_ssn, raw)
+        result.arrivals.append(verdict)
+        key = (association, stream_id)
+        if verdict.status is not SegmentStatus.ACCEPTED:
+            result.segments.append(verdict)
+            return
+        sink, waiting = self.sinks[key], self._waiting[key]
+        waiting[ddp_ssn] = verdict
+        # Every waiting DDP-SSN now behind the delivery point was delivered, in DDP-SSN order.
+        point = sink.delivery_point
+        delivered = sorted((s for s in waiting if (point - 1 - s) & 0xFFFF < 0x8000),
+                           key=lambda s: (s - point) & 0xFFFF)
+        for ssn in delivered:
+            result.segments.append(waiting.pop(ssn))
+
+    def _decide(self, association: int, stream_id: int, tsn: int, ddp_ssn: int, raw: bytes) -> SegmentVerdict:
         fields = _header_fields(raw)
         common = dict(association=association, stream_id=stream_id, tsn=tsn, ddp_ssn=ddp_ssn, **fields)
         sink = self.sinks.get((association, stream_id))
         if sink is None:
             return SegmentVerdict(status=SegmentStatus.NO_STREAM, **common)
-        if sink.error is not None:
+        if sink.failed:
             return SegmentVerdict(status=SegmentStatus.DROPPED, **common)
+        if sink.sequence_seen(ddp_ssn):
+            return SegmentVerdict(status=SegmentStatus.DUPLICATE, **common)
         self._bus.failed = False
-        events = sink.receive(raw)
-        address = message_length = None
+        events = sink.receive(raw, ddp_ssn)
+        address = None
         for event in events:
+            if isinstance(event, OutOfWindow):
+                return SegmentVerdict(status=SegmentStatus.INVALID_SSN, **common)
             if isinstance(event, SinkError):
                 return SegmentVerdict(status=SegmentStatus.ERROR, error=event.number, **common)
             if isinstance(event, Placed):
                 address = event.address
-            if isinstance(event, Delivered) and not event.tagged:
-                message_length = event.length
+        # RFC 5041 5.4: an untagged message's length is MO + the payload length of its last segment.
+        message_length = (fields["mo"] + fields["payload_length"]
+                          if not fields["tagged"] and fields["last"] else None)
         if self._bus.failed:
             failure = sink.local_failure(raw)
             return SegmentVerdict(status=SegmentStatus.ERROR, error=failure.number, dma_error=True,

@@ -41,13 +41,14 @@ CONFIG = ReceiveConfig(
 
 
 def write_frames(payload: int, count: int, first_tsn: int) -> tuple[list[bytes], list[int]]:
-    """`count` frames of one RDMA Write segment each; and each segment's host address."""
+    """`count` frames of one RDMA Write segment each; and each segment's host address. The DDP-SSN
+    follows the TSN, so TSNs from 1 on are the stream's DDP-SSNs from its `first_ssn` (1) on."""
     frames, addresses = [], []
     data = bytes(i & 0xFF for i in range(payload))
     for i in range(count):
         to = (i * (payload + 3)) % (REGION_LENGTH - payload)  # a new byte alignment each time
         segment = DdpSegment(TaggedHeader(True, tagged_rsvd_ulp(Opcode.RDMA_WRITE), STAG, to), data).encode()
-        chunk = DataChunk(first_tsn + i, 0, 0, PPID_DDP_SEGMENT, DdpSegmentChunkData(i & 0xFFFF, segment).encode(),
+        chunk = DataChunk(first_tsn + i, 0, 0, PPID_DDP_SEGMENT, DdpSegmentChunkData((first_tsn + i) & 0xFFFF, segment).encode(),
                           unordered=True)
         packet = SctpPacket(5001, 5002, TAG, [chunk]).encode()
         frames.append(build_frame(packet, PEER_MAC, LOCAL_MAC, "10.0.0.1", "10.0.0.2"))

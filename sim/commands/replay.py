@@ -173,7 +173,8 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
     for record in captured:
         engine.receive(record.data, record.timestamp)
     outputs = ReplayOutputs()
-    for result in engine.next_events():
+    results = engine.next_events()
+    for result in results:
         frame = FrameOutputs(result.index)
         if result.action is FrameAction.EXCEPTION:
             frame.host.append(HostPacket("frame", result.reason.name, 0, captured[result.index].data))
@@ -193,16 +194,20 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
             ))
         frame.acks = [Ack(a.association, a.tsn, a.disposition.name, a.length) for a in result.acks]
         outputs.frames.append(frame)
-    segments = [r for f in outputs.frames for r in f.records if r.kind == "segment"]
+    arrivals = [v for result in results for v in result.arrivals]
     outputs.counters = asdict(engine.counters) | {
         # segment counters count placement decisions: a failed write was accepted
-        "segments_accepted": sum(r.status == SegmentStatus.ACCEPTED.name or r.dma_error for r in segments),
-        "segments_error": sum(r.status == SegmentStatus.ERROR.name and not r.dma_error for r in segments),
-        "segments_dropped": sum(r.status == SegmentStatus.DROPPED.name for r in segments),
-        "segments_no_stream": sum(r.status == SegmentStatus.NO_STREAM.name for r in segments),
+        "segments_accepted": sum(v.status is SegmentStatus.ACCEPTED or v.dma_error for v in arrivals),
+        "segments_error": sum(v.status is SegmentStatus.ERROR and not v.dma_error for v in arrivals),
+        "segments_dropped": sum(v.status is SegmentStatus.DROPPED for v in arrivals),
+        "segments_no_stream": sum(v.status is SegmentStatus.NO_STREAM for v in arrivals),
+        "segments_duplicate": sum(v.status is SegmentStatus.DUPLICATE for v in arrivals),
+        "segments_invalid_ssn": sum(v.status is SegmentStatus.INVALID_SSN for v in arrivals),
         "chunk_errors": sum(r.kind == "chunk_error" for f in outputs.frames for r in f.records),
-        "dma_errors": sum(r.dma_error for r in segments),
+        "dma_errors": sum(v.dma_error for v in arrivals),
         "acks": sum(len(f.acks) for f in outputs.frames),
+        "reports_waiting": engine.reports_waiting,
+        "reports_discarded": engine.reports_discarded,
     }
     outputs.writes = written_runs(engine.memory, engine.memory.writes)
     return outputs

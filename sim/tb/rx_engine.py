@@ -29,6 +29,7 @@ from sim.tb.rx_engine_tb import CANARY, RxEngineTB
 from sim.traffic.rx import (
     Catalogue,
     EngineShape,
+    disorder,
     ValidTraffic,
     case_frames,
     catalogue_config,
@@ -61,7 +62,7 @@ class _Run:
     frames sent and drained, then everything the engine did compared with the model."""
 
     def __init__(self, tb: RxEngineTB, config: ReceiveConfig) -> None:
-        self.tb, self.model = tb, ReceiveEngineModel(config, SparseMemory(CANARY))
+        self.tb, self.config, self.model = tb, config, ReceiveEngineModel(config, SparseMemory(CANARY))
 
     @classmethod
     async def configure(cls, tb: RxEngineTB, config: ReceiveConfig, **options) -> _Run:
@@ -73,6 +74,14 @@ class _Run:
         await self.tb.drain()
         for frame in frames:
             self.model.receive(frame, 0.0)
+
+    async def rearm(self, association: int, stream_id: int, sender) -> None:
+        """Rewrite the stream's row on the engine and the model (a new session: the sender's DDP-SSNs
+        start again at the row's first_ssn)."""
+        entry = next(s for s in self.config.streams if (s.association, s.stream_id) == (association, stream_id))
+        await self.tb.arm_stream(association, stream_id, entry.pd, entry.first_ssn)
+        self.model.rearm_stream(association, stream_id)
+        sender.restart(association, stream_id)
 
     async def compare(self) -> None:
         problems = await self.tb.compare_with_model(self.model, self.model.next_events())
@@ -91,12 +100,15 @@ async def sample_capture(dut) -> None:
 @cocotb.test()
 async def random_valid_traffic(dut) -> None:
     """Random valid traffic (every opcode, multi-segment, bundled, back to back), with random back-pressure
-    on the RAM and both output streams when the ``backpressure`` parameter is non-zero."""
+    on the RAM and both output streams when the ``backpressure`` parameter is non-zero; with the profile
+    ``disordered``, as a link that reorders and duplicates frames delivers it."""
     tb, parameters = await _start(dut)
     rng = random.Random(int(parameters.get("seed", 1)))
     max_payload = int(parameters["max_payload"])
     config = random_config(rng, SHAPE, MEMORY_BYTES, max_payload)
     frames = ValidTraffic(rng, config, max_payload=max_payload).frames(int(parameters["messages"]))
+    if parameters.get("profile") == "disordered":
+        frames = disorder(frames, rng)
     back_to_back = parameters.get("profile") == "small"
     gaps = None if back_to_back else [0 if rng.random() < 0.7 else rng.randint(1, 20) for _ in frames]
     tb.set_backpressure(float(parameters["backpressure"]))
@@ -136,8 +148,7 @@ async def revocation_and_rearm(dut) -> None:
     assert not run.model.revoke_buffer(0, 2, 0, 7)
     await run.send([c.segment_frame(0, 1, c.send(0, 1, msn=1)), c.segment_frame(0, 1, c.send(0, 1, msn=2)),
                     c.probe(0, 1), c.segment_frame(0, 2, c.send(0, 2, msn=1)), c.probe(0, 2)])
-    await tb.arm_stream(0, 1, pd=1)
-    run.model.rearm_stream(0, 1)
+    await run.rearm(0, 1, c.sender)
     await tb.revoke_queue(SHAPE.stream_row(0, 1), 0)
     run.model.reset_queue(0, 1, 0)
     await tb.post_buffer(0, 1, 0, 0x3_8000, 128)
@@ -165,8 +176,7 @@ async def bad_write_response(dut) -> None:
     # The failure is latched once its response is back: a later segment of the stream is dropped.
     await run.send([c.segment_frame(1, 0, c.write(to=to(0x900), length=64)),
                     c.segment_frame(1, 1, c.write(to=to(0xA00), length=64))])
-    await tb.arm_stream(1, 0, pd=1)
-    run.model.rearm_stream(1, 0)
+    await run.rearm(1, 0, c.sender)
     await run.send([c.segment_frame(1, 0, c.write(to=to(0xB00), length=64))])
     await run.compare()
 

@@ -317,7 +317,7 @@ class RxEngineTB:
                 "index": a.index, "valid": 1, "ddp": int(a.ddp), "local_port": a.local_port,
                 "peer_port": a.peer_port, "peer_ip": int(ipaddress.IPv4Address(a.peer_ip)), "tag": a.tag})
         for s in config.streams:
-            await self.arm_stream(s.association, s.stream_id, s.pd)
+            await self.arm_stream(s.association, s.stream_id, s.pd, s.first_ssn)
         for r in config.regions:
             bound = r.stream or (0, 0)
             await self.write_table("region", {"index": r.stag >> 8, "entry": {
@@ -329,10 +329,11 @@ class RxEngineTB:
         for b in config.buffers:
             await self.post_buffer(b.association, b.stream_id, b.qn, b.host_address, b.length)
 
-    async def arm_stream(self, association: int, stream_id: int, pd: int) -> None:
-        """Write the stream's row: armed in ``pd``, its error bit cleared (re-arms a stream in error)."""
+    async def arm_stream(self, association: int, stream_id: int, pd: int, first_ssn: int) -> None:
+        """Write the stream's row: armed in ``pd``, its error bit cleared (re-arms a stream in error),
+        its DDP-SSN window starting at ``first_ssn``."""
         await self.write_table("stream", {"index": self.shape.stream_row(association, stream_id),
-                                          "entry": {"valid": 1, "pd": pd}})
+                                          "entry": {"valid": 1, "pd": pd}, "first_ssn": first_ssn})
 
     async def post_buffer(self, association: int, stream_id: int, qn: int, address: int, length: int) -> None:
         await self.write_table("buffer", {"stream": self.shape.stream_row(association, stream_id), "qn": qn,
@@ -395,7 +396,8 @@ class RxEngineTB:
         problems = []
         if counters["frames"] != len(self.sent) % (1 << 32):
             problems.append(f"it consumed {counters['frames']} of the {len(self.sent)} frames sent")
-        if self.report_records != segments + counters["chunk_errors"]:
+        if (self.report_records + counters["reports_waiting"] + counters["reports_discarded"]
+                != segments + counters["chunk_errors"]):
             problems.append(f"{self.report_records} report records left it, its counters say "
                             f"{segments} segments and {counters['chunk_errors']} chunk errors")
         if self.ack_records != counters["acks"]:
@@ -584,7 +586,7 @@ def _compare_exceptions(results: EngineResults, frames: list[bytes], frame_resul
 
 
 def _compare_counters(counters: dict[str, int], model: ReceiveEngineModel, frame_results: list[FrameResult]) -> list[str]:
-    verdicts = [s for r in frame_results for s in r.segments]
+    verdicts = [s for r in frame_results for s in r.arrivals]
     expected = {name: getattr(model.counters, name) for name in
                 ("frames", "delivered", "exceptions", "ip_checksum_errors", "crc_errors", "tag_errors", "length_errors",
                  "overflow")}
@@ -596,7 +598,11 @@ def _compare_counters(counters: dict[str, int], model: ReceiveEngineModel, frame
         "segments_error": sum(v.status is SegmentStatus.ERROR and not v.dma_error for v in verdicts),
         "segments_dropped": sum(v.status is SegmentStatus.DROPPED for v in verdicts),
         "segments_no_stream": sum(v.status is SegmentStatus.NO_STREAM for v in verdicts),
+        "segments_duplicate": sum(v.status is SegmentStatus.DUPLICATE for v in verdicts),
+        "segments_invalid_ssn": sum(v.status is SegmentStatus.INVALID_SSN for v in verdicts),
         "chunk_errors": sum(len(r.chunk_faults) for r in frame_results),
+        "reports_waiting": model.reports_waiting,
+        "reports_discarded": model.reports_discarded,
     })
     return [f"counter {name} is {counters.get(name)}, model {value}"
             for name, value in expected.items() if counters.get(name) != value]

@@ -25,6 +25,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hdl.abi import SEQUENCE_WINDOW
 from model.net.checksum import sctp_checksum, sctp_checksum_to_bytes
 from model.ddp.segment import TaggedHeader, UntaggedHeader
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -36,7 +37,7 @@ from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, Re
 __all__ = [
     "EngineShape", "ConfigDoesNotFit", "check_config_fits", "LOCAL_MAC", "PEER_MAC", "LOCAL_IP", "random_config", "ValidTraffic", "Catalogue",
     "MalformedCase", "MALFORMED", "catalogue_config", "catalogue_parts", "case_frames", "sctp_packet",
-    "data_chunk",
+    "data_chunk", "disorder",
 ]
 
 LOCAL_MAC = bytes.fromhex("020000000002")
@@ -184,7 +185,7 @@ def random_config(rng: random.Random, shape: EngineShape, memory_bytes: int, max
     allocator = HostAllocator(rng, memory_bytes)
     pairs = [(a, s) for a in range(shape.associations) for s in range(shape.stream_ids)]
     armed = sorted(rng.sample(pairs, max(2, len(pairs) - 2)))
-    streams = tuple(StreamEntry(a, s, pd=rng.choice((1, 2))) for a, s in armed)
+    streams = tuple(StreamEntry(a, s, pd=rng.choice((1, 2)), first_ssn=rng.randrange(1 << 16)) for a, s in armed)
     regions = []
     for index in rng.sample(range(1, shape.regions), min(shape.regions - 1, 10)):
         stream = rng.choice(streams)
@@ -243,14 +244,30 @@ class Sender:
         return tsn
 
     def next_ddp_ssn(self, association: int, stream_id: int) -> int:
+        """The stream's next DDP-SSN: from its configured `first_ssn` (RFC 5043 6.1), or from a random
+        one for a stream the engine does not know."""
         key = (association, stream_id)
-        ssn = self.ddp_ssn.setdefault(key, self.rng.randrange(1 << 16))
+        if key not in self.ddp_ssn:
+            self.restart(association, stream_id)
+        ssn = self.ddp_ssn[key]
         self.ddp_ssn[key] = (ssn + 1) & 0xFFFF
         return ssn
 
-    def segment(self, association: int, stream_id: int, segment: bytes, flags: int = FLAG_U | FLAG_B | FLAG_E) -> bytes:
-        return segment_chunk(self.next_tsn(association), stream_id, self.next_ddp_ssn(association, stream_id),
-                             segment, flags)
+    def restart(self, association: int, stream_id: int) -> None:
+        """A new session on the stream: its DDP-SSNs start again at the configured `first_ssn`."""
+        entry = next((s for s in self.config.streams if (s.association, s.stream_id) == (association, stream_id)),
+                     None)
+        self.ddp_ssn[(association, stream_id)] = entry.first_ssn if entry else self.rng.randrange(1 << 16)
+
+    def segment(self, association: int, stream_id: int, segment: bytes, flags: int = FLAG_U | FLAG_B | FLAG_E,
+                *, lost: bool = False) -> bytes:
+        """A DDP Segment Chunk with the stream's next DDP-SSN. A `lost` one (it never reaches the stream:
+        a bad CRC, a refused chunk) leaves that DDP-SSN to the next chunk, as the peer's retransmission
+        of it would carry it."""
+        ssn = self.next_ddp_ssn(association, stream_id)
+        if lost:
+            self.ddp_ssn[(association, stream_id)] = ssn
+        return segment_chunk(self.next_tsn(association), stream_id, ssn, segment, flags)
 
     def packet(self, association: int, chunks: list[bytes], *, tag: int | None = None, bad_crc: bool = False,
                ports: tuple[int, int] | None = None) -> bytes:
@@ -394,6 +411,30 @@ class ValidTraffic:
 # -- the malformed catalogue -----------------------------------------------
 
 
+def disorder(frames: list[bytes], rng: random.Random, *, reorder: float = 0.25, duplicate: float = 0.1,
+             retransmit: float = 0.05, distance: int = 3) -> list[bytes]:
+    """The frames as a link that loses nothing but keeps no order delivers them: a frame swapped with
+    one up to `distance` later (unordered SCTP delivery, RFC 5043 10), a copy arriving up to
+    `distance` later (a duplicated packet), a copy at the end (a retransmission whose SACK was lost,
+    after its message completed). Keep `distance` frames' segments of a stream within the engine's
+    DDP-SSN window."""
+    out = list(frames)
+    for i in range(len(out) - 1):
+        if rng.random() < reorder:
+            j = min(len(out) - 1, i + rng.randint(1, distance))
+            out[i], out[j] = out[j], out[i]
+    result: list[bytes] = []
+    late: dict[int, list[bytes]] = {}
+    for i, frame in enumerate(out):
+        result.append(frame)
+        result += late.pop(i, [])
+        if rng.random() < duplicate:
+            late.setdefault(i + rng.randint(0, distance), []).append(frame)
+    result += [frame for copies in late.values() for frame in copies]
+    result += [frame for frame in frames if rng.random() < retransmit]
+    return result
+
+
 def catalogue_config(shape: EngineShape) -> ReceiveConfig:
     """Every stream armed in PD 1; regions and buffers the catalogue's cases aim at (STag = index << 8 | key)."""
     rng = random.Random(5041)
@@ -467,29 +508,29 @@ class MalformedCase:
 
 def _bad_crc(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 4960 6.8: a packet whose CRC32c fails is discarded silently."""
-    return [c.frame(a, [c.sender.segment(a, s, c.write())], bad_crc=True)]
+    return [c.frame(a, [c.sender.segment(a, s, c.write(), lost=True)], bad_crc=True)]
 
 
 def _wrong_tag(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 4960 8.5: a packet with the wrong verification tag is discarded silently."""
-    return [c.frame(a, [c.sender.segment(a, s, c.write())], tag=c.sender.association(a).tag ^ 0x8000_0000)]
+    return [c.frame(a, [c.sender.segment(a, s, c.write(), lost=True)], tag=c.sender.association(a).tag ^ 0x8000_0000)]
 
 
 def _unknown_association(c: Catalogue, a: int, s: int) -> list[bytes]:
     """No association for the port pair: the whole frame goes to the host (RFC 4960 8.4 is the host's)."""
     entry = c.sender.association(a)
-    return [c.frame(a, [c.sender.segment(a, s, c.write())], ports=(entry.peer_port, entry.local_port + 100))]
+    return [c.frame(a, [c.sender.segment(a, s, c.write(), lost=True)], ports=(entry.peer_port, entry.local_port + 100))]
 
 
 def _truncated_packet(c: Catalogue, a: int, s: int) -> list[bytes]:
     """A frame cut short of its IPv4 total length (RFC 791 3.1): dropped (LENGTH)."""
-    frame = c.segment_frame(a, s, c.write(length=200))
+    frame = c.frame(a, [c.sender.segment(a, s, c.write(length=200), lost=True)])
     return [frame[:-40]]
 
 
 def _chunk_past_packet(c: Catalogue, a: int, s: int) -> list[bytes]:
     """A chunk length running past the packet (RFC 4960 3.2): the rest of the packet is not trusted."""
-    chunk = bytearray(c.sender.segment(a, s, c.write()))
+    chunk = bytearray(c.sender.segment(a, s, c.write(), lost=True))
     struct.pack_into("!H", chunk, 2, len(chunk) + 64)
     return [c.frame(a, [bytes(chunk)])]
 
@@ -502,12 +543,12 @@ def _zero_length_chunk(c: Catalogue, a: int, s: int) -> list[bytes]:
 
 def _ordered(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 5043 10: DDP Segment Chunks are sent unordered; U=0 is an error, not placed."""
-    return [c.frame(a, [c.sender.segment(a, s, c.write(), flags=FLAG_B | FLAG_E)])]
+    return [c.frame(a, [c.sender.segment(a, s, c.write(), flags=FLAG_B | FLAG_E, lost=True)])]
 
 
 def _fragmented(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 5043 9: DDP Segment Chunks are never fragmented; B without E is an error."""
-    return [c.frame(a, [c.sender.segment(a, s, c.write(), flags=FLAG_U | FLAG_B)])]
+    return [c.frame(a, [c.sender.segment(a, s, c.write(), flags=FLAG_U | FLAG_B, lost=True)])]
 
 
 def _chunk_too_short(c: Catalogue, a: int, s: int) -> list[bytes]:
@@ -600,7 +641,23 @@ def _too_long(c: Catalogue, a: int, s: int) -> list[bytes]:
     return [c.segment_frame(a, s, c.send(a, s, mo=200, length=100))]
 
 
+def _duplicate_chunk(c: Catalogue, a: int, s: int) -> list[bytes]:
+    """The same DDP Segment Chunk twice (a duplicated packet, or a retransmission after its message
+    completed): the second is DUPLICATE, placed and completed once (RFC 5043 10, RFC 5041 5.3)."""
+    frame = c.segment_frame(a, s, c.send(a, s, length=40))
+    return [frame, frame]
+
+
+def _ssn_beyond_window(c: Catalogue, a: int, s: int) -> list[bytes]:
+    """A DDP-SSN SEQUENCE_WINDOW after the lowest missing one: no unreceived chunks the engine tracks
+    explain the gap (RFC 5043 10): INVALID_SSN, nothing placed, the stream ends."""
+    ssn = (c.sender.next_ddp_ssn(a, s) + SEQUENCE_WINDOW) & 0xFFFF
+    return [c.frame(a, [segment_chunk(c.sender.next_tsn(a), s, ssn, c.write())])]
+
+
 MALFORMED: tuple[MalformedCase, ...] = (
+    MalformedCase("duplicate_chunk", _duplicate_chunk, False),
+    MalformedCase("ssn_beyond_window", _ssn_beyond_window, True),
     MalformedCase("bad_crc", _bad_crc, False),
     MalformedCase("wrong_verification_tag", _wrong_tag, False),
     MalformedCase("unknown_association", _unknown_association, False),

@@ -16,7 +16,7 @@ from model.engine.config import AssociationEntry, BufferEntry, RegionEntry, Stre
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
 from sim.runner import default_build_root, run_cocotb
 from sim.traffic.rx import (Catalogue, ConfigDoesNotFit, EngineShape, ValidTraffic, case_frames, catalogue_config,
-                            catalogue_parts, check_config_fits, random_config)
+                            catalogue_parts, check_config_fits, disorder, random_config)
 
 BUILD_ROOT = default_build_root() / "rx_engine"
 SHAPE = EngineShape()
@@ -25,11 +25,14 @@ WIDTHS = [8, 16, 32, 64]
 TRAFFIC = {8: (60, 2048), 16: (80, 4096), 32: (100, 9000), 64: (120, 9000)}
 #: Many small messages back to back, no back-pressure: several chunks per beat at wide W.
 SMALL_TRAFFIC = (150, 48)
+#: Traffic through a link that reorders and duplicates frames (sim.traffic.rx.disorder).
+DISORDERED_TRAFFIC = (60, 1500)
 #: The host's commands and the engine's faults, in one simulation: revocation and re-arming, a write
 #: response other than OKAY, frame-buffer overflow.
 HOST_COMMANDS = "revocation_and_rearm,bad_write_response,frame_buffer_overflow"
 CASES = [("sample_capture", {}), ("random_valid_traffic", {"profile": "large"}),
-         ("random_valid_traffic", {"profile": "small"}), ("malformed_catalogue", {}), (HOST_COMMANDS, {})]
+         ("random_valid_traffic", {"profile": "small"}), ("random_valid_traffic", {"profile": "disordered"}),
+         ("malformed_catalogue", {}), (HOST_COMMANDS, {})]
 BUFFER_BYTES = 32768
 
 
@@ -40,7 +43,8 @@ def _case_id(testcase: str, extra: dict) -> str:
 
 
 def _run(width_bytes: int, testcase: str, extra: dict) -> None:
-    messages, max_payload = SMALL_TRAFFIC if extra.get("profile") == "small" else TRAFFIC[width_bytes]
+    messages, max_payload = {"small": SMALL_TRAFFIC, "disordered": DISORDERED_TRAFFIC}.get(
+        extra.get("profile"), TRAFFIC[width_bytes])
     backpressure = 0.0 if extra.get("profile") == "small" else 0.3
     result = run_cocotb(
         RxEngine(width_bytes, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
@@ -84,6 +88,25 @@ def test_random_traffic_is_valid_for_the_model():
     assert any(len(r.segments) > 1 for r in results)  # bundled chunks
 
 
+def test_disordered_traffic_is_out_of_order_duplicated_and_within_the_window():
+    """The disordered profile must exercise the DDP-SSN window: records held for a gap, duplicates, and no
+    stream ended for a DDP-SSN beyond the window (RFC 5043 10)."""
+    rng = random.Random(8)
+    config = random_config(rng, SHAPE, MEMORY_BYTES, DISORDERED_TRAFFIC[1])
+    model = ReceiveEngineModel(config, SparseMemory(0xC3))
+    for frame in disorder(ValidTraffic(rng, config, max_payload=DISORDERED_TRAFFIC[1]).frames(DISORDERED_TRAFFIC[0]),
+                          rng):
+        model.receive(frame, 0.0)
+    results = model.next_events()
+    arrivals = [v.status for r in results for v in r.arrivals]
+    assert SegmentStatus.DUPLICATE in arrivals
+    assert set(arrivals) == {SegmentStatus.ACCEPTED, SegmentStatus.DUPLICATE}
+    held = [r for r in results if [v for v in r.arrivals if v.status is SegmentStatus.ACCEPTED] and not r.segments]
+    assert held, "no segment waited for an earlier DDP-SSN"
+    released = [v.ddp_ssn for r in results for v in r.segments if v.status is SegmentStatus.ACCEPTED]
+    assert len(released) == arrivals.count(SegmentStatus.ACCEPTED)  # every placed segment completed once
+
+
 @pytest.mark.parametrize("part", range(len(catalogue_parts(SHAPE))))
 def test_catalogue_cases_do_what_they_say(part):
     """Each malformed case is refused by the model, a latching case latches its own stream only (RFC 5041 7.1)."""
@@ -100,7 +123,8 @@ def test_catalogue_cases_do_what_they_say(part):
         expected = SegmentStatus.DROPPED if case.latches else SegmentStatus.ACCEPTED
         assert same_stream.segments[0].status is expected, case.name
         if case.latches:
-            assert [v.status for r in bad for v in r.segments] == [SegmentStatus.ERROR], case.name
+            assert [v.status for r in bad for v in r.segments] in (
+                [SegmentStatus.ERROR], [SegmentStatus.INVALID_SSN]), case.name
 
 
 def _config(**changes):

@@ -31,7 +31,8 @@ def make_dut(**kwargs):
 
 
 def segment_info(*, association=0, stream_id=0, tagged, last=True, opcode=0, stag=0, to=0, qn=0, msn=0,
-                 mo=0, length=0, tsn=0, ssn=0, error=None):
+                 mo=0, length=0, tsn=0, ssn=None, error=None):
+    """A segment's info; ``ssn`` None: the stream's next DDP-SSN (:meth:`Run.segment`)."""
     layer, etype, code = error if error is not None else (0, 0, 0)
     return {
         "association": association, "tsn": tsn, "stream_id": stream_id, "ddp_ssn": ssn,
@@ -61,7 +62,12 @@ def number(fields):
 
 
 class Run:
-    """Drive a PlacementCheck: host writes first, then segments and payloads, all with random stalls."""
+    """Drive a PlacementCheck: host writes first, then segments and payloads, all with random stalls.
+
+    Segments without a DDP-SSN get their stream's next one, from 0 (the ``first_ssn`` of a stream
+    row written without one) and again from 0 after a host write of the row. An accepted untagged
+    verdict with L = 1 retires its buffer, as the engine's delivery order does for in-order traffic.
+    """
 
     def __init__(self, dut, *, seed=0, stall=0.3):
         self.dut = dut
@@ -72,16 +78,23 @@ class Run:
         self.items = []         # (info dict, payload bytes) or ("host", port name, payload), in order
         self.verdicts, self.commands, self.packets = [], [], []
         self.taken_cycles, self.late_accept_cycles, self.verdict_cycles = [], [], []
+        self._ssn = {}
 
     @property
     def segments(self):
         return [item for item in self.items if item[0] != "host"]
 
     def segment(self, info, body=b""):
+        if info["ddp_ssn"] is None:
+            key = (info["association"], info["stream_id"])
+            info = {**info, "ddp_ssn": self._ssn.get(key, 0)}
+            self._ssn[key] = (info["ddp_ssn"] + 1) & 0xFFFF
         self.items.append((info, body))
 
     def host(self, name, payload):
         """A host write issued after the segments before it were taken and before the next one."""
+        if name == "stream_write":
+            self._ssn.pop(divmod(payload["index"], self.dut._stream_ids), None)
         self.items.append(("host", name, payload))
 
     async def _send(self, ctx, port, payload, log=None, cycle_box=None):
@@ -162,6 +175,20 @@ class Run:
                     if cycles is not None:
                         cycles.append(cycle)
 
+        async def retirer(ctx):
+            seen = 0
+            while True:
+                ctx.set(dut.retire.valid, 0)
+                if seen < len(self.verdicts):
+                    verdict = self.verdicts[seen]
+                    seen += 1
+                    if verdict.status == SegmentStatus.ACCEPTED and not verdict.tagged and verdict.last:
+                        ctx.set(dut.retire.payload, {
+                            "stream": int(verdict.association) * dut._stream_ids + int(verdict.stream_id),
+                            "qn": int(verdict.qn), "msn": int(verdict.msn)})
+                        ctx.set(dut.retire.valid, 1)
+                await ctx.tick()
+
         async def finish(ctx):
             while len(self.verdicts) < len(self.segments):
                 await ctx.tick()
@@ -174,6 +201,7 @@ class Run:
         sim.add_testbench(late, background=True)
         sim.add_testbench(payloads, background=True)
         sim.add_testbench(collector(dut.verdict, self.verdicts, self.verdict_cycles), background=True)
+        sim.add_testbench(retirer, background=True)
         sim.add_testbench(collector(dut.cmd, self.commands), background=True)
         sim.add_testbench(collector(dut.payload_out, self.packets, packets=True), background=True)
         sim.add_testbench(finish)

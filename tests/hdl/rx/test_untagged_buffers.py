@@ -28,8 +28,8 @@ def simulate(dut, script):
         await ctx.tick().repeat(UntaggedBuffers.latency)
         return ctx.get(dut.result)
 
-    async def retire(ctx, stream, qn, msn, at_first):
-        ctx.set(dut.retire, {"stream": stream, "qn": qn, "msn": msn, "at_first": at_first})
+    async def retire(ctx, stream, qn, msn):
+        ctx.set(dut.retire, {"stream": stream, "qn": qn, "msn": msn})
         ctx.set(dut.retire_en, 1)
         await ctx.tick()
         ctx.set(dut.retire_en, 0)
@@ -62,7 +62,7 @@ def test_msn_window_mo_and_retirement():
             assert await post(ctx, 2, 1, 0x1000 * (n + 1), 100 + n) is not None
         assert await post(ctx, 2, 1, 0x9000, 10) is None          # depth buffers outstanding: waits
         result = await lookup(ctx, 2, 1, 1, mo=10, length=90)
-        assert (result.fault, int(result.address), int(result.at_first)) == (UntaggedFault.NONE, 0x100A, 1)
+        assert (result.fault, int(result.address)) == (UntaggedFault.NONE, 0x100A)
         assert (await lookup(ctx, 2, 1, 1, mo=100, length=1)).fault == UntaggedFault.INVALID_MO
         assert (await lookup(ctx, 2, 1, 1, mo=99, length=2)).fault == UntaggedFault.MESSAGE_TOO_LONG
         assert (await lookup(ctx, 2, 1, 1, mo=500, length=0)).fault == UntaggedFault.NONE   # zero length
@@ -71,19 +71,18 @@ def test_msn_window_mo_and_retirement():
         assert (await lookup(ctx, 2, 1, 1 + (1 << 31))).fault == UntaggedFault.MSN_RANGE
         assert (await lookup(ctx, 2, 0, 1)).fault == UntaggedFault.NO_BUFFER            # other queue, empty
         assert (await lookup(ctx, 1, 1, 1)).fault == UntaggedFault.NO_BUFFER            # other stream
-        await retire(ctx, 2, 1, 1, 1)
+        await retire(ctx, 2, 1, 1)
         assert (await lookup(ctx, 2, 1, 1)).fault == UntaggedFault.MSN_RANGE            # completed
         result = await lookup(ctx, 2, 1, 2, mo=0, length=101)
-        assert (result.fault, int(result.at_first)) == (UntaggedFault.NONE, 1)
+        assert result.fault == UntaggedFault.NONE
         assert await post(ctx, 2, 1, 0x5000, 7) is not None                             # slot freed: MSN 5
         result = await lookup(ctx, 2, 1, 5, mo=6, length=1)
         assert (result.fault, int(result.address)) == (UntaggedFault.NONE, 0x5006)
-        # Out of order: MSN 3 completes before 2; 2 stays usable, 3 is gone.
-        result = await lookup(ctx, 2, 1, 3)
-        await retire(ctx, 2, 1, 3, int(result.at_first))
+        # Out of order (after a revocation, say): MSN 3 retires before 2; 2 stays usable, 3 is gone.
+        await retire(ctx, 2, 1, 3)
         assert (await lookup(ctx, 2, 1, 3)).fault == UntaggedFault.MSN_RANGE
         assert (await lookup(ctx, 2, 1, 2)).fault == UntaggedFault.NONE
-        await retire(ctx, 2, 1, 2, 1)
+        await retire(ctx, 2, 1, 2)
         assert (await lookup(ctx, 2, 1, 4)).fault == UntaggedFault.NONE
         assert (await lookup(ctx, 2, 1, 6)).fault == UntaggedFault.NO_BUFFER
 
@@ -96,7 +95,7 @@ def test_lookup_sees_retirement_and_post_on_the_same_cycle():
 
     async def script(ctx, post, lookup, retire, revoke):
         assert await post(ctx, 0, 0, 0x40, 8) is not None
-        ctx.set(dut.retire, {"stream": 0, "qn": 0, "msn": 1, "at_first": 1})
+        ctx.set(dut.retire, {"stream": 0, "qn": 0, "msn": 1})
         ctx.set(dut.retire_en, 1)
         result = await lookup(ctx, 0, 0, 1)
         ctx.set(dut.retire_en, 0)
@@ -134,7 +133,7 @@ def test_revocation_of_one_buffer_and_of_a_queue():
         assert (await lookup(ctx, 1, 0, 3)).fault == UntaggedFault.NONE
         await revoke(ctx, 1, 0, 6)                                               # never posted: no effect
         assert (await lookup(ctx, 1, 0, 4)).fault == UntaggedFault.NONE
-        await retire(ctx, 1, 0, 1, 1)
+        await retire(ctx, 1, 0, 1)
         assert await post(ctx, 1, 0, 0x5000, 64) is not None                    # MSN 5, slot of MSN 1
         await revoke(ctx, 1, 0, 1)                                               # stale: MSN 5 stays
         result = await lookup(ctx, 1, 0, 5, mo=1, length=1)

@@ -1,5 +1,6 @@
 """The receive engine's reference model (model/engine/rx.py) on the sample capture and crafted frames."""
 
+import itertools
 import struct
 
 import pytest
@@ -37,8 +38,18 @@ class Engine(ReceiveEngineModel):
         return result
 
 
+_ssns = itertools.count(1)
+
+
+def restart_ssn():
+    """A new session on the stream: DDP-SSNs from the configured first_ssn (1) again."""
+    global _ssns
+    _ssns = itertools.count(1)
+
+
 @pytest.fixture
 def engine():
+    restart_ssn()
     return Engine(ReceiveConfig.from_json(SAMPLE_CONFIG.read_text()))
 
 
@@ -48,8 +59,9 @@ def frame(*chunks, tag=TAG, src_port=5001, dst_port=5002, udp=False, src_ip="10.
     return build_frame(packet, PEER_MAC, dst_mac, src_ip, dst_ip, udp=udp)
 
 
-def segment_chunk(header, payload=b"", tsn=1, ssn=1, stream=0, flags=None):
-    data = DdpSegmentChunkData(ssn, header.encode() + payload).encode()
+def segment_chunk(header, payload=b"", tsn=1, ssn=None, stream=0, flags=None):
+    """A DDP Segment Chunk; its DDP-SSN the stream's next one unless given."""
+    data = DdpSegmentChunkData(next(_ssns) if ssn is None else ssn, header.encode() + payload).encode()
     chunk = DataChunk(tsn, stream, 0, 16, data, unordered=True)
     if flags is not None:
         chunk = DataChunk(tsn, stream, 0, 16, data, unordered=bool(flags & 4), beginning=bool(flags & 2),
@@ -243,6 +255,7 @@ def test_revoked_buffer_is_out_of_range_and_rearm_resumes(engine):
     assert refused.error == DdpError.MSN_RANGE.number
     assert engine.receive_one(frame(segment_chunk(*send(3)))).segments[0].status is SegmentStatus.DROPPED
     engine.rearm_stream(0, 0)
+    restart_ssn()
     (placed,) = engine.receive_one(frame(segment_chunk(*send(3, b"again")))).segments
     assert placed.status is SegmentStatus.ACCEPTED and engine.memory.read(0x62000, 5) == b"again"
 
@@ -251,6 +264,7 @@ def test_reset_queue_starts_again_at_msn_1_rfc5041_4_3(engine):
     engine.reset_queue(0, 0, 0)
     assert engine.receive_one(frame(segment_chunk(*send(1)))).segments[0].error == DdpError.NO_BUFFER.number
     engine.rearm_stream(0, 0)
+    restart_ssn()
     assert engine.post_buffer(0, 0, 0, 0x68000, 16) == 1
     assert engine.receive_one(frame(segment_chunk(*send(1, b"new")))).segments[0].host_address == 0x68000
 

@@ -1,0 +1,117 @@
+"""The DDP-SSN window of each DDP stream: duplicates and DDP-SSNs out of range (RFC 5043 6.1, 10).
+
+Per stream the block keeps ``base``, the lowest DDP-SSN not yet received,
+and ``seen``, one bit per DDP-SSN ``base + i`` for ``i < window`` (bit 0,
+``base`` itself, is never set). For a segment's DDP-SSN, with
+``ahead = (ssn - base) mod 2**16``:
+
+* ``ahead >= 2**15`` (behind ``base``: received long ago) or ``seen[ahead]``
+  -> ``duplicate``: the peer's SCTP retransmitted a chunk, or the network
+  duplicated a packet (RFC 5041 5.3: a segment is placed once, its message
+  delivered once);
+* ``window <= ahead < 2**15`` -> ``beyond``: more DDP-SSNs missing than the
+  block tracks. RFC 5043 10 lets a receiver check that a gap can be
+  explained by unreceived chunks and terminate the stream when it cannot;
+  this block's bound is ``window``;
+* otherwise the DDP-SSN is new; committing it sets its bit, and when it is
+  ``base`` itself, ``base`` moves past it and every DDP-SSN after it already
+  seen, so the window slides as the gaps fill.
+
+Pipeline (the placement check's, which never stalls): a lookup of
+``index``/``ssn`` on one cycle has ``duplicate``/``beyond`` three cycles
+later, on the cycle its ``commit`` is given. Stage 1 subtracts ``base``,
+stage 2 tests the bit and finds how far ``base`` moves if the DDP-SSN is
+``base`` (the first zero of ``seen``), stage 3 shifts and writes. The
+caller must not look up a stream while an earlier lookup of it is in stages
+1-2; a lookup on the commit's own cycle reads the written state
+(transparent read), as the placement check's interlock provides.
+
+``reset`` (a host write of the stream row) starts the stream's window at
+``first_ssn`` with nothing seen; it must not meet a commit (the placement
+check writes its tables only while no segment is in flight).
+
+Cost: ``16 + window`` bits of state per stream; the logic is one 16-bit
+subtractor, one ``window``-to-1 bit select, one ``window``-bit increment
+(first zero) and one ``window``-bit shifter.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stream.bits import index_bits
+
+__all__ = ["SequenceWindow"]
+
+_SSN_BITS = 16
+
+
+class SequenceWindow(wiring.Component):
+    """DDP-SSN windows of ``streams`` DDP streams, ``window`` DDP-SSNs each (a power of two)."""
+
+    latency = 3
+
+    def __init__(self, streams: int, window: int = 32):
+        if window < 2 or window & (window - 1) or window > 1 << (_SSN_BITS - 1):
+            raise ValueError(f"window must be a power of two in 2..{1 << (_SSN_BITS - 1)}, not {window}")
+        self._streams, self._window = streams, window
+        bits = index_bits(streams)
+        super().__init__({
+            "index": In(bits),
+            "ssn": In(_SSN_BITS),
+            "duplicate": Out(1),
+            "beyond": Out(1),
+            "commit": In(1),
+            "reset": In(1),
+            "reset_index": In(bits),
+            "reset_first": In(_SSN_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        window = self._window
+        slot_bits = (window - 1).bit_length()
+        state_layout = data.StructLayout({"base": unsigned(_SSN_BITS), "seen": unsigned(window)})
+        states = m.submodules.states = memory.Memory(shape=state_layout, depth=self._streams, init=[])
+        write = states.write_port()
+        read = states.read_port(transparent_for=(write,))
+
+        # Stage 0: read the stream's state.
+        m.d.comb += read.addr.eq(self.index)
+        index_1, ssn_1 = Signal.like(self.index), Signal(_SSN_BITS)
+        m.d.sync += [index_1.eq(self.index), ssn_1.eq(self.ssn)]
+
+        # Stage 1: how far ahead of base.
+        index_2, ahead_2 = Signal.like(self.index), Signal(_SSN_BITS)
+        base_2, seen_2 = Signal(_SSN_BITS), Signal(window)
+        m.d.sync += [index_2.eq(index_1), ahead_2.eq(ssn_1 - read.data.base),
+                     base_2.eq(read.data.base), seen_2.eq(read.data.seen)]
+
+        # Stage 2: classify; the advance if this is base: the first zero of seen above bit 0.
+        behind = ahead_2[-1]
+        inside = ahead_2[slot_bits:] == 0
+        slot = ahead_2[:slot_bits]
+        filled = seen_2 | 1
+        first_zero = ~filled & (filled + 1)             # one-hot (bit `window`: all seen)
+        advance = Signal(range(window + 1))
+        for position in range(1, window + 1):
+            with m.If(first_zero[position] if position < window else (filled + 1)[window]):
+                m.d.comb += advance.eq(position)
+        index_3, base_3 = Signal.like(self.index), Signal(_SSN_BITS)
+        marked_3, advance_3 = Signal(window), Signal(range(window + 1))
+        m.d.sync += [
+            self.duplicate.eq(behind | (inside & seen_2.bit_select(slot, 1))),
+            self.beyond.eq(~behind & ~inside),
+            index_3.eq(index_2), base_3.eq(base_2),
+            marked_3.eq(seen_2 | (Const(1, window) << slot)),
+            advance_3.eq(Mux(ahead_2 == 0, advance, 0)),
+        ]
+
+        # Stage 3: commit (the caller's decision) or a host reset.
+        m.d.comb += [
+            write.addr.eq(Mux(self.reset, self.reset_index, index_3)),
+            write.data.base.eq(Mux(self.reset, self.reset_first, base_3 + advance_3)),
+            write.data.seen.eq(Mux(self.reset, 0, (Cat(marked_3, Const(0, window)) >> advance_3)[:window])),
+            write.en.eq(self.commit | self.reset),
+        ]
+        return m

@@ -1,0 +1,114 @@
+"""hdl.rx.delivery_order.DeliveryOrder in Amaranth's simulator: the records of each DDP stream leave in
+DDP-SSN order, as the protocol model's DdpSink delivers (RFC 5041 5.3, 5.4; RFC 5043 6.1), other
+records in arrival order, delivered untagged messages retire their buffers, host writes restart a stream."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from hdl.abi import ReportKind, SegmentStatus
+from hdl.rx.delivery_order import DeliveryOrder
+from hdl.stream.simulation import Pace, collector, settle, stream_put
+from model.ddp.memory import MemoryTable, ProtectionDomain, SparseMemory
+from model.ddp.segment import TaggedHeader
+from model.ddp.sink import DdpSink
+
+ASSOCIATIONS, STREAM_IDS, WINDOW = 2, 2, 8
+STREAMS = ASSOCIATIONS * STREAM_IDS
+EMPTY_SEGMENT = TaggedHeader(True, 0x40, 0, 0).encode()  # accepted by any sink: only its DDP-SSN matters
+
+
+def record(association, stream_id, ssn, *, status=SegmentStatus.ACCEPTED, tagged=True, last=False, msn=0,
+           tsn=0):
+    return {"kind": ReportKind.SEGMENT, "status": status.value, "association": association,
+            "stream_id": stream_id, "ddp_ssn": ssn, "tagged": tagged, "last": last, "qn": 0, "msn": msn, "tsn": tsn}
+
+
+def arrivals(rng: random.Random, firsts: list[int]) -> list[dict]:
+    """Per stream a run of DDP-SSNs reordered within the window (as the placement check admits them),
+    interleaved across streams, with
+    records that are not ACCEPTED mixed in; a Send's L = 1 record every few."""
+    per_stream = []
+    for row, first in enumerate(firsts):
+        ssns = []
+        for block in range(0, 40, WINDOW):  # shuffled in blocks: never WINDOW ahead of the lowest missing
+            part = [(first + block + i) & 0xFFFF for i in range(WINDOW)]
+            rng.shuffle(part)
+            ssns += part
+        association, stream_id = divmod(row, STREAM_IDS)
+        per_stream.append([record(association, stream_id, ssn, tagged=ssn % 3 != 0, last=ssn % 3 == 0,
+                                  msn=ssn, tsn=k) for k, ssn in enumerate(ssns)])
+    out = []
+    while any(per_stream):
+        queue = rng.choice([q for q in per_stream if q])
+        out.append(queue.pop(0))
+        if rng.random() < 0.2:
+            association, stream_id = rng.randrange(ASSOCIATIONS), rng.randrange(STREAM_IDS)
+            out.append(record(association, stream_id, rng.randrange(1 << 16),
+                              status=rng.choice([SegmentStatus.DUPLICATE, SegmentStatus.DROPPED]), tsn=9999))
+    return out
+
+
+def expected_order(records: list[dict], firsts: list[int]) -> list[dict]:
+    """What leaves: each record in turn, ACCEPTED ones when a DdpSink per stream delivers them."""
+    sinks = [DdpSink(pd=ProtectionDomain(1), memory_table=MemoryTable(), host_memory=SparseMemory(), stream_id=row,
+                     first_sequence=first) for row, first in enumerate(firsts)]
+    waiting = [{} for _ in firsts]
+    out = []
+    for r in records:
+        if r["status"] != SegmentStatus.ACCEPTED.value:
+            out.append(r)
+            continue
+        row = r["association"] * STREAM_IDS + r["stream_id"]
+        before = sinks[row].delivery_point
+        sinks[row].receive(EMPTY_SEGMENT, r["ddp_ssn"])
+        waiting[row][r["ddp_ssn"]] = r
+        for k in range((sinks[row].delivery_point - before) & 0xFFFF):
+            out.append(waiting[row].pop((before + k) & 0xFFFF))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_records_leave_in_ddp_ssn_order_per_stream(seed):
+    rng = random.Random(seed)
+    firsts = [rng.randrange(1 << 16) for _ in range(STREAMS)]
+    firsts[0] = 0xFFFC  # wraps
+    records = arrivals(rng, firsts)
+    dut = DeliveryOrder(associations=ASSOCIATIONS, stream_ids=STREAM_IDS, window=WINDOW)
+    out, retired, forwarded = [], [], []
+
+    async def host_and_source(ctx):
+        for row, first in enumerate(firsts):
+            await stream_put(ctx, dut.stream_write_in, {"index": row, "entry": {"valid": 1, "pd": 1},
+                                                         "first_ssn": first})
+        pace = Pace(0.2, seed=seed)
+        for r in records:
+            await stream_put(ctx, dut.records_in, r, pace=pace)
+
+    async def retirements(ctx):
+        while True:
+            _, _, valid, payload = await ctx.tick().sample(dut.retire.valid, dut.retire.payload)
+            if valid:
+                retired.append((int(payload.stream), int(payload.msn)))
+
+    async def main(ctx):
+        await settle(ctx, lambda: len(out) == len(records), budget=20 * len(records))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(host_and_source, background=True)
+    sim.add_testbench(collector(dut.records_out, out, pace=Pace(0.3, seed=seed + 1)), background=True)
+    sim.add_testbench(collector(dut.stream_write_out, forwarded), background=True)
+    sim.add_testbench(retirements, background=True)
+    sim.add_testbench(main)
+    sim.run()
+
+    got = [(int(p.association), int(p.stream_id), int(p.ddp_ssn), int(p.status), int(p.tsn)) for p in out]
+    want = [(r["association"], r["stream_id"], r["ddp_ssn"], r["status"], r["tsn"])
+            for r in expected_order(records, firsts)]
+    k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    assert got == want, "\n" + "\n".join(f"{i}: {got[i] if i < len(got) else None} {want[i] if i < len(want) else None}" for i in range(max(0, k - 4), k + 6))
+    assert [int(w.index) for w in forwarded] == list(range(STREAMS))
+    assert retired == [(a * STREAM_IDS + s, ssn) for a, s, ssn, status, _ in want
+                       if status == SegmentStatus.ACCEPTED.value and ssn % 3 == 0]
