@@ -442,6 +442,11 @@ class SoftRnic:
         self._streams.pop(stream_id, None)
         self._flush()
 
+    def stream_available(self, stream_id: int) -> bool:
+        """No session on the stream and every chunk of its last one acknowledged: it may be opened (RFC 5043
+        6.6)."""
+        return self._sessions.stream_available(stream_id)
+
     def negotiated(self, stream_id: int) -> NegotiatedParameters | None:
         """The RFC 6581 9 parameters in force on the stream's session, if enhanced."""
         stream = self._streams.get(stream_id)
