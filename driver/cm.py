@@ -120,7 +120,6 @@ class CMID:
         self.peer_private_data = b""
         self._events: deque[CMEvent] = deque()
         self._pending: _Pending | None = None
-        self._rtr_follows = False
         self._negotiated: tuple[int, int, bytes] = (0, 0, b"")
 
     # -- set-up -----------------------------------------------------------------------
@@ -201,10 +200,15 @@ class CMID:
     def _post(self, event_type: CMEventType, about: CMID | None = None, **fields) -> None:
         self._events.append(CMEvent(event_type, about or self, **fields))
 
-    def _established(self, ird: int, ord: int, private_data: bytes) -> None:
-        self.state = CMState.ESTABLISHED
+    def _open(self, ird: int, ord: int, peer_private_data: bytes) -> None:
+        """The stream's session is open (RFC 5043 6.2): its queue pair takes work."""
         assert self.qp is not None and self.stream_id is not None
+        self._negotiated = (ird, ord, peer_private_data)
         self.qp._established(self.stream_id, ird, ord)
+
+    def _established(self) -> None:
+        self.state = CMState.ESTABLISHED
+        ird, ord, private_data = self._negotiated
         param = ConnParam(responder_resources=ird, initiator_depth=ord)
         self._post(CMEventType.ESTABLISHED, private_data=private_data, conn_param=param)
 

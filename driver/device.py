@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from model.ddp.negotiation import Role
+from model.ddp.negotiation import NegotiationFailed, Role, check_reply, offered_rtr_types
 from model.ddp.session import TerminationCause
 from model.rnic.events import (
     Aborted,
@@ -40,6 +40,7 @@ from model.rnic.events import (
     StreamTerminated,
     WorkCompletion,
 )
+from model.errors import LlpError, error_name
 from model.sctp.state import AssociationState
 
 from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend
@@ -167,17 +168,15 @@ class Device:
         if cm_id is None:
             return
         if isinstance(event, SessionEstablished):
+            # the stream is open: the queue pair takes work now (the session holds a responder's segments
+            # until the RTR, RFC 6581 9); the connection is ESTABLISHED once the RTR has arrived
+            cm_id._open(event.ird, event.ord, event.peer_private_data)
             if event.role is Role.INITIATOR or not event.peer_to_peer:
-                cm_id._established(event.ird, event.ord, event.peer_private_data)
-            else:
-                cm_id._rtr_follows = True
-                cm_id._negotiated = (event.ird, event.ord, event.peer_private_data)
+                cm_id._established()
         elif isinstance(event, RtrArrived) and cm_id.state is CMState.ACCEPTED:
-            cm_id._established(*cm_id._negotiated)
+            cm_id._established()
         elif isinstance(event, SessionRejected):
-            reason = ("rejected by the peer (RFC 5043 6.3)" if event.by_user
-                      else "refused by the peer's provider with a Terminate (RFC 5043 6.4)")
-            cm_id._ended(CMEventType.REJECTED, reason, private_data=event.private_data)
+            self._on_rejected(cm_id, event)
         elif isinstance(event, StreamTerminated):
             if cm_id.state in (CMState.CONNECTING, CMState.ACCEPTED):
                 cm_id._ended(CMEventType.CONNECT_ERROR, event.cause.value, event.error)
@@ -188,6 +187,23 @@ class Device:
         elif isinstance(event, StreamReleased) and cm_id.state is CMState.DISCONNECTING:
             cm_id._ended(CMEventType.DISCONNECTED, "disconnected: both Terminates exchanged and acknowledged "
                                                    "(RFC 5043 6.2, 6.6)")
+
+    def _on_rejected(self, cm_id: CMID, event: SessionRejected) -> None:
+        """REJECTED; an enhanced reject whose data this side's offer cannot match is the provider's refusal
+        (RFC 6581 7: it says which RTR types it supports), and carries the RFC 6581 8 code."""
+        error, reason = None, "rejected by the peer (RFC 5043 6.3)"
+        if not event.by_user:
+            reason = "refused by the peer's provider with a Terminate (RFC 5043 6.4)"
+        elif event.enhanced is not None and cm_id._pending is not None:
+            offer = cm_id._resources(cm_id._pending.param)
+            verdict = check_reply(offer, event.enhanced)
+            if not set(offer.rtr_types) & offered_rtr_types(event.enhanced):
+                error = LlpError.NO_MATCHING_RTR.number
+            elif isinstance(verdict, NegotiationFailed):
+                error = verdict.error.number
+            if error is not None:
+                reason = f"refused by the peer's provider: {error_name(*error)} (RFC 6581 7, 8)"
+        cm_id._ended(CMEventType.REJECTED, reason, error, private_data=event.private_data)
 
     def _on_request(self, event: SessionRequested) -> None:
         listener = self._listener
