@@ -88,6 +88,8 @@ class SimulatedTimeLoop(asyncio.SelectorEventLoop):
 class _Waiter:
     predicate: Callable[[], bool]
     future: asyncio.Future
+    deadline: float | None
+    timeout: float | None
 
 
 class SoftDevice(DeviceBackend):
@@ -245,17 +247,13 @@ class SoftFabric(FabricBackend):
         self.kick()
         if predicate():
             return
-        waiter = _Waiter(predicate, loop.create_future())
+        deadline = None if timeout is None else loop.time() + timeout
+        waiter = _Waiter(predicate, loop.create_future(), deadline, timeout)
         self._waiters.append(waiter)
-        deadline = None
-        if timeout is not None:
-            deadline = loop.call_at(loop.time() + timeout, self._time_out, waiter, timeout)
         try:
             await waiter.future
         finally:
             self._waiters.remove(waiter)
-            if deadline is not None:
-                deadline.cancel()
 
     # -- internals ------------------------------------------------------------------
 
@@ -282,27 +280,28 @@ class SoftFabric(FabricBackend):
         pair.collect()
         if self.on_change is not None:
             self.on_change()
-        self._wake()
+        self._wake(pair.now)
         next_time = pair.next_time()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if next_time is not None:
+        if next_time is not None:  # a wait's deadline only counts while something can still happen
+            deadlines = [w.deadline for w in self._waiters if w.deadline is not None and not w.future.done()]
+            next_time = min([next_time, *deadlines])
             self._timer = loop.call_at(next_time, self._service, next_time)
 
-    def _wake(self) -> None:
+    def _wake(self, now: float) -> None:
+        """Wake the waiters whose predicate holds, or whose deadline has passed (`WaitTimeout`)."""
         for waiter in list(self._waiters):
             if waiter.future.done():
                 continue
             try:
                 if waiter.predicate():
                     waiter.future.set_result(None)
+                elif waiter.deadline is not None and now >= waiter.deadline:
+                    waiter.future.set_exception(WaitTimeout(f"not done within {waiter.timeout:g} s of simulated time"))
             except Exception as error:  # the predicate's own failure goes to its waiter
                 waiter.future.set_exception(error)
-
-    def _time_out(self, waiter: _Waiter, timeout: float) -> None:
-        if not waiter.future.done():
-            waiter.future.set_exception(WaitTimeout(f"not done within {timeout:g} s of simulated time"))
 
     def _stalled(self) -> None:
         """The loop has nothing ready and no timer: nothing can change, so every wait fails."""

@@ -9,7 +9,7 @@ import pytest
 
 from driver import (
     SGE, AccessFlags, AddressInUse, BackendUnavailable, ConnParam, InvalidArgument, InvalidState, NotConnected,
-    OrdExceeded, PrivateDataTooLong, QPState, RecvWR, SendWR, SgeAccessDenied, SgeOutsideRegion, TooManySges,
+    OrdExceeded, PrivateDataTooLong, QPCap, QPState, QueueFull, RecvWR, SendWR, SgeAccessDenied, SgeOutsideRegion, TooManySges,
     UnknownBackend, WCOpcode, WCStatus, WROpcode, open_fabric, run,
 )
 from tests.driver.harness import connected
@@ -210,3 +210,21 @@ def test_backend_names():
         open_fabric("sim")
     with pytest.raises(UnknownBackend):
         open_fabric("board9")
+
+
+def test_queue_full_past_the_qp_capacity():
+    async def body(fabric, server, client):
+        mr = client.mr
+        client.qp.post_recv(RecvWR(1, [SGE(mr.buf, 8, mr.lkey)]))
+        with pytest.raises(QueueFull):
+            client.qp.post_recv(RecvWR(2, [SGE(mr.buf, 8, mr.lkey)]))
+        # the Write is outstanding until its completion arrives (the fabric runs only while this coroutine waits)
+        client.qp.post_send(SendWR(1, WROpcode.RDMA_WRITE, [SGE(mr.buf, 8, mr.lkey)],
+                                   remote_addr=server.mr.buf, rkey=server.mr.rkey))
+        with pytest.raises(QueueFull):
+            client.qp.post_send(SendWR(2, WROpcode.SEND, [SGE(mr.buf, 8, mr.lkey)]))
+        await client.cq.wait(1)
+        client.qp.post_send(SendWR(3, WROpcode.SEND, [SGE(mr.buf, 8, mr.lkey)]))
+        return True
+
+    assert run_connected(body, cap=QPCap(max_send_wr=1, max_recv_wr=1))
