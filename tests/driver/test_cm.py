@@ -11,7 +11,7 @@ import pytest
 
 from driver import (
     SGE, CMEventType, ConnParam, NotConnected, QPState, RecvWR, RtrType, SendWR, SimulationStalled, TerminateLayer,
-    WaitTimeout, WCStatus, WROpcode, run,
+    WaitTimeout, WCStatus, WROpcode, open_fabric, run,
 )
 from scripts.driver_example import main as example_main
 from tests.driver.harness import connected
@@ -190,3 +190,15 @@ def test_example_program_says_sim_is_not_available(capsys):
     assert example_main(["--backend", "sim"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not available yet" in err[0]
+
+
+def test_query_device_before_any_connection():
+    """RFC 5043 9: a DDP segment fits one DATA chunk of one packet, kept below the theoretical maximum (here by
+    room for a SACK riding along, 16 bytes without gaps, RFC 4960 3.3.4): 1500-byte MTU - IPv4 20 - SCTP common
+    header 12 - DATA chunk header 16 - SACK 16, a multiple of 4, less the 16-bit DDP-SSN (RFC 5043 5.2.2)."""
+    fabric = open_fabric("soft", streams=5)
+    attr = fabric.devices[0].query_device()
+    assert attr.mulpdu == 1500 - 20 - 12 - 16 - 16 - 2
+    assert attr.max_qp == 5
+    assert (attr.max_recv_sge, attr.max_sge_rd) == (1, 1)
+    assert attr.max_msg_sz == 2**32 - 1  # RFC 5041 5.2: less than 2^32

@@ -9,8 +9,8 @@ import pytest
 
 from driver import (
     SGE, AccessFlags, AddressInUse, BackendUnavailable, ConnParam, InvalidArgument, InvalidState, NotConnected,
-    OrdExceeded, PrivateDataTooLong, QPCap, QPState, QueueFull, RecvWR, SendWR, SgeAccessDenied, SgeOutsideRegion, TooManySges,
-    UnknownBackend, WCOpcode, WCStatus, WROpcode, open_fabric, run,
+    OrdExceeded, PrivateDataTooLong, QPCap, QPState, QueueFull, RecvWR, SendWR, SgeAccessDenied, SgeOutsideRegion,
+    TooManySges, UnknownBackend, WCOpcode, WCStatus, WROpcode, open_fabric, run,
 )
 from tests.driver.harness import connected
 
