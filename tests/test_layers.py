@@ -2,7 +2,7 @@
 
 The one exception is the engine ABI: the scoreboard model (model/engine) reads
 the register map, records and enums from hdl/abi.py, the contract it checks
-the gateware against. sim joins the layers; boards uses hdl.
+the gateware against. driver uses model (and may use the ABI); sim joins the layers; boards uses hdl.
 """
 
 import ast
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = ("model", "hdl", "sim", "boards", "scripts", "tests")
+PROJECT = ("model", "hdl", "driver", "sim", "boards", "scripts", "tests")
 
 
 def project_imports(package: str) -> dict[str, set[str]]:
@@ -32,11 +32,12 @@ def project_imports(package: str) -> dict[str, set[str]]:
     ("model", ("model",)),
     ("hdl", ("hdl",)),
     ("boards", ("boards", "hdl")),
+    ("driver", ("driver", "model")),
 ])
 def test_layer_imports_only_what_it_may(package, allowed):
     for module, names in project_imports(package).items():
         outside = {name for name in names if name.split(".")[0] not in allowed}
-        if module.startswith("model/engine/"):
+        if module.startswith(("model/engine/", "driver/")):
             outside.discard("hdl.abi")  # the ABI the scoreboard checks the gateware against
         assert not outside, f"{module} imports {sorted(outside)}"
 

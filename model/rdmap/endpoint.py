@@ -14,6 +14,10 @@ Decisions recorded here:
 * Local completion of RDMA Write and Send (RFC 5041 5.4, Data Source side):
   a message is complete once all its segments have been handed to the LLP,
   i.e. returned by `data_to_send()`; `WorkCompleted` then waits in `next_events()`.
+* Gather lists: a Write or Send's source may be one host address or a list
+  of (address, length) pieces read one after the other as one message
+  (the verbs layer's scatter/gather list); the pieces' lengths add up to
+  the message length.
 * A message's payload is read from host memory segment by segment as
   `data_to_send()` hands the segments over (an RNIC's DMA), never copied
   whole: the source buffer belongs to the endpoint until the message's
@@ -51,14 +55,14 @@ Decisions recorded here:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Union
 
 from model.ddp.segment import DdpSegment
 from model.ddp.sink import Delivered, DdpSink, Placed, SinkError
 from model.ddp.source import DdpSource
-from model.errors import DdpError, DecodeError, ErrorNumber, RdmapError, RnicError
+from model.errors import DdpError, DecodeError, EncodeError, ErrorNumber, RdmapError, RnicError
 from model.ddp.memory import Access, MemoryTable, ProtectionDomain, SparseMemory
 from model.rdmap.messages import (
     READ_REQUEST_LENGTH,
@@ -75,6 +79,9 @@ from model.rdmap.messages import (
 )
 
 _TERMINATE_BUFFER = 4 + 2 + 18 + READ_REQUEST_LENGTH  # largest Terminate body
+
+Gather = Union[int, Sequence[tuple[int, int]]]
+"""A message's source in host memory: one address, or (address, length) pieces in message order."""
 
 
 class StreamInError(RnicError):
@@ -217,16 +224,16 @@ class RdmapEndpoint:
         """Post a receive buffer on QN 0 for inbound Sends; returns its MSN."""
         return self.sink.post_buffer(QueueNumber.SEND, address, length)
 
-    def post_write(self, remote_stag: int, remote_to: int, local_address: int, length: int) -> int:
+    def post_write(self, remote_stag: int, remote_to: int, local_address: Gather, length: int) -> int:
         """RDMA Write `length` bytes from host memory to the peer's STag/TO (RFC 5040 5.1)."""
         self._check_usable()
-        segments = self.source.tagged_segments(self._reader(local_address), length, remote_stag, remote_to,
+        segments = self.source.tagged_segments(self._reader(local_address, length), length, remote_stag, remote_to,
                                                tagged_rsvd_ulp(Opcode.RDMA_WRITE))
         return self._queue_work(Opcode.RDMA_WRITE, segments, self.source.segment_count(length, tagged=True), length)
 
     def post_send(
         self,
-        local_address: int,
+        local_address: Gather,
         length: int,
         *,
         solicited: bool = False,
@@ -239,7 +246,8 @@ class RdmapEndpoint:
         else:
             opcode = Opcode.SEND_WITH_SE_AND_INVALIDATE if solicited else Opcode.SEND_WITH_INVALIDATE
         rsvd_ulp = untagged_rsvd_ulp(opcode, invalidate_stag or 0)
-        segments = self.source.untagged_segments(self._reader(local_address), length, QueueNumber.SEND, rsvd_ulp)
+        segments = self.source.untagged_segments(self._reader(local_address, length), length, QueueNumber.SEND,
+                                                 rsvd_ulp)
         return self._queue_work(opcode, segments, self.source.segment_count(length, tagged=False), length)
 
     def post_read(self, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int) -> int:
@@ -322,10 +330,25 @@ class RdmapEndpoint:
         """A short message built whole (Read Request, Terminate)."""
         self._outbound.append(_OutboundMessage(iter([s.encode() for s in segments]), len(segments)))
 
-    def _reader(self, address: int):
-        """Reads a message's bytes from host memory at `address` as its segments are produced."""
+    def _reader(self, source: Gather, length: int | None = None):
+        """Reads a message's bytes from host memory at `source` as its segments are produced."""
         memory = self.host_memory
-        return lambda offset, count: memory.read(address + offset, count)
+        if isinstance(source, int):
+            return lambda offset, count: memory.read(source + offset, count)
+        pieces = [(address, size) for address, size in source]
+        if any(size < 0 for _, size in pieces) or sum(size for _, size in pieces) != length:
+            raise EncodeError(f"gather list lengths {[size for _, size in pieces]} do not add up to {length}")
+
+        def read(offset: int, count: int) -> bytes:
+            out = bytearray()
+            for address, size in pieces:
+                if count and offset < size:
+                    take = min(size - offset, count)
+                    out += memory.read(address + offset, take)
+                    count -= take
+                offset = max(0, offset - size)
+            return bytes(out)
+        return read
 
     def _post_control_buffer(self, qn: int, length: int) -> None:
         self.sink.post_buffer(qn, self._control_next_address, length, self.control_memory)

@@ -119,6 +119,7 @@ from model.net.frames import SCTP_UDP_PORT, Frame, build_frame
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.negotiation import LocalResources, NegotiatedParameters, Role, RtrType
 from model.rdmap.endpoint import (
+    Gather,
     RdmapEndpoint,
     ReadCompleted,
     SendReceived,
@@ -378,6 +379,13 @@ class SoftRnic:
         return self._ddp_enabled
 
     @property
+    def mulpdu(self) -> int:
+        """The largest DDP segment (RFC 5043 9): the association's, or what this host's path MTU gives one."""
+        if self._association is not None:
+            return self._association.mulpdu
+        return self._association_config(peer_port=0).mulpdu
+
+    @property
     def association(self) -> Association | None:
         return self._association
 
@@ -434,6 +442,11 @@ class SoftRnic:
         self._streams.pop(stream_id, None)
         self._flush()
 
+    def stream_available(self, stream_id: int) -> bool:
+        """No session on the stream and every chunk of its last one acknowledged: it may be opened (RFC 5043
+        6.6)."""
+        return self._sessions.stream_available(stream_id)
+
     def negotiated(self, stream_id: int) -> NegotiatedParameters | None:
         """The RFC 6581 9 parameters in force on the stream's session, if enhanced."""
         stream = self._streams.get(stream_id)
@@ -462,16 +475,18 @@ class SoftRnic:
         return self._endpoint(stream_id).post_receive(address, length)
 
     def post_send(
-        self, stream_id: int, address: int, length: int, solicited: bool = False, invalidate_stag: int | None = None
+        self, stream_id: int, address: Gather, length: int, solicited: bool = False, invalidate_stag: int | None = None
     ) -> int:
-        """Send, Send with SE, Send with Invalidate, Send with SE and Invalidate (RFC 5040 5.3); returns wr_id."""
+        """Send, Send with SE, Send with Invalidate, Send with SE and Invalidate (RFC 5040 5.3); returns wr_id.
+        `address`: one host address or a gather list of (address, length) pieces."""
         wr_id = self._endpoint(stream_id).post_send(address, length, solicited=solicited,
                                                     invalidate_stag=invalidate_stag)
         self._flush()
         return wr_id
 
-    def post_write(self, stream_id: int, remote_stag: int, remote_to: int, address: int, length: int) -> int:
-        """RDMA Write `length` bytes at host `address` to the peer's STag/TO (RFC 5040 5.1); returns wr_id."""
+    def post_write(self, stream_id: int, remote_stag: int, remote_to: int, address: Gather, length: int) -> int:
+        """RDMA Write `length` bytes at host `address` (or a gather list) to the peer's STag/TO (RFC 5040 5.1);
+        returns wr_id."""
         wr_id = self._endpoint(stream_id).post_write(remote_stag, remote_to, address, length)
         self._flush()
         return wr_id

@@ -158,21 +158,34 @@ class HostPair:
     def step(self, limit: float | None = None, why: str = "") -> None:
         """Send what is due, advance to the next arrival or timer, deliver and fire; `Stalled` if there is
         nothing left to happen or it lies past the simulated time `limit` (`why` then says what that is)."""
+        self.send_due()
+        next_time = self.next_time()
+        if next_time is None:
+            finished = {side: self.finished(side) for side in Side}
+            if any(finished.values()):
+                raise AssociationEnded(finished)
+            raise Stalled("nothing in flight and no timer running")
+        if limit is not None and next_time > limit:
+            raise Stalled(why or f"nothing happens before {limit:g} s of simulated time")
+        self.advance(next_time)
+
+    def send_due(self) -> None:
+        """Put every frame the hosts have to send now on the link (through `tap`)."""
         for side, host in self.hosts.items():
             for frame in host.data_to_send(self.now):
                 if self.sent is not None:
                     self.sent.append((self.now, side, frame))
                 if self.tap is None or self.tap(side, frame):
                     self.link.send(side, frame, self.now)
+
+    def next_time(self) -> float | None:
+        """The earliest of the next arrival and the hosts' timers; None when nothing is in flight or running."""
         times = [t for t in (self.link.next_arrival(), self.a.next_timeout(), self.b.next_timeout()) if t is not None]
-        if not times:
-            finished = {side: self.finished(side) for side in Side}
-            if any(finished.values()):
-                raise AssociationEnded(finished)
-            raise Stalled("nothing in flight and no timer running")
-        if limit is not None and min(times) > limit:
-            raise Stalled(why or f"nothing happens before {limit:g} s of simulated time")
-        self.now = max(self.now, min(times))
+        return min(times, default=None)
+
+    def advance(self, now: float) -> None:
+        """Move to `now` (never back): deliver what arrived by then, fire the timers due, record the events."""
+        self.now = max(self.now, now)
         for side, frame, _ in self.link.deliveries(self.now):
             self.hosts[side].receive(frame, self.now)
         for side, host in self.hosts.items():

@@ -3,7 +3,7 @@
 import pytest
 
 from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
-from model.errors import DdpError, ErrorNumber, RdmapError, TerminateLayer
+from model.errors import DdpError, EncodeError, ErrorNumber, RdmapError, TerminateLayer
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.rdmap.messages import Opcode, ReadRequest, Terminate, untagged_rsvd_ulp
 from model.rdmap.endpoint import (
@@ -76,6 +76,28 @@ def test_rdma_write_back_to_back_rfc5040_5_1(pair):
     assert b.memory.read(0x9010, 1000) == DATA[:1000]
     assert b.memory.written_outside([(0x9000, 4096)]) == []
     assert [c.wr_id for c in a.completions()] == [wr]
+
+
+def test_gather_list_write_and_send_are_one_message_each(pair):
+    """A gather list's pieces, in order, make one RDMA Write and one Send message (RFC 5040 5.1, 5.3), here
+    across several 200-byte MULPDU segments with piece boundaries inside segments."""
+    a, b = pair
+    pieces = [(0x1000 + 500, 170), (0x1000, 300), (0x1000 + 2000, 1)]
+    expected = DATA[500:670] + DATA[:300] + DATA[2000:2001]
+    wr = a.endpoint.post_write(0x77, 0x100000, pieces, 471)
+    assert pump(a, b) == [WriteReceived(0x77, 471)]
+    assert b.memory.read(0x9000, 471) == expected
+    b.endpoint.post_receive(0x20000, 1000)
+    a.endpoint.post_send(pieces, 471)
+    assert pump(a, b) == [SendReceived(Opcode.SEND, 0x20000, 471, False, None)]
+    assert b.memory.read(0x20000, 471) == expected
+    assert [c.wr_id for c in a.completions()][0] == wr
+
+
+def test_gather_list_must_add_up_to_the_length(pair):
+    a, _ = pair
+    with pytest.raises(EncodeError):
+        a.endpoint.post_write(0x77, 0x100000, [(0x1000, 10), (0x2000, 10)], 21)
 
 
 def test_rdma_read_back_to_back_rfc5040_5_2(pair):

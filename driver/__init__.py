@@ -1,0 +1,46 @@
+"""The host driver: a verbs- and rdma_cm-shaped API over the RNIC's backends (README "Host driver").
+
+Every call that waits is a coroutine (`CQ.wait`, `CMID.get_cm_event`); the
+rest return at once.  `run(main, backend)` runs `main(fabric)` on the
+backend's scheduler.
+"""
+
+from model.ddp.negotiation import RtrType
+from model.errors import ErrorNumber, TerminateLayer
+from model.rnic.link import LinkConfig
+
+from driver.backends.base import DeviceAttr
+from driver.cm import CMID, MAX_USER_PRIVATE_DATA, CMEvent, CMEventType, CMState, ConnParam
+from driver.cq import CQ, WC, WCFlags, WCOpcode, WCStatus
+from driver.device import BACKENDS, Device, Fabric, open_fabric, run
+from driver.errors import (
+    AddressInUse,
+    BackendUnavailable,
+    DriverError,
+    InvalidArgument,
+    InvalidState,
+    NotConnected,
+    OrdExceeded,
+    PrivateDataTooLong,
+    QueueFull,
+    SgeAccessDenied,
+    SgeError,
+    SgeOutsideRegion,
+    SimulationStalled,
+    TooManySges,
+    UnknownBackend,
+    WaitTimeout,
+)
+from driver.mr import MR, AccessFlags
+from driver.pd import PD
+from driver.qp import QP, SGE, QPCap, QPState, RecvWR, SendFlags, SendWR, WROpcode
+
+__all__ = [
+    "AccessFlags", "AddressInUse", "BACKENDS", "BackendUnavailable", "CMEvent", "CMEventType", "CMID", "CMState",
+    "ConnParam", "CQ", "Device", "DeviceAttr", "DriverError", "ErrorNumber", "Fabric", "InvalidArgument",
+    "InvalidState", "LinkConfig", "MAX_USER_PRIVATE_DATA", "MR", "NotConnected", "OrdExceeded", "PD",
+    "PrivateDataTooLong", "QP", "QPCap", "QPState", "QueueFull", "RecvWR", "RtrType", "SGE", "SendFlags",
+    "SendWR", "SgeAccessDenied", "SgeError", "SgeOutsideRegion", "SimulationStalled", "TerminateLayer",
+    "TooManySges", "UnknownBackend", "WaitTimeout", "WC", "WCFlags", "WCOpcode", "WCStatus", "WROpcode",
+    "open_fabric", "run",
+]

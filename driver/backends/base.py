@@ -1,0 +1,178 @@
+"""The backend protocol: what the verbs layer asks of a device kind.
+
+A backend is a `FabricBackend` holding one or more `DeviceBackend`s on one
+network, and the clock and scheduler they run on.  The verbs layer
+(`driver.device`, `driver.qp`, `driver.cm`...) calls nothing else, so a new
+kind of device (`sim`: the gateware under Verilator through cocotb; a board)
+is one more pair of classes here.
+
+The vocabulary is the software RNIC's (`model.rnic.host.SoftRnic`): the
+same calls, and its events (`model.rnic.events`) back.  Every backend runs
+the control plane in software from the model (SCTP association, DDP stream
+sessions, RFC 6581 negotiation); what differs is where the data plane runs
+(the model's RDMAP endpoints, the gateware's receive engine) and what drives
+time (the soft backend's simulated-time asyncio loop; cocotb's scheduler).
+
+Waiting: `wait_until(predicate)` is the one blocking primitive, a coroutine
+of the backend's own scheduler; the predicate is evaluated whenever the
+fabric may have changed.  `run(main)` runs a coroutine to its end on that
+scheduler (the soft backend's simulated-time loop); under cocotb the test
+coroutine already runs on the scheduler and awaits the verbs directly.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from model.ddp.memory import Access
+from model.ddp.negotiation import LocalResources
+from model.rnic.events import RnicEvent
+
+T = TypeVar("T")
+Gather = Sequence[tuple[int, int]]
+"""A message's source: (host address, length) pieces in message order."""
+
+
+@dataclass(frozen=True)
+class DeviceAttr:
+    """A device's limits, as `ibv_query_device` reports them (pyverbs `DeviceAttr` names)."""
+
+    max_mr: int
+    """Memory regions (STags) that can be registered at once."""
+    max_pd: int
+    max_qp: int
+    """Queue pairs: DDP streams of the device's one SCTP association (RFC 5043 8)."""
+    max_qp_wr: int
+    """Outstanding work requests per send or receive queue."""
+    max_send_sge: int
+    max_recv_sge: int
+    max_sge_rd: int
+    """SGEs of an RDMA Read: its data sink is one tagged buffer (RFC 5040 4.4)."""
+    max_cqe: int
+    max_qp_rd_atom: int
+    """IRD: inbound RDMA Reads the device can hold per connection (RFC 6581 9 responder_resources)."""
+    max_qp_init_rd_atom: int
+    """ORD: outbound RDMA Reads per connection (RFC 6581 9 initiator_depth)."""
+    max_msg_sz: int
+    """The longest message: less than 2^32 bytes (RFC 5041 5.2)."""
+    mulpdu: int
+    """The largest DDP segment on this device's path (RFC 5043 9)."""
+
+
+class DeviceBackend(ABC):
+    """One RNIC of a fabric, shaped like `SoftRnic`."""
+
+    name: str
+    ip: str
+    port: int
+
+    @abstractmethod
+    def query(self) -> DeviceAttr: ...
+
+    # host memory, as the device reaches it
+    @abstractmethod
+    def allocate(self, length: int) -> int:
+        """A fresh buffer of host memory for a region; its address."""
+
+    @abstractmethod
+    def read(self, address: int, length: int) -> bytes: ...
+
+    @abstractmethod
+    def write(self, address: int, data: bytes) -> None: ...
+
+    # memory registration (RFC 5041 8.2, 8.3.1)
+    @abstractmethod
+    def register(self, address: int, length: int, access: Access, base_to: int) -> int:
+        """Register host memory as Tagged Offsets from `base_to`; its STag."""
+
+    @abstractmethod
+    def deregister(self, stag: int) -> None: ...
+
+    @abstractmethod
+    def region_valid(self, stag: int) -> bool:
+        """False once the region is invalidated (Send with Invalidate, RFC 5040 5.3) or deregistered."""
+
+    # the control plane (RFC 4960 association, RFC 5043 6 sessions, RFC 6581 negotiation)
+    @abstractmethod
+    def listen(self) -> None: ...
+
+    @abstractmethod
+    def connect(self, ip: str, port: int) -> bool:
+        """Open the association to (ip, port); False when no device of the fabric has that address."""
+
+    @property
+    @abstractmethod
+    def association_up(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def association_opening(self) -> bool:
+        """An association exists and is neither up nor closed."""
+
+    @abstractmethod
+    def open_stream(self, stream_id: int, private_data: bytes, resources: LocalResources) -> None: ...
+
+    @abstractmethod
+    def accept_session(self, stream_id: int, private_data: bytes, resources: LocalResources) -> None: ...
+
+    @abstractmethod
+    def reject_session(self, stream_id: int, private_data: bytes) -> None: ...
+
+    @abstractmethod
+    def terminate_stream(self, stream_id: int) -> None: ...
+
+    @abstractmethod
+    def stream_available(self, stream_id: int) -> bool:
+        """No session on the stream and every chunk of the last one acknowledged (RFC 5043 6.6)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Terminate every session, then shut the association down (RFC 5043 6.2, RFC 4960 9.2)."""
+
+    # the data plane (RFC 5040 5); each post returns the backend's id of the request
+    @abstractmethod
+    def post_recv(self, stream_id: int, address: int, length: int) -> None: ...
+
+    @abstractmethod
+    def post_send(self, stream_id: int, gather: Gather, length: int, solicited: bool,
+                  invalidate_stag: int | None) -> int: ...
+
+    @abstractmethod
+    def post_write(self, stream_id: int, remote_stag: int, remote_to: int, gather: Gather, length: int) -> int: ...
+
+    @abstractmethod
+    def post_read(self, stream_id: int, local_stag: int, local_to: int, remote_stag: int, remote_to: int,
+                  length: int) -> int:
+        """Raises `model.rdmap.endpoint.ReadLimitExceeded` past the stream's ORD."""
+
+    @abstractmethod
+    def events(self) -> list[RnicEvent]:
+        """The events (`model.rnic.events`) since the last call, oldest first."""
+
+
+class FabricBackend(ABC):
+    """Devices on one network, with the clock and scheduler they run on."""
+
+    devices: tuple[DeviceBackend, ...]
+    on_change: Callable[[], None] | None = None
+    """Called whenever the devices may have reported something (the driver routes their events)."""
+
+    @abstractmethod
+    def now(self) -> float:
+        """The fabric's clock, in seconds."""
+
+    @abstractmethod
+    def kick(self) -> None:
+        """Something was posted or changed: let the devices send what is due now."""
+
+    @abstractmethod
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        """Return once `predicate()` holds; `WaitTimeout` after `timeout` seconds of the fabric's clock,
+        `SimulationStalled` when nothing can make it hold."""
+
+    @abstractmethod
+    def run(self, main: Callable[[], Awaitable[T]]) -> T:
+        """Run the coroutine `main()` to its end on the fabric's scheduler; its result."""

@@ -1,0 +1,314 @@
+"""The `soft` backend: the model's software RNICs (`model.rnic.host.SoftRnic`) on a simulated link.
+
+`SoftFabric` is two SoftRnics on one `model.rnic.link.Link` (the model's
+`HostPair`: host A 10.0.0.1 port 5001, host B 10.0.0.2 port 5002), seen as
+two devices.  Nothing here reads a clock: time is simulated, and a run is
+the same for the same seeds.
+
+Time and scheduling: `run(main)` runs the user's coroutine on an asyncio
+event loop whose clock is the simulation's (`SimulatedTimeLoop`): when no
+coroutine is ready to run, the loop does not sleep but jumps to its next
+timer.  The fabric keeps one timer, at the next frame arrival or host timer
+of the pair (`HostPair.next_time`); at it, the pair delivers and fires
+(`HostPair.advance`), sends what is due (`HostPair.send_due`), and the
+coroutines waiting in `wait_until` whose predicates now hold are woken.  So
+simulated time only moves while every coroutine waits, and `asyncio.sleep`
+sleeps in simulated seconds.  When every coroutine waits and nothing is in
+flight or running, the waits end with `SimulationStalled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from model.ddp.memory import Access
+from model.ddp.negotiation import LocalResources, RtrType
+from model.ddp.source import MESSAGE_LENGTH_LIMIT
+from model.rnic.events import RnicEvent
+from model.rnic.host import SoftRnic
+from model.rnic.link import LinkConfig, Side
+from model.rnic.pair import IPS, MACS, PORTS, HostPair, host_config
+
+from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend, Gather
+from driver.errors import SimulationStalled, WaitTimeout
+
+T = TypeVar("T")
+
+DEFAULT_RESOURCES = LocalResources(ird=16, ord=16, peer_to_peer=True, rtr_types=(RtrType.WRITE,))
+"""What a soft device offers: IRD/ORD 16 (RFC 6581 9), the peer-to-peer model with the zero-length RDMA
+Write RTR (the SoftRnic's own choice of RTR, see its module docstring)."""
+QUEUE_DEPTH = 1024
+"""Outstanding work requests per queue the driver allows; the model itself has no bound."""
+MAX_SEND_SGE = 16
+REGION_ALIGNMENT = 4096
+"""Buffers are allocated page-aligned, with a free page between them, so no two regions touch."""
+FIRST_BUFFER = 0x100000
+STAG_INDEX_BITS = 24
+"""A soft STag is a 24-bit index and an 8-bit key (`SoftRnic.register_memory`)."""
+
+
+class _SimulatedSelector(selectors.SelectSelector):
+    """A selector that never blocks: asked to wait, it moves the simulated clock instead."""
+
+    def __init__(self, loop_clock: _Clock) -> None:
+        super().__init__()
+        self._clock = loop_clock
+
+    def select(self, timeout: float | None = None) -> list:
+        if timeout is None:
+            self._clock.idle()
+        elif timeout > 0:
+            self._clock.now += timeout
+        return []
+
+
+@dataclass
+class _Clock:
+    now: float
+    idle: Callable[[], None]
+
+
+class SimulatedTimeLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop on simulated time: idle, it jumps to its next timer (see the module docstring).
+    `on_idle` is called when nothing is ready and no timer is set: it must wake someone or raise."""
+
+    def __init__(self, on_idle: Callable[[], None]) -> None:
+        self._clock = _Clock(0.0, on_idle)
+        super().__init__(_SimulatedSelector(self._clock))
+
+    def time(self) -> float:
+        return self._clock.now
+
+
+@dataclass
+class _Waiter:
+    predicate: Callable[[], bool]
+    future: asyncio.Future
+    deadline: float | None
+    timeout: float | None
+
+
+class SoftDevice(DeviceBackend):
+    """One SoftRnic of the fabric."""
+
+    def __init__(self, fabric: SoftFabric, side: Side) -> None:
+        self._fabric = fabric
+        self._side = side
+        self._host: SoftRnic = fabric.pair.hosts[side]
+        self.name = f"soft{0 if side is Side.A else 1}"
+        self.ip = IPS[side]
+        self.port = PORTS[side]
+        self._next_buffer = FIRST_BUFFER
+        self._seen = 0
+
+    def query(self) -> DeviceAttr:
+        config = self._host.config
+        return DeviceAttr(
+            max_mr=(1 << STAG_INDEX_BITS) - 1, max_pd=1, max_qp=config.streams, max_qp_wr=QUEUE_DEPTH,
+            max_send_sge=MAX_SEND_SGE, max_recv_sge=1, max_sge_rd=1, max_cqe=1 << 16,
+            max_qp_rd_atom=config.resources.ird, max_qp_init_rd_atom=config.resources.ord,
+            max_msg_sz=MESSAGE_LENGTH_LIMIT - 1, mulpdu=self._host.mulpdu,
+        )
+
+    def allocate(self, length: int) -> int:
+        address = self._next_buffer
+        pages = -(-max(length, 1) // REGION_ALIGNMENT) + 1
+        self._next_buffer += pages * REGION_ALIGNMENT
+        return address
+
+    def read(self, address: int, length: int) -> bytes:
+        return self._host.memory.read(address, length)
+
+    def write(self, address: int, data: bytes) -> None:
+        self._host.memory.write(address, data)
+
+    def register(self, address: int, length: int, access: Access, base_to: int) -> int:
+        return self._host.register_memory(address, length, access, base_to)
+
+    def deregister(self, stag: int) -> None:
+        self._host.deregister_memory(stag)
+
+    def region_valid(self, stag: int) -> bool:
+        region = self._host.memory_table.lookup(stag)
+        return region is not None and region.valid
+
+    def listen(self) -> None:
+        self._host.listen()
+
+    def connect(self, ip: str, port: int) -> bool:
+        peer = self._side.peer
+        if ip != IPS[peer] or port != PORTS[peer]:
+            return False
+        self._host.connect(self._fabric.now(), MACS[peer], ip, port)
+        self._fabric.kick()
+        return True
+
+    @property
+    def association_up(self) -> bool:
+        return self._host.connected
+
+    @property
+    def association_opening(self) -> bool:
+        association = self._host.association
+        return association is not None and not association.is_closed and not self._host.connected
+
+    def open_stream(self, stream_id: int, private_data: bytes, resources: LocalResources) -> None:
+        self._host.open_stream(stream_id, private_data, enhanced=True, resources=resources)
+        self._fabric.kick()
+
+    def accept_session(self, stream_id: int, private_data: bytes, resources: LocalResources) -> None:
+        self._host.accept_session(stream_id, private_data, resources)
+        self._fabric.kick()
+
+    def reject_session(self, stream_id: int, private_data: bytes) -> None:
+        self._host.reject_session(stream_id, private_data)
+        self._fabric.kick()
+
+    def terminate_stream(self, stream_id: int) -> None:
+        self._host.terminate_stream(stream_id)
+        self._fabric.kick()
+
+    def stream_available(self, stream_id: int) -> bool:
+        return self._host.stream_available(stream_id)
+
+    def close(self) -> None:
+        self._host.close(self._fabric.now())
+        self._fabric.kick()
+
+    def post_recv(self, stream_id: int, address: int, length: int) -> None:
+        self._host.post_recv(stream_id, address, length)
+
+    def post_send(self, stream_id: int, gather: Gather, length: int, solicited: bool,
+                  invalidate_stag: int | None) -> int:
+        wr_id = self._host.post_send(stream_id, list(gather), length, solicited, invalidate_stag)
+        self._fabric.kick()
+        return wr_id
+
+    def post_write(self, stream_id: int, remote_stag: int, remote_to: int, gather: Gather, length: int) -> int:
+        wr_id = self._host.post_write(stream_id, remote_stag, remote_to, list(gather), length)
+        self._fabric.kick()
+        return wr_id
+
+    def post_read(self, stream_id: int, local_stag: int, local_to: int, remote_stag: int, remote_to: int,
+                  length: int) -> int:
+        wr_id = self._host.post_read(stream_id, local_stag, local_to, remote_stag, remote_to, length)
+        self._fabric.kick()
+        return wr_id
+
+    def events(self) -> list[RnicEvent]:
+        self._fabric.pair.collect()
+        recorded = self._fabric.pair.events[self._side]
+        new = recorded[self._seen:]
+        self._seen = len(recorded)
+        return new
+
+
+class SoftFabric(FabricBackend):
+    """Two soft devices on one simulated link (see the module docstring).
+
+    `link`: the link's impairments and seed; `seed`: the hosts' random generators (STag keys, SCTP tags
+    and TSNs); `options`: `RnicConfig` fields for both hosts (udp, path_mtu, streams...)."""
+
+    def __init__(self, link: LinkConfig | None = None, seed: int = 1, **options: object) -> None:
+        options.setdefault("resources", DEFAULT_RESOURCES)
+        configs = {side: host_config(side, **options) for side in Side}
+        self.pair = HostPair.create(link, seed=seed, configs=configs, policies={side: None for side in Side})
+        self.devices = (SoftDevice(self, Side.A), SoftDevice(self, Side.B))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._soon = False
+        self._waiters: list[_Waiter] = []
+
+    def now(self) -> float:
+        return self.pair.now
+
+    def run(self, main: Callable[[], Awaitable[T]]) -> T:
+        loop = SimulatedTimeLoop(self._stalled)
+        try:
+            return loop.run_until_complete(main())
+        finally:
+            loop.close()
+            self._loop = self._timer = None
+            self._soon = False
+
+    def kick(self) -> None:
+        loop = self._running_loop()
+        if loop is not None and not self._soon:
+            self._soon = True
+            loop.call_soon(self._service, None)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        loop = self._running_loop()
+        assert loop is not None
+        self.kick()
+        if predicate():
+            return
+        deadline = None if timeout is None else loop.time() + timeout
+        waiter = _Waiter(predicate, loop.create_future(), deadline, timeout)
+        self._waiters.append(waiter)
+        try:
+            await waiter.future
+        finally:
+            self._waiters.remove(waiter)
+
+    # -- internals ------------------------------------------------------------------
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop | None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        if loop is not self._loop:
+            self._loop, self._timer, self._soon = loop, None, False
+        return loop
+
+    def _service(self, due: float | None) -> None:
+        """At a timer of the pair (`due`) or after a post: deliver, fire, send, wake, and set the next timer."""
+        loop = self._loop
+        assert loop is not None
+        if due is None:
+            self._soon = False
+        else:
+            self._timer = None
+        pair = self.pair
+        pair.advance(max(loop.time(), due or 0.0))
+        pair.send_due()
+        pair.collect()
+        if self.on_change is not None:
+            self.on_change()
+        self._wake(pair.now)
+        next_time = pair.next_time()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if next_time is not None:  # a wait's deadline only counts while something can still happen
+            deadlines = [w.deadline for w in self._waiters if w.deadline is not None and not w.future.done()]
+            next_time = min([next_time, *deadlines])
+            self._timer = loop.call_at(next_time, self._service, next_time)
+
+    def _wake(self, now: float) -> None:
+        """Wake the waiters whose predicate holds, or whose deadline has passed (`WaitTimeout`)."""
+        for waiter in list(self._waiters):
+            if waiter.future.done():
+                continue
+            try:
+                if waiter.predicate():
+                    waiter.future.set_result(None)
+                elif waiter.deadline is not None and now >= waiter.deadline:
+                    waiter.future.set_exception(WaitTimeout(f"not done within {waiter.timeout:g} s of simulated time"))
+            except Exception as error:  # the predicate's own failure goes to its waiter
+                waiter.future.set_exception(error)
+
+    def _stalled(self) -> None:
+        """The loop has nothing ready and no timer: nothing can change, so every wait fails."""
+        pending = [waiter for waiter in self._waiters if not waiter.future.done()]
+        if not pending:
+            raise SimulationStalled("every coroutine waits on something the fabric cannot bring")
+        for waiter in pending:
+            waiter.future.set_exception(SimulationStalled(
+                "nothing is in flight and no timer runs: the wait can never end"))
+

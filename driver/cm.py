@@ -1,0 +1,247 @@
+"""Connection management, rdma_cm-shaped: connection ids, parameters and events.
+
+A connection is one DDP stream session (RFC 5043 6) on the device's SCTP
+association (RFC 4960), set up with the RFC 6581 enhanced negotiation:
+
+* passive side: `listen()` on a `CMID`; each Initiate arrives as a
+  CONNECT_REQUEST event carrying a new `CMID` (`event.id`), the peer's
+  private data and its resources; that id `accept`s or `reject`s (private
+  data in either, RFC 5043 6.2, 6.3);
+* active side: `connect((ip, port), ConnParam(...))` opens the association
+  if the device has none (RFC 4960 5.1), then sends the Enhanced Initiate on
+  a free stream;
+* `ConnParam.responder_resources` is the IRD and `initiator_depth` the ORD
+  this side offers (RFC 6581 9); ESTABLISHED carries what was negotiated,
+  and the queue pair enforces the ORD; `rtr_types` are the RTR messages
+  this side can send (initiator, in preference order) or accept (responder);
+* events, one queue per id (`get_cm_event`): CONNECT_REQUEST, ESTABLISHED
+  (initiator: the Enhanced Accept arrived and the RTR is on its way;
+  responder: the RTR arrived, RFC 6581 9), REJECTED (the peer's Reject, or
+  its provider's refusal, RFC 5043 6.3, 6.4), UNREACHABLE (no device at the
+  address, or the association could not be set up: RFC 4960 5.1 C),
+  CONNECT_ERROR (a failed negotiation or a peer without DDP, RFC 6581 8,
+  RFC 5043 11.1), DISCONNECTED (either side's `disconnect`, RFC 5043 6.2,
+  or the association's end).  Each event says why (`reason`) and, when an
+  RFC numbers the cause, its number (`error`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from model.ddp.negotiation import LocalResources, RtrType
+from model.ddp.sctp_adaptation import MAX_PRIVATE_DATA, EnhancedData
+from model.ddp.session import NegotiationRefused
+from model.errors import ErrorNumber
+
+from driver.cq import CQ, DEFAULT_WAIT
+from driver.errors import InvalidArgument, InvalidState, PrivateDataTooLong
+from driver.qp import QP, QPCap
+
+if TYPE_CHECKING:
+    from driver.device import Device
+    from driver.pd import PD
+
+MAX_USER_PRIVATE_DATA = MAX_PRIVATE_DATA - EnhancedData.LENGTH
+"""RFC 5043 5.2.3 allows 512 bytes of private data in any message; the enhanced connection data take 4 of
+them (RFC 6581 7, 9), and every connection here is enhanced."""
+
+
+class CMEventType(Enum):
+    """`rdma_cm_event_type` values the driver reports."""
+
+    CONNECT_REQUEST = 4
+    CONNECT_ERROR = 6
+    UNREACHABLE = 7
+    REJECTED = 8
+    ESTABLISHED = 9
+    DISCONNECTED = 10
+
+
+class CMState(Enum):
+    IDLE = "idle"
+    LISTENING = "listening"
+    CONNECTING = "connecting"
+    REQUESTED = "connect request waiting for accept or reject"
+    ACCEPTED = "accepted, waiting for the RTR"
+    ESTABLISHED = "established"
+    DISCONNECTING = "disconnecting"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class ConnParam:
+    """`rdma_conn_param`: private data, IRD (`responder_resources`), ORD (`initiator_depth`) and the RFC 6581
+    RTR messages this side supports."""
+
+    responder_resources: int = 4
+    initiator_depth: int = 4
+    private_data: bytes = b""
+    rtr_types: tuple[RtrType, ...] = (RtrType.WRITE,)
+
+
+@dataclass(frozen=True)
+class CMEvent:
+    event_type: CMEventType
+    id: CMID
+    """The id the event is about: for CONNECT_REQUEST, the new id to accept or reject."""
+    private_data: bytes = b""
+    """The peer's private data: its Initiate (CONNECT_REQUEST), Accept (ESTABLISHED) or Reject (REJECTED)."""
+    conn_param: ConnParam | None = None
+    """CONNECT_REQUEST: the peer's offer seen from this side (rdma_cm swaps them: `responder_resources`
+    is the peer's ORD, `initiator_depth` its IRD); ESTABLISHED: the IRD and ORD in force (RFC 6581 9)."""
+    reason: str = ""
+    error: ErrorNumber | None = None
+
+    @property
+    def status(self) -> int:
+        """0 for success events, else -1 (rdma_cm reports an errno-like status)."""
+        ok = (CMEventType.CONNECT_REQUEST, CMEventType.ESTABLISHED, CMEventType.DISCONNECTED)
+        return 0 if self.event_type in ok else -1
+
+
+@dataclass
+class _Pending:
+    address: tuple[str, int]
+    param: ConnParam
+
+
+class CMID:
+    """`rdma_cm_id`: one listening point or one connection of a device, with its own event queue."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.state = CMState.IDLE
+        self.qp: QP | None = None
+        self.stream_id: int | None = None
+        self.peer_private_data = b""
+        self._events: deque[CMEvent] = deque()
+        self._pending: _Pending | None = None
+        self._negotiated: tuple[int, int, bytes] = (0, 0, b"")
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def create_qp(self, pd: PD, send_cq: CQ, recv_cq: CQ | None = None, cap: QPCap | None = None) -> QP:
+        """`rdma_create_qp`: the queue pair this connection will carry."""
+        if self.qp is not None:
+            raise InvalidState("this id already has a queue pair")
+        if pd.device is not self.device or send_cq.device is not self.device:
+            raise InvalidArgument("the PD and CQs must belong to this id's device")
+        self.qp = QP(pd, send_cq, recv_cq or send_cq, cap or QPCap(), self.device.next_qp_num())
+        return self.qp
+
+    def listen(self, backlog: int = 16) -> None:
+        """`rdma_listen` on the device's address (`Device.address`)."""
+        if self.state is not CMState.IDLE:
+            raise InvalidState(f"listen on an id that is {self.state.value}")
+        self.device.start_listening(self)
+        self.state = CMState.LISTENING
+
+    def connect(self, address: tuple[str, int], param: ConnParam = ConnParam()) -> None:
+        """`rdma_connect` to the device at (ip, port); the outcome arrives as an event."""
+        if self.state is not CMState.IDLE:
+            raise InvalidState(f"connect on an id that is {self.state.value}")
+        if self.qp is None:
+            raise InvalidState("create_qp before connect")
+        self._check_param(param)
+        self.state = CMState.CONNECTING
+        self._pending = _Pending(address, param)
+        self.device.connect_id(self, address)
+
+    def accept(self, param: ConnParam = ConnParam()) -> None:
+        """`rdma_accept` a CONNECT_REQUEST (RFC 5043 6.2 Accept, RFC 6581 9 negotiation)."""
+        if self.state is not CMState.REQUESTED:
+            raise InvalidState(f"accept on an id that is {self.state.value}")
+        if self.qp is None:
+            raise InvalidState("create_qp before accept")
+        self._check_param(param)
+        try:
+            self.device.backend.accept_session(self.stream_id, param.private_data, self._resources(param))
+        except NegotiationRefused as error:
+            raise InvalidArgument(f"these resources cannot accept the request: {error} (RFC 6581 9); "
+                                  "reject it instead") from error
+        self.state = CMState.ACCEPTED
+        self.device.dispatch()  # the stream is open: hand it the receives posted so far
+
+    def reject(self, private_data: bytes = b"") -> None:
+        """`rdma_reject` a CONNECT_REQUEST with private data (RFC 5043 6.3)."""
+        if self.state is not CMState.REQUESTED:
+            raise InvalidState(f"reject on an id that is {self.state.value}")
+        _check_private_data(private_data)
+        self.device.backend.reject_session(self.stream_id, private_data)
+        self.state = CMState.CLOSED
+        self.device.forget(self)
+
+    def disconnect(self) -> None:
+        """`rdma_disconnect`: end the stream's session with a Terminate (RFC 5043 6.2); DISCONNECTED follows
+        when the peer has answered with its own and all is acknowledged (RFC 5043 6.6)."""
+        if self.state not in (CMState.ESTABLISHED, CMState.ACCEPTED):
+            raise InvalidState(f"disconnect on an id that is {self.state.value}")
+        self.state = CMState.DISCONNECTING
+        self.device.backend.terminate_stream(self.stream_id)
+        if self.qp is not None:
+            self.qp._ended()
+
+    async def get_cm_event(self, timeout: float | None = DEFAULT_WAIT) -> CMEvent:
+        """The id's next event, waiting for it (`rdma_get_cm_event`; no ack needed)."""
+        await self.device.fabric.wait_until(lambda: bool(self._events), timeout)
+        return self._events.popleft()
+
+    def poll_cm_event(self) -> CMEvent | None:
+        """The id's next event if there is one; never waits."""
+        self.device.fabric.dispatch()
+        return self._events.popleft() if self._events else None
+
+    # -- driven by the device -----------------------------------------------------------
+
+    def _post(self, event_type: CMEventType, about: CMID | None = None, **fields) -> None:
+        self._events.append(CMEvent(event_type, about or self, **fields))
+
+    def _open(self, ird: int, ord: int, peer_private_data: bytes) -> None:
+        """The stream's session is open (RFC 5043 6.2): its queue pair takes work."""
+        assert self.qp is not None and self.stream_id is not None
+        self._negotiated = (ird, ord, peer_private_data)
+        self.qp._established(self.stream_id, ird, ord)
+
+    def _established(self) -> None:
+        self.state = CMState.ESTABLISHED
+        ird, ord, private_data = self._negotiated
+        param = ConnParam(responder_resources=ird, initiator_depth=ord)
+        self._post(CMEventType.ESTABLISHED, private_data=private_data, conn_param=param)
+
+    def _ended(self, event_type: CMEventType, reason: str, error: ErrorNumber | None = None,
+               private_data: bytes = b"") -> None:
+        """The connection is over: post `event_type` once, flush the queue pair."""
+        if self.state in (CMState.CLOSED, CMState.IDLE):
+            return
+        self.state = CMState.CLOSED
+        if self.qp is not None:
+            self.qp._ended()
+        self._post(event_type, reason=reason, error=error, private_data=private_data)
+        self.device.forget(self)
+
+    def _check_param(self, param: ConnParam) -> None:
+        _check_private_data(param.private_data)
+        attr = self.device.attr
+        if not 0 <= param.responder_resources <= attr.max_qp_rd_atom:
+            raise InvalidArgument(f"responder_resources (IRD) {param.responder_resources} is not within "
+                                  f"0..{attr.max_qp_rd_atom} for this device")
+        if not 0 <= param.initiator_depth <= attr.max_qp_init_rd_atom:
+            raise InvalidArgument(f"initiator_depth (ORD) {param.initiator_depth} is not within "
+                                  f"0..{attr.max_qp_init_rd_atom} for this device")
+        if not param.rtr_types:
+            raise InvalidArgument("rtr_types must name at least one RTR message (RFC 6581 9)")
+
+    @staticmethod
+    def _resources(param: ConnParam) -> LocalResources:
+        return LocalResources(ird=param.responder_resources, ord=param.initiator_depth, peer_to_peer=True,
+                              rtr_types=tuple(param.rtr_types))
+
+
+def _check_private_data(private_data: bytes) -> None:
+    if len(private_data) > MAX_USER_PRIVATE_DATA:
+        raise PrivateDataTooLong(f"{len(private_data)} bytes of private data: at most {MAX_USER_PRIVATE_DATA} "
+                                 f"(RFC 5043 5.2.3: 512 in any message, 4 of them the RFC 6581 9 enhanced data)")

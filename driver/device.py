@@ -1,0 +1,288 @@
+"""Devices and fabrics: opening a backend, querying a device, and routing its events (pyverbs `Context`).
+
+`open_fabric(backend, **options)` opens the devices of one network:
+
+    fabric = open_fabric("soft", link=LinkConfig(loss=0.01, seed=1))
+    server, client = fabric.devices
+
+`run(main, backend, **options)` opens the fabric and runs the coroutine
+`main(fabric)` on the backend's scheduler; every call that waits is a
+coroutine (`CQ.wait`, `CMID.get_cm_event`), the rest return at once.
+
+A `Device` routes what its backend reports (`model.rnic.events`) to the
+driver's objects: association and session events to the connection ids
+(`driver.cm`), completions and Terminates to the queue pairs (`driver.qp`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from model.ddp.negotiation import NegotiationFailed, Role, check_reply, offered_rtr_types
+from model.ddp.session import TerminationCause
+from model.rnic.events import (
+    Aborted,
+    CloseAborted,
+    Closed,
+    Connected,
+    DdpUnavailable,
+    Failed,
+    RdmapTerminated,
+    ReadCompletion,
+    ReceiveCompletion,
+    RnicEvent,
+    RtrArrived,
+    SessionEstablished,
+    SessionRejected,
+    SessionRequested,
+    StreamReleased,
+    StreamTerminated,
+    WorkCompletion,
+)
+from model.errors import LlpError, error_name
+from model.sctp.state import AssociationState
+
+from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend
+from driver.cm import CMEventType, CMID, CMState, ConnParam
+from driver.cq import CQ
+from driver.errors import AddressInUse, BackendUnavailable, InvalidState, UnknownBackend
+from driver.pd import PD
+
+T = TypeVar("T")
+
+BACKENDS = ("soft", "sim")
+"""Every backend name; `sim` (the gateware under Verilator through cocotb) is not available yet."""
+
+
+class Device:
+    """One RNIC (`ibv_context`): its limits, protection domain, completion queues and connection ids."""
+
+    def __init__(self, fabric: Fabric, backend: DeviceBackend) -> None:
+        self.fabric = fabric
+        self.backend = backend
+        self.name = backend.name
+        self.attr = backend.query()
+        self._pds: list[PD] = []
+        self._listener: CMID | None = None
+        self._ids: dict[int, CMID] = {}
+        """Connection ids by DDP stream."""
+        self._waiting_for_association: list[CMID] = []
+        self._qp_count = 0
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """(IPv4 address, SCTP port): what a peer `connect`s to."""
+        return (self.backend.ip, self.backend.port)
+
+    def query_device(self) -> DeviceAttr:
+        """`ibv_query_device`: the device's limits."""
+        return self.backend.query()
+
+    def alloc_pd(self) -> PD:
+        """`ibv_alloc_pd`."""
+        if len(self._pds) >= self.attr.max_pd:
+            raise InvalidState(f"the device has {self.attr.max_pd} protection domain(s), all allocated")
+        pd = PD(self)
+        self._pds.append(pd)
+        return pd
+
+    def create_cq(self, cqe: int = 256) -> CQ:
+        """`ibv_create_cq`."""
+        return CQ(self, cqe)
+
+    def create_id(self) -> CMID:
+        """`rdma_create_id`."""
+        return CMID(self)
+
+    def close(self) -> None:
+        """Terminate every connection and shut the association down (RFC 5043 6.2, RFC 4960 9.2)."""
+        self.backend.close()
+
+    # -- used by the connection ids ------------------------------------------------------
+
+    def next_qp_num(self) -> int:
+        self._qp_count += 1
+        return self._qp_count
+
+    def start_listening(self, cm_id: CMID) -> None:
+        if self._listener is not None:
+            raise AddressInUse(f"{self.name} already listens on {self.address}")
+        self._listener = cm_id
+        self.backend.listen()
+
+    def connect_id(self, cm_id: CMID, address: tuple[str, int]) -> None:
+        backend = self.backend
+        if backend.association_up:
+            self._open_stream(cm_id)
+        elif backend.association_opening:
+            self._waiting_for_association.append(cm_id)
+        elif backend.connect(*address):
+            self._waiting_for_association.append(cm_id)
+        else:
+            cm_id._ended(CMEventType.UNREACHABLE, f"no device at {address[0]} port {address[1]}")
+        self.fabric.backend.kick()
+
+    def forget(self, cm_id: CMID) -> None:
+        if cm_id.stream_id is not None and self._ids.get(cm_id.stream_id) is cm_id:
+            del self._ids[cm_id.stream_id]
+
+    # -- events -----------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        """Route every event the backend reported since the last call."""
+        for event in self.backend.events():
+            self._on_event(event)
+
+    def _on_event(self, event: RnicEvent) -> None:
+        if isinstance(event, (WorkCompletion, ReadCompletion, ReceiveCompletion, RdmapTerminated)):
+            cm_id = self._ids.get(event.stream_id)
+            qp = cm_id.qp if cm_id is not None else None
+            if qp is None:
+                return
+            if isinstance(event, RdmapTerminated):
+                qp._on_terminate(event.terminate, event.sent)
+            elif isinstance(event, ReceiveCompletion):
+                qp._on_receive(event)
+            else:
+                qp._on_completion(event)
+        elif isinstance(event, Connected):
+            waiting, self._waiting_for_association = self._waiting_for_association, []
+            for cm_id in waiting:
+                if event.ddp_enabled:
+                    self._open_stream(cm_id)
+        elif isinstance(event, DdpUnavailable):
+            waiting, self._waiting_for_association = self._waiting_for_association, []
+            for cm_id in waiting:
+                cm_id._ended(CMEventType.CONNECT_ERROR, f"the peer does not do DDP (RFC 5043 11.1): {event.reason}")
+        elif isinstance(event, (Closed, Aborted, Failed, CloseAborted)):
+            self._association_over(event)
+        else:
+            self._on_session_event(event)
+
+    def _on_session_event(self, event: RnicEvent) -> None:
+        if isinstance(event, SessionRequested):
+            self._on_request(event)
+            return
+        cm_id = self._ids.get(getattr(event, "stream_id", -1))
+        if cm_id is None:
+            return
+        if isinstance(event, SessionEstablished):
+            # the stream is open: the queue pair takes work now (the session holds a responder's segments
+            # until the RTR, RFC 6581 9); the connection is ESTABLISHED once the RTR has arrived
+            cm_id._open(event.ird, event.ord, event.peer_private_data)
+            if event.role is Role.INITIATOR or not event.peer_to_peer:
+                cm_id._established()
+        elif isinstance(event, RtrArrived) and cm_id.state is CMState.ACCEPTED:
+            cm_id._established()
+        elif isinstance(event, SessionRejected):
+            self._on_rejected(cm_id, event)
+        elif isinstance(event, StreamTerminated):
+            if cm_id.state in (CMState.CONNECTING, CMState.ACCEPTED):
+                cm_id._ended(CMEventType.CONNECT_ERROR, event.cause.value, event.error)
+            elif event.cause is TerminationCause.PEER_TERMINATE:
+                cm_id._ended(CMEventType.DISCONNECTED, "the peer disconnected (RFC 5043 6.2)")
+            else:
+                cm_id._ended(CMEventType.DISCONNECTED, event.cause.value, event.error)
+        elif isinstance(event, StreamReleased) and cm_id.state is CMState.DISCONNECTING:
+            cm_id._ended(CMEventType.DISCONNECTED, "disconnected: both Terminates exchanged and acknowledged "
+                                                   "(RFC 5043 6.2, 6.6)")
+
+    def _on_rejected(self, cm_id: CMID, event: SessionRejected) -> None:
+        """REJECTED; an enhanced reject whose data this side's offer cannot match is the provider's refusal
+        (RFC 6581 7: it says which RTR types it supports), and carries the RFC 6581 8 code."""
+        error, reason = None, "rejected by the peer (RFC 5043 6.3)"
+        if not event.by_user:
+            reason = "refused by the peer's provider with a Terminate (RFC 5043 6.4)"
+        elif event.enhanced is not None and cm_id._pending is not None:
+            offer = cm_id._resources(cm_id._pending.param)
+            verdict = check_reply(offer, event.enhanced)
+            if not set(offer.rtr_types) & offered_rtr_types(event.enhanced):
+                error = LlpError.NO_MATCHING_RTR.number
+            elif isinstance(verdict, NegotiationFailed):
+                error = verdict.error.number
+            if error is not None:
+                reason = f"refused by the peer's provider: {error_name(*error)} (RFC 6581 7, 8)"
+        cm_id._ended(CMEventType.REJECTED, reason, error, private_data=event.private_data)
+
+    def _on_request(self, event: SessionRequested) -> None:
+        listener = self._listener
+        if listener is None or listener.state is not CMState.LISTENING:
+            self.backend.reject_session(event.stream_id, b"")
+            return
+        cm_id = CMID(self)
+        cm_id.state = CMState.REQUESTED
+        cm_id.stream_id = event.stream_id
+        self._ids[event.stream_id] = cm_id
+        offer = None
+        if event.enhanced is not None:  # rdma_cm's view: the peer's ORD is what we must answer with our IRD
+            offer = ConnParam(responder_resources=event.enhanced.ord, initiator_depth=event.enhanced.ird,
+                              private_data=event.private_data)
+        listener._post(CMEventType.CONNECT_REQUEST, about=cm_id, private_data=event.private_data, conn_param=offer)
+
+    def _open_stream(self, cm_id: CMID) -> None:
+        stream_id = next((s for s in range(self.attr.max_qp)
+                          if s not in self._ids and self.backend.stream_available(s)), None)
+        if stream_id is None:
+            cm_id._ended(CMEventType.CONNECT_ERROR, f"all {self.attr.max_qp} DDP streams are in use")
+            return
+        assert cm_id._pending is not None
+        param = cm_id._pending.param
+        cm_id.stream_id = stream_id
+        self._ids[stream_id] = cm_id
+        self.backend.open_stream(stream_id, param.private_data, cm_id._resources(param))
+
+    def _association_over(self, event: RnicEvent) -> None:
+        if isinstance(event, Failed) and event.state in (AssociationState.COOKIE_WAIT, AssociationState.COOKIE_ECHOED):
+            kind, reason = CMEventType.UNREACHABLE, f"the association could not be set up: {event.reason}"
+        else:
+            kind, reason = CMEventType.DISCONNECTED, f"the association ended: {type(event).__name__}"
+        waiting, self._waiting_for_association = self._waiting_for_association, []
+        for cm_id in waiting:
+            cm_id._ended(kind if kind is CMEventType.UNREACHABLE else CMEventType.CONNECT_ERROR, reason)
+        for cm_id in list(self._ids.values()):
+            connecting = cm_id.state in (CMState.CONNECTING, CMState.REQUESTED, CMState.ACCEPTED)
+            cm_id._ended(CMEventType.CONNECT_ERROR if connecting else CMEventType.DISCONNECTED, reason)
+        self._ids.clear()
+
+
+class Fabric:
+    """The devices of one backend, on one network and one clock."""
+
+    def __init__(self, backend: FabricBackend) -> None:
+        self.backend = backend
+        self.devices = tuple(Device(self, device) for device in backend.devices)
+        backend.on_change = self.dispatch
+
+    def dispatch(self) -> None:
+        for device in self.devices:
+            device.dispatch()
+
+    def now(self) -> float:
+        """The fabric's clock (simulated seconds on the soft backend)."""
+        return self.backend.now()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        def routed() -> bool:
+            self.dispatch()
+            return predicate()
+        await self.backend.wait_until(routed, timeout)
+
+
+def open_fabric(backend: str = "soft", **options: object) -> Fabric:
+    """The devices of `backend`: "soft" (two software RNICs on a simulated link; `options`: `link`
+    (a `model.rnic.link.LinkConfig`), `seed`, `RnicConfig` fields)."""
+    if backend == "soft":
+        from driver.backends.soft import SoftFabric
+
+        return Fabric(SoftFabric(**options))  # type: ignore[arg-type]
+    if backend == "sim":
+        raise BackendUnavailable("backend 'sim' (the gateware under Verilator through cocotb) is not available "
+                                 "yet; use 'soft'")
+    raise UnknownBackend(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+
+
+def run(main: Callable[[Fabric], Awaitable[T]], backend: str = "soft", **options: object) -> T:
+    """Open `backend`'s fabric and run `main(fabric)` to its end on the backend's scheduler."""
+    fabric = open_fabric(backend, **options)
+    return fabric.backend.run(lambda: main(fabric))

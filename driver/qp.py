@@ -1,0 +1,345 @@
+"""Queue pairs (pyverbs `QP`): one DDP stream of the device's SCTP association (RFC 5043 8).
+
+A queue pair is created on a connection id (`CMID.create_qp`), gets its
+stream when the connection is established (RFC 5043 6.2, RFC 6581 9), and
+takes work: `post_send` (Send, Send with Invalidate, either with Solicited
+Event; RDMA Write; RDMA Read, RFC 5040 5) and `post_recv`.  Every request is
+checked at once: the queue pair must be connected (a receive may be posted
+before, it is handed to the stream when it opens), the SGEs must lie in
+registered regions of the queue pair's PD with the access the request needs,
+an RDMA Read must stay within the ORD negotiated for the connection.
+
+Completions (`driver.cq.WC`) carry the caller's wr_id.  Writes and Sends
+complete when their last segment is handed to SCTP (RFC 5041 5.4: the
+source buffer may be reused); RDMA Reads when their Read Response is placed
+(RFC 5040 5.2); receives when the Send is delivered (RFC 5040 5.3), in the
+order they were posted (RFC 5041 5.3: untagged buffers are consumed in MSN
+order).  A Terminate received or sent ends the stream (RFC 5040 5.5): one
+error completion carries its number, the rest are flushed (`driver.cq`).
+The request a received Terminate names is found from the Terminate's
+headers: the DDP header's STag and TO for a Write (RFC 5041 7.2 tagged
+errors), its queue and MSN for a Send or Read Request, the Read Request
+header's sink STag and TO for a Read.  A Write or Send that already
+completed then completes a second time, with the peer's verdict.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from enum import Enum, IntFlag
+from typing import TYPE_CHECKING
+
+from model.errors import ErrorNumber
+from model.rdmap.endpoint import ReadLimitExceeded, StreamInError
+from model.rdmap.messages import QueueNumber, Terminate
+from model.rnic.events import ReadCompletion, ReceiveCompletion, WorkCompletion
+
+from driver.cq import CQ, WC, WCFlags, WCOpcode, WCStatus, error_status
+from driver.errors import (
+    InvalidArgument,
+    NotConnected,
+    OrdExceeded,
+    QueueFull,
+    SgeAccessDenied,
+    SgeOutsideRegion,
+    TooManySges,
+)
+from driver.mr import MR, AccessFlags
+
+if TYPE_CHECKING:
+    from driver.pd import PD
+
+HISTORY = 64
+"""Completed Writes and Sends a queue pair remembers, to name the one a late Terminate is about."""
+
+
+class WROpcode(Enum):
+    """`ibv_wr_opcode` values of iWARP (RFC 5040 5)."""
+
+    RDMA_WRITE = 0
+    SEND = 2
+    RDMA_READ = 4
+    SEND_WITH_INV = 9
+
+
+class SendFlags(IntFlag):
+    """`ibv_send_flags`: SOLICITED makes a Send a Send with Solicited Event (RFC 5040 5.3)."""
+
+    NONE = 0
+    SOLICITED = 1 << 2
+
+
+class QPState(Enum):
+    INIT = "created, not connected"
+    RTS = "connected: ready to send"
+    ERROR = "in error: a Terminate was sent or received, or the connection ended"
+
+
+@dataclass(frozen=True)
+class SGE:
+    """A scatter/gather element: `length` bytes at `addr` of the region whose STag is `lkey`."""
+
+    addr: int
+    length: int
+    lkey: int
+
+
+@dataclass(frozen=True)
+class SendWR:
+    """A send-queue work request.  `remote_addr`/`rkey`: the peer's buffer of an RDMA Write or Read;
+    `invalidate_rkey`: the peer's STag a SEND_WITH_INV revokes (RFC 5040 5.3)."""
+
+    wr_id: int
+    opcode: WROpcode
+    sg_list: tuple[SGE, ...] | list[SGE] = ()
+    send_flags: SendFlags = SendFlags.NONE
+    remote_addr: int = 0
+    rkey: int = 0
+    invalidate_rkey: int | None = None
+
+
+@dataclass(frozen=True)
+class RecvWR:
+    """A receive-queue work request: one buffer for one inbound Send."""
+
+    wr_id: int
+    sg_list: tuple[SGE, ...] | list[SGE] = ()
+
+
+@dataclass(frozen=True)
+class QPCap:
+    """`ibv_qp_cap`: the queue pair's depths and SGE counts."""
+
+    max_send_wr: int = 64
+    max_recv_wr: int = 64
+    max_send_sge: int = 4
+    max_recv_sge: int = 1
+
+
+@dataclass
+class _SendRecord:
+    wr_id: int
+    opcode: WCOpcode
+    length: int
+    rkey: int = 0
+    remote_addr: int = 0
+    msn: int | None = None
+    """Send: its MSN on QN 0; Read: its Read Request's MSN on QN 1 (RFC 5041 4.3, first 1)."""
+    local_addr: int = 0
+
+
+@dataclass
+class _RecvRecord:
+    wr_id: int
+    sge: SGE
+
+
+@dataclass
+class _Msns:
+    send: int = 0
+    read: int = 0
+    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+
+
+def _error_number(terminate: Terminate) -> ErrorNumber:
+    layer, etype, code = terminate.number
+    known = terminate.terminate_layer
+    return ErrorNumber(known if known is not None else layer, etype, code)
+
+
+class QP:
+    """A queue pair (see the module docstring)."""
+
+    def __init__(self, pd: PD, send_cq: CQ, recv_cq: CQ, cap: QPCap, qp_num: int) -> None:
+        attr = pd.device.attr
+        for name, limit in (("max_send_wr", attr.max_qp_wr), ("max_recv_wr", attr.max_qp_wr),
+                            ("max_send_sge", attr.max_send_sge), ("max_recv_sge", attr.max_recv_sge)):
+            value = getattr(cap, name)
+            if not 1 <= value <= limit:
+                raise InvalidArgument(f"{name} {value} is not within 1..{limit} for this device")
+        self.pd = pd
+        self.send_cq = send_cq
+        self.recv_cq = recv_cq
+        self.cap = cap
+        self.qp_num = qp_num
+        self.state = QPState.INIT
+        self.stream_id: int | None = None
+        self.ird = 0
+        self.ord = 0
+        self.error: ErrorNumber | None = None
+        """The number of the Terminate that put the queue pair in error, if one did."""
+        self._sends: OrderedDict[int, _SendRecord] = OrderedDict()
+        self._receives: deque[_RecvRecord] = deque()
+        self._unposted: deque[_RecvRecord] = deque()
+        self._msns = _Msns()
+
+    @property
+    def device(self):
+        return self.pd.device
+
+    # -- posting ------------------------------------------------------------------
+
+    def post_recv(self, wr: RecvWR) -> None:
+        """Post a receive buffer (`ibv_post_recv`); allowed before the connection is established."""
+        if self.state is QPState.ERROR:
+            raise NotConnected(f"QP {self.qp_num} is in error; no more receives")
+        if len(wr.sg_list) > self.cap.max_recv_sge:
+            raise TooManySges(f"{len(wr.sg_list)} SGEs; the receive queue takes {self.cap.max_recv_sge} "
+                              "(an untagged buffer is one range of host memory, RFC 5041 3)")
+        if len(self._receives) + len(self._unposted) >= self.cap.max_recv_wr:
+            raise QueueFull(f"{self.cap.max_recv_wr} receives already posted")
+        sge = wr.sg_list[0] if wr.sg_list else SGE(0, 0, 0)
+        if wr.sg_list:
+            self._region(sge, AccessFlags.LOCAL_WRITE, "receive into")
+        record = _RecvRecord(wr.wr_id, sge)
+        if self.state is QPState.RTS:
+            self._hand_receive(record)
+        else:
+            self._unposted.append(record)
+
+    def post_send(self, wr: SendWR) -> None:
+        """Post a Send variant, RDMA Write or RDMA Read (`ibv_post_send`)."""
+        if self.state is not QPState.RTS:
+            raise NotConnected(f"QP {self.qp_num} is not connected ({self.state.value})")
+        if len(self._sends) >= self.cap.max_send_wr:
+            raise QueueFull(f"{self.cap.max_send_wr} send requests already outstanding")
+        backend, stream = self.device.backend, self.stream_id
+        if wr.opcode is WROpcode.RDMA_READ:
+            if len(wr.sg_list) != 1:
+                raise TooManySges(f"an RDMA Read takes exactly one SGE, its data sink (RFC 5040 4.4), "
+                                  f"not {len(wr.sg_list)}")
+            sge = wr.sg_list[0]
+            self._region(sge, AccessFlags.LOCAL_WRITE, "read into")
+            try:
+                token = backend.post_read(stream, sge.lkey, sge.addr, wr.rkey, wr.remote_addr, sge.length)
+            except ReadLimitExceeded as error:
+                raise OrdExceeded(f"ORD {self.ord}: that many RDMA Reads are outstanding on QP {self.qp_num} "
+                                  "(RFC 5040 5.2, RFC 6581 9)") from error
+            except StreamInError as error:
+                raise NotConnected(str(error)) from error
+            self._msns.read += 1
+            self._sends[token] = _SendRecord(wr.wr_id, WCOpcode.RDMA_READ, sge.length, wr.rkey, wr.remote_addr,
+                                             self._msns.read, sge.addr)
+            return
+        if len(wr.sg_list) > self.cap.max_send_sge:
+            raise TooManySges(f"{len(wr.sg_list)} SGEs; the send queue takes {self.cap.max_send_sge}")
+        for sge in wr.sg_list:
+            self._region(sge, AccessFlags(0), "send from")
+        gather = [(sge.addr, sge.length) for sge in wr.sg_list]
+        length = sum(sge.length for sge in wr.sg_list)
+        if length > self.device.attr.max_msg_sz:
+            raise InvalidArgument(f"message of {length} bytes: at most {self.device.attr.max_msg_sz} (RFC 5041 5.2)")
+        try:
+            if wr.opcode is WROpcode.RDMA_WRITE:
+                token = backend.post_write(stream, wr.rkey, wr.remote_addr, gather, length)
+                record = _SendRecord(wr.wr_id, WCOpcode.RDMA_WRITE, length, wr.rkey, wr.remote_addr)
+            else:
+                invalidate = None
+                if wr.opcode is WROpcode.SEND_WITH_INV:
+                    if wr.invalidate_rkey is None:
+                        raise InvalidArgument("SEND_WITH_INV needs invalidate_rkey (RFC 5040 5.3)")
+                    invalidate = wr.invalidate_rkey
+                token = backend.post_send(stream, gather, length, bool(wr.send_flags & SendFlags.SOLICITED),
+                                          invalidate)
+                self._msns.send += 1
+                record = _SendRecord(wr.wr_id, WCOpcode.SEND, length, msn=self._msns.send)
+        except StreamInError as error:
+            raise NotConnected(str(error)) from error
+        self._sends[token] = record
+
+    # -- events from the device -----------------------------------------------------
+
+    def _established(self, stream_id: int, ird: int, ord: int) -> None:
+        self.stream_id, self.ird, self.ord = stream_id, ird, ord
+        self.state = QPState.RTS
+        while self._unposted:
+            self._hand_receive(self._unposted.popleft())
+
+    def _on_completion(self, event: WorkCompletion | ReadCompletion) -> None:
+        record = self._sends.pop(event.wr_id, None)
+        if record is None:
+            return  # flushed already
+        self._msns.history.append(record)
+        self.send_cq._push(WC(record.wr_id, WCStatus.SUCCESS, record.opcode, event.length, self))
+
+    def _on_receive(self, event: ReceiveCompletion) -> None:
+        if not self._receives:
+            return
+        record = self._receives.popleft()
+        flags = WCFlags.WITH_INV if event.invalidated_stag is not None else WCFlags.NONE
+        self.recv_cq._push(WC(record.wr_id, WCStatus.SUCCESS, WCOpcode.RECV, event.length, self, flags,
+                              event.invalidated_stag, event.solicited))
+
+    def _on_terminate(self, terminate: Terminate, sent: bool) -> None:
+        """A Terminate sent or received (RFC 5040 5.5): one error completion with its number, then flush."""
+        if self.state is QPState.ERROR:
+            return
+        number = _error_number(terminate)
+        if sent:
+            header = terminate.ddp_header
+            consumed = (header is not None and not header.tagged and header.qn == QueueNumber.SEND
+                        and self._receives)
+            wr_id = self._receives.popleft().wr_id if consumed else 0
+            self.recv_cq._push(WC(wr_id, error_status(number, remote=False), WCOpcode.RECV, 0, self, error=number))
+        else:
+            record = self._named_by(terminate)
+            if record is not None:
+                self._sends = OrderedDict((k, v) for k, v in self._sends.items() if v is not record)
+            self.send_cq._push(WC(record.wr_id if record else 0, error_status(number, remote=True),
+                                  record.opcode if record else WCOpcode.SEND, 0, self, error=number, remote=True))
+        self._flush(number)
+
+    def _ended(self) -> None:
+        """The stream or the association ended without a Terminate: flush what is outstanding."""
+        if self.state is not QPState.ERROR:
+            self._flush(None)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _region(self, sge: SGE, need: AccessFlags, what: str) -> MR:
+        region = self.pd.region(sge.lkey)
+        if region is None or not region.valid:
+            raise SgeOutsideRegion(f"lkey 0x{sge.lkey:08x} is no valid region of this QP's protection domain")
+        if sge.length < 0 or not region.contains(sge.addr, sge.length):
+            raise SgeOutsideRegion(f"SGE [0x{sge.addr:x}, +{sge.length}) is outside region "
+                                   f"[0x{region.buf:x}, +{region.length}) of lkey 0x{sge.lkey:08x}")
+        if need and not region.access & need:
+            raise SgeAccessDenied(f"cannot {what} lkey 0x{sge.lkey:08x}: the region lacks {need!r}")
+        return region
+
+    def _hand_receive(self, record: _RecvRecord) -> None:
+        self.device.backend.post_recv(self.stream_id, record.sge.addr, record.sge.length)
+        self._receives.append(record)
+
+    def _named_by(self, terminate: Terminate) -> _SendRecord | None:
+        """The send-queue request the Terminate's headers name (see the module docstring)."""
+        candidates = list(self._sends.values()) + list(reversed(self._msns.history))
+        request, header = terminate.rdma_header, terminate.ddp_header
+        for record in candidates:
+            if request is not None:
+                if (record.opcode is WCOpcode.RDMA_READ and record.rkey == request.source_stag
+                        and record.remote_addr == request.source_to and record.local_addr == request.sink_to):
+                    return record
+            elif header is not None and header.tagged:
+                if (record.opcode is WCOpcode.RDMA_WRITE and record.rkey == header.stag
+                        and record.remote_addr <= header.to < record.remote_addr + max(record.length, 1)):
+                    return record
+            elif header is not None:
+                if header.qn == QueueNumber.SEND and record.opcode is WCOpcode.SEND and record.msn == header.msn:
+                    return record
+                if (header.qn == QueueNumber.READ_REQUEST and record.opcode is WCOpcode.RDMA_READ
+                        and record.msn == header.msn):
+                    return record
+        return None
+
+    def _flush(self, number: ErrorNumber | None) -> None:
+        self.state = QPState.ERROR
+        self.error = number
+        for record in self._sends.values():
+            self.send_cq._push(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, record.opcode, 0, self, error=number))
+        self._sends.clear()
+        for record in list(self._receives) + list(self._unposted):
+            self.recv_cq._push(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self, error=number))
+        self._receives.clear()
+        self._unposted.clear()

@@ -1,0 +1,204 @@
+"""Connection management: RFC 6581 IRD/ORD negotiation, reject with private data, disconnect, unreachable.
+
+Expectations from RFC 6581 9: the initiator's ORD is at most the responder's
+IRD and the responder's ORD at most the initiator's IRD; the responder's IRD
+covers the initiator's ORD when it can.  RFC 5043 6.3: a Reject carries the
+responder's private data to the initiator.  RFC 5043 6.2: either side ends a
+session with a Terminate; the other answers with its own.
+"""
+
+import pytest
+
+from driver import (
+    SGE, CMEventType, ConnParam, NotConnected, QPState, RecvWR, RtrType, SendWR, SimulationStalled, TerminateLayer,
+    WaitTimeout, WCStatus, WROpcode, open_fabric, run,
+)
+from scripts.driver_example import main as example_main
+from tests.driver.harness import connected
+
+
+@pytest.mark.parametrize("client, server, client_ord, server_ord", [
+    ((2, 3), (8, 1), 3, 1),   # (IRD, ORD): each ORD fits the other's IRD as offered
+    ((2, 6), (3, 5), 3, 2),   # client ORD 6 > server IRD 3: lowered to 3; server ORD 5 > client IRD 2: 2
+])
+def test_ird_ord_negotiation_rfc6581_9(client, server, client_ord, server_ord):
+    result = {}
+
+    async def main(fabric):
+        s, c = await connected(fabric, ConnParam(responder_resources=client[0], initiator_depth=client[1]),
+                               ConnParam(responder_resources=server[0], initiator_depth=server[1]))
+        result.update(server=s, client=c)
+
+    run(main)
+    s, c = result["server"], result["client"]
+    assert c.qp.ord == client_ord and s.qp.ord == server_ord
+    assert c.qp.ord <= s.qp.ird and s.qp.ord <= c.qp.ird  # RFC 6581 9
+    assert s.qp.ird <= server[0] and c.qp.ird <= client[0]  # never more than offered
+    for side in (s, c):
+        param = side.established.conn_param
+        assert (param.responder_resources, param.initiator_depth) == (side.qp.ird, side.qp.ord)
+
+
+def test_connect_request_carries_the_peers_offer_and_private_data():
+    """rdma_cm's view of the request: responder_resources is the peer's ORD, initiator_depth its IRD."""
+    result = {}
+
+    async def main(fabric):
+        server, client = fabric.devices
+        listener = server.create_id()
+        listener.listen()
+        cm_id = client.create_id()
+        cm_id.create_qp(client.alloc_pd(), client.create_cq())
+        cm_id.connect(server.address, ConnParam(responder_resources=5, initiator_depth=3, private_data=b"hello"))
+        result["request"] = await listener.get_cm_event()
+
+    run(main)
+    request = result["request"]
+    assert request.event_type is CMEventType.CONNECT_REQUEST and request.private_data == b"hello"
+    assert (request.conn_param.responder_resources, request.conn_param.initiator_depth) == (3, 5)
+
+
+def test_reject_with_private_data_rfc5043_6_3():
+    result = {}
+
+    async def main(fabric):
+        server, client = fabric.devices
+        listener = server.create_id()
+        listener.listen()
+        cm_id = client.create_id()
+        qp = cm_id.create_qp(client.alloc_pd(), client.create_cq())
+        cm_id.connect(server.address, ConnParam(private_data=b"may I?"))
+        (await listener.get_cm_event()).id.reject(b"not today")
+        result["event"] = await cm_id.get_cm_event()
+        result["qp"] = qp
+
+    run(main)
+    event = result["event"]
+    assert (event.event_type, event.private_data, event.error) == (CMEventType.REJECTED, b"not today", None)
+    with pytest.raises(NotConnected):
+        result["qp"].post_send(SendWR(1, WROpcode.SEND))
+
+
+def test_no_matching_rtr_is_rejected_with_rfc6581_8_code_0x07():
+    """The client can only send a Read RTR, the server only accepts a Write RTR (RFC 6581 7, 9)."""
+    result = {}
+
+    async def main(fabric):
+        server, client = fabric.devices
+        server.create_id().listen()
+        cm_id = client.create_id()
+        cm_id.create_qp(client.alloc_pd(), client.create_cq())
+        cm_id.connect(server.address, ConnParam(rtr_types=(RtrType.READ,)))
+        result["event"] = await cm_id.get_cm_event()
+
+    run(main)
+    event = result["event"]
+    assert event.event_type is CMEventType.REJECTED
+    assert tuple(event.error) == (TerminateLayer.LLP, 0x0, 0x07)  # RFC 6581 8: No matching RTR option
+
+
+@pytest.mark.parametrize("who", ["client", "server"])
+def test_disconnect_reaches_both_sides_and_flushes(who):
+    result = {}
+
+    async def main(fabric):
+        server, client = await connected(fabric)
+        sides = {"client": client, "server": server}
+        other = sides["server" if who == "client" else "client"]
+        other.qp.post_recv(RecvWR(77, [SGE(other.mr.buf, 64, other.mr.lkey)]))
+        sides[who].id.disconnect()
+        result["events"] = [await side.id.get_cm_event() for side in (sides[who], other)]
+        result["flushed"] = await other.cq.wait(1)
+        result["states"] = [side.qp.state for side in (sides[who], other)]
+        result["qp"] = sides[who].qp
+
+    run(main)
+    assert [event.event_type for event in result["events"]] == [CMEventType.DISCONNECTED] * 2
+    assert [(wc.wr_id, wc.status) for wc in result["flushed"]] == [(77, WCStatus.WR_FLUSH_ERR)]
+    assert result["states"] == [QPState.ERROR, QPState.ERROR]
+    with pytest.raises(NotConnected):
+        result["qp"].post_send(SendWR(1, WROpcode.SEND))
+
+
+def test_device_close_disconnects_every_connection():
+    """RFC 5043 6.2 then RFC 4960 9.2: close terminates the sessions and shuts the association down."""
+    result = {}
+
+    async def main(fabric):
+        server, client = await connected(fabric)
+        client.device.close()
+        result["events"] = [await side.id.get_cm_event() for side in (client, server)]
+
+    run(main)
+    assert [event.event_type for event in result["events"]] == [CMEventType.DISCONNECTED] * 2
+
+
+def test_unreachable_address_and_silent_peer():
+    """No device at the address: UNREACHABLE at once.  A peer that does not listen never answers the INIT
+    (RFC 4960 8.4 rule 3), so the association gives up after Max.Init.Retransmits (5.1 C): UNREACHABLE."""
+    result = {}
+
+    async def main(fabric):
+        server, client = fabric.devices
+        pd, cq = client.alloc_pd(), client.create_cq()
+        nowhere = client.create_id()
+        nowhere.create_qp(pd, cq)
+        nowhere.connect(("10.9.9.9", 5002))
+        result["nowhere"] = await nowhere.get_cm_event()
+        silent = client.create_id()
+        silent.create_qp(pd, cq)
+        silent.connect(server.address)
+        result["silent"] = await silent.get_cm_event()
+        result["when"] = fabric.now()
+
+    run(main)
+    assert result["nowhere"].event_type is CMEventType.UNREACHABLE
+    assert result["silent"].event_type is CMEventType.UNREACHABLE
+    assert result["when"] > 60  # RTO.Initial 3 s doubling through 8 retransmissions (RFC 4960 15)
+
+
+def test_a_wait_that_cannot_end():
+    """Nothing in flight and no timer: the wait fails at once (simulated time) instead of hanging; with the
+    association up its heartbeats keep time moving, so the wait's timeout ends it."""
+    result = {}
+
+    async def main(fabric):
+        device = fabric.devices[0]
+        with pytest.raises(SimulationStalled):
+            await device.create_cq().wait(1)
+        server, client = await connected(fabric)
+        with pytest.raises(WaitTimeout):
+            await client.cq.wait(1, timeout=100.0)
+        result["now"] = fabric.now()
+
+    run(main)
+    assert 100.0 <= result["now"] < 101.0
+
+
+def test_example_program(capsys):
+    assert example_main(["--backend", "soft"]) == 0
+    out = capsys.readouterr().out
+    assert "ESTABLISHED" in out
+    assert "server received b'hello over iWARP/SCTP', got written b'hello'; client read b\"the server's own bytes\"" \
+        in out
+    for line in ("wr_id 10 SEND SUCCESS 21 bytes", "wr_id 11 RDMA_WRITE SUCCESS 5 bytes",
+                 "wr_id 12 RDMA_READ SUCCESS 22 bytes", "wr_id 1 RECV SUCCESS 21 bytes"):
+        assert line in out
+
+
+def test_example_program_says_sim_is_not_available(capsys):
+    assert example_main(["--backend", "sim"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not available yet" in err[0]
+
+
+def test_query_device_before_any_connection():
+    """RFC 5043 9: a DDP segment fits one DATA chunk of one packet, kept below the theoretical maximum (here by
+    room for a SACK riding along, 16 bytes without gaps, RFC 4960 3.3.4): 1500-byte MTU - IPv4 20 - SCTP common
+    header 12 - DATA chunk header 16 - SACK 16, a multiple of 4, less the 16-bit DDP-SSN (RFC 5043 5.2.2)."""
+    fabric = open_fabric("soft", streams=5)
+    attr = fabric.devices[0].query_device()
+    assert attr.mulpdu == 1500 - 20 - 12 - 16 - 16 - 2
+    assert attr.max_qp == 5
+    assert (attr.max_recv_sge, attr.max_sge_rd) == (1, 1)
+    assert attr.max_msg_sz == 2**32 - 1  # RFC 5041 5.2: less than 2^32
