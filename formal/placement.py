@@ -68,7 +68,7 @@ __all__ = ["PROOF_PARAMETERS", "observed_tables", "PlacementHarness", "Containme
 #: of each kind (one watched, one not) show every interaction a larger table has.
 PROOF_PARAMETERS = {
     "regions": 2, "associations": 1, "stream_ids": 2, "queues": 1, "depth": 2,
-    "pd_bits": 4, "address_bits": 16, "decisions": 1,
+    "pd_bits": 4, "address_bits": 16, "decisions": 1, "window": 4,
 }
 WIDTH_BYTES = 8
 _OPCODE_READ_RESPONSE = 2  # RFC 5040 4.3
@@ -179,11 +179,14 @@ class PlacementHarness(Elaboratable):
             self._drive_stream(m, port)
         # Fields that no decision reads are fixed, which keeps the solver's work small.
         info, beat = dut.segment.payload, dut.payload_in.payload
-        m.d.comb += [info.ddp_ssn.eq(0), info.dv.eq(0), info.rv.eq(0), info.invalidate_stag.eq(0),
+        m.d.comb += [info.dv.eq(0), info.rv.eq(0), info.invalidate_stag.eq(0),
                      info.error.layer.eq(0), info.error.etype.eq(0), info.error.code.eq(0),
                      beat.data.eq(0), beat.keep.eq(0)]
         for port in (dut.cmd, dut.verdict, dut.payload_out):
             m.d.comb += port.ready.eq(AnySeq(1) if self.stalls else 1)
+        # Retirements (messages delivered in DDP-SSN order, downstream of the block) come at any time.
+        retire = dut.retire
+        m.d.comb += [retire.valid.eq(AnySeq(1)), retire.payload.eq(AnySeq(len(retire.payload.as_value())))]
 
         # The watched segment, rows and buffer.
         tsn0 = AnyConst(32)
