@@ -12,28 +12,33 @@ arrival were processed whole: a record leaves, or is stored, and when it
 fills its stream's gap the stored run behind it follows before the next
 record is taken.
 
-Per stream: ``next``, the DDP-SSN to report next, and one bit per slot of
-``window`` record slots in block RAM (slot ``DDP-SSN mod window``). The
-placement check admits only DDP-SSNs less than ``window`` after its own
-lowest missing one, which is never before ``next`` here (records arrive in
-decision order), so a slot is always free when its record comes.
+The placement check's :class:`hdl.rx.sequence_window.SequenceWindow` says,
+with each record (:func:`hdl.rx.layouts.sequence_flags_layout`), whether its
+DDP-SSN was the lowest one its stream had not received (``in_order``) and
+whether the next one had already come (``releases``). Records arrive here in
+the order the placement check decided them, so every earlier ACCEPTED record
+of the stream has come: an in-order record leaves at once; a record that is
+not in order is stored in block RAM, slot ``DDP-SSN mod window`` of its
+stream, which is free (the window admits only DDP-SSNs less than ``window``
+after the lowest missing one); a record that releases is followed by the
+stored records of the DDP-SSNs after it, up to the first slot not filled.
 
 An untagged ACCEPTED record with L = 1 leaving here retires its buffer
 (``retire``: stream row, QN, MSN): the message is complete (RFC 5041 5.4),
-so retirement follows MSN order per queue and a segment of the message that
-arrives after its L = 1 segment still finds its buffer.
+so a segment of the message that arrives after its L = 1 segment still
+finds its buffer.
 
 Host writes of a stream row pass through ``stream_write_in`` to
-``stream_write_out`` (the placement check): taken between records, they set
-the stream's ``next`` to ``first_ssn`` and drop its stored records (left
-waiting after the stream's error, RFC 5041 7.1: never delivered).
+``stream_write_out`` (the placement check): taken between records, they
+drop the stream's stored records (left waiting after the stream's error,
+RFC 5041 7.1: never delivered). ``waiting`` counts the records stored (a
+level for the host's counters: the records its counters announce but it
+has not seen), ``discarded`` the records host writes dropped.
 
-``waiting`` counts the records stored (a level for the host's counters: the
-records its counters announce but it has not seen), ``discarded`` the
-records host writes dropped.
-
-Throughput: one record per cycle; a run of ``k`` stored records takes
-``k + 1`` cycles after the record that releases it.
+Timing: every decision is a short function of the head record's flip-flops;
+stores and emissions are registered before they reach the record RAM and
+the output queue. Throughput: one record per cycle; a run of ``k`` stored
+records takes ``k + 1`` cycles after the record that releases it.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -41,6 +46,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hdl.abi import ReportKind, SegmentStatus, report_layout, stream_write_layout
+from hdl.rx.layouts import ordered_record_layout
 from hdl.rx.untagged_buffers import untagged_retire_layout
 from hdl.stream.bits import index_bits
 from hdl.stream.queue import Queue
@@ -58,7 +64,7 @@ class DeliveryOrder(wiring.Component):
         self._streams = associations * stream_ids
         self._window, self._address_bits = window, address_bits
         super().__init__({
-            "records_in": In(stream.Signature(report_layout(address_bits))),
+            "records_in": In(stream.Signature(ordered_record_layout(address_bits))),
             "records_out": Out(stream.Signature(report_layout(address_bits))),
             "retire": Out(stream.Signature(untagged_retire_layout(self._streams))),
             "stream_write_in": In(stream.Signature(stream_write_layout(self._streams))),
@@ -80,7 +86,7 @@ class DeliveryOrder(wiring.Component):
         slot_bits = (window - 1).bit_length()
         layout = report_layout(self._address_bits)
 
-        inbound = m.submodules.inbound = Queue(layout)
+        inbound = m.submodules.inbound = Queue(ordered_record_layout(self._address_bits))
         connect(m, wiring.flipped(self.records_in), inbound.sink)
         writes = m.submodules.writes = Queue(stream_write_layout(streams))
         connect(m, writes.source, wiring.flipped(self.stream_write_out))
@@ -90,101 +96,87 @@ class DeliveryOrder(wiring.Component):
         store = m.submodules.store = memory.Memory(shape=layout, depth=streams * window, init=[])
         store_w = store.write_port()
         store_r = store.read_port()
-
-        next_ssn = [Signal(16, name=f"next_{i}") for i in range(streams)]
         held = [Signal(window, name=f"held_{i}") for i in range(streams)]
-        occupied = Signal(streams)   # held[i] != 0
 
-        # Room in the output queue for this cycle's record and one read in flight (registered,
-        # conservative by the records of the last two cycles).
+        # Room in the output queue for the records of this cycle's decision and the two stages
+        # in flight (registered, so conservative by the last cycles' records).
         room = Signal()
-        m.d.sync += room.eq(outbound.level < outbound.depth - 3)
+        m.d.sync += room.eq(outbound.level < outbound.depth - 4)
 
-        head = inbound.source.payload
+        head = inbound.source.payload.record
+        flags = inbound.source.payload.sequence
         row = Signal(index_bits(streams))
         m.d.comb += row.eq(self._row(head))
-        head_next = Signal(16)
-        head_held = Signal(window)
-        head_occupied = Signal()
-        m.d.comb += [head_next.eq(Cat(*next_ssn).word_select(row, 16)),
-                     head_held.eq(Cat(*held).word_select(row, window)),
-                     head_occupied.eq(occupied.bit_select(row, 1))]
-        in_order = (head.kind == ReportKind.SEGMENT) & (head.status == SegmentStatus.ACCEPTED)
+        accepted = (head.kind == ReportKind.SEGMENT) & (head.status == SegmentStatus.ACCEPTED)
 
-        emit = Signal()
-        emit_record = Signal(layout)
-        read_pending = Signal()
-        m.d.sync += read_pending.eq(0)
+        # Registered outputs of a decision: the head to emit, a store, a read of the record RAM.
+        emit_head, emit_record = Signal(), Signal(layout)
+        store_en, store_addr, store_record = Signal(), Signal(len(store_w.addr)), Signal(layout)
+        read_en = Signal()
+        m.d.sync += [emit_head.eq(0), store_en.eq(0), read_en.eq(0)]
 
-        # The run being drained: its stream, the next DDP-SSN, a working copy of its slot bits.
+        # The run being drained: its stream, the next DDP-SSN's slot, a working copy of its slot bits.
         run_row = Signal.like(row)
-        run_next = Signal(16)
+        run_slot = Signal(slot_bits)
         run_held = Signal(window)
-        run_slot = run_next[:slot_bits]
 
-        # The count of stored records: one more per store, one less per record read back, and the
-        # records a host write drops, counted over two cycles off the write's path.
-        stored, released = Signal(), Signal()
+        # The stored count: one more per store, one less per record read back, and the records a
+        # host write drops, counted over two cycles off the write's path.
         dropped_word, dropped_count = Signal(window), Signal(range(window + 1))
         m.d.sync += [
             dropped_word.eq(0),
             dropped_count.eq(sum(dropped_word[i] for i in range(window))),
-            self.waiting.eq(self.waiting + stored - released - dropped_count),
+            self.waiting.eq(self.waiting + store_en - read_en - dropped_count),
             self.discarded.eq(self.discarded + dropped_count),
         ]
 
-        write_request = self.stream_write_in
+        request = self.stream_write_in
         with m.FSM():
             with m.State("TAKE"):
-                with m.If(write_request.valid & writes.sink.ready):
-                    # A host write of a stream row: restart its window.
-                    request = write_request.payload
-                    m.d.comb += [write_request.ready.eq(1), writes.sink.valid.eq(1),
-                                 writes.sink.payload.eq(request)]
-                    m.d.sync += dropped_word.eq(Cat(*held).word_select(request.index, window))
+                with m.If(request.valid & writes.sink.ready):
+                    # A host write of a stream row: its stored records are dropped.
+                    m.d.comb += [request.ready.eq(1), writes.sink.valid.eq(1), writes.sink.payload.eq(request.payload)]
+                    m.d.sync += dropped_word.eq(Cat(*held).word_select(request.payload.index, window))
                     for i in range(streams):
-                        with m.If(request.index == i):
-                            m.d.sync += [next_ssn[i].eq(request.first_ssn), held[i].eq(0), occupied[i].eq(0)]
+                        with m.If(request.payload.index == i):
+                            m.d.sync += held[i].eq(0)
                 with m.Elif(inbound.source.valid & room):
                     m.d.comb += inbound.source.ready.eq(1)
-                    with m.If(~in_order):
-                        m.d.comb += [emit.eq(1), emit_record.eq(head)]
-                    with m.Elif(head.ddp_ssn == head_next):
-                        m.d.comb += [emit.eq(1), emit_record.eq(head)]
-                        for i in range(streams):
-                            with m.If(row == i):
-                                m.d.sync += next_ssn[i].eq(head.ddp_ssn + 1)
-                        with m.If(head_occupied):
-                            m.d.sync += [run_row.eq(row), run_next.eq(head.ddp_ssn + 1), run_held.eq(head_held)]
+                    with m.If(~accepted | flags.in_order):
+                        m.d.sync += [emit_head.eq(1), emit_record.eq(head)]
+                        with m.If(accepted & flags.releases):
+                            m.d.sync += [run_row.eq(row), run_slot.eq(head.ddp_ssn[:slot_bits] + 1),
+                                         run_held.eq(Cat(*held).word_select(row, window))]
                             m.next = "RUN"
                     with m.Else():
-                        m.d.comb += [stored.eq(1), store_w.en.eq(1),
-                                     store_w.addr.eq(Cat(head.ddp_ssn[:slot_bits], row)),
-                                     store_w.data.eq(head)]
+                        m.d.sync += [store_en.eq(1), store_addr.eq(Cat(head.ddp_ssn[:slot_bits], row)),
+                                     store_record.eq(head)]
                         for i in range(streams):
                             with m.If(row == i):
-                                m.d.sync += [held[i].eq(held[i] | (1 << head.ddp_ssn[:slot_bits])),
-                                             occupied[i].eq(1)]
+                                m.d.sync += held[i].eq(held[i] | (1 << head.ddp_ssn[:slot_bits]))
             with m.State("RUN"):
                 with m.If(~run_held.bit_select(run_slot, 1)):
                     for i in range(streams):
                         with m.If(run_row == i):
-                            m.d.sync += [next_ssn[i].eq(run_next), held[i].eq(run_held),
-                                         occupied[i].eq(run_held.any())]
+                            m.d.sync += held[i].eq(run_held)
                     m.next = "TAKE"
                 with m.Elif(room):
-                    m.d.comb += [released.eq(1), store_r.addr.eq(Cat(run_slot, run_row))]
-                    m.d.sync += [read_pending.eq(1), run_next.eq(run_next + 1),
-                                 run_held.eq(run_held & ~(1 << run_slot))]
-        m.d.comb += store_r.en.eq(1)
+                    m.d.sync += [read_en.eq(1), run_slot.eq(run_slot + 1), run_held.eq(run_held & ~(1 << run_slot))]
 
-        # Records out: the head, or the stored record read on the previous cycle.
+        # The record RAM: writes a cycle after the decision; the run's slot is read as it is taken,
+        # its data one cycle later into a register of its own (the RAM's output stays off the queue).
+        m.d.comb += [store_w.en.eq(store_en), store_w.addr.eq(store_addr), store_w.data.eq(store_record),
+                     store_r.addr.eq(Cat(run_slot, run_row)), store_r.en.eq(1)]
+        read_data_valid, read_record = Signal(), Signal(layout)
+        m.d.sync += [read_data_valid.eq(read_en), read_record.eq(store_r.data)]
+
+        # Records out: the head decided on the previous cycle, or a stored record read back.
         out = outbound.sink
         m.d.comb += [
-            out.valid.eq(emit | read_pending),
-            out.payload.eq(Mux(read_pending, store_r.data, emit_record)),
+            out.valid.eq(emit_head | read_data_valid),
+            out.payload.eq(Mux(read_data_valid, read_record, emit_record)),
         ]
-        # A delivered untagged message retires its buffer (registered: off the RAM's output).
+        # A delivered untagged message retires its buffer (registered).
         record = out.payload
         retire = self.retire
         m.d.sync += [

@@ -16,9 +16,10 @@ MSN and MO 32 bits (RFC 5041 4.3).
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
-from hdl.abi import ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS
+from hdl.abi import ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, report_layout
 
-__all__ = ["packet_meta_layout", "segment_meta_layout", "segment_info_layout", "dma_command_layout"]
+__all__ = ["packet_meta_layout", "segment_meta_layout", "segment_info_layout", "dma_command_layout",
+           "sequence_flags_layout", "ordered_record_layout"]
 
 
 def packet_meta_layout() -> data.StructLayout:
@@ -78,3 +79,16 @@ def dma_command_layout(address_bits: int = 64) -> data.StructLayout:
         "length": unsigned(16),
         "tag": unsigned(16),
     })
+
+
+def sequence_flags_layout() -> data.StructLayout:
+    """Where a segment's DDP-SSN stood when the placement check decided it (RFC 5043 6.1)."""
+    return data.StructLayout({
+        "in_order": unsigned(1),   # it was the stream's lowest DDP-SSN not yet received
+        "releases": unsigned(1),   # in order, and the DDP-SSN after it was already received
+    })
+
+
+def ordered_record_layout(address_bits: int = 64) -> data.StructLayout:
+    """A report record with its segment's sequence flags, from the report engine to the delivery order."""
+    return data.StructLayout({"record": report_layout(address_bits), "sequence": sequence_flags_layout()})

@@ -100,7 +100,7 @@ from hdl.abi import (
     stream_entry_layout,
     stream_write_layout,
 )
-from hdl.rx.layouts import dma_command_layout, segment_info_layout
+from hdl.rx.layouts import dma_command_layout, segment_info_layout, sequence_flags_layout
 from hdl.rx.region_table import RegionTable
 from hdl.rx.sequence_window import SequenceWindow
 from hdl.rx.untagged_buffers import UntaggedBuffers, UntaggedFault, untagged_retire_layout
@@ -124,6 +124,7 @@ def verdict_layout(address_bits: int = 64) -> data.StructLayout:
         "status": SegmentStatus,
         "error": ERROR_NUMBER,           # valid with status ERROR
         "placed": unsigned(1),           # ACCEPTED with a payload: a DMA done follows
+        "sequence": sequence_flags_layout(),
     })
 
 
@@ -488,6 +489,8 @@ class PlacementCheck(wiring.Component):
             verdict.status.eq(status),
             verdict.error.eq(error),
             verdict.message_length.eq(message_length),  # zeroed after stage 4 unless a message completed
+            verdict.sequence.in_order.eq(window.in_order),
+            verdict.sequence.releases.eq(window.releases),
         ]
         placed_4, completed_4 = Signal(), Signal()
         m.d.sync += [

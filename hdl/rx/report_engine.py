@@ -1,7 +1,8 @@
 """Completion engine of the receive path: verdicts joined with DMA completions.
 
 Each segment verdict (:func:`hdl.rx.placement_check.verdict_layout`) becomes one
-SEGMENT record (:func:`hdl.abi.report_layout`). A verdict whose
+SEGMENT record (:func:`hdl.abi.report_layout`), with the segment's sequence flags
+for the delivery order (:func:`hdl.rx.layouts.ordered_record_layout`). A verdict whose
 segment placed bytes (status ACCEPTED, payload length > 0) waits for its
 DMA command's ``done`` (same ``tag``), so a record never announces bytes
 that are not yet in host memory; the others pass at once, but never
@@ -29,6 +30,7 @@ from hdl.abi import (ASSOCIATION_BITS, DMA_ERROR, STREAM_BITS, ReportKind, Segme
                      segment_report_fields)
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
+from hdl.rx.layouts import ordered_record_layout
 from hdl.rx.placement_check import verdict_layout
 from hdl.stream.queue import Queue
 
@@ -46,7 +48,7 @@ class ReportEngine(wiring.Component):
             "verdict": In(stream.Signature(verdict_layout(address_bits))),
             "done": In(stream.Signature(dma_done_layout())),
             "chunk_errors": In(stream.Signature(chunk_error_layout())),
-            "report": Out(stream.Signature(report_layout(address_bits))),
+            "report": Out(stream.Signature(ordered_record_layout(address_bits))),
             "stream_fault": Out(stream.Signature(stream_fault_layout())),
         })
 
@@ -106,7 +108,8 @@ class ReportEngine(wiring.Component):
         with m.If(~report.valid | report.ready):
             m.d.sync += [
                 report.valid.eq(take_error | take_verdict),
-                report.payload.eq(Mux(take_error, error_record, segment_record)),
+                report.payload.record.eq(Mux(take_error, error_record, segment_record)),
+                report.payload.sequence.eq(head.sequence),
             ]
             with m.If(take_error):
                 m.d.sync += prefer_errors.eq(0)

@@ -14,8 +14,9 @@ and ``seen``, one bit per DDP-SSN ``base + i`` for ``i < window`` (bit 0,
   explained by unreceived chunks and terminate the stream when it cannot;
   this block's bound is ``window``;
 * otherwise the DDP-SSN is new; committing it sets its bit, and when it is
-  ``base`` itself, ``base`` moves past it and every DDP-SSN after it already
-  seen, so the window slides as the gaps fill.
+  ``base`` itself (``in_order``), ``base`` moves past it and every DDP-SSN
+  after it already seen (``releases``: at least the next one was), so the
+  window slides as the gaps fill.
 
 Pipeline (the placement check's, which never stalls): a lookup of
 ``index``/``ssn`` on one cycle has ``duplicate``/``beyond`` three cycles
@@ -61,6 +62,8 @@ class SequenceWindow(wiring.Component):
             "ssn": In(_SSN_BITS),
             "duplicate": Out(1),
             "beyond": Out(1),
+            "in_order": Out(1),
+            "releases": Out(1),
             "commit": In(1),
             "reset": In(1),
             "reset_index": In(bits),
@@ -102,6 +105,8 @@ class SequenceWindow(wiring.Component):
         m.d.sync += [
             self.duplicate.eq(behind | (inside & seen_2.bit_select(slot, 1))),
             self.beyond.eq(~behind & ~inside),
+            self.in_order.eq(ahead_2 == 0),
+            self.releases.eq((ahead_2 == 0) & seen_2[1]),
             index_3.eq(index_2), base_3.eq(base_2),
             marked_3.eq(seen_2 | (Const(1, window) << slot)),
             advance_3.eq(Mux(ahead_2 == 0, advance, 0)),

@@ -5,13 +5,14 @@ Each (stream, QN) queue owns ``depth`` slots. The host posts a buffer
 at 1 (RFC 5041 5.2: the first message of a queue has MSN 1), and the slot
 ``MSN mod depth``. A slot is *live* from its post until its buffer is
 retired. Per queue the block keeps ``next_post`` (the MSN the next post
-takes) and ``first`` (the start of the legal MSN window).
+takes); every live buffer lies in ``[next_post - depth, next_post)``, the
+legal MSN window.
 
 Checks of a lookup {stream, qn, msn, mo, length}, in the order of the golden
 model (``model.ddp.sink.DdpSink._validate_untagged``):
 
-1. MSN behind the window, ``(msn - first) mod 2**32 >= 2**31`` -> MSN range
-   (7.1 untagged item 5; DDP 0x2/0x03);
+1. MSN behind the window, ``(msn - (next_post - depth)) mod 2**32 >= 2**31``
+   -> MSN range (7.1 untagged item 5; DDP 0x2/0x03);
 2. no live slot holds this MSN: if ``(msn - next_post) mod 2**32 < 2**31``
    the ULP has not posted it -> no buffer (item 2; 0x2/0x02), else it is
    inside the window but already consumed -> MSN range (0x2/0x03);
@@ -20,6 +21,12 @@ model (``model.ddp.sink.DdpSink._validate_untagged``):
    (item 4; 0x2/0x05). Zero-length segments need their buffer but place
    nothing, so MO is not checked (RFC 5041 5.2).
 
+The model starts its window at the oldest buffer not yet consumed; MSNs
+between that and ``next_post - depth`` have no live slot and are behind
+``next_post``, so both give MSN range there. The two differ only for an MSN
+about 2**31 ahead (within ``depth`` of the half-way point): MSN range here,
+no buffer in the model.
+
 ``address`` is ``buffer address + mo``. The QN must be below ``queues``; the
 caller refuses other QNs (0x2/0x01) before using the result.
 
@@ -27,16 +34,8 @@ Retirement: the caller retires a buffer by a cycle with ``retire_en`` high
 when the message of that MSN is delivered (RFC 5041 5.4: all its segments
 placed; :class:`hdl.rx.delivery_order.DeliveryOrder` does it when the L = 1
 segment's record leaves in DDP-SSN order), so a segment of the message that
-arrives after its L = 1 segment still finds the buffer, and buffers of a
-queue retire in MSN order, as the model's do. The slot stops being live; if
-the MSN was ``first``, ``first`` moves past it. One difference from the
-model remains, after a host revocation of a buffer that is not the oldest:
-``first`` stays at the oldest MSN and is not advanced past the revoked one
-later; the window start is then taken as no earlier than ``next_post -
-depth`` (all live buffers lie in ``[next_post - depth, next_post)``). The
-lag changes only which error a segment far ahead (about 2**31 MSNs) gets,
-MSN range instead of no buffer; buffers are found by their live slot, never
-through ``first``.
+arrives after its L = 1 segment still finds the buffer. The slot stops
+being live.
 
 Hazards: a lookup reads the queue and slot state on the cycle it is taken;
 the reads are transparent for the retire and post writes, so a post on that
@@ -58,11 +57,10 @@ machine, so posts and revocations take turns: one buffer (its MSN) is
 revoked by clearing its slot's live bit if the slot still holds that MSN,
 i.e. the bit is set and ``next_post - depth <= msn < next_post``; a whole
 queue by clearing every slot's live bit, one a cycle, then setting
-``next_post`` and ``first`` to 1. A revoked MSN behaves like a consumed one:
-it is still below ``next_post`` and has no live slot, so a lookup gets MSN
-range, as the model does. ``first`` is not moved by a single revocation
-(the lag described above). A single revocation takes five cycles, a whole
-queue ``depth + 3``; writes wait for a cycle without retirement.
+``next_post`` to 1. A revoked MSN behaves like a consumed one: it is still
+below ``next_post`` and has no live slot, so a lookup gets MSN range, as the
+model does. A single revocation takes five cycles, a whole queue ``depth +
+3``; writes wait for a cycle without retirement.
 
 Latency: a lookup taken on a cycle with ``en`` high has its ``result``
 three advances later. Throughput: one lookup per cycle.
@@ -194,18 +192,15 @@ class UntaggedBuffers(wiring.Component):
             "msn": unsigned(_MSN_BITS), "address": unsigned(self._address_bits),
             "length": unsigned(_BUFFER_LENGTH_BITS)})
 
-        # Queue state: `first` (written by retirement), `next_post` (written by posts).
-        first_mem = m.submodules.first = memory.Memory(shape=_MSN_BITS, depth=queue_count, init=[1] * queue_count)
+        # Queue state: `next_post` (written by posts and whole-queue revocations).
         next_mem = m.submodules.next_post = memory.Memory(shape=_MSN_BITS, depth=queue_count,
                                                           init=[1] * queue_count)
         live_mem = m.submodules.live = memory.Memory(shape=1, depth=queue_count * depth, init=[])
         desc_mem = m.submodules.descriptors = memory.Memory(shape=descriptor_layout, depth=queue_count * depth,
                                                             init=[])
-        first_w = first_mem.write_port()
         next_w = next_mem.write_port()
         live_w = live_mem.write_port()
         desc_w = desc_mem.write_port()
-        first_r = first_mem.read_port(transparent_for=(first_w,))
         next_r = next_mem.read_port(transparent_for=(next_w,))
         live_r = live_mem.read_port(transparent_for=(live_w,))
         desc_r = desc_mem.read_port(transparent_for=(desc_w,))
@@ -219,14 +214,8 @@ class UntaggedBuffers(wiring.Component):
         # taken on the request's own cycle misses the write and is corrected on stage 1.
         retire = Signal(untagged_retire_layout(self._streams, self._queues))
         retire_en = Signal()
-        retire_first = Signal(_MSN_BITS)   # msn + 1, the new window start
-        m.d.sync += [retire.eq(self.retire), retire_en.eq(self.retire_en), retire_first.eq(self.retire.msn + 1)]
+        m.d.sync += [retire.eq(self.retire), retire_en.eq(self.retire_en)]
         retire_slot = self._slot_index(retire.stream, retire.qn, retire.msn)
-        # The queue's `first` as the request is registered: retiring it advances the window.
-        retire_first_r = first_mem.read_port(transparent_for=(first_w,))
-        m.d.comb += retire_first_r.addr.eq(self._queue_index(self.retire.stream, self.retire.qn))
-        at_first = Signal()
-        m.d.comb += at_first.eq(retire_first_r.data == retire.msn)
         post_writing = Signal()
 
         # Posting state machine.
@@ -252,7 +241,7 @@ class UntaggedBuffers(wiring.Component):
         revoke_live = Signal()
         revoke_hit = Signal()
         revoke_writing = Signal()             # clear the live bit at revoke_slot on this cycle
-        reset_writing = Signal()              # write next_post and first of the revoked queue on this cycle
+        reset_writing = Signal()              # write next_post of the revoked queue on this cycle
         slot_bits = (depth - 1).bit_length()
         sweep = Signal(range(depth))
         m.d.comb += [
@@ -317,9 +306,6 @@ class UntaggedBuffers(wiring.Component):
                     m.next = "IDLE"
 
         m.d.comb += [
-            first_w.addr.eq(Mux(reset_writing, revoke_queue, self._queue_index(retire.stream, retire.qn))),
-            first_w.data.eq(Mux(reset_writing, 1, retire_first)),
-            first_w.en.eq((retire_en & at_first) | reset_writing),
             live_w.addr.eq(Mux(retire_en, retire_slot, Mux(revoke_writing, revoke_slot, post_slot))),
             live_w.data.eq(post_writing),
             live_w.en.eq(retire_en | post_writing | revoke_writing),
@@ -339,7 +325,6 @@ class UntaggedBuffers(wiring.Component):
         lookup = self.lookup
         queue_index = self._queue_index(lookup.stream, lookup.qn)
         m.d.comb += [
-            first_r.addr.eq(queue_index), first_r.en.eq(self.en),
             next_r.addr.eq(queue_index), next_r.en.eq(self.en),
             live_r.addr.eq(self._slot_index(lookup.stream, lookup.qn, lookup.msn)), live_r.en.eq(self.en),
             desc_r.addr.eq(self._slot_index(lookup.stream, lookup.qn, lookup.msn)), desc_r.en.eq(self.en),
@@ -354,18 +339,15 @@ class UntaggedBuffers(wiring.Component):
         # message end was added on stage 0).
         retiring_now = retire_en & (self._queue_index(retire.stream, retire.qn)
                                     == self._queue_index(s1.stream, s1.qn))
-        first_now = Mux(retiring_now & at_first, retire_first, first_r.data)
         live_now = live_r.data & ~(retiring_now & (retire_slot == self._slot_index(s1.stream, s1.qn, s1.msn)))
         s2 = Signal(data.StructLayout({
-            "from_first": _MSN_BITS, "from_next": _MSN_BITS, "outstanding": _MSN_BITS,
+            "from_next": _MSN_BITS,
             "present": 1, "nonzero": 1, "mo": 32, "mo_past": 1, "end_past": 1,
             "buffer_address": self._address_bits,
         }))
         with m.If(self.en):
             m.d.sync += [
-                s2.from_first.eq(s1.msn - first_now),
                 s2.from_next.eq(s1.msn - next_r.data),
-                s2.outstanding.eq(next_r.data - first_now),
                 s2.present.eq(live_now & (desc_r.data.msn == s1.msn)),
                 s2.nonzero.eq(s1.length != 0),
                 s2.mo.eq(s1.mo),
@@ -374,12 +356,9 @@ class UntaggedBuffers(wiring.Component):
                 s2.buffer_address.eq(desc_r.data.address),
             ]
 
-        # Stage 2: compares, the window start bound, the address; then the fault in model order.
-        # With `first` lagging (out-of-order retirement) the window starts at next_post - depth,
-        # i.e. msn - start = from_next + depth.
-        behind_first = s2.from_first[_MSN_BITS - 1]
-        behind_floor = (s2.from_next + depth)[_MSN_BITS - 1] if depth < _HALF else 0
-        behind = Mux(s2.outstanding > depth, behind_floor, behind_first)
+        # Stage 2: the window start bound, the fault in model order, the address. The window starts
+        # at next_post - depth: msn - start = from_next + depth.
+        behind = (s2.from_next + depth)[_MSN_BITS - 1] if depth < _HALF else 0
         fault = Signal(UntaggedFault)
         with m.If(behind):
             m.d.comb += fault.eq(UntaggedFault.MSN_RANGE)

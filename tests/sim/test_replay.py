@@ -300,12 +300,13 @@ def broken_walks_case(tmp_path: Path) -> Case:
     s = c.sender
     first = s.segment(0, 0, c.write())
     zero_length = c.frame(0, [first, struct.pack("!BBH", 0, FLAG_U | FLAG_B | FLAG_E, 0) + bytes(12)])
-    past_end = bytearray(s.segment(0, 1, c.write()))
+    past_end = bytearray(s.segment(0, 1, c.write(), lost=True))
     struct.pack_into("!H", past_end, 2, len(past_end) + 64)
     past_end_frame = c.frame(0, [bytes(past_end)])
     no_tsn = c.frame(0, [struct.pack("!BBH", 0, FLAG_U | FLAG_B | FLAG_E, 6) + bytes(4)])  # DATA of 6 bytes
-    ordered = c.frame(0, [s.segment(0, 2, c.write(), flags=FLAG_B | FLAG_E)])
-    fragmented, placed = s.segment(1, 0, c.write(), flags=FLAG_U | FLAG_B), s.segment(1, 0, c.write())
+    ordered = c.frame(0, [s.segment(0, 2, c.write(), flags=FLAG_B | FLAG_E, lost=True)])
+    fragmented = s.segment(1, 0, c.write(), flags=FLAG_U | FLAG_B, lost=True)
+    placed = s.segment(1, 0, c.write())
     bundle = c.frame(1, [fragmented, placed])
     probe = c.probe(0, 3)
     return write_case(tmp_path, config, [
@@ -321,9 +322,8 @@ def broken_walks_case(tmp_path: Path) -> Case:
 
 def retransmission_case(tmp_path: Path) -> Case:
     """A segment first sent with a CRC32c that fails (discarded, RFC 4960 6.8), then retransmitted
-    with the same TSN (RFC 4960 6.3.3), then the retransmission again byte for byte: the engine keeps
-    no TSN state (duplicates are the host SCTP's to detect, RFC 4960 6.2), so both copies are placed,
-    each listed under itself."""
+    with the same TSN (RFC 4960 6.3.3), then the retransmission again byte for byte: the first copy
+    is placed, the second is a DUPLICATE by its DDP-SSN (RFC 5043 10), each listed under itself."""
     config = catalogue_config(SHAPE)
     c = Catalogue(config, SHAPE)
     chunk = c.sender.segment(0, 0, c.write())
@@ -334,7 +334,7 @@ def retransmission_case(tmp_path: Path) -> Case:
     return write_case(tmp_path, config, [
         (lost, []),
         (retransmitted, [("segment", tsn, "ACCEPTED")]),
-        (retransmitted, [("segment", tsn, "ACCEPTED")]),
+        (retransmitted, [("segment", tsn, "DUPLICATE")]),
         (later, [("segment", data_tsns(later)[0], "ACCEPTED")]),
     ])
 

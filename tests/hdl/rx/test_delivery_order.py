@@ -50,10 +50,29 @@ def arrivals(rng: random.Random, firsts: list[int]) -> list[dict]:
     return out
 
 
+def sinks_for(firsts: list[int]) -> list[DdpSink]:
+    return [DdpSink(pd=ProtectionDomain(1), memory_table=MemoryTable(), host_memory=SparseMemory(), stream_id=row,
+                    first_sequence=first) for row, first in enumerate(firsts)]
+
+
+def with_sequence_flags(records: list[dict], firsts: list[int]) -> list[dict]:
+    """The records as the report engine hands them on: each with where its DDP-SSN stood when the
+    placement check decided it (in order: the lowest not yet received; releases: the next one too)."""
+    sinks, out = sinks_for(firsts), []
+    for r in records:
+        flags = {"in_order": 0, "releases": 0}
+        if r["status"] == SegmentStatus.ACCEPTED.value:
+            sink = sinks[r["association"] * STREAM_IDS + r["stream_id"]]
+            in_order = r["ddp_ssn"] == sink.delivery_point
+            flags = {"in_order": in_order, "releases": in_order and sink.sequence_seen(r["ddp_ssn"] + 1)}
+            sink.receive(EMPTY_SEGMENT, r["ddp_ssn"])
+        out.append({"record": r, "sequence": flags})
+    return out
+
+
 def expected_order(records: list[dict], firsts: list[int]) -> list[dict]:
     """What leaves: each record in turn, ACCEPTED ones when a DdpSink per stream delivers them."""
-    sinks = [DdpSink(pd=ProtectionDomain(1), memory_table=MemoryTable(), host_memory=SparseMemory(), stream_id=row,
-                     first_sequence=first) for row, first in enumerate(firsts)]
+    sinks = sinks_for(firsts)
     waiting = [{} for _ in firsts]
     out = []
     for r in records:
@@ -83,7 +102,7 @@ def test_records_leave_in_ddp_ssn_order_per_stream(seed):
             await stream_put(ctx, dut.stream_write_in, {"index": row, "entry": {"valid": 1, "pd": 1},
                                                          "first_ssn": first})
         pace = Pace(0.2, seed=seed)
-        for r in records:
+        for r in with_sequence_flags(records, firsts):
             await stream_put(ctx, dut.records_in, r, pace=pace)
 
     async def retirements(ctx):

@@ -16,7 +16,7 @@ def verdict(tag: int, stream_id: int) -> dict:
 
 def test_bad_write_response_reports_local_catastrophic_and_names_the_stream_rfc5041_7_2():
     dut = ReportEngine(64)
-    reports, faults = [], []
+    ordered, faults = [], []
 
     async def verdicts(ctx):
         for tag, stream_id in ((1, 2), (2, 3), (3, 2)):
@@ -27,16 +27,17 @@ def test_bad_write_response_reports_local_catastrophic_and_names_the_stream_rfc5
             await stream_put(ctx, dut.done, {"tag": tag, "error": error})
 
     async def finish(ctx):
-        await settle(ctx, lambda: len(reports) == 3, budget=200)
+        await settle(ctx, lambda: len(ordered) == 3, budget=200)
 
     simulator = Simulator(dut)
     simulator.add_clock(1e-8)
     simulator.add_testbench(verdicts, background=True)
     simulator.add_testbench(dones, background=True)
-    simulator.add_testbench(collector(dut.report, reports), background=True)
+    simulator.add_testbench(collector(dut.report, ordered), background=True)
     simulator.add_testbench(collector(dut.stream_fault, faults), background=True)
     simulator.add_testbench(finish)
     simulator.run()
+    reports = [r.record for r in ordered]
     layer, etype, code = DdpError.LOCAL_CATASTROPHIC.number
     summary = [(int(r.tsn), SegmentStatus(r.status), int(r.dma_error), int(r.error.valid),
                 (int(r.error.layer), int(r.error.etype), int(r.error.code))) for r in reports]
