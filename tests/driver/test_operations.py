@@ -59,7 +59,7 @@ async def every_operation(fabric):
 
 
 @pytest.mark.parametrize("loss", [0.0, 0.01])
-def test_every_operation_both_ways(loss):
+def test_every_operation_both_ways(loss, backend):
     link = LinkConfig(loss=loss, seed=7)
     result = {}
 
@@ -67,7 +67,7 @@ def test_every_operation_both_ways(loss):
         result["run"] = await every_operation(fabric)
         result["lost"] = fabric.backend.pair.link.stats.lost
 
-    run(main, "soft", link=link, seed=3)
+    run(main, backend, link=link, seed=3)
     sides, payload, layout, targets, completions = result["run"]
     if loss:
         assert result["lost"] > 0, "the lossy run lost no frame: it would not test retransmission"
@@ -94,7 +94,7 @@ def test_every_operation_both_ways(loss):
         assert [mr.valid for mr in targets[name]] == [False, False]  # RFC 5040 5.3: revoked by the peer's Send
 
 
-def test_zero_length_send_write_and_read():
+def test_zero_length_send_write_and_read(backend):
     """RFC 5041 5.2: a zero-length message is one segment; each completes with byte_len 0."""
     result = {}
 
@@ -108,7 +108,7 @@ def test_zero_length_send_write_and_read():
         result["client"] = await client.cq.wait(3)
         result["server"] = await server.cq.wait(1)
 
-    run(main)
+    run(main, backend)
     assert [(wc.wr_id, wc.status, wc.byte_len) for wc in result["client"]] == [
         (1, WCStatus.SUCCESS, 0), (2, WCStatus.SUCCESS, 0), (3, WCStatus.SUCCESS, 0)]
     assert [(wc.wr_id, wc.opcode, wc.byte_len) for wc in result["server"]] == [(5, WCOpcode.RECV, 0)]
