@@ -65,7 +65,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol, Union
 
-from hdl.abi import STAG_KEY_BITS, AckDisposition, SegmentStatus
 from model.ddp.memory import Access, MemoryRegion, SparseMemory
 from model.ddp.negotiation import LocalResources, NegotiatedParameters
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -74,7 +73,9 @@ from model.ddp.session import Message, SegmentReceived
 from model.ddp.session import StreamReleased as SessionStreamReleased
 from model.ddp.sink import Delivered, UntaggedBuffer
 from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
-from model.engine.rx import FrameAction, FrameResult, ReceiveEngineModel, SegmentVerdict
+# the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
+from model.engine.rx import (STAG_KEY_BITS, AckDisposition, FrameAction, FrameResult, ReceiveEngineModel,
+                             SegmentStatus, SegmentVerdict)
 from model.errors import DdpError, RdmapError, RnicError
 from model.rdmap.endpoint import RdmapEndpoint
 from model.rdmap.messages import Opcode, QueueNumber, RdmapControl
@@ -175,13 +176,15 @@ class ModelEngine:
     def __init__(self, local_mac: bytes, local_ip: str, memory: SparseMemory) -> None:
         self.memory = memory
         self.model = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip), memory)
+        self.last_result: FrameResult | None = None
+        """The model's whole result for the last frame (a testbench compares the RTL's records with it)."""
 
     def execute(self, command: EngineCommand) -> EngineOutput | None:
         model = self.model
         if isinstance(command, FrameIn):
             model.receive(command.frame, command.now)
-            (result,) = model.next_events()
-            return output_of(result, command.frame)
+            (self.last_result,) = model.next_events()
+            return output_of(self.last_result, command.frame)
         if isinstance(command, AssociationRow):
             model.write_association(command.entry, command.valid)
         elif isinstance(command, RegionRow):
@@ -376,6 +379,10 @@ class OffloadRnic(SoftRnic):
         """Queue a command for the engine; made while records are handled, it goes ahead of waiting frames."""
         (self._made if self._handling else self._work).append(command)
         self._run_engine()
+
+    @property
+    def engine_work_waiting(self) -> bool:
+        return bool(self._work)
 
     def take_engine_work(self) -> EngineCommand | None:
         """The next command for the engine (without `engine`), or None."""
