@@ -161,7 +161,8 @@ class RtlEngine:
                 await tb.write_table("stream", {"index": shape.stream_row(entry.association, entry.stream_id),
                                                 "entry": {"valid": 0}})
         elif isinstance(command, BufferPost):
-            await tb.post_buffer(command.association, command.stream_id, command.qn, command.address, command.length)
+            entry = command.entry
+            await tb.post_buffer(entry.association, entry.stream_id, entry.qn, entry.host_address, entry.length)
         elif isinstance(command, QueueRevoke):
             await tb.revoke_queue(shape.stream_row(command.association, command.stream_id), command.qn)
         return None

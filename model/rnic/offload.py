@@ -72,7 +72,7 @@ from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
 from model.ddp.session import Message, SegmentReceived
 from model.ddp.session import StreamReleased as SessionStreamReleased
 from model.ddp.sink import Delivered, UntaggedBuffer
-from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
+from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, RegionEntry, StreamEntry
 # the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.rx import (STAG_KEY_BITS, AckDisposition, FrameAction, FrameResult, ReceiveEngineModel,
                              SegmentStatus, SegmentVerdict)
@@ -120,11 +120,7 @@ class StreamRow:
 
 @dataclass(frozen=True)
 class BufferPost:
-    association: int
-    stream_id: int
-    qn: int
-    address: int
-    length: int
+    entry: BufferEntry
 
 
 @dataclass(frozen=True)
@@ -192,7 +188,8 @@ class ModelEngine:
         elif isinstance(command, StreamRow):
             model.write_stream(command.entry, command.valid)
         elif isinstance(command, BufferPost):
-            model.post_buffer(command.association, command.stream_id, command.qn, command.address, command.length)
+            entry = command.entry
+            model.post_buffer(entry.association, entry.stream_id, entry.qn, entry.host_address, entry.length)
         else:
             model.reset_queue(command.association, command.stream_id, command.qn)
         return None
@@ -266,7 +263,7 @@ class OffloadedEndpoint(RdmapEndpoint):
         msn = self._next_msn[qn]
         self._next_msn[qn] = (msn + 1) & 0xFFFFFFFF
         self._posted[qn][msn] = UntaggedBuffer(qn, msn, address, length, self.host_memory)
-        self._host.command(BufferPost(ASSOCIATION_INDEX, self.stream_id, qn, address, length))
+        self._host.command(BufferPost(BufferEntry(ASSOCIATION_INDEX, self.stream_id, qn, address, length)))
 
     def _retire(self, qn: int, msn: int) -> UntaggedBuffer | None:
         buffer = self._posted[qn].pop(msn, None)
