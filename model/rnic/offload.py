@@ -235,8 +235,9 @@ class OffloadedEndpoint(RdmapEndpoint):
         self._next_msn = {qn: 1 for qn in QueueNumber}
         self._waiting: deque[tuple[int, int]] = deque()  # receives not yet posted to the engine
         base = host.control_base + stream_id * host.control_stride
-        self._free_slots = {QueueNumber.READ_REQUEST: [base + i * CONTROL_SLOT for i in range(host.buffers_per_queue)],
-                            QueueNumber.TERMINATE: [base + host.buffers_per_queue * CONTROL_SLOT]}
+        slots = host.buffers_per_queue
+        self._free_slots = {QueueNumber.READ_REQUEST: [base + i * CONTROL_SLOT for i in range(slots)],
+                            QueueNumber.TERMINATE: [base + slots * CONTROL_SLOT]}
         self._tagged_bytes = 0
         super().__init__(pd=host.pd, memory_table=host.memory_table, host_memory=host.memory, stream_id=stream_id,
                          mulpdu=mulpdu, ird=ird, ord=ord)
@@ -288,7 +289,7 @@ class OffloadedEndpoint(RdmapEndpoint):
         if record.tagged:
             if record.opcode == Opcode.RDMA_READ_RESPONSE and not self._reads_outstanding:
                 self._events.append(self._send_terminate(RdmapError.UNEXPECTED_OPCODE.number,
-                                                         header.length + record.payload_length, header, None))
+                                                         header.length + record.payload_length, None, None))
                 return
             self._tagged_bytes += record.payload_length
             if record.last:
