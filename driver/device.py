@@ -51,8 +51,10 @@ from driver.pd import PD
 
 T = TypeVar("T")
 
-BACKENDS = ("soft", "sim")
-"""Every backend name; `sim` (the gateware under Verilator through cocotb) is not available yet."""
+BACKENDS = ("soft", "engine", "sim")
+"""Every backend name: `soft` (software RNICs), `engine` (hosts receiving through the receive engine's golden
+model, control plane in software), `sim` (the same hosts with the gateware engine under Verilator: a cocotb
+test, see `sim.driver_sim`)."""
 
 
 class Device:
@@ -271,14 +273,19 @@ class Fabric:
 
 def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     """The devices of `backend`: "soft" (two software RNICs on a simulated link; `options`: `link`
-    (a `model.rnic.link.LinkConfig`), `seed`, `RnicConfig` fields)."""
+    (a `model.rnic.link.LinkConfig`), `seed`, `RnicConfig` fields) or "engine" (the same, receiving through
+    the receive engine's model)."""
     if backend == "soft":
         from driver.backends.soft import SoftFabric
 
         return Fabric(SoftFabric(**options))  # type: ignore[arg-type]
+    if backend == "engine":
+        from driver.backends.engine import EngineFabric
+
+        return Fabric(EngineFabric(**options))  # type: ignore[arg-type]
     if backend == "sim":
-        raise BackendUnavailable("backend 'sim' (the gateware under Verilator through cocotb) is not available "
-                                 "yet; use 'soft'")
+        raise BackendUnavailable("backend 'sim' (the gateware under Verilator) runs inside a cocotb test: "
+                                 "`sim.driver_sim.run_program(main)` runs main(fabric) there")
     raise UnknownBackend(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
 
 

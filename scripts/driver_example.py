@@ -1,12 +1,13 @@
 """The host driver's example program (README "Host driver"): two RNICs, one connection, every kind of work.
 
-    python scripts/driver_example.py --backend soft [--loss 0.01] [--seed 1]
+    python scripts/driver_example.py [--backend soft|engine|sim] [--loss 0.01] [--seed 1]
 
 The server listens; the client connects (RFC 6581 enhanced set-up, IRD/ORD
 negotiated), registers memory, and the server posts a receive; then the
 client Sends, RDMA Writes into the server's region and RDMA Reads from it,
 and both poll their completion queues.  `example` is the user program: it
-runs unchanged on every backend.
+runs unchanged on every backend (`sim`: in a cocotb test on the gateware
+receive engine under Verilator, `sim.driver_sim.run_program`).
 """
 
 from __future__ import annotations
@@ -53,12 +54,20 @@ async def example(fabric) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="soft", help="soft (software RNICs); sim is not available yet")
-    parser.add_argument("--loss", type=float, default=0.0, help="the link's frame loss rate (soft)")
+    parser.add_argument("--backend", default="soft",
+                        help="soft (software RNICs), engine (receiving through the receive engine's model), "
+                             "sim (the gateware receive engine under Verilator)")
+    parser.add_argument("--loss", type=float, default=0.0, help="the link's frame loss rate")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    link = LinkConfig(loss=args.loss, seed=args.seed)
+    if args.backend == "sim":
+        from sim.driver_sim import run_program
+
+        run_program(example, link=link, seed=args.seed)
+        return 0
     try:
-        run(example, args.backend, link=LinkConfig(loss=args.loss, seed=args.seed), seed=args.seed)
+        run(example, args.backend, link=link, seed=args.seed)
     except (BackendUnavailable, UnknownBackend) as error:
         print(f"driver_example: {error}", file=sys.stderr)
         return 2

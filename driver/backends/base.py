@@ -3,15 +3,17 @@
 A backend is a `FabricBackend` holding one or more `DeviceBackend`s on one
 network, and the clock and scheduler they run on.  The verbs layer
 (`driver.device`, `driver.qp`, `driver.cm`...) calls nothing else, so a new
-kind of device (`sim`: the gateware under Verilator through cocotb; a board)
-is one more pair of classes here.
+kind of device is one more pair of classes: `soft` and `engine` here,
+`sim` (the gateware under Verilator through cocotb) in `sim.driver_sim`,
+since only `sim` may join the driver to the testbenches; a board next.
 
 The vocabulary is the software RNIC's (`model.rnic.host.SoftRnic`): the
 same calls, and its events (`model.rnic.events`) back.  Every backend runs
 the control plane in software from the model (SCTP association, DDP stream
 sessions, RFC 6581 negotiation); what differs is where the data plane runs
-(the model's RDMAP endpoints, the gateware's receive engine) and what drives
-time (the soft backend's simulated-time asyncio loop; cocotb's scheduler).
+(the model's RDMAP endpoints, the receive engine's model, the gateware's
+receive engine) and what drives time (the simulated-time asyncio loop of
+`soft` and `engine`; cocotb's scheduler for `sim`).
 
 Waiting: `wait_until(predicate)` is the one blocking primitive, a coroutine
 of the backend's own scheduler; the predicate is evaluated whenever the

@@ -29,7 +29,7 @@ from model.ddp.memory import Access
 from model.ddp.negotiation import LocalResources, RtrType
 from model.ddp.source import MESSAGE_LENGTH_LIMIT
 from model.rnic.events import RnicEvent
-from model.rnic.host import SoftRnic
+from model.rnic.host import RnicConfig, SoftRnic
 from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import IPS, MACS, PORTS, HostPair, host_config
 
@@ -213,15 +213,25 @@ class SoftFabric(FabricBackend):
     `link`: the link's impairments and seed; `seed`: the hosts' random generators (STag keys, SCTP tags
     and TSNs); `options`: `RnicConfig` fields for both hosts (udp, path_mtu, streams...)."""
 
+    device_class: type[SoftDevice] = SoftDevice
+
     def __init__(self, link: LinkConfig | None = None, seed: int = 1, **options: object) -> None:
-        options.setdefault("resources", DEFAULT_RESOURCES)
+        options.setdefault("resources", self.default_resources())
         configs = {side: host_config(side, **options) for side in Side}
-        self.pair = HostPair.create(link, seed=seed, configs=configs, policies={side: None for side in Side})
-        self.devices = (SoftDevice(self, Side.A), SoftDevice(self, Side.B))
+        self.pair = self._pair(link, seed, configs)
+        self.devices = (self.device_class(self, Side.A), self.device_class(self, Side.B))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._soon = False
         self._waiters: list[_Waiter] = []
+
+    @staticmethod
+    def default_resources() -> LocalResources:
+        return DEFAULT_RESOURCES
+
+    def _pair(self, link: LinkConfig | None, seed: int, configs: dict[Side, RnicConfig]) -> HostPair:
+        """The two hosts on their link; every session request waits for the driver (no policy)."""
+        return HostPair.create(link, seed=seed, configs=configs, policies={side: None for side in Side})
 
     def now(self) -> float:
         return self.pair.now

@@ -15,7 +15,9 @@ Sans-I/O: `receive(frame, now)` takes one frame; `next_events()` drains one
 `overflow(frame, now)` stands for a frame the engine had no room for (its
 receive buffer full): dropped whole and counted. The host's commands act
 between frames: `revoke_buffer`, `reset_queue` (posted buffers taken back),
-`rearm_stream` (the stream's row rewritten after an error); `refuse_writes`
+`rearm_stream` (the stream's row rewritten after an error), and the table
+writes a host driver makes while it runs (`write_association`,
+`write_region`, `write_stream`); `refuse_writes`
 makes a range of host memory answer writes with an error (AXI SLVERR): its
 bytes are not written, and a segment placing any byte there is reported
 with the DDP Local Catastrophic Error (`hdl.abi.DMA_ERROR`) and latches its
@@ -79,13 +81,13 @@ import ipaddress
 from dataclasses import dataclass, field
 from enum import Enum
 
-from hdl.abi import (SEQUENCE_WINDOW, AckDisposition, ChunkError, ChunkException, FrameDrop, FrameException,
-                     SegmentStatus)
+from hdl.abi import (SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException, FrameDrop,
+                     FrameException, SegmentStatus)
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import UNTAGGED_HEADER_LENGTH, DdpSegment, decode_header
 from model.ddp.sink import DdpSink, OutOfWindow, Placed, SinkError
-from model.engine.config import ReceiveConfig
+from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
 from model.errors import DecodeError, ErrorNumber
 from model.net.frames import (
     ETHERTYPE_IPV4,
@@ -232,27 +234,22 @@ class ReceiveEngineModel:
         self.counters = Counters()
         self._events: list[FrameResult] = []
         self._local_ip = ipaddress.IPv4Address(config.local_ip)
-        self._associations = {
-            (a.local_port, a.peer_port, ipaddress.IPv4Address(a.peer_ip)): a for a in config.associations
-        }
+        self._associations: dict[tuple[int, int, ipaddress.IPv4Address], AssociationEntry] = {}
+        for association in config.associations:
+            self.write_association(association)
         self.table = MemoryTable()
-        pds = {pd: ProtectionDomain(pd) for pd in {s.pd for s in config.streams} | {r.pd for r in config.regions}}
-        for region in config.regions:
-            self.table.register(MemoryRegion(region.stag, pds[region.pd], region.base_to, region.length,
+        self._region_rows: dict[int, int] = {}  # row index -> the STag it holds
+        for region in config.regions:  # as configured (a file may give two STags one index; the RTL refuses it)
+            self.table.register(MemoryRegion(region.stag, ProtectionDomain(region.pd), region.base_to, region.length,
                                              region.access, region.host_address, stream=region.stream))
         self._bus = _HostBus(self.memory)
         self.sinks: dict[tuple[int, int], DdpSink] = {}
+        self._armed: set[tuple[int, int]] = set()
         self._first_ssn: dict[tuple[int, int], int] = {}
         self.reports_discarded = 0  # waiting records dropped by `rearm_stream`
         self._waiting: dict[tuple[int, int], dict[int, SegmentVerdict]] = {}  # accepted, not yet delivered
         for stream in config.streams:
-            key = (stream.association, stream.stream_id)
-            self.sinks[key] = DdpSink(pd=pds[stream.pd], memory_table=self.table, host_memory=self._bus,
-                                      stream_id=key, queues=(0, 1, 2), tagged_access=placement_access,
-                                      ulp_check=_rdmap_check, first_sequence=stream.first_ssn,
-                                      window=SEQUENCE_WINDOW)
-            self._first_ssn[key] = stream.first_ssn
-            self._waiting[key] = {}
+            self.write_stream(stream)
         for buffer in config.buffers:
             self.sinks[(buffer.association, buffer.stream_id)].post_buffer(buffer.qn, buffer.host_address,
                                                                             buffer.length)
@@ -305,6 +302,46 @@ class ReceiveEngineModel:
         self.sinks[key].rearm(first)
         self.reports_discarded += len(self._waiting[key])
         self._waiting[key].clear()
+
+    def write_association(self, entry: AssociationEntry, valid: bool = True) -> None:
+        """The host writes association row ``entry.index``: ``entry`` from now on, or no association when
+        not ``valid`` (inbound packets for it then go to the host as NO_ASSOCIATION)."""
+        for key, old in list(self._associations.items()):
+            if old.index == entry.index:
+                del self._associations[key]
+        if valid:
+            self._associations[(entry.local_port, entry.peer_port, ipaddress.IPv4Address(entry.peer_ip))] = entry
+
+    def write_region(self, index: int, entry: RegionEntry | None) -> None:
+        """The host writes region row ``index`` (STag = index << 8 | key): ``entry``, or None to revoke
+        the STag the row held (RFC 5041 8.2)."""
+        held = self._region_rows.pop(index, None)
+        if held is not None:
+            self.table.deregister(held)
+        if entry is not None:
+            self._region_rows[index] = entry.stag
+            self.table.register(MemoryRegion(entry.stag, ProtectionDomain(entry.pd), entry.base_to, entry.length,
+                                             entry.access, entry.host_address, stream=entry.stream))
+
+    def write_stream(self, entry: StreamEntry, valid: bool = True) -> None:
+        """The host writes the stream row: armed in ``entry.pd`` from ``entry.first_ssn`` (its error cleared,
+        its waiting records dropped, its posted buffers kept, as `rearm_stream`), or not armed when not
+        ``valid`` (its segments are NO_STREAM; its buffers stay posted until revoked)."""
+        key = (entry.association, entry.stream_id)
+        if key not in self.sinks:
+            self.sinks[key] = DdpSink(pd=ProtectionDomain(entry.pd), memory_table=self.table, host_memory=self._bus,
+                                      stream_id=key, queues=(0, 1, 2), tagged_access=placement_access,
+                                      ulp_check=_rdmap_check, first_sequence=entry.first_ssn,
+                                      window=SEQUENCE_WINDOW)
+            self._first_ssn[key] = entry.first_ssn
+            self._waiting[key] = {}
+        else:
+            self.sinks[key].pd = ProtectionDomain(entry.pd)
+            self.rearm_stream(entry.association, entry.stream_id, entry.first_ssn)
+        if valid:
+            self._armed.add(key)
+        else:
+            self._armed.discard(key)
 
     def refuse_writes(self, address: int, length: int) -> None:
         """From now on host memory answers writes to [address, address + length) with an error."""
@@ -404,7 +441,7 @@ class ReceiveEngineModel:
 
     def _walk_chunks(self, sctp: bytes, result: FrameResult) -> None:
         index = result.association
-        ddp = next(a.ddp for a in self.config.associations if a.index == index)
+        ddp = next(a.ddp for a in self._associations.values() if a.index == index)
 
         def to_host(reason: ChunkException, chunk) -> None:
             result.chunks_to_host.append(ChunkToHost(index, reason, chunk.data))
@@ -482,7 +519,7 @@ class ReceiveEngineModel:
         fields = _header_fields(raw)
         common = dict(association=association, stream_id=stream_id, tsn=tsn, ddp_ssn=ddp_ssn, **fields)
         sink = self.sinks.get((association, stream_id))
-        if sink is None:
+        if sink is None or (association, stream_id) not in self._armed:
             return SegmentVerdict(status=SegmentStatus.NO_STREAM, **common)
         if sink.failed:
             return SegmentVerdict(status=SegmentStatus.DROPPED, **common)

@@ -6,6 +6,7 @@ every call and drives the timers:
 
     association.connect(now)                  # active side: INIT (5.1)
     association.receive(packet, now)          # any packet from the peer
+    association.receive_offloaded(chunks, placed, now)  # one an offload engine split
     association.handle_timeout(now)           # when now >= next_timeout()
     for packet in association.data_to_send(now): ...   # SCTP packets
     for event in association.next_events(): ...        # AssociationEvent
@@ -50,13 +51,14 @@ for DDP: a fragmented DATA chunk from the peer aborts the association with
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from model.errors import DecodeError
 from model.sctp.config import AssociationConfig
 from model.sctp.congestion import CongestionControl
 from model.sctp.cookie import CookieSigner
-from model.sctp.data_transfer import DataTransferMixin, _SentChunk
+from model.sctp.data_transfer import DataTransferMixin, PlacedData, _SentChunk
 from model.sctp.events import AssociationEvent
 from model.sctp.fault_management import FaultManagementMixin
 from model.sctp.handshake import HandshakeMixin, random_tag
@@ -74,6 +76,7 @@ from model.sctp.packet import (
     SctpPacket,
     ShutdownCompleteChunk,
     UnknownChunk,
+    decode_chunks,
 )
 from model.sctp.rto import RtoEstimator
 from model.sctp.shutdown import ShutdownMixin
@@ -92,7 +95,7 @@ from model.sctp.tsn_tracker import TsnTracker
 
 __all__ = [
     "Association", "AssociationError", "AssociationState", "AssociationStatistics", "InvalidStateError",
-    "InvalidStreamError", "PayloadSizeError", "TRANSITIONS", "Transition", "Trigger",
+    "InvalidStreamError", "PayloadSizeError", "PlacedData", "TRANSITIONS", "Transition", "Trigger",
 ]
 
 
@@ -291,6 +294,23 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
             return
         if not self._verification_tag_ok(packet):
             return
+        self._receive_packet(packet, now)
+
+    def receive_offloaded(self, chunks: bytes, placed: Sequence[PlacedData], now: float) -> None:
+        """Process one packet from the peer that a receive offload engine checked (CRC32c, ports,
+        verification tag: RFC 4960 6.8, 8.5) and split: `chunks`, the chunks it passed up, bundled as in
+        a packet, and `placed`, the DATA chunks it placed itself, known by TSN and length; the packet's
+        SACK obligations (6.2) are those of the packet whole."""
+        if self.state is AssociationState.CLOSED and (self._used or not self._passive_open):
+            return
+        try:
+            decoded = decode_chunks(chunks)
+        except DecodeError:
+            return
+        self._receive_packet(SctpPacket(self.config.peer_port, self.config.local_port, self.local_tag,
+                                        decoded + tuple(placed)), now)
+
+    def _receive_packet(self, packet: SctpPacket, now: float) -> None:
         self._stats["packets_received"] += 1
         self._data_in_packet = False
         for chunk in packet.chunks:

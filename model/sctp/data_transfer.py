@@ -27,6 +27,7 @@ from model.sctp.events import DataAcknowledged, DataReceived
 from model.sctp.packet import (
     TSN_BITS,
     Chunk,
+    ChunkType,
     DataChunk,
     ErrorCause,
     ErrorCauseCode,
@@ -42,6 +43,17 @@ from model.sctp.state import AssociationState, InvalidStreamError, PayloadSizeEr
 
 SACK_FIXED_LENGTH = 16
 """Cumulative TSN Ack, a_rwnd and the two counts of a SACK chunk, with its header (RFC 4960 3.3.4)."""
+
+
+@dataclass(frozen=True)
+class PlacedData:
+    """A DATA chunk a receive offload engine took for placement (RFC 5043 over an engine that places DDP
+    segments itself): the association learns its TSN and user data length from the engine's ack record,
+    for its SACKs (RFC 4960 6.2), never its payload."""
+
+    tsn: int
+    length: int
+    CHUNK_TYPE = ChunkType.DATA
 
 
 @dataclass
@@ -257,9 +269,14 @@ class DataTransferMixin:
 
     # -- receiving DATA, RFC 4960 6.2 ---------------------------------------------------
 
-    def _on_data(self, now: float, packet: SctpPacket, chunk: DataChunk) -> bool | None:
-        """6.2: take a DATA chunk (acknowledged by the SACK `_after_data_packet` arranges)."""
+    def _on_data(self, now: float, packet: SctpPacket, chunk: DataChunk | PlacedData) -> bool | None:
+        """6.2: take a DATA chunk (acknowledged by the SACK `_after_data_packet` arranges); a `PlacedData`
+        counts for the SACK like any other and is delivered by its engine, not here."""
         events = self._events
+        if isinstance(chunk, PlacedData):
+            self._data_in_packet = True
+            self._take_tsn(chunk.tsn, chunk.length)
+            return None
         if not chunk.user_data:
             # 6.2: a DATA chunk without user data aborts with "No User Data".
             events.append(self._failure("DATA chunk without user data (RFC 4960 6.2)"))
@@ -269,35 +286,38 @@ class DataTransferMixin:
             events.append(self._failure("fragmented DATA chunk: DDP/SCTP forbids SCTP fragmentation (RFC 5043 9)"))
             self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"fragmented DATA (RFC 5043 9)"))
             return None
-        tracker = self._tracker
-        if tracker.is_duplicate(chunk.tsn):
-            tracker.note_duplicate(chunk.tsn)
-            self._stats["duplicate_tsns_received"] += 1
-            self._data_in_packet = True
+        self._data_in_packet = True
+        if not self._take_tsn(chunk.tsn, len(chunk.user_data)):
             return None
-        if not tracker.within_window(chunk.tsn):
-            self._data_in_packet = True
-            return None
-        size = len(chunk.user_data)
-        if size > self._receive_window() and (
-                tracker.highest_received is None or serial_gt(chunk.tsn, tracker.highest_received, TSN_BITS)):
-            self._ack_now = True  # 6.2: no buffer space; drop new data beyond the highest TSN received
-            self._data_in_packet = True
-            return None
-        tracker.accept(chunk.tsn)
-        self._stats["data_chunks_received"] += 1
         if chunk.stream_id >= self.inbound_streams:
             # 6.5: acknowledge, discard, report "Invalid Stream Identifier".
             self._queue_control(ErrorChunk(causes=(
                 ErrorCause(ErrorCauseCode.INVALID_STREAM_IDENTIFIER, struct.pack("!HH", chunk.stream_id, 0)),)))
-            self._data_in_packet = True
             return None
         if chunk.unordered:
             self._deliver(chunk)
         else:
             self._deliver_ordered(chunk)
-        self._data_in_packet = True
         return None
+
+    def _take_tsn(self, tsn: int, size: int) -> bool:
+        """6.2: a DATA chunk's TSN: False for a duplicate (noted for the SACK), one beyond the window, or new
+        data beyond the highest TSN received when the buffer has no room for it; else recorded."""
+        tracker = self._tracker
+        assert tracker is not None
+        if tracker.is_duplicate(tsn):
+            tracker.note_duplicate(tsn)
+            self._stats["duplicate_tsns_received"] += 1
+            return False
+        if not tracker.within_window(tsn):
+            return False
+        if size > self._receive_window() and (
+                tracker.highest_received is None or serial_gt(tsn, tracker.highest_received, TSN_BITS)):
+            self._ack_now = True  # 6.2: no buffer space; drop new data beyond the highest TSN received
+            return False
+        tracker.accept(tsn)
+        self._stats["data_chunks_received"] += 1
+        return True
 
     def _on_data_in_shutdown_sent(self, now: float, packet: SctpPacket, chunk: DataChunk) -> bool | None:
         """9.2: DATA still arrives after our SHUTDOWN; each packet of it is answered with SHUTDOWN."""

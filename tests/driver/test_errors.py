@@ -17,18 +17,25 @@ from tests.driver.harness import connected
 DDP, RDMAP = 1, 0  # Terminate layers (RFC 5040 4.8)
 
 
-def run_connected(body, **options):
+def names_the_write(request, backend: str) -> None:
+    """The writer names its failed Write from the Terminate's DDP header, STag and TO (RFC 5040 7): the engine's
+    report records carry no TO (hdl.abi.segment_report_fields), so its host cannot quote the header."""
+    if backend != "soft":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="engine report records carry no Tagged Offset"))
+
+
+def run_connected(body, backend, **options):
     result = {}
 
     async def main(fabric):
         server, client = await connected(fabric, **options)
         result["value"] = await body(fabric, server, client)
 
-    run(main)
+    run(main, backend)
     return result["value"]
 
 
-def test_write_to_an_invalid_stag_completes_in_error_with_ddp_1_0():
+def test_write_to_an_invalid_stag_completes_in_error_with_ddp_1_0(request, backend):
     """RFC 5041 7.2: Tagged Buffer Error, Invalid STag = layer DDP, type 0x1, code 0x00; the writer's completion
     names its Write (wr_id), the sink's names the error it found and its posted receive is flushed."""
     async def body(fabric, server, client):
@@ -38,30 +45,34 @@ def test_write_to_an_invalid_stag_completes_in_error_with_ddp_1_0():
                                    remote_addr=server.mr.buf, rkey=bad_stag))
         return await client.cq.wait(2), await server.cq.wait(2), client.qp.state, server.qp.state
 
-    client_wcs, server_wcs, client_state, server_state = run_connected(body)
+    client_wcs, server_wcs, client_state, server_state = run_connected(body, backend)
     ok, failed = client_wcs
     assert (ok.wr_id, ok.status) == (7, WCStatus.SUCCESS)  # handed to SCTP (RFC 5041 5.4)
-    assert (failed.wr_id, failed.opcode, failed.status) == (7, WCOpcode.RDMA_WRITE, WCStatus.REM_ACCESS_ERR)
+    assert failed.status is WCStatus.REM_ACCESS_ERR
     assert tuple(failed.error) == (DDP, 0x1, 0x00) and failed.remote
     assert failed.describe() == "Tagged Buffer Error: Invalid STag"
     local, flushed = server_wcs
     assert (local.status, tuple(local.error), local.remote) == (WCStatus.LOC_PROT_ERR, (DDP, 0x1, 0x00), False)
     assert (flushed.wr_id, flushed.status) == (50, WCStatus.WR_FLUSH_ERR)
     assert client_state is server_state is QPState.ERROR
+    names_the_write(request, backend)
+    assert (failed.wr_id, failed.opcode) == (7, WCOpcode.RDMA_WRITE)
 
 
-def test_write_past_the_region_is_a_base_or_bounds_violation():
+def test_write_past_the_region_is_a_base_or_bounds_violation(request, backend):
     """RFC 5041 7.2: Base or bounds violation = DDP 0x1/0x01."""
     async def body(fabric, server, client):
         client.qp.post_send(SendWR(3, WROpcode.RDMA_WRITE, [SGE(client.mr.buf, 100, client.mr.lkey)],
                                    remote_addr=server.mr.buf + server.mr.length - 50, rkey=server.mr.rkey))
         return (await client.cq.wait(2))[1]
 
-    failed = run_connected(body)
-    assert (failed.wr_id, failed.status, tuple(failed.error)) == (3, WCStatus.REM_ACCESS_ERR, (DDP, 0x1, 0x01))
+    failed = run_connected(body, backend)
+    assert (failed.status, tuple(failed.error)) == (WCStatus.REM_ACCESS_ERR, (DDP, 0x1, 0x01))
+    names_the_write(request, backend)
+    assert failed.wr_id == 3
 
 
-def test_read_without_remote_read_access_fails_the_read_itself():
+def test_read_without_remote_read_access_fails_the_read_itself(backend):
     """RFC 5040 Remote Protection Error, Access rights violation = RDMAP 0x1/0x02; the Read is outstanding
     when the Terminate arrives, so its one completion is the error."""
     async def body(fabric, server, client):
@@ -70,31 +81,31 @@ def test_read_without_remote_read_access_fails_the_read_itself():
                                    remote_addr=private.buf, rkey=private.rkey))
         return await client.cq.wait(1)
 
-    (failed,) = run_connected(body)
+    (failed,) = run_connected(body, backend)
     assert (failed.wr_id, failed.opcode, failed.status) == (9, WCOpcode.RDMA_READ, WCStatus.REM_ACCESS_ERR)
     assert tuple(failed.error) == (RDMAP, 0x1, 0x02)
 
 
-def test_send_without_a_posted_receive_is_invalid_msn_no_buffer():
+def test_send_without_a_posted_receive_is_invalid_msn_no_buffer(backend):
     """RFC 5041 7.2: Untagged Buffer Error, Invalid MSN - no buffer available = DDP 0x2/0x02."""
     async def body(fabric, server, client):
         client.qp.post_send(SendWR(4, WROpcode.SEND, [SGE(client.mr.buf, 10, client.mr.lkey)]))
         client.qp.post_send(SendWR(5, WROpcode.SEND, [SGE(client.mr.buf, 10, client.mr.lkey)]))
         return await client.cq.wait(3)
 
-    wcs = run_connected(body)
+    wcs = run_connected(body, backend)
     failed = [wc for wc in wcs if wc.status is not WCStatus.SUCCESS]
     assert [(wc.wr_id, wc.status, tuple(wc.error)) for wc in failed] == [(4, WCStatus.REM_OP_ERR, (DDP, 0x2, 0x02))]
 
 
-def test_send_longer_than_the_posted_buffer_is_message_too_long():
+def test_send_longer_than_the_posted_buffer_is_message_too_long(backend):
     """RFC 5041 7.2: DDP Message too long for available buffer = DDP 0x2/0x05."""
     async def body(fabric, server, client):
         server.qp.post_recv(RecvWR(1, [SGE(server.mr.buf, 100, server.mr.lkey)]))
         client.qp.post_send(SendWR(2, WROpcode.SEND, [SGE(client.mr.buf, 101, client.mr.lkey)]))
         return (await client.cq.wait(2))[1], await server.cq.wait(1)
 
-    failed, (local,) = run_connected(body)
+    failed, (local,) = run_connected(body, backend)
     assert (failed.wr_id, failed.status, tuple(failed.error)) == (2, WCStatus.REM_INV_REQ_ERR, (DDP, 0x2, 0x05))
     assert (local.wr_id, local.status, tuple(local.error)) == (1, WCStatus.LOC_LEN_ERR, (DDP, 0x2, 0x05))
 
@@ -102,8 +113,8 @@ def test_send_longer_than_the_posted_buffer_is_message_too_long():
 # -- misuse: typed errors at once --------------------------------------------------------
 
 
-def test_post_send_on_an_unconnected_qp():
-    fabric = open_fabric("soft")
+def test_post_send_on_an_unconnected_qp(backend):
+    fabric = open_fabric(backend)
     device = fabric.devices[0]
     pd = device.alloc_pd()
     qp = device.create_id().create_qp(pd, device.create_cq())
@@ -113,7 +124,7 @@ def test_post_send_on_an_unconnected_qp():
     qp.post_recv(RecvWR(1, [SGE(mr.buf, 8, mr.lkey)]))  # a receive may wait for the connection (verbs)
 
 
-def test_sges_outside_their_region_or_without_the_access_needed():
+def test_sges_outside_their_region_or_without_the_access_needed(backend):
     async def body(fabric, server, client):
         qp, mr = client.qp, client.mr
         read_only = client.pd.reg_mr(64, AccessFlags(0))
@@ -135,11 +146,11 @@ def test_sges_outside_their_region_or_without_the_access_needed():
         qp.post_send(SendWR(1, WROpcode.SEND, [SGE(read_only.buf, 8, read_only.lkey)]))  # local read is implicit
         return raised
 
-    assert run_connected(body) == [SgeOutsideRegion, SgeOutsideRegion, SgeOutsideRegion, SgeAccessDenied,
+    assert run_connected(body, backend) == [SgeOutsideRegion, SgeOutsideRegion, SgeOutsideRegion, SgeAccessDenied,
                                    SgeAccessDenied, TooManySges, TooManySges, TooManySges]
 
 
-def test_rdma_read_past_the_negotiated_ord():
+def test_rdma_read_past_the_negotiated_ord(backend):
     """RFC 5040 5.2 / RFC 6581 9: no more than ORD RDMA Reads outstanding; the next post is refused."""
     async def body(fabric, server, client):
         read = SendWR(1, WROpcode.RDMA_READ, [SGE(client.mr.buf, 8, client.mr.lkey)],
@@ -152,11 +163,11 @@ def test_rdma_read_past_the_negotiated_ord():
         client.qp.post_send(read)  # the Reads completed: room again
         return client.qp.ord
 
-    assert run_connected(body, client_param=ConnParam(initiator_depth=2)) == 2
+    assert run_connected(body, backend, client_param=ConnParam(initiator_depth=2)) == 2
 
 
 @pytest.mark.parametrize("where", ["connect", "accept", "reject"])
-def test_private_data_too_long(where):
+def test_private_data_too_long(where, backend):
     """RFC 5043 5.2.3: at most 512 bytes in any message, 4 of them the RFC 6581 9 enhanced data: 508 pass."""
     fits, too_long = b"x" * 508, b"x" * 509
 
@@ -181,11 +192,11 @@ def test_private_data_too_long(where):
             with pytest.raises(PrivateDataTooLong):
                 request.id.reject(too_long)
 
-    run(main)
+    run(main, backend)
 
 
-def test_wrong_states_and_arguments():
-    fabric = open_fabric("soft")
+def test_wrong_states_and_arguments(backend):
+    fabric = open_fabric(backend)
     server, client = fabric.devices
     server.create_id().listen()
     with pytest.raises(AddressInUse):
@@ -206,13 +217,13 @@ def test_wrong_states_and_arguments():
 
 
 def test_backend_names():
-    with pytest.raises(BackendUnavailable, match="not available yet"):
+    with pytest.raises(BackendUnavailable, match="runs inside a cocotb test"):
         open_fabric("sim")
     with pytest.raises(UnknownBackend):
         open_fabric("board9")
 
 
-def test_queue_full_past_the_qp_capacity():
+def test_queue_full_past_the_qp_capacity(backend):
     async def body(fabric, server, client):
         mr = client.mr
         client.qp.post_recv(RecvWR(1, [SGE(mr.buf, 8, mr.lkey)]))
@@ -227,4 +238,4 @@ def test_queue_full_past_the_qp_capacity():
         client.qp.post_send(SendWR(3, WROpcode.SEND, [SGE(mr.buf, 8, mr.lkey)]))
         return True
 
-    assert run_connected(body, cap=QPCap(max_send_wr=1, max_recv_wr=1))
+    assert run_connected(body, backend, cap=QPCap(max_send_wr=1, max_recv_wr=1))

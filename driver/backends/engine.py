@@ -1,0 +1,63 @@
+"""The `engine` backend: hosts whose receive data plane is the receive engine's golden model.
+
+Two `model.rnic.offload.OffloadRnic`s on the soft backend's simulated link
+and clock (`driver.backends.soft`): each receives through a
+`ReceiveEngineModel` (`ModelEngine`), the scoreboard of the gateware receive
+engine, record for record what the RTL emits, and runs the control plane in
+software.  It is the `sim` backend's host without the simulator: the same
+tables, records and limits (16 region rows, so 15 regions; 4 DDP streams; 8
+posted buffers per queue, so IRD at most 7).
+"""
+
+from __future__ import annotations
+
+import random
+
+from model.ddp.memory import SparseMemory
+from model.ddp.negotiation import LocalResources, RtrType
+from model.rnic.host import RnicConfig
+from model.rnic.link import Link, LinkConfig, Side
+from model.rnic.offload import ModelEngine, OffloadRnic
+from model.rnic.pair import IPS, MACS, HostPair
+
+from driver.backends.base import DeviceAttr
+from driver.backends.soft import SoftDevice, SoftFabric
+
+STREAM_IDS = 4
+"""DDP streams (SCTP streams, RFC 5043 8) the engine's stream table holds per association."""
+ENGINE_RESOURCES = LocalResources(ird=7, ord=7, peer_to_peer=True, rtr_types=(RtrType.WRITE,))
+"""IRD 7: a stream keeps IRD + 1 Read Request buffers posted and the engine holds 8 per queue."""
+
+
+def engine_device_attr(soft: DeviceAttr, host: OffloadRnic) -> DeviceAttr:
+    """A soft device's limits narrowed to the engine's tables."""
+    return DeviceAttr(**{**vars(soft), "max_mr": host.regions - 1})
+
+
+class EngineDevice(SoftDevice):
+    def query(self) -> DeviceAttr:
+        host = self._host
+        assert isinstance(host, OffloadRnic)
+        return engine_device_attr(super().query(), host)
+
+
+class EngineFabric(SoftFabric):
+    """Two engine-backed hosts on one simulated link (see the module docstring)."""
+
+    device_class = EngineDevice
+
+    def __init__(self, link: LinkConfig | None = None, seed: int = 1, **options: object) -> None:
+        options.setdefault("streams", STREAM_IDS)
+        super().__init__(link, seed, **options)
+
+    @staticmethod
+    def default_resources() -> LocalResources:
+        return ENGINE_RESOURCES
+
+    def _pair(self, link: LinkConfig | None, seed: int, configs: dict[Side, RnicConfig]) -> HostPair:
+        hosts = {}
+        for side in Side:
+            memory = SparseMemory()
+            hosts[side] = OffloadRnic(configs[side], memory, random.Random(seed * 2 + (side is Side.B)),
+                                      ModelEngine(MACS[side], IPS[side], memory), session_policy=None)
+        return HostPair(hosts, Link(link))

@@ -1,0 +1,300 @@
+"""The driver's `sim` backend: the gateware receive engine under Verilator, driven by the host driver.
+
+`SimFabric` is the `engine` backend (`driver.backends.engine`) with the RTL
+in it: device 0 (host A, 10.0.0.1) is an `OffloadRnic` whose receive engine
+is `hdl.rx.engine.RxEngine` under Verilator, through the reusable testbench
+`sim.tb.rx_engine_tb.RxEngineTB`: its tables are written over AXI4-Lite
+(`write_table`, `arm_stream`, `post_buffer`, `revoke_queue`), frames go in
+on `s_axis`, its exception, report and ack streams come back as records,
+and the host memory is the testbench's AXI RAM, which the host's software
+(transmit, the Read Responses it serves) reads too.  Device 1 (host B) is
+the `engine` backend's host over the engine's golden model: one simulation
+builds one engine, and the W = 8 build is the one the engine's own cocotb
+tests use (same build root, same parameters).  Transmit runs in software on
+both until the transmit engine lands.
+
+Every frame the RTL takes is also given to a shadow `ReceiveEngineModel`
+with the same table writes, and the records are compared (the testbench's
+comparisons): a difference fails the run, as does a write outside the
+model's writes.
+
+Scheduling (the asyncio/cocotb question).  Under `soft` and `engine` the
+user's coroutine runs on an asyncio loop over simulated time.  Under `sim`
+it runs on cocotb's scheduler: the cocotb test awaits `main(fabric)`
+itself, and every wait of the driver (`CQ.wait`, `CMID.get_cm_event`) is
+`SimFabric.wait_until`, which drives the fabric while the predicate does not
+hold: the RTL host's table writes and frames go through the engine (awaiting
+the simulator's clock: a frame's records come back before anything else
+happens), what is due is sent, then the link's and the protocol's clock
+(simulated seconds, separate from the engine's nanoseconds) jumps to the
+next arrival or timer.  So the same program runs unchanged, as long as it
+awaits only the driver's calls (no asyncio primitives under cocotb).
+`run_program(main)` runs `main(fabric)` that way in a cocotb test
+(`sim.tb.driver_program`); `main` must be importable (a module-level
+function of a module, or of a script file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import ipaddress
+import random
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from cocotb.triggers import Lock
+
+from driver.backends.base import FabricBackend
+from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, EngineDevice
+from driver.errors import BackendUnavailable, SimulationStalled, WaitTimeout
+from hdl.abi import AckDisposition, SegmentStatus
+from hdl.rx.engine import RxEngine
+from model.ddp.memory import Access, SparseMemory
+from model.engine.rx import SegmentVerdict
+from model.errors import ErrorNumber
+from model.rnic.link import Link, LinkConfig, Side
+from model.rnic.offload import (Ack, AssociationRow, BufferPost, EngineCommand, EngineOutput, FrameIn, ModelEngine,
+                                OffloadRnic, QueueRevoke, RegionRow, StreamRow)
+from model.rnic.pair import IPS, MACS, HostPair, host_config
+from sim.runner import SimulationResult, default_build_root, run_cocotb
+from sim.tb.rx_engine_tb import (CANARY, ReportRecord, RxEngineTB, _compare_acks, _compare_chunk_errors,
+                                 _compare_segments)
+from sim.traffic.rx import EngineShape
+
+T = TypeVar("T")
+
+WIDTH_BYTES = 8
+SHAPE = EngineShape()
+BUFFER_BYTES = 32768
+"""The engine's parameters as its cocotb tests build it (tests/sim/test_rx_engine_cocotb.py): one build."""
+MEMORY_BYTES = 1 << 22
+RTL_SIDE = Side.A
+
+
+def rx_engine(width_bytes: int = WIDTH_BYTES) -> RxEngine:
+    return RxEngine(width_bytes, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
+                    buffers_per_queue=SHAPE.buffers_per_queue, buffer_bytes=BUFFER_BYTES)
+
+
+class RamMemory:
+    """The testbench's AXI RAM as the host's memory (the `SparseMemory` calls the host makes)."""
+
+    def __init__(self, tb: RxEngineTB) -> None:
+        self._ram = tb.ram
+
+    def read(self, address: int, length: int) -> bytes:
+        return bytes(self._ram.read(address, length))
+
+    def write(self, address: int, data: bytes) -> None:
+        self._ram.write(address, bytes(data))
+
+
+class EngineMismatch(AssertionError):
+    """The RTL engine's records differ from its golden model's for the same frame and tables."""
+
+
+def verdict_of(record: ReportRecord) -> SegmentVerdict:
+    """A SEGMENT report record (`hdl.abi.report_layout`) as the model's `SegmentVerdict`."""
+    f = record.fields
+    status = SegmentStatus(f["status"])
+    error = f["error"]
+    accepted = status is SegmentStatus.ACCEPTED
+    return SegmentVerdict(
+        association=f["association"], stream_id=f["stream_id"], tsn=f["tsn"], ddp_ssn=f["ddp_ssn"], status=status,
+        error=ErrorNumber(error["layer"], error["etype"], error["code"]) if error["valid"] else None,
+        tagged=bool(f["tagged"]), last=bool(f["last"]), opcode=f["opcode"], payload_length=f["payload_length"],
+        host_address=f["host_address"] if accepted and f["payload_length"] else None,
+        message_length=f["message_length"] if accepted and f["last"] and not f["tagged"] else None,
+        stag=f["stag"], qn=f["qn"], msn=f["msn"], mo=f["mo"], invalidate_stag=f["invalidate_stag"],
+        dma_error=bool(f["dma_error"]))
+
+
+class AsyncEngine(Protocol):
+    """A receive engine that takes time to run a command (the RTL under the simulator)."""
+
+    memory: RamMemory | SparseMemory
+
+    async def execute(self, command: EngineCommand) -> EngineOutput | None: ...
+
+
+class RtlEngine:
+    """`RxEngineTB` behind the host's command interface, checked against a shadow golden model."""
+
+    def __init__(self, tb: RxEngineTB, local_mac: bytes = MACS[RTL_SIDE], local_ip: str = IPS[RTL_SIDE]) -> None:
+        self.tb = tb
+        self.memory = RamMemory(tb)
+        self.shadow = ModelEngine(local_mac, local_ip, SparseMemory(CANARY))
+
+    async def execute(self, command: EngineCommand) -> EngineOutput | None:
+        tb, shape = self.tb, self.tb.shape
+        if isinstance(command, FrameIn):
+            return await self._frame(command)
+        self.shadow.execute(command)
+        if isinstance(command, AssociationRow):
+            entry = command.entry
+            await tb.write_table("association", {
+                "index": entry.index, "valid": int(command.valid), "ddp": int(entry.ddp),
+                "local_port": entry.local_port, "peer_port": entry.peer_port,
+                "peer_ip": int(ipaddress.IPv4Address(entry.peer_ip)), "tag": entry.tag})
+        elif isinstance(command, RegionRow):
+            region = command.entry
+            if region is None:
+                await tb.write_table("region", {"index": command.index, "entry": {"valid": 0}})
+            else:
+                bound = region.stream or (0, 0)
+                await tb.write_table("region", {"index": command.index, "entry": {
+                    "valid": 1, "key": region.stag & 0xFF, "pd": region.pd,
+                    "stream_bound": int(region.stream is not None),
+                    "association": bound[0], "stream_id": bound[1],
+                    "remote_read": int(Access.REMOTE_READ in region.access),
+                    "remote_write": int(Access.REMOTE_WRITE in region.access),
+                    "local_write": int(Access.LOCAL_WRITE in region.access),
+                    "base_to": region.base_to, "length": region.length, "host_address": region.host_address}})
+        elif isinstance(command, StreamRow):
+            entry = command.entry
+            if command.valid:
+                await tb.arm_stream(entry.association, entry.stream_id, entry.pd, entry.first_ssn)
+            else:
+                await tb.write_table("stream", {"index": shape.stream_row(entry.association, entry.stream_id),
+                                                "entry": {"valid": 0}})
+        elif isinstance(command, BufferPost):
+            entry = command.entry
+            await tb.post_buffer(entry.association, entry.stream_id, entry.qn, entry.host_address, entry.length)
+        elif isinstance(command, QueueRevoke):
+            await tb.revoke_queue(shape.stream_row(command.association, command.stream_id), command.qn)
+        return None
+
+    async def _frame(self, command: FrameIn) -> EngineOutput:
+        tb, shadow = self.tb, self.shadow
+        written, model_writes = len(tb.written), len(shadow.memory.writes)
+        expected = shadow.execute(command)
+        await tb.send_frames([command.frame])
+        await tb.drain()
+        results = await tb.results()
+        result = shadow.last_result
+        assert result is not None
+        problems = (_compare_segments(results.segments, result.segments)
+                    + _compare_chunk_errors(results.chunk_errors, result.chunk_faults)
+                    + _compare_acks(results.acks, result.acks))
+        got_frames = [p.data for p in results.frame_exceptions]
+        got_chunks = [p.data for p in results.chunk_exceptions]
+        assert expected is not None
+        if got_frames != ([expected.frame] if expected.frame is not None else []) or got_chunks != expected.chunks:
+            problems.append("exception stream: engine passed up different frames or chunks than the model")
+        allowed = [(a, a + n) for a, n in shadow.memory.writes[model_writes:] if n]
+        for address, length in tb.written[written:]:
+            if not any(start <= address and address + length <= end for start, end in allowed):
+                problems.append(f"engine wrote {length} bytes at {address:#x}, outside every write of the model")
+        if problems:
+            raise EngineMismatch("; ".join(problems[:8]))
+        return EngineOutput(
+            frame=got_frames[0] if got_frames else None, chunks=got_chunks,
+            acks=[Ack(r.tsn, AckDisposition(r.disposition), r.length) for r in results.acks],
+            reports=[verdict_of(r) for r in results.segments], chunk_errors=len(results.chunk_errors))
+
+
+class SimFabric(FabricBackend):
+    """Host A on the RTL engine, host B on its golden model, one simulated link (see the module docstring).
+
+    `engine`: host A's engine (`RtlEngine`); `lock`: serialises the waits that drive the fabric (a cocotb
+    `Lock` by default)."""
+
+    def __init__(self, engine: AsyncEngine, link: LinkConfig | None = None, seed: int = 1, lock=None,
+                 **options: object) -> None:
+        options.setdefault("resources", ENGINE_RESOURCES)
+        options.setdefault("streams", STREAM_IDS)
+        hosts = {}
+        for side in Side:
+            config = host_config(side, **options)
+            rng = random.Random(seed * 2 + (side is Side.B))
+            if side is RTL_SIDE:
+                hosts[side] = OffloadRnic(config, engine.memory, rng, None,  # type: ignore[arg-type]
+                                          session_policy=None, regions=SHAPE.regions,
+                                          buffers_per_queue=SHAPE.buffers_per_queue)
+            else:
+                memory = SparseMemory()
+                hosts[side] = OffloadRnic(config, memory, rng, ModelEngine(MACS[side], IPS[side], memory),
+                                          session_policy=None, regions=SHAPE.regions,
+                                          buffers_per_queue=SHAPE.buffers_per_queue)
+        self.pair = HostPair(hosts, Link(link))
+        self.rtl = engine
+        self.devices = (EngineDevice(self, Side.A), EngineDevice(self, Side.B))  # type: ignore[arg-type]
+        self.frames_through_rtl = 0
+        self._kicked = False
+        self._lock = lock if lock is not None else Lock()
+
+    def now(self) -> float:
+        return self.pair.now
+
+    def kick(self) -> None:
+        """Something was posted: the wait that drives the fabric sends it before time moves on."""
+        self._kicked = True
+
+    def run(self, main: Callable[[], Awaitable[T]]) -> T:
+        raise BackendUnavailable("under cocotb the test awaits the program itself: see sim.driver_sim.run_program")
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        async with self._lock:
+            pair = self.pair
+            deadline = None if timeout is None else pair.now + timeout
+            while True:
+                await self._settle()
+                if predicate():
+                    return
+                if self._kicked:  # the predicate's routing posted something (a session opened): send it first
+                    continue
+                next_time = pair.next_time()
+                if next_time is None:
+                    raise SimulationStalled("nothing is in flight and no timer runs: the wait can never end")
+                if deadline is not None and next_time > deadline:
+                    pair.advance(deadline)
+                    raise WaitTimeout(f"not done within {timeout:g} s of simulated time")
+                pair.advance(next_time)
+
+    async def _settle(self) -> None:
+        """The RTL host's engine work, then what is due, until nothing is left to do now."""
+        host = self.pair.hosts[RTL_SIDE]
+        assert isinstance(host, OffloadRnic)
+        self._kicked = False
+        while True:
+            while (command := host.take_engine_work()) is not None:
+                output = await self.rtl.execute(command)
+                if output is not None:
+                    assert isinstance(command, FrameIn)
+                    self.frames_through_rtl += 1
+                    host.engine_output(output, command.now)
+            self.pair.send_due()
+            self.pair.collect()
+            if self.on_change is not None:
+                self.on_change()
+            if not host.engine_work_waiting:
+                return
+
+
+# -- running a program ------------------------------------------------------------------------------
+
+
+def program_reference(main: Callable) -> dict[str, str]:
+    """How the cocotb test finds `main`: its module, or the file of a script run as __main__."""
+    module = main.__module__
+    reference = {"function": main.__qualname__}
+    if module == "__main__" or module not in sys.modules or getattr(sys.modules[module], "__spec__", None) is None:
+        reference["file"] = str(Path(inspect.getfile(main)).resolve())
+    else:
+        reference["module"] = module
+    return reference
+
+
+def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1,
+                log_file: Path | None = None) -> SimulationResult:
+    """Run the coroutine function `main(fabric)` on the `sim` fabric, in a cocotb test on the W = 8 engine
+    (the build its own tests use); `SimulationFailed` when `main` raises or the engine differs from its
+    model. `main`'s prints go to the simulator's log (stdout, or `log_file`)."""
+    parameters = {**program_reference(main), "seed": seed,
+                  "link": dataclasses.asdict(link) if link is not None else None}
+    return run_cocotb(rx_engine(), test_module="sim.tb.driver_program", toplevel=f"rx_engine_w{WIDTH_BYTES}",
+                      build_root=default_build_root() / "rx_engine", parameters=parameters, log_file=log_file,
+                      waves_name=f"rx_engine_w{WIDTH_BYTES}-driver-{main.__name__}")

@@ -1,0 +1,118 @@
+"""OffloadRnic: the SoftRnic's control plane over the receive engine's records (model.engine.rx as the engine).
+
+Expectations from the RFCs: the RTR is the initiator's first DDP segment
+(RFC 6581 9) and reaches the responder's session without being placed;
+a session's MSNs start at 1 on every queue (RFC 5041 4.3), so a stream used
+again must start its engine queues afresh; untagged buffers are consumed in
+MSN order (RFC 5041 5.3); a Send with Invalidate revokes the STag for
+further placement (RFC 5040 5.3, RFC 5041 7.2 Invalid STag).
+"""
+
+import random
+
+from model.ddp.memory import Access, SparseMemory
+from model.errors import DdpError
+from model.rnic.events import ReceiveCompletion, RdmapTerminated, RtrArrived, SessionEstablished, StreamReleased
+from model.rnic.link import Link, LinkConfig, Side
+from model.rnic.offload import ModelEngine, OffloadRnic
+from model.rnic.pair import IPS, MACS, HostPair, host_config
+from model.ddp.negotiation import LocalResources, RtrType
+
+RESOURCES = LocalResources(ird=4, ord=4, peer_to_peer=True, rtr_types=(RtrType.WRITE,))
+REGION = 0x200000
+ALL = Access.REMOTE_WRITE | Access.REMOTE_READ | Access.LOCAL_WRITE
+
+
+def offload_pair(link: LinkConfig | None = None) -> HostPair:
+    hosts = {}
+    for side in Side:
+        memory = SparseMemory()
+        hosts[side] = OffloadRnic(host_config(side, resources=RESOURCES, streams=4), memory,
+                                  random.Random(7 + (side is Side.B)), ModelEngine(MACS[side], IPS[side], memory))
+    pair = HostPair(hosts, Link(link))
+    pair.connect()
+    pair.open_stream(0)
+    return pair
+
+
+def engine(pair: HostPair, side: Side):
+    return pair.hosts[side].engine.model
+
+
+def test_rfc6581_9_the_rtr_reaches_the_session_from_its_record_and_is_not_placed():
+    pair = offload_pair()
+    assert pair.seen(Side.B, RtrArrived)
+    responder = engine(pair, Side.B)
+    assert responder.counters.delivered > 0 and responder.memory.writes == []
+    assert responder.sinks[(0, 0)].delivery_point == 2  # the row starts after the RTR (DDP-SSN 1)
+
+
+def test_rfc5041_5_3_more_receives_than_the_engine_holds_complete_in_msn_order():
+    """Receives beyond the engine's posted buffers wait in the host and are posted as earlier ones complete: a
+    sender that keeps within the posted buffers (here a round of 8 Sends at a time) finds every one."""
+    pair = offload_pair(LinkConfig(loss=0.02, reordering=0.05, duplication=0.02, seed=5))
+    a, b = pair.a, pair.b
+    rounds, per_round = 3, b.buffers_per_queue
+    count = rounds * per_round
+    for index in range(count):
+        b.post_recv(0, REGION + index * 2048, 2048)
+    payloads = [bytes([index]) * (100 + index) for index in range(count)]
+    for index, payload in enumerate(payloads):
+        a.memory.write(REGION + index * 2048, payload)
+        a.post_send(0, REGION + index * 2048, len(payload))
+        if (index + 1) % per_round == 0:
+            pair.run_until(lambda: pair.count(Side.B, ReceiveCompletion) == index + 1)
+    received = pair.of(Side.B, ReceiveCompletion)
+    assert [(r.address, r.length) for r in received] == [(REGION + i * 2048, len(p)) for i, p in enumerate(payloads)]
+    for index, payload in enumerate(payloads):
+        assert b.memory.read(REGION + index * 2048, len(payload)) == payload
+
+
+def test_rfc5041_7_2_a_send_past_the_buffers_posted_to_the_engine_has_no_buffer():
+    """Nine small Sends bundled in one packet (RFC 4960 6.10) meet the engine before any completes: the ninth
+    finds no buffer posted to it, Invalid MSN - no buffer available (DDP 0x2/0x02), though the host holds one."""
+    pair = offload_pair()
+    a, b = pair.a, pair.b
+    for index in range(b.buffers_per_queue + 1):
+        b.post_recv(0, REGION + index * 64, 64)
+        a.post_send(0, REGION, 8)
+    pair.run_until(lambda: pair.seen(Side.A, RdmapTerminated))
+    (terminated,) = pair.of(Side.A, RdmapTerminated)
+    assert tuple(terminated.terminate.number) == DdpError.NO_BUFFER.number
+    assert terminated.terminate.ddp_header.msn == b.buffers_per_queue + 1
+    assert pair.count(Side.B, ReceiveCompletion) == b.buffers_per_queue
+
+
+def test_rfc5041_4_3_a_stream_used_again_starts_its_msns_at_1():
+    pair = offload_pair()
+    a, b = pair.a, pair.b
+    for session in range(2):
+        b.post_recv(0, REGION, 64)
+        a.memory.write(REGION, b"session %d" % session)
+        a.post_send(0, REGION, 9)
+        pair.run_until(lambda: pair.count(Side.B, ReceiveCompletion) == session + 1)
+        a.terminate_stream(0)
+        pair.run_until(lambda: pair.count(Side.A, StreamReleased) == session + 1
+                       and pair.count(Side.B, StreamReleased) == session + 1)
+        assert b.memory.read(REGION, 9) == b"session %d" % session
+        if session == 0:
+            a.open_stream(0)
+            pair.run_until(lambda: pair.count(Side.A, SessionEstablished) == 2 and pair.count(Side.B, RtrArrived) == 2)
+    assert not pair.seen(Side.B, RdmapTerminated)
+
+
+def test_rfc5040_5_3_send_with_invalidate_revokes_the_stag_in_the_engine():
+    pair = offload_pair()
+    a, b = pair.a, pair.b
+    target = b.register_memory(REGION, 4096, ALL)
+    b.post_recv(0, REGION + 8192, 64)
+    a.post_send(0, REGION, 0, invalidate_stag=target)
+    pair.run_until(lambda: pair.seen(Side.B, ReceiveCompletion))
+    assert pair.of(Side.B, ReceiveCompletion)[0].invalidated_stag == target
+    a.memory.write(REGION, b"late")
+    a.post_write(0, target, 0, REGION, 4)
+    pair.run_until(lambda: pair.seen(Side.A, RdmapTerminated))
+    (terminated,) = pair.of(Side.A, RdmapTerminated)
+    assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number  # RFC 5041 7.2: 0x1/0x00
+    assert b.memory.read(REGION, 4) != b"late"
+    assert engine(pair, Side.B).counters.delivered > 0
