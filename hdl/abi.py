@@ -116,6 +116,7 @@ def segment_report_fields(address_bits: int = 64) -> dict:
         "last": unsigned(1),
         "opcode": unsigned(4),
         "stag": unsigned(32),
+        "to": unsigned(64),                      # tagged (RFC 5041 4.2): with stag, the header a Terminate quotes
         "qn": unsigned(32),
         "msn": unsigned(32),
         "mo": unsigned(32),

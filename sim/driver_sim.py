@@ -108,7 +108,7 @@ def verdict_of(record: ReportRecord) -> SegmentVerdict:
         tagged=bool(f["tagged"]), last=bool(f["last"]), opcode=f["opcode"], payload_length=f["payload_length"],
         host_address=f["host_address"] if accepted and f["payload_length"] else None,
         message_length=f["message_length"] if accepted and f["last"] and not f["tagged"] else None,
-        stag=f["stag"], qn=f["qn"], msn=f["msn"], mo=f["mo"], invalidate_stag=f["invalidate_stag"],
+        stag=f["stag"], to=f["to"], qn=f["qn"], msn=f["msn"], mo=f["mo"], invalidate_stag=f["invalidate_stag"],
         dma_error=bool(f["dma_error"]))
 
 

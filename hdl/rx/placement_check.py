@@ -480,6 +480,7 @@ class PlacementCheck(wiring.Component):
             verdict.last.eq(seg.last),
             verdict.opcode.eq(seg.opcode),
             verdict.stag.eq(seg.stag),
+            verdict.to.eq(seg.to),
             verdict.qn.eq(seg.qn),
             verdict.msn.eq(seg.msn),
             verdict.mo.eq(seg.mo),

@@ -146,6 +146,7 @@ class SegmentVerdict:
     host_address: int | None = None   # where the payload went (ACCEPTED with payload)
     message_length: int | None = None  # untagged L=1 accepted: MO + payload length (RFC 5041 5.4)
     stag: int = 0             # tagged (RFC 5041 4.2)
+    to: int = 0
     qn: int = 0               # untagged (RFC 5041 4.3)
     msn: int = 0
     mo: int = 0
@@ -580,5 +581,5 @@ def _header_fields(raw: bytes) -> dict:
     fields = {"tagged": header.tagged, "last": header.last, "opcode": rdmap_control_of(header).opcode,
               "payload_length": max(len(raw) - header.length, 0), "invalidate_stag": invalidate_stag_of(header)}
     if header.tagged:
-        return fields | {"stag": header.stag}
+        return fields | {"stag": header.stag, "to": header.to}
     return fields | {"qn": header.qn, "msn": header.msn, "mo": header.mo}

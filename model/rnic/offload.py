@@ -51,11 +51,8 @@ records back (`engine_output`). A command made while the host handles
 records goes ahead of the frames still waiting, so a row is written before
 the next frame meets the engine.
 
-Limits of the records: a report carries no Tagged Offset, so a Terminate for
-an error in a tagged segment carries no DDP header (it cannot name the
-peer's RDMA Write); segments arriving on the exception path (a frame the
-engine passes up whole after the association's row is written) are not
-placed.
+Limits: segments arriving on the exception path (a frame the engine passes
+up whole after the association's row is written) are not placed.
 """
 
 from __future__ import annotations
@@ -282,9 +279,9 @@ class OffloadedEndpoint(RdmapEndpoint):
         if record.status is SegmentStatus.ERROR:
             assert record.error is not None
             length = header.length + record.payload_length
-            # A tagged record has no TO, so no DDP header can be quoted (module docstring); a refused Read
-            # Request was not placed, so no RDMA header either.
-            self._events.append(self._send_terminate(record.error, length, None if record.tagged else header, None))
+            # The DDP header as the record gives it (RFC 5040 7); a refused Read Request was not placed,
+            # so no RDMA header either.
+            self._events.append(self._send_terminate(record.error, length, header, None))
             return
         if record.tagged:
             if record.opcode == Opcode.RDMA_READ_RESPONSE and not self._reads_outstanding:
@@ -315,11 +312,11 @@ class OffloadedEndpoint(RdmapEndpoint):
 
 
 def _header_of(record: SegmentVerdict) -> TaggedHeader | UntaggedHeader:
-    """The segment's DDP header as its record describes it (RFC 5041 4): every field but the Tagged
-    Offset, which records do not carry (0 here), and the versions, which accepted segments passed."""
+    """The segment's DDP header as its record describes it (RFC 5041 4); the versions are the ones
+    accepted segments passed."""
     control = RdmapControl(record.opcode).encode()
     if record.tagged:
-        return TaggedHeader(last=record.last, rsvd_ulp=control, stag=record.stag, to=0)
+        return TaggedHeader(last=record.last, rsvd_ulp=control, stag=record.stag, to=record.to)
     return UntaggedHeader(last=record.last, rsvd_ulp=control << 32 | record.invalidate_stag, qn=record.qn,
                           msn=record.msn, mo=record.mo)
 

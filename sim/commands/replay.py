@@ -99,6 +99,7 @@ class Record:
     host_address: int | None = None
     message_length: int | None = None
     stag: int = 0
+    to: int = 0
     qn: int = 0
     msn: int = 0
     mo: int = 0
@@ -189,7 +190,7 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
                 stream_id=verdict.stream_id, ddp_ssn=verdict.ddp_ssn, tagged=verdict.tagged, last=verdict.last,
                 opcode=verdict.opcode, payload_length=verdict.payload_length,
                 host_address=verdict.host_address, message_length=verdict.message_length,
-                stag=verdict.stag, qn=verdict.qn, msn=verdict.msn, mo=verdict.mo,
+                stag=verdict.stag, to=verdict.to, qn=verdict.qn, msn=verdict.msn, mo=verdict.mo,
                 invalidate_stag=verdict.invalidate_stag, dma_error=verdict.dma_error,
             ))
         frame.acks = [Ack(a.association, a.tsn, a.disposition.name, a.length) for a in result.acks]
@@ -279,7 +280,7 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
             last=bool(fields["last"]), opcode=fields["opcode"], payload_length=fields["payload_length"],
             host_address=fields["host_address"] if placed else None,
             message_length=fields["message_length"] if message else None,
-            stag=fields["stag"], qn=fields["qn"], msn=fields["msn"], mo=fields["mo"],
+            stag=fields["stag"], to=fields["to"], qn=fields["qn"], msn=fields["msn"], mo=fields["mo"],
             invalidate_stag=fields["invalidate_stag"], dma_error=bool(fields["dma_error"]),
         ))
     for fields in document["acks"]:
@@ -381,7 +382,8 @@ def _json_item(item: HostPacket | Record) -> dict:
             "error_name": error_name(*item.error) if item.error is not None else None,
             "tagged": item.tagged, "last": item.last, "opcode": _opcode_name(item.opcode),
             "payload_length": item.payload_length, "host_address": item.host_address,
-            "message_length": item.message_length, "stag": item.stag, "qn": item.qn, "msn": item.msn,
+            "message_length": item.message_length, "stag": item.stag, "to": item.to, "qn": item.qn,
+            "msn": item.msn,
             "mo": item.mo, "invalidate_stag": item.invalidate_stag, "dma_error": item.dma_error}
 
 

@@ -514,7 +514,7 @@ def _compare_segments(records: list[ReportRecord], verdicts: list) -> list[str]:
             "tagged": int(verdict.tagged), "last": int(verdict.last), "opcode": verdict.opcode,
             "payload_length": verdict.payload_length, "host_address": verdict.host_address or 0,
             "message_length": verdict.message_length or 0, "dma_error": int(verdict.dma_error),
-            "stag": verdict.stag, "qn": verdict.qn, "msn": verdict.msn, "mo": verdict.mo,
+            "stag": verdict.stag, "to": verdict.to, "qn": verdict.qn, "msn": verdict.msn, "mo": verdict.mo,
             "invalidate_stag": verdict.invalidate_stag,
         }
         for name, value in expected.items():
