@@ -53,7 +53,7 @@ import contextlib
 from unittest import mock
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Fragment, Module, Mux, ResetSignal, Signal, unsigned
 from amaranth.lib import data
 
 import hdl.rx.placement_check as placement_check
@@ -61,6 +61,7 @@ from hdl.abi import STAG_KEY_BITS, SegmentStatus, region_entry_layout, stream_en
 from hdl.rx.region_table import RegionTable
 from hdl.rx.untagged_buffers import UntaggedBuffers
 from hdl.stream.bits import index_bits
+from hdl.stream.queue import Queue
 
 __all__ = ["PROOF_PARAMETERS", "observed_tables", "PlacementHarness", "ContainmentLemma"]
 
@@ -105,7 +106,12 @@ class _ObservedStreamTable(placement_check.StreamTable):
 
 
 class _ObservedBuffers(UntaggedBuffers):
-    """UntaggedBuffers with asynchronous reads of one queue's ``next_post`` and one slot."""
+    """UntaggedBuffers with asynchronous reads of one queue's ``next_post`` and one slot, and a view
+    of the posting state machine: ``posting_only`` (in one of its posting states, not revoking),
+    ``writing`` (in WRITE) with ``writing_msn`` (the MSN being posted) and ``post_queue_next``
+    (``next_post`` of the queue the ``post`` port names)."""
+
+    _POSTING_STATES = ("IDLE", "READ_LIVE", "CHECK", "WRITE")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -116,12 +122,19 @@ class _ObservedBuffers(UntaggedBuffers):
         self.observed_live = Signal()
         self.observed_descriptor = Signal(data.StructLayout({
             "msn": unsigned(32), "address": unsigned(self._address_bits), "length": unsigned(32)}))
+        self.posting_only = Signal()
+        self.writing = Signal()
+        self.writing_msn = Signal(32)
+        self.post_queue_next = Signal(32)
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
         next_post = m.submodules.next_post.read_port(domain="comb")
+        post_next_post = m.submodules.next_post.read_port(domain="comb")
         live = m.submodules.live.read_port(domain="comb")
         descriptor = m.submodules.descriptors.read_port(domain="comb")
+        # The descriptor is written on every cycle of WRITE, with the MSN being posted.
+        descriptor_write, = m.submodules.descriptors.write_ports
         slot = self._slot_index(self.observe_stream, self.observe_qn, self.observe_msn)
         m.d.comb += [
             next_post.addr.eq(self._queue_index(self.observe_stream, self.observe_qn)),
@@ -129,15 +142,44 @@ class _ObservedBuffers(UntaggedBuffers):
             self.observed_next_post.eq(next_post.data),
             self.observed_live.eq(live.data),
             self.observed_descriptor.eq(descriptor.data),
+            post_next_post.addr.eq(self._queue_index(self.post.payload.stream, self.post.payload.qn)),
+            self.post_queue_next.eq(post_next_post.data),
+            self.writing.eq(descriptor_write.en),
+            self.writing_msn.eq(descriptor_write.data.msn),
         ]
+        # The state machine's states, from the elaborated fragment (Amaranth lists a module's FSMs
+        # in Fragment.generated).
+        fragment = Fragment.get(m, platform)
+        fsm = fragment.generated["fsm"]
+        missing = [name for name in self._POSTING_STATES if name not in fsm.encoding]
+        if missing:
+            raise NameError(f"UntaggedBuffers has no state {missing}: update the harness")
+        outer = Module()
+        outer.submodules.buffers = fragment
+        outer.d.comb += self.posting_only.eq(Cat(fsm.ongoing(name) for name in self._POSTING_STATES).any())
+        return outer
+
+
+class _ObservedQueue(Queue):
+    """A Queue with ``fifo_used``: its FIFO (depth 3 and more) is written or read on this cycle."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fifo_used = Signal()
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        if self.depth > 2:
+            storage = m.submodules.storage
+            m.d.comb += self.fifo_used.eq(storage.w_en | storage.r_en)
         return m
 
 
 @contextlib.contextmanager
 def observed_tables(tables: dict, *, region_table=_ObservedRegionTable):
-    """While active, a PlacementCheck elaborates observed tables and lists them in ``tables``
-    (keys ``regions``, ``streams``, ``buffers``). ``region_table`` replaces the region table's
-    class (a mutant for the harness's own test)."""
+    """While active, a PlacementCheck elaborates observed tables and queues and lists the tables
+    in ``tables`` (keys ``regions``, ``streams``, ``buffers``). ``region_table`` replaces the
+    region table's class (a mutant for the harness's own test)."""
     def recording(name, cls):
         def make(*args, **kwargs):
             tables[name] = cls(*args, **kwargs)
@@ -146,7 +188,8 @@ def observed_tables(tables: dict, *, region_table=_ObservedRegionTable):
 
     with mock.patch.object(placement_check, "RegionTable", recording("regions", region_table)), \
             mock.patch.object(placement_check, "StreamTable", recording("streams", _ObservedStreamTable)), \
-            mock.patch.object(placement_check, "UntaggedBuffers", recording("buffers", _ObservedBuffers)):
+            mock.patch.object(placement_check, "UntaggedBuffers", recording("buffers", _ObservedBuffers)), \
+            mock.patch.object(placement_check, "Queue", _ObservedQueue):
         yield tables
 
 
@@ -169,7 +212,7 @@ class PlacementHarness(Elaboratable):
         dut._MustUse__silence = True  # elaborated here, below, so the tables can be observed
         tables = {}
         with observed_tables(tables, region_table=self.region_table):
-            m.submodules.dut = dut.elaborate(platform)
+            m.submodules.dut = inside = dut.elaborate(platform)
         regions, streams, buffers = tables["regions"], tables["streams"], tables["buffers"]
         address_bits = p["address_bits"]
         m.d.comb += Assume(~ResetSignal())
@@ -233,9 +276,12 @@ class PlacementHarness(Elaboratable):
             Assert(streams.observed == stream_shadow),
             Assert(buffers.observed_next_post == next_msn),
         ]
+        # A live buffer is one of the queue's last `depth` posts (a post waits for its slot).
+        posts_since = Signal(32)
+        m.d.comb += posts_since.eq(next_msn - n0 - 1)
         with m.If(buffers.observed_live & (descriptor.msn == n0)):
             m.d.comb += Assert(watched_buffer.posted & (descriptor.address == watched_buffer.address)
-                               & (descriptor.length == watched_buffer.length))
+                               & (descriptor.length == watched_buffer.length) & (posts_since < p["depth"]))
 
         # Ordering guarantee at the ports: no segment is accepted on the cycle a table write is.
         m.d.comb += Assert(~(segment_in & (region_in | stream_in)))
@@ -295,6 +341,8 @@ class PlacementHarness(Elaboratable):
         else:
             # Consumers never stall; a packet is one beat (see module docs).
             m.d.comb += Assume(~dut.payload_in.valid | dut.payload_in.payload.last)
+            self._induction_invariants(m, inside, buffers, tsn0, accepted, watched, region_rewritten,
+                                       stream_rewritten, region_then, region_shadow, stream_then, stream_shadow)
             m.d.comb += [
                 Assert(cmd.valid == (verdict.valid & verdict.payload.placed)),
                 Assert(~cmd.valid | (cmd.payload.tag == verdict.payload.tag)),
@@ -305,6 +353,45 @@ class PlacementHarness(Elaboratable):
 
         self._payload_contract(m, dut)
         return m
+
+    def _stream_row(self, info):
+        """(known, row): the segment names a stream of the table, and its row (RFC 5041 8.2: a
+        stream is an (association, stream id) pair; PlacementCheck's row numbering)."""
+        p = self.parameters
+        known = (info.association < p["associations"]) & (info.stream_id < p["stream_ids"])
+        return known, info.association * p["stream_ids"] + info.stream_id
+
+    def _induction_invariants(self, m, inside, buffers, tsn0, accepted, watched, region_rewritten,
+                              stream_rewritten, region_then, region_shadow, stream_then, stream_shadow):
+        """Facts of every reachable state with consumers that never stall, asserted so that the
+        induction step starts only from such states (see module docs)."""
+        # Posting: no revocation is ever requested; a post waiting in WRITE (retirements take the
+        # live-bit port first, on any number of cycles) writes the queue's next MSN.
+        m.d.comb += [Assert(buffers.posting_only),
+                     Assert(~buffers.writing | (buffers.writing_msn == buffers.post_queue_next))]
+        # The output queues pass each record straight to their output register: the FIFO is
+        # never used, so the commands and the verdicts take the same one edge.
+        for name in ("verdicts", "commands"):
+            queue = inside.submodules[name]
+            m.d.comb += [Assert(~queue.fifo_used), Assert(queue.level == queue.source.valid)]
+        # A segment may wait in the input queue for any time (until the decisions queue has room):
+        # the watched one there is the one recorded at its acceptance, and no table write has
+        # been accepted since (they wait for the input queue to drain).
+        inbound = inside.submodules.inbound
+        entries = ((inbound.source.valid, inbound.source.payload),
+                   (~inbound.sink.ready, inbound.following))  # the skid register, when full
+        for held, entry in entries:
+            known, row = self._stream_row(entry.info)
+            qn_ok = entry.info.qn < self.parameters["queues"]
+            with m.If(held):
+                m.d.comb += Assert(entry.valid & (entry.known == known) & (~known | (entry.index == row))
+                                   & (entry.qn_ok == qn_ok))
+            with m.If(held & (entry.info.tsn == tsn0)):
+                m.d.comb += [
+                    Assert(accepted & (entry.info.as_value() == watched.as_value())),
+                    Assert(~region_rewritten & ~stream_rewritten),
+                    Assert((region_then == region_shadow) & (stream_then == stream_shadow)),
+                ]
 
     @staticmethod
     def _drive_stream(m, port):
@@ -330,9 +417,8 @@ class PlacementHarness(Elaboratable):
 
     def _check(self, m, cmd, region_rewritten, stream_rewritten, segment, region, stream, buffer, r0, s0, q0, n0, dut):
         """The asserts on the command of the watched segment (see module docs)."""
-        p = self.parameters
-        known = (segment.association < p["associations"]) & (segment.stream_id < p["stream_ids"])
-        on_s0 = known & (segment.association * p["stream_ids"] + segment.stream_id == s0)
+        known, row = self._stream_row(segment)
+        on_s0 = known & (row == s0)
         m.d.comb += Assert((cmd.length == segment.payload_length) & (cmd.length != 0))
         with m.If(segment.tagged & (segment.stag[STAG_KEY_BITS:] == r0) & on_s0):
             to_end = segment.to + segment.payload_length

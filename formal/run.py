@@ -40,7 +40,7 @@ class Proof:
 PROOFS = (
     Proof("containment", "bmc", 1, ContainmentLemma,
           "checks passed => the command lies inside the region or buffer"),
-    Proof("induction", "prove", 12, lambda: PlacementHarness(stalls=False),
+    Proof("induction", "prove", 8, lambda: PlacementHarness(stalls=False),
           "k-induction, consumers that never stall"),
     Proof("bounded", "bmc", 12, lambda: PlacementHarness(stalls=True),
           "from reset, free back-pressure and payload timing"),
