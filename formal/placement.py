@@ -17,8 +17,8 @@ picked by free constants (``AnyConst``) so that the proof covers every choice:
   when the host's post that takes that MSN is accepted (MSNs count from 1,
   RFC 5041 5.2).
 
-Proved of the watched segment when its ``cmd`` leaves the block (paired with
-its ``verdict`` by ``tag``):
+Proved of the watched segment's command (paired with its ``verdict`` by
+``tag``), where it is checked (below):
 
 * tagged, STag index ``r0``, stream ``s0``: the row was valid, its key, PD
   (the stream's), stream binding and access right held (RFC 5041 7.1, 8.2),
@@ -28,39 +28,47 @@ its ``verdict`` by ``tag``):
 * untagged on queue ``(s0, q0)`` with MSN ``n0``: that buffer was posted and
   the command is ``buffer address + MO`` inside the buffer;
 * no write of row ``r0`` (invalidation, RFC 5041 8.3.1 item 6) nor of stream
-  row ``s0`` (re-arm) was accepted between the segment's acceptance and its
-  command leaving the block, with consumers that never stall. Under
-  back-pressure on ``cmd`` this does not hold: a write is accepted once the
-  decision pipeline is empty, while earlier commands may still wait in the
-  ``cmd`` queue (the ordering PlacementCheck documents); the bounded proof
-  then shows only that such a command follows the row as it was;
+  row ``s0`` (re-arm) was accepted between the segment's acceptance and the
+  check;
 * every command pairs with a verdict of the same tag that says ``placed``.
 
-Two environments (``stalls``): with free back-pressure on ``cmd``,
-``verdict`` and ``payload_out`` and free payload timing (the bounded proof
-from reset), and with consumers that never stall and payload packets of one
-beat that follow their segment at once (the k-induction proof). In the second,
-a command and its verdict leave on the same cycle, which the harness asserts,
-so every recorded fact is at most a pipeline's length old: that bounds what
-k-induction has to see.
+Three ways to check (``stalls``, ``at_queues``):
+
+* consumers that never stall and payload packets of one beat that follow
+  their segment at once; checked as the command leaves the block, on the
+  cycle its verdict leaves (asserted) (the ``induction`` proof);
+* free back-pressure on ``cmd``, ``verdict`` and ``payload_out`` and free
+  payload timing, checked where the command and verdict enter their output
+  queues, with: no record offered to an output queue (commands, verdicts,
+  payload decisions) finds it full (the credit check) (``backpressure``);
+  the queues pass records on unchanged and in order (:class:`Queue`, its
+  tests). Checked as the command leaves, the rewrite clause is false under
+  back-pressure: a write is accepted once the decision pipeline is empty,
+  while earlier commands may still wait in the ``cmd`` queue (the ordering
+  PlacementCheck documents);
+* free back-pressure, checked as the command and verdict leave (each
+  whenever its consumer takes it), without the rewrite clause (the
+  ``bounded`` proof from reset and ``cover``).
 
 Strengthening invariants for k-induction. Of every state: the shadow rows and
 the post count equal the table memories, and a live buffer of MSN ``n0``
-matches the recorded post and is one of its queue's last ``depth`` posts.
-With consumers that never stall, also: the commands and verdicts queues never
-use their FIFO (each record goes straight to the output register); the
-posting state machine is never revoking, and while it waits in WRITE it holds
-the queue's next MSN; every segment waiting in the input queue carries the
-stream row, known and QN flags of its header, and if it is the watched one it
-is the recorded segment and no table write has been accepted since. These
-are what the pipeline cannot flush by itself: everything else (stages 1-4,
-the tables' pipelines) is replaced within the proof's k = 6 steps, the
-five edges from a segment being taken to its command leaving, plus one.
-The harness looks inside the block in one place, :func:`observed_tables`:
-extra asynchronous read ports added to the tables' own ``Memory`` objects, a
-view of the buffers' posting state machine (its write port and states) and
-of each output queue's FIFO enables; the other stages are treated as a
-black box.
+matches the recorded post and is one of its queue's last ``depth`` posts;
+each output queue's count equals the payloads in its registers and FIFO, at
+most its depth (and Amaranth's own FIFO invariants, elaborated for the
+``formal`` platform); the posting state machine is never revoking, and
+while it waits in WRITE it holds the queue's next MSN; every segment waiting
+in the input queue carries the stream row, known and QN flags of its
+header, and if it is the watched one it is the recorded segment and no
+table write has been accepted since. With consumers that never stall, also:
+the commands and verdicts queues never use their FIFO (each record goes
+straight to the output register). These are what the pipeline cannot flush
+by itself: everything else (stages 1-4, the tables' pipelines) is replaced
+within the proofs' k = 6 steps, the five edges from a segment being taken
+to its command leaving, plus one. The harness looks inside the block in one
+place, :func:`observed_tables`: extra asynchronous read ports added to the
+tables' own ``Memory`` objects, a view of the buffers' posting state machine
+(its descriptor write port and states) and of each queue's FIFO; the other
+stages are treated as a black box.
 """
 
 import contextlib
@@ -73,7 +81,7 @@ from amaranth.hdl import (Assert, Assume, Cat, Cover, Elaboratable, Fragment, Mo
 from amaranth.lib import data
 
 import hdl.rx.placement_check as placement_check
-from hdl.abi import STAG_KEY_BITS, SegmentStatus, region_entry_layout, stream_entry_layout
+from hdl.abi import STAG_KEY_BITS, region_entry_layout, stream_entry_layout
 from hdl.rx.region_table import RegionTable
 from hdl.rx.untagged_buffers import UntaggedBuffers
 from hdl.stream.bits import index_bits
@@ -240,7 +248,8 @@ class _Watch:
 class PlacementHarness(Elaboratable):
     """The proof top: a PlacementCheck with free, rule-keeping inputs and the asserts above.
 
-    ``stalls``: free back-pressure and payload timing (bounded proof) or none (k-induction).
+    ``stalls``: free back-pressure and payload timing, or none. ``at_queues``: check the
+    command and verdict where they enter the output queues, not as they leave (module docs).
     ``region_table``: the class of the region table (the harness's test passes a mutant).
     """
 
@@ -353,12 +362,15 @@ class PlacementHarness(Elaboratable):
             # Consumers never stall; a packet is one beat (see module docs).
             m.d.comb += Assume(~dut.payload_in.valid | dut.payload_in.payload.last)
             self._queues_bypassed(m, inside)
-        self._pipeline_invariants(m, inside, buffers, watch, region_shadow, stream_shadow)
         if self.at_queues:
+            self._pipeline_invariants(m, inside, buffers, watch, region_shadow, stream_shadow)
             self._check_queue_entries(m, inside, watch)
         elif self.stalls:
+            # From reset only (bmc, cover): the invariants are proved, for every reachable state with
+            # back-pressure, by the at_queues proof, and would only slow the unrolling down here.
             self._check_outputs_paired_by_tag(m, dut, watch)
         else:
+            self._pipeline_invariants(m, inside, buffers, watch, region_shadow, stream_shadow)
             self._check_outputs(m, dut, watch)
 
         self._payload_contract(m, dut)
