@@ -237,10 +237,10 @@ class _Watch:
     q0: Value
     n0: Value
     accepted: Signal
-    segment: object
-    region: object
-    stream: object
-    buffer: object
+    segment: data.View
+    region: data.View
+    stream: data.View
+    buffer: data.View
     region_rewritten: Signal
     stream_rewritten: Signal
 
