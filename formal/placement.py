@@ -2,7 +2,9 @@
 
 The harness drives every input of the block with free values (``AnySeq``) that
 keep the stream rules (``valid`` held until ``ready``, payload stable) and the
-host's write rules, and watches one instance of everything it reasons about,
+host's write rules, except ``revoke``: host revocations of posted buffers are
+not part of the proof (they would need the watched buffer's record to follow a
+revocation and a reposting of its MSN) and stay idle. It watches one instance of everything it reasons about,
 picked by free constants (``AnyConst``) so that the proof covers every choice:
 
 * one segment, by its TSN ``tsn0`` (the block carries the TSN to the verdict
@@ -15,8 +17,8 @@ picked by free constants (``AnyConst``) so that the proof covers every choice:
   when the host's post that takes that MSN is accepted (MSNs count from 1,
   RFC 5041 5.2).
 
-Proved of the watched segment when its ``cmd`` leaves the block (paired with
-its ``verdict`` by ``tag``):
+Proved of the watched segment's command (paired with its ``verdict`` by
+``tag``), where it is checked (below):
 
 * tagged, STag index ``r0``, stream ``s0``: the row was valid, its key, PD
   (the stream's), stream binding and access right held (RFC 5041 7.1, 8.2),
@@ -26,41 +28,64 @@ its ``verdict`` by ``tag``):
 * untagged on queue ``(s0, q0)`` with MSN ``n0``: that buffer was posted and
   the command is ``buffer address + MO`` inside the buffer;
 * no write of row ``r0`` (invalidation, RFC 5041 8.3.1 item 6) nor of stream
-  row ``s0`` (re-arm) was accepted between the segment's acceptance and its
-  command leaving the block, with consumers that never stall. Under
-  back-pressure on ``cmd`` this does not hold: a write is accepted once the
-  decision pipeline is empty, while earlier commands may still wait in the
-  ``cmd`` queue (the ordering PlacementCheck documents); the bounded proof
-  then shows only that such a command follows the row as it was;
+  row ``s0`` (re-arm) was accepted between the segment's acceptance and the
+  check;
 * every command pairs with a verdict of the same tag that says ``placed``.
 
-Two environments (``stalls``): with free back-pressure on ``cmd``,
-``verdict`` and ``payload_out`` and free payload timing (the bounded proof
-from reset), and with consumers that never stall and payload packets of one
-beat that follow their segment at once (the k-induction proof). In the second,
-a command and its verdict leave on the same cycle, which the harness asserts,
-so every recorded fact is at most a pipeline's length old: that bounds what
-k-induction has to see.
+Three ways to check (``stalls``, ``at_queues``):
 
-Strengthening invariants for k-induction: the shadow rows and the post count
-equal the table memories. The memories are read through extra asynchronous
-read ports added to the tables' own ``Memory`` objects
-(:func:`observed_tables`), the one place the harness looks inside the block;
-the pipeline between the tables and the ports is treated as a black box.
+* consumers that never stall and payload packets of one beat that follow
+  their segment at once; checked as the command leaves the block, on the
+  cycle its verdict leaves (asserted) (the ``induction`` proof);
+* free back-pressure on ``cmd``, ``verdict`` and ``payload_out`` and free
+  payload timing, checked where the command and verdict enter their output
+  queues, with: no record offered to an output queue (commands, verdicts,
+  payload decisions) finds it full (the credit check) (``backpressure``);
+  the queues pass records on unchanged and in order (:class:`Queue`, its
+  tests). Checked as the command leaves, the rewrite clause is false under
+  back-pressure: a write is accepted once the decision pipeline is empty,
+  while earlier commands may still wait in the ``cmd`` queue (the ordering
+  PlacementCheck documents);
+* free back-pressure, checked as the command and verdict leave (each
+  whenever its consumer takes it), without the rewrite clause (the
+  ``bounded`` proof from reset and ``cover``).
+
+Strengthening invariants for k-induction. Of every state: the shadow rows and
+the post count equal the table memories, and a live buffer of MSN ``n0``
+matches the recorded post and is one of its queue's last ``depth`` posts;
+each output queue's count equals the payloads in its registers and FIFO, at
+most its depth (and Amaranth's own FIFO invariants, elaborated for the
+``formal`` platform); the posting state machine is never revoking, and
+while it waits in WRITE it holds the queue's next MSN; every segment waiting
+in the input queue carries the stream row, known and QN flags of its
+header, and if it is the watched one it is the recorded segment and no
+table write has been accepted since. With consumers that never stall, also:
+the commands and verdicts queues never use their FIFO (each record goes
+straight to the output register). These are what the pipeline cannot flush
+by itself: everything else (stages 1-4, the tables' pipelines) is replaced
+within the proofs' k = 6 steps, the five edges from a segment being taken
+to its command leaving, plus one. The harness looks inside the block in one
+place, :func:`observed_tables`: extra asynchronous read ports added to the
+tables' own ``Memory`` objects, a view of the buffers' posting state machine
+(its descriptor write port and states) and of each queue's FIFO; the other
+stages are treated as a black box.
 """
 
 import contextlib
+from dataclasses import dataclass
 from unittest import mock
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.hdl import (Assert, Assume, Cat, Cover, Elaboratable, Fragment, Module, Mux, ResetSignal, Signal, Value,
+                          unsigned)
 from amaranth.lib import data
 
 import hdl.rx.placement_check as placement_check
-from hdl.abi import STAG_KEY_BITS, SegmentStatus, region_entry_layout, stream_entry_layout
+from hdl.abi import STAG_KEY_BITS, region_entry_layout, stream_entry_layout
 from hdl.rx.region_table import RegionTable
 from hdl.rx.untagged_buffers import UntaggedBuffers
 from hdl.stream.bits import index_bits
+from hdl.stream.queue import Queue
 
 __all__ = ["PROOF_PARAMETERS", "observed_tables", "PlacementHarness", "ContainmentLemma"]
 
@@ -105,7 +130,12 @@ class _ObservedStreamTable(placement_check.StreamTable):
 
 
 class _ObservedBuffers(UntaggedBuffers):
-    """UntaggedBuffers with asynchronous reads of one queue's ``next_post`` and one slot."""
+    """UntaggedBuffers with asynchronous reads of one queue's ``next_post`` and one slot, and a view
+    of the posting state machine: ``posting_only`` (in one of its posting states, not revoking),
+    ``writing`` (in WRITE) with ``writing_msn`` (the MSN being posted) and ``post_queue_next``
+    (``next_post`` of the queue the ``post`` port names)."""
+
+    _POSTING_STATES = ("IDLE", "READ_LIVE", "CHECK", "WRITE")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -116,12 +146,19 @@ class _ObservedBuffers(UntaggedBuffers):
         self.observed_live = Signal()
         self.observed_descriptor = Signal(data.StructLayout({
             "msn": unsigned(32), "address": unsigned(self._address_bits), "length": unsigned(32)}))
+        self.posting_only = Signal()
+        self.writing = Signal()
+        self.writing_msn = Signal(32)
+        self.post_queue_next = Signal(32)
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
         next_post = m.submodules.next_post.read_port(domain="comb")
+        post_next_post = m.submodules.next_post.read_port(domain="comb")
         live = m.submodules.live.read_port(domain="comb")
         descriptor = m.submodules.descriptors.read_port(domain="comb")
+        # The descriptor is written on every cycle of WRITE, with the MSN being posted.
+        descriptor_write, = m.submodules.descriptors.write_ports
         slot = self._slot_index(self.observe_stream, self.observe_qn, self.observe_msn)
         m.d.comb += [
             next_post.addr.eq(self._queue_index(self.observe_stream, self.observe_qn)),
@@ -129,15 +166,54 @@ class _ObservedBuffers(UntaggedBuffers):
             self.observed_next_post.eq(next_post.data),
             self.observed_live.eq(live.data),
             self.observed_descriptor.eq(descriptor.data),
+            post_next_post.addr.eq(self._queue_index(self.post.payload.stream, self.post.payload.qn)),
+            self.post_queue_next.eq(post_next_post.data),
+            self.writing.eq(descriptor_write.en),
+            self.writing_msn.eq(descriptor_write.data.msn),
         ]
+        # The state machine's states, from the elaborated fragment (Amaranth lists a module's FSMs
+        # in Fragment.generated).
+        fragment = Fragment.get(m, platform)
+        fsm = fragment.generated["fsm"]
+        missing = [name for name in self._POSTING_STATES if name not in fsm.encoding]
+        if missing:
+            raise NameError(f"UntaggedBuffers has no state {missing}: update the harness")
+        outer = Module()
+        outer.submodules.buffers = fragment
+        outer.d.comb += self.posting_only.eq(Cat(fsm.ongoing(name) for name in self._POSTING_STATES).any())
+        return outer
+
+
+class _ObservedQueue(Queue):
+    """A Queue with ``fifo_used``: its FIFO (depth 3 and more) is written or read on this cycle,
+    and ``held``: the payloads in its output and skid registers and in its FIFO (``level`` counts
+    the same payloads by the transfers at its ports)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fifo_used = Signal()
+        self.held = Signal(range(2 * self.depth + 3))  # wide enough for any state of the registers
+
+    def _elaborate_skid(self, m, sink, source, level):
+        super()._elaborate_skid(m, sink, source, level)
+        self._skid_level = level
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        if self.depth > 2:
+            storage = m.submodules.storage
+            m.d.comb += [self.fifo_used.eq(storage.w_en | storage.r_en),
+                         self.held.eq(self._skid_level + storage.level)]
+        else:
+            m.d.comb += self.held.eq(self._skid_level)
         return m
 
 
 @contextlib.contextmanager
 def observed_tables(tables: dict, *, region_table=_ObservedRegionTable):
-    """While active, a PlacementCheck elaborates observed tables and lists them in ``tables``
-    (keys ``regions``, ``streams``, ``buffers``). ``region_table`` replaces the region table's
-    class (a mutant for the harness's own test)."""
+    """While active, a PlacementCheck elaborates observed tables and queues and lists the tables
+    in ``tables`` (keys ``regions``, ``streams``, ``buffers``). ``region_table`` replaces the
+    region table's class (a mutant for the harness's own test)."""
     def recording(name, cls):
         def make(*args, **kwargs):
             tables[name] = cls(*args, **kwargs)
@@ -146,19 +222,40 @@ def observed_tables(tables: dict, *, region_table=_ObservedRegionTable):
 
     with mock.patch.object(placement_check, "RegionTable", recording("regions", region_table)), \
             mock.patch.object(placement_check, "StreamTable", recording("streams", _ObservedStreamTable)), \
-            mock.patch.object(placement_check, "UntaggedBuffers", recording("buffers", _ObservedBuffers)):
+            mock.patch.object(placement_check, "UntaggedBuffers", recording("buffers", _ObservedBuffers)), \
+            mock.patch.object(placement_check, "Queue", _ObservedQueue):
         yield tables
+
+
+@dataclass(frozen=True)
+class _Watch:
+    """What the harness watches (module docs): the free constants, the watched segment as accepted,
+    the rows as they were then, the watched buffer's post, and whether a row was rewritten since."""
+    tsn0: Value
+    r0: Value
+    s0: Value
+    q0: Value
+    n0: Value
+    accepted: Signal
+    segment: data.View
+    region: data.View
+    stream: data.View
+    buffer: data.View
+    region_rewritten: Signal
+    stream_rewritten: Signal
 
 
 class PlacementHarness(Elaboratable):
     """The proof top: a PlacementCheck with free, rule-keeping inputs and the asserts above.
 
-    ``stalls``: free back-pressure and payload timing (bounded proof) or none (k-induction).
+    ``stalls``: free back-pressure and payload timing, or none. ``at_queues``: check the
+    command and verdict where they enter the output queues, not as they leave (module docs).
     ``region_table``: the class of the region table (the harness's test passes a mutant).
     """
 
-    def __init__(self, *, stalls: bool, region_table=_ObservedRegionTable, **overrides):
+    def __init__(self, *, stalls: bool, at_queues: bool = False, region_table=_ObservedRegionTable, **overrides):
         self.stalls = stalls
+        self.at_queues = at_queues
         self.region_table = region_table
         self.parameters = {**PROOF_PARAMETERS, **overrides}
 
@@ -169,13 +266,14 @@ class PlacementHarness(Elaboratable):
         dut._MustUse__silence = True  # elaborated here, below, so the tables can be observed
         tables = {}
         with observed_tables(tables, region_table=self.region_table):
-            m.submodules.dut = dut.elaborate(platform)
+            m.submodules.dut = inside = dut.elaborate(platform)
         regions, streams, buffers = tables["regions"], tables["streams"], tables["buffers"]
         address_bits = p["address_bits"]
         m.d.comb += Assume(~ResetSignal())
 
         # Free inputs that keep the stream rules.
-        for port in (dut.segment, dut.region_write, dut.stream_write, dut.post, dut.payload_in):
+        # (Not ``revoke``: host revocations of posted buffers stay idle, see module docs.)
+        for port in (dut.segment, dut.region_write, dut.stream_write, dut.post, dut.payload_in, dut.fault):
             self._drive_stream(m, port)
         # Fields that no decision reads are fixed, which keeps the solver's work small.
         info, beat = dut.segment.payload, dut.payload_in.payload
@@ -233,9 +331,12 @@ class PlacementHarness(Elaboratable):
             Assert(streams.observed == stream_shadow),
             Assert(buffers.observed_next_post == next_msn),
         ]
+        # A live buffer is one of the queue's last `depth` posts (a post waits for its slot).
+        posts_since = Signal(32)
+        m.d.comb += posts_since.eq(next_msn - n0 - 1)
         with m.If(buffers.observed_live & (descriptor.msn == n0)):
             m.d.comb += Assert(watched_buffer.posted & (descriptor.address == watched_buffer.address)
-                               & (descriptor.length == watched_buffer.length))
+                               & (descriptor.length == watched_buffer.length) & (posts_since < p["depth"]))
 
         # Ordering guarantee at the ports: no segment is accepted on the cycle a table write is.
         m.d.comb += Assert(~(segment_in & (region_in | stream_in)))
@@ -254,67 +355,145 @@ class PlacementHarness(Elaboratable):
         with m.If(accepted & stream_in & (stream_write.payload.index == s0)):
             m.d.sync += stream_rewritten.eq(1)
 
-        verdict, cmd = dut.verdict, dut.cmd
-        verdict_out = verdict.valid & verdict.ready
-        cmd_out = cmd.valid & cmd.ready
-        m.d.comb += Assert(~(verdict_out & (verdict.payload.tsn == tsn0)) | accepted)
-
-        if self.stalls:
-            # Pair the command and the verdict of tag t0, whichever leaves first.
-            t0 = AnyConst(16)
-            cmd_seen, verdict_seen = Signal(), Signal()
-            cmd_record = Signal(cmd.payload.shape())
-            rewritten_record = Signal(2)
-            verdict_record = Signal(data.StructLayout({"watched": 1, "placed": 1}))
-            cmd_now = cmd_out & (cmd.payload.tag == t0)
-            verdict_now = verdict_out & (verdict.payload.tag == t0)
-            m.d.comb += [Assert(~(cmd_now & cmd_seen)), Assert(~(verdict_now & verdict_seen))]
-            with m.If(cmd_now):
-                m.d.sync += [cmd_seen.eq(1), cmd_record.eq(cmd.payload),
-                             rewritten_record.eq(Cat(region_rewritten, stream_rewritten))]
-            with m.If(verdict_now):
-                m.d.sync += [verdict_seen.eq(1), verdict_record.watched.eq(verdict.payload.tsn == tsn0),
-                             verdict_record.placed.eq(verdict.payload.placed)]
-            cmd_done = cmd_now | cmd_seen
-            verdict_done = verdict_now | verdict_seen
-            pair_cmd = Signal.like(cmd_record)
-            pair_rewritten = Signal(2)
-            pair_verdict = Signal.like(verdict_record)
-            m.d.comb += [
-                pair_cmd.eq(Mux(cmd_now, cmd.payload, cmd_record)),
-                pair_rewritten.eq(Mux(cmd_now, Cat(region_rewritten, stream_rewritten), rewritten_record)),
-                pair_verdict.watched.eq(Mux(verdict_now, verdict.payload.tsn == tsn0, verdict_record.watched)),
-                pair_verdict.placed.eq(Mux(verdict_now, verdict.payload.placed, verdict_record.placed)),
-            ]
-            with m.If(cmd_done & verdict_done):
-                m.d.sync += [cmd_seen.eq(0), verdict_seen.eq(0)]
-                m.d.comb += Assert(pair_verdict.placed)
-                with m.If(pair_verdict.watched):
-                    self._check(m, pair_cmd, pair_rewritten[0], pair_rewritten[1], watched, region_then,
-                                stream_then, watched_buffer, r0, s0, q0, n0, dut)
-        else:
+        watch = _Watch(tsn0=tsn0, r0=r0, s0=s0, q0=q0, n0=n0, accepted=accepted, segment=watched,
+                       region=region_then, stream=stream_then, buffer=watched_buffer,
+                       region_rewritten=region_rewritten, stream_rewritten=stream_rewritten)
+        if not self.stalls:
             # Consumers never stall; a packet is one beat (see module docs).
             m.d.comb += Assume(~dut.payload_in.valid | dut.payload_in.payload.last)
-            m.d.comb += [
-                Assert(cmd.valid == (verdict.valid & verdict.payload.placed)),
-                Assert(~cmd.valid | (cmd.payload.tag == verdict.payload.tag)),
-            ]
-            with m.If(verdict_out & verdict.payload.placed & (verdict.payload.tsn == tsn0)):
-                self._check(m, cmd.payload, region_rewritten, stream_rewritten, watched, region_then,
-                            stream_then, watched_buffer, r0, s0, q0, n0, dut)
+            self._queues_bypassed(m, inside)
+        if self.at_queues:
+            self._pipeline_invariants(m, inside, buffers, watch, region_shadow, stream_shadow)
+            self._check_queue_entries(m, inside, watch)
+        elif self.stalls:
+            # From reset only (bmc, cover): the invariants are proved, for every reachable state with
+            # back-pressure, by the at_queues proof, and would only slow the unrolling down here.
+            self._check_outputs_paired_by_tag(m, dut, watch)
+        else:
+            self._pipeline_invariants(m, inside, buffers, watch, region_shadow, stream_shadow)
+            self._check_outputs(m, dut, watch)
 
         self._payload_contract(m, dut)
         return m
 
+    def _stream_row(self, info):
+        """(known, row): the segment names a stream of the table, and its row (RFC 5041 8.2: a
+        stream is an (association, stream id) pair; PlacementCheck's row numbering)."""
+        p = self.parameters
+        known = (info.association < p["associations"]) & (info.stream_id < p["stream_ids"])
+        return known, info.association * p["stream_ids"] + info.stream_id
+
+    @staticmethod
+    def _queues_bypassed(m, inside):
+        """With consumers that never stall, the output queues pass each record straight to their
+        output register: the FIFO is never used, so a command and its verdict take the same edge."""
+        for name in ("verdicts", "commands"):
+            queue = inside.submodules[name]
+            m.d.comb += [Assert(~queue.fifo_used), Assert(queue.level == queue.source.valid)]
+
+    def _pipeline_invariants(self, m, inside, buffers, watch, region_shadow, stream_shadow):
+        """Facts of every reachable state about what can wait for any time (see module docs)."""
+        # Each output queue's count is the payloads it holds (the credit check relies on it).
+        for name in ("verdicts", "commands", "decisions"):
+            queue = inside.submodules[name]
+            m.d.comb += Assert((queue.level == queue.held) & (queue.held <= queue.depth))
+        # Posting: no revocation is ever requested; a post waiting in WRITE (retirements take the
+        # live-bit port first, on any number of cycles) writes the queue's next MSN.
+        m.d.comb += [Assert(buffers.posting_only),
+                     Assert(~buffers.writing | (buffers.writing_msn == buffers.post_queue_next))]
+        # A segment may wait in the input queue for any time (until the output queues have room):
+        # its stream row and flags are those of its header; the watched one there is the one
+        # recorded at its acceptance, and no table write has been accepted since (writes wait
+        # for the input queue to drain).
+        inbound = inside.submodules.inbound
+        entries = ((inbound.source.valid, inbound.source.payload),
+                   (~inbound.sink.ready, inbound.following))  # the skid register, when full
+        for held, entry in entries:
+            known, row = self._stream_row(entry.info)
+            qn_ok = entry.info.qn < self.parameters["queues"]
+            with m.If(held):
+                m.d.comb += Assert(entry.valid & (entry.known == known) & (~known | (entry.index == row))
+                                   & (entry.qn_ok == qn_ok))
+            with m.If(held & (entry.info.tsn == watch.tsn0)):
+                m.d.comb += [
+                    Assert(watch.accepted & (entry.info.as_value() == watch.segment.as_value())),
+                    Assert(~watch.region_rewritten & ~watch.stream_rewritten),
+                    Assert((watch.region == region_shadow) & (watch.stream == stream_shadow)),
+                ]
+
+    def _check_outputs(self, m, dut, watch):
+        """Consumers never stall: a command leaves with its verdict."""
+        verdict, cmd = dut.verdict, dut.cmd
+        verdict_out = verdict.valid & verdict.ready
+        m.d.comb += [
+            Assert(~(verdict_out & (verdict.payload.tsn == watch.tsn0)) | watch.accepted),
+            Assert(cmd.valid == (verdict.valid & verdict.payload.placed)),
+            Assert(~cmd.valid | (cmd.payload.tag == verdict.payload.tag)),
+        ]
+        with m.If(verdict_out & verdict.payload.placed & (verdict.payload.tsn == watch.tsn0)):
+            self._check(m, cmd.payload, watch, watch.region_rewritten, watch.stream_rewritten)
+
+    def _check_outputs_paired_by_tag(self, m, dut, watch):
+        """Free back-pressure: pair the command and the verdict of tag t0, whichever leaves first.
+        A table write may come between the watched segment's decision and its command leaving
+        (module docs), so that is not asserted here."""
+        verdict, cmd = dut.verdict, dut.cmd
+        verdict_out = verdict.valid & verdict.ready
+        cmd_out = cmd.valid & cmd.ready
+        m.d.comb += Assert(~(verdict_out & (verdict.payload.tsn == watch.tsn0)) | watch.accepted)
+        t0 = AnyConst(16)
+        cmd_seen, verdict_seen = Signal(), Signal()
+        cmd_record = Signal(cmd.payload.shape())
+        verdict_record = Signal(data.StructLayout({"watched": 1, "placed": 1}))
+        cmd_now = cmd_out & (cmd.payload.tag == t0)
+        verdict_now = verdict_out & (verdict.payload.tag == t0)
+        m.d.comb += [Assert(~(cmd_now & cmd_seen)), Assert(~(verdict_now & verdict_seen))]
+        with m.If(cmd_now):
+            m.d.sync += [cmd_seen.eq(1), cmd_record.eq(cmd.payload)]
+        with m.If(verdict_now):
+            m.d.sync += [verdict_seen.eq(1), verdict_record.watched.eq(verdict.payload.tsn == watch.tsn0),
+                         verdict_record.placed.eq(verdict.payload.placed)]
+        pair_cmd = Signal.like(cmd_record)
+        pair_verdict = Signal.like(verdict_record)
+        m.d.comb += [
+            pair_cmd.eq(Mux(cmd_now, cmd.payload, cmd_record)),
+            pair_verdict.watched.eq(Mux(verdict_now, verdict.payload.tsn == watch.tsn0, verdict_record.watched)),
+            pair_verdict.placed.eq(Mux(verdict_now, verdict.payload.placed, verdict_record.placed)),
+        ]
+        with m.If((cmd_now | cmd_seen) & (verdict_now | verdict_seen)):
+            m.d.sync += [cmd_seen.eq(0), verdict_seen.eq(0)]
+            m.d.comb += Assert(pair_verdict.placed)
+            with m.If(pair_verdict.watched):
+                self._check(m, pair_cmd, watch, None, None)
+
+    def _check_queue_entries(self, m, inside, watch):
+        """Free back-pressure, checked where the records enter the output queues: no record is
+        lost (the credit check), a command enters with its verdict, and the watched segment's
+        command, as it enters the commands queue, follows the rows as they were at its acceptance,
+        with no table write accepted since. The queues then pass records on in order
+        (:class:`hdl.stream.queue.Queue`)."""
+        verdicts, commands = inside.submodules.verdicts, inside.submodules.commands
+        for queue in (verdicts, commands, inside.submodules.decisions):
+            m.d.comb += Assert(~queue.sink.valid | queue.sink.ready)
+        verdict, cmd = verdicts.sink, commands.sink
+        m.d.comb += [
+            Assert(~(verdict.valid & (verdict.payload.tsn == watch.tsn0)) | watch.accepted),
+            Assert(cmd.valid == (verdict.valid & verdict.payload.placed)),
+            Assert(~cmd.valid | (cmd.payload.tag == verdict.payload.tag)),
+        ]
+        with m.If(verdict.valid & verdict.payload.placed & (verdict.payload.tsn == watch.tsn0)):
+            self._check(m, cmd.payload, watch, watch.region_rewritten, watch.stream_rewritten)
+
     @staticmethod
     def _drive_stream(m, port):
         """Free ``valid`` and payload, held until ``ready`` (amaranth.lib.stream rules)."""
+        payload = Value.cast(port.payload)
         waiting = Signal()
         held = Signal.like(port.payload)
         m.d.sync += [waiting.eq(port.valid & ~port.ready), held.eq(port.payload)]
-        m.d.comb += [port.valid.eq(AnySeq(1)), port.payload.as_value().eq(AnySeq(len(port.payload.as_value())))]
+        m.d.comb += [port.valid.eq(AnySeq(1)), payload.eq(AnySeq(len(payload)))]
         with m.If(waiting):
-            m.d.comb += [Assume(port.valid), Assume(port.payload.as_value() == held.as_value())]
+            m.d.comb += [Assume(port.valid), Assume(payload == Value.cast(held))]
 
     def _payload_contract(self, m, dut):
         """One packet per segment with a payload and no header error, after that segment."""
@@ -328,11 +507,13 @@ class PlacementHarness(Elaboratable):
         if not self.stalls:
             m.d.comb += Assume(beat.valid == (owed != 0))
 
-    def _check(self, m, cmd, region_rewritten, stream_rewritten, segment, region, stream, buffer, r0, s0, q0, n0, dut):
-        """The asserts on the command of the watched segment (see module docs)."""
-        p = self.parameters
-        known = (segment.association < p["associations"]) & (segment.stream_id < p["stream_ids"])
-        on_s0 = known & (segment.association * p["stream_ids"] + segment.stream_id == s0)
+    def _check(self, m, cmd, watch, region_rewritten, stream_rewritten):
+        """The asserts on the command of the watched segment (see module docs); the rewrite flags
+        are asserted low unless None."""
+        segment, region, stream, buffer = watch.segment, watch.region, watch.stream, watch.buffer
+        r0, s0, q0, n0 = watch.r0, watch.s0, watch.q0, watch.n0
+        known, row = self._stream_row(segment)
+        on_s0 = known & (row == s0)
         m.d.comb += Assert((cmd.length == segment.payload_length) & (cmd.length != 0))
         with m.If(segment.tagged & (segment.stag[STAG_KEY_BITS:] == r0) & on_s0):
             to_end = segment.to + segment.payload_length
@@ -347,17 +528,19 @@ class PlacementHarness(Elaboratable):
                 Assert(access),
                 Assert((segment.to >= region.base_to) & (to_end <= region.base_to + region.length)),
                 Assert(cmd.address == (region.host_address + (segment.to - region.base_to))[:len(cmd.address)]),
-                Assert(~region_rewritten & ~stream_rewritten | self.stalls),
                 Cover(1),
             ]
+            if region_rewritten is not None:
+                m.d.comb += Assert(~region_rewritten & ~stream_rewritten)
         with m.If(~segment.tagged & on_s0 & (segment.qn == q0) & (segment.msn == n0)):
             m.d.comb += [
                 Assert(stream.valid & buffer.posted),
                 Assert(cmd.address == (buffer.address + segment.mo)[:len(cmd.address)]),
                 Assert(segment.mo + segment.payload_length <= buffer.length),
-                Assert(~stream_rewritten | self.stalls),
                 Cover(1),
             ]
+            if stream_rewritten is not None:
+                m.d.comb += Assert(~stream_rewritten)
 
 
 class ContainmentLemma(Elaboratable):

@@ -40,10 +40,12 @@ class Proof:
 PROOFS = (
     Proof("containment", "bmc", 1, ContainmentLemma,
           "checks passed => the command lies inside the region or buffer"),
-    Proof("induction", "prove", 12, lambda: PlacementHarness(stalls=False),
-          "k-induction, consumers that never stall"),
-    Proof("bounded", "bmc", 12, lambda: PlacementHarness(stalls=True),
-          "from reset, free back-pressure and payload timing"),
+    Proof("induction", "prove", 6, lambda: PlacementHarness(stalls=False),
+          "k-induction, consumers that never stall, at the outputs"),
+    Proof("backpressure", "prove", 6, lambda: PlacementHarness(stalls=True, at_queues=True),
+          "k-induction, free back-pressure and payload timing, where records enter the output queues"),
+    Proof("bounded", "bmc", 11, lambda: PlacementHarness(stalls=True),
+          "from reset, free back-pressure and payload timing, at the outputs"),
     Proof("cover", "cover", 12, lambda: PlacementHarness(stalls=True),
           "a command of the watched segment, tagged and untagged (not vacuous)"),
 )
@@ -86,7 +88,8 @@ def run_proof(proof: Proof, *, workdir: Path = BUILD, harness=None) -> tuple[boo
     harness object (a test passes one built on a mutant)."""
     workdir.mkdir(parents=True, exist_ok=True)
     top = harness if harness is not None else proof.top()
-    (workdir / "harness.il").write_text(rtlil.convert(top, name="top", ports=[]))
+    # The "formal" platform adds Amaranth's own FIFO invariants (amaranth.lib.fifo), which k-induction needs.
+    (workdir / "harness.il").write_text(rtlil.convert(top, name="top", ports=[], platform="formal"))
     (workdir / f"{proof.name}.sby").write_text(_sby_config(proof))
     environ = dict(os.environ)
     solver_dir = str(Path(_tool("yices-smt2")).parent)

@@ -3,7 +3,7 @@
 `make formal` runs the proofs themselves (minutes); this is the quick check that the
 harness is not vacuous: with the mutant, bounded model checking from reset finds a
 command that ends one byte past its region (RFC 5041 7.1 tagged item 4), and the
-failing assert is that bound.
+failing assert is that bound, in both places the k-induction proofs check commands.
 """
 
 import inspect
@@ -35,8 +35,12 @@ def _line_of(text: str) -> int:
 
 
 @pytest.mark.slow  # a solver run of a minute or more
-def test_mutant_region_end_fails_the_bounded_proof(tmp_path):
-    harness = placement.PlacementHarness(stalls=False, region_table=OneByteShortRegionTable)
+@pytest.mark.parametrize("environment", [
+    {"stalls": False},                     # checked at the outputs (the `induction` proof's harness)
+    {"stalls": True, "at_queues": True},   # checked at the output queues (`backpressure`)
+], ids=["outputs", "queues"])
+def test_mutant_region_end_fails_the_bounded_proof(tmp_path, environment):
+    harness = placement.PlacementHarness(**environment, region_table=OneByteShortRegionTable)
     passed, _, directory = run_proof(Proof("mutant", "bmc", DEPTH, None, "mutant"), workdir=tmp_path,
                                      harness=harness)
     log = (tmp_path / "mutant.out").read_text()
