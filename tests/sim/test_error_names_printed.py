@@ -35,7 +35,8 @@ def _write_past_the_region(tmp_path):
     association = config["associations"][0]
     header = TaggedHeader(True, tagged_rsvd_ulp(Opcode.RDMA_WRITE), 0x0142, 0x8000 + 8192 - 4)
     segment = DdpSegment(header, bytes(16)).encode()
-    chunk = DataChunk(1, 0, 0, PPID_DDP_SEGMENT, DdpSegmentChunkData(0, segment).encode(), unordered=True)
+    # DDP-SSN 1: the stream's first DDP segment, after the session's Initiate or Accept (RFC 5043 6.1).
+    chunk = DataChunk(1, 0, 0, PPID_DDP_SEGMENT, DdpSegmentChunkData(1, segment).encode(), unordered=True)
     packet = SctpPacket(association["peer_port"], association["local_port"], int(association["tag"], 16),
                         [chunk]).encode()
     frame = build_frame(packet, bytes.fromhex("020000000001"), bytes.fromhex(config["local_mac"].replace(":", "")),
