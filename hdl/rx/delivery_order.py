@@ -113,7 +113,10 @@ class DeliveryOrder(wiring.Component):
         emit_head, emit_record = Signal(), Signal(layout)
         store_en, store_addr, store_record = Signal(), Signal(len(store_w.addr)), Signal(layout)
         read_en = Signal()
-        m.d.sync += [emit_head.eq(0), store_en.eq(0), read_en.eq(0)]
+        # The record and store address registers load the head on every cycle (their enables are
+        # not the decision, which only sets the valid flags: it fans out to a 436-bit record).
+        m.d.sync += [emit_head.eq(0), store_en.eq(0), read_en.eq(0), emit_record.eq(head), store_record.eq(head),
+                     store_addr.eq(Cat(head.ddp_ssn[:slot_bits], row))]
 
         # The run being drained: its stream, the next DDP-SSN's slot, a working copy of its slot bits.
         run_row = Signal.like(row)
@@ -143,14 +146,13 @@ class DeliveryOrder(wiring.Component):
                 with m.Elif(inbound.source.valid & room):
                     m.d.comb += inbound.source.ready.eq(1)
                     with m.If(~accepted | flags.in_order):
-                        m.d.sync += [emit_head.eq(1), emit_record.eq(head)]
+                        m.d.sync += emit_head.eq(1)
                         with m.If(accepted & flags.releases):
                             m.d.sync += [run_row.eq(row), run_slot.eq(head.ddp_ssn[:slot_bits] + 1),
                                          run_held.eq(Cat(*held).word_select(row, window))]
                             m.next = "RUN"
                     with m.Else():
-                        m.d.sync += [store_en.eq(1), store_addr.eq(Cat(head.ddp_ssn[:slot_bits], row)),
-                                     store_record.eq(head)]
+                        m.d.sync += store_en.eq(1)
                         for i in range(streams):
                             with m.If(row == i):
                                 m.d.sync += held[i].eq(held[i] | (1 << head.ddp_ssn[:slot_bits]))
