@@ -5,18 +5,26 @@ now)`; `deliveries(now)` returns every frame whose arrival time has come,
 tagged with the side it arrives at. Loss, duplication, reordering (a random
 extra delay), corruption (one flipped bit) and a fixed one-way delay are
 drawn from a `random.Random` seeded by the configuration, so a run is the
-same every time. Frames that arrive are recorded with their arrival time, so
+same every time. With a `rate`, each direction is a wire of that many bits
+per second: a frame starts when the one before it from the same side has
+left, and occupies the wire for its bytes plus Ethernet's preamble, FCS and
+inter-frame gap (IEEE 802.3: 8 + 4 + 12 bytes); without one the wire is
+infinitely fast. Frames that arrive are recorded with their arrival time, so
 the link yields the capture a tap in front of each receiver would see.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from dataclasses import dataclass, field
 from enum import Enum
 
 from model.errors import EncodeError
+
+ETHERNET_FRAMING = 8 + 4 + 12
+"""Bytes a frame occupies on the wire beyond those the link carries: preamble and SFD, FCS, inter-frame gap."""
 
 
 class Side(Enum):
@@ -41,6 +49,8 @@ class LinkConfig:
     delay: float = 0.0005
     reorder_delay: float = 0.002
     seed: int = 1
+    rate: float | None = None
+    """Bits per second each way (None: no serialization time, as before rates existed)."""
 
     def __post_init__(self) -> None:
         for name in ("loss", "duplication", "reordering", "corruption"):
@@ -49,6 +59,14 @@ class LinkConfig:
                 raise EncodeError(f"link {name} probability {value} is not within 0..1")
         if self.delay < 0 or self.reorder_delay < 0:
             raise EncodeError("link delays must not be negative")
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise EncodeError(f"link rate {self.rate} is not a number of bits per second above 0")
+
+    def wire_time(self, frame_length: int) -> float:
+        """Seconds a frame of `frame_length` bytes (without FCS) occupies the wire; 0 without a rate."""
+        if self.rate is None:
+            return 0.0
+        return (frame_length + ETHERNET_FRAMING) * 8 / self.rate
 
 
 @dataclass
@@ -77,13 +95,17 @@ class Link:
         self._random = random.Random(self.config.seed)
         self._in_flight: list[_InFlight] = []
         self._sequence = 0
+        self._wire_free = {Side.A: 0.0, Side.B: 0.0}
+        """When each side's wire has sent its last frame (with a `rate`)."""
         self.stats = LinkStats()
         self.recording: list[tuple[float, bytes]] | None = [] if record else None
 
     def send(self, side: Side, frame: bytes, now: float) -> None:
-        """Put a frame on the wire from `side` at time `now`."""
+        """Put a frame on the wire from `side` at time `now`; with a rate it leaves once the wire is free."""
         config, draw = self.config, self._random.random
         self.stats.sent += 1
+        if config.rate is not None:  # a lost frame took its time on the wire too
+            now = self._wire_free[side] = max(now, self._wire_free[side]) + config.wire_time(len(frame))
         if draw() < config.loss:
             self.stats.lost += 1
             return

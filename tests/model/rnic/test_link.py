@@ -56,3 +56,22 @@ def test_recording_keeps_arrivals_with_their_times():
 def test_probabilities_are_checked(field):
     with pytest.raises(EncodeError):
         LinkConfig(**{field: 1.5})
+
+
+def test_a_rated_link_serializes_each_direction_with_ethernet_framing():
+    """At 1 Gb/s a 1476-byte frame takes (1476 + 8 preamble + 4 FCS + 12 gap) * 8 ns = 12 us on the wire
+    (IEEE 802.3); frames from one side queue behind each other, the other direction is a wire of its own."""
+    link = Link(LinkConfig(delay=0.001, rate=1e9))
+    link.send(Side.A, bytes(1476), 0.0)
+    link.send(Side.A, bytes(1476), 0.0)
+    link.send(Side.B, bytes(1476), 0.0)
+    link.send(Side.A, bytes(1476), 1.0)  # the wire has long been idle
+    arrivals = [(side, at) for side, _, at in link.deliveries(2.0)]
+    assert arrivals == [(Side.B, pytest.approx(0.001012)), (Side.A, pytest.approx(0.001012)),
+                        (Side.B, pytest.approx(0.001024)), (Side.B, pytest.approx(1.001012))]
+
+
+@pytest.mark.parametrize("rate", [0, -1e9, float("inf"), float("nan")])
+def test_a_rate_must_be_bits_per_second_above_zero(rate):
+    with pytest.raises(EncodeError):
+        LinkConfig(rate=rate)
