@@ -130,7 +130,8 @@ class CMID:
             raise InvalidState("this id already has a queue pair")
         if pd.device is not self.device or send_cq.device is not self.device:
             raise InvalidArgument("the PD and CQs must belong to this id's device")
-        self.qp = QP(pd, send_cq, recv_cq or send_cq, cap or QPCap(), self.device.next_qp_num())
+        self.qp = QP(pd, send_cq, send_cq if recv_cq is None else recv_cq, QPCap() if cap is None else cap,
+                     self.device.next_qp_num())
         return self.qp
 
     def listen(self, backlog: int = 16) -> None:

@@ -264,6 +264,10 @@ class Fabric:
         """The fabric's clock (simulated seconds on the soft backend)."""
         return self.backend.now()
 
+    def engine_time(self) -> tuple[int, float] | None:
+        """(cycles, nanoseconds) the RTL receive engine has run so far on the `sim` backend; None elsewhere."""
+        return self.backend.engine_time()
+
     async def wait_until(self, predicate: Callable[[], bool], timeout: float | None) -> None:
         def routed() -> bool:
             self.dispatch()

@@ -11,6 +11,9 @@
                                       a table and a goodput-versus-loss plot (PNG)
     rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F] [--waves fst|vcd]
                                       RTL receive engine: fraction of line rate, latency, Fmax
+    rnic perf [--backend soft|engine|sim] [--test write_bw|send_lat|read_bw|all] [--sizes BYTES ...] [--iters N]
+              [--rate GBPS] [--delay USEC] [--loss P] [--seed N]
+                                      perftest-shaped bandwidth and latency through the host driver
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
                 [--waves fst|vcd]
                                       a capture through the receive engine (RTL under Verilator, or the model)
@@ -298,6 +301,22 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
 
 
+def _perf(args: argparse.Namespace) -> int:
+    from sim.commands.perf import (DEFAULT_DELAY_USEC, DEFAULT_ITERS, DEFAULT_RATE_GBPS, DEFAULT_SIZES, LARGEST_SIZE,
+                                   SIM_SIZES, TESTS, PerfPlan, perf_command, perf_link)
+
+    sizes = tuple(args.sizes) if args.sizes else (SIM_SIZES if args.backend == "sim" else DEFAULT_SIZES)
+    largest = LARGEST_SIZE[args.backend]
+    if max(sizes) > largest:
+        args.usage_error(f"argument --sizes: {max(sizes)} is above the maximum of {largest} on backend "
+                         f"{args.backend}")
+    if args.backend == "sim" and _sim_extra_missing("perf", "the RTL engine under Verilator (--backend sim)"):
+        return 1
+    plan = PerfPlan(TESTS if args.test == "all" else (args.test,), sizes, args.iters or DEFAULT_ITERS)
+    link = perf_link(args.rate or DEFAULT_RATE_GBPS, args.delay or DEFAULT_DELAY_USEC, args.loss, args.seed)
+    return perf_command(args.backend, plan, link, args.seed)
+
+
 DEFAULT_PLOT = "bench-e2e.png"
 WAVES_HELP = ("write the RTL run's waveform in this format to sim_build/waves/ and print its path (default: "
               "$WAVES, fst or vcd; none when unset)")
@@ -390,6 +409,25 @@ def build_parser() -> argparse.ArgumentParser:
     rx.add_argument("--target-mhz", type=positive_number, default=156.25, help="clock the synthesis aims at (MHz)")
     rx.add_argument("--waves", choices=WAVE_FORMATS, help=WAVES_HELP)
     rx.set_defaults(handler=_bench_rx, usage_error=rx.error)
+
+    perf = commands.add_parser("perf", help="perftest-shaped bandwidth and latency (ib_write_bw, ib_send_lat, "
+                                            "ib_read_bw) through the host driver")
+    perf.add_argument("--backend", choices=("soft", "engine", "sim"), default="soft",
+                      help="soft (software RNICs), engine (receiving through the receive engine's model), sim "
+                           "(device 0's receive engine the RTL under Verilator); default soft")
+    perf.add_argument("--test", choices=("write_bw", "send_lat", "read_bw", "all"), default="all",
+                      help="which measurement (default all)")
+    perf.add_argument("--sizes", type=count, nargs="+", metavar="BYTES",
+                      help="message sizes (default 2 to 1 MiB in powers of two; on sim 2 64 1024 16384)")
+    perf.add_argument("--iters", type=count, help="iterations per size (default 10)")
+    perf.add_argument("--rate", type=positive_number, metavar="GBPS", help="the link's rate each way in Gb/s "
+                                                                           "(default 10)")
+    perf.add_argument("--delay", type=positive_number, metavar="USEC",
+                      help="the link's one-way delay in microseconds (default 500, the model's link)")
+    perf.add_argument("--loss", type=loss_rate, default=0.0, help="the link's frame loss rate (0 to below 1; "
+                                                                  "default 0, lossless)")
+    perf.add_argument("--seed", type=int, default=1, help="seed of the link and the hosts (default 1)")
+    perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two software RNICs run every RDMAP operation over a lossy link")
     demo.add_argument("--loss", type=probability, default=0.0,

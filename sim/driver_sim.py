@@ -59,7 +59,7 @@ from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import (Ack, AssociationRow, BufferPost, EngineCommand, EngineOutput, FrameIn, ModelEngine,
                                 OffloadRnic, QueueRevoke, RegionRow, StreamRow)
 from model.rnic.pair import IPS, MACS, HostPair, host_config
-from sim.runner import SimulationResult, default_build_root, run_cocotb
+from sim.runner import SimulationResult, default_build_root, run_cocotb, test_parameters
 from sim.tb.rx_engine_tb import (CANARY, ReportRecord, RxEngineTB, _compare_acks, _compare_chunk_errors,
                                  _compare_segments)
 from sim.traffic.rx import EngineShape
@@ -127,6 +127,12 @@ class RtlEngine:
         self.tb = tb
         self.memory = RamMemory(tb)
         self.shadow = ModelEngine(local_mac, local_ip, SparseMemory(CANARY))
+
+    def time(self) -> tuple[int, float]:
+        """(cycles, nanoseconds) of the simulator's clock so far."""
+        from cocotb.utils import get_sim_time
+
+        return self.tb.cycle, get_sim_time("ns")
 
     async def execute(self, command: EngineCommand) -> EngineOutput | None:
         tb, shape = self.tb, self.tb.shape
@@ -229,6 +235,10 @@ class SimFabric(FabricBackend):
     def now(self) -> float:
         return self.pair.now
 
+    def engine_time(self) -> tuple[int, float] | None:
+        time = getattr(self.rtl, "time", None)  # the golden model behind the same interface has no clock
+        return time() if time is not None else None
+
     def kick(self) -> None:
         """Something was posted: the wait that drives the fabric sends it before time moves on."""
         self._kicked = True
@@ -277,6 +287,11 @@ class SimFabric(FabricBackend):
 # -- running a program ------------------------------------------------------------------------------
 
 
+def program_arguments() -> dict:
+    """Inside a program that `run_program` runs: the `arguments` it was given."""
+    return test_parameters().get("arguments", {})
+
+
 def program_reference(main: Callable) -> dict[str, str]:
     """How the cocotb test finds `main`: its module, or the file of a script run as __main__."""
     module = main.__module__
@@ -289,12 +304,13 @@ def program_reference(main: Callable) -> dict[str, str]:
 
 
 def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1,
-                log_file: Path | None = None) -> SimulationResult:
+                log_file: Path | None = None, arguments: dict | None = None) -> SimulationResult:
     """Run the coroutine function `main(fabric)` on the `sim` fabric, in a cocotb test on the W = 8 engine
     (the build its own tests use); `SimulationFailed` when `main` raises or the engine differs from its
-    model. `main`'s prints go to the simulator's log (stdout, or `log_file`)."""
+    model. `main`'s prints go to the simulator's log (stdout, or `log_file`); `arguments` (JSON values) reach
+    it as `program_arguments()`."""
     parameters = {**program_reference(main), "seed": seed,
-                  "link": dataclasses.asdict(link) if link is not None else None}
+                  "link": dataclasses.asdict(link) if link is not None else None, "arguments": arguments or {}}
     return run_cocotb(rx_engine(), test_module="sim.tb.driver_program", toplevel=f"rx_engine_w{WIDTH_BYTES}",
                       build_root=default_build_root() / "rx_engine", parameters=parameters, log_file=log_file,
                       waves_name=f"rx_engine_w{WIDTH_BYTES}-driver-{main.__name__}")

@@ -166,6 +166,11 @@ class FabricBackend(ABC):
     def now(self) -> float:
         """The fabric's clock, in seconds."""
 
+    def engine_time(self) -> tuple[int, float] | None:
+        """(clock cycles, nanoseconds) a simulated receive engine has run so far: the `sim` backend's RTL under
+        its simulator; None where no engine has a clock (`soft`, `engine`)."""
+        return None
+
     @abstractmethod
     def kick(self) -> None:
         """Something was posted or changed: let the devices send what is due now."""

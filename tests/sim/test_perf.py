@@ -1,0 +1,155 @@
+"""`rnic perf` (sim/commands/perf.py): the tables' shape, and the figures against what the link and the wire allow.
+
+The independent expectations: the bytes moved are counted on the wire by
+scapy (DDP Segment Chunks, PPID 16, to device 0 whose segment is tagged,
+less the DDP-SSN, RFC 5043 5.2.2, and the 14-byte tagged header, RFC 5041
+4.2 with RFC 5040 4.1's RDMAP control byte);
+the bandwidth cannot pass the wire's rate (`LinkConfig.rate`); half a
+Send's round trip cannot beat the link's one-way delay plus its frame's
+wire time.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from driver import LinkConfig, open_fabric
+from sim.cli import main
+from sim.commands.perf import MB, LatencyRow, PerfPlan, measure, percentile, perf_link
+
+scapy_layers = pytest.importorskip("scapy.layers.l2")
+from scapy.layers.inet import IP  # noqa: E402
+from scapy.layers.sctp import SCTPChunkData  # noqa: E402
+
+DEVICE_0 = "10.0.0.1"
+DDP_SEGMENT_CHUNK = 16
+"""The PPID of a DDP Segment Chunk (RFC 5043 5.2)."""
+SSN_AND_TAGGED_HEADER = 2 + 14
+"""DDP-SSN (RFC 5043 5.2.2); DDP control, RDMAP control, STag, TO (RFC 5041 4.2, RFC 5040 4.1)."""
+ROW = re.compile(r"^\s+(\d+)\s+(\d+)((?:\s+[\d.e+-]+)+)$")
+
+
+def table_rows(out: str) -> dict[str, list[tuple[int, int, list[float]]]]:
+    """Per table title's test name, its rows: #bytes, #iterations, the figures."""
+    tables: dict[str, list] = {}
+    current = None
+    for line in out.splitlines():
+        title = re.search(r"\((ib_\w+)\)", line)
+        if title:
+            current = tables.setdefault(title.group(1), [])
+        elif (match := ROW.match(line)) and current is not None:
+            current.append((int(match.group(1)), int(match.group(2)), [float(v) for v in match.group(3).split()]))
+    return tables
+
+
+def test_the_cli_prints_one_table_per_test_with_a_row_per_size(capsys):
+    assert main(["perf", "--sizes", "2", "1500", "--iters", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "backend soft" in out and "10 Gb/s each way" in out and "3 iterations per size" in out
+    assert "simulated:" in out and "wall-clock:" in out and "RTL:" not in out
+    tables = table_rows(out)
+    assert list(tables) == ["ib_write_bw", "ib_send_lat", "ib_read_bw"]
+    for name, rows in tables.items():
+        assert [(size, iters) for size, iters, _ in rows] == [(2, 3), (1500, 3)]
+        assert all(len(figures) == (4 if name != "ib_send_lat" else 10) for _, _, figures in rows)
+    for header in ("BW average[MB/sec]", "MsgRate[Mpps]", "t_min", "t_typical", "t_avg", "t_99%"):
+        assert header in out
+
+
+def test_the_cli_refuses_bad_arguments_before_running(capsys):
+    for argv, message in ((["--sizes", "0"], "below the minimum of 1"),
+                          (["--backend", "sim", "--sizes", str(2 << 20)], "above the maximum of 1048576"),
+                          (["--test", "write"], "invalid choice"), (["--loss", "1"], "not below 1"),
+                          (["--rate", "0"], "not a number above 0"), (["--iters", "-2"], "below the minimum")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["perf", *argv])
+        assert exit_.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def wire_bytes_to_device_0(recording, opcode: int) -> int:
+    """Tagged DDP payload bytes of RDMAP `opcode` (RDMA Write, Read Response) that reached device 0."""
+    total = 0
+    for _, frame in recording:
+        packet = scapy_layers.Ether(frame)
+        if IP not in packet or packet[IP].dst != DEVICE_0:
+            continue
+        chunk = packet.getlayer(SCTPChunkData)
+        while chunk is not None:
+            segment = bytes(chunk.data)[2:]
+            if chunk.proto_id == DDP_SEGMENT_CHUNK and segment[0] & 0x80 and segment[1] & 0x0F == opcode:
+                total += len(chunk.data) - SSN_AND_TAGGED_HEADER
+            chunk = chunk.payload.getlayer(SCTPChunkData)
+    return total
+
+
+def measured(backend: str, link: LinkConfig, plan: PerfPlan, record: bool = False):
+    """The fabric (its link recording every frame if `record`) and the rows `measure` returned."""
+    fabric = open_fabric(backend, link=link)
+    if record:
+        fabric.backend.pair.link.recording = []
+    return fabric, fabric.backend.run(lambda: measure(fabric, plan))
+
+
+@pytest.mark.parametrize("backend", ["soft", "engine"])
+@pytest.mark.parametrize("test, opcode", [("write_bw", 0b0000), ("read_bw", 0b0010)])  # RFC 5040 4.3
+def test_the_bytes_on_the_wire_are_iterations_times_size(backend, test, opcode):
+    """On a lossless link nothing is sent twice, so the tagged payload on the wire is exactly the bytes moved."""
+    fabric, rows = measured(backend, perf_link(10, 500, 0, 1), PerfPlan((test,), (3000, 20000), 4), record=True)
+    assert [(row.size, row.iters, row.nbytes) for row in rows] == [(3000, 4, 12000), (20000, 4, 80000)]
+    assert wire_bytes_to_device_0(fabric.backend.pair.link.recording, opcode) == 92000
+
+
+PAYLOAD_PER_FRAME = 1500 - 20 - 12 - 16 - SSN_AND_TAGGED_HEADER
+"""The most tagged payload a 1500-byte IPv4 datagram holds: IPv4 and SCTP common headers, a DATA chunk header
+(RFC 4960 3.3.1), the DDP-SSN and the tagged header."""
+WIRE_PER_FRAME = 14 + 1500 + 24
+"""Ethernet header, the datagram, preamble, FCS and inter-frame gap (IEEE 802.3)."""
+
+
+@pytest.mark.parametrize("test", ["write_bw", "read_bw"])
+def test_bandwidth_stays_under_the_link_rate_and_reaches_most_of_it_when_the_wire_is_the_limit(test):
+    """100 Mb/s with a 50 usec delay: SCTP's 64 KiB window covers 5 ms of round trips, so the wire limits."""
+    link = LinkConfig(delay=50e-6, rate=100e6)
+    _, (row,) = measured("soft", link, PerfPlan((test,), (65536,), 8))
+    ceiling = link.rate / 8 / MB * PAYLOAD_PER_FRAME / WIRE_PER_FRAME
+    assert 0.9 * ceiling < row.bandwidth(row.span.simulated) <= ceiling
+
+
+def test_half_a_round_trip_is_the_delay_and_one_frame_on_the_wire():
+    """A 100-byte Send fits one frame: each way takes the delay plus its wire time, less than a full frame's
+    (1538 bytes at 1 Gb/s: 12.3 usec) and more than the payload's alone."""
+    link = LinkConfig(delay=200e-6, rate=1e9)
+    _, (row,) = measured("engine", link, PerfPlan(("send_lat",), (100,), 5))
+    assert isinstance(row, LatencyRow) and len(row.samples) == 5
+    for sample in row.samples:
+        assert link.delay + 100 * 8 / link.rate < sample.simulated < link.delay + 1538 * 8 / link.rate
+        assert sample.wall > 0 and sample.cycles is None
+
+
+def test_the_percentile_is_the_nearest_rank():
+    """The nearest-rank definition: the 99th percentile of 1..100 is 99, of ten values their largest."""
+    assert percentile(list(range(100, 0, -1)), 99) == 99
+    assert percentile([5.0, 1.0, 3.0] + [2.0] * 7, 99) == 5.0
+    assert percentile([4.0], 50) == 4.0
+
+
+@pytest.mark.cocotb
+def test_on_the_rtl_engine_the_tables_add_its_cycles(capsys):
+    """`--backend sim`: the same program on the gateware receive engine (every frame's records compared with
+    the golden model's); the RTL columns count the simulator's cycles, some for every message."""
+    assert main(["perf", "--backend", "sim", "--sizes", "2", "1024", "--iters", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "backend sim" in out and "RTL: cycles (10 ns each)" in out
+    tables = table_rows(out)
+    assert list(tables) == ["ib_write_bw", "ib_send_lat", "ib_read_bw"]
+    for name, rows in tables.items():
+        assert [(size, iters) for size, iters, _ in rows] == [(2, 2), (1024, 2)]
+        for _, _, figures in rows:
+            if name == "ib_send_lat":
+                assert len(figures) == 11 and figures[-1] > 0
+            else:
+                cycles, per_message = figures[4:]
+                assert cycles > 0 and per_message == pytest.approx(cycles / 2, abs=0.05)
