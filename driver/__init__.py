@@ -21,6 +21,7 @@ from driver.errors import (
     InvalidState,
     NotConnected,
     OrdExceeded,
+    OutOfResources,
     PrivateDataTooLong,
     QueueFull,
     SgeAccessDenied,
@@ -30,6 +31,7 @@ from driver.errors import (
     TooManySges,
     UnknownBackend,
     WaitTimeout,
+    WrongArgumentType,
 )
 from driver.mr import MR, AccessFlags
 from driver.pd import PD
@@ -38,9 +40,9 @@ from driver.qp import QP, SGE, QPCap, QPState, RecvWR, SendFlags, SendWR, WROpco
 __all__ = [
     "AccessFlags", "AddressInUse", "BACKENDS", "BackendUnavailable", "CMEvent", "CMEventType", "CMID", "CMState",
     "ConnParam", "CQ", "Device", "DeviceAttr", "DriverError", "ErrorNumber", "Fabric", "InvalidArgument",
-    "InvalidState", "LinkConfig", "MAX_USER_PRIVATE_DATA", "MR", "NotConnected", "OrdExceeded", "PD",
+    "InvalidState", "LinkConfig", "MAX_USER_PRIVATE_DATA", "MR", "NotConnected", "OrdExceeded", "OutOfResources", "PD",
     "PrivateDataTooLong", "QP", "QPCap", "QPState", "QueueFull", "RecvWR", "RtrType", "SGE", "SendFlags",
     "SendWR", "SgeAccessDenied", "SgeError", "SgeOutsideRegion", "SimulationStalled", "TerminateLayer",
     "TooManySges", "UnknownBackend", "WaitTimeout", "WC", "WCFlags", "WCOpcode", "WCStatus", "WROpcode",
-    "open_fabric", "run",
+    "WrongArgumentType", "open_fabric", "run",
 ]

@@ -28,6 +28,7 @@ association (RFC 4960), set up with the RFC 6581 enhanced negotiation:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -37,17 +38,22 @@ from model.ddp.sctp_adaptation import MAX_PRIVATE_DATA, EnhancedData
 from model.ddp.session import NegotiationRefused
 from model.errors import ErrorNumber
 
+from driver.arguments import address as check_address
+from driver.arguments import data, instance, member, sequence, whole
+from driver.arguments import timeout as check_timeout
 from driver.cq import CQ, DEFAULT_WAIT
-from driver.errors import InvalidArgument, InvalidState, PrivateDataTooLong
+from driver.errors import InvalidArgument, InvalidState, PrivateDataTooLong, WrongArgumentType
+from driver.pd import PD
 from driver.qp import QP, QPCap
 
 if TYPE_CHECKING:
     from driver.device import Device
-    from driver.pd import PD
 
 MAX_USER_PRIVATE_DATA = MAX_PRIVATE_DATA - EnhancedData.LENGTH
 """RFC 5043 5.2.3 allows 512 bytes of private data in any message; the enhanced connection data take 4 of
 them (RFC 6581 7, 9), and every connection here is enhanced."""
+MAX_BACKLOG = (1 << 31) - 1
+"""`rdma_listen`'s backlog is a C int; 0 is the default."""
 
 
 class CMEventType(Enum):
@@ -126,16 +132,26 @@ class CMID:
 
     def create_qp(self, pd: PD, send_cq: CQ, recv_cq: CQ | None = None, cap: QPCap | None = None) -> QP:
         """`rdma_create_qp`: the queue pair this connection will carry."""
+        self.device.check_open()
         if self.qp is not None:
             raise InvalidState("this id already has a queue pair")
-        if pd.device is not self.device or send_cq.device is not self.device:
-            raise InvalidArgument("the PD and CQs must belong to this id's device")
+        if self.state in (CMState.LISTENING, CMState.CLOSED):
+            raise InvalidState(f"create_qp on an id that is {self.state.value}")
+        for name, value, kind in (("pd", pd, PD), ("send_cq", send_cq, CQ), ("recv_cq", recv_cq, CQ),
+                                  ("cap", cap, QPCap)):
+            if value is None and name in ("recv_cq", "cap"):
+                continue
+            instance(name, value, kind)
+            if name != "cap" and value.device is not self.device:
+                raise InvalidArgument(f"{name} belongs to device {value.device.name}, not this id's {self.device.name}")
         self.qp = QP(pd, send_cq, send_cq if recv_cq is None else recv_cq, QPCap() if cap is None else cap,
                      self.device.next_qp_num())
         return self.qp
 
     def listen(self, backlog: int = 16) -> None:
         """`rdma_listen` on the device's address (`Device.address`)."""
+        self.device.check_open()
+        whole("backlog", backlog, 0, MAX_BACKLOG)
         if self.state is not CMState.IDLE:
             raise InvalidState(f"listen on an id that is {self.state.value}")
         self.device.start_listening(self)
@@ -143,6 +159,8 @@ class CMID:
 
     def connect(self, address: tuple[str, int], param: ConnParam = ConnParam()) -> None:
         """`rdma_connect` to the device at (ip, port); the outcome arrives as an event."""
+        self.device.check_open()
+        address = check_address("address", address)
         if self.state is not CMState.IDLE:
             raise InvalidState(f"connect on an id that is {self.state.value}")
         if self.qp is None:
@@ -154,6 +172,7 @@ class CMID:
 
     def accept(self, param: ConnParam = ConnParam()) -> None:
         """`rdma_accept` a CONNECT_REQUEST (RFC 5043 6.2 Accept, RFC 6581 9 negotiation)."""
+        self.device.check_open()
         if self.state is not CMState.REQUESTED:
             raise InvalidState(f"accept on an id that is {self.state.value}")
         if self.qp is None:
@@ -169,9 +188,10 @@ class CMID:
 
     def reject(self, private_data: bytes = b"") -> None:
         """`rdma_reject` a CONNECT_REQUEST with private data (RFC 5043 6.3)."""
+        self.device.check_open()
         if self.state is not CMState.REQUESTED:
             raise InvalidState(f"reject on an id that is {self.state.value}")
-        _check_private_data(private_data)
+        private_data = _check_private_data("private_data", private_data)
         self.device.backend.reject_session(self.stream_id, private_data)
         self.state = CMState.CLOSED
         self.device.forget(self)
@@ -179,6 +199,7 @@ class CMID:
     def disconnect(self) -> None:
         """`rdma_disconnect`: end the stream's session with a Terminate (RFC 5043 6.2); DISCONNECTED follows
         when the peer has answered with its own and all is acknowledged (RFC 5043 6.6)."""
+        self.device.check_open()
         if self.state not in (CMState.ESTABLISHED, CMState.ACCEPTED):
             raise InvalidState(f"disconnect on an id that is {self.state.value}")
         self.state = CMState.DISCONNECTING
@@ -186,8 +207,12 @@ class CMID:
         if self.qp is not None:
             self.qp._ended()
 
-    async def get_cm_event(self, timeout: float | None = DEFAULT_WAIT) -> CMEvent:
-        """The id's next event, waiting for it (`rdma_get_cm_event`; no ack needed)."""
+    def get_cm_event(self, timeout: float | None = DEFAULT_WAIT) -> Coroutine[None, None, CMEvent]:
+        """The id's next event, waiting for it (`rdma_get_cm_event`; no ack needed); `timeout` is checked at
+        the call."""
+        return self._get_cm_event(check_timeout("timeout", timeout))
+
+    async def _get_cm_event(self, timeout: float | None) -> CMEvent:
         await self.device.fabric.wait_until(lambda: bool(self._events), timeout)
         return self._events.popleft()
 
@@ -225,16 +250,20 @@ class CMID:
         self.device.forget(self)
 
     def _check_param(self, param: ConnParam) -> None:
-        _check_private_data(param.private_data)
+        """The IRD and ORD within the device's (RFC 6581 9), the private data within RFC 5043 5.2.3's limit, one
+        or more RTR types, each once."""
+        instance("param", param, ConnParam)
+        _check_private_data("param.private_data", param.private_data)
         attr = self.device.attr
-        if not 0 <= param.responder_resources <= attr.max_qp_rd_atom:
-            raise InvalidArgument(f"responder_resources (IRD) {param.responder_resources} is not within "
-                                  f"0..{attr.max_qp_rd_atom} for this device")
-        if not 0 <= param.initiator_depth <= attr.max_qp_init_rd_atom:
-            raise InvalidArgument(f"initiator_depth (ORD) {param.initiator_depth} is not within "
-                                  f"0..{attr.max_qp_init_rd_atom} for this device")
-        if not param.rtr_types:
-            raise InvalidArgument("rtr_types must name at least one RTR message (RFC 6581 9)")
+        whole("param.responder_resources (IRD)", param.responder_resources, 0, attr.max_qp_rd_atom)
+        whole("param.initiator_depth (ORD)", param.initiator_depth, 0, attr.max_qp_init_rd_atom)
+        rtr_types = sequence("param.rtr_types", param.rtr_types)
+        if not rtr_types:
+            raise InvalidArgument("param.rtr_types must name at least one RTR message (RFC 6581 9)")
+        for index, rtr in enumerate(rtr_types):
+            member(f"param.rtr_types[{index}]", rtr, RtrType)
+        if len(set(rtr_types)) != len(rtr_types):
+            raise InvalidArgument(f"param.rtr_types names an RTR type twice: {rtr_types}")
 
     @staticmethod
     def _resources(param: ConnParam) -> LocalResources:
@@ -242,7 +271,11 @@ class CMID:
                               rtr_types=tuple(param.rtr_types))
 
 
-def _check_private_data(private_data: bytes) -> None:
-    if len(private_data) > MAX_USER_PRIVATE_DATA:
-        raise PrivateDataTooLong(f"{len(private_data)} bytes of private data: at most {MAX_USER_PRIVATE_DATA} "
-                                 f"(RFC 5043 5.2.3: 512 in any message, 4 of them the RFC 6581 9 enhanced data)")
+def _check_private_data(name: str, private_data: object) -> bytes:
+    try:
+        return data(name, private_data, MAX_USER_PRIVATE_DATA)
+    except WrongArgumentType:
+        raise
+    except InvalidArgument as error:
+        raise PrivateDataTooLong(f"{error} (RFC 5043 5.2.3: 512 bytes in any message, 4 of them the RFC 6581 9 "
+                                 "enhanced data)") from None

@@ -16,13 +16,14 @@ carries them, RFC 5040 and RFC 5041 7.2, RFC 6581 8):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from enum import Enum, IntFlag
 from typing import TYPE_CHECKING
 
 from model.errors import DdpError, ErrorNumber, TerminateLayer, error_name
 
-from driver.errors import InvalidArgument
+from driver.arguments import timeout as check_timeout, whole
 
 if TYPE_CHECKING:
     from driver.device import Device
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 DEFAULT_WAIT = 3600.0
 """Seconds of the fabric's clock a wait lasts at most unless told otherwise (`WaitTimeout`)."""
+MAX_POLL = (1 << 31) - 1
+"""`ibv_poll_cq`'s num_entries is a C int."""
 
 
 class WCStatus(Enum):
@@ -114,20 +117,24 @@ class CQ:
     """A completion queue (`ibv_create_cq`): `poll` takes what is there, `wait` waits for it."""
 
     def __init__(self, device: Device, cqe: int) -> None:
-        if not 1 <= cqe <= device.attr.max_cqe:
-            raise InvalidArgument(f"cqe {cqe} is not within 1..{device.attr.max_cqe}")
+        whole("cqe", cqe, 1, device.attr.max_cqe)
         self.device = device
         self.cqe = cqe
         self._entries: deque[WC] = deque()
 
     def poll(self, num_entries: int = 1) -> list[WC]:
         """Up to `num_entries` completions, oldest first; never waits (`ibv_poll_cq`)."""
+        whole("num_entries", num_entries, 1, MAX_POLL)
         self.device.fabric.dispatch()
         return [self._entries.popleft() for _ in range(min(num_entries, len(self._entries)))]
 
-    async def wait(self, num_entries: int = 1, timeout: float | None = DEFAULT_WAIT) -> list[WC]:
-        """Exactly `num_entries` completions, waiting for them as long as it takes (at most `timeout`
-        seconds of the fabric's clock)."""
+    def wait(self, num_entries: int = 1, timeout: float | None = DEFAULT_WAIT) -> Coroutine[None, None, list[WC]]:
+        """Exactly `num_entries` (at most the queue's `cqe`) completions, waiting for them as long as it takes
+        (at most `timeout` seconds of the fabric's clock); the arguments are checked at the call."""
+        whole("num_entries", num_entries, 1, self.cqe)
+        return self._wait(num_entries, check_timeout("timeout", timeout))
+
+    async def _wait(self, num_entries: int, timeout: float | None) -> list[WC]:
         await self.device.fabric.wait_until(lambda: len(self._entries) >= num_entries, timeout)
         return self.poll(num_entries)
 

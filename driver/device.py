@@ -17,6 +17,7 @@ driver's objects: association and session events to the connection ids
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import fields
 from typing import TypeVar
 
 from model.ddp.negotiation import NegotiationFailed, Role, check_reply, offered_rtr_types
@@ -41,12 +42,16 @@ from model.rnic.events import (
     WorkCompletion,
 )
 from model.errors import LlpError, error_name
+from model.rnic.host import RnicConfig
+from model.rnic.link import LinkConfig
 from model.sctp.state import AssociationState
 
 from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend
 from driver.cm import CMEventType, CMID, CMState, ConnParam
 from driver.cq import CQ
-from driver.errors import AddressInUse, BackendUnavailable, InvalidState, UnknownBackend
+from driver.arguments import instance, whole
+from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, UnknownBackend,
+                           WrongArgumentType)
 from driver.pd import PD
 
 T = TypeVar("T")
@@ -71,6 +76,7 @@ class Device:
         """Connection ids by DDP stream."""
         self._waiting_for_association: list[CMID] = []
         self._qp_count = 0
+        self.closed = False
 
     @property
     def address(self) -> tuple[str, int]:
@@ -83,6 +89,7 @@ class Device:
 
     def alloc_pd(self) -> PD:
         """`ibv_alloc_pd`."""
+        self.check_open()
         if len(self._pds) >= self.attr.max_pd:
             raise InvalidState(f"the device has {self.attr.max_pd} protection domain(s), all allocated")
         pd = PD(self)
@@ -91,15 +98,24 @@ class Device:
 
     def create_cq(self, cqe: int = 256) -> CQ:
         """`ibv_create_cq`."""
+        self.check_open()
         return CQ(self, cqe)
 
     def create_id(self) -> CMID:
         """`rdma_create_id`."""
+        self.check_open()
         return CMID(self)
 
     def close(self) -> None:
-        """Terminate every connection and shut the association down (RFC 5043 6.2, RFC 4960 9.2)."""
+        """Terminate every connection and shut the association down (RFC 5043 6.2, RFC 4960 9.2); the device
+        takes no more calls but `query_device` and the waits for what is under way."""
+        self.check_open()
+        self.closed = True
         self.backend.close()
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise InvalidState(f"device {self.name} is closed")
 
     # -- used by the connection ids ------------------------------------------------------
 
@@ -275,10 +291,23 @@ class Fabric:
         await self.backend.wait_until(routed, timeout)
 
 
+def _check_options(options: dict[str, object]) -> None:
+    if options.get("link") is not None:
+        instance("link", options["link"], LinkConfig)
+    if "seed" in options:
+        whole("seed", options["seed"], -(1 << 63), (1 << 63) - 1)
+    known = {f.name for f in fields(RnicConfig)} - {"mac", "ip", "port"} | {"link", "seed"}
+    for name in options:
+        if name not in known:
+            raise InvalidArgument(f"option {name} is none of the fabric's: {', '.join(sorted(known))}")
+
+
 def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     """The devices of `backend`: "soft" (two software RNICs on a simulated link; `options`: `link`
     (a `model.rnic.link.LinkConfig`), `seed`, `RnicConfig` fields) or "engine" (the same, receiving through
     the receive engine's model)."""
+    instance("backend", backend, str)
+    _check_options(options)
     if backend == "soft":
         from driver.backends.soft import SoftFabric
 
@@ -295,5 +324,7 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
 
 def run(main: Callable[[Fabric], Awaitable[T]], backend: str = "soft", **options: object) -> T:
     """Open `backend`'s fabric and run `main(fabric)` to its end on the backend's scheduler."""
+    if not callable(main):
+        raise WrongArgumentType(f"main must be a coroutine function taking the fabric, not {type(main).__name__}")
     fabric = open_fabric(backend, **options)
     return fabric.backend.run(lambda: main(fabric))

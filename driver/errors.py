@@ -24,6 +24,10 @@ class InvalidArgument(DriverError, ValueError):
     """A value out of range or inconsistent (a queue depth past the device limit, bad access flags...)."""
 
 
+class WrongArgumentType(InvalidArgument, TypeError):
+    """An argument of the wrong type (a str for an int, a tuple for a ConnParam...)."""
+
+
 class InvalidState(DriverError):
     """A call the object's current state does not allow (accept on an id that has no request...)."""
 
@@ -64,6 +68,10 @@ class PrivateDataTooLong(InvalidArgument):
 
 class AddressInUse(InvalidState):
     """A second listen on a device that already listens."""
+
+
+class OutOfResources(DriverError):
+    """The device has no room left for the object asked for (every region row of the engine in use...)."""
 
 
 class SimulationStalled(DriverError):

@@ -10,8 +10,10 @@ from enum import IntFlag
 from typing import TYPE_CHECKING
 
 from model.ddp.memory import Access
+from model.errors import RnicError
 
-from driver.errors import InvalidArgument, InvalidState
+from driver import arguments
+from driver.errors import InvalidArgument, InvalidState, OutOfResources
 
 if TYPE_CHECKING:
     from driver.pd import PD
@@ -43,13 +45,16 @@ class MR:
     def __init__(self, pd: PD, length: int, access: AccessFlags) -> None:
         access = AccessFlags(access)
         if access & AccessFlags.REMOTE_WRITE and not access & AccessFlags.LOCAL_WRITE:
-            raise InvalidArgument("REMOTE_WRITE needs LOCAL_WRITE (ibv_reg_mr)")
+            raise InvalidArgument("access REMOTE_WRITE needs LOCAL_WRITE (ibv_reg_mr)")
         self.pd = pd
         self.length = length
         self.access = access
         backend = pd.device.backend
         self.buf = backend.allocate(length)
-        self.lkey = backend.register(self.buf, length, access.model_access(), base_to=self.buf)
+        try:
+            self.lkey = backend.register(self.buf, length, access.model_access(), base_to=self.buf)
+        except RnicError as error:  # the device's tables are full
+            raise OutOfResources(f"{pd.device.name} cannot register another region: {error}") from None
         self._deregistered = False
 
     @property
@@ -66,12 +71,14 @@ class MR:
 
     def write(self, data: bytes, offset: int = 0) -> None:
         """Write `data` into the region at `offset` (the host writing its own buffer)."""
-        self._check_range(offset, len(data))
-        self.pd.device.backend.write(self.buf + offset, bytes(data))
+        data = arguments.data("data", data, self.length)
+        self._check_range(offset, len(data), "data")
+        self.pd.device.backend.write(self.buf + offset, data)
 
     def read(self, length: int, offset: int = 0) -> bytes:
         """`length` bytes of the region from `offset`."""
-        self._check_range(offset, length)
+        arguments.whole("length", length, 0, self.length)
+        self._check_range(offset, length, "length")
         return self.pd.device.backend.read(self.buf + offset, length)
 
     def dereg(self) -> None:
@@ -82,9 +89,13 @@ class MR:
         self.pd.regions.pop(self.lkey, None)
         self._deregistered = True
 
-    def _check_range(self, offset: int, length: int) -> None:
-        if offset < 0 or length < 0 or offset + length > self.length:
-            raise InvalidArgument(f"bytes [{offset}, {offset + length}) are outside the {self.length}-byte region")
+    def _check_range(self, offset: int, length: int, what: str) -> None:
+        if self._deregistered:
+            raise InvalidState(f"the region of STag 0x{self.lkey:08x} is deregistered")
+        arguments.whole("offset", offset, 0, self.length)
+        if offset + length > self.length:
+            raise InvalidArgument(f"offset {offset} and {what} ({length} bytes) run past the {self.length}-byte "
+                                  "region")
 
     def __repr__(self) -> str:
         return f"MR(buf=0x{self.buf:x}, length={self.length}, lkey=rkey=0x{self.lkey:08x}, access={self.access!r})"

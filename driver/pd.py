@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from driver.errors import InvalidArgument
+from driver.arguments import flags, whole
 from driver.mr import MR, AccessFlags
 
 if TYPE_CHECKING:
@@ -22,11 +22,9 @@ class PD:
     def reg_mr(self, length: int, access: AccessFlags = AccessFlags.LOCAL_WRITE) -> MR:
         """Allocate `length` bytes of host memory and register them (`ibv_reg_mr`); the region's Tagged
         Offsets are its addresses (`MR.buf`), so a peer's `remote_addr` is an address, as in verbs."""
-        if length < 0:
-            raise InvalidArgument(f"region length {length} is negative")
-        if length > self.device.attr.max_msg_sz:
-            raise InvalidArgument(f"region length {length} exceeds the device's {self.device.attr.max_msg_sz}")
-        region = MR(self, length, access)
+        self.device.check_open()
+        whole("length", length, 0, self.device.attr.max_msg_sz)
+        region = MR(self, length, flags("access", access, AccessFlags))
         self.regions[region.lkey] = region
         return region
 

@@ -35,6 +35,7 @@ from model.rdmap.endpoint import ReadLimitExceeded, StreamInError
 from model.rdmap.messages import QueueNumber, Terminate
 from model.rnic.events import ReadCompletion, ReceiveCompletion, WorkCompletion
 
+from driver.arguments import U32, U64, flags, instance, member, sequence, whole
 from driver.cq import CQ, WC, WCFlags, WCOpcode, WCStatus, error_status
 from driver.errors import (
     InvalidArgument,
@@ -142,6 +143,41 @@ class _Msns:
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
 
 
+def _check_request(wr: SendWR | RecvWR) -> tuple[SGE, ...]:
+    """The request's wr_id and SGEs: ids are verbs' uint64, addresses 64 bits, lengths and lkeys 32 (RFC 5041
+    4.2, 5.2)."""
+    whole("wr.wr_id", wr.wr_id, 0, U64)
+    sg_list = sequence("wr.sg_list", wr.sg_list)
+    for index, sge in enumerate(sg_list):
+        name = f"wr.sg_list[{index}]"
+        instance(name, sge, SGE)
+        whole(f"{name}.addr", sge.addr, 0, U64)
+        whole(f"{name}.length", sge.length, 0, U32)
+        whole(f"{name}.lkey", sge.lkey, 0, U32)
+    return sg_list
+
+
+def _check_send(wr: SendWR, length: int) -> None:
+    """The opcode and the fields it uses: the remote buffer of a Write or Read inside the 64-bit Tagged Offset
+    space (RFC 5041 4.2), the STag to invalidate of a Send with Invalidate alone (RFC 5040 5.3), the Solicited
+    Event of Sends alone (RFC 5040 4.3)."""
+    opcode = member("wr.opcode", wr.opcode, WROpcode)
+    send_flags = flags("wr.send_flags", wr.send_flags, SendFlags)
+    whole("wr.remote_addr", wr.remote_addr, 0, U64)
+    whole("wr.rkey", wr.rkey, 0, U32)
+    if opcode in (WROpcode.RDMA_WRITE, WROpcode.RDMA_READ) and wr.remote_addr + length > U64 + 1:
+        raise InvalidArgument(f"wr.remote_addr 0x{wr.remote_addr:x} + {length} bytes runs past the 64-bit Tagged "
+                              "Offsets (RFC 5041 4.2)")
+    if opcode is WROpcode.SEND_WITH_INV:
+        if wr.invalidate_rkey is None:
+            raise InvalidArgument("wr.invalidate_rkey: SEND_WITH_INV needs the STag to invalidate (RFC 5040 5.3)")
+        whole("wr.invalidate_rkey", wr.invalidate_rkey, 0, U32)
+    elif wr.invalidate_rkey is not None:
+        raise InvalidArgument(f"wr.invalidate_rkey is for SEND_WITH_INV alone, not {opcode.name} (RFC 5040 5.3)")
+    if send_flags & SendFlags.SOLICITED and opcode not in (WROpcode.SEND, WROpcode.SEND_WITH_INV):
+        raise InvalidArgument(f"wr.send_flags SOLICITED is for Sends alone, not {opcode.name} (RFC 5040 4.3)")
+
+
 def _error_number(terminate: Terminate) -> ErrorNumber:
     layer, etype, code = terminate.number
     known = terminate.terminate_layer
@@ -155,9 +191,7 @@ class QP:
         attr = pd.device.attr
         for name, limit in (("max_send_wr", attr.max_qp_wr), ("max_recv_wr", attr.max_qp_wr),
                             ("max_send_sge", attr.max_send_sge), ("max_recv_sge", attr.max_recv_sge)):
-            value = getattr(cap, name)
-            if not 1 <= value <= limit:
-                raise InvalidArgument(f"{name} {value} is not within 1..{limit} for this device")
+            whole(f"cap.{name}", getattr(cap, name), 1, limit)
         self.pd = pd
         self.send_cq = send_cq
         self.recv_cq = recv_cq
@@ -182,16 +216,19 @@ class QP:
 
     def post_recv(self, wr: RecvWR) -> None:
         """Post a receive buffer (`ibv_post_recv`); allowed before the connection is established."""
+        instance("wr", wr, RecvWR)
+        sg_list = _check_request(wr)
+        self.device.check_open()
         if self.state is QPState.ERROR:
             raise NotConnected(f"QP {self.qp_num} is in error; no more receives")
-        if len(wr.sg_list) > self.cap.max_recv_sge:
-            raise TooManySges(f"{len(wr.sg_list)} SGEs; the receive queue takes {self.cap.max_recv_sge} "
+        if len(sg_list) > self.cap.max_recv_sge:
+            raise TooManySges(f"wr.sg_list has {len(sg_list)} SGEs; the receive queue takes {self.cap.max_recv_sge} "
                               "(an untagged buffer is one range of host memory, RFC 5041 3)")
         if len(self._receives) + len(self._unposted) >= self.cap.max_recv_wr:
             raise QueueFull(f"{self.cap.max_recv_wr} receives already posted")
-        sge = wr.sg_list[0] if wr.sg_list else SGE(0, 0, 0)
-        if wr.sg_list:
-            self._region(sge, AccessFlags.LOCAL_WRITE, "receive into")
+        sge = sg_list[0] if sg_list else SGE(0, 0, 0)
+        if sg_list:
+            self._region(sge, AccessFlags.LOCAL_WRITE, "receive into", "wr.sg_list[0]")
         record = _RecvRecord(wr.wr_id, sge)
         if self.state is QPState.RTS:
             self._hand_receive(record)
@@ -200,17 +237,21 @@ class QP:
 
     def post_send(self, wr: SendWR) -> None:
         """Post a Send variant, RDMA Write or RDMA Read (`ibv_post_send`)."""
+        instance("wr", wr, SendWR)
+        sg_list = _check_request(wr)
+        _check_send(wr, sum(sge.length for sge in sg_list))
+        self.device.check_open()
         if self.state is not QPState.RTS:
             raise NotConnected(f"QP {self.qp_num} is not connected ({self.state.value})")
         if len(self._sends) >= self.cap.max_send_wr:
             raise QueueFull(f"{self.cap.max_send_wr} send requests already outstanding")
         backend, stream = self.device.backend, self.stream_id
         if wr.opcode is WROpcode.RDMA_READ:
-            if len(wr.sg_list) != 1:
-                raise TooManySges(f"an RDMA Read takes exactly one SGE, its data sink (RFC 5040 4.4), "
-                                  f"not {len(wr.sg_list)}")
-            sge = wr.sg_list[0]
-            self._region(sge, AccessFlags.LOCAL_WRITE, "read into")
+            if len(sg_list) != 1:
+                raise TooManySges(f"wr.sg_list: an RDMA Read takes exactly one SGE, its data sink (RFC 5040 4.4), "
+                                  f"not {len(sg_list)}")
+            sge = sg_list[0]
+            self._region(sge, AccessFlags.LOCAL_WRITE, "read into", "wr.sg_list[0]")
             try:
                 token = backend.post_read(stream, sge.lkey, sge.addr, wr.rkey, wr.remote_addr, sge.length)
             except ReadLimitExceeded as error:
@@ -222,14 +263,15 @@ class QP:
             self._sends[token] = _SendRecord(wr.wr_id, WCOpcode.RDMA_READ, sge.length, wr.rkey, wr.remote_addr,
                                              self._msns.read, sge.addr)
             return
-        if len(wr.sg_list) > self.cap.max_send_sge:
-            raise TooManySges(f"{len(wr.sg_list)} SGEs; the send queue takes {self.cap.max_send_sge}")
-        for sge in wr.sg_list:
-            self._region(sge, AccessFlags(0), "send from")
-        gather = [(sge.addr, sge.length) for sge in wr.sg_list]
-        length = sum(sge.length for sge in wr.sg_list)
+        if len(sg_list) > self.cap.max_send_sge:
+            raise TooManySges(f"wr.sg_list has {len(sg_list)} SGEs; the send queue takes {self.cap.max_send_sge}")
+        for index, sge in enumerate(sg_list):
+            self._region(sge, AccessFlags(0), "send from", f"wr.sg_list[{index}]")
+        gather = [(sge.addr, sge.length) for sge in sg_list]
+        length = sum(sge.length for sge in sg_list)
         if length > self.device.attr.max_msg_sz:
-            raise InvalidArgument(f"message of {length} bytes: at most {self.device.attr.max_msg_sz} (RFC 5041 5.2)")
+            raise InvalidArgument(f"wr.sg_list holds a message of {length} bytes: at most "
+                                  f"{self.device.attr.max_msg_sz} (RFC 5041 5.2)")
         try:
             if wr.opcode is WROpcode.RDMA_WRITE:
                 token = backend.post_write(stream, wr.rkey, wr.remote_addr, gather, length)
@@ -237,8 +279,6 @@ class QP:
             else:
                 invalidate = None
                 if wr.opcode is WROpcode.SEND_WITH_INV:
-                    if wr.invalidate_rkey is None:
-                        raise InvalidArgument("SEND_WITH_INV needs invalidate_rkey (RFC 5040 5.3)")
                     invalidate = wr.invalidate_rkey
                 token = backend.post_send(stream, gather, length, bool(wr.send_flags & SendFlags.SOLICITED),
                                           invalidate)
@@ -297,15 +337,15 @@ class QP:
 
     # -- internals ----------------------------------------------------------------------
 
-    def _region(self, sge: SGE, need: AccessFlags, what: str) -> MR:
+    def _region(self, sge: SGE, need: AccessFlags, what: str, name: str) -> MR:
         region = self.pd.region(sge.lkey)
         if region is None or not region.valid:
-            raise SgeOutsideRegion(f"lkey 0x{sge.lkey:08x} is no valid region of this QP's protection domain")
-        if sge.length < 0 or not region.contains(sge.addr, sge.length):
-            raise SgeOutsideRegion(f"SGE [0x{sge.addr:x}, +{sge.length}) is outside region "
+            raise SgeOutsideRegion(f"{name}.lkey 0x{sge.lkey:08x} is no valid region of this QP's protection domain")
+        if not region.contains(sge.addr, sge.length):
+            raise SgeOutsideRegion(f"{name} [0x{sge.addr:x}, +{sge.length}) is outside region "
                                    f"[0x{region.buf:x}, +{region.length}) of lkey 0x{sge.lkey:08x}")
         if need and not region.access & need:
-            raise SgeAccessDenied(f"cannot {what} lkey 0x{sge.lkey:08x}: the region lacks {need!r}")
+            raise SgeAccessDenied(f"{name}: cannot {what} lkey 0x{sge.lkey:08x}: the region lacks {need!r}")
         return region
 
     def _hand_receive(self, record: _RecvRecord) -> None:
