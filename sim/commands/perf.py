@@ -272,11 +272,14 @@ async def send_lat(fabric: Fabric, sink: _Host, source: _Host, size: int, iters:
         start = _Stamp.now(fabric)
         source.qp.post_send(SendWR(i, WROpcode.SEND, [source.outgoing(size)]))
         _ok(await sink.recv_cq.wait(1))
-        sink.post_receive()
+        more = i + 1 < iters  # the next ping's receive; none left posted after the last
+        if more:
+            sink.post_receive()
         sink.qp.post_send(SendWR(i, WROpcode.SEND, [sink.outgoing(size)]))
         _ok(await source.recv_cq.wait(1))
         samples.append(start.until(_Stamp.now(fabric)).half())
-        source.post_receive()
+        if more:
+            source.post_receive()
     for host in (sink, source):
         _ok(await host.send_cq.wait(iters))
     _landed(sink, pings, f"send_lat {size}")

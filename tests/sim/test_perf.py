@@ -153,3 +153,11 @@ def test_on_the_rtl_engine_the_tables_add_its_cycles(capsys):
             else:
                 cycles, per_message = figures[4:]
                 assert cycles > 0 and per_message == pytest.approx(cycles / 2, abs=0.05)
+
+
+def test_one_connection_carries_any_number_of_sizes():
+    """Each size leaves nothing posted behind it (the queue pair takes 4 receives), so a sweep of any length
+    runs on the one connection."""
+    _, rows = measured("soft", LinkConfig(), PerfPlan(("write_bw", "send_lat", "read_bw"), tuple(range(1, 9)), 2))
+    assert [(row.test, row.size) for row in rows] == [(test, size) for test in ("write_bw", "send_lat", "read_bw")
+                                                      for size in range(1, 9)]
