@@ -14,18 +14,28 @@ Timing contract (what makes it a boundary):
 
 So a chain of blocks joined by queues has no ready/valid path longer than
 one block. One transfer per cycle is sustained at every depth while the
-consumer keeps up. After a stall, payloads behind others pass the FIFO (three
-cycles each), so a queue of depth 3 then takes two payloads in three cycles
+consumer keeps up. After a stall, payloads behind others pass the FIFO (two
+cycles each), so a queue of depth 3 then takes three payloads in four cycles
 until it has drained; from depth 4 it keeps one per cycle.
 
 Structure: at ``depth = 2`` a skid buffer (an output register plus one skid
 register that catches the beat in flight when the consumer stalls: the
-register slice of AXI interconnects); from ``depth = 3`` an
-``amaranth.lib.fifo.SyncFIFOBuffered`` followed by that skid buffer, with
-one count register for ``level`` and ``sink.ready`` (a compare of it), for
-queues sized to a pipeline's depth; ``sink.ready`` and the FIFO-empty flag are
-registers loaded with their next value. The skid buffer keeps memory outputs (a block
-RAM's slow clock-to-output) away from the consumer's logic.
+register slice of AXI interconnects); from ``depth = 3`` a FIFO in LUT
+RAM (``amaranth.lib.memory``, asynchronous read) followed by that skid
+buffer, for queues sized to a pipeline's depth. The sink's payload and
+valid are registered before the memory write, so the producer's logic
+reaches no wide write enable; one count register gives ``level`` and
+``sink.ready`` (loaded with its next value, as are the FIFO's empty flags);
+the skid buffer keeps the memory's read path away from the consumer's
+logic.
+
+Memory output (``memory_output=True``, depth at least 3): no skid stage;
+``source.payload`` is the LUT RAM read at the read address, a counter, and
+``source.valid`` a flip-flop. The consumer's ``ready`` then reaches only
+that counter, not a wide output register's enable: for a wide payload whose
+consumer decides late whether to take it. The payload arrives a RAM read
+after a flip-flop rather than straight from one; a payload is on ``source``
+two edges after it was taken.
 
 Lookahead (``lookahead=True``): ``following`` is the payload that the output
 register loads on this edge if it is free (``source.valid`` low or
@@ -37,12 +47,12 @@ register's enable, a wide fan-out) is a short function of flip-flops.
 
 Latency: a transfer on ``sink`` at edge ``t`` is valid on ``source`` from
 edge ``t`` + 1 (``depth = 2``, or a deeper queue whose FIFO is empty: the
-payload bypasses it) or ``t`` + 3 (deeper, behind payloads in the FIFO: the
-memory read, then the output register).
+payload bypasses it) or ``t`` + 2 (deeper, behind payloads in the FIFO: the
+staging register and memory write, then the output register).
 """
 
-from amaranth.hdl import Module, Mux, Shape, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["Queue"]
@@ -59,6 +69,9 @@ class Queue(wiring.Component):
         Payloads held, at least 2 (3 does not sustain one transfer per cycle).
     lookahead : bool
         Add the ``following`` and ``following_valid`` outputs (see the module docs).
+    memory_output : bool
+        ``source.payload`` read straight from the FIFO's LUT RAM at a registered
+        address, with no output register (see the module docs); depth at least 3.
 
     Ports
     -----
@@ -70,9 +83,13 @@ class Queue(wiring.Component):
         With ``lookahead``: what the output register takes when it is free.
     """
 
-    def __init__(self, shape, depth: int = 2, *, lookahead: bool = False):
+    def __init__(self, shape, depth: int = 2, *, lookahead: bool = False, memory_output: bool = False):
         if not isinstance(depth, int) or depth < 2:
             raise ValueError(f"Queue depth must be an integer of at least 2, not {depth!r}")
+        if memory_output and (depth < 3 or lookahead):
+            raise ValueError(f"a Queue with memory_output needs depth >= 3 and no lookahead, not depth {depth!r}"
+                             f"{' with lookahead' if lookahead else ''}")
+        self._memory_output = memory_output
         self._shape = shape
         self._depth = depth
         members = {
@@ -94,43 +111,72 @@ class Queue(wiring.Component):
         if self._depth == 2:
             self._elaborate_skid(m, self.sink, self.source, self.level)
             return m
-        # A FIFO, then a skid stage: the consumer sees flip-flops, not the FIFO's
-        # memory output (a block RAM's clock-to-output and routing ate most of a cycle
-        # in front of decision logic), and the FIFO's read enable is a flip-flop. One
-        # count of every payload held gives ``level`` and ``sink.ready``; the FIFO is
-        # as deep as the queue, so it has room whenever the count allows a write.
-        storage = m.submodules.storage = fifo.SyncFIFOBuffered(
-            width=Shape.cast(self._shape).width, depth=self._depth)
-        # While the FIFO is empty, payloads go straight to the skid stage (its latency, one
-        # edge), so a drained queue adds no more latency than a skid buffer.
-        # `sink.ready` and `bypass` (the FIFO is empty) are flip-flops, loaded with the next
-        # cycle's value: the payload muxes and the producer's enables read no counter logic.
-        outlet = stream.Signature(self._shape).create()
-        count = Signal(range(self._depth + 1))
-        stored = Signal(range(self._depth + 1))   # payloads in the FIFO (storage.level)
+        # A FIFO in LUT RAM (asynchronous read), then a skid stage. Every wide enable and
+        # every counter update starts at flip-flops: the producer's payload and valid are
+        # registered before the memory write (the write enable fans out to every RAM cell),
+        # the read address is a counter, and the skid stage keeps the RAM's read path away
+        # from the consumer. One count of every payload held gives ``level`` and
+        # ``sink.ready``; the memory is as deep as the queue, so it has room whenever the
+        # count allows a write.
+        depth = self._depth
+        count = Signal(range(depth + 1))      # every payload held
         ready = Signal(init=1)
-        bypass = Signal(init=1)
         entering = self.sink.valid & self.sink.ready
         leaving = self.source.valid & self.source.ready
         count_next = Signal.like(count)
-        m.d.comb += count_next.eq(count + entering - leaving)
+        m.d.comb += [count_next.eq(count + entering - leaving), self.sink.ready.eq(ready), self.level.eq(count)]
+        m.d.sync += [count.eq(count_next), ready.eq(count_next != depth)]
+        if self._memory_output:
+            read_data, readable = self._elaborate_memory(m, entering, self.source.ready)
+            m.d.comb += [self.source.payload.eq(read_data), self.source.valid.eq(readable)]
+            return m
+
+        # While nothing is staged or stored, payloads go straight to the skid stage (its
+        # latency, one edge), so a drained queue adds no more latency than a skid buffer.
+        # `bypass` (nothing staged or stored) is a flip-flop loaded with its next value.
+        outlet = stream.Signature(self._shape).create()
+        stored = Signal(range(depth + 1))     # staged or in the memory
+        bypass = Signal(init=1)
+        to_memory = entering & ~(bypass & outlet.ready)
+        read_data, readable = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
         stored_next = Signal.like(stored)
-        m.d.comb += stored_next.eq(stored + storage.w_en - (storage.r_en & storage.r_rdy))
-        m.d.sync += [
-            count.eq(count_next), ready.eq(count_next != self._depth),
-            stored.eq(stored_next), bypass.eq(stored_next == 0),
-        ]
+        m.d.comb += stored_next.eq(stored + to_memory - (outlet.ready & readable & ~bypass))
+        m.d.sync += [stored.eq(stored_next), bypass.eq(stored_next == 0)]
         m.d.comb += [
-            storage.w_data.eq(self.sink.payload),
-            storage.w_en.eq(entering & ~(bypass & outlet.ready)),
-            self.sink.ready.eq(ready),
-            outlet.payload.eq(Mux(bypass, self.sink.payload, storage.r_data)),
-            outlet.valid.eq(Mux(bypass, entering, storage.r_rdy)),
-            storage.r_en.eq(outlet.ready & ~bypass),
-            self.level.eq(count),
+            outlet.payload.eq(Mux(bypass, self.sink.payload, read_data)),
+            outlet.valid.eq(Mux(bypass, entering, readable)),
         ]
         self._elaborate_skid(m, outlet, self.source, Signal(range(3)))
         return m
+
+    def _elaborate_memory(self, m, writing, taking):
+        """The LUT RAM FIFO: ``writing`` stages the sink's payload, ``taking`` (with
+        ``readable``) reads the head. Returns the head (an asynchronous read at the
+        registered read address) and ``readable``, a flip-flop: the memory holds a payload."""
+        depth = self._depth
+        storage = m.submodules.storage = memory.Memory(shape=self._shape, depth=depth, init=[])
+        write = storage.write_port()
+        read = storage.read_port(domain="comb")
+        staged, staged_valid = Signal(self._shape), Signal()
+        in_memory = Signal(range(depth + 1))
+        readable = Signal()
+        write_address, read_address = Signal(range(depth)), Signal(range(depth))
+        reading = taking & readable
+        in_memory_next = Signal.like(in_memory)
+        m.d.comb += in_memory_next.eq(in_memory + staged_valid - reading)
+        m.d.sync += [
+            in_memory.eq(in_memory_next), readable.eq(in_memory_next != 0),
+            staged.eq(self.sink.payload), staged_valid.eq(writing),
+        ]
+        with m.If(staged_valid):
+            m.d.sync += write_address.eq(Mux(write_address == depth - 1, 0, write_address + 1))
+        with m.If(reading):
+            m.d.sync += read_address.eq(Mux(read_address == depth - 1, 0, read_address + 1))
+        m.d.comb += [
+            write.en.eq(staged_valid), write.addr.eq(write_address), write.data.eq(staged),
+            read.addr.eq(read_address),
+        ]
+        return read.data, readable
 
     def _elaborate_skid(self, m, sink, source, level):
         skid = Signal(self._shape, name="skid")

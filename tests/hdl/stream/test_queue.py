@@ -24,9 +24,12 @@ def simulate(dut, *testbenches, background=()):
     sim.run()
 
 
-@pytest.mark.parametrize("depth", [2, 3, 8])
-def test_order_under_random_backpressure(depth):
-    dut = Queue(LAYOUT, depth)
+VARIANTS = [(2, False), (3, False), (8, False), (3, True), (8, True)]  # (depth, memory_output)
+
+
+@pytest.mark.parametrize("depth,memory_output", VARIANTS)
+def test_order_under_random_backpressure(depth, memory_output):
+    dut = Queue(LAYOUT, depth, memory_output=memory_output)
     rng = random.Random(depth)
     values = [{"value": rng.randrange(1 << 16), "flag": rng.randrange(2)} for _ in range(300)]
     received = []
@@ -46,10 +49,10 @@ def test_order_under_random_backpressure(depth):
     assert received == values
 
 
-@pytest.mark.parametrize("depth", [2, 3, 4, 5])
-def test_one_transfer_per_cycle(depth):
+@pytest.mark.parametrize("depth,memory_output", [(2, False), (3, False), (4, False), (5, False), (3, True), (4, True)])
+def test_one_transfer_per_cycle(depth, memory_output):
     """Both sides always ready: a transfer on every cycle on both sides, no bubble."""
-    dut = Queue(unsigned(16), depth)
+    dut = Queue(unsigned(16), depth, memory_output=memory_output)
     count = 100
     taken = []
 
@@ -73,10 +76,10 @@ def test_one_transfer_per_cycle(depth):
     assert taken[-1][0] - taken[0][0] == count - 1
 
 
-@pytest.mark.parametrize("depth", [2, 3, 5])
-def test_level_and_backpressure(depth):
+@pytest.mark.parametrize("depth,memory_output", [(2, False), (3, False), (5, False), (3, True), (5, True)])
+def test_level_and_backpressure(depth, memory_output):
     """With the consumer stalled the queue takes exactly ``depth`` payloads, ``level`` counting them."""
-    dut = Queue(unsigned(8), depth)
+    dut = Queue(unsigned(8), depth, memory_output=memory_output)
 
     async def bench(ctx):
         ctx.set(dut.source.ready, 0)
@@ -95,11 +98,11 @@ def test_level_and_backpressure(depth):
     simulate(dut, bench)
 
 
-@pytest.mark.parametrize("depth", [2, 4])
-def test_ready_and_valid_come_from_flip_flops(depth):
+@pytest.mark.parametrize("depth,memory_output", [(2, False), (4, False), (4, True)])
+def test_ready_and_valid_come_from_flip_flops(depth, memory_output):
     """Flipping ``source.ready`` or ``sink.valid`` without a clock edge changes neither ``sink.ready``
     nor ``source.valid``: no combinational path crosses the queue."""
-    dut = Queue(unsigned(8), depth)
+    dut = Queue(unsigned(8), depth, memory_output=memory_output)
 
     async def bench(ctx):
         for fill in range(depth + 1):
@@ -124,6 +127,8 @@ def test_ready_and_valid_come_from_flip_flops(depth):
 def test_depth_below_two_is_refused():
     with pytest.raises(ValueError):
         Queue(unsigned(8), 1)
+    with pytest.raises(ValueError, match="memory_output"):
+        Queue(unsigned(8), 2, memory_output=True)
     gc.collect()  # the half-built Queue warns when collected: here, under this test's filter
 
 
