@@ -12,7 +12,7 @@ and the current beat, one beat of history and no buffering beyond it.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.bits import check_width
@@ -42,13 +42,14 @@ class Realign(wiring.Component):
         The packet without its first ``drop`` bytes. A packet of at most
         ``drop`` bytes produces no beat at all.
 
-    Latency: one cycle from an input beat to the output beat it completes.
+    Latency: two cycles from an input beat to the output beat it completes
+    (the byte selection, then the shift, each registered).
     Throughput: one beat per cycle. A packet of two or more kept beats whose
     last beat holds more than ``drop mod W`` bytes (``drop mod W != 0``) needs
     one more output beat than it has kept input beats and takes one extra
     cycle (the input waits); a packet whose kept bytes sit in one beat never
     does. Output is registered; ``sink.ready`` follows ``source.ready``
-    combinationally.
+    combinationally (one gate).
     """
 
     def __init__(self, width_bytes: int, max_drop: int):
@@ -90,27 +91,45 @@ class Realign(wiring.Component):
         low_keep = Mux(direct, sink.keep, Mux(held, prev_keep, 0))
         high_data = Mux(flush | direct, 0, sink.data)
         high_keep = Mux(flush | direct, 0, sink.keep)
-        out_data = Cat(low_data, high_data).bit_select(cur_amount * 8, 8 * width)
-        out_keep = Cat(low_keep, high_keep).bit_select(cur_amount, width)
         # Bytes of the current beat beyond lane a-1 need one more output beat.
         tail = ~direct & Cat(sink.keep, Const(0, 1)).bit_select(cur_amount, 1)
 
+        # Two registered stages: the selection (stage 1: which bytes, the shift), then the
+        # byte shifter (stage 2), so the shifter's select comes from flip-flops.
+        stage = Signal(data.StructLayout({
+            "low_data": 8 * width, "high_data": 8 * width, "low_keep": width, "high_keep": width,
+            "amount": range(width + 1), "last": 1,
+        }))
+        stage_valid = Signal()
         can_out = ~self.source.valid | self.source.ready
-        m.d.comb += self.sink.ready.eq(can_out & ~flush & (started | self.drop.valid))
+        can_stage = ~stage_valid | can_out
+        m.d.comb += self.sink.ready.eq(can_stage & ~flush & (started | self.drop.valid))
         accept = self.sink.valid & self.sink.ready
         m.d.comb += self.drop.ready.eq(accept & sink.last)
 
-        with m.If(self.source.ready):
-            m.d.sync += self.source.valid.eq(0)
+        # Stage 2: the shift; a beat with nothing in lane 0 (the first kept beat, only held) is not sent.
+        shifted_keep = Cat(stage.low_keep, stage.high_keep).bit_select(stage.amount, width)
+        with m.If(can_out):
+            m.d.sync += [
+                self.source.valid.eq(stage_valid & shifted_keep[0]),
+                source.data.eq(Cat(stage.low_data, stage.high_data).bit_select(stage.amount * 8, 8 * width)),
+                source.keep.eq(shifted_keep),
+                source.last.eq(stage.last),
+            ]
+
+        # Stage 1: the bytes below and above the shift, loaded whenever the stage is free (its
+        # enable is no decision), and the decisions on the packet's state; `stage_valid` says
+        # whether a beat was loaded.
+        with m.If(can_stage):
+            m.d.sync += [
+                stage_valid.eq(flush | (accept & (cur_skip == 0))),
+                stage.low_data.eq(low_data), stage.high_data.eq(high_data),
+                stage.low_keep.eq(low_keep), stage.high_keep.eq(high_keep),
+                stage.amount.eq(cur_amount), stage.last.eq(flush | (sink.last & ~tail)),
+            ]
         with m.If(flush):
-            with m.If(can_out):
-                m.d.sync += [
-                    self.source.valid.eq(1),
-                    source.data.eq(out_data),
-                    source.keep.eq(out_keep),
-                    source.last.eq(1),
-                    flush.eq(0),
-                ]
+            with m.If(can_stage):
+                m.d.sync += flush.eq(0)
         with m.Elif(accept):
             m.d.sync += [amount.eq(cur_amount), started.eq(~sink.last)]
             with m.If(cur_skip != 0):
@@ -120,11 +139,6 @@ class Realign(wiring.Component):
                     skip.eq(0),
                     prev_data.eq(sink.data),
                     prev_keep.eq(sink.keep),
-                    # Nothing of the previous beat in lane 0: the first kept beat is only held.
-                    self.source.valid.eq(out_keep[0]),
-                    source.data.eq(out_data),
-                    source.keep.eq(out_keep),
-                    source.last.eq(sink.last & ~tail),
                     flush.eq(sink.last & tail),
                 ]
         return m
