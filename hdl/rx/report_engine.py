@@ -17,9 +17,15 @@ for the placement check to latch the stream's error bit (RFC 5041 7.1: no
 more placement on the stream until the host re-arms it). ``stream_fault``
 leaves through a queue; a record that needs it waits for room there.
 
-Latency: a record leaves two cycles after its verdict (and ``done``, if
-needed) arrive: one in the input queues, one in the output register.
-Throughput: one record per cycle.
+Latency: a record leaves four cycles after its verdict arrives (two in the
+verdict's queue, one in the record register, one in the output queue), or
+three after the ``done`` it waited for. Throughput: one record per cycle.
+
+Timing: the consumer's ``ready`` reaches no decision here. The record
+registers load on every cycle (no enable) into an output queue, and a record
+is taken only while that queue has room for it and the two before it
+(``room``, registered from the queue's level). The verdict is read from its
+queue's LUT RAM, so the decision moves a read address, not a wide enable.
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -35,6 +41,8 @@ from hdl.rx.placement_check import verdict_layout
 from hdl.stream.queue import Queue
 
 __all__ = ["ReportEngine"]
+
+_OUTLET_DEPTH = 6  # room for three records in flight, and three to ride out a stall
 
 
 def stream_fault_layout() -> data.StructLayout:
@@ -54,11 +62,14 @@ class ReportEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # Each input through a Queue (registered valid, payload and ready), so the
-        # decision below starts at flip-flops and no ready path leaves the block.
+        # Each input through a Queue (registered valid and ready), so the decision below starts
+        # at flip-flops (and the verdict's RAM read) and no ready path leaves the block.
+        # The verdict, a wide record, is read from its queue's LUT RAM: the decision (taken late,
+        # from all three heads) moves a read address, not a wide register's enable.
         buffers = []
         for name, port in (("verdict", self.verdict), ("done", self.done), ("errors", self.chunk_errors)):
-            buffer = m.submodules[f"{name}_buffer"] = Queue(port.payload.shape())
+            wide = name == "verdict"
+            buffer = m.submodules[f"{name}_buffer"] = Queue(port.payload.shape(), 4 if wide else 2, memory_output=wide)
             connect(m, wiring.flipped(port), buffer.sink)
             buffers.append(buffer.source)
         verdict, done, errors = buffers
@@ -101,20 +112,31 @@ class ReportEngine(wiring.Component):
             error_record.tsn.eq(errors.payload.tsn),
         ]
 
-        take_error = errors.valid & (prefer_errors | ~verdict_ready)
-        take_verdict = verdict_ready & ~take_error
-        # The output register loads whenever it is free (its enable is two flip-flops, not the
-        # choice below); `valid` says whether it loaded a record.
-        with m.If(~report.valid | report.ready):
-            m.d.sync += [
-                report.valid.eq(take_error | take_verdict),
-                report.payload.record.eq(Mux(take_error, error_record, segment_record)),
-                report.payload.sequence.eq(head.sequence),
-            ]
-            with m.If(take_error):
-                m.d.sync += prefer_errors.eq(0)
-                m.d.comb += errors.ready.eq(1)
-            with m.Elif(take_verdict):
-                m.d.sync += prefer_errors.eq(1)
-                m.d.comb += [verdict.ready.eq(1), done.ready.eq(needs_done), faults.sink.valid.eq(bus_fault)]
+        # Room in the output queue for this cycle's record and the two before it still on
+        # their way (the record register, the queue's input), from last cycle's level.
+        outlet = m.submodules.outlet = Queue(report.payload.shape(), depth=_OUTLET_DEPTH)
+        connect(m, outlet.source, wiring.flipped(report))
+        room = Signal()
+        m.d.sync += room.eq(outlet.level < outlet.depth - 2)
+        take_error = room & errors.valid & (prefer_errors | ~verdict_ready)
+        take_verdict = room & verdict_ready & ~take_error
+        # Both records are registered on every cycle, with the choice; `valid` says whether one
+        # was taken. The choice selects between flip-flops, so it never reaches a wide enable.
+        staged_segment, staged_error = Signal.like(segment_record), Signal.like(error_record)
+        staged_sequence, took_error, record_valid = Signal.like(head.sequence), Signal(), Signal()
+        m.d.sync += [
+            staged_segment.eq(segment_record), staged_error.eq(error_record), staged_sequence.eq(head.sequence),
+            took_error.eq(take_error), record_valid.eq(take_error | take_verdict),
+        ]
+        m.d.comb += [
+            outlet.sink.valid.eq(record_valid),
+            outlet.sink.payload.record.eq(Mux(took_error, staged_error, staged_segment)),
+            outlet.sink.payload.sequence.eq(staged_sequence),
+        ]
+        with m.If(take_error):
+            m.d.sync += prefer_errors.eq(0)
+            m.d.comb += errors.ready.eq(1)
+        with m.Elif(take_verdict):
+            m.d.sync += prefer_errors.eq(1)
+            m.d.comb += [verdict.ready.eq(1), done.ready.eq(needs_done), faults.sink.valid.eq(bus_fault)]
         return m
