@@ -35,9 +35,10 @@ RFC 5041 7.1: never delivered). ``waiting`` counts the records stored (a
 level for the host's counters: the records its counters announce but it
 has not seen), ``discarded`` the records host writes dropped.
 
-Timing: every decision is a short function of the head record's flip-flops;
-stores and emissions are registered before they reach the record RAM and
-the output queue. Throughput: one record per cycle; a run of ``k`` stored
+Timing: every decision is a short function of the head record, read from
+the inbound queue's LUT RAM at a registered address; stores, emissions and
+the held-slot bits are registered before they reach the record RAM, the
+output queue and the slot maps. Throughput: one record per cycle; a run of ``k`` stored
 records takes ``k + 1`` cycles after the record that releases it.
 """
 
@@ -86,7 +87,9 @@ class DeliveryOrder(wiring.Component):
         slot_bits = (window - 1).bit_length()
         layout = report_layout(self._address_bits)
 
-        inbound = m.submodules.inbound = Queue(ordered_record_layout(self._address_bits))
+        # The head is read from the inbound queue's LUT RAM: taking it moves a read address,
+        # not the enable of a wide output register.
+        inbound = m.submodules.inbound = Queue(ordered_record_layout(self._address_bits), 4, memory_output=True)
         connect(m, wiring.flipped(self.records_in), inbound.sink)
         writes = m.submodules.writes = Queue(stream_write_layout(streams))
         connect(m, writes.source, wiring.flipped(self.stream_write_out))
@@ -133,13 +136,24 @@ class DeliveryOrder(wiring.Component):
             self.discarded.eq(self.discarded + dropped_count),
         ]
 
+        # A store marks its slot held on the next cycle, from the store registers (off the
+        # decision's path); until then a read of the stream's slots adds it.
+        store_row, store_slot = store_addr[slot_bits:], store_addr[:slot_bits]
+        for i in range(streams):
+            with m.If(store_en & (store_row == i)):
+                m.d.sync += held[i].eq(held[i] | (1 << store_slot))
+
+        def held_now(index):
+            pending = Mux(store_en & (store_row == index), 1 << store_slot, 0)
+            return Cat(*held).word_select(index, window) | pending
+
         request = self.stream_write_in
         with m.FSM():
             with m.State("TAKE"):
                 with m.If(request.valid & writes.sink.ready):
                     # A host write of a stream row: its stored records are dropped.
                     m.d.comb += [request.ready.eq(1), writes.sink.valid.eq(1), writes.sink.payload.eq(request.payload)]
-                    m.d.sync += dropped_word.eq(Cat(*held).word_select(request.payload.index, window))
+                    m.d.sync += dropped_word.eq(held_now(request.payload.index))
                     for i in range(streams):
                         with m.If(request.payload.index == i):
                             m.d.sync += held[i].eq(0)
@@ -149,13 +163,10 @@ class DeliveryOrder(wiring.Component):
                         m.d.sync += emit_head.eq(1)
                         with m.If(accepted & flags.releases):
                             m.d.sync += [run_row.eq(row), run_slot.eq(head.ddp_ssn[:slot_bits] + 1),
-                                         run_held.eq(Cat(*held).word_select(row, window))]
+                                         run_held.eq(held_now(row))]
                             m.next = "RUN"
                     with m.Else():
                         m.d.sync += store_en.eq(1)
-                        for i in range(streams):
-                            with m.If(row == i):
-                                m.d.sync += held[i].eq(held[i] | (1 << head.ddp_ssn[:slot_bits]))
             with m.State("RUN"):
                 with m.If(~run_held.bit_select(run_slot, 1)):
                     for i in range(streams):
