@@ -19,8 +19,8 @@ nowhere (dropped and counted). Store and forward: no byte of a frame leaves
 before the frame is complete and checked.
 
 Latency, outputs ready: the first beat of a delivered packet leaves 14
-clock edges after the edge its frame's last beat came in on at W = 8, 17 at
-16, 22 at 32, 23 at 64 (tested on a frame with one 300-byte chunk); the CRC32c and the header
+clock edges after the edge its frame's last beat came in on at W = 8, 18 at
+16, 23 at 32, 24 at 64 (tested on a frame with one 300-byte chunk); the CRC32c and the header
 checks run in parallel, then decide, the command queue, the buffer read and
 staging, the realigner and the output queue. Every output leaves through a
 :class:`~hdl.stream.queue.Queue`.
@@ -395,20 +395,26 @@ class FrameReceiver(wiring.Component):
         with m.If(taken):
             m.d.sync += in_index.eq(Mux(net.payload.last, 0, Mux(in_index == max_start_beat + 1,
                                                                    in_index, in_index + 1)))
+        # Two register stages in front of the realigner; the parser's view of the packet
+        # (UDP or not, the SCTP length: compares and subtracts of header bytes) is registered
+        # beside the second, so the realigner's decisions start at flip-flops.
         crc_align = m.submodules.crc_align = Realigner(width)
         beat = crc_align.sink.payload
+        early = Signal(packet_layout(width))
+        early_valid = Signal()
+        early_index, beat_index = Signal.like(in_index), Signal.like(in_index)
+        over_udp, sctp_length = Signal(), Signal(16)
         m.d.sync += [
-            crc_align.sink.valid.eq(taken),
-            beat.data.eq(net.payload.data),
-            beat.keep.eq(net.payload.keep),
-            beat.last.eq(net.payload.last),
+            early_valid.eq(taken), early.eq(net.payload), early_index.eq(in_index),
+            crc_align.sink.valid.eq(early_valid),
+            beat.data.eq(early.data), beat.keep.eq(early.keep), beat.last.eq(early.last),
+            beat_index.eq(early_index),
+            over_udp.eq(parser.over_udp), sctp_length.eq(parser.sctp_length),
         ]
-        beat_index = Signal.like(in_index)
-        m.d.sync += beat_index.eq(in_index)
         m.d.comb += [
-            beat.skip.eq(beat_index < Mux(parser.over_udp, start_udp // width, start_direct // width)),
-            beat.shift.eq(Mux(parser.over_udp, start_udp % width, start_direct % width)),
-            beat.length.eq(parser.sctp_length),
+            beat.skip.eq(beat_index < Mux(over_udp, start_udp // width, start_direct // width)),
+            beat.shift.eq(Mux(over_udp, start_udp % width, start_direct % width)),
+            beat.length.eq(sctp_length),
             crc_align.source.ready.eq(1),
         ]
 
