@@ -246,17 +246,23 @@ class ChunkParser(wiring.Component):
         with m.If(piece_ready):
             m.d.sync += piece_valid.eq(0)
 
+        # The piece's data and tags load whenever the piece register is free (their enable is
+        # no decision); the walker's decision sets only `valid` and the narrow fields below.
+        with m.If(can_out):
+            m.d.sync += [
+                piece.beat.data.eq(beat.data),
+                piece.word.eq(cur_word),
+                piece.association.eq(beat_assoc),
+                piece.ddp.eq(beat_ddp),
+            ]
+
         def emit(first, last, keep, error=0):
             m.d.sync += [
                 piece_valid.eq(1),
-                piece.beat.data.eq(beat.data),
                 piece.beat.keep.eq(keep),
                 piece.beat.last.eq(last),
                 piece.first.eq(first),
-                piece.word.eq(cur_word),
                 piece.error.eq(error),
-                piece.association.eq(beat_assoc),
-                piece.ddp.eq(beat_ddp),
             ]
 
         def take():
