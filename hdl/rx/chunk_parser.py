@@ -168,6 +168,10 @@ class ChunkParser(wiring.Component):
         fits = Signal(words)      # the chunk ends in this beat
         done = Signal(words)      # no further chunk starts in this beat
         next_word = [Signal(range(words), name=f"next_word_{k}") for k in range(words)]
+        # For a chunk starting at word k that runs past this beat, its bytes after the next beat
+        # (rel_end - 2W): none (`end_small`), or fewer than 4 in the beat after (`end_tail` low).
+        end_small = Signal(words)  # rel_end <= 2W
+        end_tail = Signal(words)   # rel_end > 2W - 4
 
         beat_take = Signal()      # the walker is done with the beat stage's beat
         in_started = Signal()
@@ -212,6 +216,8 @@ class ChunkParser(wiring.Component):
                     fits[k].eq(length <= width - 4 * k),
                     done[k].eq((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)),
                     next_word[k].eq(next_start[:word_bits]),
+                    end_small[k].eq(end <= 2 * width),
+                    end_tail[k].eq(end > 2 * width - 4),
                 ]
 
         # ---- 2. walker -----------------------------------------------------
@@ -233,6 +239,10 @@ class ChunkParser(wiring.Component):
         cursor = Signal(range(words))
         cursor_has = Signal()
         left = Signal(17)            # bytes of the current chunk after this beat
+        # Its compares, registered beside it (computed when it is loaded), so the walker's
+        # decision reads flip-flops, not two 17-bit comparators.
+        left_small = Signal()        # left <= W: the chunk ends in this beat
+        left_tail = Signal()         # left > W - 4: no other chunk starts in this beat after it
 
         cur_word = Mux(fresh, entry_word, cursor)
         cur_has = Mux(fresh, entry_ok & ~in_chunk, cursor_has) & ~ended
@@ -275,13 +285,14 @@ class ChunkParser(wiring.Component):
         with m.If(beat_valid & can_out):
             m.d.sync += fresh.eq(0)
             with m.If(in_chunk):
-                ends = (left <= width) | beat.last
-                emit(0, ends, Mux(left <= width, thermometer(left, width), beat.keep))
-                m.d.sync += left.eq(left - width)
+                ends = left_small | beat.last
+                emit(0, ends, Mux(left_small, thermometer(left, width), beat.keep))
+                m.d.sync += [left.eq(left - width), left_small.eq(left <= 2 * width),
+                             left_tail.eq(left > 2 * width - 4)]
                 with m.If(ends):
                     m.d.sync += in_chunk.eq(0)
                     restart = (left + 3) >> 2
-                    with m.If(left > width - 4):
+                    with m.If(left_tail):
                         take()
                     with m.Else():
                         m.d.sync += [cursor.eq(restart[:word_bits]), cursor_has.eq(1)]
@@ -308,7 +319,8 @@ class ChunkParser(wiring.Component):
                         m.d.sync += [cursor.eq(sel_next), cursor_has.eq(1)]
                 with m.Else():
                     emit(1, beat.last, beat.keep)
-                    m.d.sync += [in_chunk.eq(~beat.last), left.eq(sel_rel_end - width)]
+                    m.d.sync += [in_chunk.eq(~beat.last), left.eq(sel_rel_end - width),
+                                 left_small.eq(select(end_small)), left_tail.eq(select(end_tail))]
                     take()
             with m.Else():
                 take()
