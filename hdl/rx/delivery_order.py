@@ -127,11 +127,16 @@ class DeliveryOrder(wiring.Component):
         run_held = Signal(window)
 
         # The stored count: one more per store, one less per record read back, and the records a
-        # host write drops, counted over two cycles off the write's path.
+        # host write drops, counted over three cycles off the write's path (two halves, then
+        # their sum).
         dropped_word, dropped_count = Signal(window), Signal(range(window + 1))
+        half = window // 2
+        dropped_halves = [Signal(range(half + 1), name=f"dropped_half_{i}") for i in range(2)]
         m.d.sync += [
             dropped_word.eq(0),
-            dropped_count.eq(sum(dropped_word[i] for i in range(window))),
+            dropped_halves[0].eq(sum(dropped_word[i] for i in range(half))),
+            dropped_halves[1].eq(sum(dropped_word[i] for i in range(half, window))),
+            dropped_count.eq(dropped_halves[0] + dropped_halves[1]),
             self.waiting.eq(self.waiting + store_en - read_en - dropped_count),
             self.discarded.eq(self.discarded + dropped_count),
         ]

@@ -181,8 +181,12 @@ class Queue(wiring.Component):
     def _elaborate_skid(self, m, sink, source, level):
         skid = Signal(self._shape, name="skid")
         skid_valid = Signal()
+        # `skid_free` (not `skid_valid`) is `sink.ready`: a flip-flop of its own, kept the
+        # complement of `skid_valid`, whose fan-out (the skid's enable and the output mux of
+        # a wide payload) then stays off the producer's and the FIFO counters' paths.
+        skid_free = Signal(init=1)
         m.d.comb += [
-            sink.ready.eq(~skid_valid),
+            sink.ready.eq(skid_free),
             level.eq(source.valid + skid_valid),
         ]
         # The skid register follows the sink while it is empty, so its enable is a flip-flop
@@ -197,8 +201,8 @@ class Queue(wiring.Component):
         with m.If(~source.valid | source.ready):
             # The output register is free: the skid's beat first, else the sink's.
             with m.If(skid_valid):
-                m.d.sync += [source.valid.eq(1), source.payload.eq(skid), skid_valid.eq(0)]
+                m.d.sync += [source.valid.eq(1), source.payload.eq(skid), skid_valid.eq(0), skid_free.eq(1)]
             with m.Else():
                 m.d.sync += [source.valid.eq(sink.valid), source.payload.eq(sink.payload)]
         with m.Elif(sink.valid & sink.ready):
-            m.d.sync += skid_valid.eq(1)
+            m.d.sync += [skid_valid.eq(1), skid_free.eq(0)]
