@@ -16,7 +16,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.bits import check_width
-from hdl.stream.packet import packet_signature
+from hdl.stream.packet import packet_layout, packet_signature
+from hdl.stream.queue import Queue
 
 __all__ = ["Realign"]
 
@@ -42,14 +43,15 @@ class Realign(wiring.Component):
         The packet without its first ``drop`` bytes. A packet of at most
         ``drop`` bytes produces no beat at all.
 
-    Latency: two cycles from an input beat to the output beat it completes
-    (the byte selection, then the shift, each registered).
+    Latency: three cycles from an input beat to the output beat it completes
+    (the input queue, the byte selection, then the shift, each registered).
     Throughput: one beat per cycle. A packet of two or more kept beats whose
     last beat holds more than ``drop mod W`` bytes (``drop mod W != 0``) needs
     one more output beat than it has kept input beats and takes one extra
     cycle (the input waits); a packet whose kept bytes sit in one beat never
-    does. Output is registered; ``sink.ready`` follows ``source.ready``
-    combinationally (one gate).
+    does. ``sink`` goes through a :class:`~hdl.stream.queue.Queue` (so
+    ``sink.ready`` is a flip-flop, gated by ``drop.valid`` on a packet's
+    first beat) and the output is registered.
     """
 
     def __init__(self, width_bytes: int, max_drop: int):
@@ -66,7 +68,24 @@ class Realign(wiring.Component):
         m = Module()
         width = self._width
         lane_bits = (width - 1).bit_length()
-        sink, source = self.sink.payload, self.source.payload
+        source = self.source.payload
+
+        # Input: each beat through a queue, with its packet's `drop` (valid from the first beat
+        # to the last), so `sink.ready` is a flip-flop and `drop` is taken with the last beat.
+        inbox = m.submodules.inbox = Queue(data.StructLayout({
+            "beat": packet_layout(width), "drop": range(self._max_drop + 1)}))
+        in_started = Signal()       # a beat of the packet coming in was taken
+        m.d.comb += [
+            inbox.sink.payload.beat.eq(self.sink.payload),
+            inbox.sink.payload.drop.eq(self.drop.payload),
+            inbox.sink.valid.eq(self.sink.valid & (in_started | self.drop.valid)),
+            self.sink.ready.eq(inbox.sink.ready & (in_started | self.drop.valid)),
+            self.drop.ready.eq(self.sink.valid & self.sink.ready & self.sink.payload.last),
+        ]
+        with m.If(self.sink.valid & self.sink.ready):
+            m.d.sync += in_started.eq(~self.sink.payload.last)
+        inner = inbox.source
+        sink = inner.payload.beat
 
         started = Signal()          # a beat of the current packet was taken
         flush = Signal()            # the tail of the last beat is still to go out
@@ -76,7 +95,7 @@ class Realign(wiring.Component):
         prev_keep = Signal(width)
 
         # The packet's first beat takes its skip count and shift from `drop`.
-        drop = self.drop.payload
+        drop = inner.payload.drop
         drop_lanes = drop[:lane_bits] if lane_bits else Const(0, 1)
         first_amount = Mux(drop_lanes == 0, width, drop_lanes)
         first_skip = drop >> lane_bits
@@ -103,9 +122,8 @@ class Realign(wiring.Component):
         stage_valid = Signal()
         can_out = ~self.source.valid | self.source.ready
         can_stage = ~stage_valid | can_out
-        m.d.comb += self.sink.ready.eq(can_stage & ~flush & (started | self.drop.valid))
-        accept = self.sink.valid & self.sink.ready
-        m.d.comb += self.drop.ready.eq(accept & sink.last)
+        m.d.comb += inner.ready.eq(can_stage & ~flush)
+        accept = inner.valid & inner.ready
 
         # Stage 2: the shift; a beat with nothing in lane 0 (the first kept beat, only held) is not sent.
         shifted_keep = Cat(stage.low_keep, stage.high_keep).bit_select(stage.amount, width)
