@@ -172,6 +172,10 @@ class ChunkParser(wiring.Component):
         # (rel_end - 2W): none (`end_small`), or fewer than 4 in the beat after (`end_tail` low).
         end_small = Signal(words)  # rel_end <= 2W
         end_tail = Signal(words)   # rel_end > 2W - 4
+        # The walker keeps the beat (does not take it) after a chunk that starts at word k, fits
+        # and leaves room for another (`stay_word`); for the beat's entry word, `entry_stay`.
+        stay_word = Signal(words)
+        entry_stay = Signal()
 
         beat_take = Signal()      # the walker is done with the beat stage's beat
         in_started = Signal()
@@ -198,10 +202,13 @@ class ChunkParser(wiring.Component):
                 in_index.eq(Mux(index_now == index_max, index_now, index_now + 1)),
             ]
             header_beat = _COMMON_HEADER // width
+            entry_ok_next = index_now >= header_beat
+            entry_word_next = Mux(index_now == header_beat, (_COMMON_HEADER % width) // 4, 0)
             m.d.sync += [
-                entry_ok.eq(index_now >= header_beat),
-                entry_word.eq(Mux(index_now == header_beat, (_COMMON_HEADER % width) // 4, 0)),
+                entry_ok.eq(entry_ok_next),
+                entry_word.eq(entry_word_next),
             ]
+            stay_next = []
             for k in range(words):
                 word = payload.data.word_select(k, 32)
                 length = big_endian(byte(word, 2), byte(word, 3))
@@ -219,6 +226,13 @@ class ChunkParser(wiring.Component):
                     end_small[k].eq(end <= 2 * width),
                     end_tail[k].eq(end > 2 * width - 4),
                 ]
+                stay_next.append((left_now > 4 * k) & ~(left_now < 4 * k + 4) & ~(length < 4) & ~(end > left_now)
+                                 & (length <= width - 4 * k)
+                                 & ~((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)))
+            m.d.sync += [
+                stay_word.eq(Cat(*stay_next)),
+                entry_stay.eq(entry_ok_next & Cat(*stay_next).bit_select(entry_word_next, 1)),
+            ]
 
         # ---- 2. walker -----------------------------------------------------
         piece_layout = data.StructLayout({
@@ -275,8 +289,14 @@ class ChunkParser(wiring.Component):
                 piece.error.eq(error),
             ]
 
+        # Whether the walker keeps the beat this cycle, from flags registered for it: the
+        # beat stage's `take` below is this, not the walker's branches (which it equals).
+        stay_in_chunk = (left_small | beat.last) & ~left_tail
+        stay_cursor = cursor_has & stay_word.bit_select(cursor, 1)
+        stay = Mux(in_chunk, stay_in_chunk, ~ended & Mux(fresh, entry_stay, stay_cursor))
+        m.d.comb += beat_take.eq(beat_valid & can_out & ~stay)
+
         def take():
-            m.d.comb += beat_take.eq(1)
             m.d.sync += [fresh.eq(1), cursor_has.eq(0)]
             with m.If(beat.last):
                 m.d.sync += [in_chunk.eq(0), ended.eq(0)]
