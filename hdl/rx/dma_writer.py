@@ -174,6 +174,8 @@ class DmaWriter(wiring.Component):
             "beats_m1": unsigned(beat_bits),    # bus beats - 1
             "tag": unsigned(16),
             "zero": unsigned(1),                # length 0: no burst
+            "last": unsigned(1),                # the first burst is the command's last
+            "next_last": unsigned(1),           # ... or the one after it is
         })
         data_layout = data.StructLayout({
             "offset": unsigned(lane_bits),      # address mod W
@@ -208,6 +210,11 @@ class DmaWriter(wiring.Component):
             burst_in.beats_m1.eq(end_sum[lane_bits:]),
             burst_in.tag.eq(cmd.tag),
             burst_in.zero.eq(zero),
+            # Decided here, from registers, not after the burst queue's RAM read: whether the first
+            # burst (up to the end of its burst-sized block) is the last, or the one after it.
+            burst_in.last.eq(zero | (end_sum[lane_bits:] <= ~cmd.address[lane_bits:lane_bits + burst_bits])),
+            burst_in.next_last.eq(end_sum[lane_bits:]
+                                  < (~cmd.address[lane_bits:lane_bits + burst_bits]) + 1 + (1 << burst_bits)),
             data_in.offset.eq(offset),
             data_in.in_beats_m1.eq(length_m1[lane_bits:]),
             data_in.spill.eq((offset + length_m1[:lane_bits])[lane_bits]),
@@ -268,12 +275,11 @@ class DmaWriter(wiring.Component):
             ]
         load = ~current_valid | (issue & last_burst)
         m.d.comb += bursts.source.ready.eq(load)
-        head_room_m1 = ~head.address[lane_bits:lane_bits + burst_bits]
         with m.If(load):
             m.d.sync += [
                 current_valid.eq(bursts.source.valid), current.eq(head),
-                last_burst.eq(head.zero | (head.beats_m1 <= head_room_m1)),
-                next_last.eq(head.beats_m1 < head_room_m1 + 1 + block_beats),
+                last_burst.eq(head.last),
+                next_last.eq(head.next_last),
             ]
 
         # -- 3. Rotate stage ----------------------------------------------------------------
