@@ -35,8 +35,9 @@ RFC 5041 7.1: never delivered). ``waiting`` counts the records stored (a
 level for the host's counters: the records its counters announce but it
 has not seen), ``discarded`` the records host writes dropped.
 
-Timing: every decision is a short function of the head record, read from
-the inbound queue's LUT RAM at a registered address; stores, emissions and
+Timing: every decision is a short function of the head record's kind,
+status, stream and sequence flags, kept in flip-flops beside the inbound
+queue's LUT RAM (the rest of the record is read from it); stores, emissions and
 the held-slot bits are registered before they reach the record RAM, the
 output queue and the slot maps. Throughput: one record per cycle; a run of ``k`` stored
 records takes ``k + 1`` cycles after the record that releases it.
@@ -88,8 +89,12 @@ class DeliveryOrder(wiring.Component):
         layout = report_layout(self._address_bits)
 
         # The head is read from the inbound queue's LUT RAM: taking it moves a read address,
-        # not the enable of a wide output register.
-        inbound = m.submodules.inbound = Queue(ordered_record_layout(self._address_bits), 4, memory_output=True)
+        # not the enable of a wide output register; the fields the decision reads come from
+        # flip-flops.
+        inbound = m.submodules.inbound = Queue(
+            ordered_record_layout(self._address_bits), 4, memory_output=True,
+            registered_fields=("record.kind", "record.status", "record.association", "record.stream_id",
+                               "sequence.in_order", "sequence.releases"))
         connect(m, wiring.flipped(self.records_in), inbound.sink)
         writes = m.submodules.writes = Queue(stream_write_layout(streams))
         connect(m, writes.source, wiring.flipped(self.stream_write_out))

@@ -68,8 +68,11 @@ class ReportEngine(wiring.Component):
         # from all three heads) moves a read address, not a wide register's enable.
         buffers = []
         for name, port in (("verdict", self.verdict), ("done", self.done), ("errors", self.chunk_errors)):
-            wide = name == "verdict"
-            buffer = m.submodules[f"{name}_buffer"] = Queue(port.payload.shape(), 4 if wide else 2, memory_output=wide)
+            if name == "verdict":  # `placed` (whether to wait for a done) from flip-flops
+                buffer = Queue(port.payload.shape(), 4, memory_output=True, registered_fields=("placed",))
+            else:
+                buffer = Queue(port.payload.shape())
+            m.submodules[f"{name}_buffer"] = buffer
             connect(m, wiring.flipped(port), buffer.sink)
             buffers.append(buffer.source)
         verdict, done, errors = buffers

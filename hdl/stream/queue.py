@@ -35,7 +35,10 @@ Memory output (``memory_output=True``, depth at least 3): no skid stage;
 that counter, not a wide output register's enable: for a wide payload whose
 consumer decides late whether to take it. The payload arrives a RAM read
 after a flip-flop rather than straight from one; a payload is on ``source``
-two edges after it was taken.
+two edges after it was taken. ``registered_fields`` names the few fields a
+consumer decides on: those are also kept in flip-flops, one register per
+slot, and come from a small mux of them at the read address; the rest from
+the RAM.
 
 Lookahead (``lookahead=True``): ``following`` is the payload that the output
 register loads on this edge if it is free (``source.valid`` low or
@@ -51,11 +54,19 @@ payload bypasses it) or ``t`` + 2 (deeper, behind payloads in the FIFO: the
 staging register and memory write, then the output register).
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from types import SimpleNamespace
+
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["Queue"]
+
+
+def _field(view, path: str):
+    for name in path.split("."):
+        view = getattr(view, name)
+    return view
 
 
 class Queue(wiring.Component):
@@ -72,6 +83,10 @@ class Queue(wiring.Component):
     memory_output : bool
         ``source.payload`` read straight from the FIFO's LUT RAM at a registered
         address, with no output register (see the module docs); depth at least 3.
+    registered_fields : tuple of str
+        With ``memory_output``: fields of a ``data.StructLayout`` payload (dotted
+        paths for nested ones) that ``source`` shows from flip-flops instead, for
+        the consumer's decision (see the module docs).
 
     Ports
     -----
@@ -83,13 +98,22 @@ class Queue(wiring.Component):
         With ``lookahead``: what the output register takes when it is free.
     """
 
-    def __init__(self, shape, depth: int = 2, *, lookahead: bool = False, memory_output: bool = False):
+    def __init__(self, shape, depth: int = 2, *, lookahead: bool = False, memory_output: bool = False,
+                 registered_fields: tuple = ()):
         if not isinstance(depth, int) or depth < 2:
             raise ValueError(f"Queue depth must be an integer of at least 2, not {depth!r}")
         if memory_output and (depth < 3 or lookahead):
             raise ValueError(f"a Queue with memory_output needs depth >= 3 and no lookahead, not depth {depth!r}"
                              f"{' with lookahead' if lookahead else ''}")
+        if registered_fields and not memory_output:
+            raise ValueError("registered_fields needs memory_output")
         self._memory_output = memory_output
+        self._registered_fields = tuple(registered_fields)
+        for path in self._registered_fields:
+            try:
+                _field(Signal(shape), path)
+            except AttributeError:
+                raise ValueError(f"registered field {path!r} is not a field of {shape!r}") from None
         self._shape = shape
         self._depth = depth
         members = {
@@ -127,8 +151,17 @@ class Queue(wiring.Component):
         m.d.comb += [count_next.eq(count + entering - leaving), self.sink.ready.eq(ready), self.level.eq(count)]
         m.d.sync += [count.eq(count_next), ready.eq(count_next != depth)]
         if self._memory_output:
-            read_data, readable = self._elaborate_memory(m, entering, self.source.ready)
-            m.d.comb += [self.source.payload.eq(read_data), self.source.valid.eq(readable)]
+            fifo = self._elaborate_memory(m, entering, self.source.ready)
+            m.d.comb += [self.source.payload.eq(fifo.read_data), self.source.valid.eq(fifo.readable)]
+            for path in self._registered_fields:
+                # Kept in flip-flops too, one register per slot, written with the RAM and read
+                # at its address: a small mux from flip-flops instead of the RAM's read path.
+                copies = [Signal.like(_field(self.sink.payload, path), name=f"{path.replace('.', '_')}_{i}")
+                          for i in range(self._depth)]
+                for i, copy in enumerate(copies):
+                    with m.If(fifo.staged_valid & (fifo.write_address == i)):
+                        m.d.sync += copy.eq(_field(fifo.staged, path))
+                m.d.comb += _field(self.source.payload, path).eq(Array(copies)[fifo.read_address])
             return m
 
         # While nothing is staged or stored, payloads go straight to the skid stage (its
@@ -138,7 +171,8 @@ class Queue(wiring.Component):
         stored = Signal(range(depth + 1))     # staged or in the memory
         bypass = Signal(init=1)
         to_memory = entering & ~(bypass & outlet.ready)
-        read_data, readable = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
+        fifo = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
+        read_data, readable = fifo.read_data, fifo.readable
         stored_next = Signal.like(stored)
         m.d.comb += stored_next.eq(stored + to_memory - (outlet.ready & readable & ~bypass))
         m.d.sync += [stored.eq(stored_next), bypass.eq(stored_next == 0)]
@@ -151,8 +185,9 @@ class Queue(wiring.Component):
 
     def _elaborate_memory(self, m, writing, taking):
         """The LUT RAM FIFO: ``writing`` stages the sink's payload, ``taking`` (with
-        ``readable``) reads the head. Returns the head (an asynchronous read at the
-        registered read address) and ``readable``, a flip-flop: the memory holds a payload."""
+        ``readable``) reads the head. Returns its signals: ``read_data`` (the head, an
+        asynchronous read at the registered ``read_address``), ``readable`` (a flip-flop:
+        the memory holds a payload), ``staged``, ``staged_valid`` and ``write_address``."""
         depth = self._depth
         storage = m.submodules.storage = memory.Memory(shape=self._shape, depth=depth, init=[])
         write = storage.write_port()
@@ -176,7 +211,8 @@ class Queue(wiring.Component):
             write.en.eq(staged_valid), write.addr.eq(write_address), write.data.eq(staged),
             read.addr.eq(read_address),
         ]
-        return read.data, readable
+        return SimpleNamespace(read_data=read.data, readable=readable, staged=staged, staged_valid=staged_valid,
+                               write_address=write_address, read_address=read_address)
 
     def _elaborate_skid(self, m, sink, source, level):
         skid = Signal(self._shape, name="skid")

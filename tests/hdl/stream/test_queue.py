@@ -24,12 +24,13 @@ def simulate(dut, *testbenches, background=()):
     sim.run()
 
 
-VARIANTS = [(2, False), (3, False), (8, False), (3, True), (8, True)]  # (depth, memory_output)
+VARIANTS = [(2, False, ()), (3, False, ()), (8, False, ()), (3, True, ()), (8, True, ()),
+            (4, True, ("flag",))]  # (depth, memory_output, registered_fields)
 
 
-@pytest.mark.parametrize("depth,memory_output", VARIANTS)
-def test_order_under_random_backpressure(depth, memory_output):
-    dut = Queue(LAYOUT, depth, memory_output=memory_output)
+@pytest.mark.parametrize("depth,memory_output,registered_fields", VARIANTS)
+def test_order_under_random_backpressure(depth, memory_output, registered_fields):
+    dut = Queue(LAYOUT, depth, memory_output=memory_output, registered_fields=registered_fields)
     rng = random.Random(depth)
     values = [{"value": rng.randrange(1 << 16), "flag": rng.randrange(2)} for _ in range(300)]
     received = []
@@ -129,6 +130,10 @@ def test_depth_below_two_is_refused():
         Queue(unsigned(8), 1)
     with pytest.raises(ValueError, match="memory_output"):
         Queue(unsigned(8), 2, memory_output=True)
+    with pytest.raises(ValueError, match="needs memory_output"):
+        Queue(LAYOUT, 4, registered_fields=("flag",))
+    with pytest.raises(ValueError, match="'missing' is not a field"):
+        Queue(LAYOUT, 4, memory_output=True, registered_fields=("missing",))
     gc.collect()  # the half-built Queue warns when collected: here, under this test's filter
 
 
