@@ -37,7 +37,7 @@ Every block boundary is a :class:`~hdl.stream.queue.Queue` or a registered
 stage.
 """
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
@@ -143,11 +143,25 @@ class TxEngine(wiring.Component):
             insert.sink.valid.eq(buffer.r_rdy),
             buffer.r_en.eq(insert.sink.ready),
         ]
-        connect(m, crc.crc, insert.crc)
         checked_queue = m.submodules.checked_queue = Queue(packet_layout(width))
         connect(m, insert.source, checked_queue.sink)
         connect(m, checked_queue.source, frame.sink)
-        connect(m, headers.prefix, frame.header)
+
+        # A frame starts only once its packet's CRC is known (the packet is then whole in the
+        # buffer), so no frame stops between its prefix and its body: each prefix waits for its
+        # CRC, and both enter queues together, the prefix for the frame, the CRC for CrcInsert.
+        ready_prefixes = m.submodules.ready_prefixes = Queue(headers.prefix.payload.shape())
+        ready_crcs = m.submodules.ready_crcs = Queue(unsigned(32), 4)
+        prefix, result = headers.prefix, crc.crc
+        both = prefix.valid & result.valid
+        room = ready_prefixes.sink.ready & ready_crcs.sink.ready
+        m.d.comb += [
+            ready_prefixes.sink.payload.eq(prefix.payload), ready_prefixes.sink.valid.eq(both & ready_crcs.sink.ready),
+            ready_crcs.sink.payload.eq(result.payload), ready_crcs.sink.valid.eq(both & ready_prefixes.sink.ready),
+            prefix.ready.eq(result.valid & room), result.ready.eq(prefix.valid & room),
+        ]
+        connect(m, ready_prefixes.source, frame.header)
+        connect(m, ready_crcs.source, insert.crc)
 
         out_queue = m.submodules.out_queue = Queue(packet_layout(width))
         out = m.submodules.out = PacketToAxiStream(width)

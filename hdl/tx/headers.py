@@ -75,12 +75,14 @@ class HeaderBuilder(wiring.Component):
     local_mac, local_ip, udp_port : ``In``
         This end's addresses (MAC as written in text: first wire byte in bits 47:40).
     sctp_header, prefix : ``Out(stream.Signature(prepend_header_layout(...)))``
-        From queues; one of each per segment, in segment order.
+        From queues; one of each per segment, in segment order. A prefix waits for its
+        packet's CRC32c, so ``prefix_depth`` bounds the packets between the two Prepends:
+        enough to cover the CRC's latency with the shortest packets at W = 64.
     """
 
-    def __init__(self, *, associations: int = 2, queue_depth: int = 5):
+    def __init__(self, *, associations: int = 2, sctp_depth: int = 5, prefix_depth: int = 16):
         self.associations = associations
-        self._depth = queue_depth
+        self._sctp_depth, self._prefix_depth = sctp_depth, prefix_depth
         super().__init__({
             "segments": In(stream.Signature(segment_layout())),
             "association_write": In(stream.Signature(tx_association_write_layout())),
@@ -123,12 +125,12 @@ class HeaderBuilder(wiring.Component):
         fixed_sums = Array(fixed_sums)
 
         # Output queues, with room for every segment in flight.
-        sctp_queue = m.submodules.sctp_queue = Queue(self.sctp_header.payload.shape(), self._depth)
-        prefix_queue = m.submodules.prefix_queue = Queue(self.prefix.payload.shape(), self._depth)
+        sctp_queue = m.submodules.sctp_queue = Queue(self.sctp_header.payload.shape(), self._sctp_depth)
+        prefix_queue = m.submodules.prefix_queue = Queue(self.prefix.payload.shape(), self._prefix_depth)
         wiring.connect(m, sctp_queue.source, wiring.flipped(self.sctp_header))
         wiring.connect(m, prefix_queue.source, wiring.flipped(self.prefix))
-        room = self._depth - _STAGES - 1
-        m.d.comb += self.segments.ready.eq((sctp_queue.level <= room) & (prefix_queue.level <= room))
+        m.d.comb += self.segments.ready.eq((sctp_queue.level <= self._sctp_depth - _STAGES - 1)
+                                           & (prefix_queue.level <= self._prefix_depth - _STAGES - 1))
         taken = self.segments.valid & self.segments.ready
 
         # Stage 1: the segment, its association's row and its lengths.
