@@ -11,7 +11,11 @@ Gateware, scoreboard model, testbenches and host driver import this module
   ``m_axis_report``, :func:`ack_layout` on ``m_axis_ack`` and
   :func:`exception_record_layout` as ``tuser`` of ``m_axis_exc``;
 * the host's commands besides table rows: :func:`buffer_revoke_layout`;
-* the enums that give those records' fields their meaning.
+* the enums that give those records' fields their meaning;
+* the transmit engine's work requests on ``s_axis_wr``
+  (:func:`work_request_layout`, :class:`WorkOpcode`) and the rows the host
+  writes into its tables (:func:`tx_association_write_layout`,
+  :func:`tx_stream_write_layout`).
 
 Error numbers are (layer, type, code) as in an RDMAP Terminate (RFC 5040
 7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`. STag = table index <<
@@ -31,6 +35,8 @@ __all__ = [
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
     "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "segment_report_fields",
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
+    "WorkOpcode", "work_request_layout", "work_request_bytes", "tx_association_write_layout",
+    "tx_stream_write_layout", "TX_MIN_MULPDU",
 ]
 
 #: Host (DMA) address width of ``m_axi`` and of every address in a table or record.
@@ -366,3 +372,97 @@ def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) 
             ("revoke", buffer_revoke_layout(streams, 3)),
         ],
     )
+
+
+# The transmit engine.
+class WorkOpcode(enum.IntEnum, shape=4):
+    """``work_request.opcode``: the RDMAP opcode of the message (RFC 5040 4.2), the ones a host posts."""
+    RDMA_WRITE = 0                   #: tagged (RFC 5040 4.3): ``stag``/``to`` name the remote buffer
+    RDMA_READ_REQUEST = 1            #: untagged QN 1; its payload is the 28-byte Read Request header (4.4)
+    SEND = 3                         #: untagged QN 0
+    SEND_WITH_INVALIDATE = 4         #: untagged QN 0, carries ``invalidate_stag`` (RFC 5040 4.1)
+    SEND_WITH_SE = 5
+    SEND_WITH_SE_AND_INVALIDATE = 6
+
+
+#: The smallest MULPDU the transmit engine segments to: a Read Request (18-byte untagged header and its
+#: 28 bytes) fits one segment. RFC 5043 9 never lets a MULPDU fall below 516.
+TX_MIN_MULPDU = 46
+
+
+def work_request_layout(address_bits: int = 64) -> data.StructLayout:
+    """One work request on the transmit engine's ``s_axis_wr``: one AXI4-Stream beat, ``tdata`` =
+    the record's bits (padded to whole bytes, :func:`work_request_bytes`), ``tlast`` = 1.
+
+    The engine turns it into DDP segments of at most the association's MULPDU (RFC 5041 5.2),
+    each in one DATA chunk (U = B = E = 1, PPID 16, RFC 5043 5.2, 9, 10) of one SCTP packet in one
+    Ethernet frame. It numbers them: TSN from the association's counter (RFC 4960 6.1), DDP-SSN
+    from the stream's (RFC 5043 5.2.1), MSN from the stream's queue (QN 0 Sends, QN 1 Read
+    Requests; RFC 5041 4.3), and reads the payload from ``host_address`` segment by segment.
+
+    * ``association``: the row of the association table (ports, peer, verification tag, MULPDU);
+    * ``stream_id``: the SCTP stream (below the engine's ``stream_ids``); the stream row is
+      ``association * stream_ids + stream_id``;
+    * ``host_address``, ``length``: the local payload (RDMA Write, Sends), any byte alignment,
+      length below 2**32 (RFC 5041 5.2), 0 allowed (one segment without payload). For an RDMA
+      Read Request ``length`` is the RDMA Read Message Size and nothing is read from memory;
+    * ``stag``, ``to``: RDMA Write: the Data Sink's STag and Tagged Offset of the first byte
+      (each segment's TO advances by its payload, RFC 5041 5.2); RDMA Read Request: the Data
+      Source STag and TO (RFC 5040 4.4);
+    * ``sink_stag``, ``sink_to``: RDMA Read Request: the local Data Sink STag and TO (RFC 5040 4.4);
+    * ``invalidate_stag``: Send with Invalidate variants (RFC 5040 4.1); ignored otherwise (sent as 0).
+    """
+    return data.StructLayout({
+        "opcode": unsigned(4),             # WorkOpcode
+        "association": unsigned(ASSOCIATION_BITS),
+        "stream_id": unsigned(STREAM_BITS),
+        "host_address": unsigned(address_bits),
+        "length": unsigned(32),
+        "stag": unsigned(32),
+        "to": unsigned(64),
+        "sink_stag": unsigned(32),
+        "sink_to": unsigned(64),
+        "invalidate_stag": unsigned(32),
+    })
+
+
+def work_request_bytes() -> int:
+    """Bytes of one ``s_axis_wr`` beat: the work request padded to whole bytes."""
+    return (work_request_layout(ADDRESS_BITS).size + 7) // 8
+
+
+def tx_association_write_layout() -> data.StructLayout:
+    """A host write of the transmit engine's association row ``index``: what the host learned in
+    the association's handshake (RFC 4960 5.1) and its DDP negotiation.
+
+    ``next_tsn`` loads the association's TSN counter: the next DATA chunk the engine sends carries
+    it, each one after the previous + 1 (mod 2**32, RFC 4960 6.1). Write a row only while no work
+    request of the association is in flight. ``udp`` = 1 sends SCTP over UDP (RFC 6951) from the
+    engine's ``udp_port`` to ``peer_udp_port``, UDP checksum 0 (RFC 6951 5: SCTP's CRC32c protects
+    the packet). ``mulpdu`` is at least :data:`TX_MIN_MULPDU` and at most the engine's largest
+    segment (its ``max_segment``).
+    """
+    return data.StructLayout({
+        "index": unsigned(ASSOCIATION_BITS),
+        "peer_mac": unsigned(48),    # first wire byte in bits 47:40 (as written in text, 02:00:...)
+        "peer_ip": unsigned(32),
+        "local_port": unsigned(16),  # SCTP source port
+        "peer_port": unsigned(16),   # SCTP destination port
+        "tag": unsigned(32),         # the peer's Initiate Tag: the verification tag we send (RFC 4960 8.5)
+        "udp": unsigned(1),
+        "peer_udp_port": unsigned(16),
+        "mulpdu": unsigned(16),
+        "next_tsn": unsigned(32),
+    })
+
+
+def tx_stream_write_layout(streams: int) -> data.StructLayout:
+    """A host write of the transmit engine's stream row ``index`` (``association * stream_ids +
+    stream_id``): a new DDP stream. The next DDP segment of the stream carries DDP-SSN
+    ``first_ssn`` (RFC 5043 6.1: 1 after the session's Initiate or Accept), and the MSNs of
+    its queues 0 and 1 start again at 1 (RFC 5041 4.3). Write a row only while no work request of
+    the stream is in flight."""
+    return data.StructLayout({
+        "index": unsigned(max(1, (streams - 1).bit_length())),
+        "first_ssn": unsigned(16),
+    })

@@ -1,0 +1,1 @@
+"""The transmit path: work requests in, DDP segments in Ethernet frames out."""

@@ -1,0 +1,175 @@
+"""The transmit engine: work requests in, DDP segments in Ethernet frames out.
+
+::
+
+    s_axis_wr ─► Segmenter ─segment─► HeaderBuilder ─sctp_header─► Prepend ─► Crc32c ─crc──┐
+                     │                      │                  (SCTP) ▲  └──► buffer ─► CrcInsert ─► Prepend ─► m_axis
+                     └─fetch─► PayloadFetcher ─payload────────────────┘                (frame) ▲
+                                   ▲ m_axi (AR, R)     └─prefix (Ethernet, IPv4, UDP)──────────┘
+
+* :class:`~hdl.tx.segmenter.Segmenter`: RFC 5041 5.2 segmentation to the
+  association's MULPDU, TSN, DDP-SSN and MSN counters;
+* :class:`~hdl.tx.payload_fetcher.PayloadFetcher`: each segment's payload over
+  AXI4 reads, realigned to lane 0;
+* :class:`~hdl.tx.headers.HeaderBuilder`: the SCTP packet's headers and the
+  Ethernet/IPv4(/UDP) prefix of each segment;
+* the SCTP packet (headers, payload, padding) is built by a
+  :class:`~hdl.stream.prepend.Prepend`, its CRC32c computed while it enters a
+  BRAM buffer of ``buffer_bytes``; it leaves once its CRC is known
+  (:class:`~hdl.tx.crc_insert.CrcInsert`), behind its prefix (a second
+  Prepend).
+
+Ports:
+
+* ``s_axis_wr``: AXI4-Stream, one beat per work request, ``tdata`` =
+  :func:`hdl.abi.work_request_layout` (see there for the fields);
+* ``association_write``, ``stream_write``: table rows
+  (:func:`hdl.abi.tx_association_write_layout`,
+  :func:`hdl.abi.tx_stream_write_layout`), always ready; ``local_mac``,
+  ``local_ip``, ``udp_port``: this end's addresses;
+* ``m_axi``: AXI4 read manager, 64-bit addresses, 8W-bit data;
+* ``m_axis``: AXI4-Stream, W bytes, Ethernet II frames without FCS.
+
+The buffer holds every SCTP packet whole before it leaves: an association's
+MULPDU is at most ``buffer_bytes / 2 - 80`` for two packets to overlap (one
+leaving while the next fills it), and must stay below ``buffer_bytes - 80``.
+Every block boundary is a :class:`~hdl.stream.queue.Queue` or a registered
+stage.
+"""
+
+from amaranth.hdl import Module, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out, connect
+from amaranth.lib import stream
+
+from hdl.abi import (
+    ADDRESS_BITS, tx_association_write_layout, tx_stream_write_layout, work_request_bytes, work_request_layout,
+)
+from hdl.bus.axi import Axi4ReadSignature
+from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream
+from hdl.stream.crc32c import Crc32c
+from hdl.stream.packet import packet_layout
+from hdl.stream.prepend import Prepend
+from hdl.stream.queue import Queue
+from hdl.tx.crc_insert import CrcInsert
+from hdl.tx.headers import PREFIX_LENGTHS, SCTP_HEADER_LENGTHS, HeaderBuilder
+from hdl.tx.layouts import fetch_layout, segment_layout
+from hdl.tx.payload_fetcher import PayloadFetcher
+from hdl.tx.segmenter import Segmenter
+
+__all__ = ["TxEngine"]
+
+
+class TxEngine(wiring.Component):
+    """The transmit engine for a ``width_bytes`` datapath (8, 16, 32 or 64), ``associations``
+    associations of ``stream_ids`` streams each (stream row ``association * stream_ids + stream_id``)."""
+
+    def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, buffer_bytes: int = 8192):
+        self.width_bytes = width_bytes
+        self.associations, self.stream_ids = associations, stream_ids
+        self.buffer_bytes = buffer_bytes
+        super().__init__({
+            "s_axis_wr": In(AxiStreamSignature(work_request_bytes())),
+            "association_write": In(stream.Signature(tx_association_write_layout())),
+            "stream_write": In(stream.Signature(tx_stream_write_layout(associations * stream_ids))),
+            "local_mac": In(48),
+            "local_ip": In(32),
+            "udp_port": In(16),
+            "m_axi": Out(Axi4ReadSignature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
+            "m_axis": Out(AxiStreamSignature(width_bytes)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.width_bytes
+        segmenter = m.submodules.segmenter = Segmenter(associations=self.associations, stream_ids=self.stream_ids)
+        headers = m.submodules.headers = HeaderBuilder(associations=self.associations)
+        fetcher = m.submodules.fetcher = PayloadFetcher(width, ADDRESS_BITS)
+        sctp = m.submodules.sctp = Prepend(width, SCTP_HEADER_LENGTHS, pad_to=4)
+        crc = m.submodules.crc = Crc32c(width)
+        buffer = m.submodules.buffer = SyncFIFOBuffered(width=packet_layout(width).size,
+                                                        depth=self.buffer_bytes // width)
+        insert = m.submodules.insert = CrcInsert(width)
+        frame = m.submodules.frame = Prepend(width, PREFIX_LENGTHS)
+
+        # Work requests: one AXI4-Stream beat each, through a queue.
+        work_queue = m.submodules.work_queue = Queue(work_request_layout(ADDRESS_BITS))
+        m.d.comb += [
+            work_queue.sink.payload.eq(self.s_axis_wr.tdata[:work_request_layout(ADDRESS_BITS).size]),
+            work_queue.sink.valid.eq(self.s_axis_wr.tvalid),
+            self.s_axis_wr.tready.eq(work_queue.sink.ready),
+        ]
+        connect(m, work_queue.source, segmenter.work)
+
+        # Tables and addresses.
+        for block in (segmenter, headers):
+            m.d.comb += [block.association_write.payload.eq(self.association_write.payload),
+                         block.association_write.valid.eq(self.association_write.valid)]
+        m.d.comb += self.association_write.ready.eq(1)
+        connect(m, wiring.flipped(self.stream_write), segmenter.stream_write)
+        m.d.comb += [headers.local_mac.eq(self.local_mac), headers.local_ip.eq(self.local_ip),
+                     headers.udp_port.eq(self.udp_port)]
+
+        # Segments to headers, fetches to the payload fetcher, each through a queue.
+        segment_queue = m.submodules.segment_queue = Queue(segment_layout())
+        fetch_queue = m.submodules.fetch_queue = Queue(fetch_layout(ADDRESS_BITS))
+        connect(m, segmenter.segments, segment_queue.sink)
+        connect(m, segment_queue.source, headers.segments)
+        connect(m, segmenter.fetches, fetch_queue.sink)
+        connect(m, fetch_queue.source, fetcher.fetches)
+        connect(m, fetcher.axi, wiring.flipped(self.m_axi))
+
+        # The SCTP packet: headers, then the payload through a queue.
+        payload_queue = m.submodules.payload_queue = Queue(packet_layout(width))
+        connect(m, fetcher.payload, payload_queue.sink)
+        connect(m, payload_queue.source, sctp.sink)
+        connect(m, headers.sctp_header, sctp.header)
+
+        # Into the CRC and the buffer together (both readies are flip-flops).
+        packet = sctp.source
+        m.d.comb += [
+            crc.sink.payload.eq(packet.payload),
+            crc.sink.valid.eq(packet.valid & buffer.w_rdy),
+            buffer.w_data.eq(packet.payload),
+            buffer.w_en.eq(packet.valid & crc.sink.ready),
+            packet.ready.eq(crc.sink.ready & buffer.w_rdy),
+        ]
+
+        # Out of the buffer once the CRC is known, behind the prefix.
+        stored = packet_layout(width)(buffer.r_data)
+        m.d.comb += [
+            insert.sink.payload.eq(stored),
+            insert.sink.valid.eq(buffer.r_rdy),
+            buffer.r_en.eq(insert.sink.ready),
+        ]
+        checked_queue = m.submodules.checked_queue = Queue(packet_layout(width))
+        connect(m, insert.source, checked_queue.sink)
+        connect(m, checked_queue.source, frame.sink)
+
+        # A frame starts only once its packet's CRC is known (the packet is then whole in the
+        # buffer), so no frame stops between its prefix and its body: each prefix waits for its
+        # CRC, and both enter queues together, the prefix for the frame, the CRC for CrcInsert.
+        ready_prefixes = m.submodules.ready_prefixes = Queue(headers.prefix.payload.shape())
+        ready_crcs = m.submodules.ready_crcs = Queue(unsigned(32), 4)
+        prefix, result = headers.prefix, crc.crc
+        both = prefix.valid & result.valid
+        room = ready_prefixes.sink.ready & ready_crcs.sink.ready
+        m.d.comb += [
+            ready_prefixes.sink.payload.eq(prefix.payload), ready_prefixes.sink.valid.eq(both & ready_crcs.sink.ready),
+            ready_crcs.sink.payload.eq(result.payload), ready_crcs.sink.valid.eq(both & ready_prefixes.sink.ready),
+            prefix.ready.eq(result.valid & room), result.ready.eq(prefix.valid & room),
+        ]
+        connect(m, ready_prefixes.source, frame.header)
+        connect(m, ready_crcs.source, insert.crc)
+
+        out_queue = m.submodules.out_queue = Queue(packet_layout(width))
+        out = m.submodules.out = PacketToAxiStream(width)
+        connect(m, frame.source, out_queue.sink)
+        m.d.comb += [out.packets.payload.data.eq(out_queue.source.payload.data),
+                     out.packets.payload.keep.eq(out_queue.source.payload.keep),
+                     out.packets.payload.last.eq(out_queue.source.payload.last),
+                     out.packets.valid.eq(out_queue.source.valid),
+                     out_queue.source.ready.eq(out.packets.ready)]
+        connect(m, out.axis, wiring.flipped(self.m_axis))
+        return m

@@ -1,0 +1,209 @@
+"""Per-segment header bytes: the SCTP packet's headers and the Ethernet/IPv4/UDP prefix.
+
+For each segment record two headers leave, in the same cycle, for the two
+:class:`~hdl.stream.prepend.Prepend` stages of the engine:
+
+* ``sctp_header`` (44, 48 or 76 bytes): the SCTP common header with its
+  checksum field 0 (RFC 4960 3.1; the CRC32c is inserted on the way out), one
+  DATA chunk header (RFC 4960 3.3.1: U = B = E = 1, stream sequence number 0,
+  PPID 16, RFC 5043 5.2, 9, 10; length without padding), the DDP-SSN (RFC 5043
+  5.2.1) and the DDP header with the RDMAP control field in its RsvdULP:
+  tagged (RFC 5041 4.2, RFC 5040 4.1: 14 bytes), untagged (RFC 5041 4.3,
+  Invalidate STag for the Send with Invalidate variants: 18 bytes), or, for a
+  Read Request, untagged followed by the 28-byte Read Request header (RFC 5040
+  4.4). ``body`` says whether payload follows.
+* ``prefix`` (34 or 42 bytes): Ethernet II (peer MAC, local MAC, 0x0800), IPv4
+  (RFC 791: 20 bytes, DF, TTL 64, identification 0 as RFC 6864 4.1 allows for
+  atomic datagrams, protocol 132, or 17 over UDP, header checksum RFC 1071),
+  and for SCTP over UDP the UDP header (RFC 6951 5: port ``udp_port`` to the
+  peer's, checksum 0).
+
+Lengths count the padding of the DATA chunk to 4 bytes (RFC 4960 3.2) in IPv4
+and UDP, not in the chunk. The IPv4 checksum of an association's fixed words is
+summed continuously from its row (a few cycles after a row write), so a
+segment adds only its total length: one carry chain per stage.
+"""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.abi import WorkOpcode, tx_association_write_layout
+from hdl.stream.bits import index_bits
+from hdl.stream.prepend import prepend_header_layout
+from hdl.stream.queue import Queue
+from hdl.tx.layouts import segment_layout
+
+__all__ = ["HeaderBuilder", "SCTP_HEADER_LENGTHS", "PREFIX_LENGTHS"]
+
+ETHERTYPE_IPV4 = 0x0800
+IP_PROTOCOL_SCTP, IP_PROTOCOL_UDP = 132, 17
+TTL = 64
+PPID_DDP_SEGMENT = 16                 # RFC 5043 5.2
+DATA_FLAGS = 0b0111                   # U, B, E (RFC 4960 3.3.1)
+RDMAP_VERSION = 1                     # RFC 5040 4.1
+DDP_VERSION = 1                       # RFC 5041 4.1
+QN_READ_REQUEST = 1                   # RFC 5040 4.2
+
+SCTP_COMMON_HEADER, DATA_CHUNK_HEADER, DDP_SSN = 12, 16, 2
+#: SCTP header bytes before the payload: tagged, untagged, Read Request.
+TAGGED_SCTP_HEADER = SCTP_COMMON_HEADER + DATA_CHUNK_HEADER + DDP_SSN + 14
+UNTAGGED_SCTP_HEADER = SCTP_COMMON_HEADER + DATA_CHUNK_HEADER + DDP_SSN + 18
+READ_REQUEST_SCTP_HEADER = UNTAGGED_SCTP_HEADER + 28
+SCTP_HEADER_LENGTHS = (TAGGED_SCTP_HEADER, UNTAGGED_SCTP_HEADER, READ_REQUEST_SCTP_HEADER)
+ETHERNET_HEADER, IPV4_HEADER, UDP_HEADER = 14, 20, 8
+PREFIX_LENGTHS = (ETHERNET_HEADER + IPV4_HEADER, ETHERNET_HEADER + IPV4_HEADER + UDP_HEADER)
+
+_STAGES = 2      # registered stages between taking a segment and the output queues' sink
+
+
+def _wire(value, size: int) -> list:
+    """``value`` as ``size`` bytes in network order (RFC 791 appendix B), first on the wire first."""
+    value = Const(value, 8 * size) if isinstance(value, int) else value
+    return [value.word_select(size - 1 - index, 8) for index in range(size)]
+
+
+class HeaderBuilder(wiring.Component):
+    """The headers of every segment of ``associations`` associations.
+
+    Ports
+    -----
+    segments : ``In(stream.Signature(segment_layout()))``
+        ``ready`` is a function of the output queues' levels.
+    association_write : ``In(stream.Signature(tx_association_write_layout()))``
+        Always ready.
+    local_mac, local_ip, udp_port : ``In``
+        This end's addresses (MAC as written in text: first wire byte in bits 47:40).
+    sctp_header, prefix : ``Out(stream.Signature(prepend_header_layout(...)))``
+        From queues; one of each per segment, in segment order. A prefix waits for its
+        packet's CRC32c, so ``prefix_depth`` bounds the packets between the two Prepends:
+        enough to cover the CRC's latency with the shortest packets at W = 64.
+    """
+
+    def __init__(self, *, associations: int = 2, sctp_depth: int = 5, prefix_depth: int = 16):
+        self.associations = associations
+        self._sctp_depth, self._prefix_depth = sctp_depth, prefix_depth
+        super().__init__({
+            "segments": In(stream.Signature(segment_layout())),
+            "association_write": In(stream.Signature(tx_association_write_layout())),
+            "local_mac": In(48),
+            "local_ip": In(32),
+            "udp_port": In(16),
+            "sctp_header": Out(stream.Signature(prepend_header_layout(READ_REQUEST_SCTP_HEADER))),
+            "prefix": Out(stream.Signature(prepend_header_layout(PREFIX_LENGTHS[-1]))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        associations = self.associations
+        rows = Array(Signal(tx_association_write_layout(), name=f"row_{i}") for i in range(associations))
+        m.d.comb += self.association_write.ready.eq(1)
+        write = self.association_write.payload
+        with m.If(self.association_write.valid & (write.index < associations)):
+            m.d.sync += rows[write.index[:index_bits(associations)]].eq(write)
+
+        # Each row's fixed IPv4 header words, summed with end-around carry (RFC 1071), one adder a stage.
+        local_words = Signal(17)
+        m.d.sync += local_words.eq(self.local_ip[16:] + self.local_ip[:16])
+        fixed_sums = []
+        for index in range(associations):
+            row = rows[index]
+            peer_words, words, constant, total, folded, fixed = (
+                Signal(17, name=f"peer_words_{index}"), Signal(18, name=f"words_{index}"),
+                Signal(16, name=f"constant_{index}"), Signal(19, name=f"total_{index}"),
+                Signal(17, name=f"folded_{index}"), Signal(16, name=f"fixed_sum_{index}"))
+            m.d.sync += [
+                peer_words.eq(row.peer_ip[16:] + row.peer_ip[:16]),
+                constant.eq(Mux(row.udp, 0x4500 + 0x4000 + (TTL << 8 | IP_PROTOCOL_UDP),
+                                0x4500 + 0x4000 + (TTL << 8 | IP_PROTOCOL_SCTP))),
+                words.eq(local_words + peer_words),
+                total.eq(words + constant),
+                folded.eq(total[:16] + total[16:]),
+                fixed.eq(folded[:16] + folded[16]),
+            ]
+            fixed_sums.append(fixed)
+        fixed_sums = Array(fixed_sums)
+
+        # Output queues, with room for every segment in flight.
+        sctp_queue = m.submodules.sctp_queue = Queue(self.sctp_header.payload.shape(), self._sctp_depth)
+        prefix_queue = m.submodules.prefix_queue = Queue(self.prefix.payload.shape(), self._prefix_depth)
+        wiring.connect(m, sctp_queue.source, wiring.flipped(self.sctp_header))
+        wiring.connect(m, prefix_queue.source, wiring.flipped(self.prefix))
+        m.d.comb += self.segments.ready.eq((sctp_queue.level <= self._sctp_depth - _STAGES - 1)
+                                           & (prefix_queue.level <= self._prefix_depth - _STAGES - 1))
+        taken = self.segments.valid & self.segments.ready
+
+        # Stage 1: the segment, its association's row and its lengths.
+        incoming = self.segments.payload
+        incoming_row = rows[incoming.association[:index_bits(associations)]]
+        incoming_tagged = incoming.opcode == WorkOpcode.RDMA_WRITE
+        incoming_read_request = incoming.opcode == WorkOpcode.RDMA_READ_REQUEST
+        header_length = Mux(incoming_tagged, TAGGED_SCTP_HEADER,
+                            Mux(incoming_read_request, READ_REQUEST_SCTP_HEADER, UNTAGGED_SCTP_HEADER))
+        prefix_length = Mux(incoming_row.udp, PREFIX_LENGTHS[1], PREFIX_LENGTHS[0])
+        segment, row = Signal(segment_layout()), Signal(tx_association_write_layout())
+        valid_1, tagged, read_request = Signal(), Signal(), Signal()
+        chunk_length, ip_length, udp_length, fixed_sum = Signal(16), Signal(16), Signal(16), Signal(16)
+        m.d.sync += [
+            valid_1.eq(taken),
+            segment.eq(incoming), row.eq(incoming_row),
+            tagged.eq(incoming_tagged), read_request.eq(incoming_read_request),
+            # The chunk without padding; IPv4 and UDP with it (RFC 4960 3.2): header lengths are
+            # multiples of 4, so rounding the sum rounds the payload.
+            chunk_length.eq(incoming.payload_length + (header_length - SCTP_COMMON_HEADER)),
+            ip_length.eq((incoming.payload_length + (header_length + 3 + prefix_length - ETHERNET_HEADER))
+                         & ~3),
+            udp_length.eq((incoming.payload_length + (header_length + 3 + UDP_HEADER)) & ~3),
+            fixed_sum.eq(fixed_sums[incoming.association[:index_bits(associations)]]),
+        ]
+
+        # Stage 2: the checksum sum; the header bytes are wires from these registers.
+        segment_2, row_2 = Signal(segment_layout()), Signal(tx_association_write_layout())
+        valid_2, tagged_2, read_request_2 = Signal(), Signal(), Signal()
+        chunk_length_2, ip_length_2, udp_length_2 = Signal(16), Signal(16), Signal(16)
+        ip_sum = Signal(17)
+        m.d.sync += [
+            valid_2.eq(valid_1), segment_2.eq(segment), row_2.eq(row),
+            tagged_2.eq(tagged), read_request_2.eq(read_request),
+            chunk_length_2.eq(chunk_length), ip_length_2.eq(ip_length), udp_length_2.eq(udp_length),
+            ip_sum.eq(fixed_sum + ip_length),
+        ]
+        checksum = ~(ip_sum[:16] + ip_sum[16])[:16]
+        segment, row = segment_2, row_2
+
+        rdmap_control = _wire(Cat(segment.opcode, Const(0, 2), Const(RDMAP_VERSION, 2)), 1)
+        common = (_wire(row.local_port, 2) + _wire(row.peer_port, 2) + _wire(row.tag, 4) + _wire(0, 4)
+                  + _wire(0, 1) + _wire(DATA_FLAGS, 1) + _wire(chunk_length_2, 2) + _wire(segment.tsn, 4)
+                  + _wire(segment.stream_id, 2) + _wire(0, 2) + _wire(PPID_DDP_SEGMENT, 4)
+                  + _wire(segment.ddp_ssn, 2))
+        tagged_bytes = (_wire(Cat(Const(DDP_VERSION, 2), Const(0, 4), segment.last, Const(1, 1)), 1)
+                        + rdmap_control + _wire(segment.stag, 4) + _wire(segment.to, 8))
+        untagged_bytes = (_wire(Cat(Const(DDP_VERSION, 2), Const(0, 4), segment.last, Const(0, 1)), 1)
+                          + rdmap_control + _wire(segment.invalidate_stag, 4)
+                          + _wire(Mux(read_request_2, QN_READ_REQUEST, 0), 4) + _wire(segment.msn, 4)
+                          + _wire(segment.mo, 4))
+        read_request_bytes = (_wire(segment.sink_stag, 4) + _wire(segment.sink_to, 8) + _wire(segment.size, 4)
+                              + _wire(segment.stag, 4) + _wire(segment.to, 8))
+        ddp_bytes = [Mux(tagged_2, t, u) for t, u in zip(tagged_bytes + _wire(0, 4), untagged_bytes)]
+        sctp = sctp_queue.sink.payload
+        m.d.comb += [
+            sctp.data.eq(Cat(*common, *ddp_bytes, *(Mux(read_request_2, b, 0) for b in read_request_bytes))),
+            sctp.length.eq(Mux(tagged_2, TAGGED_SCTP_HEADER,
+                               Mux(read_request_2, READ_REQUEST_SCTP_HEADER, UNTAGGED_SCTP_HEADER))),
+            sctp.body.eq(segment.payload_length != 0),
+            sctp_queue.sink.valid.eq(valid_2),
+        ]
+
+        ethernet = _wire(row.peer_mac, 6) + _wire(self.local_mac, 6) + _wire(ETHERTYPE_IPV4, 2)
+        ipv4 = (_wire(0x45, 1) + _wire(0, 1) + _wire(ip_length_2, 2) + _wire(0, 2) + _wire(0x4000, 2)
+                + _wire(TTL, 1) + _wire(Mux(row.udp, IP_PROTOCOL_UDP, IP_PROTOCOL_SCTP), 1) + _wire(checksum, 2)
+                + _wire(self.local_ip, 4) + _wire(row.peer_ip, 4))
+        udp = _wire(self.udp_port, 2) + _wire(row.peer_udp_port, 2) + _wire(udp_length_2, 2) + _wire(0, 2)
+        prefix = prefix_queue.sink.payload
+        m.d.comb += [
+            prefix.data.eq(Cat(*ethernet, *ipv4, *(Mux(row.udp, b, 0) for b in udp))),
+            prefix.length.eq(Mux(row.udp, PREFIX_LENGTHS[1], PREFIX_LENGTHS[0])),
+            prefix.body.eq(1),
+            prefix_queue.sink.valid.eq(valid_2),
+        ]
+        return m

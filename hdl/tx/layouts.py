@@ -1,0 +1,50 @@
+"""Records passed between the blocks of the transmit path (internal, not ABI).
+
+::
+
+    work request --> Segmenter --segment--> HeaderBuilder --sctp_header / prefix--> Prepend (x2)
+                         └------fetch------> PayloadFetcher --payload--------------> Prepend (SCTP)
+
+Field widths follow the wire: TSN 32 bits (RFC 4960 3.3.1), stream id and
+DDP-SSN 16 bits (RFC 5043 5.2.1), STag 32 and TO 64 bits (RFC 5041 4.2), MSN
+and MO 32 bits (RFC 5041 4.3); a segment's payload is below 2**16 (MULPDU).
+"""
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+
+from hdl.abi import ASSOCIATION_BITS, STREAM_BITS
+
+__all__ = ["segment_layout", "fetch_layout", "SEGMENT_PAYLOAD_BITS"]
+
+#: Bits of a segment's payload length (a MULPDU is 16 bits).
+SEGMENT_PAYLOAD_BITS = 16
+
+
+def segment_layout() -> data.StructLayout:
+    """One DDP segment to send, numbered: everything its headers say besides the association's constants."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "stream_id": unsigned(STREAM_BITS),
+        "tsn": unsigned(32),
+        "ddp_ssn": unsigned(16),
+        "opcode": unsigned(4),                 # WorkOpcode
+        "last": unsigned(1),                   # DDP L (RFC 5041 4.1)
+        "stag": unsigned(32),                  # tagged STag; Read Request: Data Source STag
+        "to": unsigned(64),                    # tagged TO of this segment; Read Request: Data Source TO
+        "msn": unsigned(32),                   # untagged (RFC 5041 4.3)
+        "mo": unsigned(32),
+        "invalidate_stag": unsigned(32),       # 0 unless a Send with Invalidate (RFC 5040 4.1)
+        "sink_stag": unsigned(32),             # Read Request (RFC 5040 4.4)
+        "sink_to": unsigned(64),
+        "size": unsigned(32),                  # Read Request: RDMA Read Message Size
+        "payload_length": unsigned(SEGMENT_PAYLOAD_BITS),
+    })
+
+
+def fetch_layout(address_bits: int = 64) -> data.StructLayout:
+    """One segment's payload to read from host memory (length at least 1)."""
+    return data.StructLayout({
+        "address": unsigned(address_bits),
+        "length": unsigned(SEGMENT_PAYLOAD_BITS),
+    })

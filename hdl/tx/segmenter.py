@@ -1,0 +1,186 @@
+"""Work requests to numbered DDP segments: RFC 5041 5.2 segmentation, RFC 5043 5.2.1 DDP-SSN, RFC 4960 TSN.
+
+For each work request the segmenter emits one :func:`~hdl.tx.layouts.segment_layout`
+record per DDP segment (and, for a segment with payload, one
+:func:`~hdl.tx.layouts.fetch_layout` record for the payload fetcher):
+
+* payload per segment: MULPDU - 14 tagged, MULPDU - 18 untagged (the RFC 5041
+  5.2 worked examples); a zero-length message is one segment (5.2); L on the
+  last segment only (4.1); a Read Request is one segment whose payload is its
+  28-byte header (RFC 5040 4.4), nothing read from memory;
+* a tagged segment's TO is the message's TO plus its offset, an untagged
+  segment's MO its offset, and the host address advances with them (5.2);
+* the MSN of the queue (QN 0 Sends, QN 1 Read Requests) is the stream's next,
+  from 1, mod 2**32 (4.3), and advances once per message;
+* every segment takes the stream's next DDP-SSN (RFC 5043 5.2.1) and the
+  association's next TSN (RFC 4960 6.1), both mod their width.
+
+Timing: one segment per cycle; a work request's tables are read in the cycle
+it is taken, from the queue's flip-flops, so a request costs one cycle more
+than its segments. Counters are written back with every segment and read by
+the next request a cycle after its predecessor's last segment, so no
+forwarding is needed.
+"""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.abi import (
+    ADDRESS_BITS, WorkOpcode, tx_association_write_layout, tx_stream_write_layout, work_request_layout,
+)
+from hdl.stream.bits import index_bits
+from hdl.tx.layouts import SEGMENT_PAYLOAD_BITS, fetch_layout, segment_layout
+
+__all__ = ["Segmenter", "TAGGED_HEADER", "UNTAGGED_HEADER"]
+
+#: DDP header bytes with the RDMAP fields they carry (RFC 5041 4.2, 4.3).
+TAGGED_HEADER = 14
+UNTAGGED_HEADER = 18
+
+
+class Segmenter(wiring.Component):
+    """Segments work requests for ``associations`` associations of ``stream_ids`` streams each.
+
+    Ports
+    -----
+    work : ``In(stream.Signature(work_request_layout()))``
+        Work requests (:func:`hdl.abi.work_request_layout`); ``ready`` is a flip-flop.
+    association_write : ``In(stream.Signature(tx_association_write_layout()))``
+        Always ready: loads the row's MULPDU and its TSN counter.
+    stream_write : ``In(stream.Signature(tx_stream_write_layout(streams)))``
+        Always ready: starts the stream's DDP-SSN at ``first_ssn`` and both MSNs at 1.
+    segments : ``Out(stream.Signature(segment_layout()))``
+    fetches : ``Out(stream.Signature(fetch_layout()))``
+        A segment with payload leaves on both in the same cycle; put a
+        :class:`~hdl.stream.queue.Queue` behind each (their ``ready`` is read
+        as a flip-flop).
+    """
+
+    def __init__(self, *, associations: int = 2, stream_ids: int = 4, address_bits: int = ADDRESS_BITS):
+        self.associations, self.stream_ids = associations, stream_ids
+        self._address_bits = address_bits
+        streams = associations * stream_ids
+        super().__init__({
+            "work": In(stream.Signature(work_request_layout(address_bits))),
+            "association_write": In(stream.Signature(tx_association_write_layout())),
+            "stream_write": In(stream.Signature(tx_stream_write_layout(streams))),
+            "segments": Out(stream.Signature(segment_layout())),
+            "fetches": Out(stream.Signature(fetch_layout(address_bits))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        associations, streams = self.associations, self.associations * self.stream_ids
+        association_bits, stream_id_bits = index_bits(associations), index_bits(self.stream_ids)
+
+        # Tables: per association the payload room of a tagged and an untagged segment and the
+        # TSN counter; per stream the DDP-SSN counter and the MSNs of queues 0 and 1.
+        tagged_room = Array(Signal(SEGMENT_PAYLOAD_BITS, name=f"tagged_room_{i}") for i in range(associations))
+        untagged_room = Array(Signal(SEGMENT_PAYLOAD_BITS, name=f"untagged_room_{i}") for i in range(associations))
+        next_tsn = Array(Signal(32, name=f"next_tsn_{i}") for i in range(associations))
+        next_ssn = Array(Signal(16, name=f"next_ssn_{i}") for i in range(streams))
+        next_msn = Array(Array(Signal(32, init=1, name=f"next_msn_{i}_{qn}") for qn in range(2))
+                         for i in range(streams))
+
+        work = self.work.payload
+        request = Signal(work_request_layout(self._address_bits))
+        busy = Signal()
+        tagged, read_request, has_payload, last = Signal(), Signal(), Signal(), Signal()
+        per_segment = Signal(SEGMENT_PAYLOAD_BITS)
+        remaining = Signal(32)
+        rest = Signal(signed(34))   # remaining - per_segment: the next segment's remaining bytes
+        tsn, ssn, msn, mo = Signal(32), Signal(16), Signal(32), Signal(32)
+        offset_to, address = Signal(64), Signal(self._address_bits)
+        row = Signal(association_bits)
+        stream_row = Signal(index_bits(streams))
+
+        # Take a request: its rows are read from the queue's flip-flops.
+        work_row = work.association[:association_bits]
+        work_stream_row = Cat(work.stream_id[:stream_id_bits], work_row) if self.stream_ids > 1 else work_row
+        work_tagged = work.opcode == WorkOpcode.RDMA_WRITE
+        work_read_request = work.opcode == WorkOpcode.RDMA_READ_REQUEST
+        room = Mux(work_tagged, tagged_room[work_row], untagged_room[work_row])
+        m.d.comb += self.work.ready.eq(~busy)
+        with m.If(self.work.valid & ~busy):
+            m.d.sync += [
+                busy.eq(1),
+                request.eq(work),
+                row.eq(work_row), stream_row.eq(work_stream_row),
+                tagged.eq(work_tagged), read_request.eq(work_read_request),
+                per_segment.eq(room),
+                remaining.eq(Mux(work_read_request, 0, work.length)),
+                rest.eq(Cat(work.length, Const(0, 1)).as_signed() - room),
+                last.eq(work_read_request | (work.length <= room)),
+                has_payload.eq(~work_read_request & (work.length != 0)),
+                tsn.eq(next_tsn[work_row]),
+                ssn.eq(next_ssn[work_stream_row]),
+                msn.eq(next_msn[work_stream_row][work_read_request]),
+                mo.eq(0),
+                offset_to.eq(work.to),
+                address.eq(work.host_address),
+            ]
+
+        # Emit one segment per cycle while both outputs have room.
+        payload_length = Mux(last, remaining[:SEGMENT_PAYLOAD_BITS], per_segment)
+        segment = self.segments.payload
+        carries_invalidate = ((request.opcode == WorkOpcode.SEND_WITH_INVALIDATE)
+                              | (request.opcode == WorkOpcode.SEND_WITH_SE_AND_INVALIDATE))
+        m.d.comb += [
+            segment.association.eq(request.association),
+            segment.stream_id.eq(request.stream_id),
+            segment.tsn.eq(tsn),
+            segment.ddp_ssn.eq(ssn),
+            segment.opcode.eq(request.opcode),
+            segment.last.eq(last),
+            segment.stag.eq(request.stag),
+            segment.to.eq(offset_to),
+            segment.msn.eq(msn),
+            segment.mo.eq(mo),
+            segment.invalidate_stag.eq(Mux(carries_invalidate, request.invalidate_stag, 0)),
+            segment.sink_stag.eq(request.sink_stag),
+            segment.sink_to.eq(request.sink_to),
+            segment.size.eq(request.length),
+            segment.payload_length.eq(payload_length),
+            self.fetches.payload.address.eq(address),
+            self.fetches.payload.length.eq(payload_length),
+            self.segments.valid.eq(busy & (self.fetches.ready | ~has_payload)),
+            self.fetches.valid.eq(busy & has_payload & self.segments.ready),
+        ]
+        emit = self.segments.valid & self.segments.ready
+        with m.If(emit):
+            m.d.sync += [
+                remaining.eq(rest),
+                rest.eq(rest - per_segment),
+                last.eq(rest <= per_segment),
+                tsn.eq(tsn + 1),
+                ssn.eq(ssn + 1),
+                mo.eq(mo + per_segment),
+                offset_to.eq(offset_to + per_segment),
+                address.eq(address + per_segment),
+                next_tsn[row].eq(tsn + 1),
+                next_ssn[stream_row].eq(ssn + 1),
+            ]
+            with m.If(last):
+                m.d.sync += busy.eq(0)
+                with m.If(~tagged):
+                    m.d.sync += next_msn[stream_row][read_request].eq(msn + 1)
+
+        # Host writes (only while the association or stream has no work in flight).
+        m.d.comb += [self.association_write.ready.eq(1), self.stream_write.ready.eq(1)]
+        write = self.association_write.payload
+        with m.If(self.association_write.valid & (write.index < associations)):
+            index = write.index[:association_bits]
+            m.d.sync += [
+                tagged_room[index].eq(write.mulpdu - TAGGED_HEADER),
+                untagged_room[index].eq(write.mulpdu - UNTAGGED_HEADER),
+                next_tsn[index].eq(write.next_tsn),
+            ]
+        stream_write = self.stream_write.payload
+        with m.If(self.stream_write.valid & (stream_write.index < streams)):
+            m.d.sync += [
+                next_ssn[stream_write.index].eq(stream_write.first_ssn),
+                next_msn[stream_write.index][0].eq(1),
+                next_msn[stream_write.index][1].eq(1),
+            ]
+        return m
