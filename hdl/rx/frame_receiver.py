@@ -62,6 +62,7 @@ __all__ = ["FrameReceiver", "Realigner", "realign_layout", "exception_meta_layou
 
 
 _SCTP_CHECKSUM_OFFSET = 8  # RFC 4960 3.1
+_DECIDE_QUEUE_DEPTH = 5  # the decide stage's output queues: two in flight, three to ride out a stall
 
 
 def exception_meta_layout() -> data.StructLayout:
@@ -453,39 +454,39 @@ class FrameReceiver(wiring.Component):
         command_action = Signal(Action)
         pkt_meta = Signal(packet_meta_layout())
         exc_meta = Signal(exception_meta_layout())
-        pkt_metas = m.submodules.pkt_metas = Queue(packet_meta_layout(), 4)
-        exc_metas = m.submodules.exc_metas = Queue(exception_meta_layout(), 4)
+        pkt_metas = m.submodules.pkt_metas = Queue(packet_meta_layout(), _DECIDE_QUEUE_DEPTH)
+        exc_metas = m.submodules.exc_metas = Queue(exception_meta_layout(), _DECIDE_QUEUE_DEPTH)
         wiring.connect(m, pkt_metas.source, wiring.flipped(self.pkt_meta))
         wiring.connect(m, exc_metas.source, wiring.flipped(self.exc_meta))
 
-        meta_ok = Signal()
-        m.d.comb += meta_ok.eq(Mux(command_action == Action.DELIVER, pkt_metas.sink.ready,
-                                   Mux(command_action == Action.EXCEPTION, exc_metas.sink.ready, 1)))
         # The command reaches the buffer through a queue: its registered ready keeps the buffer's
-        # read-side state (staging level, final read) off the decide stage's path.
-        commands = m.submodules.commands = Queue(buffer.command.payload.shape())
+        # read-side state (staging level, final read) off the decide stage's path. The decision
+        # reads no ready: a frame is decided only while the command queue and both metadata
+        # queues have room for it and the one before it (`room`, registered from their levels),
+        # so the command register is always taken on the next cycle.
+        commands = m.submodules.commands = Queue(buffer.command.payload.shape(), _DECIDE_QUEUE_DEPTH)
         wiring.connect(m, commands.source, buffer.command)
-        consumed = Signal()
+        room = Signal()
+        m.d.sync += room.eq((commands.level < _DECIDE_QUEUE_DEPTH - 2) & (pkt_metas.level < _DECIDE_QUEUE_DEPTH - 2)
+                            & (exc_metas.level < _DECIDE_QUEUE_DEPTH - 2))
         m.d.comb += [
-            commands.sink.valid.eq(command_valid & meta_ok),
+            commands.sink.valid.eq(command_valid),
             commands.sink.payload.eq(command),
-            consumed.eq(commands.sink.valid & commands.sink.ready),
-            released.eq(consumed),
-            pkt_metas.sink.valid.eq(consumed & (command_action == Action.DELIVER)),
+            released.eq(command_valid),
+            pkt_metas.sink.valid.eq(command_valid & (command_action == Action.DELIVER)),
             pkt_metas.sink.payload.eq(pkt_meta),
-            exc_metas.sink.valid.eq(consumed & (command_action == Action.EXCEPTION)),
+            exc_metas.sink.valid.eq(command_valid & (command_action == Action.EXCEPTION)),
             exc_metas.sink.payload.eq(exc_meta),
         ]
-        with m.If(consumed):
-            m.d.sync += command_valid.eq(0)
 
         pop = Signal()
         m.d.comb += [
-            pop.eq(verdicts.source.valid & crcs.source.valid & infos.source.valid & (~command_valid | consumed)),
+            pop.eq(verdicts.source.valid & crcs.source.valid & infos.source.valid & room),
             verdicts.source.ready.eq(pop),
             crcs.source.ready.eq(pop),
             infos.source.ready.eq(pop),
         ]
+        m.d.sync += command_valid.eq(pop)
         action, reason = Signal(Action), Signal(4)
         with m.If(info.overflow):
             m.d.comb += [action.eq(Action.DROP), reason.eq(FrameDrop.OVERFLOW)]
@@ -497,7 +498,6 @@ class FrameReceiver(wiring.Component):
         counters = {name: getattr(self, name) for name in FRAME_COUNTERS}
         with m.If(pop):
             m.d.sync += [
-                command_valid.eq(1),
                 command_action.eq(action),
                 command.total.eq(info.beats),
                 command.skip.eq(0),

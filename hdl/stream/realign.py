@@ -72,12 +72,17 @@ class Realign(wiring.Component):
 
         # Input: each beat through a queue, with its packet's `drop` (valid from the first beat
         # to the last), so `sink.ready` is a flip-flop and `drop` is taken with the last beat.
+        # The drop is decoded on its way in: skip count, shift a (1..W), and whether a = W.
         inbox = m.submodules.inbox = Queue(data.StructLayout({
-            "beat": packet_layout(width), "drop": range(self._max_drop + 1)}))
+            "beat": packet_layout(width), "first_skip": range(self._max_drop // width + 1),
+            "first_amount": range(width + 1), "first_full": 1}))
         in_started = Signal()       # a beat of the packet coming in was taken
+        drop_lanes = self.drop.payload[:lane_bits] if lane_bits else Const(0, 1)
         m.d.comb += [
             inbox.sink.payload.beat.eq(self.sink.payload),
-            inbox.sink.payload.drop.eq(self.drop.payload),
+            inbox.sink.payload.first_skip.eq(self.drop.payload >> lane_bits),
+            inbox.sink.payload.first_amount.eq(Mux(drop_lanes == 0, width, drop_lanes)),
+            inbox.sink.payload.first_full.eq(drop_lanes == 0),
             inbox.sink.valid.eq(self.sink.valid & (in_started | self.drop.valid)),
             self.sink.ready.eq(inbox.sink.ready & (in_started | self.drop.valid)),
             self.drop.ready.eq(self.sink.valid & self.sink.ready & self.sink.payload.last),
@@ -91,21 +96,19 @@ class Realign(wiring.Component):
         flush = Signal()            # the tail of the last beat is still to go out
         skip = Signal(range(self._max_drop // width + 1))
         amount = Signal(range(width + 1))   # a, 1..W
+        amount_full = Signal()              # a = W, kept beside it
         prev_data = Signal(8 * width)
         prev_keep = Signal(width)
 
-        # The packet's first beat takes its skip count and shift from `drop`.
-        drop = inner.payload.drop
-        drop_lanes = drop[:lane_bits] if lane_bits else Const(0, 1)
-        first_amount = Mux(drop_lanes == 0, width, drop_lanes)
-        first_skip = drop >> lane_bits
+        # The packet's first beat takes its skip count and shift from its drop, decoded.
         held = started | flush
-        cur_amount = Mux(held, amount, first_amount)
-        cur_skip = Mux(started, skip, first_skip)
+        cur_amount = Mux(held, amount, inner.payload.first_amount)
+        cur_full = Mux(held, amount_full, inner.payload.first_full)
+        cur_skip = Mux(started, skip, inner.payload.first_skip)
 
         # A last beat with nothing held before it (a < W) is shifted on its own: no tail cycle.
         prev_empty = ~(held & prev_keep[0])
-        direct = ~flush & prev_empty & sink.last & (cur_amount != width)
+        direct = ~flush & prev_empty & sink.last & ~cur_full
         low_data = Mux(direct, sink.data, prev_data)
         low_keep = Mux(direct, sink.keep, Mux(held, prev_keep, 0))
         high_data = Mux(flush | direct, 0, sink.data)
@@ -149,7 +152,7 @@ class Realign(wiring.Component):
             with m.If(can_stage):
                 m.d.sync += flush.eq(0)
         with m.Elif(accept):
-            m.d.sync += [amount.eq(cur_amount), started.eq(~sink.last)]
+            m.d.sync += [amount.eq(cur_amount), amount_full.eq(cur_full), started.eq(~sink.last)]
             with m.If(cur_skip != 0):
                 m.d.sync += [skip.eq(cur_skip - 1), prev_keep.eq(0)]
             with m.Else():
