@@ -17,15 +17,16 @@ for the placement check to latch the stream's error bit (RFC 5041 7.1: no
 more placement on the stream until the host re-arms it). ``stream_fault``
 leaves through a queue; a record that needs it waits for room there.
 
-Latency: a record leaves four cycles after its verdict arrives (two in the
-verdict's queue, one in the record register, one in the output queue), or
-three after the ``done`` it waited for. Throughput: one record per cycle.
+Latency: a record leaves four cycles after its verdict, chunk error or the
+``done`` it waited for arrives (two in the input queue, one in the record
+register, one in the output queue). Throughput: one record per cycle.
 
 Timing: the consumer's ``ready`` reaches no decision here. The record
 registers load on every cycle (no enable) into an output queue, and a record
 is taken only while that queue has room for it and the two before it
 (``room``, registered from the queue's level). The verdict is read from its
-queue's LUT RAM, so the decision moves a read address, not a wide enable.
+queue's LUT RAM (so are the done and the chunk error), so the decision moves
+read addresses, not wide enables.
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -64,14 +65,13 @@ class ReportEngine(wiring.Component):
         m = Module()
         # Each input through a Queue (registered valid and ready), so the decision below starts
         # at flip-flops (and the verdict's RAM read) and no ready path leaves the block.
-        # The verdict, a wide record, is read from its queue's LUT RAM: the decision (taken late,
-        # from all three heads) moves a read address, not a wide register's enable.
+        # The inputs are read from their queues' LUT RAM: the decision (taken late, from all three
+        # heads) moves read addresses, not registers' enables.
         buffers = []
         for name, port in (("verdict", self.verdict), ("done", self.done), ("errors", self.chunk_errors)):
-            if name == "verdict":  # `placed` (whether to wait for a done) from flip-flops
-                buffer = Queue(port.payload.shape(), 4, memory_output=True, registered_fields=("placed",))
-            else:
-                buffer = Queue(port.payload.shape())
+            # `placed` (whether the verdict waits for a done) from flip-flops.
+            fields = ("placed",) if name == "verdict" else ()
+            buffer = Queue(port.payload.shape(), 4, memory_output=True, registered_fields=fields)
             m.submodules[f"{name}_buffer"] = buffer
             connect(m, wiring.flipped(port), buffer.sink)
             buffers.append(buffer.source)

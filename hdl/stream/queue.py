@@ -149,7 +149,9 @@ class Queue(wiring.Component):
         leaving = self.source.valid & self.source.ready
         count_next = Signal.like(count)
         m.d.comb += [count_next.eq(count + entering - leaving), self.sink.ready.eq(ready), self.level.eq(count)]
-        m.d.sync += [count.eq(count_next), ready.eq(count_next != depth)]
+        # The flags are loaded from compares of the counters' present values, chosen by the
+        # transfers: no adder between a consumer's ready and a flag. (`entering` implies `ready`.)
+        m.d.sync += [count.eq(count_next), ready.eq(leaving | Mux(entering, count != depth - 1, ready))]
         if self._memory_output:
             fifo = self._elaborate_memory(m, entering, self.source.ready)
             m.d.comb += [self.source.payload.eq(fifo.read_data), self.source.valid.eq(fifo.readable)]
@@ -173,9 +175,9 @@ class Queue(wiring.Component):
         to_memory = entering & ~(bypass & outlet.ready)
         fifo = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
         read_data, readable = fifo.read_data, fifo.readable
-        stored_next = Signal.like(stored)
-        m.d.comb += stored_next.eq(stored + to_memory - (outlet.ready & readable & ~bypass))
-        m.d.sync += [stored.eq(stored_next), bypass.eq(stored_next == 0)]
+        reading = outlet.ready & readable & ~bypass
+        m.d.sync += [stored.eq(stored + to_memory - reading),
+                     bypass.eq(~to_memory & Mux(reading, stored == 1, bypass))]
         m.d.comb += [
             outlet.payload.eq(Mux(bypass, self.sink.payload, read_data)),
             outlet.valid.eq(Mux(bypass, entering, readable)),
@@ -197,10 +199,9 @@ class Queue(wiring.Component):
         readable = Signal()
         write_address, read_address = Signal(range(depth)), Signal(range(depth))
         reading = taking & readable
-        in_memory_next = Signal.like(in_memory)
-        m.d.comb += in_memory_next.eq(in_memory + staged_valid - reading)
         m.d.sync += [
-            in_memory.eq(in_memory_next), readable.eq(in_memory_next != 0),
+            in_memory.eq(in_memory + staged_valid - reading),
+            readable.eq(staged_valid | Mux(reading, in_memory != 1, readable)),
             staged.eq(self.sink.payload), staged_valid.eq(writing),
         ]
         with m.If(staged_valid):
