@@ -130,7 +130,8 @@ class CMID:
             raise InvalidState("this id already has a queue pair")
         if pd.device is not self.device or send_cq.device is not self.device:
             raise InvalidArgument("the PD and CQs must belong to this id's device")
-        self.qp = QP(pd, send_cq, recv_cq or send_cq, cap or QPCap(), self.device.next_qp_num())
+        self.qp = QP(pd, send_cq, recv_cq if recv_cq is not None else send_cq, cap or QPCap(),
+                     self.device.next_qp_num())  # an empty CQ is falsy (len 0)
         return self.qp
 
     def listen(self, backlog: int = 16) -> None:
