@@ -10,20 +10,17 @@ its golden model's (`sim.driver_sim.RtlEngine`).
 
 import pytest
 
-from driver import LinkConfig, open_fabric
+from driver import open_fabric
 from model.rnic.link import Side
+from sim.commands.demo import impaired
 from sim.driver_sim import run_program
 from sim.e2e_program import KIB, MIB, end_to_end_checked, sweep
 
 LOSSES = (0.0, 0.01, 0.05)
 
 
-def impaired(loss: float, seed: int = 1) -> LinkConfig:
-    return LinkConfig(loss=loss, duplication=loss, reordering=loss, corruption=loss, seed=seed)
-
-
 def run_checked(backend: str, loss: float, largest: int) -> None:
-    fabric = open_fabric(backend, link=impaired(loss), seed=1)
+    fabric = open_fabric(backend, link=impaired(loss, seed=1), seed=1)
     report = fabric.backend.run(lambda: end_to_end_checked(fabric, largest=largest))
     mulpdu = fabric.devices[0].query_device().mulpdu
     assert report.sizes == list(sweep(mulpdu, largest))
@@ -60,7 +57,7 @@ def test_end_to_end_on_engine(loss):
 
 
 def run_on_rtl(tmp_path, loss: float, largest: int, width_bytes: int = 8) -> None:
-    run_program(end_to_end_checked, link=impaired(loss), seed=1, width_bytes=width_bytes, memory_bytes=1 << 24,
+    run_program(end_to_end_checked, link=impaired(loss, seed=1), seed=1, width_bytes=width_bytes, memory_bytes=1 << 24,
                 arguments={"largest": largest}, log_file=tmp_path / "sim.log")
     assert "frames through the RTL engine, every record as its model's" in (tmp_path / "sim.log").read_text()
 
