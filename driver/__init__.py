@@ -36,7 +36,8 @@ from driver.pd import PD
 from driver.qp import QP, SGE, QPCap, QPState, RecvWR, SendFlags, SendWR, WROpcode
 
 __all__ = [
-    "AccessFlags", "AddressInUse", "AssociationEnd", "BACKENDS", "BackendUnavailable", "CMEvent", "CMEventType", "CMID", "CMState",
+    "AccessFlags", "AddressInUse", "AssociationEnd", "BACKENDS", "BackendUnavailable", "CMEvent", "CMEventType",
+    "CMID", "CMState",
     "ConnParam", "CQ", "Device", "DeviceAttr", "DriverError", "ErrorNumber", "Fabric", "InvalidArgument",
     "InvalidState", "LinkConfig", "MAX_USER_PRIVATE_DATA", "MR", "NotConnected", "OrdExceeded", "PD",
     "PrivateDataTooLong", "QP", "QPCap", "QPState", "QueueFull", "RecvWR", "RtrType", "SGE", "SendFlags",

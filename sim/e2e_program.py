@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass, field
 
 from driver import (
-    SGE, AccessFlags, AssociationEnd, CMEventType, ConnParam, Fabric, RecvWR, SendFlags, SendWR, WCFlags, WCOpcode, WCStatus,
-    WROpcode,
+    CMID, CQ, MR, PD, QP, SGE, AccessFlags, AssociationEnd, CMEventType, ConnParam, Device, Fabric, RecvWR,
+    SendFlags, SendWR, WCFlags, WCOpcode, WCStatus, WROpcode,
 )
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -103,12 +103,12 @@ class E2eReport:
 @dataclass
 class _Host:
     name: str
-    device: object
-    pd: object
-    send_cq: object
-    recv_cq: object
-    id: object = None
-    qp: object = None
+    device: Device
+    pd: PD
+    send_cq: CQ
+    recv_cq: CQ
+    id: CMID | None = None
+    qp: QP | None = None
 
 
 def _pattern(name: str, size: int) -> bytes:
@@ -149,7 +149,8 @@ async def connect(fabric: Fabric, report: E2eReport) -> tuple[_Host, _Host]:
         if ok:
             report.established[host.name] = (event.conn_param.responder_resources, event.conn_param.initiator_depth)
         report.check(f"{host.name}: ESTABLISHED, IRD/ORD {IRD_ORD}/{IRD_ORD} (RFC 6581 9)",
-                     ok and report.established[host.name] == (IRD_ORD, IRD_ORD), f"{event.event_type.name} {event.reason}")
+                     ok and report.established[host.name] == (IRD_ORD, IRD_ORD),
+                     f"{event.event_type.name} {event.reason}")
     return a, b
 
 
@@ -157,11 +158,11 @@ async def connect(fabric: Fabric, report: E2eReport) -> tuple[_Host, _Host]:
 class _Round:
     """One host's regions for one size."""
 
-    source: object
-    write_sink: object
-    read_sink: object
-    receives: object
-    targets: list
+    source: MR
+    write_sink: MR
+    read_sink: MR
+    receives: MR
+    targets: list[MR]
     data: bytes
 
 
@@ -184,7 +185,7 @@ def _register(host: _Host, size: int, report: E2eReport) -> _Round:
     return _Round(source, write_sink, read_sink, receives, targets, data)
 
 
-def _receive_buffer(receives, size: int, index: int) -> int:
+def _receive_buffer(receives: MR, size: int, index: int) -> int:
     return receives.buf + GUARD + index * (size + GUARD)
 
 

@@ -10,7 +10,8 @@ session with a Terminate; the other answers with its own.
 import pytest
 
 from driver import (
-    SGE, AssociationEnd, CMEventType, ConnParam, NotConnected, QPState, RecvWR, RtrType, SendWR, SimulationStalled, TerminateLayer,
+    SGE, AssociationEnd, CMEventType, ConnParam, NotConnected, QPState, RecvWR, RtrType, SendWR, SimulationStalled,
+    TerminateLayer,
     WaitTimeout, WCStatus, WROpcode, open_fabric, run,
 )
 from scripts.driver_example import main as example_main
