@@ -12,7 +12,7 @@ from model.rnic.link import LinkConfig
 from driver.backends.base import DeviceAttr
 from driver.cm import CMID, MAX_USER_PRIVATE_DATA, CMEvent, CMEventType, CMState, ConnParam
 from driver.cq import CQ, WC, WCFlags, WCOpcode, WCStatus
-from driver.device import BACKENDS, Device, Fabric, open_fabric, run
+from driver.device import BACKENDS, AssociationEnd, Device, Fabric, open_fabric, run
 from driver.errors import (
     AddressInUse,
     BackendUnavailable,
@@ -38,7 +38,8 @@ from driver.pd import PD
 from driver.qp import QP, SGE, QPCap, QPState, RecvWR, SendFlags, SendWR, WROpcode
 
 __all__ = [
-    "AccessFlags", "AddressInUse", "BACKENDS", "BackendUnavailable", "CMEvent", "CMEventType", "CMID", "CMState",
+    "AccessFlags", "AddressInUse", "AssociationEnd", "BACKENDS", "BackendUnavailable", "CMEvent", "CMEventType",
+    "CMID", "CMState",
     "ConnParam", "CQ", "Device", "DeviceAttr", "DriverError", "ErrorNumber", "Fabric", "InvalidArgument",
     "InvalidState", "LinkConfig", "MAX_USER_PRIVATE_DATA", "MR", "NotConnected", "OrdExceeded", "OutOfResources", "PD",
     "PrivateDataTooLong", "QP", "QPCap", "QPState", "QueueFull", "RecvWR", "RtrType", "SGE", "SendFlags",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
+from enum import Enum
 from typing import TypeVar
 
 from model.ddp.negotiation import NegotiationFailed, Role, check_reply, offered_rtr_types
@@ -48,7 +49,7 @@ from model.sctp.state import AssociationState
 
 from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend
 from driver.cm import CMEventType, CMID, CMState, ConnParam
-from driver.cq import CQ
+from driver.cq import CQ, DEFAULT_WAIT
 from driver.arguments import instance, whole
 from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, UnknownBackend,
                            WrongArgumentType)
@@ -60,6 +61,19 @@ BACKENDS = ("soft", "engine", "sim")
 """Every backend name: `soft` (software RNICs), `engine` (hosts receiving through the receive engine's golden
 model, control plane in software), `sim` (the same hosts with the gateware engine under Verilator: a cocotb
 test, see `sim.driver_sim`)."""
+
+
+class AssociationEnd(Enum):
+    """How a device's SCTP association ended (`Device.wait_closed`)."""
+
+    CLOSED = "shut down gracefully (SHUTDOWN COMPLETE, RFC 4960 9.2)"
+    ABORTED = "aborted by the peer (ABORT, RFC 4960 9.1)"
+    FAILED = "failed: a retransmission limit ran out (RFC 4960 5.1 C, 8.1)"
+    CLOSE_ABORTED = "aborted by close() at its deadline"
+
+
+_ASSOCIATION_ENDS = {Closed: AssociationEnd.CLOSED, Aborted: AssociationEnd.ABORTED, Failed: AssociationEnd.FAILED,
+                     CloseAborted: AssociationEnd.CLOSE_ABORTED}
 
 
 class Device:
@@ -77,6 +91,8 @@ class Device:
         self._waiting_for_association: list[CMID] = []
         self._qp_count = 0
         self.closed = False
+        self.association_end: AssociationEnd | None = None
+        """How the device's association ended, once it has."""
 
     @property
     def address(self) -> tuple[str, int]:
@@ -116,6 +132,12 @@ class Device:
     def check_open(self) -> None:
         if self.closed:
             raise InvalidState(f"device {self.name} is closed")
+
+    async def wait_closed(self, timeout: float | None = DEFAULT_WAIT) -> AssociationEnd:
+        """Wait until the device's association has ended (after either side's `close`); how it ended."""
+        await self.fabric.wait_until(lambda: self.association_end is not None, timeout)
+        assert self.association_end is not None
+        return self.association_end
 
     # -- used by the connection ids ------------------------------------------------------
 
@@ -251,6 +273,8 @@ class Device:
         self.backend.open_stream(stream_id, param.private_data, cm_id._resources(param))
 
     def _association_over(self, event: RnicEvent) -> None:
+        if self.association_end is None:
+            self.association_end = _ASSOCIATION_ENDS[type(event)]
         if isinstance(event, Failed) and event.state in (AssociationState.COOKIE_WAIT, AssociationState.COOKIE_ECHOED):
             kind, reason = CMEventType.UNREACHABLE, f"the association could not be set up: {event.reason}"
         else:

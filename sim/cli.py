@@ -4,8 +4,8 @@
                                       decode a capture down to DDP, RDMAP and session control
     rnic sample-capture OUT.pcap      write the sample capture the README's demo dissects
     rnic bench model [--seconds S]    golden-model throughput table (encode, validate, place)
-    rnic demo [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES] [--no-progress]
-                                      two software RNICs run every RDMAP operation over a lossy link
+    rnic demo [--backend soft|sim] [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES] [--no-progress]
+                                      two RNICs run every RDMAP operation over a lossy link (sim: host A on the RTL)
     rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
                                       model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
                                       a table and a goodput-versus-loss plot (PNG)
@@ -291,11 +291,19 @@ def _bench_rx(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from sim.commands.demo import demo_command
+    from sim.commands.demo import SIM_LARGEST_SIZE, demo_command
 
+    if args.backend == "sim":
+        if args.udp:
+            args.usage_error("argument --udp: not with --backend sim (the RTL run is SCTP over IPv4)")
+        if args.size > SIM_LARGEST_SIZE:
+            args.usage_error(f"argument --size: {args.size} is above the maximum of {SIM_LARGEST_SIZE} with "
+                             "--backend sim (host A's memory is the testbench's RAM)")
+        if _sim_extra_missing("demo --backend sim", "the RTL engine under Verilator"):
+            return 1
     try:  # progress: a bar on a terminal, else a line every 10 s (demo_command decides)
         return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap,
-                            show_progress=not args.no_progress)
+                            show_progress=not args.no_progress, backend=args.backend)
     except OSError as error:  # the capture, written after the run (its file was checked before)
         print(f"rnic demo: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
         return 1
@@ -429,7 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--seed", type=int, default=1, help="seed of the link and the hosts (default 1)")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
-    demo = commands.add_parser("demo", help="two software RNICs run every RDMAP operation over a lossy link")
+    demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")
+    demo.add_argument("--backend", choices=("soft", "sim"), default="soft",
+                      help="soft: two software RNICs (default); sim: through the host driver, host A receiving "
+                           "on the RTL engine (W = 8) under Verilator, host B a software RNIC")
     demo.add_argument("--loss", type=probability, default=0.0,
                       help="link loss probability, also used for duplication, reordering and corruption (0..1)")
     demo.add_argument("--pcap", metavar="FILE", type=output_file, help="write the frames the link delivered as a libpcap file")
@@ -439,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="bytes per operation, 0 to 2**32 - 1 (default 1 MiB)")
     demo.add_argument("--no-progress", action="store_true",
                       help="no progress on stderr (a bar on a terminal, else a line every 10 s)")
-    demo.set_defaults(handler=_demo)
+    demo.set_defaults(handler=_demo, usage_error=demo.error)
     return parser
 
 

@@ -67,6 +67,7 @@ from sim.traffic.rx import EngineShape
 T = TypeVar("T")
 
 WIDTH_BYTES = 8
+"""The default width; any the engine's cocotb tests build (8, 16, 32, 64) reuses their build."""
 SHAPE = EngineShape()
 BUFFER_BYTES = 32768
 """The engine's parameters as its cocotb tests build it (tests/sim/test_rx_engine_cocotb.py): one build."""
@@ -199,17 +200,18 @@ class RtlEngine:
         return EngineOutput(
             frame=got_frames[0] if got_frames else None, chunks=got_chunks,
             acks=[Ack(r.tsn, AckDisposition(r.disposition), r.length) for r in results.acks],
-            reports=[verdict_of(r) for r in results.segments], chunk_errors=len(results.chunk_errors))
+            reports=[verdict_of(r) for r in results.segments], chunk_errors=len(results.chunk_errors),
+            reports_waiting=results.counters["reports_waiting"])
 
 
 class SimFabric(FabricBackend):
     """Host A on the RTL engine, host B on its golden model, one simulated link (see the module docstring).
 
     `engine`: host A's engine (`RtlEngine`); `lock`: serialises the waits that drive the fabric (a cocotb
-    `Lock` by default)."""
+    `Lock` by default); `record`: keep the link's frames (`pair.pcap()`)."""
 
     def __init__(self, engine: AsyncEngine, link: LinkConfig | None = None, seed: int = 1, lock=None,
-                 **options: object) -> None:
+                 record: bool = False, **options: object) -> None:
         options.setdefault("resources", ENGINE_RESOURCES)
         options.setdefault("streams", STREAM_IDS)
         hosts = {}
@@ -225,7 +227,7 @@ class SimFabric(FabricBackend):
                 hosts[side] = OffloadRnic(config, memory, rng, ModelEngine(MACS[side], IPS[side], memory),
                                           session_policy=None, regions=SHAPE.regions,
                                           buffers_per_queue=SHAPE.buffers_per_queue)
-        self.pair = HostPair(hosts, Link(link))
+        self.pair = HostPair(hosts, Link(link, record=record), record=record)
         self.rtl = engine
         self.devices = (EngineDevice(self, Side.A), EngineDevice(self, Side.B))  # type: ignore[arg-type]
         self.frames_through_rtl = 0
@@ -287,11 +289,6 @@ class SimFabric(FabricBackend):
 # -- running a program ------------------------------------------------------------------------------
 
 
-def program_arguments() -> dict:
-    """Inside a program that `run_program` runs: the `arguments` it was given."""
-    return test_parameters().get("arguments", {})
-
-
 def program_reference(main: Callable) -> dict[str, str]:
     """How the cocotb test finds `main`: its module, or the file of a script run as __main__."""
     module = main.__module__
@@ -303,14 +300,19 @@ def program_reference(main: Callable) -> dict[str, str]:
     return reference
 
 
-def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1,
-                log_file: Path | None = None, arguments: dict | None = None) -> SimulationResult:
-    """Run the coroutine function `main(fabric)` on the `sim` fabric, in a cocotb test on the W = 8 engine
-    (the build its own tests use); `SimulationFailed` when `main` raises or the engine differs from its
-    model. `main`'s prints go to the simulator's log (stdout, or `log_file`); `arguments` (JSON values) reach
-    it as `program_arguments()`."""
+def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1, log_file: Path | None = None,
+                width_bytes: int = WIDTH_BYTES, memory_bytes: int = MEMORY_BYTES, record: bool = False,
+                arguments: dict | None = None) -> SimulationResult:
+    """Run the coroutine function `main(fabric, **arguments)` on the `sim` fabric, in a cocotb test on the
+    engine of `width_bytes` (the build its own tests use: same build root and parameters) with
+    `memory_bytes` of host memory for host A; `record` keeps the link's frames. `SimulationFailed` when
+    `main` raises or the engine differs from its model. `main`'s prints go to the simulator's log (stdout,
+    or `log_file`); `arguments` must be JSON-serialisable."""
     parameters = {**program_reference(main), "seed": seed,
-                  "link": dataclasses.asdict(link) if link is not None else None, "arguments": arguments or {}}
-    return run_cocotb(rx_engine(), test_module="sim.tb.driver_program", toplevel=f"rx_engine_w{WIDTH_BYTES}",
-                      build_root=default_build_root() / "rx_engine", parameters=parameters, log_file=log_file,
-                      waves_name=f"rx_engine_w{WIDTH_BYTES}-driver-{main.__name__}")
+                  "link": dataclasses.asdict(link) if link is not None else None,
+                  "width_bytes": width_bytes, "memory_bytes": memory_bytes, "record": record,
+                  "arguments": arguments or {}}
+    return run_cocotb(rx_engine(width_bytes), test_module="sim.tb.driver_program",
+                      toplevel=f"rx_engine_w{width_bytes}", build_root=default_build_root() / "rx_engine",
+                      parameters=parameters, log_file=log_file,
+                      waves_name=f"rx_engine_w{width_bytes}-driver-{main.__name__}")

@@ -51,6 +51,20 @@ records back (`engine_output`). A command made while the host handles
 records goes ahead of the frames still waiting, so a row is written before
 the next frame meets the engine.
 
+Receive window (RFC 4960 6.2).  The engine keeps at most `SEQUENCE_WINDOW`
+(32) DDP-SSNs of a stream from the lowest one missing: a segment beyond
+ends the stream (INVALID_SSN, RFC 5043 10), and its record store holds the
+records of segments placed past a gap.  SCTP's a_rwnd does not count the
+chunks a SACK's gap blocks acknowledge, so a plain window would let a peer
+send on past a lost chunk without bound.  The host therefore counts every
+record the engine holds (`reports_waiting`, after each frame) as a full
+DATA chunk of buffer still in use (`Association.hold_placed`) and offers a
+receive buffer of `WINDOW_SLOTS` such chunks: a peer filling the window
+with full segments has at most that many in flight past the lowest missing
+one, half the engine's window, which leaves room for the short last
+segments of messages.  A peer sending many short segments may still pass
+the engine's window; the stream then ends as RFC 5043 10 allows.
+
 Limits: segments arriving on the exception path (a frame the engine passes
 up whole after the association's row is written) are not placed.
 """
@@ -59,7 +73,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, Union
 
 from model.ddp.memory import Access, MemoryRegion, SparseMemory
@@ -71,13 +85,14 @@ from model.ddp.session import StreamReleased as SessionStreamReleased
 from model.ddp.sink import Delivered, UntaggedBuffer
 from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, RegionEntry, StreamEntry
 # the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
-from model.engine.rx import (STAG_KEY_BITS, AckDisposition, FrameAction, FrameResult, ReceiveEngineModel,
-                             SegmentStatus, SegmentVerdict)
+from model.engine.rx import (SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, FrameAction, FrameResult,
+                             ReceiveEngineModel, SegmentStatus, SegmentVerdict)
 from model.errors import DdpError, RdmapError, RnicError
 from model.rdmap.endpoint import RdmapEndpoint
 from model.rdmap.messages import Opcode, QueueNumber, RdmapControl
 from model.rnic.host import RnicConfig, SessionPolicy, SoftRnic, accept_every_session
 from model.sctp.association import PlacedData
+from model.sctp.config import AssociationConfig
 from model.sctp.packet import PPID_DDP_SEGMENT
 from model.sctp.events import AssociationEstablished
 
@@ -141,6 +156,10 @@ class Ack:
     length: int
 
 
+WINDOW_SLOTS = SEQUENCE_WINDOW // 2
+"""Full DATA chunks the host's receive buffer holds (see the module docstring)."""
+
+
 @dataclass
 class EngineOutput:
     """The records the engine emitted for one frame."""
@@ -153,6 +172,8 @@ class EngineOutput:
     reports: list[SegmentVerdict] = field(default_factory=list)
     """SEGMENT report records, in the order the engine emitted them."""
     chunk_errors: int = 0
+    reports_waiting: int = 0
+    """The engine's `reports_waiting` after the frame: records of placed segments held for an earlier DDP-SSN."""
 
 
 class ReceiveEngine(Protocol):
@@ -177,7 +198,7 @@ class ModelEngine:
         if isinstance(command, FrameIn):
             model.receive(command.frame, command.now)
             (self.last_result,) = model.next_events()
-            return output_of(self.last_result, command.frame)
+            return output_of(self.last_result, command.frame, model.reports_waiting)
         if isinstance(command, AssociationRow):
             model.write_association(command.entry, command.valid)
         elif isinstance(command, RegionRow):
@@ -192,13 +213,14 @@ class ModelEngine:
         return None
 
 
-def output_of(result: FrameResult, frame: bytes) -> EngineOutput:
+def output_of(result: FrameResult, frame: bytes, reports_waiting: int = 0) -> EngineOutput:
     """The records of one frame's `FrameResult`, as the engine's output streams carry them."""
     if result.action is FrameAction.EXCEPTION:
-        return EngineOutput(frame=frame)
+        return EngineOutput(frame=frame, reports_waiting=reports_waiting)
     return EngineOutput(chunks=[c.chunk for c in result.chunks_to_host],
                         acks=[Ack(a.tsn, a.disposition, a.length) for a in result.acks],
-                        reports=list(result.segments), chunk_errors=len(result.chunk_faults))
+                        reports=list(result.segments), chunk_errors=len(result.chunk_faults),
+                        reports_waiting=reports_waiting)
 
 
 # -- per-stream receive state -------------------------------------------------------------------
@@ -368,6 +390,11 @@ class OffloadRnic(SoftRnic):
             raise ValueError(f"IRD {config.resources.ird}: a stream keeps IRD + 1 Read Request buffers posted "
                              f"(RFC 5040 4.2), the engine holds {buffers_per_queue} per queue")
 
+    def _association_config(self, peer_port: int) -> AssociationConfig:
+        """The receive window in record slots (`WINDOW_SLOTS`, a full DATA chunk each; see the module docstring)."""
+        config = super()._association_config(peer_port)
+        return replace(config, receive_buffer=min(config.receive_buffer, WINDOW_SLOTS * config.max_user_data))
+
     # -- the engine -----------------------------------------------------------------------
 
     def command(self, command: EngineCommand) -> None:
@@ -420,6 +447,7 @@ class OffloadRnic(SoftRnic):
             return
         placed = [PlacedData(ack.tsn, ack.length) for ack in output.acks
                   if ack.disposition is not AckDisposition.TO_HOST]
+        association.hold_placed(output.reports_waiting * association.config.max_user_data)
         association.receive_offloaded(b"".join(c + bytes(-len(c) % 4) for c in output.chunks), placed, now)
         self._drain_association(now)
         for record in output.reports:

@@ -188,6 +188,8 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         self._sacks_due: list[SackChunk] = []
         """SACKs built when a received packet called for one at once (6.2), waiting for `data_to_send`."""
         self._buffered = 0
+        self._held_by_engine = 0
+        """Bytes of placed data an offload engine still holds (`hold_placed`)."""
         self._last_advertised_rwnd = config.receive_buffer
         self._next_ssn_in: dict[int, int] = {}
         self._reorder: dict[int, dict[int, DataChunk]] = {}
@@ -257,6 +259,14 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         if not 0 <= nbytes <= self._buffered:
             raise ValueError(f"consume({nbytes}) with {self._buffered} bytes held")
         self._release_buffer(nbytes)
+
+    def hold_placed(self, nbytes: int) -> None:
+        """An offload engine now holds `nbytes` of buffer for data it placed (records waiting for an earlier
+        DDP-SSN): the a_rwnd announced is the receive buffer less these and the data held here (RFC 4960 6.2)."""
+        if nbytes < 0:
+            raise ValueError(f"hold_placed({nbytes})")
+        self._held_by_engine = nbytes
+        self._window_changed()
 
     def shutdown(self, now: float) -> None:
         """Graceful close (RFC 4960 9.2): SHUTDOWN once every queued and outstanding chunk is acknowledged.

@@ -146,12 +146,16 @@ class DataTransferMixin:
         """6.2: `nbytes` of delivered data's buffer are free again; the window update (SWS avoidance) tells the
         sender once the window grew noticeably."""
         self._buffered -= nbytes
+        self._window_changed()
+
+    def _window_changed(self) -> None:
+        """The window update (SWS avoidance): tell the sender once the window grew noticeably."""
         threshold = min(self.config.max_packet_size, self.config.receive_buffer // 2)
         if self._tracker is not None and self._receive_window() - self._last_advertised_rwnd >= threshold:
             self._ack_now = True
 
     def _receive_window(self) -> int:
-        return max(self.config.receive_buffer - self._buffered, 0)
+        return max(self.config.receive_buffer - self._buffered - self._held_by_engine, 0)
 
     def _make_sack(self, room: int) -> SackChunk:
         """SACK of RFC 4960 6.2 / 3.3.4, trimmed to `room` bytes; resets the delayed-ACK state."""

@@ -73,6 +73,7 @@ from model.rnic.events import (
 from model.errors import TerminateLayer, error_name
 from model.sctp.packet import ErrorCauseCode
 from sim.commands.pattern_memory import PatternMemory
+from sim.e2e_program import Check
 
 STREAM = 0
 
@@ -134,13 +135,6 @@ def impaired(loss: float, seed: int) -> LinkConfig:
 
 
 # -- the demo --------------------------------------------------------------------------
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool
-    detail: str = ""
 
 
 @dataclass
@@ -234,17 +228,10 @@ def _run_phases(result: DemoResult, bed: HostPair, seed: int, size: int,
                 progress: Callable[[float], None] | None, tamper: Callable[[HostPair], None] | None) -> None:
     result.phase = PHASES[0]
     bed.connect()
-    connected = {side: bed.of(side, Connected)[0] for side in Side}
-    result.check("association up with DDP on both sides (RFC 5043 11.1)",
-                 all(event.ddp_enabled and event.peer_adaptation_code_point == 1 for event in connected.values()))
+    _association_check(result, bed)
     result.phase = PHASES[1]
     bed.open_stream(STREAM, b"rnic demo")
-    established = {side: bed.of(side, SessionEstablished)[0] for side in Side}
-    result.check("IRD/ORD 4/4 negotiated on both sides (RFC 6581 9)",
-                 all((e.ird, e.ord) == (4, 4) for e in established.values()))
-    result.check("initiator sends, responder receives the zero-length RDMA Write RTR (RFC 6581 9)",
-                 established[Side.A].rtr is RtrType.WRITE
-                 and [e.rtr for e in bed.of(Side.B, RtrArrived)] == [RtrType.WRITE])
+    _session_checks(result, bed)
 
     result.phase = PHASES[2]
     layout = MemoryMap.for_size(size)
@@ -308,6 +295,25 @@ def _run_phases(result: DemoResult, bed: HostPair, seed: int, size: int,
     result.phase = "teardown (RFC 5043 6.2, RFC 4960 9.2)"
     close_start = bed.now
     result.teardown = bed.close(limit=CLOSE_TIME_LIMIT)
+    _teardown_check(result, bed, close_start)
+
+
+def _association_check(result: DemoResult, bed: HostPair) -> None:
+    connected = {side: bed.of(side, Connected)[0] for side in Side}
+    result.check("association up with DDP on both sides (RFC 5043 11.1)",
+                 all(event.ddp_enabled and event.peer_adaptation_code_point == 1 for event in connected.values()))
+
+
+def _session_checks(result: DemoResult, bed: HostPair) -> None:
+    established = {side: bed.of(side, SessionEstablished)[0] for side in Side}
+    result.check("IRD/ORD 4/4 negotiated on both sides (RFC 6581 9)",
+                 all((e.ird, e.ord) == (4, 4) for e in established.values()))
+    result.check("initiator sends, responder receives the zero-length RDMA Write RTR (RFC 6581 9)",
+                 established[Side.A].rtr is RtrType.WRITE
+                 and [e.rtr for e in bed.of(Side.B, RtrArrived)] == [RtrType.WRITE])
+
+
+def _teardown_check(result: DemoResult, bed: HostPair, close_start: float) -> None:
     unfinished = [side.name for side, event in result.teardown.items() if event is None]
     result.check("teardown: both hosts' associations ended (RFC 5043 6.2, RFC 4960 9.2)", not unfinished,
                  f"host {' and '.join(unfinished)} did not close within {bed.now - close_start:.3f} s "
@@ -416,7 +422,9 @@ def _association_text(bed: HostPair, side: Side) -> str:
     return association.state.value
 
 
-def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: int, out: TextIO) -> None:
+def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: int, out: TextIO,
+                  measured: str = "model") -> None:
+    """The summary; `measured` names what the wall-clock goodput measures ("model", or the RTL simulation)."""
     bed = result.testbed
     assert bed is not None
     transport = "SCTP over UDP 9899 (RFC 6951)" if udp else "SCTP over IPv4"
@@ -479,7 +487,7 @@ def print_summary(result: DemoResult, loss: float, seed: int, udp: bool, size: i
     print(f"time: simulated {bed.now:.3f} s (data phase {result.data_seconds:.3f} s), wall {result.wall_seconds:.2f} s",
           file=out)
     if result.operations and result.stopped is None:  # a stopped run did not move what was posted
-        print(f"model goodput: {_rate(total, result.wall_seconds)} wall-clock, "
+        print(f"{measured} goodput: {_rate(total, result.wall_seconds)} wall-clock, "
               f"{_rate(total, result.data_seconds)} simulated (data phase)", file=out)
     failed = [check for check in result.checks if not check.passed]
     print(f"checks: {len(result.checks) - len(failed)} passed, {len(failed)} failed", file=out)
@@ -539,11 +547,14 @@ class ProgressLines:
 
 def demo_command(
     loss: float, seed: int, udp: bool, size: int, pcap: str | None, show_progress: bool,
-    out: TextIO | None = None, tamper: Callable[[HostPair], None] | None = None,
+    out: TextIO | None = None, tamper: Callable[[HostPair], None] | None = None, backend: str = "soft",
 ) -> int:
     """Run, print the summary (also when a phase could not finish), write the capture; exit status 0 only if
-    every check passed.  `show_progress`: a bar on a terminal, else a line now and then (both on stderr)."""
+    every check passed.  `show_progress`: a bar on a terminal, else a line now and then (both on stderr);
+    `backend` "sim": through the driver on the RTL engine (`sim_demo`; no progress, no `tamper`)."""
     out = out if out is not None else sys.stdout
+    if backend == "sim":
+        return sim_demo(loss, seed, size, pcap, out)
     progress = None
     if show_progress:
         progress = ProgressBar(sys.stderr) if sys.stderr.isatty() else ProgressLines(sys.stderr, size)
@@ -556,3 +567,93 @@ def demo_command(
         Path(pcap).write_bytes(result.testbed.pcap())
         print(f"capture: {pcap} ({len(result.testbed.link.recording or [])} frames)", file=out)
     return 0 if result.passed else 1
+
+
+# -- --backend sim: the driver on the RTL engine ----------------------------------------------
+
+SIM_LARGEST_SIZE = 16 * MIB
+"""The largest `--size` of `--backend sim`: host A's memory is the testbench's RAM, which holds its buffers."""
+
+
+def sim_memory_bytes(size: int) -> int:
+    """Host A's RAM for operations of `size` bytes: its seven buffers (`sim.e2e_program`) past the driver's first
+    megabyte, as a power of two of at least 4 MiB."""
+    return 1 << max(22, (8 * size + 2 * MIB).bit_length())
+
+
+def sim_demo(loss: float, seed: int, size: int, pcap: str | None, out: TextIO,
+             width_bytes: int = 8) -> int:
+    """The demo through the host driver on the `sim` fabric: host A's receive on the RTL engine under Verilator
+    (`sim.driver_sim`), host B a software RNIC over the engine's model; the summary of `print_summary`."""
+    import json
+    import tempfile
+
+    from sim.driver_sim import run_program
+    from sim.runner import SimulationFailed
+
+    with tempfile.TemporaryDirectory(prefix="rnic-demo-") as work:
+        outcome_file, log = Path(work) / "outcome.json", Path(work) / "sim.log"
+        try:
+            run_program(sim_demo_program, link=impaired(loss, seed), seed=seed, log_file=log,
+                        width_bytes=width_bytes, memory_bytes=sim_memory_bytes(size), record=pcap is not None,
+                        arguments={"loss": loss, "seed": seed, "size": size, "outcome": str(outcome_file),
+                                   "pcap": str(Path(pcap).resolve()) if pcap is not None else None,
+                                   "width_bytes": width_bytes})
+        except SimulationFailed as error:
+            if not outcome_file.exists():
+                print(f"rnic demo: the simulation failed: {error}", file=sys.stderr)
+                print(log.read_text()[-4000:], file=sys.stderr)
+                return 1
+        outcome = json.loads(outcome_file.read_text())
+    out.write(outcome["summary"])
+    if pcap is not None and outcome["frames"] is not None:
+        print(f"capture: {pcap} ({outcome['frames']} frames)", file=out)
+    return 0 if outcome["passed"] else 1
+
+
+async def sim_demo_program(fabric, loss: float, seed: int, size: int, outcome: str, pcap: str | None,
+                           width_bytes: int) -> None:
+    """Under cocotb (`sim.tb.driver_program`): the demo's phases through the driver (`sim.e2e_program`), the
+    summary and the capture written for `sim_demo`."""
+    import io
+    import json
+
+    from driver import DriverError
+    from sim.e2e_program import E2eReport, connect, one_size, teardown
+
+    result, report = DemoResult(), E2eReport()
+    bed = result.testbed = fabric.backend.pair
+    wall_start = time.perf_counter()
+    try:
+        result.phase = PHASES[0]
+        a, b = await connect(fabric, report)
+        _association_check(result, bed)
+        result.phase = PHASES[1]
+        _session_checks(result, bed)
+        result.phase = PHASES[2]
+        if report.passed:
+            for side in Side:
+                result.operations += [Operation("RDMA Write", Opcode.RDMA_WRITE, side, size),
+                                      Operation("RDMA Read", Opcode.RDMA_READ_REQUEST, side, size)]
+                result.operations += [Operation(name, opcode, side, size) for name, opcode, _, _ in SEND_VARIANTS]
+            await one_size(a, b, size, report)
+            result.data_seconds = report.data_seconds
+            result.phase = "teardown (RFC 5043 6.2, RFC 4960 9.2)"
+            close_start = bed.now
+            await teardown(a, b, report)
+            result.teardown = {side: bed.finished(side) for side in Side}
+            _teardown_check(result, bed, close_start)
+    except (DriverError, AssertionError) as error:
+        result.stopped = f"{result.phase}: {error}"
+        result.check(f"{result.phase} completed", False, str(error))
+        result.teardown = {side: bed.finished(side) for side in Side}
+    result.checks += report.checks
+    result.wall_seconds = time.perf_counter() - wall_start
+    summary = io.StringIO()
+    print_summary(result, loss, seed, False, size, summary, measured=f"RTL simulation (W = {width_bytes})")
+    frames = None
+    if pcap is not None:
+        Path(pcap).write_bytes(bed.pcap())
+        frames = len(bed.link.recording or [])
+    Path(outcome).write_text(json.dumps({"summary": summary.getvalue(), "passed": result.passed,
+                                         "frames": frames}))

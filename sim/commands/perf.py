@@ -303,15 +303,11 @@ async def measure(fabric: Fabric, plan: PerfPlan, on_row: Callable[[Row], None] 
     return rows
 
 
-async def perf_program(fabric: Fabric) -> None:
+async def perf_program(fabric: Fabric, *, tests: list[str], sizes: list[int], iters: int, output: str) -> None:
     """`measure` as a program `sim.driver_sim.run_program` runs: its plan from the program's arguments, its
-    rows written as JSON to the file they name."""
-    from sim.driver_sim import program_arguments
-
-    arguments = program_arguments()
-    plan = PerfPlan(tuple(arguments["tests"]), tuple(arguments["sizes"]), arguments["iters"])
-    rows = await measure(fabric, plan)
-    Path(arguments["output"]).write_text(json.dumps([asdict(row) for row in rows]))
+    rows written as JSON to the file `output` names."""
+    rows = await measure(fabric, PerfPlan(tuple(tests), tuple(sizes), iters))
+    Path(output).write_text(json.dumps([asdict(row) for row in rows]))
 
 
 def rows_from_json(text: str) -> list[Row]:

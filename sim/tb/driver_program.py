@@ -2,7 +2,9 @@
 
 Parameters (:func:`sim.runner.test_parameters`): ``module`` or ``file``, and
 ``function``: the program, a coroutine function taking the fabric;
-``seed``; ``link`` (`model.rnic.link.LinkConfig` fields, or null).
+``seed``; ``link`` (`model.rnic.link.LinkConfig` fields, or null); ``width_bytes`` (the DUT's),
+``memory_bytes`` (host A's memory), ``record`` (keep the link's frames), ``arguments`` (keyword
+arguments of the program).
 """
 
 from __future__ import annotations
@@ -44,12 +46,15 @@ async def driver_program(dut):
     for port in ("s_axil", "s_axis", "m_axi", "m_axis_exc", "m_axis_report", "m_axis_ack"):
         # a log line per table write and record: the program's output stays readable
         logging.getLogger(f"cocotb.{dut._name}.{port}").setLevel(logging.WARNING)
-    tb = RxEngineTB(dut, WIDTH_BYTES, register_map(SHAPE.associations, SHAPE.stream_ids, SHAPE.regions), SHAPE,
-                    memory_bytes=MEMORY_BYTES, seed=int(parameters.get("seed", 1)))
+    tb = RxEngineTB(dut, int(parameters.get("width_bytes", WIDTH_BYTES)),
+                    register_map(SHAPE.associations, SHAPE.stream_ids, SHAPE.regions), SHAPE,
+                    memory_bytes=int(parameters.get("memory_bytes", MEMORY_BYTES)),
+                    seed=int(parameters.get("seed", 1)))
     await tb.reset()
     await tb.configure(ReceiveConfig(MACS[RTL_SIDE], IPS[RTL_SIDE]))
     link = LinkConfig(**parameters["link"]) if parameters.get("link") else None
-    backend = SimFabric(RtlEngine(tb), link=link, seed=int(parameters.get("seed", 1)))
-    await program(Fabric(backend))
+    backend = SimFabric(RtlEngine(tb), link=link, seed=int(parameters.get("seed", 1)),
+                        record=bool(parameters.get("record")))
+    await program(Fabric(backend), **parameters.get("arguments", {}))
     assert backend.frames_through_rtl, "no frame went through the RTL engine"
     dut._log.info(f"{backend.frames_through_rtl} frames through the RTL engine, every record as its model's")

@@ -10,7 +10,8 @@ session with a Terminate; the other answers with its own.
 import pytest
 
 from driver import (
-    SGE, CMEventType, ConnParam, NotConnected, QPState, RecvWR, RtrType, SendWR, SimulationStalled, TerminateLayer,
+    SGE, AssociationEnd, CMEventType, ConnParam, NotConnected, QPState, RecvWR, RtrType, SendWR, SimulationStalled,
+    TerminateLayer,
     WaitTimeout, WCStatus, WROpcode, open_fabric, run,
 )
 from scripts.driver_example import main as example_main
@@ -203,3 +204,41 @@ def test_query_device_before_any_connection():
     assert attr.max_qp == 5
     assert (attr.max_recv_sge, attr.max_sge_rd) == (1, 1)
     assert attr.max_msg_sz == 2**32 - 1  # RFC 5041 5.2: less than 2^32
+
+
+def test_a_separate_receive_cq_takes_the_receives_and_wait_closed_says_how_it_ended(backend):
+    """`create_qp(pd, send_cq, recv_cq)`: receive completions on the receive CQ, send completions on the send CQ
+    (the receive CQ is empty, so falsy, when the QP is made); after a disconnect and a close, both devices see
+    their association shut down gracefully (RFC 4960 9.2)."""
+    result = {}
+
+    async def main(fabric):
+        server, client = fabric.devices
+        listener = server.create_id()
+        listener.listen()
+        pds = [device.alloc_pd() for device in (server, client)]
+        regions = [pd.reg_mr(64, 0x7) for pd in pds]
+        s_send, s_recv, c_send = server.create_cq(), server.create_cq(), client.create_cq()
+        c_id = client.create_id()
+        c_id.create_qp(pds[1], c_send)
+        c_id.connect(server.address)
+        request = await listener.get_cm_event()
+        s_qp = request.id.create_qp(pds[0], s_send, s_recv)
+        s_qp.post_recv(RecvWR(9, [SGE(regions[0].buf, 64, regions[0].lkey)]))
+        request.id.accept()
+        await c_id.get_cm_event()
+        c_id.qp.post_send(SendWR(3, WROpcode.SEND, [SGE(regions[1].buf, 8, regions[1].lkey)]))
+        result["recv"] = await s_recv.wait(1)
+        result["send"] = await c_send.wait(1)
+        result["server_send_cq"] = len(s_send)
+        c_id.disconnect()
+        await c_id.get_cm_event()
+        await request.id.get_cm_event()
+        client.close()
+        result["ends"] = [await device.wait_closed() for device in (client, server)]
+
+    run(main, backend)
+    assert [(wc.wr_id, wc.opcode.name, wc.byte_len) for wc in result["recv"]] == [(9, "RECV", 8)]
+    assert [(wc.wr_id, wc.opcode.name) for wc in result["send"]] == [(3, "SEND")]
+    assert result["server_send_cq"] == 0
+    assert result["ends"] == [AssociationEnd.CLOSED, AssociationEnd.CLOSED]

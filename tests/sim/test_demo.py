@@ -18,6 +18,7 @@ from model.rnic.events import Closed, Failed
 from model.sctp.events import RetransmissionLimit
 from model.sctp.state import AssociationState
 from model.net.frames import Frame
+from model.net.pcap import read_capture
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL, SctpPacket, ShutdownCompleteChunk
 from sim.cli import main
 from tests.mulpdu import mulpdu
@@ -297,3 +298,54 @@ def test_the_size_above_the_old_16_mib_spacing_is_accepted_up_to_the_largest_ddp
     for text in ("20000000", str(100 << 20), str(LARGEST_SIZE)):
         assert build_parser().parse_args(["demo", "--size", text]).size == int(text)
     assert LARGEST_SIZE == 2**32 - 1
+
+
+def _line_labels(summary: str) -> list[str]:
+    """What each summary line reports, without its values: the text before the first ':' (or the first word
+    of a table row), the goodput line's label being the one that says what was measured."""
+    labels = []
+    for line in summary.splitlines():
+        label = line.split(":")[0] if ":" in line else line.split("  ")[0]
+        labels.append("goodput" if label.endswith("goodput") else re.sub(r"\d", "#", label))
+    return labels
+
+
+def _sim_demo(arguments: list[str], tmp_path: Path, capsys) -> tuple[int, str]:
+    capture = tmp_path / "sim.pcap"
+    status = main(["demo", "--backend", "sim", *arguments, "--pcap", str(capture)])
+    out = capsys.readouterr().out
+    frames = len(list(read_capture(capture.read_bytes())))
+    assert frames and f"capture: {capture} ({frames} frames)" in out
+    return status, out
+
+
+@pytest.mark.cocotb
+def test_demo_on_the_rtl_prints_the_soft_demos_summary(tmp_path: Path, capsys) -> None:
+    """`--backend sim`: the demo through the driver on the RTL engine passes, and its summary reports the same
+    things, line for line, as the software demo's for the same arguments."""
+    arguments = ["--size", "3000", "--loss", "0.02", "--seed", "4"]
+    status, sim_out = _sim_demo(arguments, tmp_path, capsys)
+    assert status == 0, sim_out
+    for text in SUMMARY_FIELDS[:-3]:
+        assert text in sim_out, text
+    assert "RTL simulation (W = 8) goodput:" in sim_out and "0 failed" in sim_out and "result: PASS" in sim_out
+    assert main(["demo", *arguments, "--no-progress", "--pcap", str(tmp_path / "soft.pcap")]) == 0
+    soft_out = capsys.readouterr().out
+    assert _line_labels(sim_out) == _line_labels(soft_out)
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow
+def test_demo_on_the_rtl_at_1pct_loss(tmp_path: Path, capsys) -> None:
+    status, out = _sim_demo(["--loss", "0.01", "--size", "65536"], tmp_path, capsys)
+    assert status == 0, out
+    assert "lost 0," not in out and "0 failed" in out and "result: PASS" in out
+
+
+def test_demo_backend_sim_refuses_udp_and_sizes_beyond_its_ram(capsys) -> None:
+    for arguments in (["--udp"], ["--size", str(16 * MIB + 1)]):
+        with pytest.raises(SystemExit) as exit:
+            main(["demo", "--backend", "sim", *arguments])
+        assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "not with --backend sim" in err and "above the maximum of 16777216 with --backend sim" in err
