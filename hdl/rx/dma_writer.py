@@ -46,11 +46,10 @@ Latency (clock edges between transfers, the bus ready): a payload beat
 transferred on edge ``t`` is transferred on W on edge ``t + 2``
 (:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
 first payload beat in from edge ``c + 1`` and its first AW out on edge
-``c + 4`` (its two command queues, :class:`hdl.stream.queue.Queue`, have a
-registered ``ready``; the data queue, empty, passes a command in one edge,
-the burst queue, read from LUT RAM, in two); a command's ``done`` is
-transferred one edge after its last ``B`` (a zero-length command's five
-edges after the command).
+``c + 3`` (its two command queues, :class:`hdl.stream.queue.Queue`, have
+registered outputs and a registered ``ready``; empty, they pass a command
+in one edge); a command's ``done`` is transferred one edge after its last
+``B`` (a zero-length command's four edges after the command).
 
 Throughput: one W beat per cycle while ``WREADY`` is high; commands follow
 each other without a gap. A command whose bytes take one beat more on the
@@ -187,9 +186,7 @@ class DmaWriter(wiring.Component):
         tracker_layout = data.StructLayout({"tag": unsigned(16), "last": unsigned(1), "zero": unsigned(1)})
 
         # -- 1. Command stage ---------------------------------------------------------------
-        # The burst generator loads its next burst from LUT RAM: its late load decision moves a
-        # read address, not a second wide register's enable.
-        bursts = m.submodules.bursts = Queue(burst_layout, max(3, self._command_depth), memory_output=True)
+        bursts = m.submodules.bursts = Queue(burst_layout, max(2, self._command_depth))
         datas = m.submodules.datas = Queue(data_layout, max(2, self._command_depth))
         cmd = self.cmd.payload
         offset = cmd.address[:lane_bits]
