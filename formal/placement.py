@@ -185,9 +185,10 @@ class _ObservedBuffers(UntaggedBuffers):
 
 
 class _ObservedQueue(Queue):
-    """A Queue with ``fifo_used``: its FIFO (depth 3 and more) is written or read on this cycle,
-    and ``held``: the payloads in its output and skid registers and in its FIFO (``level`` counts
-    the same payloads by the transfers at its ports)."""
+    """A Queue with ``fifo_used``: its FIFO (depth 3 and more: the staging register and the LUT
+    RAM) is written, holds a staged payload or is read on this cycle, and ``held``: the payloads
+    in its output and skid registers and in its FIFO (``level`` counts the same payloads by the
+    transfers at its ports)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -198,12 +199,16 @@ class _ObservedQueue(Queue):
         super()._elaborate_skid(m, sink, source, level)
         self._skid_level = level
 
+    def _elaborate_memory(self, m, writing, taking):
+        self._fifo = super()._elaborate_memory(m, writing, taking)
+        return self._fifo
+
     def elaborate(self, platform):
         m = super().elaborate(platform)
         if self.depth > 2:
-            storage = m.submodules.storage
-            m.d.comb += [self.fifo_used.eq(storage.w_en | storage.r_en),
-                         self.held.eq(self._skid_level + storage.level)]
+            fifo = self._fifo  # the staging register and the LUT RAM
+            m.d.comb += [self.fifo_used.eq(fifo.writing | fifo.staged_valid | fifo.reading),
+                         self.held.eq(self._skid_level + fifo.staged_valid + fifo.in_memory)]
         else:
             m.d.comb += self.held.eq(self._skid_level)
         return m

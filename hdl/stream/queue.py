@@ -189,7 +189,8 @@ class Queue(wiring.Component):
         """The LUT RAM FIFO: ``writing`` stages the sink's payload, ``taking`` (with
         ``readable``) reads the head. Returns its signals: ``read_data`` (the head, an
         asynchronous read at the registered ``read_address``), ``readable`` (a flip-flop:
-        the memory holds a payload), ``staged``, ``staged_valid`` and ``write_address``."""
+        the memory holds a payload), ``staged``, ``staged_valid``, ``write_address``,
+        ``writing``, ``reading`` and ``in_memory`` (payloads in the memory)."""
         depth = self._depth
         storage = m.submodules.storage = memory.Memory(shape=self._shape, depth=depth, init=[])
         write = storage.write_port()
@@ -213,7 +214,8 @@ class Queue(wiring.Component):
             read.addr.eq(read_address),
         ]
         return SimpleNamespace(read_data=read.data, readable=readable, staged=staged, staged_valid=staged_valid,
-                               write_address=write_address, read_address=read_address)
+                               write_address=write_address, read_address=read_address, writing=writing,
+                               reading=reading, in_memory=in_memory)
 
     def _elaborate_skid(self, m, sink, source, level):
         skid = Signal(self._shape, name="skid")
