@@ -194,6 +194,7 @@ class _ObservedQueue(Queue):
         super().__init__(*args, **kwargs)
         self.fifo_used = Signal()
         self.held = Signal(range(2 * self.depth + 3))  # wide enough for any state of the registers
+        self.consistent = Signal()
 
     def _elaborate_skid(self, m, sink, source, level):
         super()._elaborate_skid(m, sink, source, level)
@@ -206,11 +207,20 @@ class _ObservedQueue(Queue):
     def elaborate(self, platform):
         m = super().elaborate(platform)
         if self.depth > 2:
-            fifo = self._fifo  # the staging register and the LUT RAM
-            m.d.comb += [self.fifo_used.eq(fifo.writing | fifo.staged_valid | fifo.reading),
-                         self.held.eq(self._skid_level + fifo.staged_valid + fifo.in_memory)]
+            fifo, counters = self._fifo, self._counters  # the staging register and the LUT RAM
+            stored = fifo.staged_valid + fifo.in_memory
+            m.d.comb += [
+                self.fifo_used.eq(fifo.writing | fifo.staged_valid | fifo.reading),
+                self.held.eq(self._skid_level + stored),
+                # The flags are kept equal to compares of the counters (loaded from the present
+                # values, so an induction needs this said): ready, bypass, readable.
+                self.consistent.eq((counters.ready == (counters.count != self.depth))
+                                   & (counters.bypass == (counters.stored == 0))
+                                   & (fifo.readable == (fifo.in_memory != 0))
+                                   & (counters.stored == stored)),
+            ]
         else:
-            m.d.comb += self.held.eq(self._skid_level)
+            m.d.comb += [self.held.eq(self._skid_level), self.consistent.eq(1)]
         return m
 
 
@@ -394,14 +404,15 @@ class PlacementHarness(Elaboratable):
         output register: the FIFO is never used, so a command and its verdict take the same edge."""
         for name in ("verdicts", "commands"):
             queue = inside.submodules[name]
-            m.d.comb += [Assert(~queue.fifo_used), Assert(queue.level == queue.source.valid)]
+            m.d.comb += [Assert(~queue.fifo_used), Assert(queue.level == queue.source.valid),
+                         Assert(queue.consistent)]
 
     def _pipeline_invariants(self, m, inside, buffers, watch, region_shadow, stream_shadow):
         """Facts of every reachable state about what can wait for any time (see module docs)."""
         # Each output queue's count is the payloads it holds (the credit check relies on it).
         for name in ("verdicts", "commands", "decisions"):
             queue = inside.submodules[name]
-            m.d.comb += Assert((queue.level == queue.held) & (queue.held <= queue.depth))
+            m.d.comb += Assert((queue.level == queue.held) & (queue.held <= queue.depth) & queue.consistent)
         # Posting: no revocation is ever requested; a post waiting in WRITE (retirements take the
         # live-bit port first, on any number of cycles) writes the queue's next MSN.
         m.d.comb += [Assert(buffers.posting_only),

@@ -172,6 +172,7 @@ class Queue(wiring.Component):
         outlet = stream.Signature(self._shape).create()
         stored = Signal(range(depth + 1))     # staged or in the memory
         bypass = Signal(init=1)
+        self._counters = SimpleNamespace(count=count, ready=ready, stored=stored, bypass=bypass)
         to_memory = entering & ~(bypass & outlet.ready)
         fifo = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
         read_data, readable = fifo.read_data, fifo.readable
