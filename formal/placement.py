@@ -221,6 +221,9 @@ class _ObservedQueue(Queue):
             ]
         else:
             m.d.comb += [self.held.eq(self._skid_level), self.consistent.eq(1)]
+        # The skid's `free` flag is the complement of its `valid` (ready is a flip-flop of its own).
+        skid = self._skid_flags
+        m.d.comb += Assert(self.consistent & (skid.free == ~skid.valid))
         return m
 
 

@@ -225,6 +225,7 @@ class Queue(wiring.Component):
         # complement of `skid_valid`, whose fan-out (the skid's enable and the output mux of
         # a wide payload) then stays off the producer's and the FIFO counters' paths.
         skid_free = Signal(init=1)
+        self._skid_flags = SimpleNamespace(valid=skid_valid, free=skid_free)
         m.d.comb += [
             sink.ready.eq(skid_free),
             level.eq(source.valid + skid_valid),
