@@ -115,7 +115,7 @@ class EthernetMac(wiring.Component):
         rx = m.submodules.rx = DomainRenamer("gmii_rx")(GmiiReceiver(self._max))
         packer = m.submodules.rx_packer = DomainRenamer("gmii_rx")(BytePacker(width))
         rx_store = m.submodules.rx_store = DomainRenamer("gmii_rx")(
-            FrameStore(width, self._rx_beats, self._max_beats, lossy=True))
+            FrameStore(width, self._rx_beats, self._max, lossy=True))
         m.d.comb += rx.gmii.eq(self.gmii_rx)
         wiring.connect(m, rx.source, packer.sink)
         wiring.connect(m, packer.source, rx_store.sink)
@@ -150,7 +150,7 @@ class EthernetMac(wiring.Component):
         tx_cross = m.submodules.tx_cross = AsyncFIFOBuffered(
             width=packet_layout(width).size, depth=_CROSSING_DEPTH, w_domain="sync", r_domain="gmii_tx")
         tx_store = m.submodules.tx_store = DomainRenamer("gmii_tx")(
-            FrameStore(width, self._tx_beats, self._max_beats, lossy=False))
+            FrameStore(width, self._tx_beats, self._max, lossy=False))
         tx = m.submodules.tx = DomainRenamer("gmii_tx")(GmiiTransmitter(width, self._ifg))
         beat = data.View(packet_layout(width), tx_cross.r_data)
         m.d.comb += [

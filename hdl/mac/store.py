@@ -5,9 +5,9 @@ arrive; at a frame's last beat a command either releases the frame to
 ``source`` (read at one beat per clock, so the reader never waits for a frame
 in the middle) or discards it, so ``source`` carries only whole, good frames.
 A frame is dropped when its last beat says ``drop``, when it has more than
-``max_beats`` beats, and, if the store is ``lossy``, when it meets a full ring
+``max_frame_bytes`` bytes, and, if the store is ``lossy``, when it meets a full ring
 or finds no free command slot at its first beat. A store that is not lossy
-makes ``sink`` wait instead (a frame longer than ``max_beats`` is still
+makes ``sink`` wait instead (a frame longer than ``max_frame_bytes`` is still
 dropped: the ring holds the longest frame whole, so waiting never deadlocks).
 
 Every frame that starts gets its command slot at its first beat, so the
@@ -29,7 +29,7 @@ _NO_USER = unsigned(0)
 
 
 class FrameStore(wiring.Component):
-    """A ring of ``depth`` beats holding up to ``frames`` frames; see the module docs.
+    """A ring of ``depth`` beats holding up to ``frames`` frames of ``max_frame_bytes`` at most; see the module docs.
 
     Ports
     -----
@@ -41,10 +41,13 @@ class FrameStore(wiring.Component):
         One-clock pulses: a frame was kept; a frame not marked ``drop`` was dropped here.
     """
 
-    def __init__(self, width_bytes: int, depth: int, max_beats: int, *, lossy: bool, frames: int = 32):
+    def __init__(self, width_bytes: int, depth: int, max_frame_bytes: int, *, lossy: bool, frames: int = 32):
+        max_beats = -(-max_frame_bytes // width_bytes)
         if max_beats < 1 or depth < max_beats + 2:
-            raise ValueError(f"A ring of {depth} beats does not hold a frame of {max_beats} beats whole")
+            raise ValueError(f"A ring of {depth} beats does not hold a frame of {max_frame_bytes} bytes whole")
         self._width, self._depth, self._max_beats = width_bytes, depth, max_beats
+        # Bytes the last beat of a frame of `max_beats` beats may hold.
+        self._tail_bytes = max_frame_bytes - (max_beats - 1) * width_bytes
         self._lossy, self._frames = lossy, frames
         super().__init__({
             "sink": In(stream.Signature(verdict_beat_layout(width_bytes), always_ready=lossy)),
@@ -74,6 +77,8 @@ class FrameStore(wiring.Component):
         m.d.comb += keeping.eq(admitting | (in_frame & admitted & ~discarding))
         writable = keeping & has_room & (written != self._max_beats)
         good = writable & ~beat.drop
+        if self._tail_bytes < self._width:
+            good &= ~((written == self._max_beats - 1) & beat.keep[self._tail_bytes])
         m.d.comb += [
             buffer.write.payload.data.eq(beat.data),
             buffer.write.payload.keep.eq(beat.keep),

@@ -11,7 +11,7 @@ bytes (clause 4.2.3.3), the CRC-32 of all of them least significant byte first
 (clause 3.2.9), TX_EN low for the gap. TX_ER stays low.
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.crc import catalog
 from amaranth.lib.wiring import In, Out
@@ -52,7 +52,9 @@ class GmiiTransmitter(wiring.Component):
         width = self._width
         crc = m.submodules.crc = catalog.CRC32_ETHERNET(8).create()
 
-        # The beat being sent: its bytes still to go, lane 0 first, and their keep bits.
+        # The beat being sent: its bytes still to go, lane 0 first, and their keep bits. Lanes
+        # past `keep` are loaded as zeros and zeros shift in, so once a frame's bytes are out
+        # `shift` gives the padding: the CRC's input is a flip-flop, not the output mux.
         shift = Signal(8 * width)
         lanes_left = Signal(width)
         beat_last = Signal()
@@ -62,11 +64,13 @@ class GmiiTransmitter(wiring.Component):
 
         byte, enable = Signal(8), Signal()
         m.d.sync += [self.gmii.data.eq(byte), self.gmii.en.eq(enable), self.gmii.er.eq(0), self.sent.eq(0)]
-        m.d.comb += crc.data.eq(byte)
+        m.d.comb += crc.data.eq(shift[:8])
 
         def take_beat():
             m.d.comb += self.sink.ready.eq(1)
-            m.d.sync += [shift.eq(self.sink.payload.data), lanes_left.eq(self.sink.payload.keep),
+            keep = self.sink.payload.keep
+            m.d.sync += [shift.eq(self.sink.payload.data & Cat(keep[lane].replicate(8) for lane in range(width))),
+                         lanes_left.eq(keep),
                          beat_last.eq(self.sink.payload.last)]
 
         def count_byte():
@@ -101,7 +105,7 @@ class GmiiTransmitter(wiring.Component):
                     with m.Else():
                         m.next = "pad"
             with m.State("pad"):
-                m.d.comb += [byte.eq(0), enable.eq(1)]
+                m.d.comb += [byte.eq(shift[:8]), enable.eq(1)]
                 count_byte()
                 with m.If(sent == MIN_FRAME_BYTES - 1):
                     m.d.sync += phase.eq(0)

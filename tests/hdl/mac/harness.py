@@ -7,7 +7,6 @@ the FCS, the CRC-32 that ``zlib.crc32`` computes, least significant byte first.
 
 from __future__ import annotations
 
-import random
 import struct
 import zlib
 from dataclasses import dataclass
@@ -32,10 +31,6 @@ def wire_image(frame: bytes, *, preamble: int = 7) -> bytes:
     """The bytes of a frame on GMII while the enable is high: preamble, SFD, padded frame, FCS."""
     body = padded(frame)
     return b"\x55" * preamble + b"\xd5" + body + fcs(body)
-
-
-def random_frame(rng: random.Random, length: int) -> bytes:
-    return rng.randbytes(length)
 
 
 @dataclass

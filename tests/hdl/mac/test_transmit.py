@@ -69,9 +69,10 @@ def test_backpressure_from_a_small_store():
 
 
 def test_frames_over_the_maximum_are_dropped():
+    """A maximum of 197 bytes, within a beat: 197 bytes are sent, 198 (the same number of beats) are not."""
     rng = random.Random(4)
-    frames = [rng.randbytes(100), rng.randbytes(201), rng.randbytes(200), rng.randbytes(500), rng.randbytes(60)]
-    carriers, counts = run(EthernetMac(8, max_frame_bytes=200), frames, expected_carriers=3)
+    frames = [rng.randbytes(100), rng.randbytes(198), rng.randbytes(197), rng.randbytes(500), rng.randbytes(60)]
+    carriers, counts = run(EthernetMac(8, max_frame_bytes=197), frames, expected_carriers=3)
     assert [image for _, image in carriers] == [wire_image(frames[0]), wire_image(frames[2]), wire_image(frames[4])]
     assert counts == {"tx_frames": 3, "tx_oversize": 2}
 
@@ -86,8 +87,8 @@ def test_a_longer_gap():
 class _Loopback(Elaboratable):
     """The MAC with its GMII transmit side registered into its receive side (same period, another phase)."""
 
-    def __init__(self, **kwargs):
-        self.mac = EthernetMac(8, **kwargs)
+    def __init__(self, width_bytes: int):
+        self.mac = EthernetMac(width_bytes)
 
     def elaborate(self, platform):
         m = Module()
@@ -96,11 +97,14 @@ class _Loopback(Elaboratable):
         return m
 
 
-def test_loopback():
+@pytest.mark.parametrize("width_bytes", [8, pytest.param(4, marks=pytest.mark.slow),
+                                         pytest.param(16, marks=pytest.mark.slow),
+                                         pytest.param(64, marks=pytest.mark.slow)])
+def test_loopback(width_bytes):
     """From s_axis through GMII back to m_axis: each frame returns padded to 60 bytes, FCS checked and stripped."""
     rng = random.Random(8)
-    frames = [rng.randbytes(n) for n in (1, 59, 60, 61, 333, 64, 1000, 20)]
-    loop = _Loopback()
+    frames = [rng.randbytes(n) for n in (1, 59, 60, 61, 333, 64, 1000, 20, 65, 66, 67, 68, 69, 70, 71)]
+    loop = _Loopback(width_bytes)
     received = []
 
     async def core(ctx):
@@ -112,3 +116,14 @@ def test_loopback():
 
     simulate(loop, testbenches=[watch], background=[core, axis_collector(loop.mac.m_axis, received)])
     assert received == [padded(frame) for frame in frames]
+
+
+@pytest.mark.slow
+def test_jumbo_frames_at_the_default_maximum():
+    """The default maximum is 9018 bytes without FCS: such a frame is sent, one byte more is dropped."""
+    rng = random.Random(9)
+    largest, too_long = rng.randbytes(9018), rng.randbytes(9019)
+    frames = [largest, too_long, largest[:61]]
+    carriers, counts = run(EthernetMac(8), frames, expected_carriers=2)
+    assert [image for _, image in carriers] == [wire_image(largest), wire_image(largest[:61])]
+    assert counts == {"tx_frames": 2, "tx_oversize": 1}
