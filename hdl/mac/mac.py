@@ -3,7 +3,7 @@
 ::
 
     gmii_rx ─► GmiiReceiver ─byte─► BytePacker ─beat─► FrameStore (lossy) ─► AsyncFIFO ─► Queue ─► m_axis
-              (domain gmii_rx: preamble/SFD, FCS check and strip, length)       gmii_rx │ sync
+              (preamble/SFD, FCS check and strip, length)                    gmii_rx │ sync
 
     s_axis ─► Queue ─► AsyncFIFO ─► FrameStore (waits) ─► GmiiTransmitter ─► gmii_tx
                   sync │ gmii_tx                      (preamble, padding, FCS, gap)

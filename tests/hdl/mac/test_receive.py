@@ -40,7 +40,8 @@ def run(dut, stream, *, expected_frames: int, core_period=None, pace=None, hold=
     return received, counts
 
 
-@pytest.mark.parametrize("core_period,stall", [(6.4e-9, 0.0), (10e-9, 0.3), (6.4e-9, 0.5)],
+@pytest.mark.parametrize("core_period,stall", [pytest.param(6.4e-9, 0.0, marks=pytest.mark.slow),
+                                               (10e-9, 0.3), (6.4e-9, 0.5)],
                          ids=["156MHz", "100MHz-backpressure", "156MHz-backpressure"])
 def test_frames_back_to_back_at_line_rate(core_period, stall):
     """Good frames at line rate, minimum gap, shortened and long preambles: all reach the core byte-exact."""
