@@ -35,16 +35,18 @@ RFC 5041 7.1: never delivered). ``waiting`` counts the records stored (a
 level for the host's counters: the records its counters announce but it
 has not seen), ``discarded`` the records host writes dropped.
 
-Timing: every decision is a short function of the head record's kind,
-status, stream and sequence flags, kept in flip-flops beside the inbound
-queue's LUT RAM (the rest of the record is read from it); stores, emissions and
-the held-slot bits are registered before they reach the record RAM, the
-output queue and the slot maps. Throughput: one record per cycle; a run of ``k`` stored
-records takes ``k + 1`` cycles after the record that releases it.
+Timing: a record's decision (leave at once, start a run, or be stored) is
+decoded from its kind, status and sequence flags as it enters the inbound
+queue; the two decision bits and the stream are kept in flip-flops beside the
+queue's LUT RAM (the rest of the record is read from it). Stores, emissions and
+the held-slot bits are registered before they reach the record RAM, the output
+queue and the slot maps; a run looks one slot ahead, so its test is a
+flip-flop. Throughput: one record per cycle; a run of ``k`` stored records
+takes ``k + 2`` cycles after the record that releases it.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hdl.abi import ReportKind, SegmentStatus, report_layout, stream_write_layout
@@ -89,13 +91,23 @@ class DeliveryOrder(wiring.Component):
         layout = report_layout(self._address_bits)
 
         # The head is read from the inbound queue's LUT RAM: taking it moves a read address,
-        # not the enable of a wide output register; the fields the decision reads come from
-        # flip-flops.
+        # not the enable of a wide output register. Its decision is decoded on the way in and
+        # kept, with the stream, in flip-flops: `leaves` (not an ACCEPTED segment, or the lowest
+        # DDP-SSN missing: out at once), `releases` (and the next one is stored: a run follows).
         inbound = m.submodules.inbound = Queue(
-            ordered_record_layout(self._address_bits), 4, memory_output=True,
-            registered_fields=("record.kind", "record.status", "record.association", "record.stream_id",
-                               "sequence.in_order", "sequence.releases"))
-        connect(m, wiring.flipped(self.records_in), inbound.sink)
+            data.StructLayout({"record": layout, "leaves": 1, "releases": 1}), 4, memory_output=True,
+            registered_fields=("record.association", "record.stream_id", "leaves", "releases"))
+        arriving = self.records_in.payload
+        arriving_accepted = ((arriving.record.kind == ReportKind.SEGMENT)
+                             & (arriving.record.status == SegmentStatus.ACCEPTED))
+        m.d.comb += [
+            inbound.sink.valid.eq(self.records_in.valid),
+            self.records_in.ready.eq(inbound.sink.ready),
+            inbound.sink.payload.record.eq(arriving.record),
+            inbound.sink.payload.leaves.eq(~arriving_accepted | arriving.sequence.in_order),
+            inbound.sink.payload.releases.eq(arriving_accepted & arriving.sequence.in_order
+                                             & arriving.sequence.releases),
+        ]
         writes = m.submodules.writes = Queue(stream_write_layout(streams))
         connect(m, writes.source, wiring.flipped(self.stream_write_out))
         outbound = m.submodules.outbound = Queue(layout, depth=8)
@@ -112,10 +124,8 @@ class DeliveryOrder(wiring.Component):
         m.d.sync += room.eq(outbound.level < outbound.depth - 4)
 
         head = inbound.source.payload.record
-        flags = inbound.source.payload.sequence
         row = Signal(index_bits(streams))
         m.d.comb += row.eq(self._row(head))
-        accepted = (head.kind == ReportKind.SEGMENT) & (head.status == SegmentStatus.ACCEPTED)
 
         # Registered outputs of a decision: the head to emit, a store, a read of the record RAM.
         emit_head, emit_record = Signal(), Signal(layout)
@@ -126,10 +136,12 @@ class DeliveryOrder(wiring.Component):
         m.d.sync += [emit_head.eq(0), store_en.eq(0), read_en.eq(0), emit_record.eq(head), store_record.eq(head),
                      store_addr.eq(Cat(head.ddp_ssn[:slot_bits], row))]
 
-        # The run being drained: its stream, the next DDP-SSN's slot, a working copy of its slot bits.
+        # The run being drained: its stream, the next DDP-SSN's slot (and the two after it), a
+        # working copy of its slot bits, and whether the slot and the one after it are held.
         run_row = Signal.like(row)
-        run_slot = Signal(slot_bits)
+        run_slot, run_slot_1, run_slot_2 = (Signal(slot_bits, name=f"run_slot{s}") for s in ("", "_1", "_2"))
         run_held = Signal(window)
+        slot_held, next_slot_held = Signal(), Signal()
 
         # The stored count: one more per store, one less per record read back, and the records a
         # host write drops, counted over three cycles off the write's path (two halves, then
@@ -169,22 +181,30 @@ class DeliveryOrder(wiring.Component):
                             m.d.sync += held[i].eq(0)
                 with m.Elif(inbound.source.valid & room):
                     m.d.comb += inbound.source.ready.eq(1)
-                    with m.If(~accepted | flags.in_order):
+                    with m.If(inbound.source.payload.leaves):
                         m.d.sync += emit_head.eq(1)
-                        with m.If(accepted & flags.releases):
-                            m.d.sync += [run_row.eq(row), run_slot.eq(head.ddp_ssn[:slot_bits] + 1),
-                                         run_held.eq(held_now(row))]
-                            m.next = "RUN"
+                        with m.If(inbound.source.payload.releases):
+                            m.next = "RUN_START"
                     with m.Else():
                         m.d.sync += store_en.eq(1)
+                # Loaded on every cycle of TAKE: used only when the run starts.
+                m.d.sync += [run_row.eq(row), run_held.eq(held_now(row)),
+                             run_slot.eq(head.ddp_ssn[:slot_bits] + 1), run_slot_1.eq(head.ddp_ssn[:slot_bits] + 2),
+                             run_slot_2.eq(head.ddp_ssn[:slot_bits] + 3)]
+            with m.State("RUN_START"):
+                m.d.sync += [slot_held.eq(run_held.bit_select(run_slot, 1)),
+                             next_slot_held.eq(run_held.bit_select(run_slot_1, 1))]
+                m.next = "RUN"
             with m.State("RUN"):
-                with m.If(~run_held.bit_select(run_slot, 1)):
+                with m.If(~slot_held):
                     for i in range(streams):
                         with m.If(run_row == i):
                             m.d.sync += held[i].eq(run_held)
                     m.next = "TAKE"
                 with m.Elif(room):
-                    m.d.sync += [read_en.eq(1), run_slot.eq(run_slot + 1), run_held.eq(run_held & ~(1 << run_slot))]
+                    m.d.sync += [read_en.eq(1), run_slot.eq(run_slot_1), run_slot_1.eq(run_slot_2),
+                                 run_slot_2.eq(run_slot_2 + 1), run_held.eq(run_held & ~(1 << run_slot)),
+                                 slot_held.eq(next_slot_held), next_slot_held.eq(run_held.bit_select(run_slot_2, 1))]
 
         # The record RAM: writes a cycle after the decision; the run's slot is read as it is taken,
         # its data one cycle later into a register of its own (the RAM's output stays off the queue).
