@@ -43,15 +43,17 @@ class Realign(wiring.Component):
         The packet without its first ``drop`` bytes. A packet of at most
         ``drop`` bytes produces no beat at all.
 
-    Latency: three cycles from an input beat to the output beat it completes
-    (the input queue, the byte selection, then the shift, each registered).
+    Latency: four cycles from an input beat to the output beat it completes
+    (the input queue, the byte selection, the shift, the output queue).
     Throughput: one beat per cycle. A packet of two or more kept beats whose
     last beat holds more than ``drop mod W`` bytes (``drop mod W != 0``) needs
     one more output beat than it has kept input beats and takes one extra
     cycle (the input waits); a packet whose kept bytes sit in one beat never
     does. ``sink`` goes through a :class:`~hdl.stream.queue.Queue` (so
     ``sink.ready`` is a flip-flop, gated by ``drop.valid`` on a packet's
-    first beat) and the output is registered.
+    first beat). The two stages advance together, on a flip-flop that says the
+    output queue has room for every beat in flight: ``source.ready`` reaches
+    no stage enable.
     """
 
     def __init__(self, width_bytes: int, max_drop: int):
@@ -68,7 +70,6 @@ class Realign(wiring.Component):
         m = Module()
         width = self._width
         lane_bits = (width - 1).bit_length()
-        source = self.source.payload
 
         # Input: each beat through a queue, with its packet's `drop` (valid from the first beat
         # to the last), so `sink.ready` is a flip-flop and `drop` is taken with the last beat.
@@ -123,25 +124,30 @@ class Realign(wiring.Component):
             "amount": range(width + 1), "last": 1,
         }))
         stage_valid = Signal()
-        can_out = ~self.source.valid | self.source.ready
-        can_stage = ~stage_valid | can_out
-        m.d.comb += inner.ready.eq(can_stage & ~flush)
+        # Both stages advance while the output queue has room for them and one more (a
+        # flip-flop, from its level a cycle ago: at most one beat entered since).
+        outbox = m.submodules.outbox = Queue(packet_layout(width), depth=4)
+        wiring.connect(m, outbox.source, wiring.flipped(self.source))
+        advance = Signal()
+        m.d.sync += advance.eq(outbox.level < outbox.depth - 1)
+        m.d.comb += inner.ready.eq(advance & ~flush)
         accept = inner.valid & inner.ready
 
         # Stage 2: the shift; a beat with nothing in lane 0 (the first kept beat, only held) is not sent.
         shifted_keep = Cat(stage.low_keep, stage.high_keep).bit_select(stage.amount, width)
-        with m.If(can_out):
+        shifted_valid, shifted = Signal(), Signal(packet_layout(width))
+        m.d.comb += [outbox.sink.valid.eq(shifted_valid & advance), outbox.sink.payload.eq(shifted)]
+        with m.If(advance):
             m.d.sync += [
-                self.source.valid.eq(stage_valid & shifted_keep[0]),
-                source.data.eq(Cat(stage.low_data, stage.high_data).bit_select(stage.amount * 8, 8 * width)),
-                source.keep.eq(shifted_keep),
-                source.last.eq(stage.last),
+                shifted_valid.eq(stage_valid & shifted_keep[0]),
+                shifted.data.eq(Cat(stage.low_data, stage.high_data).bit_select(stage.amount * 8, 8 * width)),
+                shifted.keep.eq(shifted_keep),
+                shifted.last.eq(stage.last),
             ]
 
-        # Stage 1: the bytes below and above the shift, loaded whenever the stage is free (its
-        # enable is no decision), and the decisions on the packet's state; `stage_valid` says
-        # whether a beat was loaded.
-        with m.If(can_stage):
+        # Stage 1: the bytes below and above the shift and the decisions on the packet's state;
+        # `stage_valid` says whether a beat was loaded.
+        with m.If(advance):
             m.d.sync += [
                 stage_valid.eq(flush | (accept & (cur_skip == 0))),
                 stage.low_data.eq(low_data), stage.high_data.eq(high_data),
@@ -149,7 +155,7 @@ class Realign(wiring.Component):
                 stage.amount.eq(cur_amount), stage.last.eq(flush | (sink.last & ~tail)),
             ]
         with m.If(flush):
-            with m.If(can_stage):
+            with m.If(advance):
                 m.d.sync += flush.eq(0)
         with m.Elif(accept):
             m.d.sync += [amount.eq(cur_amount), amount_full.eq(cur_full), started.eq(~sink.last)]
