@@ -121,8 +121,11 @@ class ReportEngine(wiring.Component):
         connect(m, outlet.source, wiring.flipped(report))
         room = Signal()
         m.d.sync += room.eq(outlet.level < outlet.depth - 2)
+        # Written out flat (each take is one short function of flip-flops and the `placed` mux):
+        # when the verdict can go, an error goes instead only if it is its turn.
         take_error = room & errors.valid & (prefer_errors | ~verdict_ready)
-        take_verdict = room & verdict_ready & ~take_error
+        take_verdict = room & verdict_ready & ~(errors.valid & prefer_errors)
+        take_done = room & verdict.valid & needs_done & done.valid & faults.sink.ready & ~(errors.valid & prefer_errors)
         # Both records are registered on every cycle, with the choice; `valid` says whether one
         # was taken. The choice selects between flip-flops, so it never reaches a wide enable.
         staged_segment, staged_error = Signal.like(segment_record), Signal.like(error_record)
@@ -136,10 +139,11 @@ class ReportEngine(wiring.Component):
             outlet.sink.payload.record.eq(Mux(took_error, staged_error, staged_segment)),
             outlet.sink.payload.sequence.eq(staged_sequence),
         ]
+        # (The takes exclude each other.)
+        m.d.comb += [errors.ready.eq(take_error), verdict.ready.eq(take_verdict), done.ready.eq(take_done),
+                     faults.sink.valid.eq(take_verdict & bus_fault)]
         with m.If(take_error):
             m.d.sync += prefer_errors.eq(0)
-            m.d.comb += errors.ready.eq(1)
         with m.Elif(take_verdict):
             m.d.sync += prefer_errors.eq(1)
-            m.d.comb += [verdict.ready.eq(1), done.ready.eq(needs_done), faults.sink.valid.eq(bus_fault)]
         return m
