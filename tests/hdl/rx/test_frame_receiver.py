@@ -483,4 +483,4 @@ def test_latency_to_first_packet_beat(width):
                 stamps.setdefault("out", cycle)
 
     bench.run(probes=[probe]).check()
-    assert stamps["out"] - stamps["in"] == {8: 14, 16: 18, 32: 23, 64: 24}[width]
+    assert stamps["out"] - stamps["in"] == {8: 15, 16: 19, 32: 24, 64: 25}[width]
