@@ -63,6 +63,7 @@ UNTAGGED_HEADER_BYTES = 18   # RFC 5041 4.3
 _DDP_VERSION = 1             # RFC 5041 4.1
 _RDMAP_VERSION = 1           # RFC 5040 4.1
 _QUEUES = 3                  # RFC 5040 4.2: QN 0 Send, 1 Read Request, 2 Terminate
+_RECORD_DEPTH = 4            # records and descriptors: a header taken on room of 2 (registered)
 
 # (layer, etype, code): RFC 5041 7.2 for DDP (layer 1), RFC 5040 7.2 for RDMAP (layer 0).
 LOCAL_CATASTROPHIC = (1, 0x0, 0x00)
@@ -130,8 +131,8 @@ class DdpHeaderValidator(wiring.Component):
 
         beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
         desc_layout = data.StructLayout({"discard": unsigned(1), "drop": range(UNTAGGED_HEADER_BYTES + 1)})
-        descs = m.submodules.descs = Queue(desc_layout, 4)
-        records = m.submodules.records = Queue(segment_info_layout(), 4)
+        descs = m.submodules.descs = Queue(desc_layout, _RECORD_DEPTH)
+        records = m.submodules.records = Queue(segment_info_layout(), _RECORD_DEPTH)
         wiring.connect(m, records.source, wiring.flipped(self.segment))
 
         # ---- capture -------------------------------------------------------
@@ -221,13 +222,22 @@ class DdpHeaderValidator(wiring.Component):
             with m.Elif(condition):
                 m.d.comb += error.eq(pack(number))
 
-        info = records.sink.payload
-        desc = descs.sink.payload
-        has_beats = ~checked.empty
+        # The decoded record and its descriptor are registered on every cycle (no enable), with
+        # `valid` saying whether one was taken; a header is taken while both queues have room for
+        # it and the one in the register (flip-flops, from their levels a cycle ago).
+        info = Signal(segment_info_layout())
+        desc = Signal(desc_layout)
+        staged_valid, staged_has_beats = Signal(), Signal()
+        room = Signal()
+        m.d.sync += [
+            room.eq((records.level < _RECORD_DEPTH - 2) & (descs.level < _RECORD_DEPTH - 2)),
+            staged_valid.eq(rec_valid & rec_ready), staged_has_beats.eq(~checked.empty),
+            records.sink.payload.eq(info), descs.sink.payload.eq(desc),
+        ]
         m.d.comb += [
-            rec_ready.eq(records.sink.ready & descs.sink.ready),
-            records.sink.valid.eq(rec_valid & rec_ready),
-            descs.sink.valid.eq(rec_valid & rec_ready & has_beats),
+            rec_ready.eq(room),
+            records.sink.valid.eq(staged_valid),
+            descs.sink.valid.eq(staged_valid & staged_has_beats),
             info.association.eq(rec_meta.association),
             info.tsn.eq(rec_meta.tsn),
             info.stream_id.eq(rec_meta.stream_id),
