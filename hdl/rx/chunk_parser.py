@@ -266,7 +266,7 @@ class ChunkParser(wiring.Component):
         sel_rel_end = Cat(*rel_end).word_select(cur_word, 17)
         sel_next = Cat(*next_word).word_select(cur_word, word_bits)
 
-        can_out = ~piece_valid | piece_ready
+        can_out = piece_ready   # the piece and header stages advance together (3b)
         with m.If(piece_ready):
             m.d.sync += piece_valid.eq(0)
 
@@ -376,7 +376,9 @@ class ChunkParser(wiring.Component):
         gathered_words = [Signal(32, name=f"gathered_{j}") for j in range(5)]
         gathered_valid = Signal()
         gathered_ready = Signal()
-        m.d.comb += piece_ready.eq(~gathered_valid | gathered_ready)
+        # The walker, the piece and the header stage all advance on `room` (a flip-flop), not on
+        # each other's state: a stall holds them together.
+        m.d.comb += piece_ready.eq(gathered_ready)
         b_accept = piece_valid & piece_ready
         start = Mux(piece.first, piece.word, b_word)
         index = Mux(piece.first, 0, b_piece)
