@@ -14,13 +14,16 @@ The queue is per stream row because IRD is negotiated per DDP Stream Session
 every row, so every row can hold its ``ird`` at once and rows never wait on
 each other's refusals.
 
-Timing: the decision reads one flag per row (the row is decoded when the
-record enters the stage) and the two output queues' registered readies; each
-row's count and flag are loaded from compares of their present values chosen
-by that row's increment and decrement. One record per cycle.
+Timing: ``requests.ready`` is a flip-flop (the stage is empty), so a record
+is taken every other cycle at most: as often as the segmenter can start a
+message (two cycles for the shortest). The decision reads one flag per row
+(the row is decoded when the record enters the stage) and the two output
+queues' registered readies; each row's count and flag are loaded from
+compares of their present values chosen by that row's increment and
+decrement, and the next record is decided a cycle after they are.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -38,7 +41,7 @@ class ReadRequestQueue(wiring.Component):
     Ports
     -----
     requests : ``In(stream.Signature(read_response_layout()))``
-        Put a :class:`~hdl.stream.queue.Queue` in front: ``ready`` is a short function of flip-flops.
+        ``ready`` is a flip-flop; a record is taken every other cycle at most.
     responses : ``Out(stream.Signature(read_response_layout()))``
         Accepted requests in arrival order, from a queue of ``ird`` entries per stream row.
     refused : ``Out(stream.Signature(read_response_layout()))``
@@ -79,18 +82,19 @@ class ReadRequestQueue(wiring.Component):
         incoming = self.requests.payload
         incoming_row = stream_row(incoming.association, incoming.stream_id, self.associations, self.stream_ids)
         refuse = (held_rows & Cat(*full)).any()
-        leaving = held_valid & ((refuse & refused.sink.ready) | (~refuse & accepted.sink.ready))
-        free = ~held_valid | leaving
+        leaving = held_valid & Mux(refuse, refused.sink.ready, accepted.sink.ready)
         m.d.comb += [
-            self.requests.ready.eq(free),
+            self.requests.ready.eq(~held_valid),
             accepted.sink.payload.eq(held), accepted.sink.valid.eq(held_valid & ~refuse),
             refused.sink.payload.eq(held), refused.sink.valid.eq(held_valid & refuse),
         ]
-        with m.If(free):
+        with m.If(~held_valid):
             m.d.sync += [
                 held.eq(incoming), held_valid.eq(self.requests.valid),
                 held_rows.eq(Cat(incoming_row == row for row in range(streams))),
             ]
+        with m.Elif(leaving):
+            m.d.sync += held_valid.eq(0)
 
         for row in range(streams):
             # The held record is this row's and the row is not full: it is counted as it leaves.
