@@ -75,7 +75,7 @@ class Work:
 
 @dataclass
 class ReadResponse:
-    """An inbound RDMA Read Request to answer (a record on ``s_axis_rr``): its Data Source already at ``host_address``."""
+    """An inbound RDMA Read Request to answer (a record on ``s_axis_rr``), its Data Source at ``host_address``."""
     association: int
     stream_id: int
     host_address: int
@@ -184,13 +184,15 @@ class Run:
 def simulate(width: int, associations: list[Association], first_ssn: dict, works: list[Work], memory: ReadMemory,
              frame_count: int, *, responses: list = (), ird: int = 4, out_stall: float = 0.0, work_gap: float = 0.0,
              response_gap: float = 0.0, seed: int = 0, buffer_bytes: int = 8192, network_hold: int = 0,
-             peer_delay: int = 0, response_after_frames: list | None = None, refused_count: int = 0) -> Run:
+             peer_delay: int = 0, response_after_frames: list | None = None, refused_count: int = 0,
+             refused_ready: float = 1.0) -> Run:
     """Run the engine until ``frame_count`` frames and ``refused_count`` refusals left (or a cycle budget ran
     out), then 30 cycles more.
 
     Work requests go to ``s_axis_wr`` once the tables are written, ``responses`` (Read Requests) to
     ``s_axis_rr`` ``peer_delay`` cycles later, each (with ``response_after_frames``) once that many frames
-    have left. The network takes nothing for the first ``network_hold`` cycles.
+    have left. The network takes nothing for the first ``network_hold`` cycles; ``m_axis_rr_refused`` is
+    ready on a random ``refused_ready`` of the cycles.
     """
     dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, ird=ird, buffer_bytes=buffer_bytes)
     rng = random.Random(seed)
@@ -253,10 +255,12 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
 
     async def refusals(ctx):
         port = dut.m_axis_rr_refused
-        ctx.set(port.tready, 1)
+        pace = random.Random(seed + 2)
         while True:
+            ready = pace.random() < refused_ready
+            ctx.set(port.tready, ready)
             _, _, valid, bits, last = await ctx.tick().sample(port.tvalid, port.tdata, port.tlast)
-            if valid:
+            if valid and ready:
                 assert last, "a refused record is one beat"
                 record = record_layout.from_bits(bits)
                 run.refused.append(ReadResponse(**{name: int(getattr(record, name)) for name in record_layout.members}))

@@ -4,13 +4,14 @@ For the same Read Requests the engine's Read Responses must equal, byte for
 byte, what the model's ``RdmapEndpoint`` hands over for them (RFC 5040 4.5:
 tagged, RDMAP opcode 2, to the Data Sink STag and TO; RFC 5041 5.2:
 MULPDU - 14 bytes a segment, TO advancing) in the harness's DDP-SSN, DATA,
-SCTP, IPv4/UDP and Ethernet framing, at every size from 0 B, at MULPDU edges,
-at W = 8, 16, 32, 64, with random AXI read latency and back-pressure and a
-stalling network; scapy reads every frame and recomputes both checksums.
-Responses leave in the order of their requests and ahead of local work
-waiting for the segmenter; a request beyond IRD on its stream is refused, as
-the model refuses it (its Terminate), and a stream takes requests again once
-its responses have been handed on.
+SCTP, IPv4/UDP and Ethernet framing, at sizes from 0 B (to 1 MiB in the
+slow set), at MULPDU edges, at W = 8, 16, 32, 64, with random AXI read
+latency and back-pressure and a stalling network; scapy reads every frame
+and recomputes both checksums. Responses leave in the order of their
+requests and ahead of local work waiting for the segmenter; a request
+beyond IRD on its stream is refused, as the model refuses it (its
+Terminate), and a stream takes requests again once its responses have been
+handed on.
 """
 
 import random
@@ -93,7 +94,7 @@ def test_read_response_mulpdu_edges(mulpdus, width):
           responses=read_requests(rng, sizes, streams), peer_window=4, out_stall=0.1)
 
 
-def responses_ahead_scenario(rng: random.Random, width: int):
+def responses_ahead_scenario(rng: random.Random):
     """While the network holds, a long local Write fills the path and three local requests wait behind it;
     then four Read Requests arrive on three streams. Responses are due right after the Write, in the
     order of their requests, and the waiting local requests after them."""
@@ -106,11 +107,11 @@ def responses_ahead_scenario(rng: random.Random, width: int):
     return associations, [first, *waiting], requests, [first, *requests, *waiting]
 
 
-@pytest.mark.parametrize("width", [8, pytest.param(16, marks=pytest.mark.slow), pytest.param(32, marks=pytest.mark.slow),
-                                   pytest.param(64, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("width", [8, *(pytest.param(width, marks=pytest.mark.slow) for width in (16, 32, 64))])
 def test_read_responses_go_ahead_of_waiting_local_work(width):
+    """The arbitration: a waiting Read Response before a waiting local request, responses in order."""
     rng = random.Random(6 + width)
-    associations, works, requests, order = responses_ahead_scenario(rng, width)
+    associations, works, requests, order = responses_ahead_scenario(rng)
     memory = random_memory(rng, width, ar_ready=0.8, latency=(1, 6))
     check(width, associations, STREAMS, works, memory, responses=requests, order=order, network_hold=600,
           peer_delay=40, buffer_bytes=2048, out_stall=0.1)
@@ -118,31 +119,32 @@ def test_read_responses_go_ahead_of_waiting_local_work(width):
 
 def test_read_requests_beyond_ird_are_refused_as_the_model_refuses_them():
     """IRD 2: with the network held, a stream's third request while two are unanswered is refused (the
-    model's responder sends a Terminate, RDMAP 0x2/0x07, for it), another stream's two are answered (IRD
-    is per stream), and once the first stream's responses are handed on it takes a request again."""
+    model's responder sends a Terminate, RDMAP 0x2/0x07, for it), and so are the two after it, each once,
+    in order, through a slow reader of m_axis_rr_refused; another stream's two are answered (IRD is per
+    stream), and once the first stream's responses are handed on it takes a request again."""
     rng = random.Random(11)
     memory = random_memory(rng, 8, ar_ready=0.9, latency=(1, 4))
     associations = two_associations(rng, (516, 1468))
     streams = {(0, 0): 1, (0, 3): 1}
-    first, second, beyond = read_requests(rng, [12000, 9000, 100], {(0, 0): 1})
+    first, second, *beyond = read_requests(rng, [12000, 9000, 100, 0, 5], {(0, 0): 1})
     other = read_requests(rng, [700, 0], {(0, 3): 1})
-    later = ReadResponse(0, 0, PAGE_END - 40, 80, sink_stag=7, sink_to=1 << 50, msn=4)
+    later = ReadResponse(0, 0, PAGE_END - 40, 80, sink_stag=7, sink_to=1 << 50, msn=6)
 
     overflowing = ModelResponder(516, 0, memory, ird=2)
     assert overflowing.request(first) == [] and overflowing.request(second) == []
-    [terminate] = overflowing.request(beyond)
+    [terminate] = overflowing.request(beyond[0])
     assert isinstance(terminate, TerminateSent)
     assert terminate.terminate.number == RdmapError.CATASTROPHIC_STREAM.number
     handed_on = ModelResponder(516, 0, memory, ird=2)
     assert handed_on.request(first) == [] and handed_on.request(second) == []
     handed_on.handed_over()
-    assert handed_on.request(beyond) == [], "the model takes a request once the responses are handed over"
+    assert handed_on.request(later) == [], "the model takes a request once the responses are handed over"
 
     answered = [first, second, *other]
-    requests = [first, second, beyond, *other, later]
+    requests = [first, second, *beyond, *other, later]
     frames_before_later = sum(-(-max(r.length, 1) // (516 - 14)) for r in answered)
     check(8, associations, streams, [], memory, responses=requests, order=[*answered, later], ird=2,
-          refused=[beyond], network_hold=400, buffer_bytes=2048,
+          refused=beyond, refused_ready=0.1, network_hold=400, buffer_bytes=2048,
           response_after_frames=[0] * (len(requests) - 1) + [frames_before_later])
 
 
@@ -165,3 +167,15 @@ def test_read_responses_one_beat_per_cycle(width, size, count):
     run = check(width, [Association(0, 1480, 1)], streams, [], memory, responses=requests, peer_window=4)
     cycles = run.beat_cycles
     assert cycles[-1] - cycles[0] + 1 == len(cycles), "a cycle without a beat"
+
+
+@pytest.mark.slow
+def test_one_mebibyte_read_response():
+    """The largest size class: a 1 MiB Read Response (718 segments at MULPDU 1476) from an unaligned source
+    just below a 4 GiB boundary, with AXI latency and gaps, at W = 64."""
+    rng = random.Random(20)
+    size = 1 << 20
+    memory = ReadMemory(PAGE_END - size - 4096, rng.randbytes(size + 8192), 64, seed=3, ar_ready=0.8,
+                        latency=(1, 6), r_gap=0.1)
+    request = ReadResponse(0, 0, PAGE_END - size - 4091, size, sink_stag=0x1234, sink_to=(1 << 64) - size - 1)
+    check(64, [Association(0, 1476, 0xFFFFFF00)], {(0, 0): 1}, [], memory, responses=[request], out_stall=0.05)
