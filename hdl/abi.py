@@ -13,9 +13,10 @@ Gateware, scoreboard model, testbenches and host driver import this module
 * the host's commands besides table rows: :func:`buffer_revoke_layout`;
 * the enums that give those records' fields their meaning;
 * the transmit engine's work requests on ``s_axis_wr``
-  (:func:`work_request_layout`, :class:`WorkOpcode`) and the rows the host
-  writes into its tables (:func:`tx_association_write_layout`,
-  :func:`tx_stream_write_layout`).
+  (:func:`work_request_layout`, :class:`WorkOpcode`), the inbound RDMA Read
+  Requests it answers on ``s_axis_rr`` (:func:`read_response_layout`, refused
+  ones back on ``m_axis_rr_refused``) and the rows the host writes into its
+  tables (:func:`tx_association_write_layout`, :func:`tx_stream_write_layout`).
 
 Error numbers are (layer, type, code) as in an RDMAP Terminate (RFC 5040
 7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`. STag = table index <<
@@ -35,8 +36,8 @@ __all__ = [
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
     "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "segment_report_fields",
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
-    "WorkOpcode", "work_request_layout", "work_request_bytes", "tx_association_write_layout",
-    "tx_stream_write_layout", "TX_MIN_MULPDU",
+    "WorkOpcode", "work_request_layout", "work_request_bytes", "READ_RESPONSE_OPCODE", "read_response_layout",
+    "read_response_bytes", "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU",
 ]
 
 #: Host (DMA) address width of ``m_axi`` and of every address in a table or record.
@@ -429,6 +430,63 @@ def work_request_layout(address_bits: int = 64) -> data.StructLayout:
 def work_request_bytes() -> int:
     """Bytes of one ``s_axis_wr`` beat: the work request padded to whole bytes."""
     return (work_request_layout(ADDRESS_BITS).size + 7) // 8
+
+
+#: The RDMAP opcode of an RDMA Read Response (RFC 5040 4.2: tagged). Not a :class:`WorkOpcode`: the host
+#: does not post Read Responses, the engine sends them for the records on ``s_axis_rr``.
+READ_RESPONSE_OPCODE = 2
+
+
+def read_response_layout(address_bits: int = 64) -> data.StructLayout:
+    """One inbound RDMA Read Request to answer, on the transmit engine's ``s_axis_rr``: one
+    AXI4-Stream beat, ``tdata`` = the record's bits (padded to whole bytes,
+    :func:`read_response_bytes`), ``tlast`` = 1.
+
+    The engine answers it with one RDMA Read Response (RFC 5040 4.5: tagged, RDMAP opcode
+    :data:`READ_RESPONSE_OPCODE`, no RDMAP header of its own) of ``length`` bytes, segmented like an
+    RDMA Write (RFC 5041 5.2: MULPDU - 14 bytes a segment, the TO advancing from ``sink_to``), on
+    the stream the request came on, with that stream's DDP-SSNs and the association's TSNs.
+
+    * ``association``, ``stream_id``: where the Read Request arrived (below the engine's tables,
+      as for a work request); the response goes back on the same DDP stream (RFC 5043 5.2);
+    * ``sink_stag``, ``sink_to``: the request's Data Sink STag and TO (RFC 5040 4.4), copied into
+      the response's tagged DDP headers;
+    * ``length``: the RDMA Read Message Size (RFC 5040 4.4), 0 allowed (one segment, no payload);
+    * ``host_address``: where the request's Data Source STag and TO point in host memory, already
+      translated and checked by whoever writes the record: the RNIC top level from the receive
+      engine's region table, the driver's software path from its own; the check is RFC 5040 5.2 /
+      RFC 5041 8.3.1's (STag valid, same PD, the stream allowed, REMOTE_READ, [TO, TO + size)
+      inside the region, no 64-bit wrap). A request that fails it never reaches ``s_axis_rr``: its
+      writer sends the Terminate. The engine reads exactly ``length`` bytes from ``host_address``
+      and checks nothing of it;
+    * ``msn``: the Read Request's MSN on queue 1 (RFC 5041 4.3); not sent, carried so that a
+      refused record names its request.
+
+    IRD (RFC 6581 3, 4.1): the engine holds at most ``ird`` (its parameter) requests per stream
+    row, not per association: IRD is negotiated per DDP Stream Session (RFC 6581 7, 9; one
+    RdmapEndpoint in the model), and a stream row holds one. The driver advertises at most
+    ``ird``. A request counts from its record's acceptance until its response's last segment has
+    been handed to the packet path (as the model's responder counts them). A record beyond
+    ``ird`` is refused: it is not answered and leaves whole on ``m_axis_rr_refused``, in the
+    order of refusal, and the driver sends the Terminate the model sends (RDMAP Remote Operation
+    Error, catastrophic to the stream, 0x2/0x07). Nothing is dropped: while ``m_axis_rr_refused``
+    is not read, ``s_axis_rr`` waits. Responses leave in the order their records were accepted
+    (RFC 5040 5.5), ahead of local work requests waiting on ``s_axis_wr``.
+    """
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "stream_id": unsigned(STREAM_BITS),
+        "host_address": unsigned(address_bits),
+        "length": unsigned(32),
+        "sink_stag": unsigned(32),
+        "sink_to": unsigned(64),
+        "msn": unsigned(32),
+    })
+
+
+def read_response_bytes() -> int:
+    """Bytes of one ``s_axis_rr`` or ``m_axis_rr_refused`` beat: the record padded to whole bytes."""
+    return (read_response_layout(ADDRESS_BITS).size + 7) // 8
 
 
 def tx_association_write_layout() -> data.StructLayout:

@@ -2,11 +2,20 @@
 
 ::
 
-    s_axis_wr ─► Segmenter ─segment─► HeaderBuilder ─sctp_header─► Prepend ─► Crc32c ─crc──┐
-                     │                      │                  (SCTP) ▲  └──► buffer ─► CrcInsert ─► Prepend ─► m_axis
-                     └─fetch─► PayloadFetcher ─payload────────────────┘                (frame) ▲
-                                   ▲ m_axi (AR, R)     └─prefix (Ethernet, IPv4, UDP)──────────┘
+    s_axis_rr ─► ReadRequestQueue ─responses─► WorkArbiter ─work─► Segmenter (below)
+                   │        ▲                          ▲ (responses first)
+                   │        └─ Segmenter.response_sent │
+                   └─refused─► m_axis_rr_refused   s_axis_wr
 
+    Segmenter ─segment─► HeaderBuilder ─sctp_header─► Prepend ─► Crc32c ─crc──┐
+        │                      │                  (SCTP) ▲  └──► buffer ─► CrcInsert ─► Prepend ─► m_axis
+        └─fetch─► PayloadFetcher ─payload────────────────┘                (frame) ▲
+                      ▲ m_axi (AR, R)     └─prefix (Ethernet, IPv4, UDP)──────────┘
+
+* :class:`~hdl.tx.read_queue.ReadRequestQueue`: inbound RDMA Read Requests,
+  at most ``ird`` per stream row, the rest refused;
+* :class:`~hdl.tx.arbiter.WorkArbiter`: the next message for the segmenter, a
+  Read Response ahead of a local work request;
 * :class:`~hdl.tx.segmenter.Segmenter`: RFC 5041 5.2 segmentation to the
   association's MULPDU, TSN, DDP-SSN and MSN counters;
 * :class:`~hdl.tx.payload_fetcher.PayloadFetcher`: each segment's payload over
@@ -23,6 +32,10 @@ Ports:
 
 * ``s_axis_wr``: AXI4-Stream, one beat per work request, ``tdata`` =
   :func:`hdl.abi.work_request_layout` (see there for the fields);
+* ``s_axis_rr``: AXI4-Stream, one beat per inbound RDMA Read Request to
+  answer, ``tdata`` = :func:`hdl.abi.read_response_layout` (see there: who
+  translates the Data Source, IRD, refusal); ``m_axis_rr_refused``: the
+  records refused, one beat each, same layout;
 * ``association_write``, ``stream_write``: table rows
   (:func:`hdl.abi.tx_association_write_layout`,
   :func:`hdl.abi.tx_stream_write_layout`), always ready; ``local_mac``,
@@ -44,7 +57,8 @@ from amaranth.lib.wiring import In, Out, connect
 from amaranth.lib import stream
 
 from hdl.abi import (
-    ADDRESS_BITS, tx_association_write_layout, tx_stream_write_layout, work_request_bytes, work_request_layout,
+    ADDRESS_BITS, read_response_bytes, read_response_layout, tx_association_write_layout, tx_stream_write_layout,
+    work_request_bytes, work_request_layout,
 )
 from hdl.bus.axi import Axi4ReadSignature
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream
@@ -52,10 +66,12 @@ from hdl.stream.crc32c import Crc32c
 from hdl.stream.packet import packet_layout
 from hdl.stream.prepend import Prepend
 from hdl.stream.queue import Queue
+from hdl.tx.arbiter import WorkArbiter
 from hdl.tx.crc_insert import CrcInsert
 from hdl.tx.headers import PREFIX_LENGTHS, SCTP_HEADER_LENGTHS, HeaderBuilder
 from hdl.tx.layouts import fetch_layout, segment_layout
 from hdl.tx.payload_fetcher import PayloadFetcher
+from hdl.tx.read_queue import ReadRequestQueue
 from hdl.tx.segmenter import Segmenter
 
 __all__ = ["TxEngine"]
@@ -63,14 +79,20 @@ __all__ = ["TxEngine"]
 
 class TxEngine(wiring.Component):
     """The transmit engine for a ``width_bytes`` datapath (8, 16, 32 or 64), ``associations``
-    associations of ``stream_ids`` streams each (stream row ``association * stream_ids + stream_id``)."""
+    associations of ``stream_ids`` streams each (a power of two; stream row ``association *
+    stream_ids + stream_id``), answering up to ``ird`` inbound RDMA Read Requests per stream row."""
 
-    def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, buffer_bytes: int = 8192):
+    def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, ird: int = 4,
+                 buffer_bytes: int = 8192):
+        if stream_ids & (stream_ids - 1):
+            raise ValueError(f"stream_ids must be a power of two, not {stream_ids}")
         self.width_bytes = width_bytes
-        self.associations, self.stream_ids = associations, stream_ids
+        self.associations, self.stream_ids, self.ird = associations, stream_ids, ird
         self.buffer_bytes = buffer_bytes
         super().__init__({
             "s_axis_wr": In(AxiStreamSignature(work_request_bytes())),
+            "s_axis_rr": In(AxiStreamSignature(read_response_bytes())),
+            "m_axis_rr_refused": Out(AxiStreamSignature(read_response_bytes())),
             "association_write": In(stream.Signature(tx_association_write_layout())),
             "stream_write": In(stream.Signature(tx_stream_write_layout(associations * stream_ids))),
             "local_mac": In(48),
@@ -100,7 +122,30 @@ class TxEngine(wiring.Component):
             work_queue.sink.valid.eq(self.s_axis_wr.tvalid),
             self.s_axis_wr.tready.eq(work_queue.sink.ready),
         ]
-        connect(m, work_queue.source, segmenter.work)
+
+        # Inbound Read Requests: one beat each, through a queue, into the IRD queue; refusals out.
+        layout = read_response_layout(ADDRESS_BITS)
+        request_queue = m.submodules.request_queue = Queue(layout)
+        reads = m.submodules.reads = ReadRequestQueue(associations=self.associations, stream_ids=self.stream_ids,
+                                                      ird=self.ird)
+        m.d.comb += [
+            request_queue.sink.payload.eq(self.s_axis_rr.tdata[:layout.size]),
+            request_queue.sink.valid.eq(self.s_axis_rr.tvalid),
+            self.s_axis_rr.tready.eq(request_queue.sink.ready),
+            self.m_axis_rr_refused.tdata.eq(reads.refused.payload),
+            self.m_axis_rr_refused.tkeep.eq(-1),
+            self.m_axis_rr_refused.tlast.eq(1),
+            self.m_axis_rr_refused.tvalid.eq(reads.refused.valid),
+            reads.refused.ready.eq(self.m_axis_rr_refused.tready),
+            reads.sent.eq(segmenter.response_sent), reads.sent_row.eq(segmenter.response_sent_row),
+        ]
+        connect(m, request_queue.source, reads.requests)
+
+        # The segmenter's next message: a waiting Read Response, else a local request.
+        arbiter = m.submodules.arbiter = WorkArbiter(ADDRESS_BITS)
+        connect(m, work_queue.source, arbiter.local)
+        connect(m, reads.responses, arbiter.responses)
+        connect(m, arbiter.work, segmenter.work)
 
         # Tables and addresses.
         for block in (segmenter, headers):

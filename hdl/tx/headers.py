@@ -8,7 +8,8 @@ For each segment record two headers leave, in the same cycle, for the two
   DATA chunk header (RFC 4960 3.3.1: U = B = E = 1, stream sequence number 0,
   PPID 16, RFC 5043 5.2, 9, 10; length without padding), the DDP-SSN (RFC 5043
   5.2.1) and the DDP header with the RDMAP control field in its RsvdULP:
-  tagged (RFC 5041 4.2, RFC 5040 4.1: 14 bytes), untagged (RFC 5041 4.3,
+  tagged (RFC 5041 4.2, RFC 5040 4.1: 14 bytes; RDMA Write and Read Response,
+  RFC 5040 4.3, 4.5: no RDMAP header of their own), untagged (RFC 5041 4.3,
   Invalidate STag for the Send with Invalidate variants: 18 bytes), or, for a
   Read Request, untagged followed by the 28-byte Read Request header (RFC 5040
   4.4). ``body`` says whether payload follows.
@@ -28,7 +29,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import WorkOpcode, tx_association_write_layout
+from hdl.abi import READ_RESPONSE_OPCODE, WorkOpcode, tx_association_write_layout
 from hdl.stream.bits import index_bits
 from hdl.stream.prepend import prepend_header_layout
 from hdl.stream.queue import Queue
@@ -136,7 +137,7 @@ class HeaderBuilder(wiring.Component):
         # Stage 1: the segment, its association's row and its lengths.
         incoming = self.segments.payload
         incoming_row = rows[incoming.association[:index_bits(associations)]]
-        incoming_tagged = incoming.opcode == WorkOpcode.RDMA_WRITE
+        incoming_tagged = (incoming.opcode == WorkOpcode.RDMA_WRITE) | (incoming.opcode == READ_RESPONSE_OPCODE)
         incoming_read_request = incoming.opcode == WorkOpcode.RDMA_READ_REQUEST
         header_length = Mux(incoming_tagged, TAGGED_SCTP_HEADER,
                             Mux(incoming_read_request, READ_REQUEST_SCTP_HEADER, UNTAGGED_SCTP_HEADER))

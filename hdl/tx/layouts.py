@@ -10,12 +10,13 @@ DDP-SSN 16 bits (RFC 5043 5.2.1), STag 32 and TO 64 bits (RFC 5041 4.2), MSN
 and MO 32 bits (RFC 5041 4.3); a segment's payload is below 2**16 (MULPDU).
 """
 
-from amaranth.hdl import unsigned
+from amaranth.hdl import Cat, unsigned
 from amaranth.lib import data
 
 from hdl.abi import ASSOCIATION_BITS, STREAM_BITS
+from hdl.stream.bits import index_bits
 
-__all__ = ["segment_layout", "fetch_layout", "SEGMENT_PAYLOAD_BITS"]
+__all__ = ["segment_layout", "fetch_layout", "stream_row", "SEGMENT_PAYLOAD_BITS"]
 
 #: Bits of a segment's payload length (a MULPDU is 16 bits).
 SEGMENT_PAYLOAD_BITS = 16
@@ -28,7 +29,7 @@ def segment_layout() -> data.StructLayout:
         "stream_id": unsigned(STREAM_BITS),
         "tsn": unsigned(32),
         "ddp_ssn": unsigned(16),
-        "opcode": unsigned(4),                 # WorkOpcode
+        "opcode": unsigned(4),                 # RDMAP opcode: a WorkOpcode or READ_RESPONSE_OPCODE
         "last": unsigned(1),                   # DDP L (RFC 5041 4.1)
         "stag": unsigned(32),                  # tagged STag; Read Request: Data Source STag
         "to": unsigned(64),                    # tagged TO of this segment; Read Request: Data Source TO
@@ -48,3 +49,10 @@ def fetch_layout(address_bits: int = 64) -> data.StructLayout:
         "address": unsigned(address_bits),
         "length": unsigned(SEGMENT_PAYLOAD_BITS),
     })
+
+
+def stream_row(association, stream_id, associations: int, stream_ids: int):
+    """The stream row ``association * stream_ids + stream_id`` of a record's fields: the low bits of
+    each side by side (``stream_ids`` a power of two)."""
+    row = association[:index_bits(associations)]
+    return Cat(stream_id[:index_bits(stream_ids)], row) if stream_ids > 1 else row

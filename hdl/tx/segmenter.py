@@ -4,8 +4,9 @@ For each work request the segmenter emits one :func:`~hdl.tx.layouts.segment_lay
 record per DDP segment (and, for a segment with payload, one
 :func:`~hdl.tx.layouts.fetch_layout` record for the payload fetcher):
 
-* payload per segment: MULPDU - 14 tagged, MULPDU - 18 untagged (the RFC 5041
-  5.2 worked examples); a zero-length message is one segment (5.2); L on the
+* payload per segment: MULPDU - 14 tagged (RDMA Write, Read Response), MULPDU
+  - 18 untagged (the RFC 5041 5.2 worked examples); a zero-length message is
+  one segment (5.2); L on the
   last segment only (4.1); a Read Request is one segment whose payload is its
   28-byte header (RFC 5040 4.4), nothing read from memory;
 * a tagged segment's TO is the message's TO plus its offset, an untagged
@@ -13,7 +14,9 @@ record per DDP segment (and, for a segment with payload, one
 * the MSN of the queue (QN 0 Sends, QN 1 Read Requests) is the stream's next,
   from 1, mod 2**32 (4.3), and advances once per message;
 * every segment takes the stream's next DDP-SSN (RFC 5043 5.2.1) and the
-  association's next TSN (RFC 4960 6.1), both mod their width.
+  association's next TSN (RFC 4960 6.1), both mod their width;
+* when a Read Response's last segment leaves, ``response_sent`` pulses with its
+  stream row (the IRD count, :class:`~hdl.tx.read_queue.ReadRequestQueue`).
 
 Timing: one segment per cycle; a work request's tables are read in the cycle
 it is taken, from the queue's flip-flops, so a request costs one cycle more
@@ -27,9 +30,11 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import (
-    ADDRESS_BITS, WorkOpcode, tx_association_write_layout, tx_stream_write_layout, work_request_layout,
+    ADDRESS_BITS, READ_RESPONSE_OPCODE, WorkOpcode, tx_association_write_layout, tx_stream_write_layout,
+    work_request_layout,
 )
 from hdl.stream.bits import index_bits
+from hdl.tx import layouts
 from hdl.tx.layouts import SEGMENT_PAYLOAD_BITS, fetch_layout, segment_layout
 
 __all__ = ["Segmenter", "TAGGED_HEADER", "UNTAGGED_HEADER"]
@@ -45,7 +50,8 @@ class Segmenter(wiring.Component):
     Ports
     -----
     work : ``In(stream.Signature(work_request_layout()))``
-        Work requests (:func:`hdl.abi.work_request_layout`); ``ready`` is a flip-flop.
+        Work requests (:func:`hdl.abi.work_request_layout`, or opcode
+        :data:`~hdl.abi.READ_RESPONSE_OPCODE` for a Read Response); ``ready`` is a flip-flop.
     association_write : ``In(stream.Signature(tx_association_write_layout()))``
         Always ready: loads the row's MULPDU and its TSN counter.
     stream_write : ``In(stream.Signature(tx_stream_write_layout(streams)))``
@@ -55,6 +61,8 @@ class Segmenter(wiring.Component):
         A segment with payload leaves on both in the same cycle; put a
         :class:`~hdl.stream.queue.Queue` behind each (their ``ready`` is read
         as a flip-flop).
+    response_sent, response_sent_row : ``Out(1)``, ``Out(index_bits(streams))``
+        Registered: a pulse the cycle after a Read Response's last segment left, with its stream row.
     """
 
     def __init__(self, *, associations: int = 2, stream_ids: int = 4, address_bits: int = ADDRESS_BITS):
@@ -67,12 +75,14 @@ class Segmenter(wiring.Component):
             "stream_write": In(stream.Signature(tx_stream_write_layout(streams))),
             "segments": Out(stream.Signature(segment_layout())),
             "fetches": Out(stream.Signature(fetch_layout(address_bits))),
+            "response_sent": Out(1),
+            "response_sent_row": Out(index_bits(streams)),
         })
 
     def elaborate(self, platform):
         m = Module()
         associations, streams = self.associations, self.associations * self.stream_ids
-        association_bits, stream_id_bits = index_bits(associations), index_bits(self.stream_ids)
+        association_bits = index_bits(associations)
 
         # Tables: per association the payload room of a tagged and an untagged segment and the
         # TSN counter; per stream the DDP-SSN counter and the MSNs of queues 0 and 1.
@@ -86,7 +96,7 @@ class Segmenter(wiring.Component):
         work = self.work.payload
         request = Signal(work_request_layout(self._address_bits))
         busy = Signal()
-        tagged, read_request, has_payload, last = Signal(), Signal(), Signal(), Signal()
+        tagged, read_request, responding, has_payload, last = Signal(), Signal(), Signal(), Signal(), Signal()
         per_segment = Signal(SEGMENT_PAYLOAD_BITS)
         remaining = Signal(32)
         rest = Signal(signed(34))   # remaining - per_segment: the next segment's remaining bytes
@@ -97,8 +107,9 @@ class Segmenter(wiring.Component):
 
         # Take a request: its rows are read from the queue's flip-flops.
         work_row = work.association[:association_bits]
-        work_stream_row = Cat(work.stream_id[:stream_id_bits], work_row) if self.stream_ids > 1 else work_row
-        work_tagged = work.opcode == WorkOpcode.RDMA_WRITE
+        work_stream_row = layouts.stream_row(work.association, work.stream_id, associations, self.stream_ids)
+        work_responding = work.opcode == READ_RESPONSE_OPCODE
+        work_tagged = (work.opcode == WorkOpcode.RDMA_WRITE) | work_responding
         work_read_request = work.opcode == WorkOpcode.RDMA_READ_REQUEST
         room = Mux(work_tagged, tagged_room[work_row], untagged_room[work_row])
         m.d.comb += self.work.ready.eq(~busy)
@@ -107,7 +118,7 @@ class Segmenter(wiring.Component):
                 busy.eq(1),
                 request.eq(work),
                 row.eq(work_row), stream_row.eq(work_stream_row),
-                tagged.eq(work_tagged), read_request.eq(work_read_request),
+                tagged.eq(work_tagged), read_request.eq(work_read_request), responding.eq(work_responding),
                 per_segment.eq(room),
                 remaining.eq(Mux(work_read_request, 0, work.length)),
                 rest.eq(Cat(work.length, Const(0, 1)).as_signed() - room),
@@ -148,6 +159,7 @@ class Segmenter(wiring.Component):
             self.fetches.valid.eq(busy & has_payload & self.segments.ready),
         ]
         emit = self.segments.valid & self.segments.ready
+        m.d.sync += [self.response_sent.eq(emit & last & responding), self.response_sent_row.eq(stream_row)]
         with m.If(emit):
             m.d.sync += [
                 remaining.eq(rest),

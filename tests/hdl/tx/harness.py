@@ -1,12 +1,16 @@
 """The transmit engine in Amaranth's simulator, and the frames the golden model sends for the same work.
 
 :func:`model_frames` builds the expected frames from the model only:
-``model.ddp.source.DdpSource`` segments each message (RFC 5041 5.2) with the
-RDMAP control field from ``model.rdmap.messages``; each segment goes into a
+``model.ddp.source.DdpSource`` segments each local message (RFC 5041 5.2) with
+the RDMAP control field from ``model.rdmap.messages``; a Read Response comes
+from the model's responder (:class:`ModelResponder`: an ``RdmapEndpoint``
+that receives the Read Request, checks the Data Source region and IRD, and
+hands over its response's segments); each segment goes into a
 ``DdpSegmentChunkData`` (DDP-SSN), a ``DataChunk`` (U = 1, PPID 16), an
 ``SctpPacket`` (CRC32c) and ``build_frame`` (Ethernet, IPv4, optionally UDP
 with checksum 0, RFC 6951 5). :func:`simulate` runs :class:`hdl.tx.engine.TxEngine`
-on the same work against :class:`~tests.hdl.tx.axi_read_memory.ReadMemory`.
+on the same work and Read Requests against
+:class:`~tests.hdl.tx.axi_read_memory.ReadMemory`.
 """
 
 from __future__ import annotations
@@ -14,15 +18,22 @@ from __future__ import annotations
 import ipaddress
 import random
 from dataclasses import dataclass
+from itertools import accumulate
 
 from amaranth.sim import Simulator
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.layers.sctp import SCTP, SCTPChunkData
 
-from hdl.abi import WorkOpcode, work_request_layout
+from hdl.abi import WorkOpcode, read_response_layout, work_request_layout
 from hdl.stream.simulation import Pace, stream_put
 from hdl.tx.engine import TxEngine
+from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
+from model.ddp.segment import DdpSegment, UntaggedHeader
 from model.ddp.source import DdpSource
 from model.net.frames import build_frame
+from model.rdmap.endpoint import RdmapEndpoint
 from model.rdmap.messages import Opcode, QueueNumber, ReadRequest, tagged_rsvd_ulp, untagged_rsvd_ulp
 from model.sctp.packet import PPID_DDP_SEGMENT, DataChunk, SctpPacket
 from tests.hdl.tx.axi_read_memory import ReadMemory
@@ -31,6 +42,7 @@ LOCAL_MAC = bytes.fromhex("02000000000a")
 LOCAL_IP = ipaddress.IPv4Address("10.0.0.2")
 UDP_PORT = 9899
 STREAM_IDS = 4
+PAGE_END = 0x1_0000_0000   # payloads around a 4 GiB boundary: 64-bit addresses, 4 KiB crossings
 
 
 @dataclass
@@ -61,36 +73,104 @@ class Work:
     invalidate_stag: int = 0
 
 
-def model_frames(associations: list[Association], first_ssn: dict, works: list[Work], memory: ReadMemory) -> list[bytes]:
-    """The frames the model sends for ``works``; ``first_ssn`` maps (association, stream id) to its first DDP-SSN."""
+@dataclass
+class ReadResponse:
+    """An inbound RDMA Read Request to answer (a record on ``s_axis_rr``), its Data Source at ``host_address``."""
+    association: int
+    stream_id: int
+    host_address: int
+    length: int
+    sink_stag: int = 0
+    sink_to: int = 0
+    msn: int = 1
+
+    def record(self) -> dict:
+        return {"association": self.association, "stream_id": self.stream_id, "host_address": self.host_address,
+                "length": self.length, "sink_stag": self.sink_stag, "sink_to": self.sink_to, "msn": self.msn}
+
+
+#: The test memory as one region at the model's responder: the STag and TO its Read Requests name.
+SOURCE_STAG = 0x00C0FF01
+SOURCE_BASE_TO = 0x7000_0000_0000
+
+
+class ModelResponder:
+    """The model's responder of one DDP stream: a ``model.rdmap.endpoint.RdmapEndpoint`` whose host memory
+    is ``memory``, registered whole as one REMOTE_READ region. :meth:`request` delivers the Read Request
+    a record stands for (the Data Source named by STag and TO, the endpoint translates it) and returns
+    the endpoint's events (a Terminate past IRD); :meth:`handed_over` takes the segments it queued."""
+
+    def __init__(self, mulpdu: int, stream_id: int, memory: ReadMemory, ird: int = 4):
+        pd, table, host = ProtectionDomain(1), MemoryTable(), SparseMemory()
+        host.write(memory.base, memory.data)
+        table.register(MemoryRegion(SOURCE_STAG, pd, SOURCE_BASE_TO, len(memory.data), Access.REMOTE_READ,
+                                    memory.base))
+        self.endpoint = RdmapEndpoint(pd=pd, memory_table=table, host_memory=host, stream_id=stream_id,
+                                      mulpdu=mulpdu, ird=ird)
+        self.base, self.msn = memory.base, 1
+
+    def request(self, response: ReadResponse) -> list:
+        request = ReadRequest(response.sink_stag, response.sink_to, response.length, SOURCE_STAG,
+                              SOURCE_BASE_TO + response.host_address - self.base)
+        header = UntaggedHeader(True, untagged_rsvd_ulp(Opcode.RDMA_READ_REQUEST), QueueNumber.READ_REQUEST,
+                                self.msn, 0)
+        self.endpoint.receive(DdpSegment(header, request.encode()).encode(), self.msn - 1)
+        self.msn += 1
+        return self.endpoint.next_events()
+
+    def handed_over(self) -> list[bytes]:
+        return self.endpoint.data_to_send()
+
+
+def model_messages(associations: list[Association], first_ssn: dict, messages: list, memory: ReadMemory) -> list:
+    """The frames the model sends for each of ``messages`` (``Work`` or ``ReadResponse``, in the order they
+    go out); ``first_ssn`` maps (association, stream id) to its first DDP-SSN."""
     by_index = {a.index: a for a in associations}
-    sources, ssn, tsn = {}, dict(first_ssn), {a.index: a.next_tsn for a in associations}
-    frames = []
-    for work in works:
-        association = by_index[work.association]
-        key = (work.association, work.stream_id)
-        source = sources.setdefault(key, DdpSource(association.mulpdu))
-        opcode = Opcode(int(work.opcode))
-        start = work.host_address - memory.base
-        payload = memory.data[start:start + work.length]
-        if opcode is Opcode.RDMA_WRITE:
-            segments = source.tagged_message(payload, work.stag, work.to, tagged_rsvd_ulp(opcode))
-        elif opcode is Opcode.RDMA_READ_REQUEST:
-            request = ReadRequest(work.sink_stag, work.sink_to, work.length, work.stag, work.to).encode()
-            segments = source.untagged_message(request, QueueNumber.READ_REQUEST, untagged_rsvd_ulp(opcode))
+    sources, responders, ssn = {}, {}, dict(first_ssn)
+    tsn = {a.index: a.next_tsn for a in associations}
+    out = []
+    for message in messages:
+        association = by_index[message.association]
+        key = (message.association, message.stream_id)
+        if isinstance(message, ReadResponse):
+            responder = responders.setdefault(key, ModelResponder(association.mulpdu, message.stream_id, memory))
+            assert responder.request(message) == [], "the model refused a Read Request"
+            segments = responder.handed_over()
         else:
-            invalidate = work.invalidate_stag if opcode.carries_invalidate_stag else 0
-            segments = source.untagged_message(payload, QueueNumber.SEND, untagged_rsvd_ulp(opcode, invalidate))
+            segments = [segment.encode() for segment in
+                        local_segments(sources.setdefault(key, DdpSource(association.mulpdu)), message, memory)]
+        frames = []
         for segment in segments:
-            user_data = DdpSegmentChunkData(ssn[key], segment.encode()).encode()
+            user_data = DdpSegmentChunkData(ssn[key], segment).encode()
             ssn[key] = (ssn[key] + 1) & 0xFFFF
-            chunk = DataChunk(tsn[work.association], work.stream_id, 0, PPID_DDP_SEGMENT, user_data, unordered=True)
-            tsn[work.association] = (tsn[work.association] + 1) & 0xFFFFFFFF
+            chunk = DataChunk(tsn[message.association], message.stream_id, 0, PPID_DDP_SEGMENT, user_data,
+                              unordered=True)
+            tsn[message.association] = (tsn[message.association] + 1) & 0xFFFFFFFF
             packet = SctpPacket(association.local_port, association.peer_port, association.tag, [chunk]).encode()
             frames.append(build_frame(packet, LOCAL_MAC, association.peer_mac, LOCAL_IP, association.peer_ip,
                                       udp=association.udp, src_port=UDP_PORT, dst_port=association.peer_udp_port,
                                       udp_checksum=False))
-    return frames
+        out.append(frames)
+    return out
+
+
+def local_segments(source: DdpSource, work: Work, memory: ReadMemory) -> list:
+    """The DDP segments of a local work request (RFC 5041 5.2) with its RDMAP control field (RFC 5040 4.1)."""
+    opcode = Opcode(int(work.opcode))
+    start = work.host_address - memory.base
+    payload = memory.data[start:start + work.length]
+    if opcode is Opcode.RDMA_WRITE:
+        return source.tagged_message(payload, work.stag, work.to, tagged_rsvd_ulp(opcode))
+    if opcode is Opcode.RDMA_READ_REQUEST:
+        request = ReadRequest(work.sink_stag, work.sink_to, work.length, work.stag, work.to).encode()
+        return source.untagged_message(request, QueueNumber.READ_REQUEST, untagged_rsvd_ulp(opcode))
+    invalidate = work.invalidate_stag if opcode.carries_invalidate_stag else 0
+    return source.untagged_message(payload, QueueNumber.SEND, untagged_rsvd_ulp(opcode, invalidate))
+
+
+def model_frames(associations: list[Association], first_ssn: dict, messages: list, memory: ReadMemory) -> list[bytes]:
+    """:func:`model_messages`, one list of frames."""
+    return [frame for frames in model_messages(associations, first_ssn, messages, memory) for frame in frames]
 
 
 @dataclass
@@ -98,18 +178,41 @@ class Run:
     frames: list            # bytes of each frame on m_axis
     beat_cycles: list       # cycle of each m_axis beat
     first_work_cycle: int   # cycle the first work request was taken
+    refused: list           # ReadResponse of each record on m_axis_rr_refused
 
 
 def simulate(width: int, associations: list[Association], first_ssn: dict, works: list[Work], memory: ReadMemory,
-             frame_count: int, *, out_stall: float = 0.0, work_gap: float = 0.0, seed: int = 0,
-             buffer_bytes: int = 8192) -> Run:
-    """Run the engine until ``frame_count`` frames left (or a cycle budget ran out), then 30 cycles more."""
-    dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, buffer_bytes=buffer_bytes)
+             frame_count: int, *, responses: list = (), ird: int = 4, out_stall: float = 0.0, work_gap: float = 0.0,
+             response_gap: float = 0.0, seed: int = 0, buffer_bytes: int = 8192, network_hold: int = 0,
+             peer_delay: int = 0, response_after_frames: list | None = None, refused_count: int = 0,
+             refused_ready: float = 1.0) -> Run:
+    """Run the engine until ``frame_count`` frames and ``refused_count`` refusals left (or a cycle budget ran
+    out), then 30 cycles more.
+
+    Work requests go to ``s_axis_wr`` once the tables are written, ``responses`` (Read Requests) to
+    ``s_axis_rr`` ``peer_delay`` cycles later, each (with ``response_after_frames``) once that many frames
+    have left. The network takes nothing for the first ``network_hold`` cycles; ``m_axis_rr_refused`` is
+    ready on a random ``refused_ready`` of the cycles.
+    """
+    dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, ird=ird, buffer_bytes=buffer_bytes)
     rng = random.Random(seed)
-    layout = work_request_layout()
-    run = Run([], [], -1)
-    beats: list = []
+    layout, record_layout = work_request_layout(), read_response_layout()
+    run = Run([], [], -1, [])
     clock = [0]
+    tables_written = [False]
+
+    async def offer(ctx, port, bits, pace):
+        ctx.set(port.tdata, bits)
+        ctx.set(port.tlast, 1)
+        ctx.set(port.tkeep, -1)
+        for _ in range(pace.cycles()):
+            ctx.set(port.tvalid, 0)
+            await ctx.tick()
+        ctx.set(port.tvalid, 1)
+        while True:
+            _, _, ready = await ctx.tick().sample(port.tready)
+            if ready:
+                break
 
     async def host(ctx):
         ctx.set(dut.local_mac, int.from_bytes(LOCAL_MAC, "big"))
@@ -125,6 +228,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
             await stream_put(ctx, dut.stream_write, {"index": association * STREAM_IDS + stream_id,
                                                      "first_ssn": ssn})
         await ctx.tick().repeat(8)   # the IPv4 sums of the rows settle
+        tables_written[0] = True
         pace = Pace(work_gap, seed=rng)
         for index, work in enumerate(works):
             bits = layout.const({
@@ -132,26 +236,40 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 "host_address": work.host_address, "length": work.length, "stag": work.stag, "to": work.to,
                 "sink_stag": work.sink_stag, "sink_to": work.sink_to,
                 "invalidate_stag": work.invalidate_stag}).as_bits()
-            ctx.set(dut.s_axis_wr.tdata, bits)
-            ctx.set(dut.s_axis_wr.tlast, 1)
-            ctx.set(dut.s_axis_wr.tkeep, -1)
-            for _ in range(pace.cycles()):
-                ctx.set(dut.s_axis_wr.tvalid, 0)
-                await ctx.tick()
-            ctx.set(dut.s_axis_wr.tvalid, 1)
-            while True:
-                _, _, ready = await ctx.tick().sample(dut.s_axis_wr.tready)
-                if ready:
-                    break
+            await offer(ctx, dut.s_axis_wr, bits, pace)
             if index == 0:
                 run.first_work_cycle = clock[0]
         ctx.set(dut.s_axis_wr.tvalid, 0)
+
+    async def peer(ctx):
+        while not tables_written[0]:
+            await ctx.tick()
+        await ctx.tick().repeat(peer_delay + 1)
+        pace = Pace(response_gap, seed=random.Random(seed + 1))
+        for index, response in enumerate(responses):
+            while response_after_frames and len(run.frames) < response_after_frames[index]:
+                ctx.set(dut.s_axis_rr.tvalid, 0)
+                await ctx.tick()
+            await offer(ctx, dut.s_axis_rr, record_layout.const(response.record()).as_bits(), pace)
+        ctx.set(dut.s_axis_rr.tvalid, 0)
+
+    async def refusals(ctx):
+        port = dut.m_axis_rr_refused
+        pace = random.Random(seed + 2)
+        while True:
+            ready = pace.random() < refused_ready
+            ctx.set(port.tready, ready)
+            _, _, valid, bits, last = await ctx.tick().sample(port.tvalid, port.tdata, port.tlast)
+            if valid and ready:
+                assert last, "a refused record is one beat"
+                record = record_layout.from_bits(bits)
+                run.refused.append(ReadResponse(**{name: int(getattr(record, name)) for name in record_layout.members}))
 
     async def network(ctx):
         current = b""
         axis = dut.m_axis
         while True:
-            ready = not (out_stall and rng.random() < out_stall)
+            ready = clock[0] >= network_hold and not (out_stall and rng.random() < out_stall)
             ctx.set(axis.tready, ready)
             _, _, valid, data, keep, last = await ctx.tick().sample(axis.tvalid, axis.tdata, axis.tkeep, axis.tlast)
             clock[0] += 1
@@ -167,15 +285,15 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(host, background=True)
-    sim.add_testbench(network, background=True)
-    for process in memory.processes(dut.m_axi):
+    for process in (host, peer, refusals, network, *memory.processes(dut.m_axi)):
         sim.add_testbench(process, background=True)
 
     async def watch(ctx):
-        budget = 2000 + 8 * sum(w.length // width + 40 for w in works) + 200 * frame_count
+        messages = [*works, *responses]
+        budget = (2000 + network_hold + peer_delay + 8 * sum(w.length // width + 40 for w in messages)
+                  + 200 * frame_count)
         for _ in range(budget):
-            if len(run.frames) >= frame_count:
+            if len(run.frames) >= frame_count and len(run.refused) >= refused_count:
                 break
             await ctx.tick()
         await ctx.tick().repeat(30)
@@ -186,7 +304,71 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
 
 
 def run_against_model(width: int, associations: list[Association], first_ssn: dict, works: list[Work],
-                      memory: ReadMemory, **options) -> tuple[Run, list[bytes]]:
-    """Simulate ``works`` and return the run with the model's frames for them."""
-    expected = model_frames(associations, first_ssn, works, memory)
-    return simulate(width, associations, first_ssn, works, memory, len(expected), **options), expected
+                      memory: ReadMemory, *, responses: list = (), order: list | None = None,
+                      peer_window: int | None = None, **options) -> tuple[Run, list[bytes]]:
+    """Simulate ``works`` and ``responses`` and return the run with the model's frames for them, the messages
+    going out in ``order`` (needed when there are both). With ``peer_window`` the peer keeps at most that
+    many Read Requests of a stream unanswered (its ORD, RFC 6581 9): it sends the next one once the
+    frames of the response that many requests back on the stream have left."""
+    assert order is not None or not (works and responses), "the order of local work and Read Responses"
+    order = order if order is not None else [*works, *responses]
+    per_message = model_messages(associations, first_ssn, order, memory)
+    expected = [frame for frames in per_message for frame in frames]
+    if peer_window is not None:
+        end_of = {id(message): end for message, end in zip(order, accumulate(map(len, per_message)))}
+        after, answered = [], {}
+        for response in responses:
+            earlier = answered.setdefault((response.association, response.stream_id), [])
+            after.append(end_of[id(earlier[-peer_window])] if len(earlier) >= peer_window else 0)
+            earlier.append(response)
+        options["response_after_frames"] = after
+    return simulate(width, associations, first_ssn, works, memory, len(expected), responses=responses,
+                    **options), expected
+
+
+def random_memory(rng: random.Random, width: int, **pace) -> ReadMemory:
+    return ReadMemory(PAGE_END - 0x4000, rng.randbytes(0x8000), width, seed=rng.getrandbits(32), **pace)
+
+
+def scapy_check(frame: bytes, association: Association, tsn: int) -> None:
+    """scapy's own reading of the frame: addresses, checksums, one unordered unfragmented DATA chunk, PPID 16."""
+    ether = Ether(frame)
+    ip = ether[IP]
+    assert ip.dst == association.peer_ip and ip.flags == "DF" and ip.ihl == 5
+    rebuilt = IP(bytes(ip))
+    rebuilt.chksum = None
+    assert IP(bytes(rebuilt)).chksum == ip.chksum, "IPv4 header checksum"
+    assert ip.len == len(frame) - 14
+    if association.udp:
+        datagram = ether[UDP]
+        assert (datagram.dport, datagram.chksum, datagram.len) == (association.peer_udp_port, 0, ip.len - 20)
+        raw = bytes(datagram.payload)
+    else:
+        assert ip.proto == 132
+        raw = bytes(ip.payload)
+    recomputed = SCTP(raw)
+    recomputed.chksum = None
+    assert bytes(recomputed)[8:12] == raw[8:12], "SCTP CRC32c"
+    sctp = SCTP(raw)
+    assert (sctp.sport, sctp.dport, sctp.tag) == (association.local_port, association.peer_port, association.tag)
+    chunk = sctp[SCTPChunkData]
+    assert (chunk.unordered, chunk.beginning, chunk.ending, chunk.proto_id, chunk.tsn) == (1, 1, 1, 16, tsn)
+
+
+def check(width, associations, first_ssn, works, memory, *, refused=(), **options) -> Run:
+    """Run against the model: the same frames byte for byte, each read by scapy with its TSN in sequence,
+    and exactly the ``refused`` Read Requests back on ``m_axis_rr_refused``."""
+    run, expected = run_against_model(width, associations, first_ssn, works, memory, refused_count=len(refused),
+                                      **options)
+    assert len(run.frames) == len(expected)
+    for index, (frame, model) in enumerate(zip(run.frames, expected)):
+        assert frame == model, f"frame {index}: {frame.hex()} != {model.hex()}"
+    tsn = {a.index: a.next_tsn for a in associations}
+    by_port = {a.local_port: a for a in associations}
+    for frame in run.frames:
+        association = by_port[SCTP(bytes(Ether(frame)[SCTP]) if not Ether(frame).haslayer(UDP)
+                                   else bytes(Ether(frame)[UDP].payload)).sport]
+        scapy_check(frame, association, tsn[association.index])
+        tsn[association.index] = (tsn[association.index] + 1) & 0xFFFFFFFF
+    assert run.refused == list(refused)
+    return run

@@ -14,40 +14,10 @@ network the engine sends one beat every cycle, from frame to frame.
 import random
 
 import pytest
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
-from scapy.layers.sctp import SCTP, SCTPChunkData
 
 from hdl.abi import TX_MIN_MULPDU, WorkOpcode
 from tests.hdl.tx.axi_read_memory import ReadMemory
-from tests.hdl.tx.harness import Association, Work, run_against_model
-
-PAGE_END = 0x1_0000_0000   # payloads around a 4 GiB boundary: 64-bit addresses, 4 KiB crossings
-
-
-def scapy_check(frame: bytes, association: Association, tsn: int) -> None:
-    """scapy's own reading of the frame: addresses, checksums, one unordered unfragmented DATA chunk, PPID 16."""
-    ether = Ether(frame)
-    ip = ether[IP]
-    assert ip.dst == association.peer_ip and ip.flags == "DF" and ip.ihl == 5
-    rebuilt = IP(bytes(ip))
-    rebuilt.chksum = None
-    assert IP(bytes(rebuilt)).chksum == ip.chksum, "IPv4 header checksum"
-    assert ip.len == len(frame) - 14
-    if association.udp:
-        datagram = ether[UDP]
-        assert (datagram.dport, datagram.chksum, datagram.len) == (association.peer_udp_port, 0, ip.len - 20)
-        raw = bytes(datagram.payload)
-    else:
-        assert ip.proto == 132
-        raw = bytes(ip.payload)
-    recomputed = SCTP(raw)
-    recomputed.chksum = None
-    assert bytes(recomputed)[8:12] == raw[8:12], "SCTP CRC32c"
-    sctp = SCTP(raw)
-    assert (sctp.sport, sctp.dport, sctp.tag) == (association.local_port, association.peer_port, association.tag)
-    chunk = sctp[SCTPChunkData]
-    assert (chunk.unordered, chunk.beginning, chunk.ending, chunk.proto_id, chunk.tsn) == (1, 1, 1, 16, tsn)
+from tests.hdl.tx.harness import PAGE_END, Association, Work, check, random_memory
 
 
 def scenario(rng: random.Random, width: int, mulpdus=(1480, 1468), sizes=None, with_read=True):
@@ -71,25 +41,6 @@ def scenario(rng: random.Random, width: int, mulpdus=(1480, 1468), sizes=None, w
                               sink_to=rng.getrandbits(64), invalidate_stag=rng.getrandbits(32)))
     rng.shuffle(works)
     return associations, first_ssn, works
-
-
-def random_memory(rng: random.Random, width: int, **pace) -> ReadMemory:
-    return ReadMemory(PAGE_END - 0x4000, rng.randbytes(0x8000), width, seed=rng.getrandbits(32), **pace)
-
-
-def check(width, associations, first_ssn, works, memory, **options):
-    run, expected = run_against_model(width, associations, first_ssn, works, memory, **options)
-    assert len(run.frames) == len(expected)
-    for index, (frame, model) in enumerate(zip(run.frames, expected)):
-        assert frame == model, f"frame {index}: {frame.hex()} != {model.hex()}"
-    tsn = {a.index: a.next_tsn for a in associations}
-    by_port = {a.local_port: a for a in associations}
-    for frame in run.frames:
-        association = by_port[SCTP(bytes(Ether(frame)[SCTP]) if not Ether(frame).haslayer(UDP)
-                                   else bytes(Ether(frame)[UDP].payload)).sport]
-        scapy_check(frame, association, tsn[association.index])
-        tsn[association.index] = (tsn[association.index] + 1) & 0xFFFFFFFF
-    return run
 
 
 def test_every_opcode_and_size_matches_the_model():
