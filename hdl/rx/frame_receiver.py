@@ -18,10 +18,11 @@ Realigner (SCTP packet only, Ethernet padding and headers stripped), or
 nowhere (dropped and counted). Store and forward: no byte of a frame leaves
 before the frame is complete and checked.
 
-Latency, outputs ready: the first beat of a delivered packet leaves 15
-clock edges after the edge its frame's last beat came in on at W = 8, 19 at
-16, 24 at 32, 25 at 64 (tested on a frame with one 300-byte chunk); the CRC32c and the header
-checks run in parallel (each behind a register stage), then decide, the command queue, the buffer read and
+Latency, outputs ready: the first beat of a delivered packet leaves 16
+clock edges after the edge its frame's last beat came in on at W = 8, 20 at
+16, 25 at 32, 26 at 64 (tested on a frame with one 300-byte chunk); the CRC32c and the header
+checks run in parallel (each behind a register stage), then decide (the heads and the
+CRC compare registered, then the decision), the command queue, the buffer read and
 staging, the realigner and the output queue. Every output leaves through a
 :class:`~hdl.stream.queue.Queue`.
 
@@ -62,7 +63,7 @@ __all__ = ["FrameReceiver", "Realigner", "realign_layout", "exception_meta_layou
 
 
 _SCTP_CHECKSUM_OFFSET = 8  # RFC 4960 3.1
-_DECIDE_QUEUE_DEPTH = 5  # the decide stage's output queues: two in flight, three to ride out a stall
+_DECIDE_QUEUE_DEPTH = 5  # the decide stage's output queues: three in flight, two to ride out a stall
 
 
 def exception_meta_layout() -> data.StructLayout:
@@ -448,8 +449,13 @@ class FrameReceiver(wiring.Component):
         m.d.comb += [verdicts.sink.valid.eq(parser.verdict.valid), verdicts.sink.payload.eq(parser.verdict.payload)]
 
         # Decide: verdict + CRC + buffer info -> one registered command for the buffer.
-        verdict = verdicts.source.payload
-        info = infos.source.payload
+        # The heads are registered on every cycle (no enable: `pop` says whether they were taken),
+        # with the CRC compare; the decision is made from those registers on the next cycle.
+        verdict = Signal.like(verdicts.source.payload)
+        info = Signal.like(infos.source.payload)
+        crc_ok = Signal()
+        m.d.sync += [verdict.eq(verdicts.source.payload), info.eq(infos.source.payload),
+                     crc_ok.eq(crcs.source.payload == verdicts.source.payload.expected_crc)]
         command_valid = Signal()
         command = Signal.like(buffer.command.payload)
         command_action = Signal(Action)
@@ -462,14 +468,14 @@ class FrameReceiver(wiring.Component):
 
         # The command reaches the buffer through a queue: its registered ready keeps the buffer's
         # read-side state (staging level, final read) off the decide stage's path. The decision
-        # reads no ready: a frame is decided only while the command queue and both metadata
-        # queues have room for it and the one before it (`room`, registered from their levels),
+        # reads no ready: a frame is taken only while the command queue and both metadata
+        # queues have room for it and the two before it (`room`, registered from their levels),
         # so the command register is always taken on the next cycle.
         commands = m.submodules.commands = Queue(buffer.command.payload.shape(), _DECIDE_QUEUE_DEPTH)
         wiring.connect(m, commands.source, buffer.command)
         room = Signal()
-        m.d.sync += room.eq((commands.level < _DECIDE_QUEUE_DEPTH - 2) & (pkt_metas.level < _DECIDE_QUEUE_DEPTH - 2)
-                            & (exc_metas.level < _DECIDE_QUEUE_DEPTH - 2))
+        m.d.sync += room.eq((commands.level < _DECIDE_QUEUE_DEPTH - 3) & (pkt_metas.level < _DECIDE_QUEUE_DEPTH - 3)
+                            & (exc_metas.level < _DECIDE_QUEUE_DEPTH - 3))
         m.d.comb += [
             commands.sink.valid.eq(command_valid),
             commands.sink.payload.eq(command),
@@ -487,43 +493,43 @@ class FrameReceiver(wiring.Component):
             crcs.source.ready.eq(pop),
             infos.source.ready.eq(pop),
         ]
-        m.d.sync += command_valid.eq(pop)
+        popped = Signal()
+        m.d.sync += [popped.eq(pop), command_valid.eq(popped)]
         action, reason = Signal(Action), Signal(4)
         with m.If(info.overflow):
             m.d.comb += [action.eq(Action.DROP), reason.eq(FrameDrop.OVERFLOW)]
-        with m.Elif(verdict.sctp & (crcs.source.payload != verdict.expected_crc)):
+        with m.Elif(verdict.sctp & ~crc_ok):
             m.d.comb += [action.eq(Action.DROP), reason.eq(FrameDrop.CRC)]
         with m.Else():
             m.d.comb += [action.eq(verdict.action), reason.eq(verdict.reason)]
 
         counters = {name: getattr(self, name) for name in FRAME_COUNTERS}
-        with m.If(pop):
+        m.d.sync += [
+            command_action.eq(action),
+            command.total.eq(info.beats),
+            command.skip.eq(0),
+            command.count.eq(Mux(action == Action.DROP, 0, info.beats)),
+            command.user.exc.eq(1),
+            command.user.shift.eq(verdict.shift),
+            command.user.length.eq(verdict.sctp_length),
+            pkt_meta.association.eq(verdict.association),
+            pkt_meta.ddp.eq(verdict.ddp),
+            pkt_meta.length.eq(verdict.sctp_length),
+            pkt_meta.peer_ip.eq(verdict.peer_ip),
+            pkt_meta.udp.eq(verdict.udp),
+            exc_meta.reason.eq(reason),
+            exc_meta.length.eq(verdict.frame_length),
+        ]
+        with m.If(action == Action.DELIVER):
             m.d.sync += [
-                command_action.eq(action),
-                command.total.eq(info.beats),
-                command.skip.eq(0),
-                command.count.eq(Mux(action == Action.DROP, 0, info.beats)),
-                command.user.exc.eq(1),
-                command.user.shift.eq(verdict.shift),
-                command.user.length.eq(verdict.sctp_length),
-                pkt_meta.association.eq(verdict.association),
-                pkt_meta.ddp.eq(verdict.ddp),
-                pkt_meta.length.eq(verdict.sctp_length),
-                pkt_meta.peer_ip.eq(verdict.peer_ip),
-                pkt_meta.udp.eq(verdict.udp),
-                exc_meta.reason.eq(reason),
-                exc_meta.length.eq(verdict.frame_length),
+                command.skip.eq(verdict.skip),
+                command.count.eq(verdict.count),
+                command.user.exc.eq(0),
             ]
-            with m.If(action == Action.DELIVER):
-                m.d.sync += [
-                    command.skip.eq(verdict.skip),
-                    command.count.eq(verdict.count),
-                    command.user.exc.eq(0),
-                ]
 
         # Counters, one cycle after the decision (off its timing path).
         counted, counted_action, counted_reason = Signal(), Signal(Action), Signal(4)
-        m.d.sync += [counted.eq(pop), counted_action.eq(action), counted_reason.eq(reason)]
+        m.d.sync += [counted.eq(popped), counted_action.eq(action), counted_reason.eq(reason)]
         counted_overflow = counted & (counted_action == Action.DROP) & (counted_reason == FrameDrop.OVERFLOW)
         m.d.sync += [
             counters["frames"].eq(counters["frames"] + counted + skipped),

@@ -483,4 +483,4 @@ def test_latency_to_first_packet_beat(width):
                 stamps.setdefault("out", cycle)
 
     bench.run(probes=[probe]).check()
-    assert stamps["out"] - stamps["in"] == {8: 15, 16: 19, 32: 24, 64: 25}[width]
+    assert stamps["out"] - stamps["in"] == {8: 16, 16: 20, 32: 25, 64: 26}[width]
