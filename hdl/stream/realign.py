@@ -76,7 +76,7 @@ class Realign(wiring.Component):
         # The drop is decoded on its way in: skip count, shift a (1..W), and whether a = W.
         inbox = m.submodules.inbox = Queue(data.StructLayout({
             "beat": packet_layout(width), "first_skip": range(self._max_drop // width + 1),
-            "first_amount": range(width + 1), "first_full": 1}))
+            "first_amount": range(width + 1), "first_full": 1, "last_direct": 1}))
         in_started = Signal()       # a beat of the packet coming in was taken
         drop_lanes = self.drop.payload[:lane_bits] if lane_bits else Const(0, 1)
         m.d.comb += [
@@ -84,6 +84,8 @@ class Realign(wiring.Component):
             inbox.sink.payload.first_skip.eq(self.drop.payload >> lane_bits),
             inbox.sink.payload.first_amount.eq(Mux(drop_lanes == 0, width, drop_lanes)),
             inbox.sink.payload.first_full.eq(drop_lanes == 0),
+            # a packet's first beat that is also its last and is shifted on its own (below)
+            inbox.sink.payload.last_direct.eq(self.sink.payload.last & (drop_lanes != 0)),
             inbox.sink.valid.eq(self.sink.valid & (in_started | self.drop.valid)),
             self.sink.ready.eq(inbox.sink.ready & (in_started | self.drop.valid)),
             self.drop.ready.eq(self.sink.valid & self.sink.ready & self.sink.payload.last),
@@ -100,6 +102,9 @@ class Realign(wiring.Component):
         amount_full = Signal()              # a = W, kept beside it
         prev_data = Signal(8 * width)
         prev_keep = Signal(width)
+        # ~flush & ~prev_keep[0] & ~amount_full, kept as a flip-flop beside them: a held packet's
+        # last beat is shifted on its own.
+        held_direct = Signal(init=1)
 
         # The packet's first beat takes its skip count and shift from its drop, decoded.
         held = started | flush
@@ -108,8 +113,8 @@ class Realign(wiring.Component):
         cur_skip = Mux(started, skip, inner.payload.first_skip)
 
         # A last beat with nothing held before it (a < W) is shifted on its own: no tail cycle.
-        prev_empty = ~(held & prev_keep[0])
-        direct = ~flush & prev_empty & sink.last & ~cur_full
+        # (~flush & ~(held & prev_keep[0]) & sink.last & ~cur_full, from flags.)
+        direct = Mux(held, held_direct & sink.last, inner.payload.last_direct)
         low_data = Mux(direct, sink.data, prev_data)
         low_keep = Mux(direct, sink.keep, Mux(held, prev_keep, 0))
         high_data = Mux(flush | direct, 0, sink.data)
@@ -156,16 +161,17 @@ class Realign(wiring.Component):
             ]
         with m.If(flush):
             with m.If(advance):
-                m.d.sync += flush.eq(0)
+                m.d.sync += [flush.eq(0), held_direct.eq(~prev_keep[0] & ~amount_full)]
         with m.Elif(accept):
             m.d.sync += [amount.eq(cur_amount), amount_full.eq(cur_full), started.eq(~sink.last)]
             with m.If(cur_skip != 0):
-                m.d.sync += [skip.eq(cur_skip - 1), prev_keep.eq(0)]
+                m.d.sync += [skip.eq(cur_skip - 1), prev_keep.eq(0), held_direct.eq(~cur_full)]
             with m.Else():
                 m.d.sync += [
                     skip.eq(0),
                     prev_data.eq(sink.data),
                     prev_keep.eq(sink.keep),
                     flush.eq(sink.last & tail),
+                    held_direct.eq(~(sink.last & tail) & ~sink.keep[0] & ~cur_full),
                 ]
         return m
