@@ -101,20 +101,31 @@ class RegisterFile(wiring.Component):
         bus = self.axil
 
         # -- writes --------------------------------------------------------
-        b_pending = Signal()
+        # Two stages: the address is decoded into one flag per word (registered with the data),
+        # then the word is written with its flag as the enable; the response follows the write.
+        b_pending, w_pending = Signal(), Signal()
         m.d.comb += [bus.bresp.eq(Resp.OKAY), bus.bvalid.eq(b_pending)]
-        take_write = bus.awvalid & bus.wvalid & ~b_pending
+        take_write = bus.awvalid & bus.wvalid & ~b_pending & ~w_pending
         m.d.comb += [bus.awready.eq(take_write), bus.wready.eq(take_write)]
         with m.If(b_pending & bus.bready):
             m.d.sync += b_pending.eq(0)
-        with m.If(take_write):
+        w_data = Signal(32)
+        m.d.sync += [w_pending.eq(take_write), w_data.eq(bus.wdata)]
+        with m.If(w_pending):
             m.d.sync += b_pending.eq(1)
 
         word_address = bus.awaddr & ~3
+
+        def written(offset):
+            """Whether the word at `offset` is written on this cycle (a flip-flop)."""
+            hit = Signal(name=f"write_{offset:x}")
+            m.d.sync += hit.eq(take_write & (word_address == offset))
+            return hit
+
         for name, (offset, bits) in self.map.config.items():
             register = getattr(self, f"config_{name}")
-            with m.If(take_write & (word_address == offset)):
-                m.d.sync += register.eq(bus.wdata[:bits])
+            with m.If(written(offset)):
+                m.d.sync += register.eq(w_data[:bits])
 
         stages = {}
         for name, window in self.map.tables.items():
@@ -123,11 +134,11 @@ class RegisterFile(wiring.Component):
             stages[name] = staged
             m.d.comb += port.payload.eq(staged[: window.layout.size])
             for word in range(window.words):
-                with m.If(take_write & (word_address == window.base + 4 * word)):
-                    m.d.sync += staged[32 * word : 32 * word + 32].eq(bus.wdata)
+                with m.If(written(window.base + 4 * word)):
+                    m.d.sync += staged[32 * word : 32 * word + 32].eq(w_data)
             with m.If(port.valid & port.ready):
                 m.d.sync += port.valid.eq(0)
-            with m.If(take_write & (word_address == window.commit)):
+            with m.If(written(window.commit)):
                 m.d.sync += port.valid.eq(1)
 
         # -- reads ---------------------------------------------------------
