@@ -15,8 +15,10 @@ Gateware, scoreboard model, testbenches and host driver import this module
 * the transmit engine's work requests on ``s_axis_wr``
   (:func:`work_request_layout`, :class:`WorkOpcode`), the inbound RDMA Read
   Requests it answers on ``s_axis_rr`` (:func:`read_response_layout`, refused
-  ones back on ``m_axis_rr_refused``) and the rows the host writes into its
-  tables (:func:`tx_association_write_layout`, :func:`tx_stream_write_layout`).
+  ones back on ``m_axis_rr_refused``), the control plane's own packets and
+  session-control DATA chunks on ``s_axis_ctl`` (:func:`control_request_layout`,
+  :class:`ControlOpcode`) and the rows the host writes into its tables
+  (:func:`tx_association_write_layout`, :func:`tx_stream_write_layout`).
 
 Error numbers are (layer, type, code) as in an RDMAP Terminate (RFC 5040
 7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`. STag = table index <<
@@ -37,7 +39,8 @@ __all__ = [
     "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "segment_report_fields",
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
     "WorkOpcode", "work_request_layout", "work_request_bytes", "READ_RESPONSE_OPCODE", "read_response_layout",
-    "read_response_bytes", "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU",
+    "read_response_bytes", "ControlOpcode", "control_request_layout", "control_request_bytes",
+    "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU",
 ]
 
 #: Host (DMA) address width of ``m_axi`` and of every address in a table or record.
@@ -487,6 +490,54 @@ def read_response_layout(address_bits: int = 64) -> data.StructLayout:
 def read_response_bytes() -> int:
     """Bytes of one ``s_axis_rr`` or ``m_axis_rr_refused`` beat: the record padded to whole bytes."""
     return (read_response_layout(ADDRESS_BITS).size + 7) // 8
+
+
+class ControlOpcode(enum.IntEnum, shape=4):
+    """``control_request.opcode``: what the control plane sends through the transmit engine besides RDMA
+    messages. The values follow :class:`WorkOpcode` and :data:`READ_RESPONSE_OPCODE` without meeting them,
+    so one 4-bit opcode names any message the engine sends."""
+    SESSION_CONTROL = 8  #: one DATA chunk of PPID 17 (RFC 5043 5.2.3) with the association's next TSN
+    PACKET = 9           #: one SCTP packet of the host's chunks (INIT, SACK, HEARTBEAT, ABORT...)
+
+
+def control_request_layout(address_bits: int = 64) -> data.StructLayout:
+    """One request on the transmit engine's ``s_axis_ctl``: one AXI4-Stream beat, ``tdata`` = the record's
+    bits (padded to whole bytes, :func:`control_request_bytes`), ``tlast`` = 1. The bytes it sends are read
+    from host memory, ``length`` bytes at ``host_address`` (any alignment), over the same AXI4 read path as
+    the payloads; the host keeps them there until the frame has left.
+
+    * :attr:`ControlOpcode.PACKET`: the bytes are an SCTP packet's chunks, each padded to 4 bytes as
+      bundled (RFC 4960 3.2; the last one's padding may be left out, the engine pads), ``length`` at least
+      4. The engine puts the SCTP common header in front (the association row's ports, verification tag
+      ``tag``: the request names it, since an INIT carries 0, RFC 4960 8.5.1 A, and an ABORT or SHUTDOWN
+      COMPLETE with the T bit the peer's own, 8.5.1 B, C), fills in the CRC32c (6.8) and sends it in an
+      IPv4 (or UDP) and Ethernet frame like a DDP segment's. No TSN is taken: a DATA chunk among the
+      chunks keeps the TSN the host wrote into it.
+    * :attr:`ControlOpcode.SESSION_CONTROL`: the bytes are one DDP Stream Session Control message
+      (RFC 5043 5.2.3), at least 1 byte (RFC 4960 6.2). The engine sends it as one DATA chunk: U = B =
+      E = 1, stream ``stream_id``, stream sequence number 0, PPID 17, as DDP does every chunk (RFC 5043
+      9, 10), with the association's next TSN from the same counter as its DDP segments (RFC 4960 6.1:
+      one TSN space), in a packet of its own with the row's verification tag. ``tag`` is ignored.
+
+    Each SCTP packet is at most as long as a full DDP segment's (MULPDU + 30 bytes): ``length`` at most
+    the row's MULPDU + 18 for a PACKET, MULPDU + 2 for a SESSION_CONTROL message.
+
+    Order: a control request goes to the segmenter ahead of Read Responses and local work requests
+    waiting for it, between messages (a message under way is finished first).
+    """
+    return data.StructLayout({
+        "opcode": unsigned(4),             # ControlOpcode
+        "association": unsigned(ASSOCIATION_BITS),
+        "stream_id": unsigned(STREAM_BITS),
+        "tag": unsigned(32),
+        "host_address": unsigned(address_bits),
+        "length": unsigned(16),
+    })
+
+
+def control_request_bytes() -> int:
+    """Bytes of one ``s_axis_ctl`` beat: the control request padded to whole bytes."""
+    return (control_request_layout(ADDRESS_BITS).size + 7) // 8
 
 
 def tx_association_write_layout() -> data.StructLayout:

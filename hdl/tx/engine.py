@@ -2,8 +2,10 @@
 
 ::
 
+                                           s_axis_ctl
+                                               ▼ (control first, then responses)
     s_axis_rr ─► ReadRequestQueue ─responses─► WorkArbiter ─work─► Segmenter (below)
-                   │        ▲                          ▲ (responses first)
+                   │        ▲                          ▲
                    │        └─ Segmenter.response_sent │
                    └─refused─► m_axis_rr_refused   s_axis_wr
 
@@ -15,7 +17,7 @@
 * :class:`~hdl.tx.read_queue.ReadRequestQueue`: inbound RDMA Read Requests,
   at most ``ird`` per stream row, the rest refused;
 * :class:`~hdl.tx.arbiter.WorkArbiter`: the next message for the segmenter, a
-  Read Response ahead of a local work request;
+  control request ahead of a Read Response ahead of a local work request;
 * :class:`~hdl.tx.segmenter.Segmenter`: RFC 5041 5.2 segmentation to the
   association's MULPDU, TSN, DDP-SSN and MSN counters;
 * :class:`~hdl.tx.payload_fetcher.PayloadFetcher`: each segment's payload over
@@ -36,6 +38,9 @@ Ports:
   answer, ``tdata`` = :func:`hdl.abi.read_response_layout` (see there: who
   translates the Data Source, IRD, refusal); ``m_axis_rr_refused``: the
   records refused, one beat each, same layout;
+* ``s_axis_ctl``: AXI4-Stream, one beat per control request (a control
+  packet's chunks or a session-control message to send), ``tdata`` =
+  :func:`hdl.abi.control_request_layout`;
 * ``association_write``, ``stream_write``: table rows
   (:func:`hdl.abi.tx_association_write_layout`,
   :func:`hdl.abi.tx_stream_write_layout`), always ready; ``local_mac``,
@@ -57,7 +62,7 @@ from amaranth.lib.wiring import In, Out, connect
 from amaranth.lib import stream
 
 from hdl.abi import (
-    ADDRESS_BITS, read_response_bytes, read_response_layout, tx_association_write_layout, tx_stream_write_layout,
+    ADDRESS_BITS, control_request_bytes, control_request_layout, read_response_bytes, read_response_layout, tx_association_write_layout, tx_stream_write_layout,
     work_request_bytes, work_request_layout,
 )
 from hdl.bus.axi import Axi4ReadSignature
@@ -93,6 +98,7 @@ class TxEngine(wiring.Component):
             "s_axis_wr": In(AxiStreamSignature(work_request_bytes())),
             "s_axis_rr": In(AxiStreamSignature(read_response_bytes())),
             "m_axis_rr_refused": Out(AxiStreamSignature(read_response_bytes())),
+            "s_axis_ctl": In(AxiStreamSignature(control_request_bytes())),
             "association_write": In(stream.Signature(tx_association_write_layout())),
             "stream_write": In(stream.Signature(tx_stream_write_layout(associations * stream_ids))),
             "local_mac": In(48),
@@ -141,8 +147,17 @@ class TxEngine(wiring.Component):
         ]
         connect(m, request_queue.source, reads.requests)
 
-        # The segmenter's next message: a waiting Read Response, else a local request.
+        # Control requests: one beat each, through a queue.
+        control_queue = m.submodules.control_queue = Queue(control_request_layout(ADDRESS_BITS))
+        m.d.comb += [
+            control_queue.sink.payload.eq(self.s_axis_ctl.tdata[:control_request_layout(ADDRESS_BITS).size]),
+            control_queue.sink.valid.eq(self.s_axis_ctl.tvalid),
+            self.s_axis_ctl.tready.eq(control_queue.sink.ready),
+        ]
+
+        # The segmenter's next message: a control request, else a waiting Read Response, else a local request.
         arbiter = m.submodules.arbiter = WorkArbiter(ADDRESS_BITS)
+        connect(m, control_queue.source, arbiter.control)
         connect(m, work_queue.source, arbiter.local)
         connect(m, reads.responses, arbiter.responses)
         connect(m, arbiter.work, segmenter.work)
