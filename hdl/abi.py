@@ -17,8 +17,12 @@ Gateware, scoreboard model, testbenches and host driver import this module
   Requests it answers on ``s_axis_rr`` (:func:`read_response_layout`, refused
   ones back on ``m_axis_rr_refused``), the control plane's own packets and
   session-control DATA chunks on ``s_axis_ctl`` (:func:`control_request_layout`,
-  :class:`ControlOpcode`) and the rows the host writes into its tables
-  (:func:`tx_association_write_layout`, :func:`tx_stream_write_layout`).
+  :class:`ControlOpcode`), the host SCTP's acknowledgements and
+  retransmissions on ``s_axis_tsn`` (:func:`tsn_request_layout`, refused
+  resends back on ``m_axis_tsn_refused``), the completions on
+  ``m_axis_completion`` (:func:`completion_layout`) and the rows the host
+  writes into its tables (:func:`tx_association_write_layout`,
+  :func:`tx_stream_write_layout`).
 
 Error numbers are (layer, type, code) as in an RDMAP Terminate (RFC 5040
 7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`. STag = table index <<
@@ -40,6 +44,8 @@ __all__ = [
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
     "WorkOpcode", "work_request_layout", "work_request_bytes", "READ_RESPONSE_OPCODE", "read_response_layout",
     "read_response_bytes", "ControlOpcode", "control_request_layout", "control_request_bytes",
+    "TsnOpcode", "tsn_request_layout", "tsn_request_bytes", "CompletionStatus", "completion_layout",
+    "completion_bytes",
     "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU",
 ]
 
@@ -414,10 +420,15 @@ def work_request_layout(address_bits: int = 64) -> data.StructLayout:
       (each segment's TO advances by its payload, RFC 5041 5.2); RDMA Read Request: the Data
       Source STag and TO (RFC 5040 4.4);
     * ``sink_stag``, ``sink_to``: RDMA Read Request: the local Data Sink STag and TO (RFC 5040 4.4);
-    * ``invalidate_stag``: Send with Invalidate variants (RFC 5040 4.1); ignored otherwise (sent as 0).
+    * ``invalidate_stag``: Send with Invalidate variants (RFC 5040 4.1); ignored otherwise (sent as 0);
+    * ``wr_id``: the host's name for the request, returned in its completion (:func:`completion_layout`):
+      an RDMA Write or a Send completes once the peer's SCTP has acknowledged its last DATA chunk, so
+      its payload stays in host memory until then (RFC 5041 5.4, Data Source); an RDMA Read Request
+      has no completion here (the Read completes with its Read Response, on the receive side).
     """
     return data.StructLayout({
         "opcode": unsigned(4),             # WorkOpcode
+        "wr_id": unsigned(32),
         "association": unsigned(ASSOCIATION_BITS),
         "stream_id": unsigned(STREAM_BITS),
         "host_address": unsigned(address_bits),
@@ -519,6 +530,12 @@ def control_request_layout(address_bits: int = 64) -> data.StructLayout:
       9, 10), with the association's next TSN from the same counter as its DDP segments (RFC 4960 6.1:
       one TSN space), in a packet of its own with the row's verification tag. ``tag`` is ignored.
 
+    ``wr_id``: a SESSION_CONTROL message completes like a Send (:func:`completion_layout`), once its
+    DATA chunk is acknowledged, and its bytes stay in host memory until then (a retransmission reads them
+    again). A PACKET has no completion of its own: its bytes are read once, before those of any request
+    accepted after it (control requests in order, ahead of local work), so the host may reuse them once a
+    request it posted after the PACKET was accepted has completed.
+
     Each SCTP packet is at most as long as a full DDP segment's (MULPDU + 30 bytes): ``length`` at most
     the row's MULPDU + 18 for a PACKET, MULPDU + 2 for a SESSION_CONTROL message.
 
@@ -527,6 +544,7 @@ def control_request_layout(address_bits: int = 64) -> data.StructLayout:
     """
     return data.StructLayout({
         "opcode": unsigned(4),             # ControlOpcode
+        "wr_id": unsigned(32),
         "association": unsigned(ASSOCIATION_BITS),
         "stream_id": unsigned(STREAM_BITS),
         "tag": unsigned(32),
@@ -538,6 +556,75 @@ def control_request_layout(address_bits: int = 64) -> data.StructLayout:
 def control_request_bytes() -> int:
     """Bytes of one ``s_axis_ctl`` beat: the control request padded to whole bytes."""
     return (control_request_layout(ADDRESS_BITS).size + 7) // 8
+
+
+class TsnOpcode(enum.IntEnum, shape=1):
+    """``tsn_request.opcode``."""
+    ACK = 0     #: the Cumulative TSN Ack the host's SCTP processed (RFC 4960 6.2.1 D): ``tsn`` and all before
+    RESEND = 1  #: send the DATA chunk of ``tsn`` again (T3-rtx, RFC 4960 6.3.3; fast retransmit, 7.2.4)
+
+
+def tsn_request_layout() -> data.StructLayout:
+    """One request on the transmit engine's ``s_axis_tsn``: one AXI4-Stream beat, ``tdata`` = the record's
+    bits (padded, :func:`tsn_request_bytes`), ``tlast`` = 1. The host's SCTP decides what is acknowledged
+    and what to retransmit; the engine keeps what it needs to send a DATA chunk again.
+
+    The retransmission ring: for each association row the engine keeps the segment record (every header
+    field, the host address and length of its payload, the work request's ``wr_id``) of each DATA chunk
+    it sent and whose TSN is not yet acknowledged, in a block RAM indexed by TSN mod ``ring_tsns`` (an
+    engine parameter, 64 by default: the most DATA chunks of a row in flight). A row write
+    (:func:`tx_association_write_layout`) empties the row's ring: nothing is acknowledged below its
+    ``next_tsn``. When a row's ring is full, the next DATA chunk of that row waits (and every message
+    behind it) until an ACK retires one.
+
+    Requests are handled one at a time, in order:
+
+    * ACK: every DATA chunk from the last acknowledged TSN up to ``tsn`` (serial arithmetic, RFC 1982,
+      as RFC 4960 1.6) leaves the ring, in TSN order, two cycles each; for each one that is the last
+      chunk of an RDMA Write, a Send or a session-control message, the engine emits its completion
+      (:func:`completion_layout`). An ACK at or below the last one changes nothing; one past the highest
+      TSN sent retires up to that one.
+    * RESEND: the DATA chunk of ``tsn`` leaves again, byte for byte as before (same TSN, stream,
+      DDP-SSN, MSN/MO or STag/TO, payload read again from host memory: RFC 4960 6.3.3 E3, 7.2.4; the
+      RFC leaves the bundling to the sender, and the engine sends one chunk a packet as it did the first
+      time), ahead of new segments waiting (6.1: retransmissions first). A TSN not in the ring (already
+      acknowledged, never sent, or beyond ``ring_tsns``) is refused: the record leaves on
+      ``m_axis_tsn_refused``, and ``s_axis_tsn`` waits while that output is not read.
+    """
+    return data.StructLayout({
+        "opcode": unsigned(1),             # TsnOpcode
+        "association": unsigned(ASSOCIATION_BITS),
+        "tsn": unsigned(32),
+    })
+
+
+def tsn_request_bytes() -> int:
+    """Bytes of one ``s_axis_tsn`` or ``m_axis_tsn_refused`` beat: the record padded to whole bytes."""
+    return (tsn_request_layout().size + 7) // 8
+
+
+class CompletionStatus(enum.IntEnum, shape=2):
+    """``completion.status``."""
+    SUCCESS = 0  #: every DATA chunk of the request was acknowledged by the peer's SCTP
+
+
+def completion_layout() -> data.StructLayout:
+    """One record on the transmit engine's ``m_axis_completion`` (one beat, padded to
+    :func:`completion_bytes`): the request ``wr_id`` of ``association`` with ``opcode`` (a
+    :class:`WorkOpcode` or :attr:`ControlOpcode.SESSION_CONTROL`) is complete, its last DATA chunk
+    acknowledged (RFC 5041 5.4, Data Source: its memory may be reused). Completions leave in the TSN order
+    of those last chunks, per row. Nothing is dropped: while the output is not read, ACKs wait."""
+    return data.StructLayout({
+        "wr_id": unsigned(32),
+        "opcode": unsigned(4),
+        "association": unsigned(ASSOCIATION_BITS),
+        "status": unsigned(2),            # CompletionStatus
+    })
+
+
+def completion_bytes() -> int:
+    """Bytes of one ``m_axis_completion`` beat."""
+    return (completion_layout().size + 7) // 8
 
 
 def tx_association_write_layout() -> data.StructLayout:

@@ -62,11 +62,12 @@ class WorkArbiter(wiring.Component):
             "opcode": READ_RESPONSE_OPCODE, "association": response.association, "stream_id": response.stream_id,
             "host_address": response.host_address, "length": response.length,
             "stag": response.sink_stag, "to": response.sink_to, "sink_stag": 0, "sink_to": 0, "invalidate_stag": 0,
-            "tag": 0,
+            "tag": 0, "wr_id": 0,
         }
         control_as_work = {
             "opcode": control.opcode, "association": control.association, "stream_id": control.stream_id,
             "host_address": control.host_address, "length": control.length, "tag": control.tag,
+            "wr_id": control.wr_id,
         }
         for name in work.shape().members:
             local_value = getattr(local, name) if name in local.shape().members else 0

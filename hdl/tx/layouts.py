@@ -2,8 +2,8 @@
 
 ::
 
-    message --> Segmenter --segment--> HeaderBuilder --sctp_header / prefix--> Prepend (x2)
-                         └------fetch------> PayloadFetcher --payload--------------> Prepend (SCTP)
+    message --> Segmenter --segment--> RetransmitRing --segment--> HeaderBuilder --headers--> Prepend (x2)
+                                                     └---fetch---> PayloadFetcher --payload--> Prepend (SCTP)
 
 Field widths follow the wire: TSN 32 bits (RFC 4960 3.3.1), stream id and
 DDP-SSN 16 bits (RFC 5043 5.2.1), STag 32 and TO 64 bits (RFC 5041 4.2), MSN
@@ -29,9 +29,13 @@ def message_layout(address_bits: int = ADDRESS_BITS) -> data.StructLayout:
     return data.StructLayout({**dict(work_request_layout(address_bits).members), "tag": unsigned(32)})
 
 
-def segment_layout() -> data.StructLayout:
-    """One DDP segment to send, numbered: everything its headers say besides the association's constants."""
+def segment_layout(address_bits: int = ADDRESS_BITS) -> data.StructLayout:
+    """One DDP segment (or control packet) to send, numbered: everything its headers say besides the
+    association's constants, where its payload is, and whose it is: all it takes to send it again."""
     return data.StructLayout({
+        "wr_id": unsigned(32),                 # the work or control request's (its completion)
+        "address": unsigned(address_bits),     # the payload's host address
+        "fetch": unsigned(1),                  # payload_length != 0: the payload is read from memory
         "association": unsigned(ASSOCIATION_BITS),
         "stream_id": unsigned(STREAM_BITS),
         "tsn": unsigned(32),

@@ -1,8 +1,7 @@
 """Messages to numbered DDP segments: RFC 5041 5.2 segmentation, RFC 5043 5.2.1 DDP-SSN, RFC 4960 TSN.
 
-For each message (a work request, a Read Response or a control request) the segmenter emits one :func:`~hdl.tx.layouts.segment_layout`
-record per DDP segment (and, for a segment with payload, one
-:func:`~hdl.tx.layouts.fetch_layout` record for the payload fetcher):
+For each message (a work request, a Read Response or a control request) the segmenter emits one
+:func:`~hdl.tx.layouts.segment_layout` record per DDP segment, with its payload's host address:
 
 * payload per segment: MULPDU - 14 tagged (RDMA Write, Read Response), MULPDU
   - 18 untagged (the RFC 5041 5.2 worked examples); a zero-length message is
@@ -39,7 +38,7 @@ from hdl.abi import (
 )
 from hdl.stream.bits import index_bits
 from hdl.tx import layouts
-from hdl.tx.layouts import SEGMENT_PAYLOAD_BITS, fetch_layout, message_layout, segment_layout
+from hdl.tx.layouts import SEGMENT_PAYLOAD_BITS, message_layout, segment_layout
 
 __all__ = ["Segmenter", "TAGGED_HEADER", "UNTAGGED_HEADER"]
 
@@ -60,10 +59,7 @@ class Segmenter(wiring.Component):
     stream_write : ``In(stream.Signature(tx_stream_write_layout(streams)))``
         Always ready: starts the stream's DDP-SSN at ``first_ssn`` and both MSNs at 1.
     segments : ``Out(stream.Signature(segment_layout()))``
-    fetches : ``Out(stream.Signature(fetch_layout()))``
-        A segment with payload leaves on both in the same cycle; put a
-        :class:`~hdl.stream.queue.Queue` behind each (their ``ready`` is read
-        as a flip-flop).
+        ``valid`` is a flip-flop; put a :class:`~hdl.stream.queue.Queue` behind it.
     response_sent, response_sent_row : ``Out(1)``, ``Out(index_bits(streams))``
         Registered: a pulse the cycle after a Read Response's last segment left, with its stream row.
     """
@@ -76,8 +72,7 @@ class Segmenter(wiring.Component):
             "work": In(stream.Signature(message_layout(address_bits))),
             "association_write": In(stream.Signature(tx_association_write_layout())),
             "stream_write": In(stream.Signature(tx_stream_write_layout(streams))),
-            "segments": Out(stream.Signature(segment_layout())),
-            "fetches": Out(stream.Signature(fetch_layout(address_bits))),
+            "segments": Out(stream.Signature(segment_layout(address_bits))),
             "response_sent": Out(1),
             "response_sent_row": Out(index_bits(streams)),
         })
@@ -160,11 +155,11 @@ class Segmenter(wiring.Component):
             segment.sink_to.eq(request.sink_to),
             segment.size.eq(request.length),
             segment.tag.eq(request.tag),
+            segment.wr_id.eq(request.wr_id),
+            segment.address.eq(address),
+            segment.fetch.eq(has_payload),
             segment.payload_length.eq(payload_length),
-            self.fetches.payload.address.eq(address),
-            self.fetches.payload.length.eq(payload_length),
-            self.segments.valid.eq(busy & (self.fetches.ready | ~has_payload)),
-            self.fetches.valid.eq(busy & has_payload & self.segments.ready),
+            self.segments.valid.eq(busy),
         ]
         emit = self.segments.valid & self.segments.ready
         m.d.sync += [self.response_sent.eq(emit & last & responding), self.response_sent_row.eq(stream_row)]

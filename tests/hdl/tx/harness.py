@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 
 from amaranth.sim import Simulator
@@ -27,7 +27,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.layers.sctp import SCTP, SCTPChunkData
 
-from hdl.abi import ControlOpcode, WorkOpcode, control_request_layout, read_response_layout, work_request_layout
+from hdl.abi import (
+    ControlOpcode, TsnOpcode, WorkOpcode, completion_layout, control_request_layout, read_response_layout,
+    tsn_request_layout, work_request_layout,
+)
 from hdl.stream.simulation import Pace, stream_put
 from hdl.tx.engine import TxEngine
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
@@ -73,6 +76,23 @@ class Work:
     sink_stag: int = 0
     sink_to: int = 0
     invalidate_stag: int = 0
+    wr_id: int = 0
+
+
+@dataclass(frozen=True)
+class TsnRequest:
+    """A record on ``s_axis_tsn`` (or back on ``m_axis_tsn_refused``)."""
+    opcode: TsnOpcode
+    association: int
+    tsn: int
+
+
+def data_tsn(frame: bytes) -> tuple[int, int] | None:
+    """(SCTP source port, TSN) of a frame whose first chunk is DATA, as a peer reads it (RFC 4960 3.3.1)."""
+    start = 14 + 20 + (8 if frame[23] == 17 else 0)
+    if frame[start + 12] != 0:
+        return None
+    return int.from_bytes(frame[start:start + 2], "big"), int.from_bytes(frame[start + 16:start + 20], "big")
 
 
 @dataclass
@@ -102,6 +122,7 @@ class Control:
     tag: int = 0
     message: bytes = b""
     stream_id: int = 0
+    wr_id: int = 0
 
     @property
     def body(self) -> bytes:
@@ -113,7 +134,8 @@ class Control:
         return len(self.body)
 
     def record(self) -> dict:
-        return {"opcode": int(self.opcode), "association": self.association, "stream_id": self.stream_id,
+        return {"opcode": int(self.opcode), "wr_id": self.wr_id, "association": self.association,
+                "stream_id": self.stream_id,
                 "tag": self.tag, "host_address": self.host_address, "length": self.length}
 
 
@@ -230,6 +252,10 @@ class Run:
     beat_cycles: list       # cycle of each m_axis beat
     first_work_cycle: int   # cycle the first work request was taken
     refused: list           # ReadResponse of each record on m_axis_rr_refused
+    tsn_refused: list = field(default_factory=list)    # TsnRequest of each record on m_axis_tsn_refused
+    completions: list = field(default_factory=list)    # (wr_id, opcode, association, status, ACKs taken before)
+    most_unacknowledged: int = 0   # the most DATA chunks of a row on the wire above the last ACK taken
+    acks_taken: int = 0
 
 
 def simulate(width: int, associations: list[Association], first_ssn: dict, works: list[Work], memory: ReadMemory,
@@ -237,7 +263,9 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
              response_gap: float = 0.0, seed: int = 0, buffer_bytes: int = 8192, network_hold: int = 0,
              peer_delay: int = 0, response_after_frames: list | None = None, refused_count: int = 0,
              refused_ready: float = 1.0, control_after_frames: list | None = None,
-             work_after_frames: list | None = None) -> Run:
+             work_after_frames: list | None = None, ring_tsns: int = 64, tsn_requests: list = (),
+             tsn_after_frames: list | None = None, acknowledge_after: int | None = 0,
+             completion_count: int = 0) -> Run:
     """Run the engine until ``frame_count`` frames and ``refused_count`` refusals left (or a cycle budget ran
     out), then 30 cycles more.
 
@@ -246,9 +274,13 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
     ``s_axis_rr`` ``peer_delay`` cycles later, each (with ``response_after_frames``) once that many frames
     have left; ``controls`` go to ``s_axis_ctl`` as soon as the tables are written, each (with
     ``control_after_frames``) once that many frames have left. The network takes nothing for the first ``network_hold`` cycles; ``m_axis_rr_refused`` is
-    ready on a random ``refused_ready`` of the cycles.
+    ready on a random ``refused_ready`` of the cycles. ``tsn_requests`` go to ``s_axis_tsn``, each (with
+    ``tsn_after_frames``) once that many frames have left; unless ``acknowledge_after`` is None the peer
+    also ACKs each DATA chunk that many cycles after it left (between those requests), the ACKs due at once
+    taken together as one (cumulative, RFC 4960 6.2.1).
     """
-    dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, ird=ird, buffer_bytes=buffer_bytes)
+    dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, ird=ird, buffer_bytes=buffer_bytes,
+                   ring_tsns=ring_tsns)
     rng = random.Random(seed)
     layout, record_layout, control_layout = work_request_layout(), read_response_layout(), control_request_layout()
     run = Run([], [], -1, [])
@@ -292,7 +324,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 "opcode": int(work.opcode), "association": work.association, "stream_id": work.stream_id,
                 "host_address": work.host_address, "length": work.length, "stag": work.stag, "to": work.to,
                 "sink_stag": work.sink_stag, "sink_to": work.sink_to,
-                "invalidate_stag": work.invalidate_stag}).as_bits()
+                "invalidate_stag": work.invalidate_stag, "wr_id": work.wr_id}).as_bits()
             await offer(ctx, dut.s_axis_wr, bits, pace)
             if index == 0:
                 run.first_work_cycle = clock[0]
@@ -319,6 +351,67 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 await ctx.tick()
             await offer(ctx, dut.s_axis_ctl, control_layout.const(control.record()).as_bits(), Pace(0))
         ctx.set(dut.s_axis_ctl.tvalid, 0)
+
+    by_port = {a.local_port: a.index for a in associations}
+    acks = []            # (cycle due, TsnRequest)
+    acked = {}           # association: TSN of the last ACK taken
+    sent_tsns = {}       # association: TSNs seen on the wire
+
+    async def sacker(ctx):
+        port = dut.s_axis_tsn
+        requests = list(tsn_requests)
+        while True:
+            if requests and len(run.frames) >= (tsn_after_frames[0] if tsn_after_frames else 0):
+                request = requests.pop(0)
+                if tsn_after_frames:
+                    tsn_after_frames.pop(0)
+            elif acks and acks[0][0] <= clock[0]:
+                request = acks.pop(0)[1]
+                while acks and acks[0][0] <= clock[0] and acks[0][1].association == request.association:
+                    request = acks.pop(0)[1]
+            else:
+                ctx.set(port.tvalid, 0)
+                await ctx.tick()
+                continue
+            await offer(ctx, port, tsn_request_layout().const(
+                {"opcode": int(request.opcode), "association": request.association, "tsn": request.tsn}).as_bits(),
+                Pace(0))
+            ctx.set(port.tvalid, 0)
+            if request.opcode is TsnOpcode.ACK:
+                acked[request.association] = request.tsn
+                run.acks_taken += 1
+
+    async def tsn_outputs(ctx):
+        layouts = {"refused": tsn_request_layout(), "completion": completion_layout()}
+        for port in (dut.m_axis_tsn_refused, dut.m_axis_completion):
+            ctx.set(port.tready, 1)
+        while True:
+            _, _, refused_valid, refused_bits, done_valid, done_bits = await ctx.tick().sample(
+                dut.m_axis_tsn_refused.tvalid, dut.m_axis_tsn_refused.tdata,
+                dut.m_axis_completion.tvalid, dut.m_axis_completion.tdata)
+            if refused_valid:
+                record = layouts["refused"].from_bits(refused_bits)
+                run.tsn_refused.append(TsnRequest(TsnOpcode(int(record.opcode)), int(record.association),
+                                                  int(record.tsn)))
+            if done_valid:
+                record = layouts["completion"].from_bits(done_bits)
+                run.completions.append((int(record.wr_id), int(record.opcode), int(record.association),
+                                        int(record.status), run.acks_taken))
+
+    def on_frame(frame: bytes) -> None:
+        found = data_tsn(frame)
+        if found is None or found[0] not in by_port:
+            return
+        association, tsn = by_port[found[0]], found[1]
+        seen = sent_tsns.setdefault(association, set())
+        seen.add(tsn)
+        if association in acked:
+            run.most_unacknowledged = max(run.most_unacknowledged,
+                                          sum((t - acked[association] - 1) % (1 << 32) < (1 << 31) for t in seen))
+        else:
+            run.most_unacknowledged = max(run.most_unacknowledged, len(seen))
+        if acknowledge_after is not None:
+            acks.append((clock[0] + acknowledge_after, TsnRequest(TsnOpcode.ACK, association, tsn)))
 
     async def refusals(ctx):
         port = dut.m_axis_rr_refused
@@ -348,11 +441,13 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 current += data.to_bytes(width, "little")[:count]
                 if last:
                     run.frames.append(current)
+                    on_frame(current)
                     current = b""
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    for process in (host, peer, controller, refusals, network, *memory.processes(dut.m_axi)):
+    for process in (host, peer, controller, sacker, tsn_outputs, refusals, network,
+                    *memory.processes(dut.m_axi)):
         sim.add_testbench(process, background=True)
 
     async def watch(ctx):
@@ -360,7 +455,8 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
         budget = (2000 + network_hold + peer_delay + 8 * sum(w.length // width + 40 for w in messages)
                   + 200 * frame_count)
         for _ in range(budget):
-            if len(run.frames) >= frame_count and len(run.refused) >= refused_count:
+            if (len(run.frames) >= frame_count and len(run.refused) >= refused_count
+                    and len(run.completions) >= completion_count):
                 break
             await ctx.tick()
         await ctx.tick().repeat(30)
@@ -372,13 +468,14 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
 
 def run_against_model(width: int, associations: list[Association], first_ssn: dict, works: list[Work],
                       memory: ReadMemory, *, responses: list = (), controls: list = (), order: list | None = None,
-                      peer_window: int | None = None, one_at_a_time: bool = False,
+                      peer_window: int | None = None, one_at_a_time: bool = False, extra_frames: int = 0,
                       **options) -> tuple[Run, list[bytes], list]:
     """Simulate ``works``, ``responses`` and ``controls`` and return the run with the model's frames for them,
     the messages going out in ``order`` (needed when there are several kinds). With ``peer_window`` the peer keeps at most that
     many Read Requests of a stream unanswered (its ORD, RFC 6581 9): it sends the next one once the
     frames of the response that many requests back on the stream have left. ``one_at_a_time`` offers each
-    work and control request once the frames of every message before it in ``order`` have left. The third
+    work and control request once the frames of every message before it in ``order`` have left; the run
+    waits for ``extra_frames`` more frames than the model sends (retransmissions). The third
     list names the message of each expected frame."""
     assert order is not None or sum(map(bool, (works, responses, controls))) <= 1, "the order of the messages"
     order = order if order is not None else [*works, *responses, *controls]
@@ -401,7 +498,7 @@ def run_against_model(width: int, associations: list[Association], first_ssn: di
             after.append(end_of[id(earlier[-peer_window])] if len(earlier) >= peer_window else 0)
             earlier.append(response)
         options["response_after_frames"] = after
-    return simulate(width, associations, first_ssn, works, memory, len(expected), responses=responses,
+    return simulate(width, associations, first_ssn, works, memory, len(expected) + extra_frames, responses=responses,
                     controls=controls, **options), expected, sources
 
 

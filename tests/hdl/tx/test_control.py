@@ -154,4 +154,4 @@ def test_control_requests_go_ahead_of_waiting_work():
     order = [writes[0], session, sack, *writes[1:]]
     memory = random_memory(rng, 8)
     check(8, associations, {(0, 1): 1}, writes, memory, controls=[session, sack], order=order,
-          control_after_frames=[2, 2])
+          control_after_frames=[2, 2], acknowledge_after=50)
