@@ -36,6 +36,7 @@ def segment_layout(address_bits: int = ADDRESS_BITS) -> data.StructLayout:
         "wr_id": unsigned(32),                 # the work or control request's (its completion)
         "address": unsigned(address_bits),     # the payload's host address
         "fetch": unsigned(1),                  # payload_length != 0: the payload is read from memory
+        "numbered": unsigned(1),               # takes a TSN: recorded in the retransmission ring
         "association": unsigned(ASSOCIATION_BITS),
         "stream_id": unsigned(STREAM_BITS),
         "tsn": unsigned(32),

@@ -103,7 +103,7 @@ class RetransmitRing(wiring.Component):
         # The outputs: a replayed record (the read port's data, held) ahead of the input queue's head.
         replaying = Signal()
         head = self.segments.payload
-        numbered = head.opcode != ControlOpcode.PACKET
+        numbered = head.numbered
         head_row = head.association[:association_bits] if association_bits else Const(0, 1)
         blocked = numbered & full_flags.bit_select(head_row, 1)
         out = Signal(layout)
@@ -138,7 +138,8 @@ class RetransmitRing(wiring.Component):
                     m.next = "MEASURE"
             with m.State("MEASURE"):
                 m.d.comb += read.en.eq(1)
-                m.d.sync += [offset.eq(request.tsn - row_retired - 1), count.eq(row_outstanding),
+                # tsn - retired - 1 as one adder: tsn + ~retired (mod 2**32).
+                m.d.sync += [offset.eq(request.tsn + ~row_retired), count.eq(row_outstanding),
                              walk_tsn.eq(row_retired + 1)]
                 m.next = "DECIDE"
             with m.State("DECIDE"):

@@ -158,6 +158,7 @@ class Segmenter(wiring.Component):
             segment.wr_id.eq(request.wr_id),
             segment.address.eq(address),
             segment.fetch.eq(has_payload),
+            segment.numbered.eq(numbered),
             segment.payload_length.eq(payload_length),
             self.segments.valid.eq(busy),
         ]
