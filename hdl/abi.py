@@ -15,8 +15,14 @@ Gateware, scoreboard model, testbenches and host driver import this module
 * the transmit engine's work requests on ``s_axis_wr``
   (:func:`work_request_layout`, :class:`WorkOpcode`), the inbound RDMA Read
   Requests it answers on ``s_axis_rr`` (:func:`read_response_layout`, refused
-  ones back on ``m_axis_rr_refused``) and the rows the host writes into its
-  tables (:func:`tx_association_write_layout`, :func:`tx_stream_write_layout`).
+  ones back on ``m_axis_rr_refused``), the control plane's own packets and
+  session-control DATA chunks on ``s_axis_ctl`` (:func:`control_request_layout`,
+  :class:`ControlOpcode`), the host SCTP's acknowledgements and
+  retransmissions on ``s_axis_tsn`` (:func:`tsn_request_layout`, refused
+  resends back on ``m_axis_tsn_refused``), the completions on
+  ``m_axis_completion`` (:func:`completion_layout`) and the rows the host
+  writes into its tables (:func:`tx_association_write_layout`,
+  :func:`tx_stream_write_layout`).
 
 Error numbers are (layer, type, code) as in an RDMAP Terminate (RFC 5040
 7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`. STag = table index <<
@@ -37,7 +43,10 @@ __all__ = [
     "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "segment_report_fields",
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
     "WorkOpcode", "work_request_layout", "work_request_bytes", "READ_RESPONSE_OPCODE", "read_response_layout",
-    "read_response_bytes", "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU",
+    "read_response_bytes", "ControlOpcode", "control_request_layout", "control_request_bytes",
+    "TsnOpcode", "tsn_request_layout", "tsn_request_bytes", "CompletionStatus", "completion_layout",
+    "completion_bytes",
+    "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU",
 ]
 
 #: Host (DMA) address width of ``m_axi`` and of every address in a table or record.
@@ -411,10 +420,15 @@ def work_request_layout(address_bits: int = 64) -> data.StructLayout:
       (each segment's TO advances by its payload, RFC 5041 5.2); RDMA Read Request: the Data
       Source STag and TO (RFC 5040 4.4);
     * ``sink_stag``, ``sink_to``: RDMA Read Request: the local Data Sink STag and TO (RFC 5040 4.4);
-    * ``invalidate_stag``: Send with Invalidate variants (RFC 5040 4.1); ignored otherwise (sent as 0).
+    * ``invalidate_stag``: Send with Invalidate variants (RFC 5040 4.1); ignored otherwise (sent as 0);
+    * ``wr_id``: the host's name for the request, returned in its completion (:func:`completion_layout`):
+      an RDMA Write or a Send completes once the peer's SCTP has acknowledged its last DATA chunk, so
+      its payload stays in host memory until then (RFC 5041 5.4, Data Source); an RDMA Read Request
+      has no completion here (the Read completes with its Read Response, on the receive side).
     """
     return data.StructLayout({
         "opcode": unsigned(4),             # WorkOpcode
+        "wr_id": unsigned(32),
         "association": unsigned(ASSOCIATION_BITS),
         "stream_id": unsigned(STREAM_BITS),
         "host_address": unsigned(address_bits),
@@ -487,6 +501,130 @@ def read_response_layout(address_bits: int = 64) -> data.StructLayout:
 def read_response_bytes() -> int:
     """Bytes of one ``s_axis_rr`` or ``m_axis_rr_refused`` beat: the record padded to whole bytes."""
     return (read_response_layout(ADDRESS_BITS).size + 7) // 8
+
+
+class ControlOpcode(enum.IntEnum, shape=4):
+    """``control_request.opcode``: what the control plane sends through the transmit engine besides RDMA
+    messages. The values follow :class:`WorkOpcode` and :data:`READ_RESPONSE_OPCODE` without meeting them,
+    so one 4-bit opcode names any message the engine sends."""
+    SESSION_CONTROL = 8  #: one DATA chunk of PPID 17 (RFC 5043 5.2.3) with the association's next TSN
+    PACKET = 9           #: one SCTP packet of the host's chunks (INIT, SACK, HEARTBEAT, ABORT...)
+
+
+def control_request_layout(address_bits: int = 64) -> data.StructLayout:
+    """One request on the transmit engine's ``s_axis_ctl``: one AXI4-Stream beat, ``tdata`` = the record's
+    bits (padded to whole bytes, :func:`control_request_bytes`), ``tlast`` = 1. The bytes it sends are read
+    from host memory, ``length`` bytes at ``host_address`` (any alignment), over the same AXI4 read path as
+    the payloads; the host keeps them there until the frame has left.
+
+    * :attr:`ControlOpcode.PACKET`: the bytes are an SCTP packet's chunks, each padded to 4 bytes as
+      bundled (RFC 4960 3.2; the last one's padding may be left out, the engine pads), ``length`` at least
+      4. The engine puts the SCTP common header in front (the association row's ports, verification tag
+      ``tag``: the request names it, since an INIT carries 0, RFC 4960 8.5.1 A, and an ABORT or SHUTDOWN
+      COMPLETE with the T bit the peer's own, 8.5.1 B, C), fills in the CRC32c (6.8) and sends it in an
+      IPv4 (or UDP) and Ethernet frame like a DDP segment's. No TSN is taken: a DATA chunk among the
+      chunks keeps the TSN the host wrote into it.
+    * :attr:`ControlOpcode.SESSION_CONTROL`: the bytes are one DDP Stream Session Control message
+      (RFC 5043 5.2.3), at least 1 byte (RFC 4960 6.2). The engine sends it as one DATA chunk: U = B =
+      E = 1, stream ``stream_id``, stream sequence number 0, PPID 17, as DDP does every chunk (RFC 5043
+      9, 10), with the association's next TSN from the same counter as its DDP segments (RFC 4960 6.1:
+      one TSN space), in a packet of its own with the row's verification tag. ``tag`` is ignored.
+
+    ``wr_id``: a SESSION_CONTROL message completes like a Send (:func:`completion_layout`), once its
+    DATA chunk is acknowledged, and its bytes stay in host memory until then (a retransmission reads them
+    again). A PACKET has no completion of its own: its bytes are read once, before those of any request
+    accepted after it (control requests in order, ahead of local work), so the host may reuse them once a
+    request it posted after the PACKET was accepted has completed.
+
+    Each SCTP packet is at most as long as a full DDP segment's (MULPDU + 30 bytes): ``length`` at most
+    the row's MULPDU + 18 for a PACKET, MULPDU + 2 for a SESSION_CONTROL message.
+
+    Order: a control request goes to the segmenter ahead of Read Responses and local work requests
+    waiting for it, between messages (a message under way is finished first).
+    """
+    return data.StructLayout({
+        "opcode": unsigned(4),             # ControlOpcode
+        "wr_id": unsigned(32),
+        "association": unsigned(ASSOCIATION_BITS),
+        "stream_id": unsigned(STREAM_BITS),
+        "tag": unsigned(32),
+        "host_address": unsigned(address_bits),
+        "length": unsigned(16),
+    })
+
+
+def control_request_bytes() -> int:
+    """Bytes of one ``s_axis_ctl`` beat: the control request padded to whole bytes."""
+    return (control_request_layout(ADDRESS_BITS).size + 7) // 8
+
+
+class TsnOpcode(enum.IntEnum, shape=1):
+    """``tsn_request.opcode``."""
+    ACK = 0     #: the Cumulative TSN Ack the host's SCTP processed (RFC 4960 6.2.1 D): ``tsn`` and all before
+    RESEND = 1  #: send the DATA chunk of ``tsn`` again (T3-rtx, RFC 4960 6.3.3; fast retransmit, 7.2.4)
+
+
+def tsn_request_layout() -> data.StructLayout:
+    """One request on the transmit engine's ``s_axis_tsn``: one AXI4-Stream beat, ``tdata`` = the record's
+    bits (padded, :func:`tsn_request_bytes`), ``tlast`` = 1. The host's SCTP decides what is acknowledged
+    and what to retransmit; the engine keeps what it needs to send a DATA chunk again.
+
+    The retransmission ring: for each association row the engine keeps the segment record (every header
+    field, the host address and length of its payload, the work request's ``wr_id``) of each DATA chunk
+    it sent and whose TSN is not yet acknowledged, in a block RAM indexed by TSN mod ``ring_tsns`` (an
+    engine parameter, 64 by default: the most DATA chunks of a row in flight). A row write
+    (:func:`tx_association_write_layout`) empties the row's ring: nothing is acknowledged below its
+    ``next_tsn``. When a row's ring is full, the next DATA chunk of that row waits (and every message
+    behind it) until an ACK retires one.
+
+    Requests are handled one at a time, in order:
+
+    * ACK: every DATA chunk from the last acknowledged TSN up to ``tsn`` (serial arithmetic, RFC 1982,
+      as RFC 4960 1.6) leaves the ring, in TSN order, two cycles each; for each one that is the last
+      chunk of an RDMA Write, a Send or a session-control message, the engine emits its completion
+      (:func:`completion_layout`). An ACK at or below the last one changes nothing; one past the highest
+      TSN sent retires up to that one.
+    * RESEND: the DATA chunk of ``tsn`` leaves again, byte for byte as before (same TSN, stream,
+      DDP-SSN, MSN/MO or STag/TO, payload read again from host memory: RFC 4960 6.3.3 E3, 7.2.4; the
+      RFC leaves the bundling to the sender, and the engine sends one chunk a packet as it did the first
+      time), ahead of new segments waiting (6.1: retransmissions first). A TSN not in the ring (already
+      acknowledged, never sent, or beyond ``ring_tsns``) is refused: the record leaves on
+      ``m_axis_tsn_refused``, and ``s_axis_tsn`` waits while that output is not read.
+    """
+    return data.StructLayout({
+        "opcode": unsigned(1),             # TsnOpcode
+        "association": unsigned(ASSOCIATION_BITS),
+        "tsn": unsigned(32),
+    })
+
+
+def tsn_request_bytes() -> int:
+    """Bytes of one ``s_axis_tsn`` or ``m_axis_tsn_refused`` beat: the record padded to whole bytes."""
+    return (tsn_request_layout().size + 7) // 8
+
+
+class CompletionStatus(enum.IntEnum, shape=2):
+    """``completion.status``."""
+    SUCCESS = 0  #: every DATA chunk of the request was acknowledged by the peer's SCTP
+
+
+def completion_layout() -> data.StructLayout:
+    """One record on the transmit engine's ``m_axis_completion`` (one beat, padded to
+    :func:`completion_bytes`): the request ``wr_id`` of ``association`` with ``opcode`` (a
+    :class:`WorkOpcode` or :attr:`ControlOpcode.SESSION_CONTROL`) is complete, its last DATA chunk
+    acknowledged (RFC 5041 5.4, Data Source: its memory may be reused). Completions leave in the TSN order
+    of those last chunks, per row. Nothing is dropped: while the output is not read, ACKs wait."""
+    return data.StructLayout({
+        "wr_id": unsigned(32),
+        "opcode": unsigned(4),
+        "association": unsigned(ASSOCIATION_BITS),
+        "status": unsigned(2),            # CompletionStatus
+    })
+
+
+def completion_bytes() -> int:
+    """Bytes of one ``m_axis_completion`` beat."""
+    return (completion_layout().size + 7) // 8
 
 
 def tx_association_write_layout() -> data.StructLayout:

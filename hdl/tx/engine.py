@@ -2,22 +2,32 @@
 
 ::
 
+                                           s_axis_ctl
+                                               ▼ (control first, then responses)
     s_axis_rr ─► ReadRequestQueue ─responses─► WorkArbiter ─work─► Segmenter (below)
-                   │        ▲                          ▲ (responses first)
+                   │        ▲                          ▲
                    │        └─ Segmenter.response_sent │
                    └─refused─► m_axis_rr_refused   s_axis_wr
 
-    Segmenter ─segment─► HeaderBuilder ─sctp_header─► Prepend ─► Crc32c ─crc──┐
-        │                      │                  (SCTP) ▲  └──► buffer ─► CrcInsert ─► Prepend ─► m_axis
-        └─fetch─► PayloadFetcher ─payload────────────────┘                (frame) ▲
-                      ▲ m_axi (AR, R)     └─prefix (Ethernet, IPv4, UDP)──────────┘
+    Segmenter ─segment─► RetransmitRing ◄─ s_axis_tsn (ACK, RESEND)
+                           │  │   └─► m_axis_tsn_refused, m_axis_completion
+        ┌───────segment────┘  │
+        ▼                     │
+    HeaderBuilder ─sctp_header─► Prepend ─► Crc32c ─crc──┐
+        │                │    (SCTP) ▲  └──► buffer ─► CrcInsert ─► Prepend ─► m_axis
+        │  PayloadFetcher ◄─fetch────┘ (payload)         (frame) ▲
+        │     ▲ m_axi (AR, R)                                    │
+        └─prefix (Ethernet, IPv4, UDP)───────────────────────────┘
 
 * :class:`~hdl.tx.read_queue.ReadRequestQueue`: inbound RDMA Read Requests,
   at most ``ird`` per stream row, the rest refused;
 * :class:`~hdl.tx.arbiter.WorkArbiter`: the next message for the segmenter, a
-  Read Response ahead of a local work request;
+  control request ahead of a Read Response ahead of a local work request;
 * :class:`~hdl.tx.segmenter.Segmenter`: RFC 5041 5.2 segmentation to the
   association's MULPDU, TSN, DDP-SSN and MSN counters;
+* :class:`~hdl.tx.ring.RetransmitRing`: every DATA chunk not yet acknowledged,
+  by TSN, sent again on request; acknowledgements retire them and complete
+  the work requests;
 * :class:`~hdl.tx.payload_fetcher.PayloadFetcher`: each segment's payload over
   AXI4 reads, realigned to lane 0;
 * :class:`~hdl.tx.headers.HeaderBuilder`: the SCTP packet's headers and the
@@ -36,6 +46,15 @@ Ports:
   answer, ``tdata`` = :func:`hdl.abi.read_response_layout` (see there: who
   translates the Data Source, IRD, refusal); ``m_axis_rr_refused``: the
   records refused, one beat each, same layout;
+* ``s_axis_ctl``: AXI4-Stream, one beat per control request (a control
+  packet's chunks or a session-control message to send), ``tdata`` =
+  :func:`hdl.abi.control_request_layout`;
+* ``s_axis_tsn``: AXI4-Stream, one beat per acknowledgement or
+  retransmission request of the host's SCTP, ``tdata`` =
+  :func:`hdl.abi.tsn_request_layout`; ``m_axis_tsn_refused``: resends of TSNs
+  not in the ring, same layout; ``m_axis_completion``: one beat per work
+  request (or session-control message) whose last DATA chunk is acknowledged,
+  :func:`hdl.abi.completion_layout`;
 * ``association_write``, ``stream_write``: table rows
   (:func:`hdl.abi.tx_association_write_layout`,
   :func:`hdl.abi.tx_stream_write_layout`), always ready; ``local_mac``,
@@ -57,7 +76,8 @@ from amaranth.lib.wiring import In, Out, connect
 from amaranth.lib import stream
 
 from hdl.abi import (
-    ADDRESS_BITS, read_response_bytes, read_response_layout, tx_association_write_layout, tx_stream_write_layout,
+    ADDRESS_BITS, completion_bytes, control_request_bytes, control_request_layout, read_response_bytes,
+    tsn_request_bytes, tsn_request_layout, read_response_layout, tx_association_write_layout, tx_stream_write_layout,
     work_request_bytes, work_request_layout,
 )
 from hdl.bus.axi import Axi4ReadSignature
@@ -72,6 +92,7 @@ from hdl.tx.headers import PREFIX_LENGTHS, SCTP_HEADER_LENGTHS, HeaderBuilder
 from hdl.tx.layouts import fetch_layout, segment_layout
 from hdl.tx.payload_fetcher import PayloadFetcher
 from hdl.tx.read_queue import ReadRequestQueue
+from hdl.tx.ring import RetransmitRing
 from hdl.tx.segmenter import Segmenter
 
 __all__ = ["TxEngine"]
@@ -80,19 +101,24 @@ __all__ = ["TxEngine"]
 class TxEngine(wiring.Component):
     """The transmit engine for a ``width_bytes`` datapath (8, 16, 32 or 64), ``associations``
     associations of ``stream_ids`` streams each (a power of two; stream row ``association *
-    stream_ids + stream_id``), answering up to ``ird`` inbound RDMA Read Requests per stream row."""
+    stream_ids + stream_id``), answering up to ``ird`` inbound RDMA Read Requests per stream row, with
+    ``ring_tsns`` DATA chunks per association in flight."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, ird: int = 4,
-                 buffer_bytes: int = 8192):
+                 buffer_bytes: int = 8192, ring_tsns: int = 64):
         if stream_ids & (stream_ids - 1):
             raise ValueError(f"stream_ids must be a power of two, not {stream_ids}")
         self.width_bytes = width_bytes
         self.associations, self.stream_ids, self.ird = associations, stream_ids, ird
-        self.buffer_bytes = buffer_bytes
+        self.buffer_bytes, self.ring_tsns = buffer_bytes, ring_tsns
         super().__init__({
             "s_axis_wr": In(AxiStreamSignature(work_request_bytes())),
             "s_axis_rr": In(AxiStreamSignature(read_response_bytes())),
             "m_axis_rr_refused": Out(AxiStreamSignature(read_response_bytes())),
+            "s_axis_ctl": In(AxiStreamSignature(control_request_bytes())),
+            "s_axis_tsn": In(AxiStreamSignature(tsn_request_bytes())),
+            "m_axis_tsn_refused": Out(AxiStreamSignature(tsn_request_bytes())),
+            "m_axis_completion": Out(AxiStreamSignature(completion_bytes())),
             "association_write": In(stream.Signature(tx_association_write_layout())),
             "stream_write": In(stream.Signature(tx_stream_write_layout(associations * stream_ids))),
             "local_mac": In(48),
@@ -107,6 +133,7 @@ class TxEngine(wiring.Component):
         width = self.width_bytes
         segmenter = m.submodules.segmenter = Segmenter(associations=self.associations, stream_ids=self.stream_ids)
         headers = m.submodules.headers = HeaderBuilder(associations=self.associations)
+        ring = m.submodules.ring = RetransmitRing(associations=self.associations, ring_tsns=self.ring_tsns)
         fetcher = m.submodules.fetcher = PayloadFetcher(width, ADDRESS_BITS)
         sctp = m.submodules.sctp = Prepend(width, SCTP_HEADER_LENGTHS, pad_to=4)
         crc = m.submodules.crc = Crc32c(width)
@@ -141,14 +168,35 @@ class TxEngine(wiring.Component):
         ]
         connect(m, request_queue.source, reads.requests)
 
-        # The segmenter's next message: a waiting Read Response, else a local request.
+        # The host SCTP's ACKs and RESENDs, through a queue; refusals and completions out.
+        tsn_queue = m.submodules.tsn_queue = Queue(tsn_request_layout())
+        m.d.comb += [
+            tsn_queue.sink.payload.eq(self.s_axis_tsn.tdata[:tsn_request_layout().size]),
+            tsn_queue.sink.valid.eq(self.s_axis_tsn.tvalid),
+            self.s_axis_tsn.tready.eq(tsn_queue.sink.ready),
+        ]
+        connect(m, tsn_queue.source, ring.tsn_requests)
+        for port, source in ((self.m_axis_tsn_refused, ring.refused), (self.m_axis_completion, ring.completions)):
+            m.d.comb += [port.tdata.eq(source.payload), port.tkeep.eq(-1), port.tlast.eq(1),
+                         port.tvalid.eq(source.valid), source.ready.eq(port.tready)]
+
+        # Control requests: one beat each, through a queue.
+        control_queue = m.submodules.control_queue = Queue(control_request_layout(ADDRESS_BITS))
+        m.d.comb += [
+            control_queue.sink.payload.eq(self.s_axis_ctl.tdata[:control_request_layout(ADDRESS_BITS).size]),
+            control_queue.sink.valid.eq(self.s_axis_ctl.tvalid),
+            self.s_axis_ctl.tready.eq(control_queue.sink.ready),
+        ]
+
+        # The segmenter's next message: a control request, else a waiting Read Response, else a local request.
         arbiter = m.submodules.arbiter = WorkArbiter(ADDRESS_BITS)
+        connect(m, control_queue.source, arbiter.control)
         connect(m, work_queue.source, arbiter.local)
         connect(m, reads.responses, arbiter.responses)
         connect(m, arbiter.work, segmenter.work)
 
         # Tables and addresses.
-        for block in (segmenter, headers):
+        for block in (segmenter, headers, ring):
             m.d.comb += [block.association_write.payload.eq(self.association_write.payload),
                          block.association_write.valid.eq(self.association_write.valid)]
         m.d.comb += self.association_write.ready.eq(1)
@@ -156,12 +204,15 @@ class TxEngine(wiring.Component):
         m.d.comb += [headers.local_mac.eq(self.local_mac), headers.local_ip.eq(self.local_ip),
                      headers.udp_port.eq(self.udp_port)]
 
-        # Segments to headers, fetches to the payload fetcher, each through a queue.
+        # Segments through the ring, then to headers, fetches to the payload fetcher, each through a queue.
+        numbered_queue = m.submodules.numbered_queue = Queue(segment_layout())
+        connect(m, segmenter.segments, numbered_queue.sink)
+        connect(m, numbered_queue.source, ring.segments)
         segment_queue = m.submodules.segment_queue = Queue(segment_layout())
         fetch_queue = m.submodules.fetch_queue = Queue(fetch_layout(ADDRESS_BITS))
-        connect(m, segmenter.segments, segment_queue.sink)
+        connect(m, ring.sent, segment_queue.sink)
         connect(m, segment_queue.source, headers.segments)
-        connect(m, segmenter.fetches, fetch_queue.sink)
+        connect(m, ring.fetches, fetch_queue.sink)
         connect(m, fetch_queue.source, fetcher.fetches)
         connect(m, fetcher.axi, wiring.flipped(self.m_axi))
 

@@ -3,8 +3,12 @@
 For each segment record two headers leave, in the same cycle, for the two
 :class:`~hdl.stream.prepend.Prepend` stages of the engine:
 
-* ``sctp_header`` (44, 48 or 76 bytes): the SCTP common header with its
-  checksum field 0 (RFC 4960 3.1; the CRC32c is inserted on the way out), one
+* ``sctp_header`` (12, 28, 44, 48 or 76 bytes): the SCTP common header with its
+  checksum field 0 (RFC 4960 3.1; the CRC32c is inserted on the way out) and
+  the verification tag of the association's row, or for a control packet
+  (:attr:`~hdl.abi.ControlOpcode.PACKET`) the request's and nothing more (its
+  chunks are the body); for a session-control message one DATA chunk header
+  (U = B = E = 1, PPID 17, RFC 5043 5.2.3) before the message; else one
   DATA chunk header (RFC 4960 3.3.1: U = B = E = 1, stream sequence number 0,
   PPID 16, RFC 5043 5.2, 9, 10; length without padding), the DDP-SSN (RFC 5043
   5.2.1) and the DDP header with the RDMAP control field in its RsvdULP:
@@ -29,7 +33,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import READ_RESPONSE_OPCODE, WorkOpcode, tx_association_write_layout
+from hdl.abi import READ_RESPONSE_OPCODE, ControlOpcode, WorkOpcode, tx_association_write_layout
 from hdl.stream.bits import index_bits
 from hdl.stream.prepend import prepend_header_layout
 from hdl.stream.queue import Queue
@@ -41,17 +45,21 @@ ETHERTYPE_IPV4 = 0x0800
 IP_PROTOCOL_SCTP, IP_PROTOCOL_UDP = 132, 17
 TTL = 64
 PPID_DDP_SEGMENT = 16                 # RFC 5043 5.2
+PPID_DDP_SESSION_CONTROL = 17
 DATA_FLAGS = 0b0111                   # U, B, E (RFC 4960 3.3.1)
 RDMAP_VERSION = 1                     # RFC 5040 4.1
 DDP_VERSION = 1                       # RFC 5041 4.1
 QN_READ_REQUEST = 1                   # RFC 5040 4.2
 
 SCTP_COMMON_HEADER, DATA_CHUNK_HEADER, DDP_SSN = 12, 16, 2
-#: SCTP header bytes before the payload: tagged, untagged, Read Request.
+#: SCTP header bytes before the payload: control packet, session control, tagged, untagged, Read Request.
+PACKET_SCTP_HEADER = SCTP_COMMON_HEADER
+SESSION_SCTP_HEADER = SCTP_COMMON_HEADER + DATA_CHUNK_HEADER
 TAGGED_SCTP_HEADER = SCTP_COMMON_HEADER + DATA_CHUNK_HEADER + DDP_SSN + 14
 UNTAGGED_SCTP_HEADER = SCTP_COMMON_HEADER + DATA_CHUNK_HEADER + DDP_SSN + 18
 READ_REQUEST_SCTP_HEADER = UNTAGGED_SCTP_HEADER + 28
-SCTP_HEADER_LENGTHS = (TAGGED_SCTP_HEADER, UNTAGGED_SCTP_HEADER, READ_REQUEST_SCTP_HEADER)
+SCTP_HEADER_LENGTHS = (PACKET_SCTP_HEADER, SESSION_SCTP_HEADER, TAGGED_SCTP_HEADER, UNTAGGED_SCTP_HEADER,
+                       READ_REQUEST_SCTP_HEADER)
 ETHERNET_HEADER, IPV4_HEADER, UDP_HEADER = 14, 20, 8
 PREFIX_LENGTHS = (ETHERNET_HEADER + IPV4_HEADER, ETHERNET_HEADER + IPV4_HEADER + UDP_HEADER)
 
@@ -60,7 +68,8 @@ _STAGES = 2      # registered stages between taking a segment and the output que
 
 def _wire(value, size: int) -> list:
     """``value`` as ``size`` bytes in network order (RFC 791 appendix B), first on the wire first."""
-    value = Const(value, 8 * size) if isinstance(value, int) else value
+    value = Const(value, 8 * size) if isinstance(value, int) else value.as_unsigned()
+    value = Cat(value, Const(0, max(0, 8 * size - len(value))))
     return [value.word_select(size - 1 - index, 8) for index in range(size)]
 
 
@@ -139,16 +148,21 @@ class HeaderBuilder(wiring.Component):
         incoming_row = rows[incoming.association[:index_bits(associations)]]
         incoming_tagged = (incoming.opcode == WorkOpcode.RDMA_WRITE) | (incoming.opcode == READ_RESPONSE_OPCODE)
         incoming_read_request = incoming.opcode == WorkOpcode.RDMA_READ_REQUEST
-        header_length = Mux(incoming_tagged, TAGGED_SCTP_HEADER,
-                            Mux(incoming_read_request, READ_REQUEST_SCTP_HEADER, UNTAGGED_SCTP_HEADER))
+        incoming_packet = incoming.opcode == ControlOpcode.PACKET
+        incoming_session = incoming.opcode == ControlOpcode.SESSION_CONTROL
+        header_length = Mux(incoming_packet, PACKET_SCTP_HEADER, Mux(incoming_session, SESSION_SCTP_HEADER,
+                            Mux(incoming_tagged, TAGGED_SCTP_HEADER,
+                                Mux(incoming_read_request, READ_REQUEST_SCTP_HEADER, UNTAGGED_SCTP_HEADER))))
         prefix_length = Mux(incoming_row.udp, PREFIX_LENGTHS[1], PREFIX_LENGTHS[0])
         segment, row = Signal(segment_layout()), Signal(tx_association_write_layout())
-        valid_1, tagged, read_request = Signal(), Signal(), Signal()
+        valid_1, tagged, read_request, packet, session = Signal(), Signal(), Signal(), Signal(), Signal()
+        sctp_length = Signal(range(READ_REQUEST_SCTP_HEADER + 1))
         chunk_length, ip_length, udp_length, fixed_sum = Signal(16), Signal(16), Signal(16), Signal(16)
         m.d.sync += [
             valid_1.eq(taken),
             segment.eq(incoming), row.eq(incoming_row),
             tagged.eq(incoming_tagged), read_request.eq(incoming_read_request),
+            packet.eq(incoming_packet), session.eq(incoming_session), sctp_length.eq(header_length),
             # The chunk without padding; IPv4 and UDP with it (RFC 4960 3.2): header lengths are
             # multiples of 4, so rounding the sum rounds the payload.
             chunk_length.eq(incoming.payload_length + (header_length - SCTP_COMMON_HEADER)),
@@ -160,12 +174,14 @@ class HeaderBuilder(wiring.Component):
 
         # Stage 2: the checksum sum; the header bytes are wires from these registers.
         segment_2, row_2 = Signal(segment_layout()), Signal(tx_association_write_layout())
-        valid_2, tagged_2, read_request_2 = Signal(), Signal(), Signal()
+        valid_2, tagged_2, read_request_2, packet_2, session_2 = Signal(), Signal(), Signal(), Signal(), Signal()
+        sctp_length_2 = Signal.like(sctp_length)
         chunk_length_2, ip_length_2, udp_length_2 = Signal(16), Signal(16), Signal(16)
         ip_sum = Signal(17)
         m.d.sync += [
             valid_2.eq(valid_1), segment_2.eq(segment), row_2.eq(row),
             tagged_2.eq(tagged), read_request_2.eq(read_request),
+            packet_2.eq(packet), session_2.eq(session), sctp_length_2.eq(sctp_length),
             chunk_length_2.eq(chunk_length), ip_length_2.eq(ip_length), udp_length_2.eq(udp_length),
             ip_sum.eq(fixed_sum + ip_length),
         ]
@@ -173,10 +189,12 @@ class HeaderBuilder(wiring.Component):
         segment, row = segment_2, row_2
 
         rdmap_control = _wire(Cat(segment.opcode, Const(0, 2), Const(RDMAP_VERSION, 2)), 1)
-        common = (_wire(row.local_port, 2) + _wire(row.peer_port, 2) + _wire(row.tag, 4) + _wire(0, 4)
-                  + _wire(0, 1) + _wire(DATA_FLAGS, 1) + _wire(chunk_length_2, 2) + _wire(segment.tsn, 4)
-                  + _wire(segment.stream_id, 2) + _wire(0, 2) + _wire(PPID_DDP_SEGMENT, 4)
-                  + _wire(segment.ddp_ssn, 2))
+        common = (_wire(row.local_port, 2) + _wire(row.peer_port, 2)
+                  + _wire(Mux(packet_2, segment.tag, row.tag), 4) + _wire(0, 4))
+        data_chunk = (_wire(0, 1) + _wire(DATA_FLAGS, 1) + _wire(chunk_length_2, 2) + _wire(segment.tsn, 4)
+                      + _wire(segment.stream_id, 2) + _wire(0, 2)
+                      + _wire(Mux(session_2, PPID_DDP_SESSION_CONTROL, PPID_DDP_SEGMENT), 4))
+        ddp = ~packet_2 & ~session_2
         tagged_bytes = (_wire(Cat(Const(DDP_VERSION, 2), Const(0, 4), segment.last, Const(1, 1)), 1)
                         + rdmap_control + _wire(segment.stag, 4) + _wire(segment.to, 8))
         untagged_bytes = (_wire(Cat(Const(DDP_VERSION, 2), Const(0, 4), segment.last, Const(0, 1)), 1)
@@ -188,9 +206,11 @@ class HeaderBuilder(wiring.Component):
         ddp_bytes = [Mux(tagged_2, t, u) for t, u in zip(tagged_bytes + _wire(0, 4), untagged_bytes)]
         sctp = sctp_queue.sink.payload
         m.d.comb += [
-            sctp.data.eq(Cat(*common, *ddp_bytes, *(Mux(read_request_2, b, 0) for b in read_request_bytes))),
-            sctp.length.eq(Mux(tagged_2, TAGGED_SCTP_HEADER,
-                               Mux(read_request_2, READ_REQUEST_SCTP_HEADER, UNTAGGED_SCTP_HEADER))),
+            # Zero past the header's length (Prepend ORs the body into it).
+            sctp.data.eq(Cat(*common, *(Mux(packet_2, 0, b) for b in data_chunk),
+                             *(Mux(ddp, b, 0) for b in _wire(segment.ddp_ssn, 2) + ddp_bytes),
+                             *(Mux(read_request_2, b, 0) for b in read_request_bytes))),
+            sctp.length.eq(sctp_length_2),
             sctp.body.eq(segment.payload_length != 0),
             sctp_queue.sink.valid.eq(valid_2),
         ]

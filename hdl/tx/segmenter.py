@@ -1,8 +1,7 @@
-"""Work requests to numbered DDP segments: RFC 5041 5.2 segmentation, RFC 5043 5.2.1 DDP-SSN, RFC 4960 TSN.
+"""Messages to numbered DDP segments: RFC 5041 5.2 segmentation, RFC 5043 5.2.1 DDP-SSN, RFC 4960 TSN.
 
-For each work request the segmenter emits one :func:`~hdl.tx.layouts.segment_layout`
-record per DDP segment (and, for a segment with payload, one
-:func:`~hdl.tx.layouts.fetch_layout` record for the payload fetcher):
+For each message (a work request, a Read Response or a control request) the segmenter emits one
+:func:`~hdl.tx.layouts.segment_layout` record per DDP segment, with its payload's host address:
 
 * payload per segment: MULPDU - 14 tagged (RDMA Write, Read Response), MULPDU
   - 18 untagged (the RFC 5041 5.2 worked examples); a zero-length message is
@@ -15,6 +14,10 @@ record per DDP segment (and, for a segment with payload, one
   from 1, mod 2**32 (4.3), and advances once per message;
 * every segment takes the stream's next DDP-SSN (RFC 5043 5.2.1) and the
   association's next TSN (RFC 4960 6.1), both mod their width;
+* a control request (:class:`~hdl.abi.ControlOpcode`) is one segment, its
+  bytes read from memory whole, no DDP-SSN or MSN: a session-control message
+  takes the association's next TSN like a DDP segment (RFC 4960 6.1: one TSN
+  space), a control packet none;
 * when a Read Response's last segment leaves, ``response_sent`` pulses with its
   stream row (the IRD count, :class:`~hdl.tx.read_queue.ReadRequestQueue`).
 
@@ -30,12 +33,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import (
-    ADDRESS_BITS, READ_RESPONSE_OPCODE, WorkOpcode, tx_association_write_layout, tx_stream_write_layout,
-    work_request_layout,
+    ADDRESS_BITS, READ_RESPONSE_OPCODE, ControlOpcode, WorkOpcode, tx_association_write_layout,
+    tx_stream_write_layout,
 )
 from hdl.stream.bits import index_bits
 from hdl.tx import layouts
-from hdl.tx.layouts import SEGMENT_PAYLOAD_BITS, fetch_layout, segment_layout
+from hdl.tx.layouts import SEGMENT_PAYLOAD_BITS, message_layout, segment_layout
 
 __all__ = ["Segmenter", "TAGGED_HEADER", "UNTAGGED_HEADER"]
 
@@ -49,18 +52,14 @@ class Segmenter(wiring.Component):
 
     Ports
     -----
-    work : ``In(stream.Signature(work_request_layout()))``
-        Work requests (:func:`hdl.abi.work_request_layout`, or opcode
-        :data:`~hdl.abi.READ_RESPONSE_OPCODE` for a Read Response); ``ready`` is a flip-flop.
+    work : ``In(stream.Signature(message_layout()))``
+        Messages (:func:`hdl.tx.layouts.message_layout`); ``ready`` is a flip-flop.
     association_write : ``In(stream.Signature(tx_association_write_layout()))``
         Always ready: loads the row's MULPDU and its TSN counter.
     stream_write : ``In(stream.Signature(tx_stream_write_layout(streams)))``
         Always ready: starts the stream's DDP-SSN at ``first_ssn`` and both MSNs at 1.
     segments : ``Out(stream.Signature(segment_layout()))``
-    fetches : ``Out(stream.Signature(fetch_layout()))``
-        A segment with payload leaves on both in the same cycle; put a
-        :class:`~hdl.stream.queue.Queue` behind each (their ``ready`` is read
-        as a flip-flop).
+        ``valid`` is a flip-flop; put a :class:`~hdl.stream.queue.Queue` behind it.
     response_sent, response_sent_row : ``Out(1)``, ``Out(index_bits(streams))``
         Registered: a pulse the cycle after a Read Response's last segment left, with its stream row.
     """
@@ -70,11 +69,10 @@ class Segmenter(wiring.Component):
         self._address_bits = address_bits
         streams = associations * stream_ids
         super().__init__({
-            "work": In(stream.Signature(work_request_layout(address_bits))),
+            "work": In(stream.Signature(message_layout(address_bits))),
             "association_write": In(stream.Signature(tx_association_write_layout())),
             "stream_write": In(stream.Signature(tx_stream_write_layout(streams))),
-            "segments": Out(stream.Signature(segment_layout())),
-            "fetches": Out(stream.Signature(fetch_layout(address_bits))),
+            "segments": Out(stream.Signature(segment_layout(address_bits))),
             "response_sent": Out(1),
             "response_sent_row": Out(index_bits(streams)),
         })
@@ -94,8 +92,9 @@ class Segmenter(wiring.Component):
                          for i in range(streams))
 
         work = self.work.payload
-        request = Signal(work_request_layout(self._address_bits))
+        request = Signal(message_layout(self._address_bits))
         busy = Signal()
+        ddp, numbered = Signal(), Signal()   # takes DDP-SSN and MSN; takes a TSN
         tagged, read_request, responding, has_payload, last = Signal(), Signal(), Signal(), Signal(), Signal()
         per_segment = Signal(SEGMENT_PAYLOAD_BITS)
         remaining = Signal(32)
@@ -111,7 +110,9 @@ class Segmenter(wiring.Component):
         work_responding = work.opcode == READ_RESPONSE_OPCODE
         work_tagged = (work.opcode == WorkOpcode.RDMA_WRITE) | work_responding
         work_read_request = work.opcode == WorkOpcode.RDMA_READ_REQUEST
-        room = Mux(work_tagged, tagged_room[work_row], untagged_room[work_row])
+        work_ddp = work.opcode < ControlOpcode.SESSION_CONTROL
+        room = Mux(work_ddp, Mux(work_tagged, tagged_room[work_row], untagged_room[work_row]),
+                   (1 << SEGMENT_PAYLOAD_BITS) - 1)
         m.d.comb += self.work.ready.eq(~busy)
         with m.If(self.work.valid & ~busy):
             m.d.sync += [
@@ -119,6 +120,7 @@ class Segmenter(wiring.Component):
                 request.eq(work),
                 row.eq(work_row), stream_row.eq(work_stream_row),
                 tagged.eq(work_tagged), read_request.eq(work_read_request), responding.eq(work_responding),
+                ddp.eq(work_ddp), numbered.eq(work.opcode != ControlOpcode.PACKET),
                 per_segment.eq(room),
                 remaining.eq(Mux(work_read_request, 0, work.length)),
                 rest.eq(Cat(work.length, Const(0, 1)).as_signed() - room),
@@ -152,11 +154,13 @@ class Segmenter(wiring.Component):
             segment.sink_stag.eq(request.sink_stag),
             segment.sink_to.eq(request.sink_to),
             segment.size.eq(request.length),
+            segment.tag.eq(request.tag),
+            segment.wr_id.eq(request.wr_id),
+            segment.address.eq(address),
+            segment.fetch.eq(has_payload),
+            segment.numbered.eq(numbered),
             segment.payload_length.eq(payload_length),
-            self.fetches.payload.address.eq(address),
-            self.fetches.payload.length.eq(payload_length),
-            self.segments.valid.eq(busy & (self.fetches.ready | ~has_payload)),
-            self.fetches.valid.eq(busy & has_payload & self.segments.ready),
+            self.segments.valid.eq(busy),
         ]
         emit = self.segments.valid & self.segments.ready
         m.d.sync += [self.response_sent.eq(emit & last & responding), self.response_sent_row.eq(stream_row)]
@@ -170,12 +174,14 @@ class Segmenter(wiring.Component):
                 mo.eq(mo + per_segment),
                 offset_to.eq(offset_to + per_segment),
                 address.eq(address + per_segment),
-                next_tsn[row].eq(tsn + 1),
-                next_ssn[stream_row].eq(ssn + 1),
             ]
+            with m.If(numbered):
+                m.d.sync += next_tsn[row].eq(tsn + 1)
+            with m.If(ddp):
+                m.d.sync += next_ssn[stream_row].eq(ssn + 1)
             with m.If(last):
                 m.d.sync += busy.eq(0)
-                with m.If(~tagged):
+                with m.If(ddp & ~tagged):
                     m.d.sync += next_msn[stream_row][read_request].eq(msn + 1)
 
         # Host writes (only while the association or stream has no work in flight).

@@ -1,0 +1,201 @@
+"""The retransmission ring: every DATA chunk sent and not yet acknowledged, by TSN, to send again on request.
+
+Between the segmenter and the header and payload paths. Each segment record
+(:func:`~hdl.tx.layouts.segment_layout`: every header field, the payload's
+host address and length, the work request's ``wr_id``) that takes a TSN is
+written into a block RAM at (association, TSN mod ``ring_tsns``) as it
+passes; a control packet (no TSN) passes unrecorded. Per association the ring
+keeps the last TSN acknowledged (``retired``) and how many TSNs after it are
+recorded (``outstanding``, at most ``ring_tsns``): the TSNs recorded are
+exactly ``retired + 1 .. retired + outstanding``. A segment of a full row
+waits (RFC 4960 leaves the sending window to the host's SCTP; this bound is
+the ring's).
+
+``tsn_requests`` (:func:`hdl.abi.tsn_request_layout`) are handled one at a
+time by one read port:
+
+* RESEND: the record of the TSN is read while the TSN's offset from
+  ``retired`` is taken; in the ring if that offset is below ``outstanding``
+  (counted from the cycle before the read, so a TSN recorded in that very
+  cycle is not yet in it), it leaves again on the outputs ahead of the
+  segments waiting (RFC 4960 6.1: retransmissions first), else the request
+  leaves on ``refused``;
+* ACK: the records from ``retired + 1`` up to the TSN (at most
+  ``outstanding`` of them) are read one every two cycles and retired; a
+  record that ends an RDMA Write, a Send or a session-control message gives
+  one :func:`hdl.abi.completion_layout` record (RFC 5041 5.4).
+
+Timing: the outputs are a 2:1 choice, by a flip-flop, between the replayed
+record (the RAM's output) and the input queue's head; ``segments.ready`` is
+made of flip-flops and the head's row flag. The TSN arithmetic is one
+32-bit subtraction a stage.
+"""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.abi import (
+    ADDRESS_BITS, CompletionStatus, ControlOpcode, TsnOpcode, WorkOpcode,
+    completion_layout, tsn_request_layout, tx_association_write_layout,
+)
+from hdl.stream.bits import index_bits
+from hdl.stream.queue import Queue
+from hdl.tx.layouts import fetch_layout, segment_layout
+
+__all__ = ["RetransmitRing"]
+
+
+class RetransmitRing(wiring.Component):
+    """``ring_tsns`` (a power of two) TSNs in flight per association of ``associations``.
+
+    Ports
+    -----
+    segments : ``In(stream.Signature(segment_layout()))``
+        From a queue; ``ready`` is a function of flip-flops and the head's association.
+    association_write : ``In(stream.Signature(tx_association_write_layout()))``
+        Always ready: empties the row's ring, ``retired`` = ``next_tsn - 1``.
+    tsn_requests : ``In(stream.Signature(tsn_request_layout()))``
+        ``ready`` is a flip-flop.
+    sent, fetches : ``Out(stream.Signature(segment_layout()))``, ``Out(stream.Signature(fetch_layout()))``
+        Every segment, new or again; one with payload leaves on both in the same cycle. Put a
+        :class:`~hdl.stream.queue.Queue` behind each (their ``ready`` is read as a flip-flop).
+    refused : ``Out(stream.Signature(tsn_request_layout()))``
+    completions : ``Out(stream.Signature(completion_layout()))``
+        Both from queues.
+    """
+
+    def __init__(self, *, associations: int = 2, ring_tsns: int = 64, address_bits: int = ADDRESS_BITS):
+        if ring_tsns < 2 or ring_tsns & (ring_tsns - 1):
+            raise ValueError(f"ring_tsns must be a power of two of at least 2, not {ring_tsns}")
+        self.associations, self.ring_tsns = associations, ring_tsns
+        self._address_bits = address_bits
+        super().__init__({
+            "segments": In(stream.Signature(segment_layout(address_bits))),
+            "association_write": In(stream.Signature(tx_association_write_layout())),
+            "tsn_requests": In(stream.Signature(tsn_request_layout())),
+            "sent": Out(stream.Signature(segment_layout(address_bits))),
+            "fetches": Out(stream.Signature(fetch_layout(address_bits))),
+            "refused": Out(stream.Signature(tsn_request_layout())),
+            "completions": Out(stream.Signature(completion_layout())),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        associations, ring_tsns = self.associations, self.ring_tsns
+        association_bits, index_width = index_bits(associations), (ring_tsns - 1).bit_length()
+        layout = segment_layout(self._address_bits)
+        store = m.submodules.store = memory.Memory(shape=layout, depth=associations * ring_tsns, init=[])
+        write, read = store.write_port(), store.read_port(transparent_for=())
+        refused = m.submodules.refused = Queue(tsn_request_layout())
+        completions = m.submodules.completions = Queue(completion_layout())
+        wiring.connect(m, refused.source, wiring.flipped(self.refused))
+        wiring.connect(m, completions.source, wiring.flipped(self.completions))
+
+        def slot(association, tsn):
+            return Cat(tsn[:index_width], association[:association_bits]) if association_bits else tsn[:index_width]
+
+        retired = [Signal(32, name=f"retired_{i}") for i in range(associations)]
+        outstanding = [Signal(range(ring_tsns + 1), name=f"outstanding_{i}") for i in range(associations)]
+        full = [Signal(name=f"full_{i}") for i in range(associations)]
+        full_flags = Cat(*full)
+
+        # The outputs: a replayed record (the read port's data, held) ahead of the input queue's head.
+        replaying = Signal()
+        head = self.segments.payload
+        numbered = head.numbered
+        head_row = head.association[:association_bits] if association_bits else Const(0, 1)
+        blocked = numbered & full_flags.bit_select(head_row, 1)
+        out = Signal(layout)
+        m.d.comb += out.eq(Mux(replaying, read.data, head))
+        sent, fetches = self.sent, self.fetches
+        m.d.comb += [
+            sent.payload.eq(out),
+            fetches.payload.address.eq(out.address), fetches.payload.length.eq(out.payload_length),
+            sent.valid.eq((replaying | (self.segments.valid & ~blocked)) & (fetches.ready | ~out.fetch)),
+            fetches.valid.eq((replaying | (self.segments.valid & ~blocked)) & out.fetch & sent.ready),
+            self.segments.ready.eq(~replaying & ~blocked & sent.ready & (fetches.ready | ~head.fetch)),
+        ]
+        taken = self.segments.valid & self.segments.ready
+        recording = taken & numbered
+        m.d.comb += [write.addr.eq(slot(head.association, head.tsn)), write.data.eq(head),
+                     write.en.eq(recording)]
+
+        # TSN requests, one at a time: TAKE -> MEASURE -> DECIDE -> (REPLAY | WALK_READ <-> WALK_EMIT).
+        request = Signal(tsn_request_layout())
+        request_row = request.association[:association_bits] if association_bits else Const(0, 1)
+        offset, count = Signal(32), Signal(range(ring_tsns + 1))
+        walk_tsn, walk_left = Signal(32), Signal(range(ring_tsns + 1))
+        retiring, retire_step = Signal(), Signal()
+        row_retired, row_outstanding = Array(retired)[request_row], Array(outstanding)[request_row]
+        m.d.comb += [read.addr.eq(slot(request.association, Mux(retiring, walk_tsn, request.tsn))), read.en.eq(0)]
+        entry = read.data
+        with m.FSM():
+            with m.State("TAKE"):
+                m.d.comb += self.tsn_requests.ready.eq(1)
+                with m.If(self.tsn_requests.valid):
+                    m.d.sync += request.eq(self.tsn_requests.payload)
+                    m.next = "MEASURE"
+            with m.State("MEASURE"):
+                m.d.comb += read.en.eq(1)
+                # tsn - retired - 1 as one adder: tsn + ~retired (mod 2**32).
+                m.d.sync += [offset.eq(request.tsn + ~row_retired), count.eq(row_outstanding),
+                             walk_tsn.eq(row_retired + 1)]
+                m.next = "DECIDE"
+            with m.State("DECIDE"):
+                in_ring = offset < count
+                with m.If(request.opcode == TsnOpcode.RESEND):
+                    with m.If(in_ring):
+                        m.d.sync += replaying.eq(1)
+                        m.next = "REPLAY"
+                    with m.Else():
+                        m.d.comb += [refused.sink.payload.eq(request), refused.sink.valid.eq(1)]
+                        with m.If(refused.sink.ready):
+                            m.next = "TAKE"
+                with m.Elif(offset[31] | (count == 0)):
+                    m.next = "TAKE"        # at or below the last ACK (serial arithmetic), or nothing in flight
+                with m.Else():
+                    m.d.sync += [walk_left.eq(Mux(in_ring, offset + 1, count)), retiring.eq(1)]
+                    m.next = "WALK_READ"
+            with m.State("REPLAY"):
+                with m.If(sent.valid & sent.ready):
+                    m.d.sync += replaying.eq(0)
+                    m.next = "TAKE"
+            with m.State("WALK_READ"):
+                m.d.comb += read.en.eq(1)
+                m.next = "WALK_EMIT"
+            with m.State("WALK_EMIT"):
+                # RDMA Write, the Sends and session control; not Read Requests nor Read Responses.
+                completes = entry.last & ((entry.opcode == WorkOpcode.RDMA_WRITE)
+                                          | ((entry.opcode >= WorkOpcode.SEND)
+                                             & (entry.opcode <= ControlOpcode.SESSION_CONTROL)))
+                completion = completions.sink.payload
+                m.d.comb += [
+                    completion.wr_id.eq(entry.wr_id), completion.opcode.eq(entry.opcode),
+                    completion.association.eq(request.association), completion.status.eq(CompletionStatus.SUCCESS),
+                    completions.sink.valid.eq(completes),
+                ]
+                with m.If(~completes | completions.sink.ready):
+                    m.d.comb += retire_step.eq(1)
+                    m.d.sync += [walk_tsn.eq(walk_tsn + 1), walk_left.eq(walk_left - 1)]
+                    with m.If(walk_left == 1):
+                        m.d.sync += retiring.eq(0)
+                        m.next = "TAKE"
+                    with m.Else():
+                        m.next = "WALK_READ"
+
+        # Per row: a record in, a TSN retired, or the host's row write (the row is idle then).
+        row_write = self.association_write.payload
+        m.d.comb += self.association_write.ready.eq(1)
+        for row in range(associations):
+            adding = recording & (head_row == row)
+            removing = retire_step & (request_row == row)
+            with m.If(self.association_write.valid & (row_write.index == row)):
+                m.d.sync += [retired[row].eq(row_write.next_tsn - 1), outstanding[row].eq(0), full[row].eq(0)]
+            with m.Elif(adding & ~removing):
+                m.d.sync += [outstanding[row].eq(outstanding[row] + 1), full[row].eq(outstanding[row] == ring_tsns - 1)]
+            with m.Elif(removing & ~adding):
+                m.d.sync += [outstanding[row].eq(outstanding[row] - 1), full[row].eq(0)]
+            with m.If(removing):
+                m.d.sync += retired[row].eq(retired[row] + 1)
+        return m

@@ -1,0 +1,122 @@
+"""hdl.tx.engine.TxEngine's retransmission ring and completions (s_axis_tsn, m_axis_completion).
+
+The host's SCTP decides; the engine resends. A RESEND of a TSN still in the
+ring must put the very frame of that TSN back on the wire, byte for byte as
+the model sent it the first time (RFC 4960 6.3.3 E3, 7.2.4: the same DATA
+chunk; its payload read again from host memory); a RESEND of a TSN never
+sent, already acknowledged, or beyond the ring is refused, once, in order. A
+work request (or session-control message) completes only once an ACK
+covers its last DATA chunk (RFC 5041 5.4, Data Source), one completion per
+request, in TSN order; Read Requests and Read Responses have none. A row
+with ``ring_tsns`` chunks unacknowledged sends no more until an ACK.
+"""
+
+import random
+
+import pytest
+
+from hdl.abi import CompletionStatus, ControlOpcode, TsnOpcode, WorkOpcode
+from tests.hdl.tx.harness import (
+    PAGE_END, Association, Control, TsnRequest, Work, check, model_messages, random_memory, run_against_model,
+)
+from tests.hdl.tx.test_control import session_messages
+
+
+def numbered(sources, associations) -> list[tuple[int, int, object]]:
+    """(association, TSN, message) of each expected frame, the TSNs counted as RFC 4960 6.1 numbers DATA
+    chunks: one per segment or session-control message, from the row's first, mod 2**32."""
+    tsn = {a.index: a.next_tsn for a in associations}
+    out = []
+    for message in sources:
+        out.append((message.association, tsn[message.association], message))
+        tsn[message.association] = (tsn[message.association] + 1) & 0xFFFFFFFF
+    return out
+
+
+def completes(message) -> bool:
+    """RFC 5041 5.4: what the engine completes at the ACK of its last chunk (not Read Requests)."""
+    return isinstance(message, Control) or message.opcode is not WorkOpcode.RDMA_READ_REQUEST
+
+
+def scenario(rng: random.Random):
+    associations = [
+        Association(0, 1480, 0xFFFFFFFB, tag=rng.getrandbits(32)),
+        Association(1, 1468, rng.getrandbits(32), udp=True, peer_udp_port=40000, peer_ip="10.0.0.9",
+                    local_port=5001, peer_port=6001, tag=rng.getrandbits(32), peer_mac=bytes.fromhex("02000000000c")),
+    ]
+    first_ssn = {(0, 0): 1, (1, 1): 1}
+    works = [Work(opcode, *rng.choice(list(first_ssn)), PAGE_END - rng.randrange(3000), size, stag=5, to=size,
+                  wr_id=rng.getrandbits(32))
+             for opcode in WorkOpcode for size in (0, 700, 3000)]
+    controls = session_messages(rng, 0, (0, 2), PAGE_END - 6000) + session_messages(rng, 1, (1,), PAGE_END - 5000)
+    for control in controls:
+        control.wr_id = rng.getrandbits(32)
+    order = works + controls
+    rng.shuffle(order)
+    works, controls = ([m for m in order if isinstance(m, kind)] for kind in (Work, Control))
+    return associations, first_ssn, works, controls, order
+
+
+@pytest.mark.parametrize("width", [8, pytest.param(64, marks=pytest.mark.slow)])
+def test_resend_acknowledge_and_complete(width):
+    """After every frame has left and nothing is acknowledged: RESENDs of TSNs of both rows, and of TSNs the
+    ring does not hold (the next one, the one before the first); an ACK of half of row 0; RESENDs of an
+    acknowledged TSN and of the next; then ACKs of everything."""
+    rng = random.Random(width)
+    associations, first_ssn, works, controls, order = scenario(rng)
+    memory = random_memory(rng, width, ar_ready=0.7, latency=(1, 10), r_gap=0.2)
+    # The TSNs of the model's frames, as the requests below need them.
+    per_message = model_messages(associations, first_ssn, order, memory)
+    expected = [frame for frames in per_message for frame in frames]
+    sources = [message for message, frames in zip(order, per_message) for _ in frames]
+    tsns = numbered(sources, associations)
+    by_tsn = {(association, tsn): frame for (association, tsn, _), frame in zip(tsns, expected)}
+    row_tsns = {row: [tsn for association, tsn, _ in tsns if association == row] for row in (0, 1)}
+    half = row_tsns[0][len(row_tsns[0]) // 2]
+    resend = [TsnRequest(TsnOpcode.RESEND, association, tsn) for association, tsn, _ in rng.sample(tsns, 6)]
+    outside = [TsnRequest(TsnOpcode.RESEND, 0, (row_tsns[0][-1] + 1) & 0xFFFFFFFF),
+               TsnRequest(TsnOpcode.RESEND, 0, (row_tsns[0][0] - 1) & 0xFFFFFFFF),
+               TsnRequest(TsnOpcode.RESEND, 1, (row_tsns[1][0] + 64) & 0xFFFFFFFF)]
+    acknowledged = [TsnRequest(TsnOpcode.ACK, 0, half), TsnRequest(TsnOpcode.RESEND, 0, half),
+                    TsnRequest(TsnOpcode.RESEND, 0, (half + 1) & 0xFFFFFFFF)]
+    finish = [TsnRequest(TsnOpcode.ACK, 0, row_tsns[0][-1]), TsnRequest(TsnOpcode.ACK, 1, row_tsns[1][-1])]
+    requests = resend + outside + acknowledged + finish
+    again = resend + acknowledged[2:]
+    last_tsn = {}
+    for association, tsn, message in tsns:
+        last_tsn[id(message)] = (association, tsn)
+    done = [message for association, tsn, message in tsns if last_tsn[id(message)] == (association, tsn)
+            and completes(message)]
+    first_ack = [m for m in done if last_tsn[id(m)][0] == 0
+                 and (last_tsn[id(m)][1] - row_tsns[0][0]) % (1 << 32) <= (half - row_tsns[0][0]) % (1 << 32)]
+    rest = [m for m in done if m not in first_ack]
+    rest = [m for m in rest if last_tsn[id(m)][0] == 0] + [m for m in rest if last_tsn[id(m)][0] == 1]
+
+    run, model, _ = run_against_model(width, associations, first_ssn, works, memory, controls=controls, order=order,
+                                      one_at_a_time=True, acknowledge_after=None, tsn_requests=requests,
+                                      tsn_after_frames=[len(expected)] * len(requests), extra_frames=len(again),
+                                      completion_count=len(done))
+    assert model == expected
+    assert run.frames[:len(expected)] == expected
+    assert run.frames[len(expected):] == [by_tsn[(r.association, r.tsn)] for r in again]
+    assert run.tsn_refused == outside + acknowledged[1:2]
+    assert [(wr_id, opcode, association, status) for wr_id, opcode, association, status, _ in run.completions] == [
+        (m.wr_id, int(m.opcode), m.association, CompletionStatus.SUCCESS) for m in first_ack + rest]
+    acks_before = [acks for *_, acks in run.completions]
+    assert all(acks >= 1 for acks in acks_before[:len(first_ack)]), "a completion before its ACK"
+    assert all(acks >= 2 for acks in acks_before[len(first_ack):]), "a completion before its ACK"
+
+
+def test_a_full_ring_waits_for_acks():
+    """ring_tsns = 8 and a peer acknowledging each chunk 400 cycles after it left: a 40-segment Write and a
+    Send still go out byte for byte, never more than 8 chunks above the last ACK, the ring full at times,
+    and each completes once acknowledged."""
+    rng = random.Random(1)
+    memory = random_memory(rng, 8)
+    works = [Work(WorkOpcode.RDMA_WRITE, 0, 0, PAGE_END - 2000, 40 * 32, stag=3, to=0, wr_id=11),
+             Work(WorkOpcode.SEND, 0, 0, PAGE_END - 300, 100, wr_id=12)]
+    run = check(8, [Association(0, 46, 0xFFFFFFF0)], {(0, 0): 1}, works, memory, ring_tsns=8,
+                acknowledge_after=400, completion_count=2)
+    assert run.most_unacknowledged == 8
+    assert [(wr_id, opcode) for wr_id, opcode, *_ in run.completions] == [(11, WorkOpcode.RDMA_WRITE),
+                                                                          (12, WorkOpcode.SEND)]
