@@ -42,7 +42,8 @@ queue's LUT RAM (the rest of the record is read from it). Stores, emissions and
 the held-slot bits are registered before they reach the record RAM, the output
 queue and the slot maps; a run looks one slot ahead, so its test is a
 flip-flop. Throughput: one record per cycle; a run of ``k`` stored records
-takes ``k + 2`` cycles after the record that releases it.
+takes ``k + 3`` cycles after the record that releases it (its slot bits are
+loaded, then the first two of them looked up).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -184,13 +185,16 @@ class DeliveryOrder(wiring.Component):
                     with m.If(inbound.source.payload.leaves):
                         m.d.sync += emit_head.eq(1)
                         with m.If(inbound.source.payload.releases):
-                            m.next = "RUN_START"
+                            m.next = "RUN_LOAD"
                     with m.Else():
                         m.d.sync += store_en.eq(1)
                 # Loaded on every cycle of TAKE: used only when the run starts.
-                m.d.sync += [run_row.eq(row), run_held.eq(held_now(row)),
+                m.d.sync += [run_row.eq(row),
                              run_slot.eq(head.ddp_ssn[:slot_bits] + 1), run_slot_1.eq(head.ddp_ssn[:slot_bits] + 2),
                              run_slot_2.eq(head.ddp_ssn[:slot_bits] + 3)]
+            with m.State("RUN_LOAD"):
+                m.d.sync += run_held.eq(held_now(run_row))
+                m.next = "RUN_START"
             with m.State("RUN_START"):
                 m.d.sync += [slot_held.eq(run_held.bit_select(run_slot, 1)),
                              next_slot_held.eq(run_held.bit_select(run_slot_1, 1))]
