@@ -76,7 +76,7 @@ class Realign(wiring.Component):
         # The drop is decoded on its way in: skip count, shift a (1..W), and whether a = W.
         inbox = m.submodules.inbox = Queue(data.StructLayout({
             "beat": packet_layout(width), "first_skip": range(self._max_drop // width + 1),
-            "first_amount": range(width + 1), "first_full": 1, "last_direct": 1}))
+            "first_amount": range(width + 1), "first_full": 1, "last_direct": 1, "first_kept": 1}))
         in_started = Signal()       # a beat of the packet coming in was taken
         drop_lanes = self.drop.payload[:lane_bits] if lane_bits else Const(0, 1)
         m.d.comb += [
@@ -84,6 +84,7 @@ class Realign(wiring.Component):
             inbox.sink.payload.first_skip.eq(self.drop.payload >> lane_bits),
             inbox.sink.payload.first_amount.eq(Mux(drop_lanes == 0, width, drop_lanes)),
             inbox.sink.payload.first_full.eq(drop_lanes == 0),
+            inbox.sink.payload.first_kept.eq((self.drop.payload >> lane_bits) == 0),  # no whole beat skipped
             # a packet's first beat that is also its last and is shifted on its own (below)
             inbox.sink.payload.last_direct.eq(self.sink.payload.last & (drop_lanes != 0)),
             inbox.sink.valid.eq(self.sink.valid & (in_started | self.drop.valid)),
@@ -98,6 +99,7 @@ class Realign(wiring.Component):
         started = Signal()          # a beat of the current packet was taken
         flush = Signal()            # the tail of the last beat is still to go out
         skip = Signal(range(self._max_drop // width + 1))
+        skip_done = Signal(init=1)          # skip = 0, kept beside it
         amount = Signal(range(width + 1))   # a, 1..W
         amount_full = Signal()              # a = W, kept beside it
         prev_data = Signal(8 * width)
@@ -111,6 +113,7 @@ class Realign(wiring.Component):
         cur_amount = Mux(held, amount, inner.payload.first_amount)
         cur_full = Mux(held, amount_full, inner.payload.first_full)
         cur_skip = Mux(started, skip, inner.payload.first_skip)
+        cur_kept = Mux(started, skip_done, inner.payload.first_kept)   # cur_skip == 0
 
         # A last beat with nothing held before it (a < W) is shifted on its own: no tail cycle.
         # (~flush & ~(held & prev_keep[0]) & sink.last & ~cur_full, from flags.)
@@ -154,7 +157,7 @@ class Realign(wiring.Component):
         # `stage_valid` says whether a beat was loaded.
         with m.If(advance):
             m.d.sync += [
-                stage_valid.eq(flush | (accept & (cur_skip == 0))),
+                stage_valid.eq(flush | (accept & cur_kept)),
                 stage.low_data.eq(low_data), stage.high_data.eq(high_data),
                 stage.low_keep.eq(low_keep), stage.high_keep.eq(high_keep),
                 stage.amount.eq(cur_amount), stage.last.eq(flush | (sink.last & ~tail)),
@@ -164,11 +167,13 @@ class Realign(wiring.Component):
                 m.d.sync += [flush.eq(0), held_direct.eq(~prev_keep[0] & ~amount_full)]
         with m.Elif(accept):
             m.d.sync += [amount.eq(cur_amount), amount_full.eq(cur_full), started.eq(~sink.last)]
-            with m.If(cur_skip != 0):
-                m.d.sync += [skip.eq(cur_skip - 1), prev_keep.eq(0), held_direct.eq(~cur_full)]
+            with m.If(~cur_kept):
+                m.d.sync += [skip.eq(cur_skip - 1), skip_done.eq(cur_skip == 1), prev_keep.eq(0),
+                             held_direct.eq(~cur_full)]
             with m.Else():
                 m.d.sync += [
                     skip.eq(0),
+                    skip_done.eq(1),
                     prev_data.eq(sink.data),
                     prev_keep.eq(sink.keep),
                     flush.eq(sink.last & tail),
