@@ -45,11 +45,11 @@ command must not wait for a later command to be accepted.
 Latency (clock edges between transfers, the bus ready): a payload beat
 transferred on edge ``t`` is transferred on W on edge ``t + 2``
 (:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
-first payload beat in from edge ``c + 2`` and its first AW out on edge
-``c + 4`` (its two command queues, :class:`hdl.stream.queue.Queue`, have a
-registered ``ready`` and their heads in LUT RAM: a command is readable two
-edges after it entered); a command's ``done`` is transferred one edge after its last
-``B`` (a zero-length command's five edges after the command).
+first payload beat in from edge ``c + 1`` and its first AW out on edge
+``c + 3`` (its two command queues, :class:`hdl.stream.queue.Queue`, have
+registered outputs and a registered ``ready``; empty, they pass a command
+in one edge); a command's ``done`` is transferred one edge after its last
+``B`` (a zero-length command's four edges after the command).
 
 Throughput: one W beat per cycle while ``WREADY`` is high; commands follow
 each other without a gap. A command whose bytes take one beat more on the
@@ -186,11 +186,8 @@ class DmaWriter(wiring.Component):
         tracker_layout = data.StructLayout({"tag": unsigned(16), "last": unsigned(1), "zero": unsigned(1)})
 
         # -- 1. Command stage ---------------------------------------------------------------
-        # Both queues' heads are read from LUT RAM: the burst generator's and the rotate stage's
-        # decisions move read addresses, not the enables of wide output registers. (Both, so AW
-        # and W keep their relative timing.)
-        bursts = m.submodules.bursts = Queue(burst_layout, max(3, self._command_depth), memory_output=True)
-        datas = m.submodules.datas = Queue(data_layout, max(3, self._command_depth), memory_output=True)
+        bursts = m.submodules.bursts = Queue(burst_layout, max(2, self._command_depth))
+        datas = m.submodules.datas = Queue(data_layout, max(2, self._command_depth))
         cmd = self.cmd.payload
         offset = cmd.address[:lane_bits]
         length_m1 = Signal(_LENGTH_BITS)
