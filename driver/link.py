@@ -13,7 +13,7 @@ transport did. :class:`SerialLink` runs them on a pyserial port (or anything
 with ``write``, ``read``, ``in_waiting`` and ``timeout``); :class:`AsyncLink`
 on an asynchronous transport (a simulated UART, in the tests)::
 
-    link = SerialLink(serial.Serial("/dev/ttyUSB1", 3_000_000), baud=3_000_000)
+    link = open_serial_link("/dev/ttyUSB1", 3_000_000)   # serial.Serial, then a PING
     link.write_register(0x010, 0x00000002)
     record = link.pop_report()
 """
@@ -29,13 +29,13 @@ from typing import Any, Protocol
 
 from driver.errors import DriverError
 from hdl.link.protocol import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC,
-                               MAX_READ_BYTES, PING_BODY_BYTES, REQUEST_DATA_BYTES, RESPONSE_HEADER_BYTES, Op,
-                               Status)
+                               MAX_READ_BYTES, PING_BODY_BYTES, REQUEST_DATA_BYTES, RESPONSE_FLAG, RESPONSE_HEADER_BYTES,
+                               Op, Status)
 from hdl.mac.mac import RX_EVENTS, TX_EVENTS
 
 __all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
            "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
-           "SerialLink", "AsyncLink", "MAC_COUNTER_NAMES"]
+           "SerialLink", "AsyncLink", "open_serial_link", "MAC_COUNTER_NAMES"]
 
 #: The MAC's counters in the order MAC_COUNTERS answers them.
 MAC_COUNTER_NAMES = RX_EVENTS + TX_EVENTS
@@ -190,7 +190,7 @@ class LinkClient:
                 wait = self.latency
                 for frame in frames.feed(chunk):
                     response = decode_response(frame) if frame is not None else None
-                    if response is not None and response.seq == seq and response.op == op:
+                    if response is not None and response.seq == seq and response.op == op | RESPONSE_FLAG:
                         return response
                     answered = True  # a damaged or stray frame: the board is done with this attempt
         raise LinkTimeout(f"{op.name}: no good response after {self.retries + 1} attempts")
@@ -321,6 +321,16 @@ class SerialLink(_Driver):
                         result += self.port.read(self.port.in_waiting)
         except StopIteration as stop:
             return stop.value
+
+
+def open_serial_link(device: str, baud: float = 3_000_000, **options: Any) -> SerialLink:
+    """The link on a serial device (the ECPIX-5's FT2232H channel B, e.g. /dev/ttyUSB1); needs pyserial
+    (the ``board`` extra)."""
+    try:
+        import serial
+    except ImportError:
+        raise LinkError("the link to a board needs pyserial: pip install 'rnic-sctp[board]'") from None
+    return SerialLink(serial.Serial(device, int(baud), timeout=0.1), baud=baud, **options)
 
 
 class AsyncTransport(Protocol):

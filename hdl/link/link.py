@@ -33,7 +33,7 @@ from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
 from hdl.link.host_memory import byte_port_signature
 from hdl.link.protocol import (CRC_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, REPLAYED_OPS,
-                               REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, Op, Status)
+                               REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, Op, Status)
 from hdl.link.slip import SlipDecoder, SlipEncoder, frame_byte_layout
 from hdl.link.uart import UartRx, UartTx
 from hdl.mac.mac import mac_counters_layout
@@ -411,7 +411,7 @@ class ControlLink(wiring.Component):
 
             # The response: seq, op, status, then the body; the appender adds the CRC.
             with m.State("HEADER"):
-                header = Cat(last_seq, last_op, status)
+                header = Cat(last_seq, last_op | RESPONSE_FLAG, status)
                 m.d.comb += [out.payload.data.eq(header.word_select(index[:2], 8)), out.valid.eq(1),
                              out.payload.last.eq((index == 2) & (body_length == 0))]
                 with m.If(out.ready):

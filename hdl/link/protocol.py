@@ -13,7 +13,10 @@ Request (host to board), :data:`REQUEST_HEADER_BYTES` bytes of header, then data
 
 Response (board to host)::
 
-    seq:u8  op:u8  status:u8  body[...]  crc32:u32le
+    seq:u8  op|0x80:u8  status:u8  body[...]  crc32:u32le
+
+The response's op has :data:`RESPONSE_FLAG` set, so a line that echoes the
+host's bytes back is never taken for the board.
 
 A request is executed once: the board keeps the ``seq`` and ``op`` of the
 last request it executed, and a request with both equal is a retry. A retried
@@ -26,12 +29,13 @@ from enum import IntEnum
 
 __all__ = ["END", "ESC", "ESC_END", "ESC_ESC", "Op", "Status", "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
            "CRC_BYTES", "REQUEST_DATA_BYTES", "LINK_MAGIC", "LINK_VERSION", "PING_BODY_BYTES",
-           "EXCEPTION_HEADER_BYTES", "MAX_READ_BYTES", "REPLAYED_OPS"]
+           "EXCEPTION_HEADER_BYTES", "MAX_READ_BYTES", "REPLAYED_OPS", "RESPONSE_FLAG"]
 
 # RFC 1055.
 END, ESC, ESC_END, ESC_ESC = 0xC0, 0xDB, 0xDC, 0xDD
 
 REQUEST_HEADER_BYTES = 8
+RESPONSE_FLAG = 0x80
 RESPONSE_HEADER_BYTES = 3
 CRC_BYTES = 4
 #: The largest ``data`` of a request (a memory write, a raw frame): the board's request buffer less the CRC.

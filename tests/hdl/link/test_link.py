@@ -26,7 +26,7 @@ from hdl.mac.mac import RX_EVENTS, TX_EVENTS
 from hdl.stream.simulation import beats_of
 from tests.hdl.link.harness import CLOCK_PERIOD, SimTransport, SimUart
 
-BIT_CLOCKS = 6
+BIT_CLOCKS = 4
 BAUD = 1 / (BIT_CLOCKS * CLOCK_PERIOD)
 MEMORY_BYTES = 4096
 LATENCY = 3000 * CLOCK_PERIOD  # the board's longest execution: 2 clocks a byte of a 1024-byte memory write
