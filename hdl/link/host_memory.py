@@ -1,7 +1,10 @@
 """The board's host memory: block RAM behind an AXI4 subordinate port, with a byte port for the control link.
 
-A true dual-port RAM of ``size_bytes`` (a power of two) at address 0, in
-words of the AXI data width with byte write enables:
+``size_bytes`` (a power of two) at address 0, in words of the AXI data
+width. Each byte lane is a RAM of its own with one write and one read port
+(simple dual port, the shape Yosys maps onto the ECP5's DP16KD; a single
+RAM with byte enables and two read-write ports is not mapped and becomes
+flip-flops). Both sides share those ports, the AXI side first:
 
 * ``axi``: AXI4 subordinate, INCR and FIXED bursts (WRAP is answered
   SLVERR, nothing written), any ``AxSIZE`` up to the bus width (the
@@ -9,12 +12,13 @@ words of the AXI data width with byte write enables:
   written (not read: zeros) and its burst is answered SLVERR. Writes are
   taken one beat a clock; reads give a beat every other clock. A write burst
   waiting is taken before a read burst.
-* ``link``: one byte a clock at ``addr``: ``we`` writes ``wdata``; ``re``
-  reads, ``rdata`` holds the byte from the next clock until the next read.
-  Addresses wrap at ``size_bytes`` (the link checks its ranges).
+* ``link``: one byte at ``addr``, taken on a clock with ``ready``: ``we``
+  writes ``wdata``; ``re`` reads, and ``rdata`` holds the byte from the next
+  clock until the next read. ``ready`` is low while an AXI beat uses the
+  RAMs. Addresses wrap at ``size_bytes`` (the link checks its ranges).
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -30,6 +34,7 @@ def byte_port_signature(size_bytes: int) -> wiring.Signature:
         "wdata": Out(8),
         "we": Out(1),
         "re": Out(1),
+        "ready": In(1),
         "rdata": In(8),
     })
 
@@ -57,32 +62,9 @@ class HostMemory(wiring.Component):
         data_bytes = self._data_bytes
         lane_bits = (data_bytes - 1).bit_length()
         words = self.size_bytes // data_bytes
-        m.submodules.ram = ram = memory.Memory(shape=8 * data_bytes, depth=words, init=[])
-        axi = self.axi
+        axi, link = self.axi, self.link
         size = self.size_bytes
 
-        # Port A: the AXI side; one address for its read and its write port (one true-dual-port side).
-        a_address = Signal(range(words))
-        a_write = ram.write_port(granularity=8)
-        a_read = ram.read_port(transparent_for=())
-        m.d.comb += [a_write.addr.eq(a_address), a_read.addr.eq(a_address)]
-
-        # Port B: the link's bytes.
-        link = self.link
-        b_write = ram.write_port(granularity=8)
-        b_read = ram.read_port(transparent_for=())
-        lane = Signal(range(data_bytes))
-        m.d.comb += [
-            b_write.addr.eq(link.addr[lane_bits:]), b_read.addr.eq(link.addr[lane_bits:]),
-            b_write.data.eq(link.wdata.replicate(data_bytes)),
-            b_write.en.eq(Mux(link.we, 1 << link.addr[:lane_bits], 0)),
-            b_read.en.eq(link.re),
-            link.rdata.eq(b_read.data.word_select(lane, 8)),
-        ]
-        with m.If(link.re):
-            m.d.sync += lane.eq(link.addr[:lane_bits])
-
-        # The AXI bursts: one at a time.
         address = Signal.like(axi.awaddr)
         beats_left = Signal(8)
         size_log2 = Signal(3)
@@ -91,7 +73,39 @@ class HostMemory(wiring.Component):
         failed = Signal()
         in_range = (address >> size.bit_length() - 1) == 0
         step = Mux(burst == Burst.FIXED, 0, 1 << size_log2)
-        m.d.comb += [a_read.en.eq(0), a_write.en.eq(0)]
+        axi_writing, axi_reading = Signal(), Signal()  # an AXI beat uses the write / read ports this clock
+        m.d.comb += link.ready.eq(~axi_writing & ~axi_reading)
+
+        # The lanes: the AXI address while it uses a port, else the link's.
+        word_address = Mux(axi_writing | axi_reading, address[lane_bits:], link.addr[lane_bits:])
+        link_lane = link.addr[:lane_bits]
+        read_words = []
+        for lane in range(data_bytes):
+            ram = m.submodules[f"lane{lane}"] = memory.Memory(shape=8, depth=words, init=[])
+            write, read = ram.write_port(), ram.read_port(transparent_for=())
+            m.d.comb += [
+                write.addr.eq(word_address), read.addr.eq(word_address),
+                write.data.eq(Mux(axi_writing, axi.wdata.word_select(lane, 8), link.wdata)),
+                write.en.eq(Mux(axi_writing, axi.wstrb[lane] & in_range & ~failed,
+                                link.we & link.ready & (link_lane == lane))),
+            ]
+            read_words.append(read.data)
+        ram_word = Cat(*read_words)
+
+        # What each side read: the RAMs' output the clock after its read, then a register.
+        link_pending, link_selected, link_byte = Signal(), Signal(range(data_bytes)), Signal(8)
+        m.d.sync += link_pending.eq(link.re & link.ready)
+        with m.If(link.re & link.ready):
+            m.d.sync += link_selected.eq(link_lane)
+        with m.If(link_pending):
+            m.d.sync += link_byte.eq(ram_word.word_select(link_selected, 8))
+        m.d.comb += link.rdata.eq(Mux(link_pending, ram_word.word_select(link_selected, 8), link_byte))
+        axi_pending, axi_word = Signal(), Signal.like(axi.rdata)
+        m.d.sync += axi_pending.eq(axi_reading)
+        with m.If(axi_pending):
+            m.d.sync += axi_word.eq(ram_word)
+
+        # The AXI bursts: one at a time.
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += axi.awready.eq(1)
@@ -107,13 +121,10 @@ class HostMemory(wiring.Component):
                                      failed.eq(axi.arburst == Burst.WRAP)]
                         m.next = "READ_ADDRESS"
             with m.State("WRITE"):
-                m.d.comb += [axi.wready.eq(1), a_address.eq(address[lane_bits:])]
+                m.d.comb += [axi.wready.eq(1), axi_writing.eq(axi.wvalid)]
                 with m.If(axi.wvalid):
-                    with m.If(in_range & ~failed):
-                        m.d.comb += a_write.en.eq(axi.wstrb)
-                    with m.Else():
+                    with m.If(~in_range):
                         m.d.sync += failed.eq(1)
-                    m.d.comb += a_write.data.eq(axi.wdata)
                     m.d.sync += address.eq(address + step)
                     with m.If(axi.wlast):
                         m.next = "WRITE_RESPONSE"
@@ -122,12 +133,12 @@ class HostMemory(wiring.Component):
                 with m.If(axi.bready):
                     m.next = "IDLE"
             with m.State("READ_ADDRESS"):
-                m.d.comb += [a_address.eq(address[lane_bits:]), a_read.en.eq(1)]
+                m.d.comb += axi_reading.eq(1)
                 m.d.sync += failed.eq(failed | ~in_range)
                 m.next = "READ_DATA"
             with m.State("READ_DATA"):
                 m.d.comb += [axi.rvalid.eq(1), axi.rid.eq(burst_id), axi.rlast.eq(beats_left == 0),
-                             axi.rdata.eq(Mux(failed, 0, a_read.data)),
+                             axi.rdata.eq(Mux(failed, 0, Mux(axi_pending, ram_word, axi_word))),
                              axi.rresp.eq(Mux(failed, Resp.SLVERR, Resp.OKAY))]
                 with m.If(axi.rready):
                     m.d.sync += [address.eq(address + step), beats_left.eq(beats_left - 1)]

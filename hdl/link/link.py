@@ -337,11 +337,12 @@ class ControlLink(wiring.Component):
             with m.State("MEM_WRITE_BYTE"):
                 m.d.comb += [self.memory.addr.eq(address + index), self.memory.wdata.eq(data_read.data),
                              self.memory.we.eq(1)]
-                m.d.sync += index.eq(index + 1)
-                with m.If(index == data_length - 1):
-                    respond(Status.OK)
-                with m.Else():
-                    m.next = "MEM_WRITE"
+                with m.If(self.memory.ready):
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index == data_length - 1):
+                        respond(Status.OK)
+                    with m.Else():
+                        m.next = "MEM_WRITE"
 
             # Records and counters into the hold RAM, a word a clock; the record is taken on the last.
             with m.State("FILL"):
@@ -426,7 +427,8 @@ class ControlLink(wiring.Component):
                 m.d.comb += [self.memory.addr.eq(address + index), self.memory.re.eq(body_from_memory),
                              hold_read.en.eq(~body_from_memory)]
                 m.d.sync += lane.eq(index[:3])
-                m.next = "BODY_BYTE"
+                with m.If(~body_from_memory | self.memory.ready):
+                    m.next = "BODY_BYTE"
             with m.State("BODY_BYTE"):
                 m.d.comb += [out.payload.data.eq(Mux(body_from_memory, self.memory.rdata,
                                                      hold_read.data.word_select(lane, 8))),

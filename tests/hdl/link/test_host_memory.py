@@ -98,3 +98,46 @@ def test_bursts_with_strobes_and_ranges():
     assert data[:8] == bytes(expected[SIZE - 8:]) and responses == [Resp.OKAY, Resp.SLVERR]
     assert outcome["wrap"] == Resp.SLVERR
     assert outcome["after_wrap"] == (bytes(16), [Resp.OKAY] * 2)  # a WRAP burst writes nothing
+
+
+def test_link_port_shares_the_rams_with_axi_bursts():
+    """The link's byte writes and reads run while AXI bursts use the RAMs: each waits for ``ready``, none
+    is lost, and each side reads what was written."""
+    dut = HostMemory(SIZE)
+    rng = random.Random(5)
+    link_bytes = rng.randbytes(64)
+    axi_beats = [(rng.getrandbits(64), 0xFF) for _ in range(16)]
+    outcome = {}
+
+    async def link_side(ctx):
+        port = dut.link
+        for offset, byte in enumerate(link_bytes):
+            ctx.set(port.addr, 0x200 + offset)
+            ctx.set(port.wdata, byte)
+            await _handshake(ctx, port.we, port.ready)
+        outcome["link_written"] = True
+        read = b""
+        for offset in range(64):
+            ctx.set(port.addr, 0x100 + offset)  # the AXI burst's bytes
+            await _handshake(ctx, port.re, port.ready)
+            await ctx.tick().repeat(3)          # rdata holds until the next read
+            read += bytes([ctx.get(port.rdata)])
+        outcome["link_read"] = read
+
+    async def axi_side(ctx):
+        bursts = 0
+        while bursts < 4 or "link_written" not in outcome:  # bursts all through the link's writes
+            assert await axi_write(ctx, dut.axi, 0x100, axi_beats[:8]) == Resp.OKAY
+            await axi_read(ctx, dut.axi, 0x200, 8)
+            bursts += 1
+        outcome["axi_read"] = await axi_read(ctx, dut.axi, 0x200, 8)
+
+    sim = Simulator(dut)
+    sim.add_clock(10e-9)
+    sim.add_testbench(link_side)
+    sim.add_testbench(axi_side)
+    sim.run()
+    expected_axi = b"".join(data.to_bytes(8, "little") for data, _ in axi_beats[:8])
+    assert outcome["link_read"] == expected_axi
+    data, _ = outcome["axi_read"]
+    assert data == link_bytes
