@@ -7,12 +7,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: demo test test-slow formal bench synth clean
+.PHONY: demo test test-slow formal bench synth bitstream clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[sim,synth,plot,test,formal]'
+	$(PY) -m pip install --quiet -e '.[sim,synth,plot,test,formal,board]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -33,6 +33,11 @@ bench: $(STAMP)
 
 synth: $(STAMP)
 	$(PY) scripts/synth_report.py
+
+# The board's bitstream (build/$(BOARD)/top.bit): resources and every clock's Fmax; fails if a clock misses.
+BOARD ?= ecpix5
+bitstream: $(STAMP)
+	$(PY) -m boards.build --board $(BOARD)
 
 clean:
 	rm -rf $(VENV) sim_build build .pytest_cache .hypothesis

@@ -294,9 +294,11 @@ class RxEngineTB:
                 return
         raise AssertionError(f"table {table}: a write was never taken (COMMIT stayed 1)")
 
-    async def configure(self, config: ReceiveConfig, *, drop_when_full: bool = False) -> None:
+    async def configure(self, config: ReceiveConfig, *, drop_when_full: bool = False, fresh: bool = False) -> None:
         """Invalidate every association, region and stream row, take back every posted buffer (the
-        queues outlive a reset), then write ``config`` (buffers last), each queue's MSNs from 1."""
+        queues outlive a reset), then write ``config`` (buffers last), each queue's MSNs from 1.
+        ``fresh``: an engine just out of its first reset, whose rows are all invalid and queues empty,
+        gets ``config`` alone."""
         check_config_fits(config, self.shape, self.memory_bytes)
         shape = self.shape
         mac = int.from_bytes(config.local_mac, "big")
@@ -304,11 +306,11 @@ class RxEngineTB:
                             ("local_ip", int(ipaddress.IPv4Address(config.local_ip))), ("udp_port", config.udp_port),
                             ("drop_when_full", int(drop_when_full))):
             await self.axil.write_dword(self.map.config_offset(name), value)
-        for index in range(shape.associations):
+        for index in range(0 if fresh else shape.associations):
             await self.write_table("association", {"index": index, "valid": 0})
-        for index in range(shape.regions):
+        for index in range(0 if fresh else shape.regions):
             await self.write_table("region", {"index": index, "entry": {"valid": 0}})
-        for index in range(shape.associations * shape.stream_ids):
+        for index in range(0 if fresh else shape.associations * shape.stream_ids):
             await self.write_table("stream", {"index": index, "entry": {"valid": 0}})
             for qn in range(3):
                 await self.revoke_queue(index, qn)

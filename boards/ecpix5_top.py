@@ -1,0 +1,139 @@
+"""The ECPIX-5 board build: the receive engine on the board's gigabit Ethernet, with its host on the USB UART.
+
+::
+
+    KSZ9031 ═RGMII═ RgmiiShell ─GMII─ EthernetMac ─m_axis─► RxEngine (W = 8) ─m_axi─► HostMemory (64 KiB BRAM)
+                                          ▲ s_axis            │ s_axil  │ report, ack, exceptions  ▲ link port
+                                          └──── frames ─── ControlLink ◄┘──────────────────────────┘
+                                                 │ uart_rx, uart_tx
+    FT2232H channel B (USB) ═══════ UART ════════┘
+
+:class:`BoardCore` is everything but the pins, the DDR registers and the PLL:
+it is what the tests simulate, from GMII bytes and UART bits. :class:`Ecpix5Top`
+puts it on :class:`amaranth_boards.ecpix5.ECPIX585Platform`:
+
+* ``sync`` (the core, 100 MHz): the board's 100 MHz oscillator, straight.
+  At W = 8 the engine moves 8 bytes a clock, 800 MB/s, 6.4 times what
+  gigabit Ethernet brings (125 MB/s), so it need not run at the 156.25 MHz
+  the engine is designed to close at; at 100 MHz the whole board closes
+  with margin and needs no PLL output of its own;
+* ``gmii_tx`` (125 MHz): an EHXPLLL from the oscillator (:data:`PLL_100_TO_125`);
+* ``gmii_rx`` (125 MHz): the PHY's RX_CLK, made by :class:`hdl.mac.rgmii.RgmiiShell`.
+
+The PHY is held in reset 10 ms after configuration (:class:`hdl.mac.phy_reset.PhyReset`),
+its receive domain until it is ready; RGB LED 0 shows green once it is. The
+user button resets the core.
+"""
+
+from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
+from amaranth.lib import io, wiring
+from amaranth.lib.cdc import ResetSynchronizer
+from amaranth.lib.wiring import In, Out
+
+from hdl.link.host_memory import HostMemory
+from hdl.link.link import ControlLink
+from hdl.link.uart import uart_divisor
+from hdl.mac.gmii import gmii_layout
+from hdl.mac.mac import EthernetMac
+from hdl.mac.phy_reset import PhyReset
+from hdl.mac.rgmii import RGMII_CLOCK_HZ, RgmiiShell
+from hdl.rx.engine import RxEngine
+
+__all__ = ["BoardCore", "Ecpix5Top", "CORE_CLOCK_HZ", "DEFAULT_BAUD", "HOST_MEMORY_BYTES", "PLL_100_TO_125"]
+
+CORE_CLOCK_HZ = 100e6
+#: The FT2232H makes 3 Mbaud exactly (12 MHz / 4); the core's 33 clocks a bit give 3.03 Mbaud, 1% fast.
+DEFAULT_BAUD = 3_000_000
+HOST_MEMORY_BYTES = 64 * 1024
+WIDTH_BYTES = 8
+
+#: EHXPLLL settings for 125 MHz from 100 MHz, as ``yowasp-ecppll -i 100 -o 125`` gives them:
+#: 100 MHz / 4 = 25 MHz at the phase detector, x 5 through the CLKOP feedback, VCO 625 MHz / 5.
+PLL_100_TO_125 = {"CLKI_DIV": 4, "CLKFB_DIV": 5, "CLKOP_DIV": 5, "CLKOP_CPHASE": 2, "CLKOP_FPHASE": 0}
+
+
+class BoardCore(wiring.Component):
+    """The MAC, the receive engine, the host memory and the control link, joined; see the module docs.
+
+    Domains: ``sync`` (the core), ``gmii_rx``, ``gmii_tx``.
+
+    Ports
+    -----
+    gmii_rx : ``In(gmii_layout())``, gmii_tx : ``Out(gmii_layout())``
+    uart_rx : ``In(1, init=1)``, uart_tx : ``Out(1, init=1)``
+    """
+
+    def __init__(self, *, divisor: int = uart_divisor(CORE_CLOCK_HZ, DEFAULT_BAUD),
+                 memory_bytes: int = HOST_MEMORY_BYTES, **engine_options):
+        self.divisor, self.memory_bytes = divisor, memory_bytes
+        self._engine_options = engine_options
+        super().__init__({
+            "gmii_rx": In(gmii_layout()),
+            "gmii_tx": Out(gmii_layout()),
+            "uart_rx": In(1, init=1),
+            "uart_tx": Out(1, init=1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mac = mac = EthernetMac(WIDTH_BYTES)
+        m.submodules.engine = engine = RxEngine(WIDTH_BYTES, **self._engine_options)
+        m.submodules.memory = memory = HostMemory(self.memory_bytes, data_bytes=WIDTH_BYTES)
+        m.submodules.link = link = ControlLink(divisor=self.divisor, memory_bytes=self.memory_bytes,
+                                               width_bytes=WIDTH_BYTES)
+        m.d.comb += [mac.gmii_rx.eq(self.gmii_rx), self.gmii_tx.eq(mac.gmii_tx),
+                     link.uart_rx.eq(self.uart_rx), self.uart_tx.eq(link.uart_tx),
+                     link.mac_counters.eq(mac.counters)]
+        wiring.connect(m, mac.m_axis, engine.s_axis)
+        wiring.connect(m, engine.m_axi, memory.axi)
+        wiring.connect(m, link.axil, engine.s_axil)
+        wiring.connect(m, link.memory, memory.link)
+        wiring.connect(m, engine.m_axis_report, link.report)
+        wiring.connect(m, engine.m_axis_ack, link.ack)
+        wiring.connect(m, engine.m_axis_exc, link.exceptions)
+        wiring.connect(m, link.frames, mac.s_axis)
+        return m
+
+
+class Ecpix5Top(Elaboratable):
+    """:class:`BoardCore` on the ECPIX-5's pins, with its clocks, resets and PHY reset (see the module docs)."""
+
+    def __init__(self, *, baud: float = DEFAULT_BAUD, memory_bytes: int = HOST_MEMORY_BYTES):
+        self.core = BoardCore(divisor=uart_divisor(CORE_CLOCK_HZ, baud), memory_bytes=memory_bytes)
+
+    def elaborate(self, platform):
+        m = Module()
+        clk100 = platform.request("clk100", 0)
+        button = platform.request("rst", 0)
+
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += ClockSignal("sync").eq(clk100.i)
+        m.submodules.sync_reset = ResetSynchronizer(button.i, domain="sync")
+
+        m.domains.gmii_tx = ClockDomain("gmii_tx")
+        locked, pll_clock = Signal(), Signal()
+        m.submodules.pll = Instance(
+            "EHXPLLL",
+            a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP="125",
+            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_CLKOP_ENABLE="ENABLED",
+            p_FEEDBK_PATH="CLKOP", **{f"p_{name}": value for name, value in PLL_100_TO_125.items()},
+            i_CLKI=clk100.i, i_CLKFB=pll_clock, i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0,
+            i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0,
+            o_CLKOP=pll_clock, o_LOCK=locked)
+        m.d.comb += ClockSignal("gmii_tx").eq(pll_clock)
+        platform.add_clock_constraint(pll_clock, RGMII_CLOCK_HZ)
+        m.submodules.gmii_tx_reset = ResetSynchronizer(~locked | button.i, domain="gmii_tx")
+
+        eth = platform.request("eth_rgmii", 0, dir="-")
+        m.submodules.phy_reset = phy = PhyReset(CORE_CLOCK_HZ)
+        m.submodules.phy_reset_pin = phy_pin = io.Buffer("o", eth.rst)
+        m.submodules.rgmii = shell = RgmiiShell(eth)
+        m.d.comb += [phy_pin.o.eq(phy.reset), shell.rx_reset.eq(~phy.ready)]
+
+        uart = platform.request("uart", 0)
+        led = platform.request("rgb_led", 0)
+        m.submodules.core = core = self.core
+        m.d.comb += [core.gmii_rx.eq(shell.gmii_rx), shell.gmii_tx.eq(core.gmii_tx),
+                     core.uart_rx.eq(uart.rx.i), uart.tx.o.eq(core.uart_tx), led.g.o.eq(phy.ready)]
+        return m

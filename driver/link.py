@@ -1,0 +1,367 @@
+"""The host's end of the board's control link (README "The board"): framed, checksummed requests over a UART.
+
+The protocol (:mod:`hdl.link.protocol`): SLIP frames (RFC 1055), a CRC-32
+(``zlib.crc32``) at the end of each, a sequence number per request. Every
+request waits for its response; a response that does not come within its
+time, or comes with a bad CRC, makes the request go again with the same
+sequence number, which the board recognizes: a retried write or pop is
+answered from its first execution, never done twice.
+
+The code is sans-I/O: :class:`LinkClient`'s operations are generators that
+yield :class:`Send` and :class:`Receive` actions and take back what the
+transport did. :class:`SerialLink` runs them on a pyserial port (or anything
+with ``write``, ``read``, ``in_waiting`` and ``timeout``); :class:`AsyncLink`
+on an asynchronous transport (a simulated UART, in the tests)::
+
+    link = open_serial_link("/dev/ttyUSB1", 3_000_000)   # serial.Serial, then a PING
+    link.write_register(0x010, 0x00000002)
+    record = link.pop_report()
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import zlib
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from driver.errors import DriverError
+from hdl.link.protocol import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC,
+                               MAX_READ_BYTES, PING_BODY_BYTES, REQUEST_DATA_BYTES, RESPONSE_FLAG, RESPONSE_HEADER_BYTES,
+                               Op, Status)
+from hdl.mac.mac import RX_EVENTS, TX_EVENTS
+
+__all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
+           "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
+           "SerialLink", "AsyncLink", "open_serial_link", "MAC_COUNTER_NAMES"]
+
+#: The MAC's counters in the order MAC_COUNTERS answers them.
+MAC_COUNTER_NAMES = RX_EVENTS + TX_EVENTS
+#: Bytes a memory read or write moves per request.
+CHUNK_BYTES = 1024
+
+
+class LinkError(DriverError):
+    """The control link failed."""
+
+
+class LinkTimeout(LinkError):
+    """No good response after every retry."""
+
+
+class LinkStatusError(LinkError):
+    """The board refused a request (its status is not OK)."""
+
+    def __init__(self, op: Op, status: int):
+        self.op, self.status = op, status
+        name = Status(status).name if status in Status._value2member_map_ else f"status {status}"
+        super().__init__(f"{op.name}: {name}")
+
+
+# Framing.
+def slip_encode(frame: bytes) -> bytes:
+    """``END``, the frame with ``END`` and ``ESC`` escaped, ``END`` (RFC 1055)."""
+    escaped = frame.replace(bytes([ESC]), bytes([ESC, ESC_ESC])).replace(bytes([END]), bytes([ESC, ESC_END]))
+    return bytes([END]) + escaped + bytes([END])
+
+
+class SlipFrames:
+    """Decodes a byte stream into frames; a frame with a bad escape comes out as None, empty frames not at all."""
+
+    def __init__(self) -> None:
+        self._frame = bytearray()
+        self._escaped = False
+        self._bad = False
+
+    def feed(self, data: bytes) -> list[bytes | None]:
+        frames: list[bytes | None] = []
+        for byte in data:
+            if byte == END:
+                if self._frame or self._bad:
+                    frames.append(None if self._bad or self._escaped else bytes(self._frame))
+                self._frame.clear()
+                self._escaped = self._bad = False
+            elif self._escaped:
+                self._escaped = False
+                if byte in (ESC_END, ESC_ESC):
+                    self._frame.append(END if byte == ESC_END else ESC)
+                else:
+                    self._bad = True
+            elif byte == ESC:
+                self._escaped = True
+            else:
+                self._frame.append(byte)
+        return frames
+
+
+def _with_crc(frame: bytes) -> bytes:
+    return frame + struct.pack("<I", zlib.crc32(frame))
+
+
+def encode_request(seq: int, op: Op, address: int = 0, length: int = 0, data: bytes = b"") -> bytes:
+    """A request as it goes on the wire."""
+    return slip_encode(_with_crc(struct.pack("<BBIH", seq, op, address, length) + data))
+
+
+@dataclass(frozen=True)
+class Response:
+    seq: int
+    op: int
+    status: int
+    body: bytes
+
+
+def decode_response(frame: bytes) -> Response | None:
+    """A response frame, or None if it is too short or its CRC does not match."""
+    if len(frame) < RESPONSE_HEADER_BYTES + CRC_BYTES:
+        return None
+    payload, (checksum,) = frame[:-CRC_BYTES], struct.unpack("<I", frame[-CRC_BYTES:])
+    if zlib.crc32(payload) != checksum:
+        return None
+    return Response(payload[0], payload[1], payload[2], payload[3:])
+
+
+# The sans-I/O client.
+@dataclass(frozen=True)
+class Send:
+    """Write these bytes to the UART; done once they left (pyserial's ``flush``)."""
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Receive:
+    """Return what arrives within ``timeout`` seconds: at least one byte, or b"" if none came."""
+    timeout: float
+
+
+Exchange = Generator[Send | Receive, Any, Any]
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    version: int
+    memory_bytes: int
+    request_data_bytes: int
+
+
+@dataclass(frozen=True)
+class ExceptionPacket:
+    record: int        # hdl.abi.exception_record_layout() bits
+    data: bytes        # the packet (a frame or a chunk), as much as the board kept
+    truncated: bool    # the packet was longer than the board's buffer
+
+
+class LinkClient:
+    """The operations of the link as generators of transport actions (see the module docs).
+
+    ``baud`` sizes the waits: a request's own bytes, then ``latency`` seconds
+    (USB, the host's scheduler) for the response to start and between its
+    bytes. ``retries``: attempts after the first.
+    """
+
+    def __init__(self, *, baud: float, latency: float = 0.05, retries: int = 8, seed: int | None = None):
+        self.baud, self.latency, self.retries = baud, latency, retries
+        self._seq = random.Random(seed).randrange(256)
+        self.retried = 0  # attempts repeated so far, for the curious
+
+    def _wire_seconds(self, size: int) -> float:
+        return 10 * size / self.baud
+
+    def call(self, op: Op, address: int = 0, length: int = 0, data: bytes = b"") -> Exchange:
+        """One request until its response: the response, whatever its status."""
+        if len(data) > REQUEST_DATA_BYTES:
+            raise ValueError(f"{len(data)} bytes of data: a request carries at most {REQUEST_DATA_BYTES}")
+        self._seq = (self._seq + 1) % 256
+        seq = self._seq
+        wire = encode_request(seq, op, address, length, data)
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.retried += 1
+            frames = SlipFrames()
+            yield Send(wire)
+            wait = self._wire_seconds(len(wire)) + self.latency
+            answered = False
+            while not answered:
+                chunk = yield Receive(wait)
+                if not chunk:
+                    break
+                wait = self.latency
+                for frame in frames.feed(chunk):
+                    response = decode_response(frame) if frame is not None else None
+                    if response is not None and response.seq == seq and response.op == op | RESPONSE_FLAG:
+                        return response
+                    answered = True  # a damaged or stray frame: the board is done with this attempt
+        raise LinkTimeout(f"{op.name}: no good response after {self.retries + 1} attempts")
+
+    def _ok(self, op: Op, address: int = 0, length: int = 0, data: bytes = b"") -> Exchange:
+        response = yield from self.call(op, address, length, data)
+        if response.status != Status.OK:
+            raise LinkStatusError(op, response.status)
+        return response.body
+
+    def ping(self) -> Exchange:
+        """The board's link parameters; also makes the board forget the last request it executed."""
+        body = yield from self._ok(Op.PING)
+        if len(body) != PING_BODY_BYTES or body[:4] != LINK_MAGIC:
+            raise LinkError(f"PING: not a control link ({body.hex()})")
+        return LinkInfo(body[4], 1 << body[5], int.from_bytes(body[6:8], "little"))
+
+    def read_register(self, offset: int) -> Exchange:
+        body = yield from self._ok(Op.REG_READ, offset)
+        return int.from_bytes(body, "little")
+
+    def write_register(self, offset: int, value: int) -> Exchange:
+        yield from self._ok(Op.REG_WRITE, offset, data=struct.pack("<I", value))
+
+    def write_table(self, window, fields: dict, *, polls: int = 100) -> Exchange:
+        """A row of an engine table (``hdl.bus.register_file.TableWindow``): staged, committed, taken."""
+        for index, word in enumerate(window.encode(fields)):
+            yield from self.write_register(window.base + 4 * index, word)
+        yield from self.write_register(window.commit, 1)
+        for _ in range(polls):  # COMMIT reads 1 until the table took the write
+            if not (yield from self.read_register(window.commit)):
+                return
+        raise LinkError(f"table {window.name}: the write was never taken")
+
+    def read_memory(self, address: int, length: int) -> Exchange:
+        data = bytearray()
+        while len(data) < length:
+            size = min(CHUNK_BYTES, length - len(data), MAX_READ_BYTES)
+            data += yield from self._ok(Op.MEM_READ, address + len(data), size)
+        return bytes(data)
+
+    def write_memory(self, address: int, data: bytes) -> Exchange:
+        for offset in range(0, len(data), CHUNK_BYTES):
+            yield from self._ok(Op.MEM_WRITE, address + offset, data=data[offset:offset + CHUNK_BYTES])
+
+    def _pop(self, op: Op) -> Exchange:
+        response = yield from self.call(op)
+        if response.status == Status.EMPTY:
+            return None
+        if response.status != Status.OK:
+            raise LinkStatusError(op, response.status)
+        return response.body
+
+    def pop_report(self) -> Exchange:
+        """The next report record's bytes (``hdl.abi.report_layout``), or None."""
+        return (yield from self._pop(Op.POP_REPORT))
+
+    def pop_ack(self) -> Exchange:
+        """The next ack record's bytes (``hdl.abi.ack_layout``), or None."""
+        return (yield from self._pop(Op.POP_ACK))
+
+    def pop_exception(self) -> Exchange:
+        body = yield from self._pop(Op.POP_EXCEPTION)
+        if body is None:
+            return None
+        record, kept, flags = struct.unpack("<IHB", body[:7])
+        data = body[EXCEPTION_HEADER_BYTES:]
+        if len(data) != kept:
+            raise LinkError(f"POP_EXCEPTION: {len(data)} bytes for a packet of {kept}")
+        return ExceptionPacket(record, data, bool(flags & 1))
+
+    def send_frame(self, frame: bytes) -> Exchange:
+        """An Ethernet frame without FCS, out of the board's MAC (which pads it and adds the FCS)."""
+        yield from self._ok(Op.SEND_FRAME, data=frame)
+
+    def mac_counters(self) -> Exchange:
+        body = yield from self._ok(Op.MAC_COUNTERS)
+        return dict(zip(MAC_COUNTER_NAMES, struct.unpack(f"<{len(MAC_COUNTER_NAMES)}I", body)))
+
+
+class _Driver:
+    """Runs :class:`LinkClient`'s operations: ``link.read_register(0)`` drives ``client.read_register(0)``."""
+
+    def __init__(self, client: LinkClient):
+        self.client = client
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        operation = getattr(self.client, name)
+        return lambda *args, **kwargs: self._drive(operation(*args, **kwargs))
+
+    def _drive(self, exchange: Exchange) -> Any:
+        raise NotImplementedError
+
+
+class SerialPort(Protocol):
+    """What :class:`SerialLink` uses of a ``serial.Serial``."""
+    timeout: float | None
+    in_waiting: int
+
+    def write(self, data: bytes) -> int | None: ...
+
+    def flush(self) -> None: ...
+
+    def read(self, size: int = 1) -> bytes: ...
+
+
+class SerialLink(_Driver):
+    """The link on a pyserial port; every operation of :class:`LinkClient` as a plain call. Pings on opening."""
+
+    def __init__(self, port: SerialPort, *, baud: float, **options: Any):
+        super().__init__(LinkClient(baud=baud, **options))
+        self.port = port
+        self.info = self.ping()
+
+    def _drive(self, exchange: Exchange) -> Any:
+        result = None
+        try:
+            while True:
+                action = exchange.send(result)
+                if isinstance(action, Send):
+                    self.port.write(action.data)
+                    self.port.flush()
+                    result = None
+                else:
+                    self.port.timeout = action.timeout
+                    result = self.port.read(1)
+                    if result and self.port.in_waiting:
+                        result += self.port.read(self.port.in_waiting)
+        except StopIteration as stop:
+            return stop.value
+
+
+def open_serial_link(device: str, baud: float = 3_000_000, **options: Any) -> SerialLink:
+    """The link on a serial device (the ECPIX-5's FT2232H channel B, e.g. /dev/ttyUSB1); needs pyserial
+    (the ``board`` extra)."""
+    try:
+        import serial
+    except ImportError:
+        raise LinkError("the link to a board needs pyserial: pip install 'rnic-sctp[board]'") from None
+    return SerialLink(serial.Serial(device, int(baud), timeout=0.1), baud=baud, **options)
+
+
+class AsyncTransport(Protocol):
+    async def send(self, data: bytes) -> None: ...
+
+    async def receive(self, timeout: float) -> bytes: ...
+
+
+class AsyncLink(_Driver):
+    """The link on an asynchronous transport; every operation of :class:`LinkClient` as a coroutine.
+    Call :meth:`open` (a ping) first."""
+
+    def __init__(self, transport: AsyncTransport, *, baud: float, **options: Any):
+        super().__init__(LinkClient(baud=baud, **options))
+        self.transport = transport
+
+    async def open(self) -> LinkInfo:
+        self.info = await self.ping()
+        return self.info
+
+    def _drive(self, exchange: Exchange) -> Awaitable[Any]:
+        async def run() -> Any:
+            result = None
+            try:
+                while True:
+                    action = exchange.send(result)
+                    if isinstance(action, Send):
+                        await self.transport.send(action.data)
+                        result = None
+                    else:
+                        result = await self.transport.receive(action.timeout)
+            except StopIteration as stop:
+                return stop.value
+        return run()

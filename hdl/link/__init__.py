@@ -1,0 +1,1 @@
+"""The board's control link: a framed, checksummed request/response protocol over a UART."""

@@ -1,0 +1,442 @@
+"""The control link: the host's requests over the UART, executed against the board's engine, memory and MAC.
+
+::
+
+    uart_rx ─► UartRx ─► SlipDecoder ─► request buffer (header registers, data RAM, CRC-32 check)
+                                                │ a whole request whose CRC matched
+                                                ▼
+               axil (AXI4-Lite manager) ◄── executor ──► memory (byte port of the host memory)
+    report, ack, exceptions (pops) ───────►  │   │  ──► frames (raw Ethernet frames to the MAC)
+    mac_counters ───────────────────────►    │   └──► hold RAM (the body of the response)
+                                             ▼
+    uart_tx ◄─ UartTx ◄─ SlipEncoder ◄─ CrcAppender ◄─ response bytes
+
+The wire format and the operations are :mod:`hdl.link.protocol`'s. One
+request is handled at a time: bytes that arrive while one is executed or
+answered are dropped (the frame they belong to is not executed; the host
+retries). A request is executed only once its CRC matched, so a corrupted
+write never reaches the engine. A retry of the last request (same ``seq``
+and ``op``) of a :data:`~hdl.link.protocol.REPLAYED_OPS` op is answered with
+the status and body the first execution left, without executing it again.
+
+Responses other than a memory read take their body from the hold RAM
+(``hold_bytes``): the register word, the counters, a popped record, a popped
+exception packet (cut, and flagged so, past the hold RAM).
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import crc, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.abi import ack_bytes, exception_record_layout, report_bytes
+from hdl.bus.axi import Axi4LiteSignature, Resp
+from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
+from hdl.link.host_memory import byte_port_signature
+from hdl.link.protocol import (CRC_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, REPLAYED_OPS,
+                               REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, Op, Status)
+from hdl.link.slip import SlipDecoder, SlipEncoder, frame_byte_layout
+from hdl.link.uart import UartRx, UartTx
+from hdl.mac.mac import mac_counters_layout
+from hdl.stream.queue import Queue
+
+__all__ = ["ControlLink", "CrcAppender"]
+
+#: The request buffer: the largest data and its CRC.
+REQUEST_BUFFER_BYTES = REQUEST_DATA_BYTES + CRC_BYTES
+#: Header bytes kept in registers: the header and the first data word (a register write's value).
+_KEPT_BYTES = REQUEST_HEADER_BYTES + 4
+
+
+class CrcAppender(wiring.Component):
+    """Frames of bytes in, the same frames with their CRC-32 (``zlib.crc32``, least significant byte first) out.
+
+    Ports
+    -----
+    sink, source : ``stream.Signature(frame_byte_layout())``
+    """
+
+    def __init__(self):
+        super().__init__({"sink": In(stream.Signature(frame_byte_layout())),
+                          "source": Out(stream.Signature(frame_byte_layout()))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.crc = checksum = crc.catalog.CRC32_ETHERNET(8).create()
+        first = Signal(init=1)
+        index = Signal(2)
+        m.d.comb += checksum.data.eq(self.sink.payload.data)
+        with m.FSM():
+            with m.State("BYTES"):
+                m.d.comb += [self.source.payload.data.eq(self.sink.payload.data),
+                             self.source.valid.eq(self.sink.valid), self.sink.ready.eq(self.source.ready)]
+                with m.If(self.sink.valid & self.source.ready):
+                    m.d.comb += [checksum.valid.eq(1), checksum.start.eq(first)]
+                    m.d.sync += first.eq(0)
+                    with m.If(self.sink.payload.last):
+                        m.d.sync += index.eq(0)
+                        m.next = "CRC"
+            with m.State("CRC"):
+                m.d.comb += [self.source.payload.data.eq(checksum.crc.word_select(index, 8)),
+                             self.source.payload.last.eq(index == 3), self.source.valid.eq(1)]
+                with m.If(self.source.ready):
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index == 3):
+                        m.d.sync += first.eq(1)
+                        m.next = "BYTES"
+        return m
+
+
+def _ping_word(memory_bytes: int) -> int:
+    body = LINK_MAGIC + bytes([LINK_VERSION, memory_bytes.bit_length() - 1]) + REQUEST_DATA_BYTES.to_bytes(2, "little")
+    assert len(body) == PING_BODY_BYTES
+    return int.from_bytes(body, "little")
+
+
+class ControlLink(wiring.Component):
+    """The board's end of the control link; see the module docs and :mod:`hdl.link.protocol`.
+
+    Parameters
+    ----------
+    divisor : int
+        UART clocks per bit (:func:`hdl.link.uart.uart_divisor`).
+    memory_bytes : int
+        The host memory behind ``memory`` (a power of two).
+    width_bytes : int
+        ``W`` of ``exceptions`` and ``frames`` (the engine's and the MAC's).
+    hold_bytes : int
+        The hold RAM: the longest exception packet kept whole is this less 8 bytes.
+
+    Ports
+    -----
+    uart_rx : ``In(1, init=1)``, uart_tx : ``Out(1, init=1)``
+    axil : ``Out(Axi4LiteSignature(addr_width=12, data_width=32))``
+        To the engine's register file.
+    memory : ``Out(byte_port_signature(memory_bytes))``
+    report, ack : ``In(AxiStreamSignature(report_bytes()))``, ``In(AxiStreamSignature(ack_bytes()))``
+    exceptions : ``In(AxiStreamSignature(W, exception_record_layout().size))``
+    frames : ``Out(AxiStreamSignature(W))``
+        Raw frames of SEND_FRAME, to the MAC; ``tvalid`` and ``tdata`` from flip-flops.
+    mac_counters : ``In(mac_counters_layout())``
+    """
+
+    def __init__(self, *, divisor: int, memory_bytes: int, width_bytes: int = 8, hold_bytes: int = 16384):
+        if hold_bytes % width_bytes or hold_bytes & (hold_bytes - 1) or hold_bytes < 8 * (report_bytes() + 7) // 8:
+            raise ValueError(f"hold_bytes must be a power of two holding a report record, not {hold_bytes}")
+        if width_bytes != 8:
+            raise ValueError(f"the hold RAM's words are 8 bytes, a beat each: W must be 8, not {width_bytes}")
+        self._divisor, self._memory_bytes, self._width, self._hold_bytes = divisor, memory_bytes, width_bytes, hold_bytes
+        super().__init__({
+            "uart_rx": In(1, init=1),
+            "uart_tx": Out(1, init=1),
+            "axil": Out(Axi4LiteSignature(addr_width=12, data_width=32)),
+            "memory": Out(byte_port_signature(memory_bytes)),
+            "report": In(AxiStreamSignature(report_bytes())),
+            "ack": In(AxiStreamSignature(ack_bytes())),
+            "exceptions": In(AxiStreamSignature(width_bytes, exception_record_layout().size)),
+            "frames": Out(AxiStreamSignature(width_bytes)),
+            "mac_counters": In(mac_counters_layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._width
+        lane_bits = (width - 1).bit_length()
+
+        # Receive: UART, SLIP, the request buffer.
+        m.submodules.uart_rx = uart_rx = UartRx(self._divisor)
+        m.submodules.slip_decoder = decoder = SlipDecoder()
+        m.d.comb += uart_rx.rx.eq(self.uart_rx)
+        wiring.connect(m, uart_rx.source, decoder.sink)
+        m.submodules.request_crc = request_crc = crc.catalog.CRC32_ETHERNET(8).create()
+        m.submodules.request_data = request_data = memory.Memory(shape=8, depth=REQUEST_BUFFER_BYTES, init=[])
+        data_write = request_data.write_port()
+        data_read = request_data.read_port(transparent_for=())
+
+        kept = Signal(8 * _KEPT_BYTES)
+        count = Signal(range(REQUEST_HEADER_BYTES + REQUEST_BUFFER_BYTES + 2))
+        dropped = Signal()
+        busy = Signal()
+        start = Signal()
+        data_length = Signal(range(REQUEST_DATA_BYTES + 1))
+        decoded = decoder.source
+        m.d.comb += [request_crc.data.eq(decoded.payload.data), data_write.data.eq(decoded.payload.data),
+                     data_write.addr.eq(count - REQUEST_HEADER_BYTES)]
+        with m.If(decoded.valid & ~decoded.payload.end):
+            m.d.comb += [request_crc.valid.eq(1), request_crc.start.eq(count == 0)]
+            with m.If((count < _KEPT_BYTES) & ~busy):
+                m.d.sync += kept.word_select(count[:4], 8).eq(decoded.payload.data)
+            with m.If((count >= REQUEST_HEADER_BYTES) & (count < REQUEST_HEADER_BYTES + REQUEST_BUFFER_BYTES)
+                      & ~busy):
+                m.d.comb += data_write.en.eq(1)
+            with m.If(count < REQUEST_HEADER_BYTES + REQUEST_BUFFER_BYTES + 1):
+                m.d.sync += count.eq(count + 1)
+            with m.If(busy):
+                m.d.sync += dropped.eq(1)
+        with m.If(decoded.valid & decoded.payload.end):
+            m.d.sync += [count.eq(0), dropped.eq(0)]
+            with m.If(~busy):
+                m.d.sync += data_length.eq(count - REQUEST_HEADER_BYTES - CRC_BYTES)
+            complete = ((count >= REQUEST_HEADER_BYTES + CRC_BYTES)
+                        & (count <= REQUEST_HEADER_BYTES + REQUEST_BUFFER_BYTES))
+            with m.If(~decoded.payload.error & ~dropped & ~busy & complete & request_crc.match_detected):
+                m.d.sync += start.eq(1)
+        seq, op, address, length, word = kept[0:8], kept[8:16], kept[16:48], kept[48:64], kept[64:96]
+
+        # Transmit: response bytes, CRC, SLIP, UART.
+        m.submodules.crc_appender = appender = CrcAppender()
+        m.submodules.slip_encoder = encoder = SlipEncoder()
+        m.submodules.uart_tx = uart_tx = UartTx(self._divisor)
+        wiring.connect(m, appender.source, encoder.sink)
+        wiring.connect(m, encoder.source, uart_tx.sink)
+        m.d.comb += self.uart_tx.eq(uart_tx.tx)
+        out = appender.sink
+
+        # Raw frames to the MAC.
+        m.submodules.frame_queue = frame_queue = Queue(axis_payload_layout(width))
+        m.submodules.frame_out = frame_out = PacketToAxiStream(width)
+        wiring.connect(m, frame_queue.source, frame_out.packets)
+        wiring.connect(m, frame_out.axis, wiring.flipped(self.frames))
+
+        # The hold RAM.
+        hold_words = self._hold_bytes // 8
+        m.submodules.hold = hold = memory.Memory(shape=64, depth=hold_words, init=[])
+        hold_write = hold.write_port()
+        hold_read = hold.read_port(transparent_for=())
+
+        # Executor state.
+        last_seq, last_op, last_valid = Signal(8), Signal(8), Signal()
+        status = Signal(8)
+        body_length = Signal(range(max(0x10000, self._hold_bytes + 1)))
+        body_from_memory = Signal()
+        index = Signal(range(max(0x10000, self._hold_bytes + 1)))
+        lane = Signal(3)
+        aw_done, w_done = Signal(), Signal()
+        beat = Signal(axis_payload_layout(width))
+        exception_user = Signal(32)
+        exception_bytes = Signal(16)
+        truncated = Signal()
+        memory_bytes = self._memory_bytes
+        in_memory = Signal()
+        m.d.comb += [data_read.addr.eq(index), hold_read.en.eq(0), hold_read.addr.eq(index[3:])]
+        m.d.comb += busy.eq(1)
+
+        def respond(code, body=0, from_memory=0):
+            m.d.sync += [status.eq(code), body_length.eq(body), body_from_memory.eq(from_memory), index.eq(0)]
+            m.next = "HEADER"
+
+        padded_report = Cat(self.report.tdata, Const(0, 64))
+        counters = Cat(self.mac_counters.as_value(), Const(0, 64))
+        record_words = {Op.POP_REPORT: (report_bytes() + 7) // 8, Op.POP_ACK: (ack_bytes() + 7) // 8,
+                        Op.MAC_COUNTERS: (len(self.mac_counters.as_value()) + 63) // 64}
+        fill_last = Signal(range(8))
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += busy.eq(start)
+                with m.If(start):
+                    m.d.sync += [start.eq(0), last_seq.eq(seq), last_op.eq(op), last_valid.eq(1), index.eq(0),
+                                 in_memory.eq(address + Mux(op == Op.MEM_READ, length, data_length) <= memory_bytes)]
+                    retry = last_valid & (seq == last_seq) & (op == last_op)
+                    replayed = Cat(op == code for code in REPLAYED_OPS).any()
+                    with m.If(retry & replayed):
+                        m.d.sync += index.eq(0)
+                        m.next = "HEADER"
+                    with m.Else():
+                        m.next = "DECODE"
+            with m.State("DECODE"):
+                no_data = data_length == 0
+                with m.Switch(op):
+                    with m.Case(Op.PING):
+                        with m.If(no_data):
+                            m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(0),
+                                         hold_write.data.eq(_ping_word(memory_bytes))]
+                            respond(Status.OK, PING_BODY_BYTES)
+                        with m.Else():
+                            respond(Status.BAD_REQUEST)
+                    with m.Case(Op.REG_READ):
+                        with m.If(no_data):
+                            m.next = "REG_READ"
+                        with m.Else():
+                            respond(Status.BAD_REQUEST)
+                    with m.Case(Op.REG_WRITE):
+                        with m.If(data_length == 4):
+                            m.d.sync += [aw_done.eq(0), w_done.eq(0)]
+                            m.next = "REG_WRITE"
+                        with m.Else():
+                            respond(Status.BAD_REQUEST)
+                    with m.Case(Op.MEM_READ):
+                        with m.If(~no_data):
+                            respond(Status.BAD_REQUEST)
+                        with m.Elif(~in_memory):
+                            respond(Status.BAD_ADDRESS)
+                        with m.Else():
+                            respond(Status.OK, length, from_memory=1)
+                    with m.Case(Op.MEM_WRITE):
+                        with m.If(no_data):
+                            respond(Status.BAD_REQUEST)
+                        with m.Elif(~in_memory):
+                            respond(Status.BAD_ADDRESS)
+                        with m.Else():
+                            m.next = "MEM_WRITE"
+                    with m.Case(Op.POP_REPORT, Op.POP_ACK, Op.MAC_COUNTERS):
+                        with m.If(~no_data):
+                            respond(Status.BAD_REQUEST)
+                        with m.Elif((op == Op.POP_REPORT) & ~self.report.tvalid):
+                            respond(Status.EMPTY)
+                        with m.Elif((op == Op.POP_ACK) & ~self.ack.tvalid):
+                            respond(Status.EMPTY)
+                        with m.Else():
+                            for code, words in record_words.items():
+                                with m.If(op == code):
+                                    m.d.sync += fill_last.eq(words - 1)
+                            m.next = "FILL"
+                    with m.Case(Op.POP_EXCEPTION):
+                        with m.If(~no_data):
+                            respond(Status.BAD_REQUEST)
+                        with m.Elif(~self.exceptions.tvalid):
+                            respond(Status.EMPTY)
+                        with m.Else():
+                            m.d.sync += [index.eq(0), truncated.eq(0)]
+                            m.next = "EXCEPTION"
+                    with m.Case(Op.SEND_FRAME):
+                        with m.If(no_data):
+                            respond(Status.BAD_REQUEST)
+                        with m.Else():
+                            m.d.sync += [beat.eq(0), lane.eq(0)]
+                            m.next = "FRAME_READ"
+                    with m.Default():
+                        respond(Status.BAD_REQUEST)
+
+            # Registers.
+            with m.State("REG_READ"):
+                m.d.comb += [self.axil.araddr.eq(address), self.axil.arvalid.eq(1)]
+                with m.If(self.axil.arready):
+                    m.next = "REG_READ_DATA"
+            with m.State("REG_READ_DATA"):
+                m.d.comb += [self.axil.rready.eq(1), hold_write.addr.eq(0), hold_write.data.eq(self.axil.rdata)]
+                with m.If(self.axil.rvalid):
+                    m.d.comb += hold_write.en.eq(1)
+                    respond(Mux(self.axil.rresp == Resp.OKAY, Status.OK, Status.BUS_ERROR), 4)
+            with m.State("REG_WRITE"):
+                m.d.comb += [self.axil.awaddr.eq(address), self.axil.awvalid.eq(~aw_done),
+                             self.axil.wdata.eq(word), self.axil.wstrb.eq(0xF), self.axil.wvalid.eq(~w_done)]
+                with m.If(self.axil.awready):
+                    m.d.sync += aw_done.eq(1)
+                with m.If(self.axil.wready):
+                    m.d.sync += w_done.eq(1)
+                with m.If((aw_done | self.axil.awready) & (w_done | self.axil.wready)):
+                    m.next = "REG_WRITE_RESPONSE"
+            with m.State("REG_WRITE_RESPONSE"):
+                m.d.comb += self.axil.bready.eq(1)
+                with m.If(self.axil.bvalid):
+                    respond(Mux(self.axil.bresp == Resp.OKAY, Status.OK, Status.BUS_ERROR))
+
+            # Host memory writes: a byte from the request buffer (read the clock before), written.
+            with m.State("MEM_WRITE"):
+                m.next = "MEM_WRITE_BYTE"
+            with m.State("MEM_WRITE_BYTE"):
+                m.d.comb += [self.memory.addr.eq(address + index), self.memory.wdata.eq(data_read.data),
+                             self.memory.we.eq(1)]
+                with m.If(self.memory.ready):
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index == data_length - 1):
+                        respond(Status.OK)
+                    with m.Else():
+                        m.next = "MEM_WRITE"
+
+            # Records and counters into the hold RAM, a word a clock; the record is taken on the last.
+            with m.State("FILL"):
+                m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(index)]
+                with m.Switch(op):
+                    with m.Case(Op.POP_REPORT):
+                        m.d.comb += hold_write.data.eq(padded_report.word_select(index[:3], 64))
+                    with m.Case(Op.POP_ACK):
+                        m.d.comb += hold_write.data.eq(self.ack.tdata)
+                    with m.Default():
+                        m.d.comb += hold_write.data.eq(counters.word_select(index[:3], 64))
+                m.d.sync += index.eq(index + 1)
+                with m.If(index == fill_last):
+                    with m.Switch(op):
+                        with m.Case(Op.POP_REPORT):
+                            m.d.comb += self.report.tready.eq(1)
+                            respond(Status.OK, report_bytes())
+                        with m.Case(Op.POP_ACK):
+                            m.d.comb += self.ack.tready.eq(1)
+                            respond(Status.OK, ack_bytes())
+                        with m.Default():
+                            respond(Status.OK, len(self.mac_counters.as_value()) // 8)
+
+            # An exception packet into the hold RAM from word 1; its header into word 0 after it.
+            with m.State("EXCEPTION"):
+                stream_in = self.exceptions
+                m.d.comb += [stream_in.tready.eq(1), hold_write.addr.eq(index + 1),
+                             hold_write.data.eq(stream_in.tdata)]
+                with m.If(stream_in.tvalid):
+                    with m.If(index == 0):
+                        m.d.sync += exception_user.eq(stream_in.tuser)
+                    with m.If(index < hold_words - 1):
+                        m.d.comb += hold_write.en.eq(1)
+                    with m.Else():
+                        m.d.sync += truncated.eq(1)
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(stream_in.tlast):
+                        kept_lanes = sum(stream_in.tkeep[i] for i in range(width))
+                        m.d.sync += exception_bytes.eq(Mux(index < hold_words - 1, (index << lane_bits) + kept_lanes,
+                                                           (hold_words - 1) * width))
+                        m.next = "EXCEPTION_HEADER"
+            with m.State("EXCEPTION_HEADER"):
+                m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(0),
+                             hold_write.data.eq(Cat(exception_user, exception_bytes, truncated, Const(0, 15)))]
+                respond(Status.OK, exception_bytes + 8)
+
+            # A raw frame: bytes from the request buffer packed into beats.
+            with m.State("FRAME_READ"):
+                m.next = "FRAME_PACK"
+            with m.State("FRAME_PACK"):
+                is_last = index == data_length - 1
+                m.d.sync += [beat.data.word_select(lane, 8).eq(data_read.data),
+                             beat.keep.eq(beat.keep | (1 << lane)), beat.last.eq(is_last),
+                             index.eq(index + 1), lane.eq(lane + 1)]
+                with m.If(is_last | (lane == width - 1)):
+                    m.next = "FRAME_EMIT"
+                with m.Else():
+                    m.next = "FRAME_READ"
+            with m.State("FRAME_EMIT"):
+                m.d.comb += [frame_queue.sink.payload.eq(beat), frame_queue.sink.valid.eq(1)]
+                with m.If(frame_queue.sink.ready):
+                    m.d.sync += [beat.eq(0), lane.eq(0)]
+                    with m.If(beat.last):
+                        respond(Status.OK)
+                    with m.Else():
+                        m.next = "FRAME_READ"
+
+            # The response: seq, op, status, then the body; the appender adds the CRC.
+            with m.State("HEADER"):
+                header = Cat(last_seq, last_op | RESPONSE_FLAG, status)
+                m.d.comb += [out.payload.data.eq(header.word_select(index[:2], 8)), out.valid.eq(1),
+                             out.payload.last.eq((index == 2) & (body_length == 0))]
+                with m.If(out.ready):
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index == 2):
+                        m.d.sync += index.eq(0)
+                        with m.If(body_length == 0):
+                            m.next = "IDLE"
+                        with m.Else():
+                            m.next = "BODY_READ"
+            with m.State("BODY_READ"):
+                m.d.comb += [self.memory.addr.eq(address + index), self.memory.re.eq(body_from_memory),
+                             hold_read.en.eq(~body_from_memory)]
+                m.d.sync += lane.eq(index[:3])
+                with m.If(~body_from_memory | self.memory.ready):
+                    m.next = "BODY_BYTE"
+            with m.State("BODY_BYTE"):
+                m.d.comb += [out.payload.data.eq(Mux(body_from_memory, self.memory.rdata,
+                                                     hold_read.data.word_select(lane, 8))),
+                             out.payload.last.eq(index == body_length - 1), out.valid.eq(1)]
+                with m.If(out.ready):
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index == body_length - 1):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "BODY_READ"
+        return m

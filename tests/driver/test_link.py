@@ -1,0 +1,44 @@
+"""The host's end of the control link (driver/link.py): SLIP as RFC 1055 spells it, requests as hdl/link/protocol.py
+documents them, and a pyserial port that only echoes (``loop://``) never taken for a board."""
+
+import struct
+import zlib
+
+import pytest
+import serial
+
+from driver.link import LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
+from hdl.link.protocol import Op
+
+
+def test_slip_escapes_end_and_esc_and_brackets_frames():
+    # RFC 1055: END (0xC0) becomes ESC ESC_END (0xDB 0xDC), ESC (0xDB) becomes ESC ESC_ESC (0xDB 0xDD).
+    assert slip_encode(b"\x01\xc0\x02\xdb\x03") == bytes.fromhex("c0 01 dbdc 02 dbdd 03 c0")
+
+
+def test_slip_frames_skip_empty_frames_and_mark_bad_escapes():
+    frames = SlipFrames()
+    assert frames.feed(bytes.fromhex("c0c0 0102 dbdc")) == []
+    assert frames.feed(bytes.fromhex("03 c0 c0 04 db05 06 c0 07")) == [b"\x01\x02\xc0\x03", None]
+    assert frames.feed(b"\xc0") == [b"\x07"]
+
+
+def test_request_layout():
+    wire = encode_request(7, Op.REG_WRITE, 0x410, 0, b"\x78\x56\x34\x12")
+    body = bytes([7, 0x02, 0x10, 0x04, 0, 0, 0, 0, 0x78, 0x56, 0x34, 0x12])
+    assert SlipFrames().feed(wire) == [body + struct.pack("<I", zlib.crc32(body))]
+
+
+def test_response_needs_its_crc():
+    body = bytes([7, 0x81, 0]) + b"\x01\x02\x03\x04"
+    good = body + struct.pack("<I", zlib.crc32(body))
+    assert decode_response(good).body == b"\x01\x02\x03\x04"
+    assert decode_response(good[:-1] + bytes([good[-1] ^ 1])) is None
+
+
+def test_an_echoing_port_is_not_a_board():
+    """pyserial's loop:// returns every byte written: the request itself, whose CRC is good, must not pass
+    for the response (the board's responses carry op | 0x80)."""
+    port = serial.serial_for_url("loop://", timeout=0.01)
+    with pytest.raises(LinkTimeout):
+        SerialLink(port, baud=1e6, latency=0.01, retries=1)

@@ -1,0 +1,265 @@
+"""The control link (hdl/link/) in Amaranth's simulator, driven by the host's code (driver/link.py) over UART bits.
+
+The board's side is the RTL: UART, SLIP, request buffer, executor, with the
+engine's register file and the host memory behind it; the streams it pops
+and the frames it sends are the testbench's. The host's side is
+``driver.link.AsyncLink`` on a UART written from the 8N1 definition
+(tests/hdl/link/harness.py). Expectations: the register file's map
+(``DEVICE_ID``, the values written), the bytes the testbench offered or
+wrote, and that a write retried after a damaged byte happens once.
+"""
+
+import random
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from driver.link import AsyncLink, LinkStatusError, LinkTimeout
+from hdl.abi import ack_bytes, exception_record_layout, register_map, report_bytes
+from hdl.bus.register_file import DEVICE_ID, RegisterFile
+from hdl.link.host_memory import HostMemory
+from hdl.link.link import ControlLink
+from hdl.link.protocol import REQUEST_DATA_BYTES, Op, Status
+from hdl.mac.mac import RX_EVENTS, TX_EVENTS
+from hdl.stream.simulation import beats_of
+from tests.hdl.link.harness import CLOCK_PERIOD, SimTransport, SimUart
+
+BIT_CLOCKS = 4
+BAUD = 1 / (BIT_CLOCKS * CLOCK_PERIOD)
+MEMORY_BYTES = 4096
+LATENCY = 3000 * CLOCK_PERIOD  # the board's longest execution: 2 clocks a byte of a 1024-byte memory write
+
+
+class Bench:
+    """ControlLink + HostMemory + the engine's RegisterFile; the table write streams and frames are collected."""
+
+    def __init__(self, *, hold_bytes: int = 16384):
+        self.m = m = Module()
+        self.link = m.submodules.link = ControlLink(divisor=BIT_CLOCKS, memory_bytes=MEMORY_BYTES,
+                                                    hold_bytes=hold_bytes)
+        self.memory = m.submodules.memory = HostMemory(MEMORY_BYTES)
+        self.registers = m.submodules.registers = RegisterFile(register_map())
+        wiring.connect(m, self.link.memory, self.memory.link)
+        wiring.connect(m, self.link.axil, self.registers.axil)
+        self.uart = SimUart(self.link.uart_rx, self.link.uart_tx, BIT_CLOCKS)
+        self.table_writes: list[int] = []
+        self.frames: list[bytes] = []
+
+    def run(self, main, *, faults: dict | None = None, background=()):
+        sim = Simulator(self.m)
+        sim.add_clock(CLOCK_PERIOD)
+        sim.add_testbench(self.uart.driver(), background=True)
+        sim.add_testbench(self.uart.monitor(), background=True)
+        sim.add_testbench(self._tables(), background=True)
+        sim.add_testbench(self._frames(), background=True)
+        for testbench in background:
+            sim.add_testbench(testbench, background=True)
+        result = {}
+
+        async def testbench(ctx):
+            transport = SimTransport(ctx, self.uart, **(faults or {}))
+            link = AsyncLink(transport, baud=BAUD, latency=LATENCY, seed=1)
+            await link.open()
+            result["value"] = await main(ctx, link)
+            result["transport"], result["link"] = transport, link
+        sim.add_testbench(testbench)
+        sim.run()
+        return result
+
+    def _tables(self):
+        async def testbench(ctx):
+            table = self.registers.table_association
+            ctx.set(table.ready, 1)
+            while True:
+                if not ctx.get(table.valid):
+                    await ctx.posedge(table.valid)
+                _, _, valid, payload = await ctx.tick().sample(table.valid, table.payload.as_value())
+                if valid:
+                    self.table_writes.append(payload)
+        return testbench
+
+    def _frames(self):
+        async def testbench(ctx):
+            axis = self.link.frames
+            ctx.set(axis.tready, 1)
+            current = b""
+            while True:
+                if not ctx.get(axis.tvalid):
+                    await ctx.posedge(axis.tvalid)
+                _, _, valid, data, keep, last = await ctx.tick().sample(axis.tvalid, axis.tdata, axis.tkeep,
+                                                                        axis.tlast)
+                if valid:
+                    count = bin(keep).count("1")
+                    assert keep == (1 << count) - 1
+                    current += data.to_bytes(8, "little")[:count]
+                    if last:
+                        self.frames.append(current)
+                        current = b""
+        return testbench
+
+
+def test_registers_memory_and_ping():
+    bench = Bench()
+    local_ip = register_map().config_offset("local_ip")
+    rng = random.Random(1)
+    payload = rng.randbytes(300)
+
+    async def main(ctx, link):
+        info = link.info
+        await link.write_register(local_ip, 0x0A000002)
+        await link.write_memory(100, payload)
+        return (info, await link.read_register(0), await link.read_register(local_ip),
+                await link.read_memory(100, len(payload)), await link.read_memory(MEMORY_BYTES - 8, 8))
+
+    info, device_id, ip, readback, top = bench.run(main)["value"]
+    assert (info.version, info.memory_bytes, info.request_data_bytes) == (1, MEMORY_BYTES, REQUEST_DATA_BYTES)
+    assert device_id == DEVICE_ID
+    assert ip == 0x0A000002
+    assert readback == payload
+    assert top == bytes(8)
+
+
+def test_refusals():
+    """Ranges past the memory are refused whole; a register write's data must be one word."""
+    bench = Bench()
+    statuses = []
+
+    async def main(ctx, link):
+        for call in (link.read_memory(MEMORY_BYTES - 4, 8), link.write_memory(MEMORY_BYTES - 1, b"ab")):
+            try:
+                await call
+            except LinkStatusError as error:
+                statuses.append(error.status)
+        response = await link.call(Op.REG_WRITE, 0x10, 0, b"\x01\x02")
+        statuses.append(response.status)
+        return await link.read_memory(MEMORY_BYTES - 1, 1)
+
+    last = bench.run(main)["value"]
+    assert statuses == [Status.BAD_ADDRESS, Status.BAD_ADDRESS, Status.BAD_REQUEST]
+    assert last == b"\x00"
+
+
+def _record_source(axis, records: list[int]):
+    """Offers each record on a one-beat AXI4-Stream, the next after the design took it."""
+    async def testbench(ctx):
+        for record in records:
+            ctx.set(axis.tdata, record)
+            ctx.set(axis.tkeep, -1)
+            ctx.set(axis.tlast, 1)
+            ctx.set(axis.tvalid, 1)
+            while True:
+                _, _, ready = await ctx.tick().sample(axis.tready)
+                if ready:
+                    break
+            ctx.set(axis.tvalid, 0)
+    return testbench
+
+
+def _exception_source(axis, packets: list[tuple[int, bytes]]):
+    async def testbench(ctx):
+        for record, packet in packets:
+            for beat in beats_of(packet, 8):
+                ctx.set(axis.tdata, beat["data"])
+                ctx.set(axis.tkeep, beat["keep"])
+                ctx.set(axis.tlast, beat["last"])
+                ctx.set(axis.tuser, record)
+                ctx.set(axis.tvalid, 1)
+                while True:
+                    _, _, ready = await ctx.tick().sample(axis.tready)
+                    if ready:
+                        break
+            ctx.set(axis.tvalid, 0)
+    return testbench
+
+
+def test_pops_counters_and_frames():
+    bench = Bench(hold_bytes=128)
+    rng = random.Random(2)
+    reports = [rng.getrandbits(8 * report_bytes()) for _ in range(2)]
+    acks = [rng.getrandbits(8 * ack_bytes())]
+    record_bits = exception_record_layout().size
+    exceptions = [(rng.getrandbits(record_bits), rng.randbytes(61)), (rng.getrandbits(record_bits), rng.randbytes(150))]
+    frames = [rng.randbytes(60), rng.randbytes(101), rng.randbytes(13)]
+    counter_values = {name: rng.getrandbits(32) for name in RX_EVENTS + TX_EVENTS}
+
+    async def main(ctx, link):
+        for name, value in counter_values.items():
+            ctx.set(getattr(bench.link.mac_counters, name), value)
+        popped = {"reports": [], "acks": [], "exceptions": []}
+        for _ in range(3):
+            popped["reports"].append(await link.pop_report())
+        for _ in range(2):
+            popped["acks"].append(await link.pop_ack())
+        for _ in range(3):
+            popped["exceptions"].append(await link.pop_exception())
+        for frame in frames:
+            await link.send_frame(frame)
+        popped["counters"] = await link.mac_counters()
+        return popped
+
+    popped = bench.run(main, background=[_record_source(bench.link.report, reports),
+                                         _record_source(bench.link.ack, acks),
+                                         _exception_source(bench.link.exceptions, exceptions)])["value"]
+    assert popped["reports"] == [r.to_bytes(report_bytes(), "little") for r in reports] + [None]
+    assert popped["acks"] == [acks[0].to_bytes(ack_bytes(), "little"), None]
+    first, second, empty = popped["exceptions"]
+    assert (first.record, first.data, first.truncated) == (exceptions[0][0], exceptions[0][1], False)
+    # 128 bytes of hold RAM: 8 for the header, 120 of the packet.
+    assert (second.record, second.data, second.truncated) == (exceptions[1][0], exceptions[1][1][:120], True)
+    assert empty is None
+    assert bench.frames == frames
+    assert popped["counters"] == counter_values
+
+
+@pytest.mark.parametrize("direction", [pytest.param("request", marks=pytest.mark.slow), "response"])
+def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
+    """Dropped and flipped bytes in either direction: every operation completes, by retry, and each table
+    write, memory write and raw frame takes effect once."""
+    bench = Bench()
+    window = register_map().tables["association"]
+    rng = random.Random(3)
+    payload = rng.randbytes(24)
+    frame = rng.randbytes(40)
+    # Damage spread over the run after the ping, dropped or flipped: each request is hit at most once.
+    spacing = {"request": range(30, 400, 67), "response": range(20, 200, 29)}[direction]
+    faults = {position: ("drop" if position % 2 else "flip") for position in spacing}
+
+    async def main(ctx, link):
+        await link.write_table(window, {"index": 1, "valid": 1, "ddp": 1, "local_port": 5002, "peer_port": 5001,
+                                        "peer_ip": 0x0A000001, "tag": 0x5E6F7081})
+        await link.write_memory(8, payload)
+        await link.send_frame(frame)
+        return await link.read_memory(8, len(payload))
+
+    result = bench.run(main, faults={f"{direction}_faults": faults})
+    transport, link = result["transport"], result["link"]
+    damaged = transport.requests_damaged if direction == "request" else transport.responses_damaged
+    assert damaged >= 4 and link.client.retried >= 4
+    assert result["value"] == payload
+    expected = window.layout.const({"index": 1, "valid": 1, "ddp": 1, "local_port": 5002, "peer_port": 5001,
+                                    "peer_ip": 0x0A000001, "tag": 0x5E6F7081}).as_value().value
+    assert bench.table_writes == [expected]
+    assert bench.frames == [frame]
+
+
+def test_no_board_times_out():
+    """A board that never answers: the request is tried 1 + retries times, then LinkTimeout."""
+    m = Module()
+    link = m.submodules.link = ControlLink(divisor=BIT_CLOCKS, memory_bytes=MEMORY_BYTES)
+    uart = SimUart(link.uart_rx, link.uart_tx, BIT_CLOCKS)
+    sim = Simulator(m)
+    sim.add_clock(CLOCK_PERIOD)
+    sim.add_testbench(uart.driver(), background=True)
+    outcome = {}
+
+    async def testbench(ctx):  # the monitor is not running: nothing comes back
+        client = AsyncLink(SimTransport(ctx, uart), baud=BAUD, latency=LATENCY, retries=2)
+        try:
+            await client.ping()
+        except LinkTimeout:
+            outcome["writes"] = client.transport.writes
+    sim.add_testbench(testbench)
+    sim.run()
+    assert outcome["writes"] == 3
