@@ -1,6 +1,6 @@
 """The host's end of the board's control link (README "The board"): framed, checksummed requests over a UART.
 
-The protocol (:mod:`hdl.link.protocol`): SLIP frames (RFC 1055), a CRC-32
+The protocol (:mod:`hdl.abi` (the control link)): SLIP frames (RFC 1055), a CRC-32
 (``zlib.crc32``) at the end of each, a sequence number per request. Every
 request waits for its response; a response that does not come within its
 time, or comes with a bad CRC, makes the request go again with the same
@@ -28,17 +28,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from driver.errors import DriverError
-from hdl.link.protocol import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC,
-                               MAX_READ_BYTES, PING_BODY_BYTES, REQUEST_DATA_BYTES, RESPONSE_FLAG, RESPONSE_HEADER_BYTES,
-                               Op, Status)
-from hdl.mac.mac import RX_EVENTS, TX_EVENTS
+from hdl.abi import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC, MAC_RX_EVENTS,
+                     MAC_TX_EVENTS, MAX_READ_BYTES, PING_BODY_BYTES, REQUEST_DATA_BYTES, RESPONSE_FLAG,
+                     RESPONSE_HEADER_BYTES, Op, Status)
 
 __all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
            "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
            "SerialLink", "AsyncLink", "open_serial_link", "MAC_COUNTER_NAMES"]
 
 #: The MAC's counters in the order MAC_COUNTERS answers them.
-MAC_COUNTER_NAMES = RX_EVENTS + TX_EVENTS
+MAC_COUNTER_NAMES = MAC_RX_EVENTS + MAC_TX_EVENTS
 #: Bytes a memory read or write moves per request.
 CHUNK_BYTES = 1024
 

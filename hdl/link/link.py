@@ -11,12 +11,12 @@
                                              ▼
     uart_tx ◄─ UartTx ◄─ SlipEncoder ◄─ CrcAppender ◄─ response bytes
 
-The wire format and the operations are :mod:`hdl.link.protocol`'s. One
+The wire format and the operations are :mod:`hdl.abi` (the control link)'s. One
 request is handled at a time: bytes that arrive while one is executed or
 answered are dropped (the frame they belong to is not executed; the host
 retries). A request is executed only once its CRC matched, so a corrupted
 write never reaches the engine. A retry of the last request (same ``seq``
-and ``op``) of a :data:`~hdl.link.protocol.REPLAYED_OPS` op is answered with
+and ``op``) of a :data:`~hdl.abi.REPLAYED_OPS` op is answered with
 the status and body the first execution left, without executing it again.
 
 Responses other than a memory read take their body from the hold RAM
@@ -28,12 +28,12 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import crc, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ack_bytes, exception_record_layout, report_bytes
+from hdl.abi import (CRC_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, REPLAYED_OPS, REQUEST_DATA_BYTES,
+                     REQUEST_HEADER_BYTES, RESPONSE_FLAG, Op, Status, ack_bytes, exception_record_layout,
+                     report_bytes)
 from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
 from hdl.link.host_memory import byte_port_signature
-from hdl.link.protocol import (CRC_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, REPLAYED_OPS,
-                               REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, Op, Status)
 from hdl.link.slip import SlipDecoder, SlipEncoder, frame_byte_layout
 from hdl.link.uart import UartRx, UartTx
 from hdl.mac.mac import mac_counters_layout
@@ -93,7 +93,7 @@ def _ping_word(memory_bytes: int) -> int:
 
 
 class ControlLink(wiring.Component):
-    """The board's end of the control link; see the module docs and :mod:`hdl.link.protocol`.
+    """The board's end of the control link; see the module docs and :mod:`hdl.abi` (the control link).
 
     Parameters
     ----------

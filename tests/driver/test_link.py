@@ -1,4 +1,4 @@
-"""The host's end of the control link (driver/link.py): SLIP as RFC 1055 spells it, requests as hdl/link/protocol.py
+"""The host's end of the control link (driver/link.py): SLIP as RFC 1055 spells it, requests as hdl/abi.py
 documents them, and a pyserial port that only echoes (``loop://``) never taken for a board."""
 
 import struct
@@ -8,7 +8,7 @@ import pytest
 import serial
 
 from driver.link import LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
-from hdl.link.protocol import Op
+from hdl.abi import Op
 
 
 def test_slip_escapes_end_and_esc_and_brackets_frames():

@@ -17,11 +17,11 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from driver.link import AsyncLink, LinkStatusError, LinkTimeout
-from hdl.abi import ack_bytes, exception_record_layout, register_map, report_bytes
+from hdl.abi import (REQUEST_DATA_BYTES, Op, Status, ack_bytes, exception_record_layout, register_map,
+                     report_bytes)
 from hdl.bus.register_file import DEVICE_ID, RegisterFile
 from hdl.link.host_memory import HostMemory
 from hdl.link.link import ControlLink
-from hdl.link.protocol import REQUEST_DATA_BYTES, Op, Status
 from hdl.mac.mac import RX_EVENTS, TX_EVENTS
 from hdl.stream.simulation import beats_of
 from tests.hdl.link.harness import CLOCK_PERIOD, SimTransport, SimUart
