@@ -76,7 +76,8 @@ class Realign(wiring.Component):
         # The drop is decoded on its way in: skip count, shift a (1..W), and whether a = W.
         inbox = m.submodules.inbox = Queue(data.StructLayout({
             "beat": packet_layout(width), "first_skip": range(self._max_drop // width + 1),
-            "first_amount": range(width + 1), "first_full": 1, "last_direct": 1, "first_kept": 1}))
+            "first_amount": range(width + 1), "first_full": 1, "last_direct": 1, "first_kept": 1,
+            "last_tail": 1}))
         in_started = Signal()       # a beat of the packet coming in was taken
         drop_lanes = self.drop.payload[:lane_bits] if lane_bits else Const(0, 1)
         m.d.comb += [
@@ -87,6 +88,10 @@ class Realign(wiring.Component):
             inbox.sink.payload.first_kept.eq((self.drop.payload >> lane_bits) == 0),  # no whole beat skipped
             # a packet's first beat that is also its last and is shifted on its own (below)
             inbox.sink.payload.last_direct.eq(self.sink.payload.last & (drop_lanes != 0)),
+            # a last beat with bytes at or beyond lane a (a < W): its packet's `drop` is valid
+            # from the first beat to the last, so a is known for every beat
+            inbox.sink.payload.last_tail.eq(self.sink.payload.last & (drop_lanes != 0)
+                                            & self.sink.payload.keep.bit_select(drop_lanes, 1)),
             inbox.sink.valid.eq(self.sink.valid & (in_started | self.drop.valid)),
             self.sink.ready.eq(inbox.sink.ready & (in_started | self.drop.valid)),
             self.drop.ready.eq(self.sink.valid & self.sink.ready & self.sink.payload.last),
@@ -122,8 +127,8 @@ class Realign(wiring.Component):
         low_keep = Mux(direct, sink.keep, Mux(held, prev_keep, 0))
         high_data = Mux(flush | direct, 0, sink.data)
         high_keep = Mux(flush | direct, 0, sink.keep)
-        # Bytes of the current beat beyond lane a-1 need one more output beat.
-        tail = ~direct & Cat(sink.keep, Const(0, 1)).bit_select(cur_amount, 1)
+        # A last beat with bytes beyond lane a-1 needs one more output beat (decoded on the way in).
+        last_tail = ~direct & inner.payload.last_tail
 
         # Two registered stages: the selection (stage 1: which bytes, the shift), then the
         # byte shifter (stage 2), so the shifter's select comes from flip-flops.
@@ -160,7 +165,7 @@ class Realign(wiring.Component):
                 stage_valid.eq(flush | (accept & cur_kept)),
                 stage.low_data.eq(low_data), stage.high_data.eq(high_data),
                 stage.low_keep.eq(low_keep), stage.high_keep.eq(high_keep),
-                stage.amount.eq(cur_amount), stage.last.eq(flush | (sink.last & ~tail)),
+                stage.amount.eq(cur_amount), stage.last.eq(flush | (sink.last & ~last_tail)),
             ]
         with m.If(flush):
             with m.If(advance):
@@ -176,7 +181,7 @@ class Realign(wiring.Component):
                     skip_done.eq(1),
                     prev_data.eq(sink.data),
                     prev_keep.eq(sink.keep),
-                    flush.eq(sink.last & tail),
-                    held_direct.eq(~(sink.last & tail) & ~sink.keep[0] & ~cur_full),
+                    flush.eq(last_tail),
+                    held_direct.eq(~last_tail & ~sink.keep[0] & ~cur_full),
                 ]
         return m
