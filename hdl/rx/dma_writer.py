@@ -10,10 +10,11 @@ Structure (every stage registered; the AXI outputs come from flip-flops: AW and
 W leave through skid :class:`hdl.stream.queue.Queue` register slices, so
 ``AWREADY``/``WREADY`` reach only their output registers):
 
-1. **Command stage.** ``cmd`` is accepted when both command queues have room;
-   it is split into the burst queue (address, beats) and the data queue
-   (lane offset, input beats, strobe limits). Zero-length commands go only to
-   the burst queue.
+1. **Command stage.** ``cmd`` enters a register slice with its sums
+   (``length - 1``, the last byte's offset); from there it is split, when both
+   command queues have room, into the burst queue (address, beats) and the
+   data queue (lane offset, input beats, strobe limits). Zero-length commands
+   go only to the burst queue.
 2. **Burst generator** (AW). Beats are ``W`` bytes at ``W``-aligned addresses
    (``AWSIZE = log2 W``). A command's beats are cut at every multiple of
    ``max_burst_beats * W`` bytes, a power of two dividing 4096, so no burst is
@@ -45,11 +46,12 @@ command must not wait for a later command to be accepted.
 Latency (clock edges between transfers, the bus ready): a payload beat
 transferred on edge ``t`` is transferred on W on edge ``t + 2``
 (:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
-first payload beat in from edge ``c + 1`` and its first AW out on edge
-``c + 3`` (its two command queues, :class:`hdl.stream.queue.Queue`, have
-registered outputs and a registered ``ready``; empty, they pass a command
-in one edge); a command's ``done`` is transferred one edge after its last
-``B`` (a zero-length command's four edges after the command).
+first payload beat in from edge ``c + 2`` and its first AW out on edge
+``c + 4`` (the register slice and the two command queues,
+:class:`hdl.stream.queue.Queue`, have registered outputs and a registered
+``ready``; empty, each passes a command in one edge); a command's ``done``
+is transferred one edge after its last ``B`` (a zero-length command's five
+edges after the command).
 
 Throughput: one W beat per cycle while ``WREADY`` is high; commands follow
 each other without a gap. A command whose bytes take one beat more on the
@@ -188,21 +190,33 @@ class DmaWriter(wiring.Component):
         # -- 1. Command stage ---------------------------------------------------------------
         bursts = m.submodules.bursts = Queue(burst_layout, max(2, self._command_depth))
         datas = m.submodules.datas = Queue(data_layout, max(2, self._command_depth))
-        cmd = self.cmd.payload
-        offset = cmd.address[:lane_bits]
-        length_m1 = Signal(_LENGTH_BITS)
-        end_sum = Signal(_LENGTH_BITS + 1)      # offset + length - 1
+        # The command's sums are taken into a register slice first, so the cuts below compare
+        # flip-flops: no adder feeds a comparator on the way into the queues.
+        accepted = m.submodules.accepted = Queue(data.StructLayout({
+            "command": dma_command_layout(self._address_bits), "zero": unsigned(1),
+            "length_m1": unsigned(_LENGTH_BITS), "end_sum": unsigned(_LENGTH_BITS + 1)}))
+        arriving = self.cmd.payload
         m.d.comb += [
-            length_m1.eq(cmd.length - 1),
-            end_sum.eq(offset + length_m1),
+            accepted.sink.valid.eq(self.cmd.valid),
+            self.cmd.ready.eq(accepted.sink.ready),
+            accepted.sink.payload.command.eq(arriving),
+            accepted.sink.payload.zero.eq(arriving.length == 0),
+            accepted.sink.payload.length_m1.eq(arriving.length - 1),
+            # offset + length - 1
+            accepted.sink.payload.end_sum.eq(arriving.address[:lane_bits] + (arriving.length - 1)[:_LENGTH_BITS]),
         ]
+        cmd = accepted.source.payload.command
+        offset = cmd.address[:lane_bits]
+        length_m1 = accepted.source.payload.length_m1
+        end_sum = accepted.source.payload.end_sum
         burst_in = bursts.sink.payload
         data_in = datas.sink.payload
-        zero = cmd.length == 0
+        zero = accepted.source.payload.zero
+        command_take = accepted.source.valid & accepted.source.ready
         m.d.comb += [
-            self.cmd.ready.eq(bursts.sink.ready & datas.sink.ready),
-            bursts.sink.valid.eq(self.cmd.valid & self.cmd.ready),
-            datas.sink.valid.eq(self.cmd.valid & self.cmd.ready & ~zero),
+            accepted.source.ready.eq(bursts.sink.ready & datas.sink.ready),
+            bursts.sink.valid.eq(command_take),
+            datas.sink.valid.eq(command_take & ~zero),
             burst_in.address.eq(cmd.address),
             burst_in.beats_m1.eq(end_sum[lane_bits:]),
             burst_in.tag.eq(cmd.tag),

@@ -270,12 +270,12 @@ def test_one_beat_per_cycle_and_latency():
 
 
 def test_command_latencies():
-    """Documented edges: cmd -> first payload beat 1, first AW 3, zero-length cmd -> done 4, last B -> done 1."""
+    """Documented edges: cmd -> first payload beat 2, first AW 4, zero-length cmd -> done 5, last B -> done 1."""
     bus = simulate(8, [Command(0x1000, 0, 7)])
-    assert bus.done_cycles[0] - bus.cmd_cycles[0] == 4
+    assert bus.done_cycles[0] - bus.cmd_cycles[0] == 5
     bus = simulate(8, [Command(0x1003, 20, 8)])
-    assert bus.payload_cycles[0] - bus.cmd_cycles[0] == 1
-    assert bus.aw_cycles[0] - bus.cmd_cycles[0] == 3
+    assert bus.payload_cycles[0] - bus.cmd_cycles[0] == 2
+    assert bus.aw_cycles[0] - bus.cmd_cycles[0] == 4
     assert bus.done_cycles[0] - bus.b_cycles[-1] == 1
 
 
