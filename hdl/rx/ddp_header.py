@@ -39,7 +39,8 @@ with drop 14 or 18, or discard. Throughput: one beat per cycle; a segment
 costs one cycle more when its realigned payload needs one more beat than the
 segment (payload tail), and a 0-byte segment (``seg_meta.length`` = 0, no
 beats) one cycle. Both inputs enter through a :class:`~hdl.stream.queue.Queue`
-(one edge; ``seg_meta``'s also holds its flags precomputed). Latency from the
+(one edge; ``seg_meta``'s, two edges, is read from LUT RAM and holds its
+flags and length checks precomputed). Latency from the
 beat completing the header, as it leaves the input queue, to the record on
 ``segment``: 4 cycles (the gathered header passes a queue); to the first
 payload beat: about 7 cycles (the
@@ -115,8 +116,14 @@ class DdpHeaderValidator(wiring.Component):
         seg = m.submodules.seg_in = Queue(packet_layout(width))
         wiring.connect(m, wiring.flipped(self.seg), seg.sink)
         seg = seg.source
+        # The metadata is read from the queue's LUT RAM: the capture's late decision to take it
+        # moves a read address, not the enable of a wide output register. The flags the
+        # decision reads are kept in flip-flops; the length checks of both header sizes ride
+        # along, so decoding needs no comparator or adder.
         seg_meta = m.submodules.meta_in = Queue(data.StructLayout({
-            "meta": segment_meta_layout(), "empty": 1, "present": UNTAGGED_HEADER_BYTES}))
+            "meta": segment_meta_layout(), "empty": 1, "present": UNTAGGED_HEADER_BYTES,
+            "short_tagged": 1, "short_untagged": 1, "payload_tagged": 16, "payload_untagged": 16}),
+            4, memory_output=True, registered_fields=("empty", "present"))
         arriving = self.seg_meta.payload
         m.d.comb += [
             seg_meta.sink.valid.eq(self.seg_meta.valid),
@@ -124,6 +131,10 @@ class DdpHeaderValidator(wiring.Component):
             seg_meta.sink.payload.meta.eq(arriving),
             seg_meta.sink.payload.empty.eq(arriving.length == 0),
             seg_meta.sink.payload.present.eq(Cat(arriving.length > i for i in range(UNTAGGED_HEADER_BYTES))),
+            seg_meta.sink.payload.short_tagged.eq(arriving.length < TAGGED_HEADER_BYTES),
+            seg_meta.sink.payload.short_untagged.eq(arriving.length < UNTAGGED_HEADER_BYTES),
+            seg_meta.sink.payload.payload_tagged.eq(arriving.length - TAGGED_HEADER_BYTES),
+            seg_meta.sink.payload.payload_untagged.eq(arriving.length - UNTAGGED_HEADER_BYTES),
         ]
         seg_meta = seg_meta.source
         meta = seg_meta.payload.meta
@@ -169,11 +180,11 @@ class DdpHeaderValidator(wiring.Component):
             gathered.sink.valid.eq((accept & complete) | empty),
             gathered.sink.payload.bytes.eq(Mux(empty, 0, Cat(merged))),
             gathered.sink.payload.meta.eq(meta),
-            gathered.sink.payload.short_tagged.eq(meta.length < TAGGED_HEADER_BYTES),
-            gathered.sink.payload.short_untagged.eq(meta.length < UNTAGGED_HEADER_BYTES),
+            gathered.sink.payload.short_tagged.eq(seg_meta.payload.short_tagged),
+            gathered.sink.payload.short_untagged.eq(seg_meta.payload.short_untagged),
             gathered.sink.payload.empty.eq(seg_meta.payload.empty),
-            gathered.sink.payload.payload_tagged.eq(meta.length - TAGGED_HEADER_BYTES),
-            gathered.sink.payload.payload_untagged.eq(meta.length - UNTAGGED_HEADER_BYTES),
+            gathered.sink.payload.payload_tagged.eq(seg_meta.payload.payload_tagged),
+            gathered.sink.payload.payload_untagged.eq(seg_meta.payload.payload_untagged),
         ]
         with m.If(accept):
             m.d.sync += [byte.eq(value) for byte, value in zip(captured, merged)]
