@@ -35,8 +35,9 @@ Pipeline (each stage registered or a FIFO; nothing waits on a whole chunk):
 2. *walker*: emits one *piece* per (beat, chunk) overlap: a beat holding the
    end of one chunk and the start of the next is emitted twice;
 3. *header* stages: *gather* merges the chunk's first 20 bytes from its
-   pieces into a register; *classify* decides from that register, writes
-   ``seg_meta``/``exc_meta``/``errors`` and a routing descriptor into a
+   pieces into a register; *classify* registers the header's compares
+   (type, PPID, length bounds) beside its fields; *decide* reads those flags,
+   writes ``seg_meta``/``exc_meta``/``errors`` and a routing descriptor into a
    register, written to their FIFOs on the next cycle; pieces wait in a FIFO
    meanwhile;
 4. *router*: sends each chunk's pieces to one of two :class:`~hdl.stream.realign.Realign`
@@ -49,8 +50,8 @@ overflows its last beat. So at W = 8 a stream of large DDP segments runs at
 one beat per cycle except for at most 2 cycles per chunk; small chunks cost
 one cycle each at any W (up to W/4 of them share a beat at wide W). A packet
 costs nothing beyond its beats (the common-header beat at W = 8 is walked
-like any other). Latency from a beat to its realigned output: about 9 cycles
-(beat stage, walker, gather, classify, piece queue, router/realigner output register,
+like any other). Latency from a beat to its realigned output: about 10 cycles
+(beat stage, walker, gather, classify, decide, piece queue, router/realigner output register,
 output :class:`~hdl.stream.queue.Queue`). Every output leaves through a
 Queue, so no ready/valid path crosses the block's ports.
 
@@ -266,7 +267,7 @@ class ChunkParser(wiring.Component):
         sel_rel_end = Cat(*rel_end).word_select(cur_word, 17)
         sel_next = Cat(*next_word).word_select(cur_word, word_bits)
 
-        can_out = piece_ready   # the piece and header stages advance together (3b)
+        can_out = piece_ready   # the piece and header stages advance together (3c)
         with m.If(piece_ready):
             m.d.sync += piece_valid.eq(0)
 
@@ -412,39 +413,72 @@ class ChunkParser(wiring.Component):
                     b_decided.eq(decided | decide),
                 ]
 
-        # 3b. classify the registered header into a registered decision (3c writes the FIFOs).
+        # 3b. classify: the gathered header's compares, registered beside the fields the decision
+        # needs (on every cycle; `classified_valid` says whether a header was taken).
         # Room in every FIFO, from the levels one cycle ago: at most one write a cycle, and a
-        # chunk taken now is written one cycle later, so three free entries then leave one for it.
+        # chunk taken now is written two cycles later, so four free entries then leave one for it.
         queues = (pieces, descs, seg_metas, exc_metas, errors, acks)
         room = Signal()
-        m.d.sync += room.eq(Cat(queue.level <= queue.depth - 3 for queue in queues).all())
+        m.d.sync += room.eq(Cat(queue.level <= queue.depth - 4 for queue in queues).all())
         m.d.comb += gathered_ready.eq(room)
         g_accept = gathered_valid & gathered_ready
-        merged = gathered_words
-        start = gathered.start
-        decide = gathered.decide
-        chunk_type, flags = byte(merged[0], 0), byte(merged[0], 1)
-        length = big_endian(byte(merged[0], 2), byte(merged[0], 3))
-        tsn = Mux(length >= 8, big_endian(*(byte(merged[1], i) for i in range(4))), 0)
-        stream_id = big_endian(byte(merged[2], 0), byte(merged[2], 1))
-        ppid = big_endian(*(byte(merged[3], i) for i in range(4)))
-        ddp_ssn = big_endian(byte(merged[4], 0), byte(merged[4], 1))
+        words_in = gathered_words
+        length_in = big_endian(byte(words_in[0], 2), byte(words_in[0], 3))
+        ppid_in = big_endian(*(byte(words_in[3], i) for i in range(4)))
+        classified = Signal(data.StructLayout({
+            "beat": packet_layout(width), "decide": 1, "start": word_bits, "error": 3,
+            "association": ASSOCIATION_BITS, "ddp": 1, "flags": 8, "length": 16, "tsn": 32,
+            "stream_id": 16, "ddp_ssn": 16,
+            "control": 1,          # chunk type != DATA
+            "has_tsn": 1,          # length >= 8
+            "data_header": 1,      # length >= 16: a whole DATA header (RFC 4960 3.3.1)
+            "segment_header": 1,   # length >= 18: and the DDP-SSN (RFC 5043 5.2.2)
+            "ppid_control": 1, "ppid_segment": 1,
+        }))
+        classified_valid = Signal()
+        m.d.sync += [
+            classified_valid.eq(g_accept),
+            classified.beat.eq(gathered.beat), classified.decide.eq(gathered.decide),
+            classified.start.eq(gathered.start), classified.error.eq(gathered.error),
+            classified.association.eq(gathered.association), classified.ddp.eq(gathered.ddp),
+            classified.flags.eq(byte(words_in[0], 1)),
+            classified.length.eq(length_in),
+            classified.tsn.eq(big_endian(*(byte(words_in[1], i) for i in range(4)))),
+            classified.stream_id.eq(big_endian(byte(words_in[2], 0), byte(words_in[2], 1))),
+            classified.ddp_ssn.eq(big_endian(byte(words_in[4], 0), byte(words_in[4], 1))),
+            classified.control.eq(byte(words_in[0], 0) != 0),
+            classified.has_tsn.eq(length_in >= 8),
+            classified.data_header.eq(length_in >= _DATA_HEADER),
+            classified.segment_header.eq(length_in >= _SEGMENT_OFFSET),
+            classified.ppid_control.eq(ppid_in == PPID_DDP_SESSION_CONTROL),
+            classified.ppid_segment.eq(ppid_in == PPID_DDP_SEGMENT),
+        ]
+
+        # 3c. decide from the registered flags into a registered decision (3d writes the FIFOs).
+        c_accept = classified_valid
+        start = classified.start
+        decide = classified.decide
+        flags = classified.flags
+        length = classified.length
+        tsn = Mux(classified.has_tsn, classified.tsn, 0)
+        stream_id = classified.stream_id
+        ddp_ssn = classified.ddp_ssn
 
         dest = Signal(_Dest)
         reason = Signal(ChunkException)
         error = Signal(3)
         m.d.comb += [dest.eq(_Dest.EXC), error.eq(0)]
-        with m.If(chunk_type != 0):
+        with m.If(classified.control):
             m.d.comb += reason.eq(ChunkException.CONTROL)
-        with m.Elif(~gathered.ddp):
+        with m.Elif(~classified.ddp):
             m.d.comb += reason.eq(ChunkException.NOT_DDP)
-        with m.Elif(length < _DATA_HEADER):
+        with m.Elif(~classified.data_header):
             m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.TOO_SHORT)]
-        with m.Elif(ppid == PPID_DDP_SESSION_CONTROL):
+        with m.Elif(classified.ppid_control):
             m.d.comb += reason.eq(ChunkException.SESSION_CONTROL)
-        with m.Elif(ppid != PPID_DDP_SEGMENT):
+        with m.Elif(~classified.ppid_segment):
             m.d.comb += reason.eq(ChunkException.OTHER_PPID)
-        with m.Elif(length < _SEGMENT_OFFSET):
+        with m.Elif(~classified.segment_header):
             m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.TOO_SHORT)]
         with m.Elif(~(flags & _FLAG_U).any()):
             m.d.comb += [dest.eq(_Dest.DISCARD), error.eq(ChunkError.ORDERED)]
@@ -453,9 +487,9 @@ class ChunkParser(wiring.Component):
         with m.Else():
             m.d.comb += dest.eq(_Dest.SEG)
 
-        walker_error = gathered.error != 0
+        walker_error = classified.error != 0
         # A DATA chunk with its whole DATA header is acknowledged whatever its destination.
-        whole_data_header = (chunk_type == 0) & (length >= _DATA_HEADER)
+        whole_data_header = ~classified.control & classified.data_header
         disposition = Mux(dest == _Dest.SEG, AckDisposition.SEGMENT,
                           Mux(dest == _Dest.EXC, AckDisposition.TO_HOST, AckDisposition.REFUSED))
         ack = Signal.like(acks.sink.payload)
@@ -466,35 +500,35 @@ class ChunkParser(wiring.Component):
         error_record = Signal.like(errors.sink.payload)
         write_piece, write_desc, write_seg_meta, write_exc_meta, write_error = (Signal() for _ in range(5))
         piece_beat = Signal.like(pieces.sink.payload)
-        record = g_accept & decide & ~walker_error
+        record = c_accept & decide & ~walker_error
         m.d.sync += [
-            write_piece.eq(g_accept & ~walker_error),
-            piece_beat.eq(gathered.beat),
+            write_piece.eq(c_accept & ~walker_error),
+            piece_beat.eq(classified.beat),
             write_desc.eq(record),
             desc.dest.eq(dest),
             desc.drop.eq(Cat(Const(0, 2), start) + Mux(dest == _Dest.SEG, _SEGMENT_OFFSET, 0)),
             write_seg_meta.eq(record & (dest == _Dest.SEG)),
-            seg_meta.association.eq(gathered.association),
+            seg_meta.association.eq(classified.association),
             seg_meta.tsn.eq(tsn),
             seg_meta.stream_id.eq(stream_id),
             seg_meta.ddp_ssn.eq(ddp_ssn),
             seg_meta.length.eq(length - _SEGMENT_OFFSET),
             write_exc_meta.eq(record & (dest == _Dest.EXC)),
-            exc_meta.association.eq(gathered.association),
+            exc_meta.association.eq(classified.association),
             exc_meta.reason.eq(reason),
             exc_meta.length.eq(length),
-            write_error.eq(g_accept & (walker_error | (decide & (error != 0)))),
-            error_record.association.eq(gathered.association),
+            write_error.eq(c_accept & (walker_error | (decide & (error != 0)))),
+            error_record.association.eq(classified.association),
             error_record.tsn.eq(Mux(walker_error, 0, tsn)),
-            error_record.kind.eq(Mux(walker_error, gathered.error, error)),
+            error_record.kind.eq(Mux(walker_error, classified.error, error)),
             write_ack.eq(record & whole_data_header),
-            ack.association.eq(gathered.association),
+            ack.association.eq(classified.association),
             ack.disposition.eq(disposition),
             ack.tsn.eq(tsn),
             ack.length.eq(length - _DATA_HEADER),
         ]
 
-        # 3c. write the FIFOs from the registered decision.
+        # 3d. write the FIFOs from the registered decision.
         m.d.comb += [
             pieces.sink.valid.eq(write_piece), pieces.sink.payload.eq(piece_beat),
             descs.sink.valid.eq(write_desc), descs.sink.payload.eq(desc),
