@@ -24,10 +24,12 @@ register slice of AXI interconnects); from ``depth = 3`` a FIFO in LUT
 RAM (``amaranth.lib.memory``, asynchronous read) followed by that skid
 buffer, for queues sized to a pipeline's depth. The sink's payload and
 valid are registered before the memory write, so the producer's logic
-reaches no wide write enable; one count register gives ``level`` and
-``sink.ready`` (loaded with its next value, as are the FIFO's empty flags);
-the skid buffer keeps the memory's read path away from the consumer's
-logic.
+reaches no wide write enable; one count of every payload held gives
+``level`` and ``sink.ready`` (a flip-flop loaded with its next value, as
+are the FIFO's empty flags). Each count is kept as two wrapping counters,
+of payloads in and of payloads out, so a consumer's late ``ready`` steps a
+counter of its own instead of an adder. The skid buffer keeps the
+memory's read path away from the consumer's logic.
 
 Memory output (``memory_output=True``, depth at least 3): no skid stage;
 ``source.payload`` is the LUT RAM read at the read address, a counter, and
@@ -61,6 +63,21 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["Queue"]
+
+
+def _tally(m, adds, removes, bits: int, name: str):
+    """A count kept as two wrapping counters of ``bits`` bits, one of adds and one of removes, and
+    their difference (``2 ** bits`` must exceed the largest count). A late ``removes`` (a
+    consumer's ready) or ``adds`` (a producer's valid) then reaches a counter of its own, one
+    LUT deep, not an adder of both."""
+    added, removed = Signal(bits, name=f"{name}_added"), Signal(bits, name=f"{name}_removed")
+    with m.If(adds):
+        m.d.sync += added.eq(added + 1)
+    with m.If(removes):
+        m.d.sync += removed.eq(removed + 1)
+    count = Signal(bits, name=name)
+    m.d.comb += count.eq(added - removed)
+    return count
 
 
 def _field(view, path: str):
@@ -143,15 +160,14 @@ class Queue(wiring.Component):
         # ``sink.ready``; the memory is as deep as the queue, so it has room whenever the
         # count allows a write.
         depth = self._depth
-        count = Signal(range(depth + 1))      # every payload held
-        ready = Signal(init=1)
         entering = self.sink.valid & self.sink.ready
         leaving = self.source.valid & self.source.ready
-        count_next = Signal.like(count)
-        m.d.comb += [count_next.eq(count + entering - leaving), self.sink.ready.eq(ready), self.level.eq(count)]
+        count = _tally(m, entering, leaving, depth.bit_length(), "count")     # every payload held
+        ready = Signal(init=1)
+        m.d.comb += [self.sink.ready.eq(ready), self.level.eq(count)]
         # The flags are loaded from compares of the counters' present values, chosen by the
         # transfers: no adder between a consumer's ready and a flag. (`entering` implies `ready`.)
-        m.d.sync += [count.eq(count_next), ready.eq(leaving | Mux(entering, count != depth - 1, ready))]
+        m.d.sync += ready.eq(leaving | Mux(entering, count != depth - 1, ready))
         if self._memory_output:
             fifo = self._elaborate_memory(m, entering, self.source.ready)
             m.d.comb += [self.source.payload.eq(fifo.read_data), self.source.valid.eq(fifo.readable)]
@@ -170,15 +186,14 @@ class Queue(wiring.Component):
         # latency, one edge), so a drained queue adds no more latency than a skid buffer.
         # `bypass` (nothing staged or stored) is a flip-flop loaded with its next value.
         outlet = stream.Signature(self._shape).create()
-        stored = Signal(range(depth + 1))     # staged or in the memory
         bypass = Signal(init=1)
-        self._counters = SimpleNamespace(count=count, ready=ready, stored=stored, bypass=bypass)
         to_memory = entering & ~(bypass & outlet.ready)
         fifo = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
         read_data, readable = fifo.read_data, fifo.readable
         reading = outlet.ready & readable & ~bypass
-        m.d.sync += [stored.eq(stored + to_memory - reading),
-                     bypass.eq(~to_memory & Mux(reading, stored == 1, bypass))]
+        stored = _tally(m, to_memory, reading, depth.bit_length(), "stored")    # staged or in the memory
+        self._counters = SimpleNamespace(count=count, ready=ready, stored=stored, bypass=bypass)
+        m.d.sync += bypass.eq(~to_memory & Mux(reading, stored == 1, bypass))
         m.d.comb += [
             outlet.payload.eq(Mux(bypass, self.sink.payload, read_data)),
             outlet.valid.eq(Mux(bypass, entering, readable)),
@@ -197,12 +212,11 @@ class Queue(wiring.Component):
         write = storage.write_port()
         read = storage.read_port(domain="comb")
         staged, staged_valid = Signal(self._shape), Signal()
-        in_memory = Signal(range(depth + 1))
         readable = Signal()
         write_address, read_address = Signal(range(depth)), Signal(range(depth))
         reading = taking & readable
+        in_memory = _tally(m, staged_valid, reading, depth.bit_length(), "in_memory")
         m.d.sync += [
-            in_memory.eq(in_memory + staged_valid - reading),
             readable.eq(staged_valid | Mux(reading, in_memory != 1, readable)),
             staged.eq(self.sink.payload), staged_valid.eq(writing),
         ]
