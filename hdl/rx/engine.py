@@ -218,20 +218,20 @@ class RxEngine(wiring.Component):
             reports.stream_fault.ready.eq(placement.fault.ready),
         ]
 
-        # Records out: each through a queue and onto its AXI4-Stream port, one beat per record.
+        # Records out, one beat per record, straight from the output registers of the queues they
+        # leave (the delivery order's outbound queue, the chunk parser's ack queue): a second
+        # register stage would only add a 436-bit enable for the port's ready to drive.
         connect(m, reports.report, delivery.records_in)
         for name, records, size in (("report", delivery.records_out, report_bytes()),
                                     ("ack", chunks.acks, ack_bytes())):
-            queue = m.submodules[f"{name}_queue"] = Queue(axis_payload_layout(size))
             axis = m.submodules[f"{name}_out"] = PacketToAxiStream(size)
             m.d.comb += [
-                queue.sink.payload.data.eq(records.payload.as_value()),
-                queue.sink.payload.keep.eq(-1),
-                queue.sink.payload.last.eq(1),
-                queue.sink.valid.eq(records.valid),
-                records.ready.eq(queue.sink.ready),
+                axis.packets.payload.data.eq(records.payload.as_value()),
+                axis.packets.payload.keep.eq(-1),
+                axis.packets.payload.last.eq(1),
+                axis.packets.valid.eq(records.valid),
+                records.ready.eq(axis.packets.ready),
             ]
-            connect(m, queue.source, axis.packets)
             connect(m, axis.axis, wiring.flipped(getattr(self, f"m_axis_{name}")))
 
         # Counters.
