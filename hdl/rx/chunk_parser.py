@@ -28,10 +28,11 @@ multiple of 4 bytes (RFC 4960 3.2). For each chunk:
 
 Pipeline (each stage registered or a FIFO; nothing waits on a whole chunk):
 
-1. *beat* stage: registers the beat with, for each 4-byte word ``k`` where a
-   chunk could start, the length checks of a chunk starting there (fits in
-   this beat, runs past the packet, next chunk in this beat, ...), so the
-   walker's loop is a ``W/4``-way mux and no adder;
+1. *beat* stage: a register slice (:class:`~hdl.stream.queue.Queue`) takes
+   the beat with, for each 4-byte word ``k`` where a chunk could start, the
+   length checks of a chunk starting there (fits in this beat, runs past the
+   packet, next chunk in this beat, ...), so the walker's loop is a
+   ``W/4``-way mux and no adder;
 2. *walker*: emits one *piece* per (beat, chunk) overlap: a beat holding the
    end of one chunk and the start of the next is emitted twice;
 3. *header* stages: *gather* merges the chunk's first 20 bytes from its
@@ -51,8 +52,8 @@ one beat per cycle except for at most 2 cycles per chunk; small chunks cost
 one cycle each at any W (up to W/4 of them share a beat at wide W). A packet
 costs nothing beyond its beats (the common-header beat at W = 8 is walked
 like any other). Latency from a beat to its realigned output: about 10 cycles
-(beat stage, walker, gather, classify, decide, piece queue, router/realigner output register,
-output :class:`~hdl.stream.queue.Queue`). Every output leaves through a
+(beat stage, walker, gather, classify, decide, piece queue, router/realigner
+output register, output :class:`~hdl.stream.queue.Queue`). Every output leaves through a
 Queue, so no ready/valid path crosses the block's ports.
 
 Contract: ``pkt_meta.length`` is the packet's byte count; ``pkt_meta`` must be
@@ -154,31 +155,37 @@ class ChunkParser(wiring.Component):
         word_bits = (words - 1).bit_length()
 
         # ---- 1. beat stage -------------------------------------------------
-        beat = data.Signal(packet_layout(width))
-        beat_valid = Signal()
-        beat_assoc = Signal(ASSOCIATION_BITS)
-        beat_ddp = Signal()
-        entry_ok = Signal()              # a chunk may start at entry_word on entering the beat
-        entry_word = Signal(range(words))
-        # Per word k, for a chunk starting there: rel_end = 4k + length.
-        rel_end = [Signal(17, name=f"rel_end_{k}") for k in range(words)]
-        avail = Signal(words)     # 4k < bytes left in the packet: a chunk starts here
-        hdr_past = Signal(words)  # its 4-byte header runs past the packet
-        short = Signal(words)     # length < 4
-        past = Signal(words)      # 4k + length > bytes left
-        fits = Signal(words)      # the chunk ends in this beat
-        done = Signal(words)      # no further chunk starts in this beat
-        next_word = [Signal(range(words), name=f"next_word_{k}") for k in range(words)]
-        # For a chunk starting at word k that runs past this beat, its bytes after the next beat
-        # (rel_end - 2W): none (`end_small`), or fewer than 4 in the beat after (`end_tail` low).
-        end_small = Signal(words)  # rel_end <= 2W
-        end_tail = Signal(words)   # rel_end > 2W - 4
-        # The walker keeps the beat (does not take it) after a chunk that starts at word k, fits
-        # and leaves room for another (`stay_word`); for the beat's entry word, `entry_stay`.
-        stay_word = Signal(words)
-        entry_stay = Signal()
+        # Each beat enters a register slice (a Queue) with, per word k where a chunk could start,
+        # its length checks; the walker takes it from there, so its late `take` reaches the
+        # slice's output enable, not the ready of the frame receiver's queues.
+        beat_layout = data.StructLayout({
+            "beat": packet_layout(width),
+            "association": ASSOCIATION_BITS,
+            "ddp": 1,
+            "entry_ok": 1,                    # a chunk may start at entry_word on entering the beat
+            "entry_word": range(words),
+            "rel_end": data.ArrayLayout(17, words),   # for a chunk starting at word k: 4k + length
+            "avail": words,      # 4k < bytes left in the packet: a chunk starts here
+            "hdr_past": words,   # its 4-byte header runs past the packet
+            "short": words,      # length < 4
+            "past": words,       # 4k + length > bytes left
+            "fits": words,       # the chunk ends in this beat
+            "done": words,       # no further chunk starts in this beat
+            "next_word": data.ArrayLayout(word_bits, words),
+            # For a chunk starting at word k that runs past this beat, its bytes after the next
+            # beat (rel_end - 2W): none (`end_small`), or fewer than 4 in the beat after
+            # (`end_tail` low).
+            "end_small": words,  # rel_end <= 2W
+            "end_tail": words,   # rel_end > 2W - 4
+            # The walker keeps the beat (does not take it) after a chunk that starts at word k,
+            # fits and leaves room for another (`stay_word`); for the beat's entry word,
+            # `entry_stay`.
+            "stay_word": words,
+            "entry_stay": 1,
+        })
+        beats = m.submodules.beats = Queue(beat_layout)
+        arriving = beats.sink.payload
 
-        beat_take = Signal()      # the walker is done with the beat stage's beat
         in_started = Signal()
         index_max = _COMMON_HEADER // width + 1
         in_index = Signal(range(index_max + 1))
@@ -186,54 +193,66 @@ class ChunkParser(wiring.Component):
         left_now = Mux(in_started, in_left, self.pkt_meta.payload.length)
         index_now = Mux(in_started, in_index, 0)
 
-        m.d.comb += self.pkt.ready.eq(self.pkt_meta.valid & (~beat_valid | beat_take))
+        m.d.comb += [
+            self.pkt.ready.eq(self.pkt_meta.valid & beats.sink.ready),
+            beats.sink.valid.eq(self.pkt.valid & self.pkt_meta.valid),
+        ]
         pkt_accept = self.pkt.valid & self.pkt.ready
         m.d.comb += self.pkt_meta.ready.eq(pkt_accept & self.pkt.payload.last)
-        with m.If(beat_take):
-            m.d.sync += beat_valid.eq(0)
+        payload = self.pkt.payload
         with m.If(pkt_accept):
-            payload = self.pkt.payload
             m.d.sync += [
-                beat_valid.eq(1),
-                beat.eq(payload),
-                beat_assoc.eq(self.pkt_meta.payload.association),
-                beat_ddp.eq(self.pkt_meta.payload.ddp),
                 in_started.eq(~payload.last),
                 in_left.eq(Mux(left_now > width, left_now - width, 0)),
                 in_index.eq(Mux(index_now == index_max, index_now, index_now + 1)),
             ]
-            header_beat = _COMMON_HEADER // width
-            entry_ok_next = index_now >= header_beat
-            entry_word_next = Mux(index_now == header_beat, (_COMMON_HEADER % width) // 4, 0)
-            m.d.sync += [
-                entry_ok.eq(entry_ok_next),
-                entry_word.eq(entry_word_next),
+        header_beat = _COMMON_HEADER // width
+        entry_ok_next = index_now >= header_beat
+        entry_word_next = Mux(index_now == header_beat, (_COMMON_HEADER % width) // 4, 0)
+        m.d.comb += [
+            arriving.beat.eq(payload),
+            arriving.association.eq(self.pkt_meta.payload.association),
+            arriving.ddp.eq(self.pkt_meta.payload.ddp),
+            arriving.entry_ok.eq(entry_ok_next),
+            arriving.entry_word.eq(entry_word_next),
+        ]
+        stay_next = []
+        for k in range(words):
+            word = payload.data.word_select(k, 32)
+            length = big_endian(byte(word, 2), byte(word, 3))
+            end = length + 4 * k
+            next_start = (length + (4 * k + 3)) >> 2   # the next chunk, in words (padding, RFC 4960 3.2)
+            m.d.comb += [
+                arriving.rel_end[k].eq(end),
+                arriving.avail[k].eq(left_now > 4 * k),
+                arriving.hdr_past[k].eq(left_now < 4 * k + 4),
+                arriving.short[k].eq(length < 4),
+                arriving.past[k].eq(end > left_now),
+                arriving.fits[k].eq(length <= width - 4 * k),
+                arriving.done[k].eq((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)),
+                arriving.next_word[k].eq(next_start[:word_bits]),
+                arriving.end_small[k].eq(end <= 2 * width),
+                arriving.end_tail[k].eq(end > 2 * width - 4),
             ]
-            stay_next = []
-            for k in range(words):
-                word = payload.data.word_select(k, 32)
-                length = big_endian(byte(word, 2), byte(word, 3))
-                end = length + 4 * k
-                next_start = (length + (4 * k + 3)) >> 2   # the next chunk, in words (padding, RFC 4960 3.2)
-                m.d.sync += [
-                    rel_end[k].eq(end),
-                    avail[k].eq(left_now > 4 * k),
-                    hdr_past[k].eq(left_now < 4 * k + 4),
-                    short[k].eq(length < 4),
-                    past[k].eq(end > left_now),
-                    fits[k].eq(length <= width - 4 * k),
-                    done[k].eq((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)),
-                    next_word[k].eq(next_start[:word_bits]),
-                    end_small[k].eq(end <= 2 * width),
-                    end_tail[k].eq(end > 2 * width - 4),
-                ]
-                stay_next.append((left_now > 4 * k) & ~(left_now < 4 * k + 4) & ~(length < 4) & ~(end > left_now)
-                                 & (length <= width - 4 * k)
-                                 & ~((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)))
-            m.d.sync += [
-                stay_word.eq(Cat(*stay_next)),
-                entry_stay.eq(entry_ok_next & Cat(*stay_next).bit_select(entry_word_next, 1)),
-            ]
+            stay_next.append((left_now > 4 * k) & ~(left_now < 4 * k + 4) & ~(length < 4) & ~(end > left_now)
+                             & (length <= width - 4 * k)
+                             & ~((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)))
+        m.d.comb += [
+            arriving.stay_word.eq(Cat(*stay_next)),
+            arriving.entry_stay.eq(entry_ok_next & Cat(*stay_next).bit_select(entry_word_next, 1)),
+        ]
+
+        staged = beats.source.payload
+        beat, beat_valid = staged.beat, beats.source.valid
+        beat_assoc, beat_ddp = staged.association, staged.ddp
+        entry_ok, entry_word = staged.entry_ok, staged.entry_word
+        rel_end = [staged.rel_end[k] for k in range(words)]
+        next_word = [staged.next_word[k] for k in range(words)]
+        avail, hdr_past, short, past = staged.avail, staged.hdr_past, staged.short, staged.past
+        fits, done, end_small, end_tail = staged.fits, staged.done, staged.end_small, staged.end_tail
+        stay_word, entry_stay = staged.stay_word, staged.entry_stay
+        beat_take = Signal()      # the walker is done with the beat stage's beat
+        m.d.comb += beats.source.ready.eq(beat_take)
 
         # ---- 2. walker -----------------------------------------------------
         piece_layout = data.StructLayout({
