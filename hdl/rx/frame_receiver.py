@@ -59,7 +59,7 @@ from hdl.stream.packet import packet_layout, packet_signature
 from hdl.stream.packet_buffer import PacketBuffer
 from hdl.stream.queue import Queue
 
-__all__ = ["FrameReceiver", "Realigner", "realign_layout", "exception_meta_layout"]
+__all__ = ["FrameReceiver", "Realigner", "realign_layout", "length_summary", "exception_meta_layout"]
 
 
 _SCTP_CHECKSUM_OFFSET = 8  # RFC 4960 3.1
@@ -80,7 +80,26 @@ def realign_layout(width_bytes: int) -> data.StructLayout:
         "skip": unsigned(1),    # a beat before the wanted bytes (only before the first kept beat)
         "shift": unsigned(index_bits(width_bytes)),  # lane of the first wanted byte
         "length": unsigned(16),  # wanted bytes
+        # its summary, from :func:`length_summary` (computed by the producer, off the
+        # realigner's decision path): thermometer of min(length, W), a length of 0 counting
+        # as 1, and length > W
+        "length_mask": unsigned(width_bytes),
+        "length_big": unsigned(1),
     })
+
+
+def length_summary(value, width_bytes: int):
+    """``(mask, big)`` of a 16-bit byte count for :func:`realign_layout`: the thermometer of
+    min(value, W) (0 counting as 1) and value > W, without carry chains for W = 2^k."""
+    width = width_bytes
+    if width > 1 and width & (width - 1) == 0:
+        k = width.bit_length() - 1
+        at_least = value[k:].any()
+        mask = Cat(*(at_least | (value[:k] > lane) for lane in range(width)))
+        big = value[k + 1:].any() | (value[k] & value[:k].any())
+    else:
+        mask, big = thermometer(value, width), value > width
+    return mask | 1, big
 
 
 class Realigner(wiring.Component):
@@ -146,17 +165,6 @@ class Realigner(wiring.Component):
             """keep[lane], 0 past the last lane (keep is a thermometer: lane < bytes in the beat)."""
             return (Cat(keep, Const(0, pad)) if pad else keep).bit_select(lane, 1)
 
-        def summary(value):
-            """(thermometer of min(value, width), value > width) for a 16-bit value, without carry chains."""
-            if width > 1 and width & (width - 1) == 0:
-                k = width.bit_length() - 1
-                at_least = value[k:].any()
-                mask = Cat(*(at_least | (value[:k] > lane) for lane in range(width)))
-                big = value[k + 1:].any() | (value[k] & value[:k].any())
-            else:
-                mask, big = thermometer(value, width), value > width
-            return mask, big
-
         # Bytes the current output beat can hold (as a mask), and whether it ends the packet.
         short_last = Signal()  # the sink's last beat has nothing past `shift` for a flush
         available = Signal(width)  # thermometer of (width - shift + sink bytes if short_last else width)
@@ -179,9 +187,10 @@ class Realigner(wiring.Component):
                 mask = Cat(*(at_least | (low > lane) for lane in range(width)))
                 big = high[2:].any() | (high[1] & (high[0] | low.any()))    # high >= 3, or 2 and low
                 return mask, big
-            return summary(remaining - width)
+            mask, big = length_summary(remaining - width, width)
+            return mask, big   # remaining > width: the mask's forced lane 0 is set anyway
 
-        load_mask, load_big = summary(sink.length)
+        load_mask, load_big = sink.length_mask, sink.length_big
         next_mask, next_big = summary_after_beat(remaining)  # used only while remaining > width
 
         def load():
@@ -194,7 +203,7 @@ class Realigner(wiring.Component):
                     held.eq(1),
                     shift.eq(sink.shift),
                     remaining.eq(Mux(sink.length == 0, 1, sink.length)),
-                    rem_mask.eq(load_mask | 1),  # a length of 0 counts as 1
+                    rem_mask.eq(load_mask),  # a length of 0 counts as 1
                     rem_big.eq(load_big),
                     held_keep.eq(sink.keep),
                     flush.eq(sink.last),
@@ -327,7 +336,8 @@ class FrameReceiver(wiring.Component):
             parser.udp_port.eq(self.udp_port),
         ]
         user_layout = data.StructLayout({
-            "exc": unsigned(1), "shift": unsigned(index_bits(width)), "length": unsigned(16)})
+            "exc": unsigned(1), "shift": unsigned(index_bits(width)), "length": unsigned(16),
+            "length_mask": unsigned(width), "length_big": unsigned(1)})
         buffer = m.submodules.buffer = PacketBuffer(width, depth, user_layout)
 
         # Input: every beat goes to the buffer, unless a frame alone fills it (overflow). With
@@ -414,10 +424,12 @@ class FrameReceiver(wiring.Component):
             beat_index.eq(later_index),
             over_udp.eq(parser.over_udp), sctp_length.eq(parser.sctp_length),
         ]
+        sctp_summary = length_summary(sctp_length, width)
         m.d.comb += [
             beat.skip.eq(beat_index < Mux(over_udp, start_udp // width, start_direct // width)),
             beat.shift.eq(Mux(over_udp, start_udp % width, start_direct % width)),
             beat.length.eq(sctp_length),
+            beat.length_mask.eq(sctp_summary[0]), beat.length_big.eq(sctp_summary[1]),
             crc_align.source.ready.eq(1),
         ]
 
@@ -503,6 +515,7 @@ class FrameReceiver(wiring.Component):
         with m.Else():
             m.d.comb += [action.eq(verdict.action), reason.eq(verdict.reason)]
 
+        verdict_summary = length_summary(verdict.sctp_length, width)
         counters = {name: getattr(self, name) for name in FRAME_COUNTERS}
         m.d.sync += [
             command_action.eq(action),
@@ -512,6 +525,8 @@ class FrameReceiver(wiring.Component):
             command.user.exc.eq(1),
             command.user.shift.eq(verdict.shift),
             command.user.length.eq(verdict.sctp_length),
+            command.user.length_mask.eq(verdict_summary[0]),
+            command.user.length_big.eq(verdict_summary[1]),
             pkt_meta.association.eq(verdict.association),
             pkt_meta.ddp.eq(verdict.ddp),
             pkt_meta.length.eq(verdict.sctp_length),
@@ -564,6 +579,8 @@ class FrameReceiver(wiring.Component):
             out_align.sink.payload.skip.eq(0),
             out_align.sink.payload.shift.eq(read.payload.user.shift),
             out_align.sink.payload.length.eq(read.payload.user.length),
+            out_align.sink.payload.length_mask.eq(read.payload.user.length_mask),
+            out_align.sink.payload.length_big.eq(read.payload.user.length_big),
         ]
         with m.If(read.payload.user.exc):
             m.d.comb += [exc_out.sink.valid.eq(read.valid), read.ready.eq(exc_out.sink.ready)]

@@ -407,7 +407,8 @@ def run_realigner(width, packets, *, ready_chance=1.0, gap_chance=0.0, seed=0):
                 ctx.set(dut.sink.payload, {
                     "data": int.from_bytes(chunk + rng.randbytes(width - len(chunk)), "little"),
                     "keep": keep_mask(len(chunk)), "last": offset + width >= len(frame),
-                    "skip": index < skip_beats, "shift": shift, "length": length})
+                    "skip": index < skip_beats, "shift": shift, "length": length,
+                    "length_mask": (1 << min(max(length, 1), width)) - 1, "length_big": length > width})
                 while True:
                     _, _, ready = await ctx.tick().sample(dut.sink.ready)
                     if ready:
