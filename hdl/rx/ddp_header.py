@@ -39,8 +39,8 @@ with drop 14 or 18, or discard. Throughput: one beat per cycle; a segment
 costs one cycle more when its realigned payload needs one more beat than the
 segment (payload tail), and a 0-byte segment (``seg_meta.length`` = 0, no
 beats) one cycle. Both inputs enter through a :class:`~hdl.stream.queue.Queue`
-(one edge; ``seg_meta``'s, two edges, is read from LUT RAM and holds its
-flags and length checks precomputed). Latency from the
+(one edge; ``seg_meta`` goes into two: its flags for the capture, and its
+fields with their length checks precomputed for the decode). Latency from the
 beat completing the header, as it leaves the input queue, to the record on
 ``segment``: 4 cycles (the gathered header passes a queue); to the first
 payload beat: about 7 cycles (the
@@ -65,6 +65,7 @@ _DDP_VERSION = 1             # RFC 5041 4.1
 _RDMAP_VERSION = 1           # RFC 5040 4.1
 _QUEUES = 3                  # RFC 5040 4.2: QN 0 Send, 1 Read Request, 2 Terminate
 _RECORD_DEPTH = 4            # records and descriptors: a header taken on room of 2 (registered)
+_METAS_DEPTH = 8             # segment metadata waiting for its header's decode, with slack
 
 # (layer, etype, code): RFC 5041 7.2 for DDP (layer 1), RFC 5040 7.2 for RDMAP (layer 0).
 LOCAL_CATASTROPHIC = (1, 0x0, 0x00)
@@ -116,28 +117,31 @@ class DdpHeaderValidator(wiring.Component):
         seg = m.submodules.seg_in = Queue(packet_layout(width))
         wiring.connect(m, wiring.flipped(self.seg), seg.sink)
         seg = seg.source
-        # The metadata is read from the queue's LUT RAM: the capture's late decision to take it
-        # moves a read address, not the enable of a wide output register. The flags the
-        # decision reads are kept in flip-flops; the length checks of both header sizes ride
-        # along, so decoding needs no comparator or adder.
+        # Each segment's metadata goes two ways: the capture needs only its flags (empty, which
+        # header bytes it has), the decode its fields with the length checks of both header
+        # sizes (so decoding needs no comparator or adder). The wide part waits in a queue of
+        # its own for its gathered header, taken on the decode's registered room, so the
+        # capture's late take enables only the flags.
         seg_meta = m.submodules.meta_in = Queue(data.StructLayout({
-            "meta": segment_meta_layout(), "empty": 1, "present": UNTAGGED_HEADER_BYTES,
-            "short_tagged": 1, "short_untagged": 1, "payload_tagged": 16, "payload_untagged": 16}),
-            4, memory_output=True, registered_fields=("empty", "present"))
+            "empty": 1, "present": UNTAGGED_HEADER_BYTES}))
+        metas = m.submodules.metas = Queue(data.StructLayout({
+            "meta": segment_meta_layout(), "empty": 1, "short_tagged": 1, "short_untagged": 1,
+            "payload_tagged": 16, "payload_untagged": 16}), _METAS_DEPTH)
         arriving = self.seg_meta.payload
         m.d.comb += [
-            seg_meta.sink.valid.eq(self.seg_meta.valid),
-            self.seg_meta.ready.eq(seg_meta.sink.ready),
-            seg_meta.sink.payload.meta.eq(arriving),
+            self.seg_meta.ready.eq(seg_meta.sink.ready & metas.sink.ready),
+            seg_meta.sink.valid.eq(self.seg_meta.valid & metas.sink.ready),
+            metas.sink.valid.eq(self.seg_meta.valid & seg_meta.sink.ready),
             seg_meta.sink.payload.empty.eq(arriving.length == 0),
             seg_meta.sink.payload.present.eq(Cat(arriving.length > i for i in range(UNTAGGED_HEADER_BYTES))),
-            seg_meta.sink.payload.short_tagged.eq(arriving.length < TAGGED_HEADER_BYTES),
-            seg_meta.sink.payload.short_untagged.eq(arriving.length < UNTAGGED_HEADER_BYTES),
-            seg_meta.sink.payload.payload_tagged.eq(arriving.length - TAGGED_HEADER_BYTES),
-            seg_meta.sink.payload.payload_untagged.eq(arriving.length - UNTAGGED_HEADER_BYTES),
+            metas.sink.payload.meta.eq(arriving),
+            metas.sink.payload.empty.eq(arriving.length == 0),
+            metas.sink.payload.short_tagged.eq(arriving.length < TAGGED_HEADER_BYTES),
+            metas.sink.payload.short_untagged.eq(arriving.length < UNTAGGED_HEADER_BYTES),
+            metas.sink.payload.payload_tagged.eq(arriving.length - TAGGED_HEADER_BYTES),
+            metas.sink.payload.payload_untagged.eq(arriving.length - UNTAGGED_HEADER_BYTES),
         ]
         seg_meta = seg_meta.source
-        meta = seg_meta.payload.meta
         header_beat = (UNTAGGED_HEADER_BYTES - 1) // width   # beat holding the last header byte
 
         beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
@@ -152,11 +156,7 @@ class DdpHeaderValidator(wiring.Component):
         done = Signal()       # this segment's header record is out
         # The gathered header leaves through a queue: its registered ready, not the record
         # stage's, steers the capture.
-        gathered = m.submodules.gathered = Queue(data.StructLayout({
-            "bytes": 8 * UNTAGGED_HEADER_BYTES, "meta": segment_meta_layout(),
-            # the length checks of both header sizes, so decoding needs no comparator or adder
-            "short_tagged": 1, "short_untagged": 1, "empty": 1,
-            "payload_tagged": 16, "payload_untagged": 16}))
+        gathered = m.submodules.gathered = Queue(unsigned(8 * UNTAGGED_HEADER_BYTES))
 
         merged = []
         for i in range(UNTAGGED_HEADER_BYTES):
@@ -178,13 +178,7 @@ class DdpHeaderValidator(wiring.Component):
             beats.sink.payload.eq(seg.payload),
             seg_meta.ready.eq((accept & seg.payload.last) | (empty & rec_free)),
             gathered.sink.valid.eq((accept & complete) | empty),
-            gathered.sink.payload.bytes.eq(Mux(empty, 0, Cat(merged))),
-            gathered.sink.payload.meta.eq(meta),
-            gathered.sink.payload.short_tagged.eq(seg_meta.payload.short_tagged),
-            gathered.sink.payload.short_untagged.eq(seg_meta.payload.short_untagged),
-            gathered.sink.payload.empty.eq(seg_meta.payload.empty),
-            gathered.sink.payload.payload_tagged.eq(seg_meta.payload.payload_tagged),
-            gathered.sink.payload.payload_untagged.eq(seg_meta.payload.payload_untagged),
+            gathered.sink.payload.eq(Mux(empty, 0, Cat(merged))),
         ]
         with m.If(accept):
             m.d.sync += [byte.eq(value) for byte, value in zip(captured, merged)]
@@ -195,11 +189,14 @@ class DdpHeaderValidator(wiring.Component):
                 at_header.eq(Mux(seg.payload.last, header_beat == 0,
                                  ~done & ~at_header & (index + 1 == header_beat))),
             ]
-        rec_valid = gathered.source.valid
+        # A gathered header and its segment's metadata are taken together (the metadata entered
+        # its queue before the capture could finish the header).
+        rec_valid = gathered.source.valid & metas.source.valid
         rec_ready = Signal()
-        m.d.comb += gathered.source.ready.eq(rec_ready)
-        rec_bytes = [gathered.source.payload.bytes[8 * i:8 * i + 8] for i in range(UNTAGGED_HEADER_BYTES)]
-        rec_meta = gathered.source.payload.meta
+        m.d.comb += [gathered.source.ready.eq(rec_ready & metas.source.valid),
+                     metas.source.ready.eq(rec_ready & gathered.source.valid)]
+        rec_bytes = [gathered.source.payload[8 * i:8 * i + 8] for i in range(UNTAGGED_HEADER_BYTES)]
+        rec_meta = metas.source.payload.meta
 
         # ---- decode and check ----------------------------------------------
         b = rec_bytes
@@ -208,7 +205,7 @@ class DdpHeaderValidator(wiring.Component):
         stag_or_invalidate = big_endian(b[2:6])
         qn, msn, mo = big_endian(b[6:10]), big_endian(b[10:14]), big_endian(b[14:18])
         header_length = Mux(tagged, TAGGED_HEADER_BYTES, UNTAGGED_HEADER_BYTES)
-        checked = gathered.source.payload
+        checked = metas.source.payload
         short = Mux(tagged, checked.short_tagged, checked.short_untagged)
         send = (opcode >= 3) & (opcode <= 6)
         opcode_ok = Mux(tagged, (opcode == 0) | (opcode == 2),
