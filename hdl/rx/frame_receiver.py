@@ -19,8 +19,8 @@ nowhere (dropped and counted). Store and forward: no byte of a frame leaves
 before the frame is complete and checked.
 
 Latency, outputs ready: the first beat of a delivered packet leaves 18
-clock edges after the edge its frame's last beat came in on at W = 8, 22 at
-16, 27 at 32, 28 at 64 (tested on a frame with one 300-byte chunk); the
+clock edges after the edge its frame's last beat came in on at W = 8, 23 at
+16, 28 at 32, 29 at 64 (tested on a frame with one 300-byte chunk); the
 CRC32c and the header checks run in parallel (each behind a register stage),
 the CRC is compared with the header's checksum into a queue of results, then
 decide (the heads registered, then the decision), the command queue, the
@@ -407,30 +407,35 @@ class FrameReceiver(wiring.Component):
             m.d.sync += in_index.eq(Mux(net.payload.last, 0, Mux(in_index == max_start_beat + 1,
                                                                    in_index, in_index + 1)))
         # The parser takes the beats from a register (`taken` fans out to every captured byte's
-        # enable otherwise). Three register stages in front of the realigner, so the parser's
-        # view of the packet (UDP or not, the SCTP length: compares and subtracts of header
-        # bytes) is registered beside the third and the realigner's decisions start at flip-flops.
+        # enable otherwise). Four register stages in front of the realigner: the parser's view
+        # of the packet (UDP or not, the SCTP length: compares and subtracts of header bytes) is
+        # registered beside the third, and the length's summary beside the fourth, so the
+        # realigner's decisions start at flip-flops.
         crc_align = m.submodules.crc_align = Realigner(width)
         beat = crc_align.sink.payload
-        early, later = Signal(packet_layout(width)), Signal(packet_layout(width))
-        early_valid, later_valid = Signal(), Signal()
-        early_index, later_index, beat_index = Signal.like(in_index), Signal.like(in_index), Signal.like(in_index)
-        over_udp, sctp_length = Signal(), Signal(16)
+        early, later, third = (Signal(packet_layout(width), name=name) for name in ("early", "later", "third"))
+        early_valid, later_valid, third_valid = Signal(), Signal(), Signal()
+        early_index, later_index, third_index, beat_index = (Signal.like(in_index) for _ in range(4))
+        parsed_udp, parsed_length = Signal(), Signal(16)
+        over_udp, sctp_length, sctp_mask, sctp_big = Signal(), Signal(16), Signal(width), Signal()
         m.d.comb += [parser.sink.valid.eq(early_valid), parser.sink.payload.eq(early)]
+        parsed_summary = length_summary(parsed_length, width)
         m.d.sync += [
             early_valid.eq(taken), early.eq(net.payload), early_index.eq(in_index),
             later_valid.eq(early_valid), later.eq(early), later_index.eq(early_index),
-            crc_align.sink.valid.eq(later_valid),
-            beat.data.eq(later.data), beat.keep.eq(later.keep), beat.last.eq(later.last),
-            beat_index.eq(later_index),
-            over_udp.eq(parser.over_udp), sctp_length.eq(parser.sctp_length),
+            third_valid.eq(later_valid), third.eq(later), third_index.eq(later_index),
+            crc_align.sink.valid.eq(third_valid),
+            beat.data.eq(third.data), beat.keep.eq(third.keep), beat.last.eq(third.last),
+            beat_index.eq(third_index),
+            parsed_udp.eq(parser.over_udp), parsed_length.eq(parser.sctp_length),
+            over_udp.eq(parsed_udp), sctp_length.eq(parsed_length),
+            sctp_mask.eq(parsed_summary[0]), sctp_big.eq(parsed_summary[1]),
         ]
-        sctp_summary = length_summary(sctp_length, width)
         m.d.comb += [
             beat.skip.eq(beat_index < Mux(over_udp, start_udp // width, start_direct // width)),
             beat.shift.eq(Mux(over_udp, start_udp % width, start_direct % width)),
             beat.length.eq(sctp_length),
-            beat.length_mask.eq(sctp_summary[0]), beat.length_big.eq(sctp_summary[1]),
+            beat.length_mask.eq(sctp_mask), beat.length_big.eq(sctp_big),
             crc_align.source.ready.eq(1),
         ]
 
