@@ -7,8 +7,8 @@ address, cuts the write into INCR bursts and reports one ``done`` per command
 once every write response of that command is back.
 
 Structure (every stage registered; the AXI outputs come from flip-flops: AW and
-W leave through skid :class:`hdl.stream.queue.Queue` register slices, so
-``AWREADY``/``WREADY`` reach only their output registers):
+W leave through :class:`hdl.stream.queue.Queue` output registers, so
+``AWREADY``/``WREADY`` reach nothing else):
 
 1. **Command stage.** ``cmd`` enters a register slice with its sums
    (``length - 1``, the last byte's offset); from there it is split, when both
@@ -20,8 +20,9 @@ W leave through skid :class:`hdl.stream.queue.Queue` register slices, so
    ``max_burst_beats * W`` bytes, a power of two dividing 4096, so no burst is
    longer than ``max_burst_beats`` (at most 256) nor crosses a 4 KiB
    boundary; the first burst carries the command's unaligned byte address.
-   One burst per cycle; each burst (and each zero-length command) also enters
-   the response tracker, whose depth bounds the bursts outstanding.
+   One burst per cycle while the AW queue and the tracker have room; each
+   burst (and each zero-length command) also enters the response tracker,
+   which holds ``max_outstanding`` of them.
 3. **Rotate stage** (W). Payload beat ``k`` is rotated by ``o = address mod
    W`` lanes: lanes ``o..W-1`` receive its first ``W - o`` bytes, lanes
    ``0..o-1`` its last ``o`` bytes, which belong to the next output beat.
@@ -234,7 +235,9 @@ class DmaWriter(wiring.Component):
         ]
 
         # -- 2. Burst generator (AW) --------------------------------------------------------
-        tracker = m.submodules.tracker = Queue(tracker_layout, max(2, self._max_outstanding))
+        # One entry more than the bursts outstanding: a burst is issued on room registered a
+        # cycle before (below), which keeps one entry for the burst issued meanwhile.
+        tracker = m.submodules.tracker = Queue(tracker_layout, self._max_outstanding + 1)
         head = bursts.source.payload
         current = Signal(burst_layout)
         current_valid = Signal()
@@ -246,12 +249,15 @@ class DmaWriter(wiring.Component):
         last_burst = Signal()
         next_last = Signal()
         block_beats = 1 << burst_bits
-        # AW and W leave through skid queues (register slices): the bus's ready reaches only
-        # their output registers, and the issue and merge decisions read a flip-flop.
+        # AW and W leave through queues: the bus's ready reaches only their output registers.
+        # A burst is issued while the AW queue and the tracker have room for it and the one
+        # issued on the cycle before (`room`, registered from their levels), so the issue and
+        # load decisions, whose load enables the wide burst registers, read flip-flops only.
         aw_layout = data.StructLayout({"addr": unsigned(self._address_bits), "len": unsigned(8)})
-        aws = m.submodules.aws = Queue(aw_layout)
-        aw_free = aws.sink.ready
-        issue = current_valid & tracker.sink.ready & (current.zero | aw_free)
+        aws = m.submodules.aws = Queue(aw_layout, 4)
+        room = Signal()
+        m.d.sync += room.eq((aws.level < aws.depth - 1) & (tracker.level < tracker.depth - 1))
+        issue = current_valid & room
         tracker_in = tracker.sink.payload
         m.d.comb += [
             tracker.sink.valid.eq(issue),
@@ -284,7 +290,7 @@ class DmaWriter(wiring.Component):
                 last_burst.eq(next_last),
                 next_last.eq(current.beats_m1 < room_m1 + 1 + 2 * block_beats),
             ]
-        load = ~current_valid | (issue & last_burst)
+        load = ~current_valid | (room & last_burst)   # (issue & last_burst) when valid
         m.d.comb += bursts.source.ready.eq(load)
         with m.If(load):
             m.d.sync += [
