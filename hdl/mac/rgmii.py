@@ -58,8 +58,8 @@ class RgmiiShell(wiring.Component):
         rx_clk = m.submodules.rx_clk = io.Buffer("i", pins.rx_clk)
         m.d.comb += rx_domain.clk.eq(rx_clk.i)
         m.submodules.rx_reset_sync = ResetSynchronizer(self.rx_reset, domain="gmii_rx")
-        if platform is not None:
-            platform.add_clock_constraint(rx_domain.clk, RGMII_CLOCK_HZ)
+        if platform is not None:  # on the pin: Yosys renames the net, nextpnr keeps the port's name
+            platform.add_clock_constraint(pins.rx_clk.io, RGMII_CLOCK_HZ)
         rx_data = m.submodules.rx_data = io.DDRBuffer("i", pins.rx_data, i_domain="gmii_rx")
         rx_ctl = m.submodules.rx_ctl = io.DDRBuffer("i", pins.rx_ctrl, i_domain="gmii_rx")
         m.d.comb += [
