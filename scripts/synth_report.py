@@ -1,10 +1,11 @@
-"""Print resources and Fmax of the receive engine and its blocks on the ECPIX-5's ECP5 (out-of-context P&R).
+"""Print resources and Fmax of the engines and their blocks on the ECPIX-5's ECP5 (out-of-context P&R).
 
 Usage: python scripts/synth_report.py [--widths 8 32] [--blocks rx_engine ...] [--target-mhz 156.25] [--keep DIR]
                                       [--failing]
 
-By default the whole engine (``rx_engine``: every block, the register file
-and the AXI ports) at W = 8 and 32. Capacity is the line-rate limit, one
+By default the whole receive engine (``rx_engine``: every block, the
+register file and the AXI ports) at W = 8 and 32; ``tx_engine`` is the whole
+transmit engine. Capacity is the line-rate limit, one
 W-byte beat per cycle at Fmax: W x 8 x Fmax bits per second.
 """
 
@@ -28,6 +29,7 @@ from hdl.rx.engine import RxEngine  # noqa: E402
 from hdl.rx.region_table import RegionTable  # noqa: E402
 from hdl.rx.report_engine import ReportEngine  # noqa: E402
 from hdl.rx.untagged_buffers import UntaggedBuffers  # noqa: E402
+from hdl.tx.engine import TxEngine  # noqa: E402
 
 BLOCKS = {
     "crc32c": Crc32c,
@@ -37,6 +39,7 @@ BLOCKS = {
     "placement": PlacementCheck,
     "dma_writer": DmaWriter,
     "rx_engine": RxEngine,
+    "tx_engine": TxEngine,
     # Blocks inside the placement check and after it; the width does not change them.
     "region_table": lambda width: RegionTable(16),
     "untagged_buffers": lambda width: UntaggedBuffers(8),

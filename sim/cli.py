@@ -11,6 +11,8 @@
                                       a table and a goodput-versus-loss plot (PNG)
     rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F] [--waves fst|vcd]
                                       RTL receive engine: fraction of line rate, latency, Fmax
+    rnic bench tx [--widths 8 64] [--payloads BYTES ...] [--loads write read-response] [--synth] [--target-mhz F]
+                                      RTL transmit engine: fraction of line rate, doorbell latency, Fmax
     rnic perf [--backend soft|engine|sim] [--test write_bw|send_lat|read_bw|all] [--sizes BYTES ...] [--iters N]
               [--rate GBPS] [--delay USEC] [--loss P] [--seed N]
                                       perftest-shaped bandwidth and latency through the host driver
@@ -290,6 +292,18 @@ def _bench_rx(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_tx(args: argparse.Namespace) -> int:
+    from sim.commands.bench_tx import MEMORY_BYTES, run_tx_bench
+
+    too_long = [payload for payload in args.payloads if payload > MEMORY_BYTES // 2]
+    if too_long:
+        args.usage_error(f"argument --payloads: {too_long[0]} is above the bench's maximum of {MEMORY_BYTES // 2} "
+                         "(half its host memory)")
+    run_tx_bench(tuple(args.widths), tuple(args.payloads), tuple(dict.fromkeys(args.loads)), args.synth,
+                 args.target_mhz)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from sim.commands.demo import SIM_LARGEST_SIZE, demo_command
 
@@ -417,6 +431,17 @@ def build_parser() -> argparse.ArgumentParser:
     rx.add_argument("--target-mhz", type=positive_number, default=156.25, help="clock the synthesis aims at (MHz)")
     rx.add_argument("--waves", choices=WAVE_FORMATS, help=WAVES_HELP)
     rx.set_defaults(handler=_bench_rx, usage_error=rx.error)
+
+    tx = targets.add_parser("tx", help="RTL transmit engine: fraction of line rate, doorbell latency; --synth adds "
+                                       "Fmax/LUTs")
+    tx.add_argument("--widths", type=int, nargs="+", choices=(8, 16, 32, 64), default=[8, 64])
+    tx.add_argument("--payloads", type=size, nargs="+", default=[64, 256, 1024, 1460, 4096, 9000],
+                    help="message sizes in bytes (default 64 256 1024 1460 4096 9000)")
+    tx.add_argument("--loads", nargs="+", choices=("write", "read-response"), default=["write", "read-response"],
+                    help="RDMA Writes from work requests, Read Responses to inbound Read Requests (default both)")
+    tx.add_argument("--synth", action="store_true", help="also synthesize the transmit engine (minutes per width)")
+    tx.add_argument("--target-mhz", type=positive_number, default=156.25, help="clock the synthesis aims at (MHz)")
+    tx.set_defaults(handler=_bench_tx, usage_error=tx.error)
 
     perf = commands.add_parser("perf", help="perftest-shaped bandwidth and latency (ib_write_bw, ib_send_lat, "
                                             "ib_read_bw) through the host driver")

@@ -14,7 +14,7 @@ from amaranth.sim import Simulator
 
 from hdl.stream.simulation import Pace, packet_collector, stream_put
 from hdl.tx.payload_fetcher import PayloadFetcher
-from tests.hdl.tx.axi_read_memory import ReadMemory
+from sim.tb.axi_read_memory import ReadMemory
 
 
 @pytest.mark.parametrize("width", [8, 64])

@@ -21,7 +21,7 @@ import pytest
 from hdl.abi import TX_MIN_MULPDU, WorkOpcode
 from model.errors import RdmapError
 from model.rdmap.endpoint import TerminateSent
-from tests.hdl.tx.axi_read_memory import ReadMemory
+from sim.tb.axi_read_memory import ReadMemory
 from tests.hdl.tx.harness import (
     PAGE_END, STREAM_IDS, Association, ModelResponder, ReadResponse, Work, check, random_memory,
 )
