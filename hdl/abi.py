@@ -46,7 +46,7 @@ __all__ = [
     "read_response_bytes", "ControlOpcode", "control_request_layout", "control_request_bytes",
     "TsnOpcode", "tsn_request_layout", "tsn_request_bytes", "CompletionStatus", "completion_layout",
     "completion_bytes",
-    "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU",
+    "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU", "TX_REGISTER_BASE", "tx_register_map",
     "MAC_RX_EVENTS", "MAC_TX_EVENTS",
     "END", "ESC", "ESC_END", "ESC_ESC", "Op", "Status", "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
     "CRC_BYTES", "REQUEST_DATA_BYTES", "LINK_MAGIC", "LINK_VERSION", "PING_BODY_BYTES",
@@ -666,6 +666,25 @@ def tx_stream_write_layout(streams: int) -> data.StructLayout:
         "index": unsigned(max(1, (streams - 1).bit_length())),
         "first_ssn": unsigned(16),
     })
+
+
+#: Where the transmit engine's registers start in the RNIC top level's AXI4-Lite space
+#: (:class:`hdl.rnic.Rnic`); the receive engine's :func:`register_map` is at 0.
+TX_REGISTER_BASE = 0x1000
+
+
+def tx_register_map(associations: int = 2, stream_ids: int = 4) -> RegisterMap:
+    """The transmit engine's AXI4-Lite register map in the RNIC top level, at :data:`TX_REGISTER_BASE`
+    (see :mod:`hdl.bus.register_file`; PARAMS: W in bits 7:0, IRD 15:8, ring TSNs 31:16). The engine's
+    own addresses are the receive engine's configuration words (one MAC, IP and UDP port per RNIC)."""
+    return RegisterMap(
+        config=[],
+        counters=[],
+        tables=[
+            ("tx_association", tx_association_write_layout()),
+            ("tx_stream", tx_stream_write_layout(associations * stream_ids)),
+        ],
+    )
 
 
 # The board's control link (:mod:`hdl.link.link` on the board, ``driver/link.py`` on the host).

@@ -30,7 +30,9 @@ Ports (industry standard, so cocotbext-axi and FPGA shells bind directly):
   :func:`hdl.abi.ack_layout`, one per DATA chunk, for the host's SACKs
   (RFC 4960 6.2). A port of its own, so that small segments (a report and
   an ack each) never need two records a cycle on one stream; back-pressure
-  on it stops the chunk parser, never drops a record.
+  on it stops the chunk parser, never drops a record;
+* ``local_mac``, ``local_ip``, ``udp_port``: this end's addresses as the
+  configuration words hold them (the transmit engine's, in :class:`hdl.rnic.Rnic`).
 
 Frame-buffer overflow: with the ``drop_when_full`` register at 1, ``s_axis``
 never waits; a frame that meets a full receive buffer (its consumers held
@@ -108,6 +110,9 @@ class RxEngine(wiring.Component):
             "m_axis_exc": Out(AxiStreamSignature(width_bytes, exception_record_layout().size)),
             "m_axis_report": Out(AxiStreamSignature(report_bytes())),
             "m_axis_ack": Out(AxiStreamSignature(ack_bytes())),
+            "local_mac": Out(48),
+            "local_ip": Out(32),
+            "udp_port": Out(16),
         })
 
     def elaborate(self, platform):
@@ -134,11 +139,14 @@ class RxEngine(wiring.Component):
         connect(m, net_in.packets, net_queue.sink)
         connect(m, net_queue.source, frames.net)
 
-        # Configuration and tables.
+        # Configuration and tables; this end's addresses also go out (the transmit engine's).
         m.d.comb += [
-            frames.local_mac.eq(registers.config_local_mac_low | (registers.config_local_mac_high << 32)),
-            frames.local_ip.eq(registers.config_local_ip),
-            frames.udp_port.eq(registers.config_udp_port),
+            self.local_mac.eq(registers.config_local_mac_low | (registers.config_local_mac_high << 32)),
+            self.local_ip.eq(registers.config_local_ip),
+            self.udp_port.eq(registers.config_udp_port),
+            frames.local_mac.eq(self.local_mac),
+            frames.local_ip.eq(self.local_ip),
+            frames.udp_port.eq(self.udp_port),
             frames.drop_when_full.eq(registers.config_drop_when_full),
             registers.params.eq(width | (self.associations << 8) | (self.regions << 16)
                                 | ((self.associations * self.stream_ids) << 24)),

@@ -6,6 +6,7 @@ from amaranth.sim import Simulator
 
 from hdl.abi import register_map
 from hdl.bus.register_file import DEVICE_ID, RegisterFile, RegisterMap
+from sim.tb.axi_lite import axil_read, axil_write
 
 LAYOUT = data.StructLayout({"index": unsigned(3), "value": unsigned(40)})
 
@@ -13,31 +14,6 @@ LAYOUT = data.StructLayout({"index": unsigned(3), "value": unsigned(40)})
 def make():
     regmap = RegisterMap(config=[("ip", 32), ("port", 16)], counters=["frames"], tables=[("things", LAYOUT)])
     return regmap, RegisterFile(regmap)
-
-
-async def axil_write(ctx, bus, address, value):
-    ctx.set(bus.awaddr, address)
-    ctx.set(bus.wdata, value)
-    ctx.set(bus.awvalid, 1)
-    ctx.set(bus.wvalid, 1)
-    ctx.set(bus.bready, 1)
-    await ctx.tick().until(bus.awready)
-    ctx.set(bus.awvalid, 0)
-    ctx.set(bus.wvalid, 0)
-    await ctx.tick().until(bus.bvalid)
-    ctx.set(bus.bready, 0)
-
-
-async def axil_read(ctx, bus, address):
-    ctx.set(bus.araddr, address)
-    ctx.set(bus.arvalid, 1)
-    ctx.set(bus.rready, 1)
-    await ctx.tick().until(bus.arready)
-    ctx.set(bus.arvalid, 0)
-    (value,) = await ctx.tick().sample(bus.rdata).until(bus.rvalid)
-    ctx.set(bus.rready, 0)
-    await ctx.tick()
-    return value
 
 
 def test_config_counters_and_table_commit():

@@ -30,8 +30,8 @@ def module_ports(verilog_text: str, name: str) -> dict[str, tuple[str, int]]:
     assert header, f"no module {name}"
     names = [port.strip() for port in header.group(1).replace("\n", " ").split(",")]
     ports = {}
-    for match in re.finditer(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):0\]\s+)?(\w+)\s*;", verilog_text,
-                             re.M):
+    body = verilog_text[header.end():verilog_text.index("endmodule", header.end())]   # the module's own text
+    for match in re.finditer(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):0\]\s+)?(\w+)\s*;", body, re.M):
         direction, msb, port = match.groups()
         if port in names:
             ports[port] = (direction, int(msb) + 1 if msb else 1)
@@ -49,6 +49,7 @@ def test_engine_ports_follow_the_axi_convention(width):
     expected |= {f"m_axis_ack_{signal}" for signal in AXIS}
     expected |= {f"m_axi_{signal}" for signal in AXI_WRITE + AXI_READ}
     expected |= {f"s_axil_{signal}" for signal in AXI_LITE}
+    expected |= {"local_mac", "local_ip", "udp_port"}   # the configured addresses, for the transmit engine
     assert set(ports) == expected
     assert not [port for port in ports if "__" in port]
     # Directions: a manager drives AW/W/AR and the B/R readies; the subordinate ports the rest.
@@ -62,4 +63,6 @@ def test_engine_ports_follow_the_axi_convention(width):
             assert ports[f"{bus}_{signal}"][0] == ("output" if signal in outputs else "input"), (bus, signal)
     assert ports["s_axis_tdata"][1] == ports["m_axi_wdata"][1] == ports["m_axi_rdata"][1] == 8 * width
     assert ports["m_axi_wstrb"][1] == ports["s_axis_tkeep"][1] == width
+    assert {name: ports[name] for name in ("local_mac", "local_ip", "udp_port")} == {
+        "local_mac": ("output", 48), "local_ip": ("output", 32), "udp_port": ("output", 16)}
     assert ports["m_axi_awaddr"][1] == ports["m_axi_araddr"][1] == 64

@@ -1,0 +1,129 @@
+"""The RNIC core: the receive engine and the transmit engine behind one set of standard ports.
+
+::
+
+    s_axis ──► RxEngine ──m_axi (AW, W, B)──┐
+                 │  └─► m_axis_report, m_axis_ack, m_axis_exc
+                 │ local MAC, IP, UDP port  ├──► m_axi (host memory)
+                 ▼                          │
+    s_axis_wr, s_axis_rr, s_axis_ctl,       │
+    s_axis_tsn ──► TxEngine ──m_axi (AR, R)─┘
+                     │  └─► m_axis_completion, m_axis_tsn_refused, m_axis_rr_refused
+                     └─► m_axis
+
+    s_axil ─► AxiLiteSplit ─┬─ 0x0000: the receive engine's registers (hdl.abi.register_map)
+                            └─ 0x1000: the transmit engine's tables (hdl.abi.tx_register_map)
+
+Ports (all AXI, so cocotbext-axi and FPGA shells bind them):
+
+* ``s_axis``, ``m_axis``: AXI4-Stream, W bytes, Ethernet II frames without
+  FCS, in and out;
+* ``m_axi``: AXI4 manager, 64-bit addresses, 8W-bit data, to host memory:
+  the receive engine's placement writes on AW, W and B, the transmit
+  engine's payload reads on AR and R (each half has the channels to itself,
+  so nothing is arbitrated and neither waits for the other);
+* ``s_axil``: AXI4-Lite, 13-bit addresses: the receive engine's
+  :func:`hdl.abi.register_map` at 0 (this end's MAC, IPv4 address and UDP
+  port among its configuration words serve both engines), the transmit
+  engine's association and stream rows at :data:`hdl.abi.TX_REGISTER_BASE`
+  (:func:`hdl.abi.tx_register_map`);
+* receive records: ``m_axis_report``, ``m_axis_ack``, ``m_axis_exc``
+  (:class:`hdl.rx.engine.RxEngine`);
+* transmit requests and records: ``s_axis_wr``, ``s_axis_rr``,
+  ``s_axis_ctl``, ``s_axis_tsn``, ``m_axis_completion``,
+  ``m_axis_tsn_refused``, ``m_axis_rr_refused``
+  (:class:`hdl.tx.engine.TxEngine`).
+
+An inbound RDMA Read Request reaches the host as a report record (its
+untagged segment placed in a posted Read Request buffer, RFC 5040 5.2.2);
+the host checks its Data Source against the region it registered and
+writes the ``s_axis_rr`` record, or sends the Terminate (RFC 5040 7.2).
+"""
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out, connect
+
+from hdl.abi import (
+    ADDRESS_BITS, ack_bytes, completion_bytes, control_request_bytes, exception_record_layout,
+    read_response_bytes, report_bytes, tsn_request_bytes, tx_register_map, work_request_bytes,
+)
+from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
+from hdl.bus.axil_split import AxiLiteSplit
+from hdl.bus.axis import AxiStreamSignature
+from hdl.bus.register_file import RegisterFile
+from hdl.rx.engine import RxEngine
+from hdl.tx.engine import TxEngine
+
+__all__ = ["Rnic"]
+
+#: Ports that pass straight through to the engine of the same name.
+RX_PORTS = ("s_axis", "m_axis_report", "m_axis_ack", "m_axis_exc")
+TX_PORTS = ("m_axis", "s_axis_wr", "s_axis_rr", "s_axis_ctl", "s_axis_tsn", "m_axis_completion",
+            "m_axis_tsn_refused", "m_axis_rr_refused")
+
+
+class Rnic(wiring.Component):
+    """The receive and transmit engines for a ``width_bytes`` datapath (8, 16, 32 or 64) with their
+    tables sized alike: ``associations`` of ``stream_ids`` streams, ``regions`` memory regions,
+    ``buffers_per_queue`` posted buffers, IRD ``ird``, ``ring_tsns`` DATA chunks in flight per
+    association."""
+
+    def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
+                 buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768, ird: int = 4,
+                 tx_buffer_bytes: int = 8192, ring_tsns: int = 64):
+        self.width_bytes = width_bytes
+        self.associations, self.stream_ids, self.ird, self.ring_tsns = associations, stream_ids, ird, ring_tsns
+        self.rx = RxEngine(width_bytes, associations=associations, stream_ids=stream_ids, regions=regions,
+                           buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes)
+        self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
+                           buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns)
+        self.tx_map = tx_register_map(associations, stream_ids)
+        members = {
+            "s_axil": In(Axi4LiteSignature(addr_width=13, data_width=32)),
+            "m_axi": Out(Axi4Signature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
+            "s_axis": In(AxiStreamSignature(width_bytes)),
+            "m_axis_report": Out(AxiStreamSignature(report_bytes())),
+            "m_axis_ack": Out(AxiStreamSignature(ack_bytes())),
+            "m_axis_exc": Out(AxiStreamSignature(width_bytes, exception_record_layout().size)),
+            "m_axis": Out(AxiStreamSignature(width_bytes)),
+            "s_axis_wr": In(AxiStreamSignature(work_request_bytes())),
+            "s_axis_rr": In(AxiStreamSignature(read_response_bytes())),
+            "s_axis_ctl": In(AxiStreamSignature(control_request_bytes())),
+            "s_axis_tsn": In(AxiStreamSignature(tsn_request_bytes())),
+            "m_axis_completion": Out(AxiStreamSignature(completion_bytes())),
+            "m_axis_tsn_refused": Out(AxiStreamSignature(tsn_request_bytes())),
+            "m_axis_rr_refused": Out(AxiStreamSignature(read_response_bytes())),
+        }
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        rx, tx = m.submodules.rx, m.submodules.tx = self.rx, self.tx
+        m.submodules.split = split = AxiLiteSplit(13, 2)
+        m.submodules.tx_registers = tx_registers = RegisterFile(self.tx_map)
+
+        connect(m, wiring.flipped(self.s_axil), split.bus)
+        connect(m, split.sub_0, rx.s_axil)
+        connect(m, split.sub_1, tx_registers.axil)
+        connect(m, tx_registers.table_tx_association, tx.association_write)
+        connect(m, tx_registers.table_tx_stream, tx.stream_write)
+        m.d.comb += [
+            tx_registers.params.eq(self.width_bytes | (self.ird << 8) | (self.ring_tsns << 16)),
+            tx.local_mac.eq(rx.local_mac), tx.local_ip.eq(rx.local_ip), tx.udp_port.eq(rx.udp_port),
+        ]
+
+        for name in RX_PORTS:
+            connect(m, wiring.flipped(getattr(self, name)), getattr(rx, name))
+        for name in TX_PORTS:
+            connect(m, wiring.flipped(getattr(self, name)), getattr(tx, name))
+
+        # Host memory: the receive engine's write channels, the transmit engine's read channels.
+        host = self.m_axi
+        for name, member in host.signature.members.items():
+            source = rx.m_axi if name.startswith(("aw", "w", "b")) else tx.m_axi
+            if member.flow is Out:
+                m.d.comb += getattr(host, name).eq(getattr(source, name))
+            else:
+                m.d.comb += getattr(source, name).eq(getattr(host, name))
+        return m

@@ -1,0 +1,232 @@
+"""The RNIC top level (hdl/rnic.py) in Amaranth's simulator: both engines behind one register space and one
+memory port, its transmit side looped back into its own receive side.
+
+The host's part is played here: the tables go in over ``s_axil`` (the
+receive engine's at 0, the transmit engine's at ``TX_REGISTER_BASE``), and
+each ack record the receive engine emits becomes an ACK on ``s_axis_tsn``,
+as the driver's SCTP turns received TSNs into a SACK and the SACK into a
+Cumulative TSN Ack (RFC 4960 6.2). Expected values come from the model
+only: the frames of the model's data source (``tests/hdl/tx/harness``), the
+records and placements of the model's receive engine for those frames, the
+completions RFC 5041 5.4 asks for (one per request once its last chunk is
+acknowledged).
+"""
+
+import ipaddress
+import random
+
+import pytest
+from amaranth.hdl import Elaboratable, Module
+from amaranth.sim import Simulator
+
+from hdl.abi import (
+    TX_REGISTER_BASE, CompletionStatus, ReportKind, TsnOpcode, WorkOpcode, ack_layout, completion_layout,
+    register_map, report_layout, tsn_request_layout, tx_register_map, work_request_layout,
+)
+from hdl.rnic import Rnic
+from model.ddp.memory import Access, SparseMemory
+from model.engine.config import AssociationEntry, BufferEntry, RegionEntry, StreamEntry
+from model.rnic.offload import AssociationRow, BufferPost, FrameIn, ModelEngine, RegionRow, StreamRow
+from sim.tb.axi_lite import axil_read, axil_write
+from sim.tb.axi_read_memory import ReadMemory
+from sim.tb.axi_write_memory import WriteMemory
+from sim.tb.rx_engine_tb import ReportRecord, _compare_acks, _compare_segments, _fields
+from tests.hdl.tx.harness import LOCAL_IP, LOCAL_MAC, Association, Work, model_frames
+
+WIDTH = 8
+TAG, MULPDU, FIRST_TSN = 0x1234ABCD, 1434, 0xFFFFFFFE   # the TSN wraps (RFC 4960 1.6) during the run
+LOCAL_PORT, PEER_PORT = 5001, 5002
+SOURCE_BASE, SINK_BASE, SINK_BYTES = 0x20000, 0x80000, 0x10000
+STAG, REGION_INDEX, PD = 0x0133, 1, 7
+SEND_BUFFER = SINK_BASE + 0x8000
+
+
+class Loopback(Elaboratable):
+    """The RNIC with its network output wired to its input."""
+
+    def __init__(self):
+        self.rnic = Rnic(WIDTH)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.rnic = rnic = self.rnic
+        for name in ("tdata", "tkeep", "tlast", "tvalid"):
+            m.d.comb += getattr(rnic.s_axis, name).eq(getattr(rnic.m_axis, name))
+        m.d.comb += rnic.m_axis.tready.eq(rnic.s_axis.tready)
+        return m
+
+
+def rx_rows():
+    """The receive side's rows, as the model's commands: the association whose packets the transmit side
+    sends (ports swapped, our own address as the peer's), a region, an armed stream, a Send buffer."""
+    return [
+        AssociationRow(AssociationEntry(0, PEER_PORT, LOCAL_PORT, str(LOCAL_IP), TAG)),
+        RegionRow(REGION_INDEX, RegionEntry(STAG, PD, 0x1000, SINK_BYTES // 2, Access.REMOTE_WRITE, SINK_BASE)),
+        StreamRow(StreamEntry(0, 0, PD, 1)),
+        BufferPost(BufferEntry(0, 0, 0, SEND_BUFFER, 4096)),
+    ]
+
+
+async def write_table(ctx, bus, window, fields, base=0):
+    for i, word in enumerate(window.encode(fields)):
+        await axil_write(ctx, bus, base + window.base + 4 * i, word)
+    await axil_write(ctx, bus, base + window.commit, 1)
+    for _ in range(50):
+        if not await axil_read(ctx, bus, base + window.commit):
+            return
+    raise AssertionError(f"{window.name}: the write was never taken")
+
+
+async def configure(ctx, rnic):
+    bus, rx_map, tx_map = rnic.s_axil, register_map(), tx_register_map()
+    mac = int.from_bytes(LOCAL_MAC, "big")
+    for name, value in (("local_mac_low", mac & 0xFFFFFFFF), ("local_mac_high", mac >> 32),
+                        ("local_ip", int(LOCAL_IP)), ("udp_port", 9899)):
+        await axil_write(ctx, bus, rx_map.config_offset(name), value)
+    tables = rx_map.tables
+    for command in rx_rows():
+        if isinstance(command, AssociationRow):
+            entry = command.entry
+            await write_table(ctx, bus, tables["association"], {
+                "index": entry.index, "valid": 1, "ddp": 1, "local_port": entry.local_port,
+                "peer_port": entry.peer_port, "peer_ip": int(ipaddress.IPv4Address(entry.peer_ip)), "tag": entry.tag})
+        elif isinstance(command, RegionRow):
+            region = command.entry
+            await write_table(ctx, bus, tables["region"], {"index": command.index, "entry": {
+                "valid": 1, "key": region.stag & 0xFF, "pd": region.pd, "remote_write": 1,
+                "base_to": region.base_to, "length": region.length, "host_address": region.host_address}})
+        elif isinstance(command, StreamRow):
+            await write_table(ctx, bus, tables["stream"], {"index": 0, "entry": {"valid": 1, "pd": PD},
+                                                           "first_ssn": command.entry.first_ssn})
+        else:
+            entry = command.entry
+            await write_table(ctx, bus, tables["buffer"], {"stream": 0, "qn": entry.qn, "address": entry.host_address,
+                                                           "length": entry.length})
+    await write_table(ctx, bus, tx_map.tables["tx_association"], {
+        "index": 0, "peer_mac": mac, "peer_ip": int(LOCAL_IP), "local_port": LOCAL_PORT, "peer_port": PEER_PORT,
+        "tag": TAG, "mulpdu": MULPDU, "next_tsn": FIRST_TSN}, base=TX_REGISTER_BASE)
+    await write_table(ctx, bus, tx_map.tables["tx_stream"], {"index": 0, "first_ssn": 1}, base=TX_REGISTER_BASE)
+
+
+def test_register_space_reads_both_engines_and_their_params():
+    rnic = Rnic(WIDTH)
+    seen = {}
+
+    async def testbench(ctx):
+        seen["rx_id"] = await axil_read(ctx, rnic.s_axil, 0x000)
+        seen["tx_id"] = await axil_read(ctx, rnic.s_axil, TX_REGISTER_BASE)
+        seen["tx_params"] = await axil_read(ctx, rnic.s_axil, TX_REGISTER_BASE + 4)
+        await axil_write(ctx, rnic.s_axil, register_map().config_offset("local_ip"), 0x0A000002)
+        seen["ip"] = await axil_read(ctx, rnic.s_axil, register_map().config_offset("local_ip"))
+        seen["tx_ip"] = ctx.get(rnic.tx.local_ip)
+
+    sim = Simulator(rnic)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    assert seen["rx_id"] == seen["tx_id"] == 0x524E4943     # "RNIC" at both bases
+    assert seen["tx_params"] == WIDTH | (4 << 8) | (64 << 16)
+    assert seen["ip"] == seen["tx_ip"] == 0x0A000002
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_loopback_write_and_send_are_placed_reported_and_completed(seed):
+    rng = random.Random(seed)
+    source = ReadMemory(SOURCE_BASE, rng.randbytes(0x4000), WIDTH, seed=seed)
+    sink = WriteMemory(SINK_BASE, SINK_BYTES, WIDTH)
+    works = [Work(WorkOpcode.RDMA_WRITE, 0, 0, SOURCE_BASE + 5, 3000, stag=STAG, to=0x1003, wr_id=11),
+             Work(WorkOpcode.SEND, 0, 0, SOURCE_BASE + 0x2001, 700, wr_id=12),
+             Work(WorkOpcode.RDMA_WRITE, 0, 0, SOURCE_BASE + 0x3000, 0, stag=STAG, to=0x1000, wr_id=13)]
+    association = Association(0, MULPDU, FIRST_TSN, peer_mac=LOCAL_MAC, peer_ip=str(LOCAL_IP),
+                              local_port=LOCAL_PORT, peer_port=PEER_PORT, tag=TAG)
+    frames = model_frames([association], {(0, 0): 1}, works, source)
+
+    model = ModelEngine(LOCAL_MAC, str(LOCAL_IP), SparseMemory())
+    for command in rx_rows():
+        model.execute(command)
+    verdicts, acks = [], []
+    for frame in frames:
+        model.execute(FrameIn(frame, 0.0))
+        verdicts += model.last_result.segments
+        acks += model.last_result.acks
+
+    top = Loopback()
+    rnic = top.rnic
+    got = {"frames": [], "reports": [], "acks": [], "completions": []}
+
+    async def host(ctx):
+        await configure(ctx, rnic)
+        layout = work_request_layout()
+        for work in works:
+            ctx.set(rnic.s_axis_wr.tdata, layout.const({
+                "opcode": int(work.opcode), "association": 0, "stream_id": 0, "host_address": work.host_address,
+                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}).as_bits())
+            ctx.set(rnic.s_axis_wr.tvalid, 1)
+            await ctx.tick().until(rnic.s_axis_wr.tready)
+        ctx.set(rnic.s_axis_wr.tvalid, 0)
+
+    async def wire(ctx):
+        current = b""
+        while True:
+            _, _, valid, ready, data, keep, last = await ctx.tick().sample(
+                rnic.m_axis.tvalid, rnic.m_axis.tready, rnic.m_axis.tdata, rnic.m_axis.tkeep, rnic.m_axis.tlast)
+            if valid and ready:
+                current += data.to_bytes(WIDTH, "little")[:bin(keep).count("1")]
+                if last:
+                    got["frames"].append(current)
+                    current = b""
+
+    async def records(ctx):
+        """Reports and completions taken; each ack record answered with an ACK of its TSN."""
+        for port in (rnic.m_axis_report, rnic.m_axis_ack, rnic.m_axis_completion):
+            ctx.set(port.tready, 1)
+        pending = []
+        while True:
+            if pending:
+                ctx.set(rnic.s_axis_tsn.tdata, tsn_request_layout().const(
+                    {"opcode": int(TsnOpcode.ACK), "association": 0, "tsn": pending[0]}).as_bits())
+            ctx.set(rnic.s_axis_tsn.tvalid, bool(pending))
+            _, _, report_valid, report, ack_valid, ack, done_valid, done, tsn_ready = await ctx.tick().sample(
+                rnic.m_axis_report.tvalid, rnic.m_axis_report.tdata, rnic.m_axis_ack.tvalid, rnic.m_axis_ack.tdata,
+                rnic.m_axis_completion.tvalid, rnic.m_axis_completion.tdata, rnic.s_axis_tsn.tready)
+            if pending and tsn_ready:
+                pending.pop(0)
+            if report_valid:
+                got["reports"].append(ReportRecord(_fields(report_layout(), report)))
+            if ack_valid:
+                record = ReportRecord(_fields(ack_layout(), ack))
+                got["acks"].append(record)
+                pending.append(record.tsn)
+            if done_valid:
+                got["completions"].append(_fields(completion_layout(), done))
+
+    async def watch(ctx):
+        for _ in range(20000):
+            if len(got["completions"]) >= len(works):
+                break
+            await ctx.tick()
+        await ctx.tick().repeat(50)
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    for process in (wire, records, *source.processes(rnic.m_axi), *sink.processes(rnic.m_axi)):
+        sim.add_testbench(process, background=True)
+    sim.add_testbench(host, background=True)
+    sim.add_testbench(watch)
+    sim.run()
+
+    assert got["frames"] == frames, "the frames on the wire are the model's"
+    assert len(frames) == 3 + 1 + 1   # RFC 5041 5.2: 3000 B at MULPDU 1434 take three tagged segments
+    segments = [record for record in got["reports"] if record.kind == ReportKind.SEGMENT]
+    assert _compare_segments(segments, verdicts) == []
+    assert _compare_acks(got["acks"], acks) == []
+    # Placement: exactly the model's bytes, written only where the model wrote.
+    for address, length in model.memory.writes:
+        assert sink.read(address, length) == model.memory.read(address, length)
+    assert sink.read(SINK_BASE + 3, 3000) == source.data[5:3005]
+    assert sink.read(SEND_BUFFER, 700) == source.data[0x2001:0x2001 + 700]
+    allowed = [(a, a + n) for a, n in model.memory.writes if n]
+    assert all(any(lo <= a and a + len(d) <= hi for lo, hi in allowed) for a, d in sink.writes)
+    # RFC 5041 5.4: each request completes once its last chunk is acknowledged, in order.
+    assert [(c["wr_id"], c["status"]) for c in got["completions"]] == [
+        (11, CompletionStatus.SUCCESS), (12, CompletionStatus.SUCCESS), (13, CompletionStatus.SUCCESS)]
