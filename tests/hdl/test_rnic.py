@@ -6,7 +6,7 @@ receive engine's at 0, the transmit engine's at ``TX_REGISTER_BASE``), and
 each ack record the receive engine emits becomes an ACK on ``s_axis_tsn``,
 as the driver's SCTP turns received TSNs into a SACK and the SACK into a
 Cumulative TSN Ack (RFC 4960 6.2). Expected values come from the model
-only: the frames of the model's data source (``tests/hdl/tx/harness``), the
+only: the frames of the model's data source (``sim/traffic/tx``), the
 records and placements of the model's receive engine for those frames, the
 completions RFC 5041 5.4 asks for (one per request once its last chunk is
 acknowledged).
@@ -31,7 +31,8 @@ from sim.tb.axi_lite import axil_read, axil_write
 from sim.tb.axi_read_memory import ReadMemory
 from sim.tb.axi_write_memory import WriteMemory
 from sim.tb.rx_engine_tb import ReportRecord, _compare_acks, _compare_segments, _fields
-from tests.hdl.tx.harness import LOCAL_IP, LOCAL_MAC, Association, Work, model_frames
+from sim.tb.tx_engine import LOCAL_IP, LOCAL_MAC, Association, Work
+from sim.traffic.tx import model_frames
 
 WIDTH = 8
 TAG, MULPDU, FIRST_TSN = 0x1234ABCD, 1434, 0xFFFFFFFE   # the TSN wraps (RFC 4960 1.6) during the run
