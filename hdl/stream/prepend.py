@@ -24,6 +24,8 @@ from hdl.stream.packet import packet_signature
 
 __all__ = ["Prepend", "prepend_header_layout"]
 
+SLOTS = 3
+
 
 def prepend_header_layout(max_header: int) -> data.StructLayout:
     """A header for :class:`Prepend`: ``length`` bytes of ``data`` (lane order: byte 0 in bits
@@ -77,16 +79,64 @@ class Prepend(wiring.Component):
         m = Module()
         width, lengths = self._width, self._lengths
         shifts = sorted({length % width for length in lengths})
-        held_bytes = (lengths[-1] // width + 1) * width
+        words = lengths[-1] // width + 1   # whole header beats, and the word of its last s bytes
         ones = (1 << width) - 1
 
-        active = Signal()              # a packet is being sent
-        held = Signal(8 * held_bytes)  # header bytes still to send, then the carried body lanes
-        beats_left = Signal(range(lengths[-1] // width + 1))   # whole header beats still to send
-        shift = Signal(len(shifts))    # one-hot: which s this packet has
-        carry_keep = Signal(width)     # lanes of held[0:W] that belong to the packet
-        ends_at_header = Signal()      # no body and s = 0: the last header beat ends the packet
-        flush = Signal()               # only held[0:W] is left to send
+        # Header slots, filled in turn while free and read in turn: a header's bytes are written once
+        # and read in place, so no wide register loads on the decision that ends a packet. Three, so
+        # that one-beat packets follow each other: a slot freed by one is written the next cycle.
+        header = self.header.payload
+        is_length = [header.length == length for length in lengths]
+        slot_layout = data.StructLayout({
+            "data": unsigned(8 * width * words),
+            "beats": range(words),           # whole header beats
+            "shift": unsigned(len(shifts)),  # one-hot: which s the packet has
+            "tail_keep": unsigned(width),    # lanes of the last header word that belong to the packet
+            "ends_at_header": unsigned(1),   # no body and s = 0: the last header beat ends the packet
+            "flush": unsigned(1),            # no body and s != 0: the last header word ends it
+        })
+        slots = [Signal(slot_layout, name=f"slot_{index}") for index in range(SLOTS)]
+        full = Signal(SLOTS)
+        write_slot, read_slot = Signal(range(SLOTS)), Signal(range(SLOTS))
+
+        def after(slot):
+            return Mux(slot == SLOTS - 1, 0, slot + 1)
+
+        m.d.comb += self.header.ready.eq(~full.bit_select(write_slot, 1))
+        with m.If(self.header.valid & self.header.ready):
+            m.d.sync += [full.bit_select(write_slot, 1).eq(1), write_slot.eq(after(write_slot))]
+            for index, slot in enumerate(slots):
+                with m.If(write_slot == index):
+                    m.d.sync += [
+                        slot.data.eq(header.data),
+                        slot.beats.eq(_or([Mux(hit, length // width, 0) for hit, length in zip(is_length, lengths)],
+                                          len(slot.beats))),
+                        slot.shift.eq(Cat(*(_or([hit for hit, length in zip(is_length, lengths)
+                                                 if length % width == s], 1) for s in shifts))),
+                        slot.tail_keep.eq(_or([Mux(hit, (1 << (length % width)) - 1, 0)
+                                               for hit, length in zip(is_length, lengths)], width)),
+                        slot.ends_at_header.eq(~header.body & _or([hit for hit, length in zip(is_length, lengths)
+                                                                   if length % width == 0], 1)),
+                        slot.flush.eq(~header.body & _or([hit for hit, length in zip(is_length, lengths)
+                                                          if length % width], 1)),
+                    ]
+
+        active = Signal()               # a packet is being sent, from slot `read_slot`
+        index = Signal(range(words))    # its header word to send next (the last s bytes' word after)
+        beats_left = Signal(range(words))   # whole header beats still to send
+        shift = Signal(len(shifts))
+        tail = Signal()                 # the low lanes to send come from the header's last word
+        carry = Signal(8 * width)       # else the body lanes carried from the last body beat
+        carry_keep = Signal(width)      # lanes of those low lanes that belong to the packet
+        ends_at_header = Signal()
+        flush = Signal()                # only the low lanes are left to send
+
+        header_word = Signal(8 * width)
+        with m.Switch(read_slot):
+            for number, slot in enumerate(slots):
+                with m.Case(number):
+                    m.d.comb += header_word.eq(slot.data.word_select(index, 8 * width))
+        low = Mux(tail, header_word, carry)
 
         # The body beat, padded.
         beat = self.sink.payload
@@ -101,17 +151,17 @@ class Prepend(wiring.Component):
         def shifted(value, bits_per_lane, up):
             """``value`` moved up by s lanes (or down by W - s lanes), s from the one-hot ``shift``."""
             terms = []
-            for index, s in enumerate(shifts):
+            for position, s in enumerate(shifts):
                 if up:
                     moved = (value << (bits_per_lane * s))[:bits_per_lane * width]
                 elif s:
                     moved = value >> (bits_per_lane * (width - s))
                 else:
                     continue
-                terms.append(Mux(shift[index], moved, 0))
+                terms.append(Mux(shift[position], moved, 0))
             return _or(terms, bits_per_lane * width)
 
-        out_data = held[:8 * width] | shifted(body_data, 8, True)
+        out_data = low | shifted(body_data, 8, True)
         out_keep = carry_keep | shifted(body_keep, 1, True)
         carry_data = shifted(body_data, 8, False)
         carry_keep_next = shifted(body_keep, 1, False)
@@ -120,7 +170,6 @@ class Prepend(wiring.Component):
         can_out = ~self.source.valid | self.source.ready
         in_header = beats_left != 0
         in_body = active & ~in_header & ~flush
-        take_body = can_out & in_body & self.sink.valid
         m.d.comb += self.sink.ready.eq(can_out & in_body)
         finishing = can_out & active & Mux(
             in_header, (beats_left == 1) & ends_at_header,
@@ -130,41 +179,34 @@ class Prepend(wiring.Component):
         with m.If(can_out & active):
             with m.If(in_header):
                 m.d.sync += [
-                    source.data.eq(held[:8 * width]), source.keep.eq(ones),
+                    source.data.eq(header_word), source.keep.eq(ones),
                     source.last.eq((beats_left == 1) & ends_at_header),
-                    held.eq(held >> (8 * width)), beats_left.eq(beats_left - 1),
+                    index.eq(index + 1), beats_left.eq(beats_left - 1),
                 ]
             with m.Elif(flush):
-                m.d.sync += [source.data.eq(held[:8 * width]), source.keep.eq(carry_keep), source.last.eq(1),
-                             flush.eq(0)]
+                m.d.sync += [source.data.eq(low), source.keep.eq(carry_keep), source.last.eq(1), flush.eq(0)]
             with m.Elif(self.sink.valid):
                 m.d.sync += [
                     source.data.eq(out_data), source.keep.eq(out_keep),
                     source.last.eq(beat.last & (carry_keep_next == 0)),
-                    held[:8 * width].eq(carry_data), carry_keep.eq(carry_keep_next),
+                    carry.eq(carry_data), carry_keep.eq(carry_keep_next), tail.eq(0),
                     flush.eq(beat.last & (carry_keep_next != 0)),
                 ]
-            with m.If(finishing):
-                m.d.sync += active.eq(0)
 
-        # The next header loads when no packet is active or this cycle ends one.
-        header = self.header.payload
-        m.d.comb += self.header.ready.eq(~active | finishing)
-        with m.If(self.header.valid & self.header.ready):
-            is_length = [header.length == length for length in lengths]
+        # A packet starts from the read slot once it is full, or right as the one before it finishes.
+        next_slot = Mux(active, after(read_slot), read_slot)
+        starting = full.bit_select(next_slot, 1) & (~active | finishing)
+        with m.If(finishing):
+            m.d.sync += [full.bit_select(read_slot, 1).eq(0), read_slot.eq(after(read_slot)), active.eq(0)]
+        with m.If(starting):
+            slot = Signal(slot_layout)
+            with m.Switch(next_slot):
+                for number, candidate in enumerate(slots):
+                    with m.Case(number):
+                        m.d.comb += slot.eq(candidate)
             m.d.sync += [
-                active.eq(1),
-                held.eq(header.data),
-                beats_left.eq(_or([Mux(hit, length // width, 0) for hit, length in zip(is_length, lengths)],
-                                  len(beats_left))),
-                shift.eq(Cat(*(_or([hit for hit, length in zip(is_length, lengths) if length % width == s], 1)
-                               for s in shifts))),
-                carry_keep.eq(_or([Mux(hit, (1 << (length % width)) - 1, 0)
-                                   for hit, length in zip(is_length, lengths)], width)),
-                ends_at_header.eq(~header.body & _or([hit for hit, length in zip(is_length, lengths)
-                                                      if length % width == 0], 1)),
-                flush.eq(~header.body & _or([hit for hit, length in zip(is_length, lengths)
-                                             if length % width], 1)),
+                active.eq(1), index.eq(0), beats_left.eq(slot.beats), shift.eq(slot.shift), tail.eq(1),
+                carry_keep.eq(slot.tail_keep), ends_at_header.eq(slot.ends_at_header), flush.eq(slot.flush),
             ]
         return m
 

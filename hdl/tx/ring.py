@@ -23,7 +23,9 @@ time by one read port:
 * ACK: the records from ``retired + 1`` up to the TSN (at most
   ``outstanding`` of them) are read one every two cycles and retired; a
   record that ends an RDMA Write, a Send or a session-control message gives
-  one :func:`hdl.abi.completion_layout` record (RFC 5041 5.4).
+  one :func:`hdl.abi.completion_layout` record (RFC 5041 5.4). A record is
+  read only while the completion queue has room, so it is retired the cycle
+  after, whatever it holds.
 
 Timing: the outputs are a 2:1 choice, by a flip-flop, between the replayed
 record (the RAM's output) and the input queue's head; ``segments.ready`` is
@@ -162,8 +164,11 @@ class RetransmitRing(wiring.Component):
                     m.d.sync += replaying.eq(0)
                     m.next = "TAKE"
             with m.State("WALK_READ"):
-                m.d.comb += read.en.eq(1)
-                m.next = "WALK_EMIT"
+                # Only with room for a completion: then WALK_EMIT retires whatever the record says,
+                # and the row's counters never wait on the RAM's output.
+                with m.If(completions.sink.ready):
+                    m.d.comb += read.en.eq(1)
+                    m.next = "WALK_EMIT"
             with m.State("WALK_EMIT"):
                 # RDMA Write, the Sends and session control; not Read Requests nor Read Responses.
                 completes = entry.last & ((entry.opcode == WorkOpcode.RDMA_WRITE)
@@ -175,14 +180,13 @@ class RetransmitRing(wiring.Component):
                     completion.association.eq(request.association), completion.status.eq(CompletionStatus.SUCCESS),
                     completions.sink.valid.eq(completes),
                 ]
-                with m.If(~completes | completions.sink.ready):
-                    m.d.comb += retire_step.eq(1)
-                    m.d.sync += [walk_tsn.eq(walk_tsn + 1), walk_left.eq(walk_left - 1)]
-                    with m.If(walk_left == 1):
-                        m.d.sync += retiring.eq(0)
-                        m.next = "TAKE"
-                    with m.Else():
-                        m.next = "WALK_READ"
+                m.d.comb += retire_step.eq(1)
+                m.d.sync += [walk_tsn.eq(walk_tsn + 1), walk_left.eq(walk_left - 1)]
+                with m.If(walk_left == 1):
+                    m.d.sync += retiring.eq(0)
+                    m.next = "TAKE"
+                with m.Else():
+                    m.next = "WALK_READ"
 
         # Per row: a record in, a TSN retired, or the host's row write (the row is idle then).
         row_write = self.association_write.payload
