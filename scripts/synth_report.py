@@ -5,7 +5,7 @@ Usage: python scripts/synth_report.py [--widths 8 32] [--blocks rx_engine ...] [
 
 By default the whole receive engine (``rx_engine``: every block, the
 register file and the AXI ports) at W = 8 and 32; ``tx_engine`` is the whole
-transmit engine. Capacity is the line-rate limit, one
+transmit engine, ``rnic`` the RNIC top level (both engines, hdl/rnic.py). Capacity is the line-rate limit, one
 W-byte beat per cycle at Fmax: W x 8 x Fmax bits per second.
 """
 
@@ -30,6 +30,7 @@ from hdl.rx.region_table import RegionTable  # noqa: E402
 from hdl.rx.report_engine import ReportEngine  # noqa: E402
 from hdl.rx.untagged_buffers import UntaggedBuffers  # noqa: E402
 from hdl.tx.engine import TxEngine  # noqa: E402
+from hdl.rnic import Rnic  # noqa: E402
 
 BLOCKS = {
     "crc32c": Crc32c,
@@ -40,6 +41,7 @@ BLOCKS = {
     "dma_writer": DmaWriter,
     "rx_engine": RxEngine,
     "tx_engine": TxEngine,
+    "rnic": Rnic,
     # Blocks inside the placement check and after it; the width does not change them.
     "region_table": lambda width: RegionTable(16),
     "untagged_buffers": lambda width: UntaggedBuffers(8),

@@ -8,6 +8,9 @@ lanes. Headers come in a handful of lengths (``header_lengths``), so ``s``
 takes few values and the shift is a small AND-OR per lane, not a barrel
 shifter: the lanes a body beat leaves over (its top ``s``) are held and go
 out, ORed under the next beat's, at the bottom of the next output beat.
+Headers wait in three slots, each written once while free and read in place
+word by word, so the wide header registers load only on the header stream's
+own handshake.
 
 With ``pad_to = 4`` a body's last beat is padded with zero bytes to a
 multiple of four (the SCTP chunk padding, RFC 4960 3.2); every header length
