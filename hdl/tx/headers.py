@@ -79,7 +79,7 @@ class HeaderBuilder(wiring.Component):
     Ports
     -----
     segments : ``In(stream.Signature(segment_layout()))``
-        ``ready`` is a function of the output queues' levels.
+        ``ready`` is a flip-flop, loaded from the output queues' levels.
     association_write : ``In(stream.Signature(tx_association_write_layout()))``
         Always ready.
     local_mac, local_ip, udp_port : ``In``
@@ -90,7 +90,7 @@ class HeaderBuilder(wiring.Component):
         enough to cover the CRC's latency with the shortest packets at W = 64.
     """
 
-    def __init__(self, *, associations: int = 2, sctp_depth: int = 5, prefix_depth: int = 16):
+    def __init__(self, *, associations: int = 2, sctp_depth: int = 6, prefix_depth: int = 16):
         self.associations = associations
         self._sctp_depth, self._prefix_depth = sctp_depth, prefix_depth
         super().__init__({
@@ -139,8 +139,12 @@ class HeaderBuilder(wiring.Component):
         prefix_queue = m.submodules.prefix_queue = Queue(self.prefix.payload.shape(), self._prefix_depth)
         wiring.connect(m, sctp_queue.source, wiring.flipped(self.sctp_header))
         wiring.connect(m, prefix_queue.source, wiring.flipped(self.prefix))
-        m.d.comb += self.segments.ready.eq((sctp_queue.level <= self._sctp_depth - _STAGES - 1)
-                                           & (prefix_queue.level <= self._prefix_depth - _STAGES - 1))
+        # Room is registered from the levels a cycle old, with one place more kept free for the payload
+        # that may have entered since: `ready` is a flip-flop, not an adder after the queues' counters.
+        room = Signal()
+        m.d.sync += room.eq((sctp_queue.level <= self._sctp_depth - _STAGES - 2)
+                            & (prefix_queue.level <= self._prefix_depth - _STAGES - 2))
+        m.d.comb += self.segments.ready.eq(room)
         taken = self.segments.valid & self.segments.ready
 
         # Stage 1: the segment, its association's row and its lengths.

@@ -21,11 +21,12 @@ For each message (a work request, a Read Response or a control request) the segm
 * when a Read Response's last segment leaves, ``response_sent`` pulses with its
   stream row (the IRD count, :class:`~hdl.tx.read_queue.ReadRequestQueue`).
 
-Timing: one segment per cycle; a work request's tables are read in the cycle
-it is taken, from the queue's flip-flops, so a request costs one cycle more
-than its segments. Counters are written back with every segment and read by
-the next request a cycle after its predecessor's last segment, so no
-forwarding is needed.
+Timing: one segment per cycle. A request is staged first (its kind decoded,
+its association's segment room chosen, into registers) as the last segment
+of the one before it leaves; its counters are read in the cycle it is taken
+from the stage, so a request costs one cycle more than its segments. Counters are
+written back with every segment and read by the next request a cycle after
+its predecessor's last segment, so no forwarding is needed.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
@@ -53,7 +54,7 @@ class Segmenter(wiring.Component):
     Ports
     -----
     work : ``In(stream.Signature(message_layout()))``
-        Messages (:func:`hdl.tx.layouts.message_layout`); ``ready`` is a flip-flop.
+        Messages (:func:`hdl.tx.layouts.message_layout`); ``ready`` is a function of flip-flops.
     association_write : ``In(stream.Signature(tx_association_write_layout()))``
         Always ready: loads the row's MULPDU and its TSN counter.
     stream_write : ``In(stream.Signature(tx_stream_write_layout(streams)))``
@@ -104,34 +105,53 @@ class Segmenter(wiring.Component):
         row = Signal(association_bits)
         stream_row = Signal(index_bits(streams))
 
-        # Take a request: its rows are read from the queue's flip-flops.
+        # Stage a request: its kind decoded and its association's room chosen, into registers.
+        staged, staged_valid = Signal(message_layout(self._address_bits)), Signal()
+        staged_room = Signal(SEGMENT_PAYLOAD_BITS)
+        staged_row, staged_stream_row = Signal(association_bits), Signal(index_bits(streams))
+        staged_responding, staged_tagged, staged_read_request, staged_ddp = Signal(), Signal(), Signal(), Signal()
         work_row = work.association[:association_bits]
-        work_stream_row = layouts.stream_row(work.association, work.stream_id, associations, self.stream_ids)
         work_responding = work.opcode == READ_RESPONSE_OPCODE
         work_tagged = (work.opcode == WorkOpcode.RDMA_WRITE) | work_responding
-        work_read_request = work.opcode == WorkOpcode.RDMA_READ_REQUEST
         work_ddp = work.opcode < ControlOpcode.SESSION_CONTROL
-        room = Mux(work_ddp, Mux(work_tagged, tagged_room[work_row], untagged_room[work_row]),
-                   (1 << SEGMENT_PAYLOAD_BITS) - 1)
-        m.d.comb += self.work.ready.eq(~busy)
-        with m.If(self.work.valid & ~busy):
+        # A request is staged as the one before it ends (its last segment leaving), not earlier, so
+        # the arbiter still chooses between messages at that boundary.
+        take = staged_valid & ~busy
+        finishing = self.segments.valid & self.segments.ready & last
+        m.d.comb += self.work.ready.eq(~staged_valid & (~busy | finishing))
+        with m.If(take):
+            m.d.sync += staged_valid.eq(0)
+        with m.If(self.work.valid & self.work.ready):
+            m.d.sync += [
+                staged_valid.eq(1), staged.eq(work),
+                staged_row.eq(work_row),
+                staged_stream_row.eq(layouts.stream_row(work.association, work.stream_id, associations,
+                                                        self.stream_ids)),
+                staged_responding.eq(work_responding), staged_tagged.eq(work_tagged),
+                staged_read_request.eq(work.opcode == WorkOpcode.RDMA_READ_REQUEST), staged_ddp.eq(work_ddp),
+                staged_room.eq(Mux(work_ddp, Mux(work_tagged, tagged_room[work_row], untagged_room[work_row]),
+                                   (1 << SEGMENT_PAYLOAD_BITS) - 1)),
+            ]
+
+        # Take the staged request: its counters are read from the rows it names.
+        with m.If(take):
             m.d.sync += [
                 busy.eq(1),
-                request.eq(work),
-                row.eq(work_row), stream_row.eq(work_stream_row),
-                tagged.eq(work_tagged), read_request.eq(work_read_request), responding.eq(work_responding),
-                ddp.eq(work_ddp), numbered.eq(work.opcode != ControlOpcode.PACKET),
-                per_segment.eq(room),
-                remaining.eq(Mux(work_read_request, 0, work.length)),
-                rest.eq(Cat(work.length, Const(0, 1)).as_signed() - room),
-                last.eq(work_read_request | (work.length <= room)),
-                has_payload.eq(~work_read_request & (work.length != 0)),
-                tsn.eq(next_tsn[work_row]),
-                ssn.eq(next_ssn[work_stream_row]),
-                msn.eq(next_msn[work_stream_row][work_read_request]),
+                request.eq(staged),
+                row.eq(staged_row), stream_row.eq(staged_stream_row),
+                tagged.eq(staged_tagged), read_request.eq(staged_read_request), responding.eq(staged_responding),
+                ddp.eq(staged_ddp), numbered.eq(staged.opcode != ControlOpcode.PACKET),
+                per_segment.eq(staged_room),
+                remaining.eq(Mux(staged_read_request, 0, staged.length)),
+                rest.eq(Cat(staged.length, Const(0, 1)).as_signed() - staged_room),
+                last.eq(staged_read_request | (staged.length <= staged_room)),
+                has_payload.eq(~staged_read_request & (staged.length != 0)),
+                tsn.eq(next_tsn[staged_row]),
+                ssn.eq(next_ssn[staged_stream_row]),
+                msn.eq(next_msn[staged_stream_row][staged_read_request]),
                 mo.eq(0),
-                offset_to.eq(work.to),
-                address.eq(work.host_address),
+                offset_to.eq(staged.to),
+                address.eq(staged.host_address),
             ]
 
         # Emit one segment per cycle while both outputs have room.
