@@ -197,7 +197,8 @@ class TxEngine(wiring.Component):
 
         # Tables and addresses.
         for block in (segmenter, headers, ring):
-            m.d.comb += [block.association_write.payload.eq(self.association_write.payload),
+            # A registered copy for each block: the row's wide write enables stay local to it.
+            m.d.sync += [block.association_write.payload.eq(self.association_write.payload),
                          block.association_write.valid.eq(self.association_write.valid)]
         m.d.comb += self.association_write.ready.eq(1)
         connect(m, wiring.flipped(self.stream_write), segmenter.stream_write)

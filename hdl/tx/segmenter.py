@@ -22,8 +22,8 @@ For each message (a work request, a Read Response or a control request) the segm
   stream row (the IRD count, :class:`~hdl.tx.read_queue.ReadRequestQueue`).
 
 Timing: one segment per cycle. A request is staged first (its kind decoded,
-its association's segment room chosen, into registers) as the last segment
-of the one before it leaves; its counters are read in the cycle it is taken
+its association's segment room chosen, into registers) once the one before
+it is at its last segment; its counters are read in the cycle it is taken
 from the stage, so a request costs one cycle more than its segments. Counters are
 written back with every segment and read by the next request a cycle after
 its predecessor's last segment, so no forwarding is needed.
@@ -114,11 +114,10 @@ class Segmenter(wiring.Component):
         work_responding = work.opcode == READ_RESPONSE_OPCODE
         work_tagged = (work.opcode == WorkOpcode.RDMA_WRITE) | work_responding
         work_ddp = work.opcode < ControlOpcode.SESSION_CONTROL
-        # A request is staged as the one before it ends (its last segment leaving), not earlier, so
-        # the arbiter still chooses between messages at that boundary.
+        # A request is staged once the one before it is at its last segment, not earlier, so the
+        # arbiter still chooses between messages at that boundary; `ready` is made of flip-flops.
         take = staged_valid & ~busy
-        finishing = self.segments.valid & self.segments.ready & last
-        m.d.comb += self.work.ready.eq(~staged_valid & (~busy | finishing))
+        m.d.comb += self.work.ready.eq(~staged_valid & (~busy | last))
         with m.If(take):
             m.d.sync += staged_valid.eq(0)
         with m.If(self.work.valid & self.work.ready):
