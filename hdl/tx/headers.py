@@ -108,9 +108,17 @@ class HeaderBuilder(wiring.Component):
         associations = self.associations
         rows = Array(Signal(tx_association_write_layout(), name=f"row_{i}") for i in range(associations))
         m.d.comb += self.association_write.ready.eq(1)
+        # A row write is decoded into one registered enable per row, so each row's wide load hangs
+        # off a flip-flop of its own.
         write = self.association_write.payload
-        with m.If(self.association_write.valid & (write.index < associations)):
-            m.d.sync += rows[write.index[:index_bits(associations)]].eq(write)
+        staged_write = Signal(tx_association_write_layout())
+        row_enables = Signal(associations)
+        m.d.sync += [staged_write.eq(write),
+                     row_enables.eq(Cat(*(self.association_write.valid & (write.index == index)
+                                          for index in range(associations))))]
+        for index in range(associations):
+            with m.If(row_enables[index]):
+                m.d.sync += rows[index].eq(staged_write)
 
         # Each row's fixed IPv4 header words, summed with end-around carry (RFC 1071), one adder a stage.
         local_words = Signal(17)
