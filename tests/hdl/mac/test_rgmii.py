@@ -34,4 +34,4 @@ def test_shell_elaborates_onto_ecp5_ddr_primitives():
     assert cells.count("ODDRX1F") == 6
     assert cells.count("DELAYG") == 1
     assert re.search(r"parameter \\DEL_VALUE 80\b", rtlil)
-    assert re.search(r'FREQUENCY NET "[^"]*gmii_rx_clk" 125000000\.0 HZ', plan.files["top.lpf"])
+    assert re.search(r'FREQUENCY PORT "eth_rgmii_0__rx_clk__io" 125000000\.0 HZ', plan.files["top.lpf"])
