@@ -9,7 +9,8 @@ Parameters (:func:`sim.runner.test_parameters`):
 * ``associations``: ``hdl.abi.tx_association_write_layout`` rows; ``streams``:
   ``tx_stream_write_layout`` rows;
 * ``works``, ``responses``, ``controls``: records for ``s_axis_wr``,
-  ``s_axis_rr`` and ``s_axis_ctl``, all offered at once (each port in order);
+  ``s_axis_rr`` and ``s_axis_ctl``, each port's in order, the work first and
+  the others ``requests_after`` cycles later (0);
 * ``frames``, ``refused``, ``completions``: how many frames, refused Read
   Requests and completions to wait for;
 * ``read_stall``, ``network_stall``: back-pressure on AR/R and on ``m_axis``;
@@ -72,12 +73,13 @@ async def transmit(dut):
 
     for task in (wire, refusals, completed):
         cocotb.start_soon(task())
+    for fields in p.get("works", []):
+        await tb.post_work(fields)
+    await ClockCycles(dut.clk, p.get("requests_after", 0))
     for fields in p.get("controls", []):
         await tb.post_control(fields)
     for fields in p.get("responses", []):
         await tb.post_read_response(fields)
-    for fields in p.get("works", []):
-        await tb.post_work(fields)
 
     async def done():
         while (len(frames) < p["frames"] or len(refused) < p.get("refused", 0)
@@ -87,7 +89,9 @@ async def transmit(dut):
 
     width, lengths = p["width_bytes"], [r["length"] for r in p.get("works", []) + p.get("responses", [])]
     budget = 20_000 + 300 * p["frames"] + 16 * sum(lengths) // width   # cycles, with room for the stalls
-    await with_timeout(done(), budget * 10, "ns")   # a 100 MHz clock
-    Path(p["output"]).write_text(json.dumps({
-        "frames": [frame.hex() for frame in frames], "refused": refused, "completions": completions,
-        "cycles": tb.cycle - start}))
+    try:
+        await with_timeout(done(), budget * 10, "ns")   # a 100 MHz clock
+    finally:   # what came out, also when it was not everything (the caller's failure shows it)
+        Path(p["output"]).write_text(json.dumps({
+            "frames": [frame.hex() for frame in frames], "refused": refused, "completions": completions,
+            "cycles": tb.cycle - start}))

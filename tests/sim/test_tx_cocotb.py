@@ -56,7 +56,7 @@ def work_record(w: Work) -> dict:
 
 
 def run(width, associations, first_ssn, memory, *, works=(), responses=(), frames, refused=0, completions=0,
-        name="transmit"):
+        name="transmit", requests_after=0):
     result_file = default_build_root() / f"tx_run_w{width}_{name}.json"
     run_cocotb(
         Rnic(width, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
@@ -70,7 +70,7 @@ def run(width, associations, first_ssn, memory, *, works=(), responses=(), frame
             "streams": [{"index": a * STREAM_IDS + s, "first_ssn": ssn} for (a, s), ssn in first_ssn.items()],
             "works": [work_record(w) for w in works], "responses": [r.record() for r in responses],
             "frames": frames, "refused": refused, "completions": completions,
-            "read_stall": 0.3, "network_stall": 0.2, "output": str(result_file)})
+            "requests_after": requests_after, "read_stall": 0.3, "network_stall": 0.2, "output": str(result_file)})
     result = json.loads(result_file.read_text())
     return [bytes.fromhex(frame) for frame in result["frames"]], result["refused"], result["completions"]
 
@@ -139,14 +139,19 @@ def test_work_requests_match_the_model(width, tshark, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [8])
 def test_read_responses_match_the_model_and_ird_overflow_is_refused(width, tshark, tmp_path):
+    """The Read Requests arrive while a long Write (small MULPDU, on another association) is being segmented,
+    so none of their responses is handed on before the last request: the one past the stream's IRD is
+    refused, as the model's responder refuses it, whatever the timing; then the answers follow the Write."""
     rng = random.Random(100 + width)
     memory = Memory(rng)
-    associations = [Association(0, 1468, 0xFFFFFFF0, tag=rng.getrandbits(32))]
-    first_ssn = {(0, 0): 1, (0, 2): 1}
+    associations = [Association(0, 1468, 0xFFFFFFF0, tag=rng.getrandbits(32)),
+                    Association(1, 200, rng.getrandbits(32), local_port=5001, peer_port=6001, tag=rng.getrandbits(32))]
+    first_ssn = {(0, 0): 1, (0, 2): 1, (1, 0): 1}
+    write = Work(WorkOpcode.RDMA_WRITE, 1, 0, MEMORY_BASE, 30000, stag=rng.getrandbits(32), to=rng.getrandbits(63),
+                 wr_id=1)
     responses = []
-    # One past the IRD on stream 0, behind a first response long enough to hold its place in the queue.
     for stream_id, sizes in ((0, (5000, 1455, 0, 1, 64)), (2, (1454, 1, 0, rng.randrange(3000)))):
-        for msn, size in enumerate(sizes, 1):
+        for msn, size in enumerate(sizes, 1):   # one past the IRD on stream 0
             responses.append(ReadResponse(0, stream_id, MEMORY_BASE + rng.randrange(MEMORY_BYTES - size), size,
                                           sink_stag=rng.getrandbits(32), sink_to=rng.getrandbits(64), msn=msn))
     # The model's responder per stream: the same Read Requests, its Terminate for the one past IRD.
@@ -157,10 +162,13 @@ def test_read_responses_match_the_model_and_ird_overflow_is_refused(width, tshar
                                                                              ird=IRD))
         (refused_expected if responder.request(response) else answered).append(response)
     assert refused_expected == [responses[IRD]]
-    per_message = model_messages(associations, first_ssn, answered, memory)
+    order = [write, *answered]
+    per_message = model_messages(associations, first_ssn, order, memory)
     expected = [frame for frames in per_message for frame in frames]
-    sources = [message for message, frames in zip(answered, per_message) for _ in frames]
-    got, refused, _ = run(width, associations, first_ssn, memory, responses=responses, frames=len(expected),
-                          refused=1, name="read_responses")
+    sources = [message for message, frames in zip(order, per_message) for _ in frames]
+    got, refused, completions = run(width, associations, first_ssn, memory, works=[write], responses=responses,
+                                    frames=len(expected), refused=1, completions=1, name="read_responses",
+                                    requests_after=100)
     check_frames(got, expected, sources, associations, tshark, tmp_path)
     assert refused == [refused_expected[0].record()]
+    assert [c["wr_id"] for c in completions] == [1]
