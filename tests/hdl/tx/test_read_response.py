@@ -156,15 +156,18 @@ def test_read_requests_beyond_ird_are_refused_as_the_model_refuses_them():
     pytest.param(32, 200, 40, marks=pytest.mark.slow),
 ])
 def test_read_responses_one_beat_per_cycle(width, size, count):
-    """A Read Response load from a peer that keeps IRD requests outstanding on each of four streams, with
-    always-ready memory and network: one beat every cycle from the first beat of the first frame to the
-    last of the last."""
+    """A Read Response load from a peer that keeps IRD requests outstanding on each of eight streams (two
+    associations), with always-ready memory and network: one beat every cycle from the first beat of the
+    first frame to the last of the last. (Eight, not four: at W = 64 a 0 B response is a two-beat frame,
+    and sixteen of them, 32 cycles, no longer cover the loop from a frame leaving through the peer's next
+    request to that request's frame.)"""
     memory = ReadMemory(0x10000, bytes(range(256)) * (size * count // 256 + 2), width)
-    streams = {(0, stream_id): 1 for stream_id in range(STREAM_IDS)}
+    streams = {(association, stream_id): 1 for association in (0, 1) for stream_id in range(STREAM_IDS)}
     keys = list(streams)
     requests = [ReadResponse(*keys[index % len(keys)], 0x10000 + index * size, size, sink_stag=index,
                              sink_to=index * size, msn=index // len(keys) + 1) for index in range(count)]
-    run = check(width, [Association(0, 1480, 1)], streams, [], memory, responses=requests, peer_window=4)
+    associations = [Association(0, 1480, 1), Association(1, 1480, 77, local_port=5001, peer_port=6001)]
+    run = check(width, associations, streams, [], memory, responses=requests, peer_window=4)
     cycles = run.beat_cycles
     assert cycles[-1] - cycles[0] + 1 == len(cycles), "a cycle without a beat"
 
