@@ -104,18 +104,9 @@ def run_rx_bench(widths: tuple[int, ...] = (8, 64), payloads: tuple[int, ...] = 
                   f"{row['beats_per_cycle']:>12.3f} {row['stalls']:>7} {row['source_idle']:>9} "
                   f"{row['write_latency']:>12.0f} {row['report_latency']:>9.0f}", flush=True)
     if not synth:
-        print("(synthesis: rnic bench rx --synth, or make synth)")
+        print("(synthesis: rnic bench rx --synth, or scripts/synth_report.py --blocks rx_engine)")
         return
-    from boards.ecpix5 import ECPIX5_85F
-    from boards.synth import synthesize
     from hdl.rx.engine import RxEngine
+    from sim.commands.synthesis_table import print_synthesis_table
 
-    print(f"\nsynthesis: {ECPIX5_85F.device} {ECPIX5_85F.package} speed {ECPIX5_85F.speed}, out of context, "
-          f"target {target_mhz:g} MHz")
-    header = f"{'W':>3} {'LUT4':>7} {'FF':>7} {'BRAM':>5} {'Fmax MHz':>9} {'W x Fmax Gb/s':>14} {'time s':>7}"
-    print(header)
-    print("-" * len(header), flush=True)
-    for width in widths:
-        result = synthesize(RxEngine(width), f"rx_engine_w{width}", target_mhz=target_mhz)
-        print(f"{width:>3} {result.lut4:>7} {result.ff:>7} {result.bram:>5} {result.fmax_mhz:>9.1f} "
-              f"{width * 8 * result.fmax_mhz / 1000:>14.1f} {result.seconds:>7.0f}", flush=True)
+    print_synthesis_table(RxEngine, "rx_engine", widths, target_mhz)

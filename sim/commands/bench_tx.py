@@ -106,17 +106,8 @@ def run_tx_bench(widths: tuple[int, ...] = (8, 64), payloads: tuple[int, ...] = 
     if not synth:
         print("(synthesis: rnic bench tx --synth, or scripts/synth_report.py --blocks tx_engine)")
         return rows
-    from boards.ecpix5 import ECPIX5_85F
-    from boards.synth import synthesize
     from hdl.tx.engine import TxEngine
+    from sim.commands.synthesis_table import print_synthesis_table
 
-    print(f"\nsynthesis: {ECPIX5_85F.device} {ECPIX5_85F.package} speed {ECPIX5_85F.speed}, out of context, "
-          f"target {target_mhz:g} MHz")
-    header = f"{'W':>3} {'LUT4':>7} {'FF':>7} {'BRAM':>5} {'Fmax MHz':>9} {'W x Fmax Gb/s':>14} {'time s':>7}"
-    print(header)
-    print("-" * len(header), flush=True)
-    for width in widths:
-        result = synthesize(TxEngine(width), f"tx_engine_w{width}", target_mhz=target_mhz)
-        print(f"{width:>3} {result.lut4:>7} {result.ff:>7} {result.bram:>5} {result.fmax_mhz:>9.1f} "
-              f"{width * 8 * result.fmax_mhz / 1000:>14.1f} {result.seconds:>7.0f}", flush=True)
+    print_synthesis_table(TxEngine, "tx_engine", widths, target_mhz)
     return rows
