@@ -152,7 +152,8 @@ class TxEngine(wiring.Component):
 
         # Inbound Read Requests: one beat each, through a queue, into the IRD queue; refusals out.
         layout = read_response_layout(ADDRESS_BITS)
-        request_queue = m.submodules.request_queue = Queue(layout)
+        # From the queue's LUT RAM: no wide output register whose enable is the IRD stage's ready.
+        request_queue = m.submodules.request_queue = Queue(layout, 4, memory_output=True)
         reads = m.submodules.reads = ReadRequestQueue(associations=self.associations, stream_ids=self.stream_ids,
                                                       ird=self.ird)
         m.d.comb += [
@@ -206,7 +207,10 @@ class TxEngine(wiring.Component):
                      headers.udp_port.eq(self.udp_port)]
 
         # Segments through the ring, then to headers, fetches to the payload fetcher, each through a queue.
-        numbered_queue = m.submodules.numbered_queue = Queue(segment_layout())
+        # Straight from LUT RAM: the ring's late `ready` reaches a read counter, not the enable of a
+        # segment-wide register; the fields the ring decides on are kept in flip-flops too.
+        numbered_queue = m.submodules.numbered_queue = Queue(segment_layout(), 4, memory_output=True,
+                                                             registered_fields=("numbered", "association", "fetch"))
         connect(m, segmenter.segments, numbered_queue.sink)
         connect(m, numbered_queue.source, ring.segments)
         segment_queue = m.submodules.segment_queue = Queue(segment_layout())

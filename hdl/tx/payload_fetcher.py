@@ -17,7 +17,7 @@ the cycle it issues the last burst of the previous one: a fetch of one burst
 costs two cycles. Read responses (``RRESP``) are not checked in this slice.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 

@@ -43,7 +43,8 @@ class ReadRequestQueue(wiring.Component):
     requests : ``In(stream.Signature(read_response_layout()))``
         ``ready`` is a flip-flop; a record is taken every other cycle at most.
     responses : ``Out(stream.Signature(read_response_layout()))``
-        Accepted requests in arrival order, from a queue of ``ird`` entries per stream row.
+        Accepted requests in arrival order, from a queue of ``ird`` entries per stream row, read
+        straight from its LUT RAM (``association`` and ``stream_id`` from flip-flops).
     refused : ``Out(stream.Signature(read_response_layout()))``
         Requests beyond their row's IRD, from a queue; while it is full, ``requests`` waits.
     sent, sent_row : ``In(1)``, ``In(index_bits(streams))``
@@ -68,7 +69,11 @@ class ReadRequestQueue(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         ird, streams = self.ird, self.associations * self.stream_ids
-        accepted = m.submodules.accepted = Queue(self._layout, max(2, ird * streams))
+        # The accepted requests leave straight from the queue's LUT RAM: the segmenter's late
+        # `ready` then reaches a read counter, not a wide output register's enable. The fields
+        # the arbiter and the segmenter decode on are kept in flip-flops too.
+        accepted = m.submodules.accepted = Queue(self._layout, max(4, ird * streams), memory_output=True,
+                                                 registered_fields=("association", "stream_id"))
         refused = m.submodules.refused = Queue(self._layout)
         wiring.connect(m, accepted.source, wiring.flipped(self.responses))
         wiring.connect(m, refused.source, wiring.flipped(self.refused))

@@ -123,10 +123,11 @@ class RetransmitRing(wiring.Component):
         m.d.comb += [write.addr.eq(slot(head.association, head.tsn)), write.data.eq(head),
                      write.en.eq(recording)]
 
-        # TSN requests, one at a time: TAKE -> MEASURE -> DECIDE -> (REPLAY | WALK_READ <-> WALK_EMIT).
+        # TSN requests, one at a time: TAKE -> MEASURE -> COMPARE -> DECIDE -> (REPLAY | WALK_READ <-> WALK_EMIT).
         request = Signal(tsn_request_layout())
         request_row = request.association[:association_bits] if association_bits else Const(0, 1)
         offset, count = Signal(32), Signal(range(ring_tsns + 1))
+        in_ring = Signal()   # offset < count, registered: the 32-bit compare is a stage of its own
         walk_tsn, walk_left = Signal(32), Signal(range(ring_tsns + 1))
         retiring, retire_step = Signal(), Signal()
         row_retired, row_outstanding = Array(retired)[request_row], Array(outstanding)[request_row]
@@ -143,9 +144,11 @@ class RetransmitRing(wiring.Component):
                 # tsn - retired - 1 as one adder: tsn + ~retired (mod 2**32).
                 m.d.sync += [offset.eq(request.tsn + ~row_retired), count.eq(row_outstanding),
                              walk_tsn.eq(row_retired + 1)]
+                m.next = "COMPARE"
+            with m.State("COMPARE"):
+                m.d.sync += in_ring.eq(offset < count)
                 m.next = "DECIDE"
             with m.State("DECIDE"):
-                in_ring = offset < count
                 with m.If(request.opcode == TsnOpcode.RESEND):
                     with m.If(in_ring):
                         m.d.sync += replaying.eq(1)

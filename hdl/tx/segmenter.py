@@ -96,7 +96,7 @@ class Segmenter(wiring.Component):
         request = Signal(message_layout(self._address_bits))
         busy = Signal()
         ddp, numbered = Signal(), Signal()   # takes DDP-SSN and MSN; takes a TSN
-        tagged, read_request, responding, has_payload, last = Signal(), Signal(), Signal(), Signal(), Signal()
+        responding, has_payload, last = Signal(), Signal(), Signal()
         per_segment = Signal(SEGMENT_PAYLOAD_BITS)
         remaining = Signal(32)
         rest = Signal(signed(34))   # remaining - per_segment: the next segment's remaining bytes
@@ -104,6 +104,9 @@ class Segmenter(wiring.Component):
         offset_to, address = Signal(64), Signal(self._address_bits)
         row = Signal(association_bits)
         stream_row = Signal(index_bits(streams))
+        # The MSN this message advances, one flag per (stream row, queue), decoded when it is taken:
+        # the last segment's write enable of each 32-bit counter is then one gate.
+        advances_msn = Signal(2 * streams)
 
         # Stage a request: its kind decoded and its association's room chosen, into registers.
         staged, staged_valid = Signal(message_layout(self._address_bits)), Signal()
@@ -138,7 +141,7 @@ class Segmenter(wiring.Component):
                 busy.eq(1),
                 request.eq(staged),
                 row.eq(staged_row), stream_row.eq(staged_stream_row),
-                tagged.eq(staged_tagged), read_request.eq(staged_read_request), responding.eq(staged_responding),
+                responding.eq(staged_responding),
                 ddp.eq(staged_ddp), numbered.eq(staged.opcode != ControlOpcode.PACKET),
                 per_segment.eq(staged_room),
                 remaining.eq(Mux(staged_read_request, 0, staged.length)),
@@ -148,6 +151,8 @@ class Segmenter(wiring.Component):
                 tsn.eq(next_tsn[staged_row]),
                 ssn.eq(next_ssn[staged_stream_row]),
                 msn.eq(next_msn[staged_stream_row][staged_read_request]),
+                advances_msn.eq(Mux(staged_ddp & ~staged_tagged,
+                                    Const(1, 2 * streams) << Cat(staged_read_request, staged_stream_row), 0)),
                 mo.eq(0),
                 offset_to.eq(staged.to),
                 address.eq(staged.host_address),
@@ -200,8 +205,10 @@ class Segmenter(wiring.Component):
                 m.d.sync += next_ssn[stream_row].eq(ssn + 1)
             with m.If(last):
                 m.d.sync += busy.eq(0)
-                with m.If(ddp & ~tagged):
-                    m.d.sync += next_msn[stream_row][read_request].eq(msn + 1)
+                for index in range(streams):
+                    for queue in range(2):
+                        with m.If(advances_msn[2 * index + queue]):
+                            m.d.sync += next_msn[index][queue].eq(msn + 1)
 
         # Host writes (only while the association or stream has no work in flight).
         m.d.comb += [self.association_write.ready.eq(1), self.stream_write.ready.eq(1)]
