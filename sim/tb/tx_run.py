@@ -5,7 +5,8 @@ frames; this module only drives the gateware and records what it sends.
 Parameters (:func:`sim.runner.test_parameters`):
 
 * ``width_bytes``; ``local_mac`` (hex), ``local_ip``;
-* ``memory_base``, ``memory`` (hex): the host memory's contents the engine reads;
+* ``memory_base``, ``memory_seed``, ``memory_size``: the host memory the engine reads,
+  ``memory_size`` bytes of ``random.Random(memory_seed).randbytes`` (the caller draws the same);
 * ``associations``: ``hdl.abi.tx_association_write_layout`` rows; ``streams``:
   ``tx_stream_write_layout`` rows;
 * ``works``, ``responses``, ``controls``: records for ``s_axis_wr``,
@@ -26,6 +27,7 @@ completes.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import cocotb
@@ -42,7 +44,7 @@ async def transmit(dut):
     p = test_parameters()
     tb = RnicTB(dut, p["width_bytes"], memory_bytes=p.get("memory_bytes", 1 << 22), seed=p.get("seed", 1))
     await tb.reset()
-    tb.ram.write(p["memory_base"], bytes.fromhex(p["memory"]))
+    tb.ram.write(p["memory_base"], random.Random(p["memory_seed"]).randbytes(p["memory_size"]))
     await tb.set_addresses(bytes.fromhex(p["local_mac"]), p["local_ip"])
     for row in p["associations"]:
         await tb.write_tx_table("tx_association", row)

@@ -46,6 +46,7 @@ class ClockedCore(Elaboratable):
 
 
 @pytest.mark.cocotb
+@pytest.mark.slow   # the board's Verilator build alone is minutes: more than the default suite can spend
 def test_board_over_the_control_link():
     top = ClockedCore(BoardCore(divisor=BIT_CLOCKS))
     result = run_cocotb(

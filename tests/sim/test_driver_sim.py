@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from driver import LinkConfig, SendWR, SGE, WCStatus, WROpcode
+from driver import SendWR, SGE, WCStatus, WROpcode
 from driver.device import Fabric
 from model.ddp.memory import SparseMemory
 from model.rnic.offload import ModelEngine

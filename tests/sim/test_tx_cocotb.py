@@ -36,10 +36,12 @@ IRD = 4
 
 
 class Memory:
-    """The host memory the engine reads, as the model's builders take it."""
+    """The host memory the engine reads, as the model's builders take it: ``size`` random bytes from
+    ``seed`` (sim/tb/tx_run.py draws the same bytes from the same seed)."""
 
-    def __init__(self, rng: random.Random):
-        self.base, self.data = MEMORY_BASE, rng.randbytes(MEMORY_BYTES)
+    def __init__(self, seed: int, size: int = MEMORY_BYTES):
+        self.base, self.seed = MEMORY_BASE, seed
+        self.data = random.Random(seed).randbytes(size)
 
 
 def association_row(a: Association) -> dict:
@@ -56,7 +58,7 @@ def work_record(w: Work) -> dict:
 
 
 def run(width, associations, first_ssn, memory, *, works=(), responses=(), frames, refused=0, completions=0,
-        name="transmit", requests_after=0):
+        name="transmit", requests_after=0, read_stall=0.3, network_stall=0.2):
     result_file = default_build_root() / f"tx_run_w{width}_{name}.json"
     run_cocotb(
         Rnic(width, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
@@ -65,12 +67,13 @@ def run(width, associations, first_ssn, memory, *, works=(), responses=(), frame
         waves_name=f"rnic_w{width}-{name}",
         parameters={
             "width_bytes": width, "seed": width, "local_mac": LOCAL_MAC.hex(), "local_ip": str(LOCAL_IP),
-            "memory_base": memory.base, "memory": memory.data.hex(),
+            "memory_base": memory.base, "memory_seed": memory.seed, "memory_size": len(memory.data),
             "associations": [association_row(a) for a in associations],
             "streams": [{"index": a * STREAM_IDS + s, "first_ssn": ssn} for (a, s), ssn in first_ssn.items()],
             "works": [work_record(w) for w in works], "responses": [r.record() for r in responses],
             "frames": frames, "refused": refused, "completions": completions,
-            "requests_after": requests_after, "read_stall": 0.3, "network_stall": 0.2, "output": str(result_file)})
+            "requests_after": requests_after, "read_stall": read_stall, "network_stall": network_stall,
+            "output": str(result_file)})
     result = json.loads(result_file.read_text())
     return [bytes.fromhex(frame) for frame in result["frames"]], result["refused"], result["completions"]
 
@@ -117,7 +120,7 @@ def scenario(rng: random.Random, width: int):
 @pytest.mark.parametrize("width", [8, 64])
 def test_work_requests_match_the_model(width, tshark, tmp_path):
     rng = random.Random(width)
-    memory = Memory(rng)
+    memory = Memory(width)
     associations, first_ssn, works = scenario(rng, width)
     per_message = model_messages(associations, first_ssn, works, memory)
     expected = [frame for frames in per_message for frame in frames]
@@ -143,7 +146,7 @@ def test_read_responses_match_the_model_and_ird_overflow_is_refused(width, tshar
     so none of their responses is handed on before the last request: the one past the stream's IRD is
     refused, as the model's responder refuses it, whatever the timing; then the answers follow the Write."""
     rng = random.Random(100 + width)
-    memory = Memory(rng)
+    memory = Memory(100 + width)
     associations = [Association(0, 1468, 0xFFFFFFF0, tag=rng.getrandbits(32)),
                     Association(1, 200, rng.getrandbits(32), local_port=5001, peer_port=6001, tag=rng.getrandbits(32))]
     first_ssn = {(0, 0): 1, (0, 2): 1, (1, 0): 1}
@@ -172,3 +175,32 @@ def test_read_responses_match_the_model_and_ird_overflow_is_refused(width, tshar
     check_frames(got, expected, sources, associations, tshark, tmp_path)
     assert refused == [refused_expected[0].record()]
     assert [c["wr_id"] for c in completions] == [1]
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow
+def test_one_mebibyte_write_send_and_read_response(tshark, tmp_path):
+    """The largest size class at W = 8: a 1 MiB RDMA Write and a 1 MiB Send from unaligned sources, and a
+    1 MiB Read Response requested while the Write is being segmented, which goes out between the two
+    (responses ahead of waiting local work): about 2200 frames, the TSN and a DDP-SSN wrapping, the Write's TO
+    reaching 2**64 - 1, each frame byte-exact with the model's."""
+    width, size = 8, 1 << 20
+    rng = random.Random(7)
+    memory = Memory(7, size + 4096)
+    associations = [Association(0, 1468, 0xFFFFFF00, tag=rng.getrandbits(32))]
+    first_ssn = {(0, 0): 1, (0, 1): 0xFFFF}
+    write = Work(WorkOpcode.RDMA_WRITE, 0, 0, MEMORY_BASE + 3, size, stag=rng.getrandbits(32),
+                 to=(1 << 64) - size - 1, wr_id=1)
+    send = Work(WorkOpcode.SEND_WITH_SE, 0, 0, MEMORY_BASE + 4093, size, wr_id=2)
+    response = ReadResponse(0, 1, MEMORY_BASE + 1, size, sink_stag=rng.getrandbits(32),
+                            sink_to=rng.getrandbits(64))
+    order = [write, response, send]
+    per_message = model_messages(associations, first_ssn, order, memory)
+    expected = [frame for frames in per_message for frame in frames]
+    sources = [message for message, frames in zip(order, per_message) for _ in frames]
+    got, refused, completions = run(width, associations, first_ssn, memory, works=[write, send],
+                                    responses=[response], frames=len(expected), completions=2, name="mebibyte",
+                                    requests_after=100, read_stall=0.1, network_stall=0.05)
+    check_frames(got, expected, sources, associations, tshark, tmp_path)
+    assert refused == []
+    assert [c["wr_id"] for c in completions] == [1, 2]

@@ -17,7 +17,6 @@ local work waiting for the segmenter.
 """
 
 import random
-import subprocess
 
 import pytest
 

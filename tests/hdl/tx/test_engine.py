@@ -107,15 +107,3 @@ def test_one_beat_per_cycle(width, size, opcode, count):
     run = check(width, associations, {(0, 0): 1}, works, memory)
     cycles = run.beat_cycles
     assert cycles[-1] - cycles[0] + 1 == len(cycles), "a cycle without a beat"
-
-
-@pytest.mark.slow
-def test_one_mebibyte_write_and_send():
-    rng = random.Random(1)
-    size = 1 << 20
-    memory = ReadMemory(PAGE_END - size - 4096, rng.randbytes(size + 8192), 8, seed=2, ar_ready=0.8,
-                        latency=(1, 6), r_gap=0.1)
-    associations = [Association(0, 1480, 0xFFFFFF00)]
-    works = [Work(WorkOpcode.RDMA_WRITE, 0, 0, PAGE_END - size - 4093, size, stag=7, to=1 << 40),
-             Work(WorkOpcode.SEND_WITH_SE, 0, 0, PAGE_END - size - 5, size)]
-    check(8, associations, {(0, 0): 1}, works, memory, out_stall=0.05)

@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from hdl.abi import CompletionStatus, ControlOpcode, TsnOpcode, WorkOpcode
+from hdl.abi import CompletionStatus, TsnOpcode, WorkOpcode
 from tests.hdl.tx.harness import (
     PAGE_END, Association, Control, TsnRequest, Work, check, model_messages, random_memory, run_against_model,
 )
