@@ -143,7 +143,11 @@ class TxEngine(wiring.Component):
         frame = m.submodules.frame = Prepend(width, PREFIX_LENGTHS)
 
         # Work requests: one AXI4-Stream beat each, through a queue.
-        work_queue = m.submodules.work_queue = Queue(work_request_layout(ADDRESS_BITS))
+        # Read straight from LUT RAM (as every request queue into the arbiter): the segmenter's late
+        # `ready` reaches a read counter, not a wide output register's enable; the fields the
+        # segmenter decodes when it stages a request are kept in flip-flops too.
+        work_queue = m.submodules.work_queue = Queue(work_request_layout(ADDRESS_BITS), 4, memory_output=True,
+                                                     registered_fields=("opcode", "association"))
         m.d.comb += [
             work_queue.sink.payload.eq(self.s_axis_wr.tdata[:work_request_layout(ADDRESS_BITS).size]),
             work_queue.sink.valid.eq(self.s_axis_wr.tvalid),
@@ -182,7 +186,9 @@ class TxEngine(wiring.Component):
                          port.tvalid.eq(source.valid), source.ready.eq(port.tready)]
 
         # Control requests: one beat each, through a queue.
-        control_queue = m.submodules.control_queue = Queue(control_request_layout(ADDRESS_BITS))
+        control_queue = m.submodules.control_queue = Queue(control_request_layout(ADDRESS_BITS), 4,
+                                                           memory_output=True,
+                                                           registered_fields=("opcode", "association"))
         m.d.comb += [
             control_queue.sink.payload.eq(self.s_axis_ctl.tdata[:control_request_layout(ADDRESS_BITS).size]),
             control_queue.sink.valid.eq(self.s_axis_ctl.tvalid),

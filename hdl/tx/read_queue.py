@@ -74,7 +74,7 @@ class ReadRequestQueue(wiring.Component):
         # the arbiter and the segmenter decode on are kept in flip-flops too.
         accepted = m.submodules.accepted = Queue(self._layout, max(4, ird * streams), memory_output=True,
                                                  registered_fields=("association", "stream_id"))
-        refused = m.submodules.refused = Queue(self._layout)
+        refused = m.submodules.refused = Queue(self._layout, 4, memory_output=True)   # its reader's ready: a counter
         wiring.connect(m, accepted.source, wiring.flipped(self.responses))
         wiring.connect(m, refused.source, wiring.flipped(self.refused))
 

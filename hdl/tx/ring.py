@@ -89,8 +89,9 @@ class RetransmitRing(wiring.Component):
         layout = segment_layout(self._address_bits)
         store = m.submodules.store = memory.Memory(shape=layout, depth=associations * ring_tsns, init=[])
         write, read = store.write_port(), store.read_port(transparent_for=())
-        refused = m.submodules.refused = Queue(tsn_request_layout())
-        completions = m.submodules.completions = Queue(completion_layout())
+        # Both read straight from LUT RAM: their readers' ready (a port's) reaches a read counter.
+        refused = m.submodules.refused = Queue(tsn_request_layout(), 4, memory_output=True)
+        completions = m.submodules.completions = Queue(completion_layout(), 4, memory_output=True)
         wiring.connect(m, refused.source, wiring.flipped(self.refused))
         wiring.connect(m, completions.source, wiring.flipped(self.completions))
 

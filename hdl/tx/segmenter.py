@@ -119,13 +119,17 @@ class Segmenter(wiring.Component):
         work_ddp = work.opcode < ControlOpcode.SESSION_CONTROL
         # A request is staged once the one before it is at its last segment, not earlier, so the
         # arbiter still chooses between messages at that boundary; `ready` is made of flip-flops.
+        # While the stage is empty its registers follow the arbiter's output, so their enable is
+        # the flip-flop `staged_valid`, not the handshake; the handshake sets only `staged_valid`.
         take = staged_valid & ~busy
         m.d.comb += self.work.ready.eq(~staged_valid & (~busy | last))
         with m.If(take):
             m.d.sync += staged_valid.eq(0)
         with m.If(self.work.valid & self.work.ready):
+            m.d.sync += staged_valid.eq(1)
+        with m.If(~staged_valid):
             m.d.sync += [
-                staged_valid.eq(1), staged.eq(work),
+                staged.eq(work),
                 staged_row.eq(work_row),
                 staged_stream_row.eq(layouts.stream_row(work.association, work.stream_id, associations,
                                                         self.stream_ids)),
