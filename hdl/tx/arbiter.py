@@ -1,10 +1,10 @@
 """The control plane's requests, then Read Responses, then local work requests, one message at a time, into
 the segmenter.
 
-Every input comes from a :class:`~hdl.stream.queue.Queue` output (flip-flops;
-the Read Responses from the IRD queue's LUT RAM, their association and stream
-from flip-flops), and the choice is made by the ``valid`` of the control and
-responses queues: flip-flops, so the segmenter sees a 3:1 choice. Whenever the
+Local and control requests come from :class:`~hdl.stream.queue.Queue` LUT RAMs
+(their opcode and association from flip-flops), the Read Responses from the
+IRD queue's head register, and the choice is made by the ``valid`` of the
+control and responses queues: flip-flops, so the segmenter sees a 3:1 choice. Whenever the
 segmenter takes its next message, a waiting control request goes first (the
 control plane's packets, a SACK or a HEARTBEAT ACK, are small and their
 timing is SCTP's, RFC 4960 6.2, 8.3), then a waiting Read Response, in the

@@ -43,8 +43,8 @@ class ReadRequestQueue(wiring.Component):
     requests : ``In(stream.Signature(read_response_layout()))``
         ``ready`` is a flip-flop; a record is taken every other cycle at most.
     responses : ``Out(stream.Signature(read_response_layout()))``
-        Accepted requests in arrival order, from a queue of ``ird`` entries per stream row, read
-        straight from its LUT RAM (``association`` and ``stream_id`` from flip-flops).
+        Accepted requests in arrival order, from a queue of ``ird`` entries per stream row, through
+        a head register (``valid`` and ``payload`` are flip-flops; one every other cycle at most).
     refused : ``Out(stream.Signature(read_response_layout()))``
         Requests beyond their row's IRD, from a queue; while it is full, ``requests`` waits.
     sent, sent_row : ``In(1)``, ``In(index_bits(streams))``
@@ -69,14 +69,20 @@ class ReadRequestQueue(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         ird, streams = self.ird, self.associations * self.stream_ids
-        # The accepted requests leave straight from the queue's LUT RAM: the segmenter's late
-        # `ready` then reaches a read counter, not a wide output register's enable. The fields
-        # the arbiter and the segmenter decode on are kept in flip-flops too.
-        accepted = m.submodules.accepted = Queue(self._layout, max(4, ird * streams), memory_output=True,
-                                                 registered_fields=("association", "stream_id"))
+        # The accepted requests, in LUT RAM, reach ``responses`` through one head register that
+        # loads while it is empty: its enable is a flip-flop, and the segmenter's late `ready`
+        # clears only `head_valid`. A request is offered every other cycle at most, as often as
+        # the segmenter can start a message.
+        accepted = m.submodules.accepted = Queue(self._layout, max(4, ird * streams), memory_output=True)
         refused = m.submodules.refused = Queue(self._layout, 4, memory_output=True)   # its reader's ready: a counter
-        wiring.connect(m, accepted.source, wiring.flipped(self.responses))
         wiring.connect(m, refused.source, wiring.flipped(self.refused))
+        head, head_valid = Signal(self._layout), Signal()
+        m.d.comb += [self.responses.payload.eq(head), self.responses.valid.eq(head_valid),
+                     accepted.source.ready.eq(~head_valid)]
+        with m.If(~head_valid):
+            m.d.sync += [head.eq(accepted.source.payload), head_valid.eq(accepted.source.valid)]
+        with m.Elif(self.responses.ready):
+            m.d.sync += head_valid.eq(0)
 
         # Per stream row: requests counted, and whether that is IRD (loaded with the count).
         counts = [Signal(range(ird + 1), name=f"outstanding_{row}") for row in range(streams)]
