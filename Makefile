@@ -18,11 +18,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/rnic demo --loss 0.01
 
+# worksteal: a worker that runs out takes queued tests from the other, so one long Verilator build
+# near the end does not leave a core idle.
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -q -m "not slow"
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q -m slow
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -q -m slow
 
 formal: $(STAMP)
 	$(PY) -m formal.run
