@@ -43,15 +43,19 @@ def tshark() -> Tshark:
 
 # -- the slow set ------------------------------------------------------------------------------
 # A cocotb run builds one Verilator model per design and width (a minute or more each
-# on 2 cores). The default suite (`make test`) simulates every design at W = 8; the
-# other widths, and tests marked `slow` by hand (long end-to-end runs), form the slow
-# set that `make test-slow` runs and CI runs after the default suite.
+# on 2 cores), and Amaranth's simulator is slower the wider the datapath. The default
+# suite (`make test`) simulates every design at W = 8; the other widths (of cocotb runs
+# and of the gateware's tests in Amaranth's simulator, tests/hdl/), and tests marked
+# `slow` by hand (long end-to-end runs), form the slow set that `make test-slow` runs
+# and CI runs after the default suite.
 DEFAULT_WIDTH = 8
+GATEWARE_TESTS = Path(__file__).parent / "hdl"
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.get_closest_marker("cocotb") is None or not hasattr(item, "callspec"):
+        gateware = item.get_closest_marker("cocotb") is not None or GATEWARE_TESTS in Path(item.path).parents
+        if not gateware or not hasattr(item, "callspec"):
             continue
         width = item.callspec.params.get("width_bytes", item.callspec.params.get("width"))
         if width is not None and width != DEFAULT_WIDTH:

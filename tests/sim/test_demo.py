@@ -319,6 +319,7 @@ def _sim_demo(arguments: list[str], tmp_path: Path, capsys) -> tuple[int, str]:
     return status, out
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_demo_on_the_rtl_prints_the_soft_demos_summary(tmp_path: Path, capsys) -> None:
     """`--backend sim`: the demo through the driver on the RTL engine passes, and its summary reports the same

@@ -59,6 +59,7 @@ def test_the_sim_fabric_drives_the_example_like_the_soft_backend(capsys):
     assert backend.frames_through_rtl == engine.engine.model.counters.frames > 0
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_example_program_on_the_rtl_engine(tmp_path):
     """README "Host driver": `scripts/driver_example.py --backend sim` runs the example on the gateware."""

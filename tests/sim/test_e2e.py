@@ -62,6 +62,7 @@ def run_on_rtl(tmp_path, loss: float, largest: int, width_bytes: int = 8) -> Non
     assert "frames through the RTL engine, every record as its model's" in (tmp_path / "sim.log").read_text()
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_end_to_end_on_the_rtl_small_sizes(tmp_path):
     """The default suite's sim run: 0 and 1 byte and the one-segment edges, at 1%."""

@@ -136,6 +136,7 @@ def test_the_percentile_is_the_nearest_rank():
     assert percentile([4.0], 50) == 4.0
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_on_the_rtl_engine_the_tables_add_its_cycles(capsys):
     """`--backend sim`: the same program on the gateware receive engine (every frame's records compared with

@@ -405,6 +405,7 @@ def drained_cycles(err: str) -> int:
     return int(re.search(r"drained in (\d+) cycles", err).group(1))
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_rtl_gaps_between_frames_change_the_timing_not_the_output(capsys):
     gap = 13
@@ -417,6 +418,7 @@ def test_rtl_gaps_between_frames_change_the_timing_not_the_output(capsys):
     assert drained_cycles(captured.err) > sum(beats[:-1]) + gap * (len(beats) - 1)
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_rtl_memory_back_pressure_changes_the_timing_not_the_output(capsys):
     model = replay(capsys, "--model", "--json")
@@ -436,6 +438,7 @@ def test_model_says_the_rtl_options_do_not_apply(capsys):
     assert "--gap, --memory-stall and --waves apply to the RTL engine" in captured.err
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_rtl_replay_that_cannot_drain_in_its_budget_says_how_far_it_got(tmp_path):
     """The first frame alone is 250 beats: after 100 cycles the engine has consumed none of them."""

@@ -225,6 +225,7 @@ def simulate(width: int, commands: list[Command], *, seed: int = 0, aw_ready: fl
     return bus
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.parametrize("width", [8, 64])
 def test_random_commands_random_back_pressure(width):
     """Random addresses and lengths 0..9000, random ready/valid on every channel."""
@@ -234,6 +235,7 @@ def test_random_commands_random_back_pressure(width):
              cmd_valid=0.7, payload_valid=0.8, done_ready=0.5)
 
 
+@pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.parametrize("width", [8, 64])
 def test_back_to_back_short_commands_and_errors(width):
     """Many 0..3W-byte commands back to back, few outstanding bursts, SLVERR on some bursts."""
