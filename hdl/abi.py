@@ -562,10 +562,11 @@ def control_request_bytes() -> int:
     return (control_request_layout(ADDRESS_BITS).size + 7) // 8
 
 
-class TsnOpcode(enum.IntEnum, shape=1):
+class TsnOpcode(enum.IntEnum, shape=2):
     """``tsn_request.opcode``."""
     ACK = 0     #: the Cumulative TSN Ack the host's SCTP processed (RFC 4960 6.2.1 D): ``tsn`` and all before
     RESEND = 1  #: send the DATA chunk of ``tsn`` again (T3-rtx, RFC 4960 6.3.3; fast retransmit, 7.2.4)
+    LIMIT = 2   #: new DATA chunks may carry TSNs up to ``tsn`` and no further (rwnd and cwnd, RFC 4960 6.1 A, B)
 
 
 def tsn_request_layout() -> data.StructLayout:
@@ -594,9 +595,17 @@ def tsn_request_layout() -> data.StructLayout:
       time), ahead of new segments waiting (6.1: retransmissions first). A TSN not in the ring (already
       acknowledged, never sent, or beyond ``ring_tsns``) is refused: the record leaves on
       ``m_axis_tsn_refused``, and ``s_axis_tsn`` waits while that output is not read.
+    * LIMIT: the sending window, as the host's SCTP computes it from the peer's rwnd and its own cwnd
+      (RFC 4960 6.1 A, B; 7.2): the row's new DATA chunks may carry TSNs up to ``tsn`` (serial arithmetic),
+      and the next one beyond waits (and every message behind it) until a LIMIT reaches it. A LIMIT at or
+      below the last TSN sent stops the row's new chunks; retransmissions (RESEND) are never held (RFC 4960
+      6.1 C: the host decides them). A row write lifts the limit: until its first LIMIT a row is bounded by
+      its ring alone. The host raises the limit as acknowledgements open the window; it can know each
+      chunk's TSN in advance, since the engine numbers them in the order of the requests it accepted, one
+      per DDP segment (RFC 5041 5.2) or session-control message.
     """
     return data.StructLayout({
-        "opcode": unsigned(1),             # TsnOpcode
+        "opcode": unsigned(2),             # TsnOpcode
         "association": unsigned(ASSOCIATION_BITS),
         "tsn": unsigned(32),
     })

@@ -49,7 +49,7 @@ Ports:
 * ``s_axis_ctl``: AXI4-Stream, one beat per control request (a control
   packet's chunks or a session-control message to send), ``tdata`` =
   :func:`hdl.abi.control_request_layout`;
-* ``s_axis_tsn``: AXI4-Stream, one beat per acknowledgement or
+* ``s_axis_tsn``: AXI4-Stream, one beat per acknowledgement, sending limit or
   retransmission request of the host's SCTP, ``tdata`` =
   :func:`hdl.abi.tsn_request_layout`; ``m_axis_tsn_refused``: resends of TSNs
   not in the ring, same layout; ``m_axis_completion``: one beat per work

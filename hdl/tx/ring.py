@@ -8,8 +8,9 @@ passes; a control packet (no TSN) passes unrecorded. Per association the ring
 keeps the last TSN acknowledged (``retired``) and how many TSNs after it are
 recorded (``outstanding``, at most ``ring_tsns``): the TSNs recorded are
 exactly ``retired + 1 .. retired + outstanding``. A segment of a full row
-waits (RFC 4960 leaves the sending window to the host's SCTP; this bound is
-the ring's).
+waits, as does one beyond the row's sending limit: the host's SCTP computes
+the window (RFC 4960 6.1 A, B) and the ring enforces it, counting down the
+new TSNs the last LIMIT still allows (``credit``).
 
 ``tsn_requests`` (:func:`hdl.abi.tsn_request_layout`) are handled one at a
 time by one read port:
@@ -26,6 +27,10 @@ time by one read port:
   one :func:`hdl.abi.completion_layout` record (RFC 5041 5.4). A record is
   read only while the completion queue has room, so it is retired the cycle
   after, whatever it holds.
+* LIMIT: the row's new segments wait from the cycle after the request is
+  taken (so ``outstanding`` holds still), the credit ``tsn - retired -
+  outstanding`` is taken over two stages, and the row is released with it
+  (0 for a TSN at or below the last one sent).
 
 Timing: the outputs are a 2:1 choice, by a flip-flop, between the replayed
 record (the RAM's output) and the input queue's head; ``segments.ready`` is
@@ -33,7 +38,7 @@ made of flip-flops and the head's row flag. The TSN arithmetic is one
 32-bit subtraction a stage.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -101,14 +106,19 @@ class RetransmitRing(wiring.Component):
         retired = [Signal(32, name=f"retired_{i}") for i in range(associations)]
         outstanding = [Signal(range(ring_tsns + 1), name=f"outstanding_{i}") for i in range(associations)]
         full = [Signal(name=f"full_{i}") for i in range(associations)]
-        full_flags = Cat(*full)
+        # The sending limit (LIMIT): new TSNs still allowed, counted down; `stopped` = limited & credit == 0.
+        limited = [Signal(name=f"limited_{i}") for i in range(associations)]
+        credit = [Signal(32, name=f"credit_{i}") for i in range(associations)]
+        stopped = [Signal(name=f"stopped_{i}") for i in range(associations)]
+        holding = [Signal(name=f"holding_{i}") for i in range(associations)]   # a LIMIT of the row is taken
+        halted = Cat(*full) | Cat(*stopped) | Cat(*holding)
 
         # The outputs: a replayed record (the read port's data, held) ahead of the input queue's head.
         replaying = Signal()
         head = self.segments.payload
         numbered = head.numbered
         head_row = head.association[:association_bits] if association_bits else Const(0, 1)
-        blocked = numbered & full_flags.bit_select(head_row, 1)
+        blocked = numbered & halted.bit_select(head_row, 1)
         out = Signal(layout)
         m.d.comb += out.eq(Mux(replaying, read.data, head))
         sent, fetches = self.sent, self.fetches
@@ -129,6 +139,8 @@ class RetransmitRing(wiring.Component):
         request_row = request.association[:association_bits] if association_bits else Const(0, 1)
         offset, count = Signal(32), Signal(range(ring_tsns + 1))
         in_ring = Signal()   # offset < count, registered: the 32-bit compare is a stage of its own
+        headroom = Signal(signed(34))   # LIMIT: tsn - retired - outstanding, registered beside in_ring
+        limit_load = Signal()
         walk_tsn, walk_left = Signal(32), Signal(range(ring_tsns + 1))
         retiring, retire_step = Signal(), Signal()
         row_retired, row_outstanding = Array(retired)[request_row], Array(outstanding)[request_row]
@@ -138,7 +150,11 @@ class RetransmitRing(wiring.Component):
             with m.State("TAKE"):
                 m.d.comb += self.tsn_requests.ready.eq(1)
                 with m.If(self.tsn_requests.valid):
-                    m.d.sync += request.eq(self.tsn_requests.payload)
+                    taken_request = self.tsn_requests.payload
+                    m.d.sync += request.eq(taken_request)
+                    for row in range(associations):
+                        with m.If((taken_request.opcode == TsnOpcode.LIMIT) & (taken_request.association == row)):
+                            m.d.sync += holding[row].eq(1)
                     m.next = "MEASURE"
             with m.State("MEASURE"):
                 m.d.comb += read.en.eq(1)
@@ -147,10 +163,14 @@ class RetransmitRing(wiring.Component):
                              walk_tsn.eq(row_retired + 1)]
                 m.next = "COMPARE"
             with m.State("COMPARE"):
-                m.d.sync += in_ring.eq(offset < count)
+                m.d.sync += [in_ring.eq(offset < count),
+                             headroom.eq(Mux(offset[31], -1, offset[:31] + 1 - count))]
                 m.next = "DECIDE"
             with m.State("DECIDE"):
-                with m.If(request.opcode == TsnOpcode.RESEND):
+                with m.If(request.opcode == TsnOpcode.LIMIT):
+                    m.d.comb += limit_load.eq(1)    # the row's credit and flags, below
+                    m.next = "TAKE"
+                with m.Elif(request.opcode == TsnOpcode.RESEND):
                     with m.If(in_ring):
                         m.d.sync += replaying.eq(1)
                         m.next = "REPLAY"
@@ -195,6 +215,7 @@ class RetransmitRing(wiring.Component):
         # Per row: a record in, a TSN retired, or the host's row write (the row is idle then).
         row_write = self.association_write.payload
         m.d.comb += self.association_write.ready.eq(1)
+        no_headroom = headroom[-1] | (headroom == 0)
         for row in range(associations):
             adding = recording & (head_row == row)
             removing = retire_step & (request_row == row)
@@ -206,4 +227,14 @@ class RetransmitRing(wiring.Component):
                 m.d.sync += [outstanding[row].eq(outstanding[row] - 1), full[row].eq(0)]
             with m.If(removing):
                 m.d.sync += retired[row].eq(retired[row] + 1)
+            # The limit: no segment of the row is added while its LIMIT is under way (holding).
+            with m.If(self.association_write.valid & (row_write.index == row)):
+                m.d.sync += [limited[row].eq(0), stopped[row].eq(0)]
+            with m.Elif(limit_load & (request_row == row)):
+                m.d.sync += [limited[row].eq(1), credit[row].eq(Mux(no_headroom, 0, headroom[:32])),
+                             stopped[row].eq(no_headroom)]
+            with m.Elif(adding & limited[row]):
+                m.d.sync += [credit[row].eq(credit[row] - 1), stopped[row].eq(credit[row] == 1)]
+            with m.If(limit_load & (request_row == row)):
+                m.d.sync += holding[row].eq(0)
         return m

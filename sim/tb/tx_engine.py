@@ -144,6 +144,8 @@ class Run:
     most_unacknowledged: int = 0   # the most DATA chunks of a row on the wire above the last ACK taken
     acks_taken: int = 0
     first_response_cycle: int = -1   # cycle the first Read Request record was taken
+    frame_cycles: list = field(default_factory=list)   # cycle of each frame's first beat
+    tsn_taken: list = field(default_factory=list)      # (cycle, TsnRequest) of each record s_axis_tsn took
 
 
 def simulate(width: int, associations: list[Association], first_ssn: dict, works: list[Work], memory: ReadMemory,
@@ -153,11 +155,11 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
              refused_ready: float = 1.0, control_after_frames: list | None = None,
              work_after_frames: list | None = None, ring_tsns: int = 64, tsn_requests: list = (),
              tsn_after_frames: list | None = None, acknowledge_after: int | None = 0,
-             completion_count: int = 0) -> Run:
+             completion_count: int = 0, work_delay: int = 0) -> Run:
     """Run the engine until ``frame_count`` frames and ``refused_count`` refusals left (or a cycle budget ran
     out), then 30 cycles more.
 
-    Work requests go to ``s_axis_wr`` once the tables are written, each (with ``work_after_frames``) once
+    Work requests go to ``s_axis_wr`` ``work_delay`` cycles after the tables are written, each (with ``work_after_frames``) once
     that many frames have left, ``responses`` (Read Requests) to
     ``s_axis_rr`` ``peer_delay`` cycles later, each (with ``response_after_frames``) once that many frames
     have left; ``controls`` go to ``s_axis_ctl`` as soon as the tables are written, each (with
@@ -203,6 +205,8 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                                                      "first_ssn": ssn})
         await ctx.tick().repeat(8)   # the IPv4 sums of the rows settle
         tables_written[0] = True
+        if work_delay:
+            await ctx.tick().repeat(work_delay)
         pace = Pace(work_gap, seed=rng)
         for index, work in enumerate(works):
             while work_after_frames and len(run.frames) < work_after_frames[index]:
@@ -250,6 +254,8 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
     async def sacker(ctx):
         port = dut.s_axis_tsn
         requests = list(tsn_requests)
+        while not tables_written[0]:
+            await ctx.tick()
         while True:
             if requests and len(run.frames) >= (tsn_after_frames[0] if tsn_after_frames else 0):
                 request = requests.pop(0)
@@ -267,6 +273,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 {"opcode": int(request.opcode), "association": request.association, "tsn": request.tsn}).as_bits(),
                 Pace(0))
             ctx.set(port.tvalid, 0)
+            run.tsn_taken.append((clock[0], request))
             if request.opcode is TsnOpcode.ACK:
                 acked[request.association] = request.tsn
                 run.acks_taken += 1
@@ -328,6 +335,8 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 assert keep == (1 << count) - 1 and count, f"tkeep {keep:#x}"
                 assert last or count == width, "a partial beat before tlast"
                 run.beat_cycles.append(clock[0])
+                if not current:
+                    run.frame_cycles.append(clock[0])
                 current += data.to_bytes(width, "little")[:count]
                 if last:
                     run.frames.append(current)

@@ -17,7 +17,8 @@ import pytest
 
 from hdl.abi import CompletionStatus, TsnOpcode, WorkOpcode
 from tests.hdl.tx.harness import (
-    PAGE_END, Association, Control, TsnRequest, Work, check, model_messages, random_memory, run_against_model,
+    PAGE_END, Association, Control, TsnRequest, Work, check, data_tsn, model_messages, random_memory,
+    run_against_model, simulate,
 )
 from tests.hdl.tx.test_control import session_messages
 
@@ -120,3 +121,67 @@ def test_a_full_ring_waits_for_acks():
     assert run.most_unacknowledged == 8
     assert [(wr_id, opcode) for wr_id, opcode, *_ in run.completions] == [(11, WorkOpcode.RDMA_WRITE),
                                                                           (12, WorkOpcode.SEND)]
+
+
+def serial_at_most(tsn: int, limit: int) -> bool:
+    """tsn <= limit in serial number arithmetic (RFC 1982, as RFC 4960 1.6 uses it)."""
+    return (limit - tsn) % (1 << 32) < (1 << 31)
+
+
+def test_send_limit_holds_new_chunks_not_resends():
+    """RFC 4960 6.1 A, B: the host's SCTP sets how far new DATA chunks may go (LIMIT) and the engine sends
+    up to that TSN and no further. Row 1 is allowed its first three chunks, row 0 none (a limit below its
+    first TSN, across the TSN wrap); once row 1's three have left, its first chunk is resent while it is held
+    and row 0 is allowed everything (its messages wait behind row 1's, in order); then row 1 is allowed its
+    last. Every new chunk must leave after a LIMIT that covers it, each row's frames byte for byte the
+    model's in TSN order, the resend the very first frame again, and every request completes at the final
+    ACKs."""
+    rng = random.Random(5)
+    memory = random_memory(rng, 8)
+    associations = [Association(0, 1480, 0, tag=rng.getrandbits(32)),
+                    Association(1, 500, 0xFFFFFFFE, udp=True, peer_udp_port=40000, local_port=5001,
+                                peer_port=6001, tag=rng.getrandbits(32))]
+    first_ssn = {(0, 0): 1, (1, 2): 1}
+    works = [Work(WorkOpcode.SEND, 1, 2, PAGE_END - 2100, 2000, wr_id=2),
+             Work(WorkOpcode.RDMA_WRITE, 0, 0, PAGE_END - 5000, 5000, stag=9, to=0x10, wr_id=1),
+             Work(WorkOpcode.SEND, 0, 0, PAGE_END - 100, 100, wr_id=3),
+             Work(WorkOpcode.RDMA_WRITE, 1, 2, PAGE_END - 7, 0, stag=4, to=0, wr_id=4)]
+    per_message = model_messages(associations, first_ssn, works, memory)
+    rows = {0: [], 1: []}
+    for work, frames in zip(works, per_message):
+        rows[work.association] += frames
+    assert [len(rows[0]), len(rows[1])] == [5, 6]   # 4 + 1 and 5 + 1 DDP segments (RFC 5041 5.2)
+    first = {a.index: a.next_tsn for a in associations}
+
+    def tsn(row, n):
+        return (first[row] + n) & 0xFFFFFFFF
+
+    requests = [TsnRequest(TsnOpcode.LIMIT, 1, tsn(1, 2)), TsnRequest(TsnOpcode.LIMIT, 0, tsn(0, -1)),
+                TsnRequest(TsnOpcode.RESEND, 1, tsn(1, 0)), TsnRequest(TsnOpcode.LIMIT, 0, tsn(0, 40)),
+                TsnRequest(TsnOpcode.LIMIT, 1, tsn(1, 5)),
+                TsnRequest(TsnOpcode.ACK, 0, tsn(0, 4)), TsnRequest(TsnOpcode.ACK, 1, tsn(1, 5))]
+    after = [0, 0, 3, 3, 4, 12, 12]
+    run = simulate(8, associations, first_ssn, works, memory, 12, tsn_requests=requests, tsn_after_frames=after,
+                   acknowledge_after=None, completion_count=4, work_delay=50)
+
+    limits = {0: None, 1: None}
+    taken = list(run.tsn_taken)
+    seen, resent = {0: [], 1: []}, []
+    for frame, cycle in zip(run.frames, run.frame_cycles):
+        while taken and taken[0][0] < cycle:
+            request = taken.pop(0)[1]
+            if request.opcode is TsnOpcode.LIMIT:
+                limits[request.association] = request.tsn
+        port, number = data_tsn(frame)
+        row = {a.local_port: a.index for a in associations}[port]
+        if number in seen[row]:
+            resent.append((row, number, frame))
+            continue
+        assert limits[row] is not None and serial_at_most(number, limits[row]), \
+            f"row {row} TSN {number:#x} left beyond its limit {limits[row]}"
+        seen[row].append(number)
+        assert frame == rows[row][len(seen[row]) - 1], f"row {row} frame {len(seen[row]) - 1}"
+    assert seen == {row: [tsn(row, n) for n in range(len(rows[row]))] for row in (0, 1)}
+    assert resent == [(1, tsn(1, 0), rows[1][0])]
+    assert run.tsn_refused == []
+    assert sorted(wr_id for wr_id, *_ in run.completions) == [1, 2, 3, 4]
