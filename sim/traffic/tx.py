@@ -16,7 +16,13 @@ with the ``base`` and ``data`` of the host memory the engine reads.
 
 from __future__ import annotations
 
-from hdl.abi import ControlOpcode
+from dataclasses import dataclass, field
+
+from hdl.abi import ControlOpcode, TsnOpcode
+from model.engine.tx import (
+    Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig, TransmitEngineModel,
+    TxAssociationRow, WorkRequest,
+)
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import DdpSegment, UntaggedHeader
@@ -25,10 +31,12 @@ from model.net.frames import build_frame
 from model.rdmap.endpoint import RdmapEndpoint
 from model.rdmap.messages import Opcode, QueueNumber, ReadRequest, tagged_rsvd_ulp, untagged_rsvd_ulp
 from model.sctp.packet import PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL, DataChunk, SctpPacket
-from sim.tb.tx_engine import LOCAL_IP, LOCAL_MAC, UDP_PORT, Association, Control, ReadResponse, Work
+from sim.tb.tx_engine import (
+    LOCAL_IP, LOCAL_MAC, STREAM_IDS, UDP_PORT, Association, Control, ReadResponse, Work, data_tsn,
+)
 
 __all__ = ["SOURCE_STAG", "SOURCE_BASE_TO", "ModelResponder", "model_messages", "model_frames", "frame_of",
-           "local_segments"]
+           "local_segments", "EngineModelRun", "engine_model_run"]
 
 #: The test memory as one region at the model's responder: the STag and TO its Read Requests name.
 SOURCE_STAG = 0x00C0FF01
@@ -126,3 +134,85 @@ def local_segments(source: DdpSource, work: Work, memory) -> list:
 def model_frames(associations: list[Association], first_ssn: dict, messages: list, memory) -> list[bytes]:
     """:func:`model_messages`, one list of frames."""
     return [frame for frames in model_messages(associations, first_ssn, messages, memory) for frame in frames]
+
+
+@dataclass
+class EngineModelRun:
+    """What ``model.engine.tx.TransmitEngineModel`` sent and reported for a paced run (:func:`engine_model_run`)."""
+    frames: list = field(default_factory=list)
+    completions: list = field(default_factory=list)   # (wr_id, opcode, association, status)
+    tsn_refused: list = field(default_factory=list)   # (opcode, association, tsn)
+    refused: list = field(default_factory=list)       # ReadResponseRequest
+
+
+class _MemoryReader:
+    def __init__(self, memory) -> None:
+        self.memory = memory
+
+    def read(self, address: int, length: int) -> bytes:
+        start = address - self.memory.base
+        assert 0 <= start and start + length <= len(self.memory.data), f"read {address:#x}+{length} outside memory"
+        return bytes(self.memory.data[start:start + length])
+
+
+def engine_model_run(associations: list[Association], first_ssn: dict, memory, messages: list, *,
+                     after_frames: list | None = None, tsn_requests: list = (), tsn_after_frames: list | None = None,
+                     ird: int = 4, ring_tsns: int = 64, acknowledge: bool = False) -> EngineModelRun:
+    """The transmit engine's model paced as :func:`sim.tb.tx_engine.simulate` paces the RTL: each message
+    (``Work``, ``ReadResponse`` or ``Control``) is posted once ``after_frames`` of it frames have left (all
+    at once without it), each of ``tsn_requests`` once its ``tsn_after_frames`` have (TSN requests due go
+    first); with ``acknowledge`` every DATA chunk is acknowledged as it leaves (a peer that never lags)."""
+    model = TransmitEngineModel(TransmitConfig(LOCAL_MAC, str(LOCAL_IP), UDP_PORT, stream_ids=STREAM_IDS, ird=ird,
+                                               ring_tsns=ring_tsns), _MemoryReader(memory))
+    for a in associations:
+        model.write_association(TxAssociationRow(a.index, a.peer_mac, a.peer_ip, a.local_port, a.peer_port, a.tag,
+                                                 a.mulpdu, a.next_tsn, a.udp, a.peer_udp_port))
+    for (association, stream_id), ssn in first_ssn.items():
+        model.write_stream(association, stream_id, ssn)
+    posts = list(zip(after_frames or [0] * len(messages), messages))
+    requests = list(zip(tsn_after_frames or [0] * len(tsn_requests), tsn_requests))
+    run = EngineModelRun()
+    progressed = True
+    while progressed:
+        progressed = False
+        while requests and requests[0][0] <= len(run.frames):
+            request = requests.pop(0)[1]
+            model.tsn_request(request.opcode, request.association, request.tsn)
+            progressed = True
+        while posts and posts[0][0] <= len(run.frames):
+            _post(model, posts.pop(0)[1])
+            progressed = True
+        frames = model.data_to_send(limit=1)   # one at a time: a request may be due after each frame
+        if frames:
+            run.frames += frames
+            progressed = True
+            if acknowledge:
+                for frame in frames:
+                    _acknowledge(model, associations, frame)
+        for event in model.next_events():
+            if isinstance(event, Completion):
+                run.completions.append((event.wr_id, event.opcode, event.association, event.status))
+            elif isinstance(event, RefusedTsn):
+                run.tsn_refused.append((event.opcode, event.association, event.tsn))
+            elif isinstance(event, RefusedRead):
+                run.refused.append(event.request)
+    return run
+
+
+def _post(model: TransmitEngineModel, message) -> None:
+    if isinstance(message, Work):
+        model.post_work(WorkRequest(message.opcode, message.association, message.stream_id, message.host_address,
+                                    message.length, message.stag, message.to, message.sink_stag, message.sink_to,
+                                    message.invalidate_stag, message.wr_id))
+    elif isinstance(message, ReadResponse):
+        model.post_read_response(ReadResponseRequest(**message.record()))
+    else:
+        model.post_control(ControlRequest(message.opcode, message.association, message.host_address, message.length,
+                                          message.stream_id, message.tag, message.wr_id))
+
+
+def _acknowledge(model: TransmitEngineModel, associations: list[Association], frame: bytes) -> None:
+    found = data_tsn(frame)
+    rows = {a.local_port: a.index for a in associations}
+    if found is not None and found[0] in rows:
+        model.tsn_request(TsnOpcode.ACK, rows[found[0]], found[1])

@@ -23,7 +23,8 @@ from sim.tb.tx_engine import (  # noqa: F401 (the tests take the records from he
     place, simulate,
 )
 from sim.traffic.tx import (  # noqa: F401
-    SOURCE_BASE_TO, SOURCE_STAG, ModelResponder, frame_of, local_segments, model_frames, model_messages,
+    SOURCE_BASE_TO, SOURCE_STAG, ModelResponder, engine_model_run, frame_of, local_segments, model_frames,
+    model_messages,
 )
 
 PAGE_END = 0x1_0000_0000   # payloads around a 4 GiB boundary: 64-bit addresses, 4 KiB crossings
@@ -46,11 +47,11 @@ def run_against_model(width: int, associations: list[Association], first_ssn: di
     per_message = model_messages(associations, first_ssn, order, memory)
     expected = [frame for frames in per_message for frame in frames]
     sources = [message for message, frames in zip(order, per_message) for _ in frames]
+    before = dict(zip(map(id, order), accumulate([0, *map(len, per_message)])))
     if one_at_a_time:
         for requests in (works, controls):
             ids = set(map(id, requests))
             assert [id(m) for m in order if id(m) in ids] == list(map(id, requests)), "a port's requests in order"
-        before = dict(zip(map(id, order), accumulate([0, *map(len, per_message)])))
         options["work_after_frames"] = [before[id(work)] for work in works]
         options["control_after_frames"] = [before[id(control)] for control in controls]
     if peer_window is not None:
@@ -61,6 +62,14 @@ def run_against_model(width: int, associations: list[Association], first_ssn: di
             after.append(end_of[id(earlier[-peer_window])] if len(earlier) >= peer_window else 0)
             earlier.append(response)
         options["response_after_frames"] = after
+    # The transmit engine's model, its requests posted as the RTL's are, sends the model's messages in order.
+    posts = [(after, message) for port, name in ((works, "work"), (responses, "response"), (controls, "control"))
+             for after, message in zip(options.get(f"{name}_after_frames") or [0] * len(port), port)]
+    posts.sort(key=lambda post: post[0])
+    engine = engine_model_run(associations, first_ssn, memory, [message for _, message in posts],
+                              after_frames=[after for after, _ in posts], acknowledge=True,
+                              ird=options.get("ird", 4), ring_tsns=options.get("ring_tsns", 64))
+    assert engine.frames == expected, "model.engine.tx sends other frames, or in another order, than the RTL must"
     return simulate(width, associations, first_ssn, works, memory, len(expected) + extra_frames, responses=responses,
                     controls=controls, **options), expected, sources
 

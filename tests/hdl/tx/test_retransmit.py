@@ -12,13 +12,14 @@ with ``ring_tsns`` chunks unacknowledged sends no more until an ACK.
 """
 
 import random
+from itertools import accumulate
 
 import pytest
 
 from hdl.abi import CompletionStatus, TsnOpcode, WorkOpcode
 from tests.hdl.tx.harness import (
-    PAGE_END, Association, Control, TsnRequest, Work, check, data_tsn, model_messages, random_memory,
-    run_against_model, simulate,
+    PAGE_END, Association, Control, TsnRequest, Work, check, data_tsn, engine_model_run, model_messages,
+    random_memory, run_against_model, simulate,
 )
 from tests.hdl.tx.test_control import session_messages
 
@@ -106,6 +107,13 @@ def test_resend_acknowledge_and_complete(width):
     acks_before = [acks for *_, acks in run.completions]
     assert all(acks >= 1 for acks in acks_before[:len(first_ack)]), "a completion before its ACK"
     assert all(acks >= 2 for acks in acks_before[len(first_ack):]), "a completion before its ACK"
+    # The transmit engine's model, paced alike, sends, refuses and completes the same.
+    before = list(accumulate([0, *map(len, per_message)]))[:-1]
+    engine = engine_model_run(associations, first_ssn, memory, order, after_frames=before, tsn_requests=requests,
+                              tsn_after_frames=[len(expected)] * len(requests))
+    assert run.frames == engine.frames
+    assert [(r.opcode, r.association, r.tsn) for r in run.tsn_refused] == engine.tsn_refused
+    assert [completion[:4] for completion in run.completions] == engine.completions
 
 
 def test_a_full_ring_waits_for_acks():
@@ -161,8 +169,11 @@ def test_send_limit_holds_new_chunks_not_resends():
                 TsnRequest(TsnOpcode.LIMIT, 1, tsn(1, 5)),
                 TsnRequest(TsnOpcode.ACK, 0, tsn(0, 4)), TsnRequest(TsnOpcode.ACK, 1, tsn(1, 5))]
     after = [0, 0, 3, 3, 4, 12, 12]
-    run = simulate(8, associations, first_ssn, works, memory, 12, tsn_requests=requests, tsn_after_frames=after,
+    run = simulate(8, associations, first_ssn, works, memory, 12, tsn_requests=requests, tsn_after_frames=list(after),
                    acknowledge_after=None, completion_count=4, work_delay=50)
+    engine = engine_model_run(associations, first_ssn, memory, works, tsn_requests=requests, tsn_after_frames=after)
+    assert run.frames == engine.frames, "the RTL and the transmit engine's model differ"
+    assert [completion[:4] for completion in run.completions] == engine.completions
 
     limits = {0: None, 1: None}
     taken = list(run.tsn_taken)
