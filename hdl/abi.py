@@ -397,6 +397,8 @@ class WorkOpcode(enum.IntEnum, shape=4):
     SEND_WITH_INVALIDATE = 4         #: untagged QN 0, carries ``invalidate_stag`` (RFC 5040 4.1)
     SEND_WITH_SE = 5
     SEND_WITH_SE_AND_INVALIDATE = 6
+    TERMINATE = 7                    #: untagged QN 2 (RFC 5040 4.8): the Terminate's header and the bytes it
+    #: carries, read from ``host_address`` (RFC 5040 7: the host builds it; sent as the Sends are)
 
 
 #: The smallest MULPDU the transmit engine segments to: a Read Request (18-byte untagged header and its
@@ -426,7 +428,7 @@ def work_request_layout(address_bits: int = 64) -> data.StructLayout:
     * ``sink_stag``, ``sink_to``: RDMA Read Request: the local Data Sink STag and TO (RFC 5040 4.4);
     * ``invalidate_stag``: Send with Invalidate variants (RFC 5040 4.1); ignored otherwise (sent as 0);
     * ``wr_id``: the host's name for the request, returned in its completion (:func:`completion_layout`):
-      an RDMA Write or a Send completes once the peer's SCTP has acknowledged its last DATA chunk, so
+      an RDMA Write, a Send or a Terminate completes once the peer's SCTP has acknowledged its last DATA chunk, so
       its payload stays in host memory until then (RFC 5041 5.4, Data Source); an RDMA Read Request
       has no completion here (the Read completes with its Read Response, on the receive side).
     """

@@ -50,6 +50,7 @@ DATA_FLAGS = 0b0111                   # U, B, E (RFC 4960 3.3.1)
 RDMAP_VERSION = 1                     # RFC 5040 4.1
 DDP_VERSION = 1                       # RFC 5041 4.1
 QN_READ_REQUEST = 1                   # RFC 5040 4.2
+QN_TERMINATE = 2
 
 SCTP_COMMON_HEADER, DATA_CHUNK_HEADER, DDP_SSN = 12, 16, 2
 #: SCTP header bytes before the payload: control packet, session control, tagged, untagged, Read Request.
@@ -168,12 +169,14 @@ class HeaderBuilder(wiring.Component):
         prefix_length = Mux(incoming_row.udp, PREFIX_LENGTHS[1], PREFIX_LENGTHS[0])
         segment, row = Signal(segment_layout()), Signal(tx_association_write_layout())
         valid_1, tagged, read_request, packet, session = Signal(), Signal(), Signal(), Signal(), Signal()
+        terminate, terminate_2 = Signal(), Signal()
         sctp_length = Signal(range(READ_REQUEST_SCTP_HEADER + 1))
         chunk_length, ip_length, udp_length, fixed_sum = Signal(16), Signal(16), Signal(16), Signal(16)
         m.d.sync += [
             valid_1.eq(taken),
             segment.eq(incoming), row.eq(incoming_row),
             tagged.eq(incoming_tagged), read_request.eq(incoming_read_request),
+            terminate.eq(incoming.opcode == WorkOpcode.TERMINATE),
             packet.eq(incoming_packet), session.eq(incoming_session), sctp_length.eq(header_length),
             # The chunk without padding; IPv4 and UDP with it (RFC 4960 3.2): header lengths are
             # multiples of 4, so rounding the sum rounds the payload.
@@ -192,7 +195,7 @@ class HeaderBuilder(wiring.Component):
         ip_sum = Signal(17)
         m.d.sync += [
             valid_2.eq(valid_1), segment_2.eq(segment), row_2.eq(row),
-            tagged_2.eq(tagged), read_request_2.eq(read_request),
+            tagged_2.eq(tagged), read_request_2.eq(read_request), terminate_2.eq(terminate),
             packet_2.eq(packet), session_2.eq(session), sctp_length_2.eq(sctp_length),
             chunk_length_2.eq(chunk_length), ip_length_2.eq(ip_length), udp_length_2.eq(udp_length),
             ip_sum.eq(fixed_sum + ip_length),
@@ -211,7 +214,8 @@ class HeaderBuilder(wiring.Component):
                         + rdmap_control + _wire(segment.stag, 4) + _wire(segment.to, 8))
         untagged_bytes = (_wire(Cat(Const(DDP_VERSION, 2), Const(0, 4), segment.last, Const(0, 1)), 1)
                           + rdmap_control + _wire(segment.invalidate_stag, 4)
-                          + _wire(Mux(read_request_2, QN_READ_REQUEST, 0), 4) + _wire(segment.msn, 4)
+                          + _wire(Mux(read_request_2, QN_READ_REQUEST, Mux(terminate_2, QN_TERMINATE, 0)), 4)
+                          + _wire(segment.msn, 4)
                           + _wire(segment.mo, 4))
         read_request_bytes = (_wire(segment.sink_stag, 4) + _wire(segment.sink_to, 8) + _wire(segment.size, 4)
                               + _wire(segment.stag, 4) + _wire(segment.to, 8))

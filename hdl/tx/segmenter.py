@@ -10,7 +10,7 @@ For each message (a work request, a Read Response or a control request) the segm
   28-byte header (RFC 5040 4.4), nothing read from memory;
 * a tagged segment's TO is the message's TO plus its offset, an untagged
   segment's MO its offset, and the host address advances with them (5.2);
-* the MSN of the queue (QN 0 Sends, QN 1 Read Requests) is the stream's next,
+* the MSN of the queue (QN 0 Sends, QN 1 Read Requests, QN 2 Terminate) is the stream's next,
   from 1, mod 2**32 (4.3), and advances once per message;
 * every segment takes the stream's next DDP-SSN (RFC 5043 5.2.1) and the
   association's next TSN (RFC 4960 6.1), both mod their width;
@@ -46,6 +46,7 @@ __all__ = ["Segmenter", "TAGGED_HEADER", "UNTAGGED_HEADER"]
 #: DDP header bytes with the RDMAP fields they carry (RFC 5041 4.2, 4.3).
 TAGGED_HEADER = 14
 UNTAGGED_HEADER = 18
+QUEUES = 3   # the untagged queues of RFC 5040 4.2 with MSNs: 0 Send, 1 Read Request, 2 Terminate
 
 
 class Segmenter(wiring.Component):
@@ -89,7 +90,7 @@ class Segmenter(wiring.Component):
         untagged_room = Array(Signal(SEGMENT_PAYLOAD_BITS, name=f"untagged_room_{i}") for i in range(associations))
         next_tsn = Array(Signal(32, name=f"next_tsn_{i}") for i in range(associations))
         next_ssn = Array(Signal(16, name=f"next_ssn_{i}") for i in range(streams))
-        next_msn = Array(Array(Signal(32, init=1, name=f"next_msn_{i}_{qn}") for qn in range(2))
+        next_msn = Array(Array(Signal(32, init=1, name=f"next_msn_{i}_{qn}") for qn in range(QUEUES))
                          for i in range(streams))
 
         work = self.work.payload
@@ -106,13 +107,14 @@ class Segmenter(wiring.Component):
         stream_row = Signal(index_bits(streams))
         # The MSN this message advances, one flag per (stream row, queue), decoded when it is taken:
         # the last segment's write enable of each 32-bit counter is then one gate.
-        advances_msn = Signal(2 * streams)
+        advances_msn = Signal(4 * streams)
 
         # Stage a request: its kind decoded and its association's room chosen, into registers.
         staged, staged_valid = Signal(message_layout(self._address_bits)), Signal()
         staged_room = Signal(SEGMENT_PAYLOAD_BITS)
         staged_row, staged_stream_row = Signal(association_bits), Signal(index_bits(streams))
         staged_responding, staged_tagged, staged_read_request, staged_ddp = Signal(), Signal(), Signal(), Signal()
+        staged_queue = Signal(2)   # the untagged queue (RFC 5040 4.2): 0 Send, 1 Read Request, 2 Terminate
         work_row = work.association[:association_bits]
         work_responding = work.opcode == READ_RESPONSE_OPCODE
         work_tagged = (work.opcode == WorkOpcode.RDMA_WRITE) | work_responding
@@ -135,6 +137,8 @@ class Segmenter(wiring.Component):
                                                         self.stream_ids)),
                 staged_responding.eq(work_responding), staged_tagged.eq(work_tagged),
                 staged_read_request.eq(work.opcode == WorkOpcode.RDMA_READ_REQUEST), staged_ddp.eq(work_ddp),
+                staged_queue.eq(Mux(work.opcode == WorkOpcode.RDMA_READ_REQUEST, 1,
+                                    Mux(work.opcode == WorkOpcode.TERMINATE, 2, 0))),
                 staged_room.eq(Mux(work_ddp, Mux(work_tagged, tagged_room[work_row], untagged_room[work_row]),
                                    (1 << SEGMENT_PAYLOAD_BITS) - 1)),
             ]
@@ -154,9 +158,9 @@ class Segmenter(wiring.Component):
                 has_payload.eq(~staged_read_request & (staged.length != 0)),
                 tsn.eq(next_tsn[staged_row]),
                 ssn.eq(next_ssn[staged_stream_row]),
-                msn.eq(next_msn[staged_stream_row][staged_read_request]),
+                msn.eq(next_msn[staged_stream_row][staged_queue]),
                 advances_msn.eq(Mux(staged_ddp & ~staged_tagged,
-                                    Const(1, 2 * streams) << Cat(staged_read_request, staged_stream_row), 0)),
+                                    Const(1, 4 * streams) << Cat(staged_queue, staged_stream_row), 0)),
                 mo.eq(0),
                 offset_to.eq(staged.to),
                 address.eq(staged.host_address),
@@ -210,8 +214,8 @@ class Segmenter(wiring.Component):
             with m.If(last):
                 m.d.sync += busy.eq(0)
                 for index in range(streams):
-                    for queue in range(2):
-                        with m.If(advances_msn[2 * index + queue]):
+                    for queue in range(QUEUES):
+                        with m.If(advances_msn[4 * index + queue]):
                             m.d.sync += next_msn[index][queue].eq(msn + 1)
 
         # Host writes (only while the association or stream has no work in flight).
@@ -228,7 +232,6 @@ class Segmenter(wiring.Component):
         with m.If(self.stream_write.valid & (stream_write.index < streams)):
             m.d.sync += [
                 next_ssn[stream_write.index].eq(stream_write.first_ssn),
-                next_msn[stream_write.index][0].eq(1),
-                next_msn[stream_write.index][1].eq(1),
+                *(next_msn[stream_write.index][queue].eq(1) for queue in range(QUEUES)),
             ]
         return m

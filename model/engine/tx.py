@@ -327,6 +327,8 @@ class TransmitEngineModel:
         payload = self._read(work.host_address, work.length)
         if opcode is Opcode.RDMA_WRITE:
             segments = source.tagged_message(payload, work.stag, work.to, tagged_rsvd_ulp(opcode))
+        elif opcode is Opcode.TERMINATE:
+            segments = source.untagged_message(payload, QueueNumber.TERMINATE, untagged_rsvd_ulp(opcode))
         else:
             invalidate = work.invalidate_stag if opcode.carries_invalidate_stag else 0
             segments = source.untagged_message(payload, QueueNumber.SEND, untagged_rsvd_ulp(opcode, invalidate))

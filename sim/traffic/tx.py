@@ -127,6 +127,8 @@ def local_segments(source: DdpSource, work: Work, memory) -> list:
     if opcode is Opcode.RDMA_READ_REQUEST:
         request = ReadRequest(work.sink_stag, work.sink_to, work.length, work.stag, work.to).encode()
         return source.untagged_message(request, QueueNumber.READ_REQUEST, untagged_rsvd_ulp(opcode))
+    if opcode is Opcode.TERMINATE:
+        return source.untagged_message(payload, QueueNumber.TERMINATE, untagged_rsvd_ulp(opcode))
     invalidate = work.invalidate_stag if opcode.carries_invalidate_stag else 0
     return source.untagged_message(payload, QueueNumber.SEND, untagged_rsvd_ulp(opcode, invalidate))
 

@@ -96,6 +96,8 @@ def test_random_messages_against_the_model():
             model = source.tagged_message(bytes(length), work["stag"], work["to"])
         elif opcode is WorkOpcode.RDMA_READ_REQUEST:
             model = source.untagged_message(bytes(28), QueueNumber.READ_REQUEST)
+        elif opcode is WorkOpcode.TERMINATE:
+            model = source.untagged_message(bytes(length), QueueNumber.TERMINATE)
         else:
             model = source.untagged_message(bytes(length), QueueNumber.SEND)
         offset = 0
