@@ -58,7 +58,9 @@ from model.errors import DecodeError
 from model.sctp.config import AssociationConfig
 from model.sctp.congestion import CongestionControl
 from model.sctp.cookie import CookieSigner
-from model.sctp.data_transfer import DataTransferMixin, PlacedData, _SentChunk
+from model.sctp.data_transfer import (
+    DataTransferMixin, EngineRequest, EngineRequestKind, OffloadedData, PlacedData, _SentChunk,
+)
 from model.sctp.events import AssociationEvent
 from model.sctp.fault_management import FaultManagementMixin
 from model.sctp.handshake import HandshakeMixin, random_tag
@@ -94,8 +96,9 @@ from model.sctp.state import (
 from model.sctp.tsn_tracker import TsnTracker
 
 __all__ = [
-    "Association", "AssociationError", "AssociationState", "AssociationStatistics", "InvalidStateError",
-    "InvalidStreamError", "PayloadSizeError", "PlacedData", "TRANSITIONS", "Transition", "Trigger",
+    "Association", "AssociationError", "AssociationState", "AssociationStatistics", "EngineRequest",
+    "EngineRequestKind", "InvalidStateError", "InvalidStreamError", "OffloadedData", "PayloadSizeError", "PlacedData",
+    "TRANSITIONS", "Transition", "Trigger",
 ]
 
 
@@ -155,7 +158,10 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         self.peer_adaptation_code_point: int | None = None
         self.ddp_enabled = False
         # Sender.
-        self._send_queue: deque[DataChunk] = deque()
+        self._send_queue: deque[DataChunk | OffloadedData] = deque()
+        self._engine_requests: list[EngineRequest] = []
+        """For a transmit engine sending the `OffloadedData` chunks: see `engine_requests()`."""
+        self._offloading = False
         self._queued_bytes = 0
         """User data bytes in `_send_queue`: accepted by `send()`, not sent yet."""
         self._outstanding: dict[int, _SentChunk] = {}
@@ -251,6 +257,19 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
     def send(self, stream_id: int, ppid: int, payload: bytes, unordered: bool = True) -> int:
         """Queue one DATA chunk and return its TSN (RFC 4960 6.1).  DDP sets U=1 on every chunk (RFC 5043 10)."""
         return self._fire(Trigger.SEND, stream_id, ppid, payload, unordered)
+
+    def send_offloaded(self, stream_id: int, ppid: int, length: int, unordered: bool = True) -> int:
+        """Queue one DATA chunk of `length` bytes of user data that a transmit offload engine builds and sends,
+        alone in its packet, and return its TSN (RFC 4960 6.1; the engine numbers its chunks the same way).
+        The association decides when it goes and goes again (cwnd and rwnd, 6.1; T3-rtx, 6.3.3; fast
+        retransmit, 7.2.4) and says so in `engine_requests()`."""
+        return self._fire(Trigger.SEND_OFFLOADED, stream_id, ppid, length, unordered)
+
+    def engine_requests(self) -> list[EngineRequest]:
+        """What the transmit engine is to do since the last call, oldest first: send its chunks up to a TSN
+        (LIMIT), send one again (RESEND), retire those acknowledged (ACK)."""
+        requests, self._engine_requests = self._engine_requests, []
+        return requests
 
     def consume(self, nbytes: int) -> None:
         """With `manual_receive_window`, give `nbytes` of delivered data's buffer back (RFC 4960 6.2 a_rwnd)."""
@@ -473,6 +492,7 @@ def _rows(states: tuple[AssociationState, ...], trigger: AnyTrigger, handler, ne
 # SHUTDOWN before the association is up.
 _rows((S.CLOSED,), Trigger.CONNECT, A._send_init, S.COOKIE_WAIT, "RFC 4960 5.1 A")
 _rows((S.ESTABLISHED,), Trigger.SEND, A._queue_data, None, "RFC 4960 6.1; RFC 5043 9, 10")
+_rows((S.ESTABLISHED,), Trigger.SEND_OFFLOADED, A._queue_offloaded, None, "RFC 4960 6.1; RFC 5043 9, 10")
 _rows((S.ESTABLISHED,), Trigger.SHUTDOWN, A._start_shutdown, S.SHUTDOWN_PENDING, "RFC 4960 9.2")
 _rows(_SHUTTING, Trigger.SHUTDOWN, A._nothing_to_do, None, "RFC 4960 9.2 (already shutting down)")
 _rows(_OPENING + _UP, Trigger.ABORT, A._abort_call, S.CLOSED, "RFC 4960 9.1")

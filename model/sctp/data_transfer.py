@@ -6,6 +6,13 @@ gap blocks and duplicate TSNs) and processing (6.2.1, with rwnd), the
 transmission of new and retransmitted DATA within cwnd, rwnd and Max.Burst
 (6.1), T3-rtx (6.3.3, 7.2.3) and fast retransmit (RFC 9260 7.2.4).
 
+A transmit offload engine may build and send DATA chunks itself
+(`OffloadedData`, queued by `send_offloaded`): they count like any chunk, but
+each is a packet of its own that the engine sends, so where this code would
+put one in a packet it asks the engine instead (`EngineRequest`): LIMIT, the
+highest TSN released for a first transmission; RESEND, a chunk to send again
+(T3-rtx or fast retransmit); ACK, the Cumulative TSN Ack once it advances.
+
 SACK processing costs time in proportion to the SACK, not to the window:
 the chunks outstanding run without holes from the Cumulative TSN Ack (a
 dict by TSN), a SACK's Gap Ack Blocks are compared, as ranges, with the
@@ -22,6 +29,7 @@ from __future__ import annotations
 import struct
 from collections import Counter, deque
 from dataclasses import dataclass
+from enum import Enum
 
 from model.sctp.events import DataAcknowledged, DataReceived
 from model.sctp.packet import (
@@ -56,6 +64,34 @@ class PlacedData:
     CHUNK_TYPE = ChunkType.DATA
 
 
+@dataclass(frozen=True)
+class OffloadedData:
+    """A DATA chunk a transmit offload engine builds and sends alone in its packet (RFC 5043 over an engine that
+    segments DDP messages itself): the association numbers it, counts its user data against cwnd and rwnd and
+    decides when it goes and goes again (RFC 4960 6.1, 6.3.3, 7.2.4), never holding its bytes."""
+
+    tsn: int
+    stream_id: int
+    ppid: int
+    length: int
+    unordered: bool = True
+    CHUNK_TYPE = ChunkType.DATA
+
+
+class EngineRequestKind(Enum):
+    LIMIT = "send new chunks up to the TSN"
+    RESEND = "send the chunk of the TSN again"
+    ACK = "the chunks up to the TSN are acknowledged"
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """What the association asks of the transmit engine that sends its `OffloadedData`."""
+
+    kind: EngineRequestKind
+    tsn: int
+
+
 @dataclass
 class _SentChunk:
     """A DATA chunk sent and not yet covered by the Cumulative TSN Ack.
@@ -64,7 +100,7 @@ class _SentChunk:
     sets (`_t3_marked`, `_fast_marked`), so "what to resend" costs nothing when
     nothing waits."""
 
-    chunk: DataChunk
+    chunk: DataChunk | OffloadedData
     sent_at: float
     size: int
     """User data bytes (RFC 4960 6.1 counts these against cwnd and rwnd)."""
@@ -77,9 +113,13 @@ class _SentChunk:
     fast_retransmitted: bool = False
 
 
-def _data_chunk_wire_size(chunk: DataChunk) -> int:
+def _user_data_length(chunk: DataChunk | OffloadedData) -> int:
+    return chunk.length if isinstance(chunk, OffloadedData) else len(chunk.user_data)
+
+
+def _data_chunk_wire_size(chunk: DataChunk | OffloadedData) -> int:
     """A DATA chunk's length in a packet: 16-byte header, user data, padding to 4 (RFC 4960 3.2, 3.3.1)."""
-    return (DataChunk.HEADER_LENGTH + len(chunk.user_data) + 3) & ~3
+    return (DataChunk.HEADER_LENGTH + _user_data_length(chunk) + 3) & ~3
 
 
 
@@ -121,15 +161,7 @@ class DataTransferMixin:
 
     def _queue_data(self, stream_id: int, ppid: int, payload: bytes, unordered: bool = True) -> int:
         """6.1: queue one DATA chunk and return its TSN.  DDP sets U=1 on every chunk (RFC 5043 10)."""
-        if not 0 <= stream_id < self.outbound_streams:
-            raise InvalidStreamError(f"stream {stream_id} not below {self.outbound_streams} outbound streams")
-        if not payload:
-            raise PayloadSizeError("DATA needs at least one byte of user data (RFC 4960 6.2)")
-        if len(payload) > self.config.max_user_data:
-            raise PayloadSizeError(
-                f"{len(payload)} bytes exceed {self.config.max_user_data} (DDP-SSN + MULPDU {self.mulpdu}, "
-                "RFC 5043 9: never fragmented)"
-            )
+        self._check_data(stream_id, len(payload))
         ssn = 0
         if not unordered:
             ssn = self._next_ssn_out.get(stream_id, 0)
@@ -141,6 +173,29 @@ class DataTransferMixin:
         )
         self._queued_bytes += len(payload)
         return tsn
+
+    def _queue_offloaded(self, stream_id: int, ppid: int, length: int, unordered: bool = True) -> int:
+        """6.1: queue one DATA chunk a transmit engine builds and return its TSN (see `OffloadedData`)."""
+        self._check_data(stream_id, length)
+        if not unordered:
+            raise ValueError("a transmit engine sends unordered DATA only (U = 1, RFC 5043 10)")
+        tsn = self._next_tsn
+        self._next_tsn = serial_add(tsn, 1, TSN_BITS)
+        self._send_queue.append(OffloadedData(tsn, stream_id, ppid, length))
+        self._queued_bytes += length
+        self._offloading = True
+        return tsn
+
+    def _check_data(self, stream_id: int, length: int) -> None:
+        if not 0 <= stream_id < self.outbound_streams:
+            raise InvalidStreamError(f"stream {stream_id} not below {self.outbound_streams} outbound streams")
+        if not length:
+            raise PayloadSizeError("DATA needs at least one byte of user data (RFC 4960 6.2)")
+        if length > self.config.max_user_data:
+            raise PayloadSizeError(
+                f"{length} bytes exceed {self.config.max_user_data} (DDP-SSN + MULPDU {self.mulpdu}, "
+                "RFC 5043 9: never fragmented)"
+            )
 
     def _release_buffer(self, nbytes: int) -> None:
         """6.2: `nbytes` of delivered data's buffer are free again; the window update (SWS avoidance) tells the
@@ -197,9 +252,22 @@ class DataTransferMixin:
                 packets.append(self._encode(self.peer_tag, current))
             current, current_size = [], 12
 
+        released: int | None = None   # the highest TSN of an engine's chunk sent for the first time
+
+        def resend(sent: _SentChunk) -> None:
+            self._retransmitted(now, sent)
+            self._engine_requests.append(EngineRequest(EngineRequestKind.RESEND, sent.chunk.tsn))
+
         # RFC 9260 7.2.4 step 3: one packet of the earliest chunks marked for fast retransmit, cwnd aside.
         if self._fast_marked:
             for sent in self._in_tsn_order(self._fast_marked):
+                if isinstance(sent.chunk, OffloadedData):   # the engine's packet holds this chunk alone
+                    if not current or not isinstance(current[-1], DataChunk):
+                        resend(sent)
+                        self._fast_marked.discard(sent.chunk.tsn)
+                        sent.fast_retransmitted = True
+                        self._stats["fast_retransmitted"] += 1
+                    break
                 size = sent.wire_size
                 if current_size + size > limit and current:
                     break
@@ -221,6 +289,15 @@ class DataTransferMixin:
         while bursts < max_packets:
             added = False
             while self._flight_size < self._cc.cwnd:
+                if retransmit and isinstance(retransmit[0].chunk, OffloadedData):
+                    if added:
+                        break   # this packet is done; the engine's chunk is a packet of its own
+                    sent = retransmit.popleft()
+                    self._t3_marked.discard(sent.chunk.tsn)
+                    resend(sent)
+                    self._stats["retransmitted_by_timeout"] += 1
+                    added = True
+                    break
                 if retransmit:
                     sent = retransmit[0]
                     size = sent.wire_size
@@ -233,14 +310,16 @@ class DataTransferMixin:
                 elif self._send_queue:
                     chunk = self._send_queue[0]
                     size = _data_chunk_wire_size(chunk)
-                    if current_size + size > limit and current:
+                    offloaded = isinstance(chunk, OffloadedData)
+                    if (offloaded and added) or (not offloaded and current_size + size > limit and current):
                         break
+                    length = _user_data_length(chunk)
                     # RFC 4960 6.1 A: respect the peer's rwnd, except for one chunk when nothing is in flight.
-                    if len(chunk.user_data) > self._peer_rwnd and (self._flight_size > 0 or added):
+                    if length > self._peer_rwnd and (self._flight_size > 0 or added):
                         break
                     self._send_queue.popleft()
-                    self._queued_bytes -= len(chunk.user_data)
-                    sent = _SentChunk(chunk, now, len(chunk.user_data), size)
+                    self._queued_bytes -= length
+                    sent = _SentChunk(chunk, now, length, size)
                     self._outstanding[chunk.tsn] = sent
                     self._outstanding_bytes += sent.size
                     self._flight_size += sent.size
@@ -248,6 +327,10 @@ class DataTransferMixin:
                     self._stats["data_chunks_sent"] += 1
                     if self._rtt_probe is None:
                         self._rtt_probe = chunk.tsn
+                    if offloaded:
+                        released = chunk.tsn
+                        added = True
+                        break
                 else:
                     break
                 current.append(sent.chunk)
@@ -258,6 +341,8 @@ class DataTransferMixin:
             emit()
             sent_data = True
             bursts += 1
+        if released is not None:
+            self._engine_requests.append(EngineRequest(EngineRequestKind.LIMIT, released))
         self._cc.on_transmit(self._flight_size)
         if sent_data:
             self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
@@ -414,6 +499,8 @@ class DataTransferMixin:
             self._set_in_flight(sent, False)
             acked_per_stream[sent.chunk.stream_id] += 1
         self._last_cum_ack = cum_ack
+        if cum_advanced and self._offloading:
+            self._engine_requests.append(EngineRequest(EngineRequestKind.ACK, cum_ack))
         # Gap Ack Blocks (3.3.4): compared with the previous SACK's, so only the TSNs whose state changed are
         # visited, newly gap-acknowledged or reneged (6.2.1 D iv).
         advanced_by = (cum_ack - previous_cum_ack) & 0xFFFFFFFF

@@ -46,6 +46,7 @@ class Trigger(Enum):
     # User calls, RFC 4960 10.1.
     CONNECT = "ASSOCIATE"
     SEND = "SEND"
+    SEND_OFFLOADED = "SEND (a transmit engine builds the chunk)"
     SHUTDOWN = "SHUTDOWN"
     ABORT = "ABORT"
     # Timers.

@@ -103,12 +103,15 @@ class Link:
 
     def flush(self) -> None:
         """Collect every packet due now and put it on the wire."""
-        outputs = [("a->b", self.client.data_to_send(self.now)), ("b->a", self.listener.data_to_send(self.now))]
+        outputs = [("a->b", self.client_packets()), ("b->a", self.listener.data_to_send(self.now))]
         if self.server is not None:
             outputs.append(("b->a", self.server.data_to_send(self.now)))
         for direction, packets in outputs:
             for data in packets:
                 self.transmit(direction, data)
+
+    def client_packets(self) -> list[bytes]:
+        return self.client.data_to_send(self.now)
 
     def transmit(self, direction: str, data: bytes) -> None:
         packet = SctpPacket.decode(data)
