@@ -55,6 +55,7 @@ from hdl.rx.engine import RxEngine
 from model.ddp.memory import Access, SparseMemory
 from model.engine.rx import SegmentVerdict
 from model.errors import ErrorNumber
+from model.rnic.engine_host import EngineRnic
 from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import (Ack, AssociationRow, BufferPost, EngineCommand, EngineOutput, FrameIn, ModelEngine,
                                 OffloadRnic, QueueRevoke, RegionRow, StreamRow)
@@ -224,9 +225,9 @@ class SimFabric(FabricBackend):
                                           buffers_per_queue=SHAPE.buffers_per_queue)
             else:
                 memory = SparseMemory()
-                hosts[side] = OffloadRnic(config, memory, rng, ModelEngine(MACS[side], IPS[side], memory),
-                                          session_policy=None, regions=SHAPE.regions,
-                                          buffers_per_queue=SHAPE.buffers_per_queue)
+                hosts[side] = EngineRnic(config, memory, rng, ModelEngine(MACS[side], IPS[side], memory),
+                                         session_policy=None, regions=SHAPE.regions,
+                                         buffers_per_queue=SHAPE.buffers_per_queue)
         self.pair = HostPair(hosts, Link(link, record=record), record=record)
         self.rtl = engine
         self.devices = (EngineDevice(self, Side.A), EngineDevice(self, Side.B))  # type: ignore[arg-type]

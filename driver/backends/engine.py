@@ -1,12 +1,14 @@
-"""The `engine` backend: hosts whose receive data plane is the receive engine's golden model.
+"""The `engine` backend: hosts whose data plane is the engines' golden models, both ways.
 
-Two `model.rnic.offload.OffloadRnic`s on the soft backend's simulated link
-and clock (`driver.backends.soft`): each receives through a
+Two `model.rnic.engine_host.EngineRnic`s on the soft backend's simulated
+link and clock (`driver.backends.soft`): each receives through a
 `ReceiveEngineModel` (`ModelEngine`), the scoreboard of the gateware receive
-engine, record for record what the RTL emits, and runs the control plane in
-software.  It is the `sim` backend's host without the simulator: the same
-tables, records and limits (16 region rows, so 15 regions; 4 DDP streams; 8
-posted buffers per queue, so IRD at most 7).
+engine, record for record what the RTL emits, sends every DATA chunk through
+a `TransmitEngineModel`, the golden model of the transmit engine, and runs
+the control plane in software.  It is the gateware hosts without the
+simulator: the same tables, records and limits (16 region rows, so 15
+regions; 4 DDP streams; 8 posted buffers per queue, so IRD at most 7; one
+gather piece per message, since an engine request has one address).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from model.ddp.memory import SparseMemory
 from model.ddp.negotiation import LocalResources, RtrType
 from model.rnic.host import RnicConfig
 from model.rnic.link import Link, LinkConfig, Side
+from model.rnic.engine_host import EngineRnic
 from model.rnic.offload import ModelEngine, OffloadRnic
 from model.rnic.pair import IPS, MACS, HostPair
 
@@ -58,6 +61,6 @@ class EngineFabric(SoftFabric):
         hosts = {}
         for side in Side:
             memory = SparseMemory()
-            hosts[side] = OffloadRnic(configs[side], memory, random.Random(seed * 2 + (side is Side.B)),
-                                      ModelEngine(MACS[side], IPS[side], memory), session_policy=None)
+            hosts[side] = EngineRnic(configs[side], memory, random.Random(seed * 2 + (side is Side.B)),
+                                     ModelEngine(MACS[side], IPS[side], memory), session_policy=None)
         return HostPair(hosts, Link(link))

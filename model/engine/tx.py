@@ -293,6 +293,11 @@ class TransmitEngineModel:
                 self._current_response = None
         return frames
 
+    def accepts_next(self) -> bool:
+        """No request is waiting unstarted: one offered now starts right after the message under way, so
+        requests offered one at a time this way are sent in the order offered, whatever their port."""
+        return not (self._controls or self._responses or self._works)
+
     def waiting(self) -> bool:
         """Anything posted and not yet sent (RESENDs included)."""
         return bool(self._resends or self._current or self._controls or self._responses or self._works)

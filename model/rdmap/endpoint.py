@@ -159,6 +159,25 @@ class _PendingRead:
     length: int
 
 
+@dataclass(frozen=True)
+class Outbound:
+    """An outbound message as a transmit engine takes it whole (`RdmapEndpoint.take_message`): the RDMAP
+    opcode and what its DDP segments are made of (RFC 5040 4, RFC 5041 5.2)."""
+    opcode: Opcode
+    length: int
+    source: Gather | None = None
+    """The payload in host memory (Write, Sends, Read Response); None when `body` holds it or it has none."""
+    stag: int = 0
+    """Write: the Data Sink STag; Read Request: the Data Source STag."""
+    to: int = 0
+    sink_stag: int = 0
+    """Read Request and Read Response: the Data Sink STag and TO (RFC 5040 4.4)."""
+    sink_to: int = 0
+    invalidate_stag: int = 0
+    body: bytes = b""
+    """Terminate: the message's bytes (RFC 5040 4.8), which the engine reads from host memory."""
+
+
 @dataclass
 class _OutboundMessage:
     segments: Iterator[bytes]
@@ -167,6 +186,7 @@ class _OutboundMessage:
     """How many: the message completes when the last one is handed over."""
     completion: WorkCompleted | None = None
     responds_to_read: bool = False
+    outbound: Outbound | None = None
 
 
 class RdmapEndpoint:
@@ -229,7 +249,8 @@ class RdmapEndpoint:
         self._check_usable()
         segments = self.source.tagged_segments(self._reader(local_address, length), length, remote_stag, remote_to,
                                                tagged_rsvd_ulp(Opcode.RDMA_WRITE))
-        return self._queue_work(Opcode.RDMA_WRITE, segments, self.source.segment_count(length, tagged=True), length)
+        return self._queue_work(Opcode.RDMA_WRITE, segments, self.source.segment_count(length, tagged=True), length,
+                                Outbound(Opcode.RDMA_WRITE, length, local_address, remote_stag, remote_to))
 
     def post_send(
         self,
@@ -248,7 +269,8 @@ class RdmapEndpoint:
         rsvd_ulp = untagged_rsvd_ulp(opcode, invalidate_stag or 0)
         segments = self.source.untagged_segments(self._reader(local_address, length), length, QueueNumber.SEND,
                                                  rsvd_ulp)
-        return self._queue_work(opcode, segments, self.source.segment_count(length, tagged=False), length)
+        return self._queue_work(opcode, segments, self.source.segment_count(length, tagged=False), length,
+                                Outbound(opcode, length, local_address, invalidate_stag=invalidate_stag or 0))
 
     def post_read(self, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int) -> int:
         """RDMA Read `length` bytes of the peer's STag/TO into local STag/TO (RFC 5040 5.2)."""
@@ -261,7 +283,8 @@ class RdmapEndpoint:
         )
         wr_id = self._take_wr_id()
         self._reads_outstanding.append(_PendingRead(wr_id, local_stag, length))
-        self._queue_segments(segments)
+        self._queue_segments(segments, Outbound(Opcode.RDMA_READ_REQUEST, length, None, remote_stag, remote_to,
+                                                local_stag, local_to))
         return wr_id
 
     # -- LLP side ----------------------------------------------------------
@@ -283,6 +306,19 @@ class RdmapEndpoint:
             if message.responds_to_read:
                 self._inbound_reads_outstanding -= 1
         return out
+
+    def take_message(self) -> tuple[Outbound, list[bytes], WorkCompleted | None] | None:
+        """The next outbound message whole, for a transmit engine that segments it itself: what it is, its
+        segments (read from memory now, as the engine will send them) and the completion the caller
+        reports once the peer has the message (RFC 5041 5.4), instead of `data_to_send()`'s."""
+        if not self._outbound:
+            return None
+        message = self._outbound.popleft()
+        assert message.outbound is not None
+        segments = list(message.segments)
+        if message.responds_to_read:
+            self._inbound_reads_outstanding -= 1
+        return message.outbound, segments, message.completion
 
     @property
     def segments_queued(self) -> int:
@@ -320,15 +356,17 @@ class RdmapEndpoint:
         self._next_wr_id += 1
         return wr_id
 
-    def _queue_work(self, opcode: Opcode, segments: Iterator[DdpSegment], count: int, length: int) -> int:
+    def _queue_work(self, opcode: Opcode, segments: Iterator[DdpSegment], count: int, length: int,
+                    outbound: Outbound) -> int:
         wr_id = self._take_wr_id()
         self._outbound.append(_OutboundMessage((s.encode() for s in segments), count,
-                                               WorkCompleted(wr_id, opcode, length)))
+                                               WorkCompleted(wr_id, opcode, length), outbound=outbound))
         return wr_id
 
-    def _queue_segments(self, segments: list[DdpSegment]) -> None:
+    def _queue_segments(self, segments: list[DdpSegment], outbound: Outbound) -> None:
         """A short message built whole (Read Request, Terminate)."""
-        self._outbound.append(_OutboundMessage(iter([s.encode() for s in segments]), len(segments)))
+        self._outbound.append(_OutboundMessage(iter([s.encode() for s in segments]), len(segments),
+                                               outbound=outbound))
 
     def _reader(self, source: Gather, length: int | None = None):
         """Reads a message's bytes from host memory at `source` as its segments are produced."""
@@ -419,7 +457,11 @@ class RdmapEndpoint:
         self._inbound_reads_outstanding += 1
         self._outbound.append(_OutboundMessage((s.encode() for s in segments),
                                                self.source.segment_count(request.size, tagged=True),
-                                               responds_to_read=True))
+                                               responds_to_read=True,
+                                               outbound=Outbound(Opcode.RDMA_READ_RESPONSE, request.size,
+                                                                 address if request.size else None,
+                                                                 sink_stag=request.sink_stag,
+                                                                 sink_to=request.sink_to)))
         return []
 
     def _on_terminate(self, delivered: Delivered) -> list[Event]:
@@ -464,9 +506,8 @@ class RdmapEndpoint:
         )
         self.in_error = True
         self.sink.use_final_message()
-        segments = self.source.untagged_message(
-            terminate.encode(), QueueNumber.TERMINATE, untagged_rsvd_ulp(Opcode.TERMINATE)
-        )
-        self._queue_segments(segments)
+        body = terminate.encode()
+        segments = self.source.untagged_message(body, QueueNumber.TERMINATE, untagged_rsvd_ulp(Opcode.TERMINATE))
+        self._queue_segments(segments, Outbound(Opcode.TERMINATE, len(body), body=body))
         self.terminate_sent = terminate
         return TerminateSent(terminate)

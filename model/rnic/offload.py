@@ -359,6 +359,8 @@ class OffloadRnic(SoftRnic):
     `regions`, `buffers_per_queue`: the engine's region rows and posted buffers per queue; `control_base`:
     host memory for the QN 1 and QN 2 buffers, `control_stride` bytes per stream."""
 
+    endpoint_class: type[OffloadedEndpoint] = OffloadedEndpoint
+
     def __init__(
         self,
         config: RnicConfig,
@@ -389,6 +391,12 @@ class OffloadRnic(SoftRnic):
         if config.resources.ird >= buffers_per_queue:
             raise ValueError(f"IRD {config.resources.ird}: a stream keeps IRD + 1 Read Request buffers posted "
                              f"(RFC 5040 4.2), the engine holds {buffers_per_queue} per queue")
+
+    @property
+    def own_areas(self) -> list[tuple[int, int]]:
+        """(address, length) of the host memory the host keeps for itself, beside the user's regions and
+        buffers: its QN 1 and QN 2 buffers (RFC 5040 4.2)."""
+        return [(self.control_base, self.config.streams * self.control_stride)]
 
     def _association_config(self, peer_port: int) -> AssociationConfig:
         """The receive window in record slots (`WINDOW_SLOTS`, a full DATA chunk each; see the module docstring)."""
@@ -530,7 +538,7 @@ class OffloadRnic(SoftRnic):
         self.command(StreamRow(StreamEntry(ASSOCIATION_INDEX, stream_id, self.pd.pd_id, first_ssn)))
         self._first_ssn[stream_id] = first_ssn
         self._ssns[stream_id] = _SsnsSeen()
-        receiver = OffloadedEndpoint(self, stream_id, ird, ord, self._association.mulpdu)
+        receiver = self.endpoint_class(self, stream_id, ird, ord, self._association.mulpdu)
         self._receivers[stream_id] = receiver
         return receiver
 

@@ -241,6 +241,11 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         )
 
     @property
+    def next_tsn(self) -> int:
+        """The TSN the next DATA chunk queued takes (RFC 4960 6.1): where a transmit engine's counter starts."""
+        return self._next_tsn
+
+    @property
     def queued_bytes(self) -> int:
         """User data accepted by `send()` and not sent yet: what a user bounds to keep a send buffer."""
         return self._queued_bytes

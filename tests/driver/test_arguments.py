@@ -255,8 +255,8 @@ def test_no_bad_call_writes_outside_a_registered_region(backend):
         for side, regions in w.regions.items():
             host = w.fabric.backend.pair.hosts[side]
             allowed = [(mr.buf, mr.length) for mr in regions]
-            if isinstance(host, OffloadRnic):
-                allowed.append((host.control_base, host.control_stride * host.config.streams))
+            if isinstance(host, OffloadRnic):   # the host's own buffers, scratch and bounce areas
+                allowed += host.own_areas
             memories[side] = (host.memory, allowed)
 
     run_world(backend, body)

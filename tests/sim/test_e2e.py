@@ -31,8 +31,8 @@ def run_checked(backend: str, loss: float, largest: int) -> None:
     for side, name in zip(Side, "AB"):
         host = fabric.backend.pair.hosts[side]
         regions = list(report.regions[name])
-        if hasattr(host, "control_base"):  # an engine host's own QN 1 and QN 2 buffers (RFC 5040 4.2)
-            regions.append((host.control_base, host.config.streams * host.control_stride))
+        # an engine host's own areas: QN 1 and QN 2 buffers (RFC 5040 4.2), what it builds for the transmit engine
+        regions += getattr(host, "own_areas", [])
         stray = [(address, length) for address, length in fabric.backend.pair.memory[side].writes
                  if length and not any(start <= address and address + length <= start + size
                                        for start, size in regions)]

@@ -1,0 +1,304 @@
+"""A host whose data plane is two engines: the receive engine, and the transmit engine for every DATA chunk.
+
+`EngineRnic` is an `OffloadRnic` (receive through the receive engine) whose
+DDP segments and session-control messages are sent by a transmit engine
+(`model.engine.tx.TransmitEngineModel`, or the gateware's `hdl.tx.engine.TxEngine`
+behind the same calls): the host hands it whole messages and keeps the
+control plane.
+
+* Messages: an RDMAP endpoint's outbound message (`RdmapEndpoint.take_message`)
+  becomes one engine request: a work request for an RDMA Write, a Send, a Read
+  Request or a Terminate (its bytes put in host memory first), a Read Response
+  record for a Read Response (its Data Source already translated). Its
+  segments still pass through the DDP session (DDP-SSN, RFC 5043 5.2.1; the
+  chunks counted for 6.6) and each becomes `Association.send_offloaded`: the
+  association numbers it as the engine will (one TSN space, RFC 4960 6.1) and
+  windows it. A session-control message (PPID 17) is a SESSION_CONTROL request;
+  the RTR (a zero-length RDMA Write, RFC 6581 1) a zero-length Write.
+* Order: the engine numbers chunks in the order it starts messages, and it may
+  start a waiting control request or Read Response ahead of waiting work. So
+  the host offers a request only when the engine has none waiting unstarted
+  (`accepts_next`); its chunks then take exactly the TSNs the association gave
+  them, and their DDP-SSNs and MSNs are the session's and the endpoint's.
+* Window and retransmission: the association's `engine_requests()` (LIMIT,
+  RESEND, ACK) go to the engine as they come.
+* Completions: an RDMA Write or Send completes when the engine reports its
+  last chunk acknowledged (RFC 5041 5.4, Data Source: the source stays valid
+  until then), not when its segments are handed over.
+* Tables: the engine's association row when the association is up (the
+  peer's addresses and tag, MULPDU, the association's next TSN), a stream row
+  (first DDP-SSN 1, MSNs from 1) when a stream is armed for a session.
+
+An engine request has one address: a gather list of several pieces is copied
+whole into a bounce area of host memory when its message is handed over, and
+kept there until it completes. Only the RDMA Write RTR is sent (the host's
+default).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Protocol
+
+from hdl.abi import ControlOpcode, TsnOpcode, WorkOpcode
+from model.ddp.memory import SparseMemory
+from model.ddp.negotiation import RtrType, rtr_segment
+from model.engine.tx import (
+    Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig, TransmitEngineModel,
+    TxAssociationRow, WorkRequest,
+)
+from model.errors import RnicError
+from model.rdmap.endpoint import Outbound, WorkCompleted
+from model.rdmap.messages import Opcode
+from model.rnic.host import RnicConfig, SessionPolicy, accept_every_session
+from model.rnic.offload import ASSOCIATION_INDEX, OffloadedEndpoint, OffloadRnic, ReceiveEngine
+from model.sctp.association import AssociationError, EngineRequestKind
+from model.sctp.events import AssociationEstablished
+from model.sctp.packet import PPID_DDP_SESSION_CONTROL
+
+__all__ = ["EngineRnic", "TransmitEngine"]
+
+SCRATCH_SLOT = 1024
+"""Host memory per message the host builds for the engine (a session-control message or a Terminate)."""
+SCRATCH_SLOTS = 64
+_KIND = {EngineRequestKind.LIMIT: TsnOpcode.LIMIT, EngineRequestKind.RESEND: TsnOpcode.RESEND,
+         EngineRequestKind.ACK: TsnOpcode.ACK}
+_WORK = {Opcode.RDMA_WRITE: WorkOpcode.RDMA_WRITE, Opcode.RDMA_READ_REQUEST: WorkOpcode.RDMA_READ_REQUEST,
+         Opcode.SEND: WorkOpcode.SEND, Opcode.SEND_WITH_INVALIDATE: WorkOpcode.SEND_WITH_INVALIDATE,
+         Opcode.SEND_WITH_SE: WorkOpcode.SEND_WITH_SE,
+         Opcode.SEND_WITH_SE_AND_INVALIDATE: WorkOpcode.SEND_WITH_SE_AND_INVALIDATE,
+         Opcode.TERMINATE: WorkOpcode.TERMINATE}
+
+
+class TransmitEngine(Protocol):
+    """What the host asks of a transmit engine (`TransmitEngineModel` has these calls)."""
+
+    def write_association(self, row: TxAssociationRow) -> None: ...
+    def write_stream(self, association: int, stream_id: int, first_ssn: int) -> None: ...
+    def post_work(self, request: WorkRequest) -> None: ...
+    def post_read_response(self, request: ReadResponseRequest) -> bool: ...
+    def post_control(self, request: ControlRequest) -> None: ...
+    def tsn_request(self, opcode: TsnOpcode, association: int, tsn: int) -> None: ...
+    def accepts_next(self) -> bool: ...
+    def data_to_send(self) -> list[bytes]: ...
+    def next_events(self) -> list: ...
+
+
+@dataclass
+class _Post:
+    """One request for the engine, waiting for its turn; `completion` is reported at its Completion."""
+    request: WorkRequest | ReadResponseRequest | ControlRequest
+    stream_id: int
+    completion: WorkCompleted | None = None
+
+
+class EngineRnic(OffloadRnic):
+    """An `OffloadRnic` whose DATA chunks a transmit engine sends (see the module docstring).
+
+    `transmit`: the engine; by default `TransmitEngineModel` over the host's memory. `scratch_base`: host
+    memory for the messages the host builds for the engine, `SCRATCH_SLOTS` of `SCRATCH_SLOT` bytes;
+    `bounce_base`, `bounce_bytes`: host memory where a gather list of several pieces is copied whole."""
+
+    def __init__(self, config: RnicConfig, memory: SparseMemory, rng: random.Random,
+                 engine: ReceiveEngine | None = None, session_policy: SessionPolicy | None = accept_every_session,
+                 *, transmit: TransmitEngine | None = None, scratch_base: int = 0x30000,
+                 bounce_base: int = 0x4000_0000, bounce_bytes: int = 1 << 24, **options) -> None:
+        super().__init__(config, memory, rng, engine, session_policy, **options)
+        self.transmit = transmit if transmit is not None else TransmitEngineModel(
+            TransmitConfig(config.mac, str(config.ip), ird=self.buffers_per_queue), memory)
+        self.scratch_base = scratch_base
+        self.bounce_base, self.bounce_bytes = bounce_base, bounce_bytes
+        self._bounce_used = 0
+        self._bounced: set[int] = set()   # engine wr_ids whose source is in the bounce area
+        self._scratch_next = 0
+        self._posts: deque[_Post] = deque()
+        self._segments_due: dict[int, int] = {}      # stream -> segments of taken messages not yet numbered
+        self._completions: dict[int, tuple[int, WorkCompleted | None]] = {}   # engine wr_id -> (stream, completion)
+        self._next_wr_id = 1
+        self._tx_row = False
+        self._engine_frames: list[bytes] = []
+
+    @property
+    def own_areas(self) -> list[tuple[int, int]]:
+        """The QN 1 and QN 2 buffers, and the scratch slots and bounce area the engine reads from."""
+        return [*super().own_areas, (self.scratch_base, SCRATCH_SLOT * SCRATCH_SLOTS),
+                (self.bounce_base, self.bounce_bytes)]
+
+    # -- messages to the engine -------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Whole messages from each open stream, each an engine request, its segments numbered now."""
+        association = self._association
+        for stream_id, stream in self._streams.items():
+            endpoint = stream.endpoint
+            if endpoint is None:
+                continue
+            while self._segments_wanted(stream_id) and self._segments_due.get(stream_id, 0) == 0:
+                taken = endpoint.take_message()
+                if taken is None:
+                    break
+                outbound, segments, completion = taken
+                self._queue_post(self._request_of(stream_id, outbound), stream_id, completion)
+                self._segments_due[stream_id] = len(segments)
+                for segment in segments:
+                    self._sessions.send_segment(stream_id, segment)
+                self._send_session_messages()
+            self._on_rdmap_events(stream_id, endpoint.next_events())
+        self._send_session_messages()
+        if association is not None:
+            self._forward_engine_requests()
+
+    def _send_session_messages(self) -> None:
+        association = self._association
+        for stream_id, ppid, payload in self._sessions.data_to_send():
+            if association is None:
+                raise RnicError("DDP messages to send without an association")
+            request = None
+            if ppid == PPID_DDP_SESSION_CONTROL:
+                request = ControlRequest(ControlOpcode.SESSION_CONTROL, ASSOCIATION_INDEX, self._scratch(payload),
+                                         len(payload), stream_id, wr_id=self._take_wr_id())
+            elif not self._segments_due.get(stream_id, 0):
+                if payload[2:] != rtr_segment(RtrType.WRITE):
+                    raise RnicError(f"stream {stream_id}: a DDP segment no engine request stands for")
+                # The session's own segment, the RTR (RFC 6581 1): a zero-length RDMA Write to STag 0.
+                request = WorkRequest(WorkOpcode.RDMA_WRITE, ASSOCIATION_INDEX, stream_id, 0, 0,
+                                      wr_id=self._take_wr_id())
+            try:
+                association.send_offloaded(stream_id, ppid, len(payload))
+            except AssociationError:
+                return   # the association is closing or closed: nothing more can go out
+            if request is None:
+                self._segments_due[stream_id] -= 1
+            else:
+                self._queue_post(request, stream_id)
+
+    def _request_of(self, stream_id: int, outbound: Outbound):
+        wr_id = self._take_wr_id()
+        if outbound.opcode is Opcode.RDMA_READ_RESPONSE:
+            return ReadResponseRequest(ASSOCIATION_INDEX, stream_id, outbound.source or 0, outbound.length,
+                                       outbound.sink_stag, outbound.sink_to)
+        if outbound.body:
+            address = self._scratch(outbound.body)
+        elif isinstance(outbound.source, int) or outbound.source is None:
+            address = outbound.source or 0
+        else:
+            address = self._gathered(outbound.source, wr_id)
+        return WorkRequest(_WORK[outbound.opcode], ASSOCIATION_INDEX, stream_id, address, outbound.length,
+                           outbound.stag, outbound.to, outbound.sink_stag, outbound.sink_to,
+                           outbound.invalidate_stag, wr_id)
+
+    def _queue_post(self, request, stream_id: int, completion: WorkCompleted | None = None) -> None:
+        self._posts.append(_Post(request, stream_id, completion))
+        # The engine completes Writes, Sends, Terminates and session-control messages, not Read Requests.
+        if isinstance(request, ControlRequest) or (isinstance(request, WorkRequest)
+                                                   and request.opcode is not WorkOpcode.RDMA_READ_REQUEST):
+            self._completions[request.wr_id] = (stream_id, completion)
+
+    def _take_wr_id(self) -> int:
+        wr_id = self._next_wr_id
+        self._next_wr_id = (wr_id + 1) & 0xFFFFFFFF
+        return wr_id
+
+    def _gathered(self, pieces, wr_id: int) -> int:
+        """One address for a gather list: the piece itself, or its pieces copied one after the other into the
+        bounce area (the engine reads one address), kept until the request completes."""
+        pieces = [(address, size) for address, size in pieces if size]
+        if len(pieces) <= 1:
+            return pieces[0][0] if pieces else 0
+        length = sum(size for _, size in pieces)
+        if not self._bounced:
+            self._bounce_used = 0
+        if self._bounce_used + length > self.bounce_bytes:
+            raise RnicError(f"a {length}-byte gather list does not fit the {self.bounce_bytes}-byte bounce area "
+                            "with the gathers still in flight")
+        address = self.bounce_base + self._bounce_used
+        self.memory.write(address, b"".join(self.memory.read(a, n) for a, n in pieces))
+        self._bounce_used += length
+        self._bounced.add(wr_id)
+        return address
+
+    def _scratch(self, body: bytes) -> int:
+        """A slot of host memory holding `body` until the engine has sent it (slots are reused in turn)."""
+        if len(body) > SCRATCH_SLOT:
+            raise RnicError(f"{len(body)} bytes for the engine exceed a {SCRATCH_SLOT}-byte slot")
+        address = self.scratch_base + SCRATCH_SLOT * self._scratch_next
+        self._scratch_next = (self._scratch_next + 1) % SCRATCH_SLOTS
+        self.memory.write(address, body)
+        return address
+
+    # -- the engine --------------------------------------------------------------------------
+
+    def _forward_engine_requests(self) -> None:
+        association = self._association
+        if association is None or not self._tx_row:
+            return
+        for request in association.engine_requests():
+            self.transmit.tsn_request(_KIND[request.kind], ASSOCIATION_INDEX, request.tsn)
+
+    def _pump(self) -> None:
+        """Offer the waiting requests one at a time, as the engine takes them; its frames wait for
+        `data_to_send`, its completions are reported now."""
+        frames = self._engine_frames
+        engine = self.transmit
+        while True:
+            progressed = False
+            while self._posts and self._tx_row and engine.accepts_next():
+                post = self._posts.popleft()
+                if isinstance(post.request, WorkRequest):
+                    engine.post_work(post.request)
+                elif isinstance(post.request, ReadResponseRequest):
+                    engine.post_read_response(post.request)
+                else:
+                    engine.post_control(post.request)
+                progressed = True
+            sent = engine.data_to_send()
+            frames += sent
+            if not (progressed or sent):
+                break
+        for event in engine.next_events():
+            if isinstance(event, Completion):
+                self._bounced.discard(event.wr_id)
+                stream_id, completion = self._completions.pop(event.wr_id, (None, None))
+                if completion is not None:
+                    self._on_rdmap_events(stream_id, [completion])
+            elif isinstance(event, (RefusedRead, RefusedTsn)):
+                raise RnicError(f"the transmit engine refused {event}: the host and the engine disagree")
+
+    def _drain_association(self, now: float) -> None:
+        """An ACK reaches the engine as the SACK is processed, so a Write completes before a Terminate that
+        followed the SACK is handled (RFC 5040 5.5: the peer's completions in order)."""
+        super()._drain_association(now)
+        self._forward_engine_requests()
+        self._pump()
+
+    def data_to_send(self, now: float) -> list[bytes]:
+        frames = super().data_to_send(now)
+        self._forward_engine_requests()
+        self._pump()
+        sent, self._engine_frames = self._engine_frames, []
+        self._counters.frames_sent += len(sent)
+        return frames + sent
+
+    def _on_association_events(self, events: list, now: float) -> None:
+        """The engine's association row when the association is up (RFC 4960 5.1)."""
+        super()._on_association_events(events, now)
+        association, peer = self._association, self._peer
+        if association is None or peer is None:
+            return
+        for event in events:
+            if isinstance(event, AssociationEstablished):
+                self.transmit.write_association(TxAssociationRow(
+                    ASSOCIATION_INDEX, peer.mac, str(peer.ip), association.config.local_port,
+                    association.config.peer_port, association.peer_tag, association.mulpdu,
+                    association.next_tsn, self.config.udp))
+                self._tx_row = True
+
+    def _arm(self, stream_id: int, first_ssn: int, ird: int, ord: int) -> OffloadedEndpoint:
+        """The engine's stream row with the receive engine's: the session's first segment is DDP-SSN 1."""
+        receiver = super()._arm(stream_id, first_ssn, ird, ord)
+        self.transmit.write_stream(ASSOCIATION_INDEX, stream_id, 1)
+        self._segments_due[stream_id] = 0
+        return receiver
+
