@@ -5,9 +5,10 @@
 requests (``s_axis_ctl``) and the host SCTP's ACKs and RESENDs
 (``s_axis_tsn``) as a test or bench paces them, serves ``m_axi`` from a
 :class:`~sim.tb.axi_read_memory.ReadMemory`, and records every frame on
-``m_axis`` with the cycle of each beat (:class:`Run`). The records here
-(:class:`Work`, :class:`ReadResponse`, :class:`Control`, :class:`TsnRequest`)
-are the ABI's (``hdl.abi``) as Python values. The tests
+``m_axis`` with the cycle of each beat (:class:`Run`). The records
+(:class:`Work` and :class:`ReadResponse`, the transmit engine model's
+``WorkRequest`` and ``ReadResponseRequest``; :class:`Control`,
+:class:`TsnRequest`) are the ABI's (``hdl.abi``) as Python values. The tests
 (``tests/hdl/tx/harness.py``) compare the frames with the model's;
 ``rnic bench tx`` (``sim/commands/bench_tx.py``) counts the cycles.
 """
@@ -16,16 +17,18 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from amaranth.sim import Simulator
 
 from hdl.abi import (
-    ControlOpcode, TsnOpcode, WorkOpcode, completion_layout, control_request_layout, read_response_layout,
+    ControlOpcode, TsnOpcode, completion_layout, control_request_layout, read_response_layout,
     tsn_request_layout, work_request_layout,
 )
 from hdl.stream.simulation import Pace, stream_put
 from hdl.tx.engine import TxEngine
+from model.engine.tx import ReadResponseRequest as ReadResponse
+from model.engine.tx import WorkRequest as Work
 from model.sctp.packet import encode_chunks
 from sim.tb.axi_read_memory import ReadMemory
 
@@ -49,21 +52,6 @@ class Association:
     peer_udp_port: int = 9899
 
 
-@dataclass
-class Work:
-    opcode: WorkOpcode
-    association: int
-    stream_id: int
-    host_address: int
-    length: int
-    stag: int = 0
-    to: int = 0
-    sink_stag: int = 0
-    sink_to: int = 0
-    invalidate_stag: int = 0
-    wr_id: int = 0
-
-
 @dataclass(frozen=True)
 class TsnRequest:
     """A record on ``s_axis_tsn`` (or back on ``m_axis_tsn_refused``)."""
@@ -78,22 +66,6 @@ def data_tsn(frame: bytes) -> tuple[int, int] | None:
     if frame[start + 12] != 0:
         return None
     return int.from_bytes(frame[start:start + 2], "big"), int.from_bytes(frame[start + 16:start + 20], "big")
-
-
-@dataclass
-class ReadResponse:
-    """An inbound RDMA Read Request to answer (a record on ``s_axis_rr``), its Data Source at ``host_address``."""
-    association: int
-    stream_id: int
-    host_address: int
-    length: int
-    sink_stag: int = 0
-    sink_to: int = 0
-    msn: int = 1
-
-    def record(self) -> dict:
-        return {"association": self.association, "stream_id": self.stream_id, "host_address": self.host_address,
-                "length": self.length, "sink_stag": self.sink_stag, "sink_to": self.sink_to, "msn": self.msn}
 
 
 @dataclass
@@ -231,7 +203,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
             while response_after_frames and len(run.frames) < response_after_frames[index]:
                 ctx.set(dut.s_axis_rr.tvalid, 0)
                 await ctx.tick()
-            await offer(ctx, dut.s_axis_rr, record_layout.const(response.record()).as_bits(), pace)
+            await offer(ctx, dut.s_axis_rr, record_layout.const(asdict(response)).as_bits(), pace)
             if index == 0:
                 run.first_response_cycle = clock[0]
         ctx.set(dut.s_axis_rr.tvalid, 0)

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 from hdl.abi import ControlOpcode, TsnOpcode
 from model.engine.tx import (
-    Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig, TransmitEngineModel,
-    TxAssociationRow, WorkRequest,
+    Completion, ControlRequest, RefusedRead, RefusedTsn, TransmitConfig, TransmitEngineModel, TxAssociationRow,
 )
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -203,11 +202,9 @@ def engine_model_run(associations: list[Association], first_ssn: dict, memory, m
 
 def _post(model: TransmitEngineModel, message) -> None:
     if isinstance(message, Work):
-        model.post_work(WorkRequest(message.opcode, message.association, message.stream_id, message.host_address,
-                                    message.length, message.stag, message.to, message.sink_stag, message.sink_to,
-                                    message.invalidate_stag, message.wr_id))
+        model.post_work(message)
     elif isinstance(message, ReadResponse):
-        model.post_read_response(ReadResponseRequest(**message.record()))
+        model.post_read_response(message)
     else:
         model.post_control(ControlRequest(message.opcode, message.association, message.host_address, message.length,
                                           message.stream_id, message.tag, message.wr_id))

@@ -18,6 +18,7 @@ completes once the peer acknowledged its last chunk (RFC 5041 5.4).
 
 import json
 import random
+from dataclasses import asdict
 
 import pytest
 
@@ -70,7 +71,7 @@ def run(width, associations, first_ssn, memory, *, works=(), responses=(), frame
             "memory_base": memory.base, "memory_seed": memory.seed, "memory_size": len(memory.data),
             "associations": [association_row(a) for a in associations],
             "streams": [{"index": a * STREAM_IDS + s, "first_ssn": ssn} for (a, s), ssn in first_ssn.items()],
-            "works": [work_record(w) for w in works], "responses": [r.record() for r in responses],
+            "works": [work_record(w) for w in works], "responses": [asdict(r) for r in responses],
             "frames": frames, "refused": refused, "completions": completions,
             "requests_after": requests_after, "read_stall": read_stall, "network_stall": network_stall,
             "output": str(result_file)})
@@ -173,7 +174,7 @@ def test_read_responses_match_the_model_and_ird_overflow_is_refused(width, tshar
                                     frames=len(expected), refused=1, completions=1, name="read_responses",
                                     requests_after=100)
     check_frames(got, expected, sources, associations, tshark, tmp_path)
-    assert refused == [refused_expected[0].record()]
+    assert refused == [asdict(refused_expected[0])]
     assert [c["wr_id"] for c in completions] == [1]
 
 
