@@ -465,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")
     demo.add_argument("--backend", choices=("soft", "sim"), default="soft",
                       help="soft: two software RNICs (default); sim: through the host driver, host A receiving "
-                           "on the RTL engine (W = 8) under Verilator, host B a software RNIC")
+                           "on the RTL engine (W = 8) under Verilator, host B on the engines' golden models")
     demo.add_argument("--loss", type=probability, default=0.0,
                       help="link loss probability, also used for duplication, reordering and corruption (0..1)")
     demo.add_argument("--pcap", metavar="FILE", type=output_file, help="write the frames the link delivered as a libpcap file")

@@ -7,11 +7,11 @@ is `hdl.rx.engine.RxEngine` under Verilator, through the reusable testbench
 (`write_table`, `arm_stream`, `post_buffer`, `revoke_queue`), frames go in
 on `s_axis`, its exception, report and ack streams come back as records,
 and the host memory is the testbench's AXI RAM, which the host's software
-(transmit, the Read Responses it serves) reads too.  Device 1 (host B) is
-the `engine` backend's host over the engine's golden model: one simulation
-builds one engine, and the W = 8 build is the one the engine's own cocotb
-tests use (same build root, same parameters).  Transmit runs in software on
-both until the transmit engine lands.
+(transmit, the Read Responses it serves) reads too; host A transmits in
+software.  Device 1 (host B) is the `engine` backend's host, an
+`EngineRnic` over both engines' golden models: one simulation builds one
+engine, and the W = 8 build is the one the engine's own cocotb tests use
+(same build root, same parameters).
 
 Every frame the RTL takes is also given to a shadow `ReceiveEngineModel`
 with the same table writes, and the records are compared (the testbench's

@@ -584,7 +584,7 @@ def sim_memory_bytes(size: int) -> int:
 def sim_demo(loss: float, seed: int, size: int, pcap: str | None, out: TextIO,
              width_bytes: int = 8) -> int:
     """The demo through the host driver on the `sim` fabric: host A's receive on the RTL engine under Verilator
-    (`sim.driver_sim`), host B a software RNIC over the engine's model; the summary of `print_summary`."""
+    (`sim.driver_sim`), host B on the engines' golden models; the summary of `print_summary`."""
     import json
     import tempfile
 
