@@ -69,7 +69,7 @@ Every block boundary is a :class:`~hdl.stream.queue.Queue` or a registered
 stage.
 """
 
-from amaranth.hdl import Module, unsigned
+from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
@@ -233,14 +233,18 @@ class TxEngine(wiring.Component):
         connect(m, payload_queue.source, sctp.sink)
         connect(m, headers.sctp_header, sctp.header)
 
-        # Into the CRC and the buffer together (both readies are flip-flops).
+        # Into the CRC and the buffer together. The buffer's room is a flip-flop loaded from its level a
+        # cycle old, one place kept free for the beat that may have entered since: its `w_rdy` is a
+        # compare of that level, too slow for the packet register's wide enable.
         packet = sctp.source
+        buffer_room = Signal()
+        m.d.sync += buffer_room.eq(buffer.level < buffer.depth - 1)
         m.d.comb += [
             crc.sink.payload.eq(packet.payload),
-            crc.sink.valid.eq(packet.valid & buffer.w_rdy),
+            crc.sink.valid.eq(packet.valid & buffer_room),
             buffer.w_data.eq(packet.payload),
-            buffer.w_en.eq(packet.valid & crc.sink.ready),
-            packet.ready.eq(crc.sink.ready & buffer.w_rdy),
+            buffer.w_en.eq(packet.valid & crc.sink.ready & buffer_room),
+            packet.ready.eq(crc.sink.ready & buffer_room),
         ]
 
         # Out of the buffer once the CRC is known, behind the prefix.
