@@ -56,7 +56,9 @@ from model.sctp.packet import (
 )
 
 __all__ = ["TransmitConfig", "TxAssociationRow", "WorkRequest", "ReadResponseRequest", "ControlRequest",
-           "Completion", "RefusedRead", "RefusedTsn", "TransmitEngineModel"]
+           "Completion", "RefusedRead", "RefusedTsn", "TransmitEngineModel",
+           # the ABI's names for the model's users (model/ reaches hdl.abi only in model/engine)
+           "ControlOpcode", "TsnOpcode", "WorkOpcode"]
 
 TSN_MOD = 1 << 32
 

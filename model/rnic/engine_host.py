@@ -42,12 +42,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from hdl.abi import ControlOpcode, TsnOpcode, WorkOpcode
 from model.ddp.memory import SparseMemory
 from model.ddp.negotiation import RtrType, rtr_segment
+# the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.tx import (
-    Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig, TransmitEngineModel,
-    TxAssociationRow, WorkRequest,
+    Completion, ControlOpcode, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig,
+    TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest,
 )
 from model.errors import RnicError
 from model.rdmap.endpoint import Outbound, WorkCompleted
