@@ -60,7 +60,7 @@ from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import (Ack, AssociationRow, BufferPost, EngineCommand, EngineOutput, FrameIn, ModelEngine,
                                 OffloadRnic, QueueRevoke, RegionRow, StreamRow)
 from model.rnic.pair import IPS, MACS, HostPair, host_config
-from sim.runner import SimulationResult, default_build_root, run_cocotb, test_parameters
+from sim.runner import SimulationResult, default_build_root, run_cocotb
 from sim.tb.rx_engine_tb import (CANARY, ReportRecord, RxEngineTB, _compare_acks, _compare_chunk_errors,
                                  _compare_segments)
 from sim.traffic.rx import EngineShape
