@@ -146,6 +146,17 @@ class RetransmitRing(wiring.Component):
         row_retired, row_outstanding = Array(retired)[request_row], Array(outstanding)[request_row]
         m.d.comb += [read.addr.eq(slot(request.association, Mux(retiring, walk_tsn, request.tsn))), read.en.eq(0)]
         entry = read.data
+        # The completion a walked record gives: RDMA Write, the Sends, Terminate and session control, not Read
+        # Requests nor Read Responses. Its fields come from the record whatever the state (only `valid`
+        # waits for WALK_EMIT), so the state reaches no wide clear of the completion queue's input register.
+        completes = entry.last & ((entry.opcode == WorkOpcode.RDMA_WRITE)
+                                  | ((entry.opcode >= WorkOpcode.SEND)
+                                     & (entry.opcode <= ControlOpcode.SESSION_CONTROL)))
+        completion = completions.sink.payload
+        m.d.comb += [
+            completion.wr_id.eq(entry.wr_id), completion.opcode.eq(entry.opcode),
+            completion.association.eq(request.association), completion.status.eq(CompletionStatus.SUCCESS),
+        ]
         with m.FSM():
             with m.State("TAKE"):
                 m.d.comb += self.tsn_requests.ready.eq(1)
@@ -194,16 +205,7 @@ class RetransmitRing(wiring.Component):
                     m.d.comb += read.en.eq(1)
                     m.next = "WALK_EMIT"
             with m.State("WALK_EMIT"):
-                # RDMA Write, the Sends and session control; not Read Requests nor Read Responses.
-                completes = entry.last & ((entry.opcode == WorkOpcode.RDMA_WRITE)
-                                          | ((entry.opcode >= WorkOpcode.SEND)
-                                             & (entry.opcode <= ControlOpcode.SESSION_CONTROL)))
-                completion = completions.sink.payload
-                m.d.comb += [
-                    completion.wr_id.eq(entry.wr_id), completion.opcode.eq(entry.opcode),
-                    completion.association.eq(request.association), completion.status.eq(CompletionStatus.SUCCESS),
-                    completions.sink.valid.eq(completes),
-                ]
+                m.d.comb += completions.sink.valid.eq(completes)
                 m.d.comb += retire_step.eq(1)
                 m.d.sync += [walk_tsn.eq(walk_tsn + 1), walk_left.eq(walk_left - 1)]
                 with m.If(walk_left == 1):
