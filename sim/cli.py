@@ -4,7 +4,7 @@
                                       decode a capture down to DDP, RDMAP and session control
     rnic sample-capture OUT.pcap      write the sample capture the README's demo dissects
     rnic bench model [--seconds S]    golden-model throughput table (encode, validate, place)
-    rnic demo [--backend soft|sim] [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES] [--no-progress]
+    rnic demo [--backend soft|sim] [--peer model|gateware] [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES] [--no-progress]
                                       two RNICs run every RDMAP operation over a lossy link (sim: host A on the RTL)
     rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
                                       model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
@@ -313,11 +313,14 @@ def _demo(args: argparse.Namespace) -> int:
         if args.size > SIM_LARGEST_SIZE:
             args.usage_error(f"argument --size: {args.size} is above the maximum of {SIM_LARGEST_SIZE} with "
                              "--backend sim (host A's memory is the testbench's RAM)")
-        if _sim_extra_missing("demo --backend sim", "the RTL engine under Verilator"):
+        if _sim_extra_missing("demo --backend sim", "the RNIC top under Verilator"):
             return 1
+    elif args.peer != "model":
+        args.usage_error("argument --peer: only with --backend sim (host B on a second RNIC top)")
     try:  # progress: a bar on a terminal, else a line every 10 s (demo_command decides)
         return demo_command(args.loss, args.seed, args.udp, args.size, args.pcap,
-                            show_progress=not args.no_progress, backend=args.backend)
+                            show_progress=not args.no_progress, backend=args.backend,
+                            gateware_peer=args.peer == "gateware")
     except OSError as error:  # the capture, written after the run (its file was checked before)
         print(f"rnic demo: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
         return 1
@@ -464,8 +467,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")
     demo.add_argument("--backend", choices=("soft", "sim"), default="soft",
-                      help="soft: two software RNICs (default); sim: through the host driver, host A receiving "
-                           "on the RTL engine (W = 8) under Verilator, host B on the engines' golden models")
+                      help="soft: two software RNICs (default); sim: through the host driver, host A on the "
+                           "RNIC top (W = 8, receive and transmit engines) under Verilator")
+    demo.add_argument("--peer", choices=("model", "gateware"), default="model",
+                      help="with --backend sim, host B: on the engines' golden models (default), or on a second "
+                           "RNIC top in the same simulation")
     demo.add_argument("--loss", type=probability, default=0.0,
                       help="link loss probability, also used for duplication, reordering and corruption (0..1)")
     demo.add_argument("--pcap", metavar="FILE", type=output_file, help="write the frames the link delivered as a libpcap file")

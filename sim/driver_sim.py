@@ -1,37 +1,49 @@
-"""The driver's `sim` backend: the gateware receive engine under Verilator, driven by the host driver.
+"""The driver's `sim` backend: the gateware RNIC under Verilator, driven by the host driver.
 
 `SimFabric` is the `engine` backend (`driver.backends.engine`) with the RTL
-in it: device 0 (host A, 10.0.0.1) is an `OffloadRnic` whose receive engine
-is `hdl.rx.engine.RxEngine` under Verilator, through the reusable testbench
-`sim.tb.rx_engine_tb.RxEngineTB`: its tables are written over AXI4-Lite
-(`write_table`, `arm_stream`, `post_buffer`, `revoke_queue`), frames go in
-on `s_axis`, its exception, report and ack streams come back as records,
-and the host memory is the testbench's AXI RAM, which the host's software
-(transmit, the Read Responses it serves) reads too; host A transmits in
-software.  Device 1 (host B) is the `engine` backend's host, an
-`EngineRnic` over both engines' golden models: one simulation builds one
-engine, and the W = 8 build is the one the engine's own cocotb tests use
-(same build root, same parameters).
+in it: device 0 (host A, 10.0.0.1) is an `EngineRnic` whose data plane is the
+RNIC top level `hdl.rnic.Rnic` under Verilator, both ways, through the
+reusable testbench `sim.tb.rnic_tb.RnicTB`:
+
+* receive (`RtlEngine`): the receive engine's tables are written over
+  AXI4-Lite (`write_table`, `arm_stream`, `post_buffer`, `revoke_queue`),
+  frames go in on `s_axis`, its exception, report and ack streams come back as
+  records;
+* transmit (`sim.tb.rnic_transmit.RtlTransmit`): the transmit engine's rows
+  over AXI4-Lite, the host's work requests, Read Responses, session-control
+  messages and LIMIT/RESEND/ACK requests on their streams; every DATA chunk
+  host A sends is a frame from `m_axis`, every Write and Send completes on a
+  record from `m_axis_completion`;
+* the host memory is the testbench's AXI RAM, which both engines reach over
+  `m_axi` and the host's software reads and writes (`RamMemory`); its top
+  quarter is host A's bounce area for gather lists, and the driver's buffers
+  stay below it.
+
+Device 1 (host B) is the `engine` backend's host, an `EngineRnic` over both
+engines' golden models. One simulation builds one top; the W = 8 build is
+the one the top's own cocotb tests use (same build root, same parameters,
+`sim.tb.rnic_tb.rnic_top`).
 
 Every frame the RTL takes is also given to a shadow `ReceiveEngineModel`
 with the same table writes, and the records are compared (the testbench's
-comparisons): a difference fails the run, as does a write outside the
-model's writes.
+comparisons); every request the RTL is given also goes to a shadow
+`TransmitEngineModel`, and every frame, completion and refusal is compared.
+A difference fails the run, as does a write outside the model's writes.
 
 Scheduling (the asyncio/cocotb question).  Under `soft` and `engine` the
 user's coroutine runs on an asyncio loop over simulated time.  Under `sim`
 it runs on cocotb's scheduler: the cocotb test awaits `main(fabric)`
 itself, and every wait of the driver (`CQ.wait`, `CMID.get_cm_event`) is
 `SimFabric.wait_until`, which drives the fabric while the predicate does not
-hold: the RTL host's table writes and frames go through the engine (awaiting
-the simulator's clock: a frame's records come back before anything else
-happens), what is due is sent, then the link's and the protocol's clock
-(simulated seconds, separate from the engine's nanoseconds) jumps to the
-next arrival or timer.  So the same program runs unchanged, as long as it
-awaits only the driver's calls (no asyncio primitives under cocotb).
-`run_program(main)` runs `main(fabric)` that way in a cocotb test
-(`sim.tb.driver_program`); `main` must be importable (a module-level
-function of a module, or of a script file).
+hold: the RTL host's table writes, frames and transmit requests go through
+the engines (awaiting the simulator's clock: a frame's records come back, and
+a request's frames leave, before anything else happens), what is due is sent,
+then the link's and the protocol's clock (simulated seconds, separate from the
+engine's nanoseconds) jumps to the next arrival or timer.  So the same
+program runs unchanged, as long as it awaits only the driver's calls (no
+asyncio primitives under cocotb).  `run_program(main)` runs `main(fabric)`
+that way in a cocotb test (`sim.tb.driver_program`); `main` must be
+importable (a module-level function of a module, or of a script file).
 """
 
 from __future__ import annotations
@@ -51,16 +63,16 @@ from driver.backends.base import FabricBackend
 from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, EngineDevice
 from driver.errors import BackendUnavailable, SimulationStalled, WaitTimeout
 from hdl.abi import AckDisposition, SegmentStatus
-from hdl.rx.engine import RxEngine
 from model.ddp.memory import Access, SparseMemory
 from model.engine.rx import SegmentVerdict
 from model.errors import ErrorNumber
-from model.rnic.engine_host import EngineRnic
+from model.rnic.engine_host import EngineRnic, TransmitEngine
 from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import (Ack, AssociationRow, BufferPost, EngineCommand, EngineOutput, FrameIn, ModelEngine,
-                                OffloadRnic, QueueRevoke, RegionRow, StreamRow)
+                                QueueRevoke, RegionRow, StreamRow)
 from model.rnic.pair import IPS, MACS, HostPair, host_config
 from sim.runner import SimulationResult, default_build_root, run_cocotb
+from sim.tb.rnic_tb import rnic_top
 from sim.tb.rx_engine_tb import (CANARY, ReportRecord, RxEngineTB, _compare_acks, _compare_chunk_errors,
                                  _compare_segments)
 from sim.traffic.rx import EngineShape
@@ -68,17 +80,16 @@ from sim.traffic.rx import EngineShape
 T = TypeVar("T")
 
 WIDTH_BYTES = 8
-"""The default width; any the engine's cocotb tests build (8, 16, 32, 64) reuses their build."""
+"""The default width; the top's cocotb tests build 8 and 64 (tests/sim/test_tx_cocotb.py), and those builds
+are reused."""
 SHAPE = EngineShape()
-BUFFER_BYTES = 32768
-"""The engine's parameters as its cocotb tests build it (tests/sim/test_rx_engine_cocotb.py): one build."""
 MEMORY_BYTES = 1 << 22
 RTL_SIDE = Side.A
 
 
-def rx_engine(width_bytes: int = WIDTH_BYTES) -> RxEngine:
-    return RxEngine(width_bytes, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
-                    buffers_per_queue=SHAPE.buffers_per_queue, buffer_bytes=BUFFER_BYTES)
+def bounce_area(memory_bytes: int) -> tuple[int, int]:
+    """(base, bytes) of host A's bounce area: the top quarter of its memory."""
+    return memory_bytes - memory_bytes // 4, memory_bytes // 4
 
 
 class RamMemory:
@@ -205,24 +216,53 @@ class RtlEngine:
             reports_waiting=results.counters["reports_waiting"])
 
 
-class SimFabric(FabricBackend):
-    """Host A on the RTL engine, host B on its golden model, one simulated link (see the module docstring).
+class AsyncTransmit(TransmitEngine, Protocol):
+    """A transmit engine whose commands take time to run (`sim.tb.rnic_transmit.RtlTransmit`)."""
 
-    `engine`: host A's engine (`RtlEngine`); `lock`: serialises the waits that drive the fabric (a cocotb
-    `Lock` by default); `record`: keep the link's frames (`pair.pcap()`)."""
+    @property
+    def busy(self) -> bool: ...
+
+    async def settle(self) -> None: ...
+
+
+@dataclasses.dataclass
+class RtlHost:
+    """A host's engines on the simulator: `engine` receives (`RtlEngine`), `transmit` sends (`RtlTransmit`;
+    None: the golden model, at once); `memory_bytes`: its memory, whose top quarter is its bounce area (None:
+    unbounded, the bounce area far above the buffers)."""
+    engine: AsyncEngine
+    transmit: AsyncTransmit | None = None
+    memory_bytes: int | None = None
+    frames_received: int = 0
+
+
+class SimFabric(FabricBackend):
+    """Host A on the RTL engines, host B on their golden models or on RTL engines too, one simulated link
+    (see the module docstring).
+
+    `engine`, `transmit`, `memory_bytes`: host A's (`RtlHost`); `peer`: host B's RTL (None: the golden
+    models); `lock`: serialises the waits that drive the fabric (a cocotb `Lock` by default); `record`:
+    keep the link's frames (`pair.pcap()`)."""
 
     def __init__(self, engine: AsyncEngine, link: LinkConfig | None = None, seed: int = 1, lock=None,
-                 record: bool = False, **options: object) -> None:
+                 record: bool = False, *, transmit: AsyncTransmit | None = None, memory_bytes: int | None = None,
+                 peer: RtlHost | None = None, **options: object) -> None:
         options.setdefault("resources", ENGINE_RESOURCES)
         options.setdefault("streams", STREAM_IDS)
+        self.rtl_hosts = {RTL_SIDE: RtlHost(engine, transmit, memory_bytes)}
+        if peer is not None:
+            self.rtl_hosts[Side.B] = peer
         hosts = {}
         for side in Side:
             config = host_config(side, **options)
             rng = random.Random(seed * 2 + (side is Side.B))
-            if side is RTL_SIDE:
-                hosts[side] = OffloadRnic(config, engine.memory, rng, None,  # type: ignore[arg-type]
-                                          session_policy=None, regions=SHAPE.regions,
-                                          buffers_per_queue=SHAPE.buffers_per_queue)
+            rtl = self.rtl_hosts.get(side)
+            if rtl is not None:
+                bounce = ({} if rtl.memory_bytes is None
+                          else dict(zip(("bounce_base", "bounce_bytes"), bounce_area(rtl.memory_bytes))))
+                hosts[side] = EngineRnic(config, rtl.engine.memory, rng, None,  # type: ignore[arg-type]
+                                         session_policy=None, regions=SHAPE.regions,
+                                         buffers_per_queue=SHAPE.buffers_per_queue, transmit=rtl.transmit, **bounce)
             else:
                 memory = SparseMemory()
                 hosts[side] = EngineRnic(config, memory, rng, ModelEngine(MACS[side], IPS[side], memory),
@@ -231,9 +271,16 @@ class SimFabric(FabricBackend):
         self.pair = HostPair(hosts, Link(link, record=record), record=record)
         self.rtl = engine
         self.devices = (EngineDevice(self, Side.A), EngineDevice(self, Side.B))  # type: ignore[arg-type]
-        self.frames_through_rtl = 0
+        for side, rtl in self.rtl_hosts.items():
+            if rtl.memory_bytes is not None:
+                self.devices[side is Side.B].memory_end = bounce_area(rtl.memory_bytes)[0]
         self._kicked = False
         self._lock = lock if lock is not None else Lock()
+
+    @property
+    def frames_through_rtl(self) -> int:
+        """Frames the RTL receive engines took."""
+        return sum(rtl.frames_received for rtl in self.rtl_hosts.values())
 
     def now(self) -> float:
         return self.pair.now
@@ -268,22 +315,29 @@ class SimFabric(FabricBackend):
                 pair.advance(next_time)
 
     async def _settle(self) -> None:
-        """The RTL host's engine work, then what is due, until nothing is left to do now."""
-        host = self.pair.hosts[RTL_SIDE]
-        assert isinstance(host, OffloadRnic)
+        """The RTL hosts' engine work (receive, then transmit), then what is due, until nothing is left to do
+        now."""
         self._kicked = False
         while True:
-            while (command := host.take_engine_work()) is not None:
-                output = await self.rtl.execute(command)
-                if output is not None:
-                    assert isinstance(command, FrameIn)
-                    self.frames_through_rtl += 1
-                    host.engine_output(output, command.now)
+            busy = False
+            for side, rtl in self.rtl_hosts.items():
+                host = self.pair.hosts[side]
+                assert isinstance(host, EngineRnic)
+                while (command := host.take_engine_work()) is not None:
+                    output = await rtl.engine.execute(command)
+                    if output is not None:
+                        assert isinstance(command, FrameIn)
+                        rtl.frames_received += 1
+                        host.engine_output(output, command.now)
+                if rtl.transmit is not None:
+                    await rtl.transmit.settle()
             self.pair.send_due()
             self.pair.collect()
             if self.on_change is not None:
                 self.on_change()
-            if not host.engine_work_waiting:
+            for side, rtl in self.rtl_hosts.items():
+                busy |= self.pair.hosts[side].engine_work_waiting or (rtl.transmit is not None and rtl.transmit.busy)
+            if not busy:
                 return
 
 
@@ -303,17 +357,24 @@ def program_reference(main: Callable) -> dict[str, str]:
 
 def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1, log_file: Path | None = None,
                 width_bytes: int = WIDTH_BYTES, memory_bytes: int = MEMORY_BYTES, record: bool = False,
-                arguments: dict | None = None) -> SimulationResult:
+                arguments: dict | None = None, gateware_peer: bool = False) -> SimulationResult:
     """Run the coroutine function `main(fabric, **arguments)` on the `sim` fabric, in a cocotb test on the
-    engine of `width_bytes` (the build its own tests use: same build root and parameters) with
-    `memory_bytes` of host memory for host A; `record` keeps the link's frames. `SimulationFailed` when
-    `main` raises or the engine differs from its model. `main`'s prints go to the simulator's log (stdout,
-    or `log_file`); `arguments` must be JSON-serialisable."""
+    RNIC top of `width_bytes` (the build its own tests use: same build root and parameters) with
+    `memory_bytes` of host memory for host A (its top quarter the bounce area); `gateware_peer`: host B on an
+    RNIC top of its own too, in the same simulation (`sim.tb.rnic_pair.RnicPair`, a build of its own);
+    `record` keeps the link's frames. `SimulationFailed` when `main` raises or an engine differs from its
+    model. `main`'s prints go to the simulator's log (stdout, or `log_file`); `arguments` must be
+    JSON-serialisable."""
     parameters = {**program_reference(main), "seed": seed,
                   "link": dataclasses.asdict(link) if link is not None else None,
                   "width_bytes": width_bytes, "memory_bytes": memory_bytes, "record": record,
-                  "arguments": arguments or {}}
-    return run_cocotb(rx_engine(width_bytes), test_module="sim.tb.driver_program",
-                      toplevel=f"rx_engine_w{width_bytes}", build_root=default_build_root() / "rx_engine",
-                      parameters=parameters, log_file=log_file,
-                      waves_name=f"rx_engine_w{width_bytes}-driver-{main.__name__}")
+                  "arguments": arguments or {}, "gateware_peer": gateware_peer}
+    if gateware_peer:
+        from sim.tb.rnic_pair import RnicPair
+
+        top, name = RnicPair(width_bytes, SHAPE), f"rnic_pair_w{width_bytes}"
+    else:
+        top, name = rnic_top(width_bytes, SHAPE), f"rnic_w{width_bytes}"
+    return run_cocotb(top, test_module="sim.tb.driver_program", toplevel=name,
+                      build_root=default_build_root() / name.rsplit("_w", 1)[0], parameters=parameters,
+                      log_file=log_file, waves_name=f"{name}-driver-{main.__name__}")

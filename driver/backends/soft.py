@@ -34,7 +34,7 @@ from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import IPS, MACS, PORTS, HostPair, host_config
 
 from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend, Gather
-from driver.errors import SimulationStalled, WaitTimeout
+from driver.errors import OutOfResources, SimulationStalled, WaitTimeout
 
 T = TypeVar("T")
 
@@ -103,6 +103,7 @@ class SoftDevice(DeviceBackend):
         self.ip = IPS[side]
         self.port = PORTS[side]
         self._next_buffer = FIRST_BUFFER
+        self.memory_end: int | None = None   # where the buffers must stop, when the host's memory is bounded
         self._seen = 0
 
     def query(self) -> DeviceAttr:
@@ -117,6 +118,9 @@ class SoftDevice(DeviceBackend):
     def allocate(self, length: int) -> int:
         address = self._next_buffer
         pages = -(-max(length, 1) // REGION_ALIGNMENT) + 1
+        if self.memory_end is not None and address + pages * REGION_ALIGNMENT > self.memory_end:
+            raise OutOfResources(f"{length} bytes more of buffers do not fit the host memory below "
+                                 f"{self.memory_end:#x} ({address - FIRST_BUFFER} bytes allocated)")
         self._next_buffer += pages * REGION_ALIGNMENT
         return address
 

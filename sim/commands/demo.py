@@ -548,13 +548,15 @@ class ProgressLines:
 def demo_command(
     loss: float, seed: int, udp: bool, size: int, pcap: str | None, show_progress: bool,
     out: TextIO | None = None, tamper: Callable[[HostPair], None] | None = None, backend: str = "soft",
+    gateware_peer: bool = False,
 ) -> int:
     """Run, print the summary (also when a phase could not finish), write the capture; exit status 0 only if
     every check passed.  `show_progress`: a bar on a terminal, else a line now and then (both on stderr);
-    `backend` "sim": through the driver on the RTL engine (`sim_demo`; no progress, no `tamper`)."""
+    `backend` "sim": through the driver on the RTL (`sim_demo`; no progress, no `tamper`; `gateware_peer`:
+    host B on the RTL too)."""
     out = out if out is not None else sys.stdout
     if backend == "sim":
-        return sim_demo(loss, seed, size, pcap, out)
+        return sim_demo(loss, seed, size, pcap, out, gateware_peer=gateware_peer)
     progress = None
     if show_progress:
         progress = ProgressBar(sys.stderr) if sys.stderr.isatty() else ProgressLines(sys.stderr, size)
@@ -569,22 +571,24 @@ def demo_command(
     return 0 if result.passed else 1
 
 
-# -- --backend sim: the driver on the RTL engine ----------------------------------------------
+# -- --backend sim: the driver on the RTL ----------------------------------------------------
 
 SIM_LARGEST_SIZE = 16 * MIB
 """The largest `--size` of `--backend sim`: host A's memory is the testbench's RAM, which holds its buffers."""
 
 
 def sim_memory_bytes(size: int) -> int:
-    """Host A's RAM for operations of `size` bytes: its seven buffers (`sim.e2e_program`) past the driver's first
-    megabyte, as a power of two of at least 4 MiB."""
-    return 1 << max(22, (8 * size + 2 * MIB).bit_length())
+    """Host A's RAM for operations of `size` bytes, as a power of two of at least 4 MiB: its seven buffers
+    (`sim.e2e_program`) past the driver's first megabyte in the lower three quarters, a gathered Write in
+    the bounce area above (`sim.driver_sim.bounce_area`)."""
+    return 1 << max(22, (10 * size + 2 * MIB).bit_length())
 
 
 def sim_demo(loss: float, seed: int, size: int, pcap: str | None, out: TextIO,
-             width_bytes: int = 8) -> int:
-    """The demo through the host driver on the `sim` fabric: host A's receive on the RTL engine under Verilator
-    (`sim.driver_sim`), host B on the engines' golden models; the summary of `print_summary`."""
+             width_bytes: int = 8, gateware_peer: bool = False) -> int:
+    """The demo through the host driver on the `sim` fabric: host A on the RTL RNIC top under Verilator, both
+    ways (`sim.driver_sim`), host B on the engines' golden models or (`gateware_peer`) on a second RNIC top;
+    the summary of `print_summary`."""
     import json
     import tempfile
 
@@ -596,9 +600,10 @@ def sim_demo(loss: float, seed: int, size: int, pcap: str | None, out: TextIO,
         try:
             run_program(sim_demo_program, link=impaired(loss, seed), seed=seed, log_file=log,
                         width_bytes=width_bytes, memory_bytes=sim_memory_bytes(size), record=pcap is not None,
+                        gateware_peer=gateware_peer,
                         arguments={"loss": loss, "seed": seed, "size": size, "outcome": str(outcome_file),
                                    "pcap": str(Path(pcap).resolve()) if pcap is not None else None,
-                                   "width_bytes": width_bytes})
+                                   "width_bytes": width_bytes, "gateware_peer": gateware_peer})
         except SimulationFailed as error:
             if not outcome_file.exists():
                 print(f"rnic demo: the simulation failed: {error}", file=sys.stderr)
@@ -612,7 +617,7 @@ def sim_demo(loss: float, seed: int, size: int, pcap: str | None, out: TextIO,
 
 
 async def sim_demo_program(fabric, loss: float, seed: int, size: int, outcome: str, pcap: str | None,
-                           width_bytes: int) -> None:
+                           width_bytes: int, gateware_peer: bool = False) -> None:
     """Under cocotb (`sim.tb.driver_program`): the demo's phases through the driver (`sim.e2e_program`), the
     summary and the capture written for `sim_demo`."""
     import io
@@ -650,7 +655,8 @@ async def sim_demo_program(fabric, loss: float, seed: int, size: int, outcome: s
     result.checks += report.checks
     result.wall_seconds = time.perf_counter() - wall_start
     summary = io.StringIO()
-    print_summary(result, loss, seed, False, size, summary, measured=f"RTL simulation (W = {width_bytes})")
+    hosts = "both hosts" if gateware_peer else "host A"
+    print_summary(result, loss, seed, False, size, summary, measured=f"RTL simulation (W = {width_bytes}, {hosts})")
     frames = None
     if pcap is not None:
         Path(pcap).write_bytes(bed.pcap())

@@ -3,7 +3,8 @@
 Parameters (:func:`sim.runner.test_parameters`): ``module`` or ``file``, and
 ``function``: the program, a coroutine function taking the fabric;
 ``seed``; ``link`` (`model.rnic.link.LinkConfig` fields, or null); ``width_bytes`` (the DUT's),
-``memory_bytes`` (host A's memory), ``record`` (keep the link's frames), ``arguments`` (keyword
+``gateware_peer`` (the DUT is a `sim.tb.rnic_pair.RnicPair`: host B on the RTL too),
+``memory_bytes`` (each RTL host's memory), ``record`` (keep the link's frames), ``arguments`` (keyword
 arguments of the program).
 """
 
@@ -16,13 +17,15 @@ import logging
 import cocotb
 
 from driver.device import Fabric
-from hdl.abi import register_map
 from model.engine.config import ReceiveConfig
-from model.rnic.link import LinkConfig
-from sim.driver_sim import MEMORY_BYTES, RTL_SIDE, SHAPE, WIDTH_BYTES, RtlEngine, SimFabric
+from model.engine.tx import TransmitConfig
+from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import IPS, MACS
+from sim.driver_sim import MEMORY_BYTES, SHAPE, WIDTH_BYTES, RtlEngine, RtlHost, SimFabric
 from sim.runner import test_parameters
-from sim.tb.rx_engine_tb import RxEngineTB
+from sim.tb.rnic_pair import PortPrefix
+from sim.tb.rnic_tb import RNIC_IRD, RnicTB
+from sim.tb.rnic_transmit import RtlTransmit
 
 
 def _program(parameters: dict):
@@ -43,18 +46,34 @@ def _program(parameters: dict):
 async def driver_program(dut):
     parameters = test_parameters()
     program = _program(parameters)
-    for port in ("s_axil", "s_axis", "m_axi", "m_axis_exc", "m_axis_report", "m_axis_ack"):
-        # a log line per table write and record: the program's output stays readable
-        logging.getLogger(f"cocotb.{dut._name}.{port}").setLevel(logging.WARNING)
-    tb = RxEngineTB(dut, int(parameters.get("width_bytes", WIDTH_BYTES)),
-                    register_map(SHAPE.associations, SHAPE.stream_ids, SHAPE.regions), SHAPE,
-                    memory_bytes=int(parameters.get("memory_bytes", MEMORY_BYTES)),
-                    seed=int(parameters.get("seed", 1)))
-    await tb.reset()
-    await tb.configure(ReceiveConfig(MACS[RTL_SIDE], IPS[RTL_SIDE]))
+    memory_bytes = int(parameters.get("memory_bytes", MEMORY_BYTES))
+    width, seed = int(parameters.get("width_bytes", WIDTH_BYTES)), int(parameters.get("seed", 1))
+    sides = (Side.A, Side.B) if parameters.get("gateware_peer") else (Side.A,)
+    views = {side: PortPrefix(dut, side.name.lower()) if len(sides) == 2 else dut for side in sides}
+    for view in views.values():
+        for port in ("s_axil", "s_axis", "m_axi", "m_axis_exc", "m_axis_report", "m_axis_ack", "m_axis",
+                     "s_axis_wr", "s_axis_rr", "s_axis_ctl", "s_axis_tsn", "m_axis_completion",
+                     "m_axis_tsn_refused", "m_axis_rr_refused"):
+            # a log line per table write and record: the program's output stays readable
+            logging.getLogger(f"cocotb.{view._name}.{port}").setLevel(logging.WARNING)
+    tbs = {side: RnicTB(view, width, SHAPE, memory_bytes=memory_bytes, seed=seed, clock=side is Side.A)
+           for side, view in views.items()}
+    await tbs[Side.A].reset()   # one reset for both tops
+    hosts = {}
+    for side, tb in tbs.items():
+        await tb.configure(ReceiveConfig(MACS[side], IPS[side]))
+        engine = RtlEngine(tb, MACS[side], IPS[side])
+        transmit = RtlTransmit(tb, engine.memory, TransmitConfig(
+            MACS[side], IPS[side], associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, ird=RNIC_IRD))
+        hosts[side] = RtlHost(engine, transmit, memory_bytes)
     link = LinkConfig(**parameters["link"]) if parameters.get("link") else None
-    backend = SimFabric(RtlEngine(tb), link=link, seed=int(parameters.get("seed", 1)),
-                        record=bool(parameters.get("record")))
+    a = hosts[Side.A]
+    backend = SimFabric(a.engine, link=link, seed=seed, record=bool(parameters.get("record")),
+                        transmit=a.transmit, memory_bytes=memory_bytes, peer=hosts.get(Side.B))
     await program(Fabric(backend), **parameters.get("arguments", {}))
-    assert backend.frames_through_rtl, "no frame went through the RTL engine"
-    dut._log.info(f"{backend.frames_through_rtl} frames through the RTL engine, every record as its model's")
+    for side, rtl in backend.rtl_hosts.items():
+        assert rtl.frames_received, f"no frame went through host {side.name}'s RTL receive engine"
+        assert rtl.transmit.frames_sent, f"no frame came from host {side.name}'s RTL transmit engine"
+        dut._log.info(f"host {side.name}: {rtl.frames_received} frames through the RTL receive engine, every "
+                      f"record as its model's; {rtl.transmit.frames_sent} frames from the RTL transmit engine, "
+                      "each as its model's")

@@ -164,16 +164,18 @@ class EngineResults:
 
 
 class RxEngineTB:
-    """Owns the clock, reset and bus models of a running ``RxEngine`` DUT."""
+    """Owns the clock, reset and bus models of a running ``RxEngine`` DUT (``clock``: start its clock; a
+    second testbench on the same clock does not)."""
 
     def __init__(self, dut, width_bytes: int, register_map: RegisterMap, shape: EngineShape = EngineShape(), *,
-                 memory_bytes: int = 1 << 22, seed: int = 1) -> None:
+                 memory_bytes: int = 1 << 22, seed: int = 1, clock: bool = True) -> None:
         self.dut, self.width_bytes, self.map, self.shape = dut, width_bytes, register_map, shape
         self.memory_bytes = memory_bytes
         self.rng = random.Random(seed)
         if len(dut.s_axis_tdata) != 8 * width_bytes:
             raise ValueError(f"DUT s_axis is {len(dut.s_axis_tdata)} bits wide, not {8 * width_bytes}")
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        if clock:
+            cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
         self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst)
         self.ram = RefusingRam(AxiWriteBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=memory_bytes)
         self.ram.log.setLevel("ERROR")  # a refused write is a test's intent, not a warning

@@ -322,14 +322,14 @@ def _sim_demo(arguments: list[str], tmp_path: Path, capsys) -> tuple[int, str]:
 @pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_demo_on_the_rtl_prints_the_soft_demos_summary(tmp_path: Path, capsys) -> None:
-    """`--backend sim`: the demo through the driver on the RTL engine passes, and its summary reports the same
-    things, line for line, as the software demo's for the same arguments."""
+    """`--backend sim`: the demo through the driver on the RNIC top (host A's receive and transmit) passes, and
+    its summary reports the same things, line for line, as the software demo's for the same arguments."""
     arguments = ["--size", "3000", "--loss", "0.02", "--seed", "4"]
     status, sim_out = _sim_demo(arguments, tmp_path, capsys)
     assert status == 0, sim_out
     for text in SUMMARY_FIELDS[:-3]:
         assert text in sim_out, text
-    assert "RTL simulation (W = 8) goodput:" in sim_out and "0 failed" in sim_out and "result: PASS" in sim_out
+    assert "RTL simulation (W = 8, host A) goodput:" in sim_out and "0 failed" in sim_out and "result: PASS" in sim_out
     assert main(["demo", *arguments, "--no-progress", "--pcap", str(tmp_path / "soft.pcap")]) == 0
     soft_out = capsys.readouterr().out
     assert _line_labels(sim_out) == _line_labels(soft_out)
@@ -343,6 +343,16 @@ def test_demo_on_the_rtl_at_1pct_loss(tmp_path: Path, capsys) -> None:
     assert "lost 0," not in out and "0 failed" in out and "result: PASS" in out
 
 
+@pytest.mark.cocotb
+@pytest.mark.slow
+def test_demo_between_two_gateware_hosts(tmp_path: Path, capsys) -> None:
+    """`--peer gateware`: both hosts on RNIC tops in one simulation, through the impaired link."""
+    status, out = _sim_demo(["--peer", "gateware", "--loss", "0.02", "--size", "5000", "--seed", "2"], tmp_path,
+                            capsys)
+    assert status == 0, out
+    assert "RTL simulation (W = 8, both hosts) goodput:" in out and "0 failed" in out and "result: PASS" in out
+
+
 def test_demo_backend_sim_refuses_udp_and_sizes_beyond_its_ram(capsys) -> None:
     for arguments in (["--udp"], ["--size", str(16 * MIB + 1)]):
         with pytest.raises(SystemExit) as exit:
@@ -350,3 +360,6 @@ def test_demo_backend_sim_refuses_udp_and_sizes_beyond_its_ram(capsys) -> None:
         assert exit.value.code == 2
     err = capsys.readouterr().err
     assert "not with --backend sim" in err and "above the maximum of 16777216 with --backend sim" in err
+    with pytest.raises(SystemExit) as exit:
+        main(["demo", "--peer", "gateware"])
+    assert exit.value.code == 2 and "only with --backend sim" in capsys.readouterr().err

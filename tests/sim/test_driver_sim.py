@@ -1,15 +1,17 @@
-"""The driver's `sim` backend: the README's example program and the driver tests' programs on the RTL engine.
+"""The driver's `sim` backend: the README's example program and the driver tests' programs on the RTL.
 
-Each run is a cocotb test on the W = 8 receive engine (the build the engine's
-own tests use) in which host A's data plane is the RTL and every frame's
-records are compared with the golden model's (`sim.driver_sim.RtlEngine`);
-the program's own checks are those it makes on every backend.  The fast test
-below drives `SimFabric` on asyncio with the golden model behind the same
-asynchronous engine interface, so its scheduling is checked without a
-simulator.
+Each run is a cocotb test on the W = 8 RNIC top (the build the top's own
+tests use) in which host A's data plane is the RTL both ways: every frame's
+records are compared with the receive engine's golden model
+(`sim.driver_sim.RtlEngine`), every frame sent and completion with the
+transmit engine's (`sim.tb.rnic_transmit.RtlTransmit`); the program's own
+checks are those it makes on every backend.  The fast test below drives
+`SimFabric` on asyncio with the golden models behind the same interfaces, so
+its scheduling is checked without a simulator.
 """
 
 import asyncio
+import re
 
 import pytest
 
@@ -68,7 +70,8 @@ def test_example_program_on_the_rtl_engine(tmp_path):
     out = log.read_text()
     for line in EXAMPLE_LINES:
         assert line in out
-    assert "frames through the RTL engine, every record as its model's" in out
+    assert "frames through the RTL receive engine, every record as its model's" in out
+    assert "frames from the RTL transmit engine, each as its model's" in out
 
 
 async def send_without_a_posted_receive(fabric):
@@ -97,3 +100,16 @@ def test_example_script_with_backend_sim(caplog):
     with caplog.at_level("INFO", logger="cocotb"):
         assert example_main(["--backend", "sim"]) == 0
     assert "wr_id 1 RECV SUCCESS 21 bytes" in caplog.text
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow
+def test_two_gateware_hosts_over_the_impaired_link(tmp_path):
+    """Both hosts on RNIC tops in one simulation (`sim.tb.rnic_pair.RnicPair`): every operation both ways over
+    the lossy link, each top's frames in and out compared with its golden models."""
+    log = tmp_path / "sim.log"
+    run_program(every_operation_lossy, link=LOSSY_LINK, seed=5, log_file=log, gateware_peer=True)
+    out = log.read_text()
+    for side in "AB":
+        assert re.search(rf"host {side}: [1-9]\d* frames through the RTL receive engine, every record as its "
+                         rf"model's; [1-9]\d* frames from the RTL transmit engine, each as its model's", out), side

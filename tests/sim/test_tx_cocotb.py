@@ -23,9 +23,9 @@ from dataclasses import asdict
 import pytest
 
 from hdl.abi import CompletionStatus, WorkOpcode
-from hdl.rnic import Rnic
 from model.net.pcap import write_pcap
 from sim.runner import default_build_root, run_cocotb
+from sim.tb.rnic_tb import RNIC_IRD, rnic_top
 from sim.tb.tx_engine import LOCAL_IP, LOCAL_MAC, STREAM_IDS, Association, ReadResponse, Work
 from sim.traffic.rx import EngineShape
 from sim.traffic.tx import ModelResponder, model_messages
@@ -33,7 +33,7 @@ from tests.hdl.tx.harness import scapy_check
 
 SHAPE = EngineShape()
 MEMORY_BASE, MEMORY_BYTES = 0x0F_C000, 0x8000   # a 4 KiB page end every 4 KiB, the RAM's 1 MiB mark in the middle
-IRD = 4
+IRD = RNIC_IRD   # the top the driver's `sim` backend runs: one build
 
 
 class Memory:
@@ -62,8 +62,7 @@ def run(width, associations, first_ssn, memory, *, works=(), responses=(), frame
         name="transmit", requests_after=0, read_stall=0.3, network_stall=0.2):
     result_file = default_build_root() / f"tx_run_w{width}_{name}.json"
     run_cocotb(
-        Rnic(width, associations=SHAPE.associations, stream_ids=SHAPE.stream_ids, regions=SHAPE.regions,
-             buffers_per_queue=SHAPE.buffers_per_queue, ird=IRD),
+        rnic_top(width, SHAPE),
         test_module="sim.tb.tx_run", toplevel=f"rnic_w{width}", build_root=default_build_root() / "rnic",
         waves_name=f"rnic_w{width}-{name}",
         parameters={
@@ -154,8 +153,10 @@ def test_read_responses_match_the_model_and_ird_overflow_is_refused(width, tshar
     write = Work(WorkOpcode.RDMA_WRITE, 1, 0, MEMORY_BASE, 30000, stag=rng.getrandbits(32), to=rng.getrandbits(63),
                  wr_id=1)
     responses = []
-    for stream_id, sizes in ((0, (5000, 1455, 0, 1, 64)), (2, (1454, 1, 0, rng.randrange(3000)))):
-        for msn, size in enumerate(sizes, 1):   # one past the IRD on stream 0
+    sizes_0 = (5000, 1455, 0, 1, 64, 2, 700, 9, 1456, 3, 17)[:IRD + 1]   # one past the IRD on stream 0
+    assert len(sizes_0) == IRD + 1
+    for stream_id, sizes in ((0, sizes_0), (2, (1454, 1, 0, rng.randrange(3000)))):
+        for msn, size in enumerate(sizes, 1):
             responses.append(ReadResponse(0, stream_id, MEMORY_BASE + rng.randrange(MEMORY_BYTES - size), size,
                                           sink_stag=rng.getrandbits(32), sink_to=rng.getrandbits(64), msn=msn))
     # The model's responder per stream: the same Read Requests, its Terminate for the one past IRD.
