@@ -27,6 +27,7 @@ from amaranth_boards.ecpix5 import ECPIX585Platform
 
 from boards.ecpix5_top import Ecpix5Top
 from boards.synth import PLACER_OPTIONS, _tool
+from hdl.synthesis import COLLISION_PASSES
 
 __all__ = ["BOARDS", "ClockResult", "BuildSummary", "summarize", "build", "main"]
 
@@ -88,7 +89,7 @@ def build(board: str, build_dir: Path, *, seed: int = 1) -> BuildSummary:
     for variable, tool in _TOOLS.items():
         os.environ.setdefault(variable, _tool(tool))
     platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
-                           nextpnr_opts=" ".join(["--report report.json --timing-allow-fail", f"--seed {seed}",
+                           script_after_read=COLLISION_PASSES, nextpnr_opts=" ".join(["--report report.json --timing-allow-fail", f"--seed {seed}",
                                                   *PLACER_OPTIONS]))
     return summarize(json.loads((build_dir / "report.json").read_text()))
 

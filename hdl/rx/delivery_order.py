@@ -55,6 +55,7 @@ from hdl.rx.layouts import ordered_record_layout
 from hdl.rx.untagged_buffers import untagged_retire_layout
 from hdl.stream.bits import index_bits
 from hdl.stream.queue import Queue
+from hdl.synthesis import NO_RW_CHECK
 
 __all__ = ["DeliveryOrder"]
 
@@ -114,7 +115,10 @@ class DeliveryOrder(wiring.Component):
         outbound = m.submodules.outbound = Queue(layout, depth=8)
         connect(m, outbound.source, wiring.flipped(self.records_out))
 
-        store = m.submodules.store = memory.Memory(shape=layout, depth=streams * window, init=[])
+        # A record is read only in RUN, and stores happen on the cycle after a TAKE decision: never both
+        # on one edge (the RUN_LOAD and RUN_START cycles lie between), so a read never meets a write.
+        store = m.submodules.store = memory.Memory(shape=layout, depth=streams * window, init=[],
+                                                   attrs=NO_RW_CHECK)
         store_w = store.write_port()
         store_r = store.read_port()
         held = [Signal(window, name=f"held_{i}") for i in range(streams)]

@@ -18,9 +18,9 @@ Structure (all matrices are GF(2) linear maps computed at elaboration time):
    ``A^-(2^k)`` for each set bit ``k`` of ``W - n``. This costs ``log2 W``
    32x32 matrices instead of one XOR network per ``keep`` value, and needs no
    byte shifter over the data path;
-5. results go into a small :class:`~hdl.stream.queue.Queue` behind the ``crc`` stream. ``sink.ready`` is
-   low only when that queue could not take the results of every beat in flight,
-   so with ``crc.ready`` high the block accepts one beat every cycle.
+5. results go into a small :class:`~hdl.stream.queue.Queue` behind the ``crc`` stream. ``sink.ready`` (a
+   flip-flop, from the queue's level a cycle old) is low only when that queue could not take the results
+   of every beat in flight, so with ``crc.ready`` high the block accepts one beat every cycle.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
@@ -154,7 +154,11 @@ class Crc32c(wiring.Component):
         # beside the three a queue holds once payloads wait in its FIFO (memory read, output, skid).
         results = m.submodules.results = Queue(unsigned(_CRC_BITS), self._stages + 4)
         wiring.connect(m, results.source, wiring.flipped(self.crc))
-        m.d.comb += self.sink.ready.eq(results.level <= 3)
+        # `sink.ready` is a flip-flop: the level a cycle old, one place kept for the result that may have
+        # entered since (a compare of the level itself is too slow for the producer's wide enables).
+        ready = Signal(init=1)
+        m.d.sync += ready.eq(results.level <= 2)
+        m.d.comb += self.sink.ready.eq(ready)
         accepted = self.sink.valid & self.sink.ready
 
         # Stage 1: masked lanes -> per-block partial CRCs; position of the last valid lane.

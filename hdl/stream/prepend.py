@@ -133,6 +133,7 @@ class Prepend(wiring.Component):
         carry_keep = Signal(width)      # lanes of those low lanes that belong to the packet
         ends_at_header = Signal()
         flush = Signal()                # only the low lanes are left to send
+        body_open = Signal()            # active, no header beat left, not flushing: body beats are taken
 
         header_word = Signal(8 * width)
         with m.Switch(read_slot):
@@ -172,8 +173,8 @@ class Prepend(wiring.Component):
         source = self.source.payload
         can_out = ~self.source.valid | self.source.ready
         in_header = beats_left != 0
-        in_body = active & ~in_header & ~flush
-        m.d.comb += self.sink.ready.eq(can_out & in_body)
+        # `sink.ready` from flip-flops and the consumer's ready only: it is a wide enable upstream.
+        m.d.comb += self.sink.ready.eq(can_out & body_open)
         finishing = can_out & active & Mux(
             in_header, (beats_left == 1) & ends_at_header,
             flush | (self.sink.valid & beat.last & (carry_keep_next == 0)))
@@ -185,6 +186,7 @@ class Prepend(wiring.Component):
                     source.data.eq(header_word), source.keep.eq(ones),
                     source.last.eq((beats_left == 1) & ends_at_header),
                     index.eq(index + 1), beats_left.eq(beats_left - 1),
+                    body_open.eq((beats_left == 1) & ~flush),
                 ]
             with m.Elif(flush):
                 m.d.sync += [source.data.eq(low), source.keep.eq(carry_keep), source.last.eq(1), flush.eq(0)]
@@ -194,13 +196,15 @@ class Prepend(wiring.Component):
                     source.last.eq(beat.last & (carry_keep_next == 0)),
                     carry.eq(carry_data), carry_keep.eq(carry_keep_next), tail.eq(0),
                     flush.eq(beat.last & (carry_keep_next != 0)),
+                    body_open.eq(~(beat.last & (carry_keep_next != 0))),
                 ]
 
         # A packet starts from the read slot once it is full, or right as the one before it finishes.
         next_slot = Mux(active, after(read_slot), read_slot)
         starting = full.bit_select(next_slot, 1) & (~active | finishing)
         with m.If(finishing):
-            m.d.sync += [full.bit_select(read_slot, 1).eq(0), read_slot.eq(after(read_slot)), active.eq(0)]
+            m.d.sync += [full.bit_select(read_slot, 1).eq(0), read_slot.eq(after(read_slot)), active.eq(0),
+                         body_open.eq(0)]
         with m.If(starting):
             slot = Signal(slot_layout)
             with m.Switch(next_slot):
@@ -210,6 +214,7 @@ class Prepend(wiring.Component):
             m.d.sync += [
                 active.eq(1), index.eq(0), beats_left.eq(slot.beats), shift.eq(slot.shift), tail.eq(1),
                 carry_keep.eq(slot.tail_keep), ends_at_header.eq(slot.ends_at_header), flush.eq(slot.flush),
+                body_open.eq((slot.beats == 0) & ~slot.flush),
             ]
         return m
 
