@@ -10,7 +10,7 @@ and exits 1 if any clock misses its constraint. The build files stay in
 ``build/<board>/`` (``top.bit``, ``top.svf``, the logs ``top.rpt`` and
 ``top.tim``).
 
-    python -m boards.build --board ecpix5 [--seed N] [--build-dir DIR]
+    python -m boards.build --board ecpix5 [--seed N] [--router router1|router2] [--build-dir DIR]
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def summarize(report: dict) -> BuildSummary:
     return BuildSummary(cells("TRELLIS_COMB"), cells("TRELLIS_FF"), cells("DP16KD"), clocks)
 
 
-def build(board: str, build_dir: Path, *, seed: int = 1) -> BuildSummary:
-    """Build ``board``'s bitstream in ``build_dir``; its summary."""
+def build(board: str, build_dir: Path, *, seed: int = 1, router: str = "router2") -> BuildSummary:
+    """Build ``board``'s bitstream in ``build_dir`` with nextpnr's ``router``; its summary."""
     platform_class, top = BOARDS[board]
     for variable, tool in _TOOLS.items():
         os.environ.setdefault(variable, _tool(tool))
@@ -98,11 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m boards.build", description=__doc__.splitlines()[0])
     parser.add_argument("--board", choices=sorted(BOARDS), default="ecpix5")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed (1)")
+    parser.add_argument("--router", choices=("router1", "router2"), default="router2",
+                        help="nextpnr's router (router2: router1 never finished the ECPIX-5 build)")
     parser.add_argument("--build-dir", type=Path, help="where the build files go (build/<board>)")
     arguments = parser.parse_args(argv)
     build_dir = arguments.build_dir or Path("build") / arguments.board
     started = time.monotonic()
-    summary = build(arguments.board, build_dir, seed=arguments.seed)
+    summary = build(arguments.board, build_dir, seed=arguments.seed, router=arguments.router)
     print(summary.table())
     print(f"\n{build_dir / 'top.bit'}: built in {time.monotonic() - started:.0f} s"
           f"{'' if summary.met else '; a clock missed its constraint'}")

@@ -36,7 +36,7 @@ from hdl.link.uart import uart_divisor
 from hdl.mac.gmii import gmii_layout
 from hdl.mac.mac import EthernetMac
 from hdl.mac.phy_reset import PhyReset
-from hdl.mac.rgmii import RGMII_CLOCK_HZ, RgmiiShell
+from hdl.mac.rgmii import RgmiiShell
 from hdl.rx.engine import RxEngine
 
 __all__ = ["BoardCore", "Ecpix5Top", "CORE_CLOCK_HZ", "DEFAULT_BAUD", "HOST_MEMORY_BYTES", "PLL_100_TO_125"]
@@ -121,8 +121,9 @@ class Ecpix5Top(Elaboratable):
             i_CLKI=clk100.i, i_CLKFB=pll_clock, i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0,
             i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0,
             o_CLKOP=pll_clock, o_LOCK=locked)
+        # nextpnr derives the output's 125 MHz constraint from the PLL's FREQUENCY_PIN_* attributes (a
+        # constraint on `pll_clock` itself names a net that synthesis renames, and is ignored).
         m.d.comb += ClockSignal("gmii_tx").eq(pll_clock)
-        platform.add_clock_constraint(pll_clock, RGMII_CLOCK_HZ)
         m.submodules.gmii_tx_reset = ResetSynchronizer(~locked | button.i, domain="gmii_tx")
 
         eth = platform.request("eth_rgmii", 0, dir="-")

@@ -126,6 +126,7 @@ class Prepend(wiring.Component):
 
         active = Signal()               # a packet is being sent, from slot `read_slot`
         index = Signal(range(words))    # its header word to send next (the last s bytes' word after)
+        following = Signal(range(words + 1))   # index + 1
         beats_left = Signal(range(words))   # whole header beats still to send
         shift = Signal(len(shifts))
         tail = Signal()                 # the low lanes to send come from the header's last word
@@ -135,11 +136,22 @@ class Prepend(wiring.Component):
         flush = Signal()                # only the low lanes are left to send
         body_open = Signal()            # active, no header beat left, not flushing: body beats are taken
 
+        def word(slot_number, word_index):
+            """Word `word_index` of header slot `slot_number` (a mux over the slots' words)."""
+            chosen = Signal(8 * width)
+            with m.Switch(slot_number):
+                for number, slot in enumerate(slots):
+                    with m.Case(number):
+                        m.d.comb += chosen.eq(slot.data.word_select(word_index, 8 * width))
+            return chosen
+
+        # The header word `index` of slot `read_slot`, a register: it loads the next word as one is sent
+        # and a packet's first word as it starts, each from a mux whose selects are flip-flops, so only
+        # the choice between them waits for the consumer's ready.
         header_word = Signal(8 * width)
-        with m.Switch(read_slot):
-            for number, slot in enumerate(slots):
-                with m.Case(number):
-                    m.d.comb += header_word.eq(slot.data.word_select(index, 8 * width))
+        word_after = word(read_slot, following)
+        next_slot = Mux(active, after(read_slot), read_slot)
+        first_word = word(next_slot, 0)
         low = Mux(tail, header_word, carry)
 
         # The body beat, padded.
@@ -185,7 +197,8 @@ class Prepend(wiring.Component):
                 m.d.sync += [
                     source.data.eq(header_word), source.keep.eq(ones),
                     source.last.eq((beats_left == 1) & ends_at_header),
-                    index.eq(index + 1), beats_left.eq(beats_left - 1),
+                    index.eq(index + 1), following.eq(following + 1), header_word.eq(word_after),
+                    beats_left.eq(beats_left - 1),
                     body_open.eq((beats_left == 1) & ~flush),
                 ]
             with m.Elif(flush):
@@ -200,7 +213,6 @@ class Prepend(wiring.Component):
                 ]
 
         # A packet starts from the read slot once it is full, or right as the one before it finishes.
-        next_slot = Mux(active, after(read_slot), read_slot)
         starting = full.bit_select(next_slot, 1) & (~active | finishing)
         with m.If(finishing):
             m.d.sync += [full.bit_select(read_slot, 1).eq(0), read_slot.eq(after(read_slot)), active.eq(0),
@@ -212,7 +224,8 @@ class Prepend(wiring.Component):
                     with m.Case(number):
                         m.d.comb += slot.eq(candidate)
             m.d.sync += [
-                active.eq(1), index.eq(0), beats_left.eq(slot.beats), shift.eq(slot.shift), tail.eq(1),
+                active.eq(1), index.eq(0), following.eq(1), header_word.eq(first_word),
+                beats_left.eq(slot.beats), shift.eq(slot.shift), tail.eq(1),
                 carry_keep.eq(slot.tail_keep), ends_at_header.eq(slot.ends_at_header), flush.eq(slot.flush),
                 body_open.eq((slot.beats == 0) & ~slot.flush),
             ]
