@@ -42,9 +42,10 @@ def test_board_top_elaborates_with_its_primitives_and_constraints(plan):
     pll = pll[:pll.index("\n  end")]
     for name, value in PLL_100_TO_125.items():
         assert re.search(rf"parameter \\{name} {value}\b", pll), name
-    # Every clock constrained: the oscillator, the PLL's 125 MHz, the PHY's receive clock.
+    # Every clock constrained: the oscillator, the PLL's 125 MHz (nextpnr derives it from the PLL's
+    # FREQUENCY_PIN attributes), the PHY's receive clock.
     assert re.search(r'FREQUENCY PORT "clk100_0__io" 100000000\.0 HZ', lpf)
-    assert re.search(r'FREQUENCY NET "pll_clock" 125000000\.0 HZ', lpf)
+    assert re.search(r'attribute \\FREQUENCY_PIN_CLKOP "125"\n\s*cell \\EHXPLLL', rtlil)
     assert re.search(r'FREQUENCY PORT "eth_rgmii_0__rx_clk__io" 125000000\.0 HZ', lpf)
     # The FT2232H's UART (FPGA receives on R26, sends on R24) and the KSZ9031's reset (C13).
     assert _pin(lpf, r"uart_0__rx__io") == "R26"
