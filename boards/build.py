@@ -88,9 +88,9 @@ def build(board: str, build_dir: Path, *, seed: int = 1, router: str = "router2"
     platform_class, top = BOARDS[board]
     for variable, tool in _TOOLS.items():
         os.environ.setdefault(variable, _tool(tool))
+    options = ["--report report.json --timing-allow-fail", f"--seed {seed}", f"--router {router}", *PLACER_OPTIONS]
     platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
-                           script_after_read=COLLISION_PASSES, nextpnr_opts=" ".join(["--report report.json --timing-allow-fail", f"--seed {seed}",
-                                                  *PLACER_OPTIONS]))
+                           script_after_read=COLLISION_PASSES, nextpnr_opts=" ".join(options))
     return summarize(json.loads((build_dir / "report.json").read_text()))
 
 
