@@ -145,13 +145,13 @@ class Prepend(wiring.Component):
                         m.d.comb += chosen.eq(slot.data.word_select(word_index, 8 * width))
             return chosen
 
-        # The header word `index` of slot `read_slot`, a register: it loads the next word as one is sent
-        # and a packet's first word as it starts, each from a mux whose selects are flip-flops, so only
-        # the choice between them waits for the consumer's ready.
-        header_word = Signal(8 * width)
+        # The header word `index` of slot `read_slot`: word 0 straight from the slot (a three-way mux on
+        # `read_slot`), any later one from a register loaded as the word before it is sent (from the wide
+        # mux of the slot's words, whose selects are flip-flops). The wide mux then stays off the output
+        # register's path, and nothing loads on a packet's start, which is decided late.
+        later_word = Signal(8 * width)
+        header_word = Mux(index == 0, word(read_slot, 0), later_word)
         word_after = word(read_slot, following)
-        next_slot = Mux(active, after(read_slot), read_slot)
-        first_word = word(next_slot, 0)
         low = Mux(tail, header_word, carry)
 
         # The body beat, padded.
@@ -197,7 +197,7 @@ class Prepend(wiring.Component):
                 m.d.sync += [
                     source.data.eq(header_word), source.keep.eq(ones),
                     source.last.eq((beats_left == 1) & ends_at_header),
-                    index.eq(index + 1), following.eq(following + 1), header_word.eq(word_after),
+                    index.eq(index + 1), following.eq(following + 1), later_word.eq(word_after),
                     beats_left.eq(beats_left - 1),
                     body_open.eq((beats_left == 1) & ~flush),
                 ]
@@ -213,6 +213,7 @@ class Prepend(wiring.Component):
                 ]
 
         # A packet starts from the read slot once it is full, or right as the one before it finishes.
+        next_slot = Mux(active, after(read_slot), read_slot)
         starting = full.bit_select(next_slot, 1) & (~active | finishing)
         with m.If(finishing):
             m.d.sync += [full.bit_select(read_slot, 1).eq(0), read_slot.eq(after(read_slot)), active.eq(0),
@@ -224,7 +225,7 @@ class Prepend(wiring.Component):
                     with m.Case(number):
                         m.d.comb += slot.eq(candidate)
             m.d.sync += [
-                active.eq(1), index.eq(0), following.eq(1), header_word.eq(first_word),
+                active.eq(1), index.eq(0), following.eq(1),
                 beats_left.eq(slot.beats), shift.eq(slot.shift), tail.eq(1),
                 carry_keep.eq(slot.tail_keep), ends_at_header.eq(slot.ends_at_header), flush.eq(slot.flush),
                 body_open.eq((slot.beats == 0) & ~slot.flush),
