@@ -89,6 +89,8 @@ def build(board: str, build_dir: Path, *, seed: int = 1, router: str = "router2"
     for variable, tool in _TOOLS.items():
         os.environ.setdefault(variable, _tool(tool))
     options = ["--report report.json --timing-allow-fail", f"--seed {seed}", f"--router {router}", *PLACER_OPTIONS]
+    if router == "router2":   # its congestion detours otherwise left a 12 ns route on the core clock
+        options.append("--tmg-ripup")
     platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
                            script_after_read=COLLISION_PASSES, nextpnr_opts=" ".join(options))
     return summarize(json.loads((build_dir / "report.json").read_text()))

@@ -5,15 +5,17 @@
 
 The measurement is a driver program (`perf_program`, `measure`): it uses the
 driver's public calls only, so it runs unchanged on every backend.  Device 0
-(10.0.0.1; on `sim` the host whose receive engine is the RTL) listens,
+(10.0.0.1; on `sim` the host on the RTL RNIC top) listens,
 device 1 (10.0.0.2) connects, and every test's data lands on device 0:
 
 * write_bw: device 1 RDMA Writes `iters` messages into one buffer of
   device 0, up to `WRITE_DEPTH` outstanding (perftest's tx-depth), then a
   zero-length Send; the clock stops at device 0's receive completion of
   that Send, since a message is delivered only after every earlier one was
-  placed (RFC 5041 5.4).  A Write completes at its source once SCTP has
-  taken it (5.4), so the Writes' own completions do not say it landed.
+  placed (RFC 5041 5.4).  A Write completes at its source once its data
+  source may be reused (5.4: when SCTP took it on `soft`, when its last
+  chunk is acknowledged on the engine hosts), so the Writes' own
+  completions do not say it landed.
 * read_bw: device 0 RDMA Reads `iters` messages from device 1, as many
   outstanding as the connection's ORD (RFC 6581 9); a Read completes when
   its response is placed (RFC 5040 5.2).
@@ -25,7 +27,7 @@ Every figure is taken on two clocks: simulated seconds (the fabric's clock:
 the link's delay and wire time, SCTP's timers; the hosts' software takes no
 simulated time) and wall-clock seconds of the process running the model (on
 `sim`, the simulator's process).  On `sim` a third: the clock cycles the
-simulator ran the RTL receive engine.  After each test the bytes that
+simulator ran the RTL RNIC top.  After each test the bytes that
 landed are compared with the source's.
 """
 
@@ -357,9 +359,10 @@ class Report:
                  "  wall-clock: seconds of the process running the model"
                  + (" and the RTL simulation" if self.engine else " (CPython, one core)")]
         if self.engine:
-            lines.append(f"  RTL: cycles ({ENGINE_CLOCK} each) the simulator ran device 0's receive engine "
-                         "(W = 8): each frame to device 0 alone, then drained, and the table writes; the "
-                         "engine's line rate is `rnic bench rx`'s")
+            lines.append(f"  RTL: cycles ({ENGINE_CLOCK} each) the simulator ran device 0's RNIC top (W = 8): "
+                         "each frame to device 0 alone, then drained; each request to its transmit engine until "
+                         "it sent what its model sent; the table writes; the engines' line rates are `rnic bench "
+                         "rx`'s and `rnic bench tx`'s")
         lines.append("  MB = 2^20 bytes (as perftest); MsgRate in millions of messages per second; latencies in usec")
         print("\n".join(lines), file=self.out, flush=True)
 
