@@ -210,7 +210,14 @@ class ControlLink(wiring.Component):
         body_from_memory = Signal()
         index = Signal(range(max(0x10000, self._hold_bytes + 1)))
         lane = Signal(3)
-        aw_done, w_done = Signal(), Signal()
+        # The AXI4-Lite master's valids and readies are flip-flops and its address and data come
+        # straight from the request's registers: the engine's register file decodes them on its own
+        # clock edge, across the die from this executor.
+        ar_valid, r_ready, aw_valid, w_valid, b_ready = (Signal(name=name) for name in
+                                                         ("ar_valid", "r_ready", "aw_valid", "w_valid", "b_ready"))
+        m.d.comb += [self.axil.araddr.eq(address), self.axil.arvalid.eq(ar_valid), self.axil.rready.eq(r_ready),
+                     self.axil.awaddr.eq(address), self.axil.awvalid.eq(aw_valid), self.axil.wdata.eq(word),
+                     self.axil.wstrb.eq(0xF), self.axil.wvalid.eq(w_valid), self.axil.bready.eq(b_ready)]
         beat = Signal(axis_payload_layout(width))
         exception_user = Signal(32)
         exception_bytes = Signal(16)
@@ -255,12 +262,13 @@ class ControlLink(wiring.Component):
                             respond(Status.BAD_REQUEST)
                     with m.Case(Op.REG_READ):
                         with m.If(no_data):
+                            m.d.sync += ar_valid.eq(1)
                             m.next = "REG_READ"
                         with m.Else():
                             respond(Status.BAD_REQUEST)
                     with m.Case(Op.REG_WRITE):
                         with m.If(data_length == 4):
-                            m.d.sync += [aw_done.eq(0), w_done.eq(0)]
+                            m.d.sync += [aw_valid.eq(1), w_valid.eq(1)]
                             m.next = "REG_WRITE"
                         with m.Else():
                             respond(Status.BAD_REQUEST)
@@ -309,26 +317,26 @@ class ControlLink(wiring.Component):
 
             # Registers.
             with m.State("REG_READ"):
-                m.d.comb += [self.axil.araddr.eq(address), self.axil.arvalid.eq(1)]
                 with m.If(self.axil.arready):
+                    m.d.sync += [ar_valid.eq(0), r_ready.eq(1)]
                     m.next = "REG_READ_DATA"
             with m.State("REG_READ_DATA"):
-                m.d.comb += [self.axil.rready.eq(1), hold_write.addr.eq(0), hold_write.data.eq(self.axil.rdata)]
+                m.d.comb += [hold_write.addr.eq(0), hold_write.data.eq(self.axil.rdata)]
                 with m.If(self.axil.rvalid):
                     m.d.comb += hold_write.en.eq(1)
+                    m.d.sync += r_ready.eq(0)
                     respond(Mux(self.axil.rresp == Resp.OKAY, Status.OK, Status.BUS_ERROR), 4)
             with m.State("REG_WRITE"):
-                m.d.comb += [self.axil.awaddr.eq(address), self.axil.awvalid.eq(~aw_done),
-                             self.axil.wdata.eq(word), self.axil.wstrb.eq(0xF), self.axil.wvalid.eq(~w_done)]
                 with m.If(self.axil.awready):
-                    m.d.sync += aw_done.eq(1)
+                    m.d.sync += aw_valid.eq(0)
                 with m.If(self.axil.wready):
-                    m.d.sync += w_done.eq(1)
-                with m.If((aw_done | self.axil.awready) & (w_done | self.axil.wready)):
+                    m.d.sync += w_valid.eq(0)
+                with m.If((~aw_valid | self.axil.awready) & (~w_valid | self.axil.wready)):
+                    m.d.sync += b_ready.eq(1)
                     m.next = "REG_WRITE_RESPONSE"
             with m.State("REG_WRITE_RESPONSE"):
-                m.d.comb += self.axil.bready.eq(1)
                 with m.If(self.axil.bvalid):
+                    m.d.sync += b_ready.eq(0)
                     respond(Mux(self.axil.bresp == Resp.OKAY, Status.OK, Status.BUS_ERROR))
 
             # Host memory writes: a byte from the request buffer (read the clock before), written.
