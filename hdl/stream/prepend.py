@@ -8,9 +8,9 @@ lanes. Headers come in a handful of lengths (``header_lengths``), so ``s``
 takes few values and the shift is a small AND-OR per lane, not a barrel
 shifter: the lanes a body beat leaves over (its top ``s``) are held and go
 out, ORed under the next beat's, at the bottom of the next output beat.
-Headers wait in three slots, each written once while free and read in place
-word by word, so the wide header registers load only on the header stream's
-own handshake.
+Headers wait in three slots, read in place word by word. A free slot follows
+the header input and the handshake marks it full, so a slot's wide registers
+load on its own ``full`` flip-flop, never on a late handshake or packet end.
 
 With ``pad_to = 4`` a body's last beat is padded with zero bytes to a
 multiple of four (the SCTP chunk padding, RFC 4960 3.2); every header length
@@ -85,8 +85,8 @@ class Prepend(wiring.Component):
         words = lengths[-1] // width + 1   # whole header beats, and the word of its last s bytes
         ones = (1 << width) - 1
 
-        # Header slots, filled in turn while free and read in turn: a header's bytes are written once
-        # and read in place, so no wide register loads on the decision that ends a packet. Three, so
+        # Header slots, filled in turn while free and read in turn: a header's bytes are kept from its
+        # handshake and read in place, so no wide register loads on the decision that ends a packet. Three, so
         # that one-beat packets follow each other: a slot freed by one is written the next cycle.
         header = self.header.payload
         is_length = [header.length == length for length in lengths]
@@ -105,24 +105,26 @@ class Prepend(wiring.Component):
         def after(slot):
             return Mux(slot == SLOTS - 1, 0, slot + 1)
 
+        # A free slot follows the header input every cycle, so its wide enable is its own `full` bit; the
+        # handshake only marks the write slot full, keeping what it loaded in that cycle.
         m.d.comb += self.header.ready.eq(~full.bit_select(write_slot, 1))
         with m.If(self.header.valid & self.header.ready):
             m.d.sync += [full.bit_select(write_slot, 1).eq(1), write_slot.eq(after(write_slot))]
-            for index, slot in enumerate(slots):
-                with m.If(write_slot == index):
-                    m.d.sync += [
-                        slot.data.eq(header.data),
-                        slot.beats.eq(_or([Mux(hit, length // width, 0) for hit, length in zip(is_length, lengths)],
-                                          len(slot.beats))),
-                        slot.shift.eq(Cat(*(_or([hit for hit, length in zip(is_length, lengths)
-                                                 if length % width == s], 1) for s in shifts))),
-                        slot.tail_keep.eq(_or([Mux(hit, (1 << (length % width)) - 1, 0)
-                                               for hit, length in zip(is_length, lengths)], width)),
-                        slot.ends_at_header.eq(~header.body & _or([hit for hit, length in zip(is_length, lengths)
-                                                                   if length % width == 0], 1)),
-                        slot.flush.eq(~header.body & _or([hit for hit, length in zip(is_length, lengths)
-                                                          if length % width], 1)),
-                    ]
+        for index, slot in enumerate(slots):
+            with m.If(~full[index]):
+                m.d.sync += [
+                    slot.data.eq(header.data),
+                    slot.beats.eq(_or([Mux(hit, length // width, 0) for hit, length in zip(is_length, lengths)],
+                                      len(slot.beats))),
+                    slot.shift.eq(Cat(*(_or([hit for hit, length in zip(is_length, lengths)
+                                             if length % width == s], 1) for s in shifts))),
+                    slot.tail_keep.eq(_or([Mux(hit, (1 << (length % width)) - 1, 0)
+                                           for hit, length in zip(is_length, lengths)], width)),
+                    slot.ends_at_header.eq(~header.body & _or([hit for hit, length in zip(is_length, lengths)
+                                                               if length % width == 0], 1)),
+                    slot.flush.eq(~header.body & _or([hit for hit, length in zip(is_length, lengths)
+                                                      if length % width], 1)),
+                ]
 
         active = Signal()               # a packet is being sent, from slot `read_slot`
         index = Signal(range(words))    # its header word to send next (the last s bytes' word after)

@@ -111,6 +111,9 @@ class RetransmitRing(wiring.Component):
         credit = [Signal(32, name=f"credit_{i}") for i in range(associations)]
         stopped = [Signal(name=f"stopped_{i}") for i in range(associations)]
         holding = [Signal(name=f"holding_{i}") for i in range(associations)]   # a LIMIT of the row is taken
+        # A TSN taken under the limit, counted off `credit` the cycle after: the 32-bit count's enable is
+        # then a flip-flop, and `stopped` is decided in the adding cycle from the credit less this one.
+        spent = [Signal(name=f"spent_{i}") for i in range(associations)]
         halted = Cat(*full) | Cat(*stopped) | Cat(*holding)
 
         # The outputs: a replayed record (the read port's data, held) ahead of the input queue's head.
@@ -229,14 +232,18 @@ class RetransmitRing(wiring.Component):
                 m.d.sync += [outstanding[row].eq(outstanding[row] - 1), full[row].eq(0)]
             with m.If(removing):
                 m.d.sync += retired[row].eq(retired[row] + 1)
-            # The limit: no segment of the row is added while its LIMIT is under way (holding).
+            # The limit: no segment of the row is added while its LIMIT is under way (holding), so no
+            # TSN is still to be counted off when the LIMIT loads the credit.
+            m.d.sync += spent[row].eq(adding & limited[row])
+            with m.If(spent[row]):
+                m.d.sync += credit[row].eq(credit[row] - 1)
             with m.If(self.association_write.valid & (row_write.index == row)):
                 m.d.sync += [limited[row].eq(0), stopped[row].eq(0)]
             with m.Elif(limit_load & (request_row == row)):
                 m.d.sync += [limited[row].eq(1), credit[row].eq(Mux(no_headroom, 0, headroom[:32])),
                              stopped[row].eq(no_headroom)]
             with m.Elif(adding & limited[row]):
-                m.d.sync += [credit[row].eq(credit[row] - 1), stopped[row].eq(credit[row] == 1)]
+                m.d.sync += stopped[row].eq(Mux(spent[row], credit[row] == 2, credit[row] == 1))
             with m.If(limit_load & (request_row == row)):
                 m.d.sync += holding[row].eq(0)
         return m

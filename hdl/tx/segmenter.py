@@ -22,7 +22,7 @@ For each message (a work request, a Read Response or a control request) the segm
   stream row (the IRD count, :class:`~hdl.tx.read_queue.ReadRequestQueue`).
 
 Timing: one segment per cycle. A request is staged first (its kind decoded,
-its association's segment room chosen, into registers) once the one before
+its association's two segment rooms, into registers) once the one before
 it is at its last segment; its counters are read in the cycle it is taken
 from the stage, so a request costs one cycle more than its segments. Counters are
 written back with every segment and read by the next request a cycle after
@@ -109,9 +109,11 @@ class Segmenter(wiring.Component):
         # the last segment's write enable of each 32-bit counter is then one gate.
         advances_msn = Signal(4 * streams)
 
-        # Stage a request: its kind decoded and its association's room chosen, into registers.
+        # Stage a request: its kind decoded and its association's rooms, into registers.
         staged, staged_valid = Signal(message_layout(self._address_bits)), Signal()
-        staged_room = Signal(SEGMENT_PAYLOAD_BITS)
+        # Both rooms of the request's association: which one applies is decided at the take, so the
+        # arbiter's choice reaches these registers through the association mux and the row mux only.
+        staged_tagged_room, staged_untagged_room = Signal(SEGMENT_PAYLOAD_BITS), Signal(SEGMENT_PAYLOAD_BITS)
         staged_row, staged_stream_row = Signal(association_bits), Signal(index_bits(streams))
         staged_responding, staged_tagged, staged_read_request, staged_ddp = Signal(), Signal(), Signal(), Signal()
         staged_queue = Signal(2)   # the untagged queue (RFC 5040 4.2): 0 Send, 1 Read Request, 2 Terminate
@@ -139,9 +141,10 @@ class Segmenter(wiring.Component):
                 staged_read_request.eq(work.opcode == WorkOpcode.RDMA_READ_REQUEST), staged_ddp.eq(work_ddp),
                 staged_queue.eq(Mux(work.opcode == WorkOpcode.RDMA_READ_REQUEST, 1,
                                     Mux(work.opcode == WorkOpcode.TERMINATE, 2, 0))),
-                staged_room.eq(Mux(work_ddp, Mux(work_tagged, tagged_room[work_row], untagged_room[work_row]),
-                                   (1 << SEGMENT_PAYLOAD_BITS) - 1)),
+                staged_tagged_room.eq(tagged_room[work_row]), staged_untagged_room.eq(untagged_room[work_row]),
             ]
+        staged_room = Mux(staged_ddp, Mux(staged_tagged, staged_tagged_room, staged_untagged_room),
+                          (1 << SEGMENT_PAYLOAD_BITS) - 1)
 
         # Take the staged request: its counters are read from the rows it names.
         with m.If(take):
