@@ -143,8 +143,13 @@ class Segmenter(wiring.Component):
                                     Mux(work.opcode == WorkOpcode.TERMINATE, 2, 0))),
                 staged_tagged_room.eq(tagged_room[work_row]), staged_untagged_room.eq(untagged_room[work_row]),
             ]
-        staged_room = Mux(staged_ddp, Mux(staged_tagged, staged_tagged_room, staged_untagged_room),
-                          (1 << SEGMENT_PAYLOAD_BITS) - 1)
+        unlimited = (1 << SEGMENT_PAYLOAD_BITS) - 1   # a control request: one segment
+
+        def by_room(function):
+            # `function(room)` for each room the request may have, chosen by the staged kind after it,
+            # so the comparison and subtraction below start from the rooms' flip-flops.
+            return Mux(staged_ddp, Mux(staged_tagged, function(staged_tagged_room), function(staged_untagged_room)),
+                       function(Const(unlimited, SEGMENT_PAYLOAD_BITS)))
 
         # Take the staged request: its counters are read from the rows it names.
         with m.If(take):
@@ -154,10 +159,10 @@ class Segmenter(wiring.Component):
                 row.eq(staged_row), stream_row.eq(staged_stream_row),
                 responding.eq(staged_responding),
                 ddp.eq(staged_ddp), numbered.eq(staged.opcode != ControlOpcode.PACKET),
-                per_segment.eq(staged_room),
+                per_segment.eq(by_room(lambda room: room)),
                 remaining.eq(Mux(staged_read_request, 0, staged.length)),
-                rest.eq(Cat(staged.length, Const(0, 1)).as_signed() - staged_room),
-                last.eq(staged_read_request | (staged.length <= staged_room)),
+                rest.eq(by_room(lambda room: Cat(staged.length, Const(0, 1)).as_signed() - room)),
+                last.eq(staged_read_request | by_room(lambda room: staged.length <= room)),
                 has_payload.eq(~staged_read_request & (staged.length != 0)),
                 tsn.eq(next_tsn[staged_row]),
                 ssn.eq(next_ssn[staged_stream_row]),
