@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from driver.errors import DriverError
 from hdl.abi import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC, MAC_RX_EVENTS,
                      MAC_TX_EVENTS, MAX_READ_BYTES, PING_BODY_BYTES, REQUEST_DATA_BYTES, RESPONSE_FLAG,
-                     RESPONSE_HEADER_BYTES, Op, Status)
+                     RESPONSE_HEADER_BYTES, Op, Status, TxInput, TxOutput, tx_input_bytes)
 
 __all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
            "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
@@ -214,13 +214,14 @@ class LinkClient:
     def write_register(self, offset: int, value: int) -> Exchange:
         yield from self._ok(Op.REG_WRITE, offset, data=struct.pack("<I", value))
 
-    def write_table(self, window, fields: dict, *, polls: int = 100) -> Exchange:
-        """A row of an engine table (``hdl.bus.register_file.TableWindow``): staged, committed, taken."""
+    def write_table(self, window, fields: dict, *, base: int = 0, polls: int = 100) -> Exchange:
+        """A row of an engine table (``hdl.bus.register_file.TableWindow``) of the register map at ``base``
+        (``hdl.abi.TX_REGISTER_BASE`` for the transmit engine's): staged, committed, taken."""
         for index, word in enumerate(window.encode(fields)):
-            yield from self.write_register(window.base + 4 * index, word)
-        yield from self.write_register(window.commit, 1)
+            yield from self.write_register(base + window.base + 4 * index, word)
+        yield from self.write_register(base + window.commit, 1)
         for _ in range(polls):  # COMMIT reads 1 until the table took the write
-            if not (yield from self.read_register(window.commit)):
+            if not (yield from self.read_register(base + window.commit)):
                 return
         raise LinkError(f"table {window.name}: the write was never taken")
 
@@ -235,8 +236,8 @@ class LinkClient:
         for offset in range(0, len(data), CHUNK_BYTES):
             yield from self._ok(Op.MEM_WRITE, address + offset, data=data[offset:offset + CHUNK_BYTES])
 
-    def _pop(self, op: Op) -> Exchange:
-        response = yield from self.call(op)
+    def _pop(self, op: Op, address: int = 0) -> Exchange:
+        response = yield from self.call(op, address)
         if response.status == Status.EMPTY:
             return None
         if response.status != Status.OK:
@@ -264,6 +265,23 @@ class LinkClient:
     def send_frame(self, frame: bytes) -> Exchange:
         """An Ethernet frame without FCS, out of the board's MAC (which pads it and adds the FCS)."""
         yield from self._ok(Op.SEND_FRAME, data=frame)
+
+    def push_record(self, stream: TxInput, record: bytes) -> Exchange:
+        """A record to one of the transmit engine's request streams: True once pushed, False when the
+        stream had no room (status FULL: nothing was pushed; push it again later)."""
+        stream = TxInput(stream)
+        if len(record) != tx_input_bytes()[stream]:
+            raise ValueError(f"a {stream.name} record is {tx_input_bytes()[stream]} bytes, not {len(record)}")
+        response = yield from self.call(Op.PUSH_RECORD, stream, data=record)
+        if response.status == Status.FULL:
+            return False
+        if response.status != Status.OK:
+            raise LinkStatusError(Op.PUSH_RECORD, response.status)
+        return True
+
+    def pop_record(self, output: TxOutput) -> Exchange:
+        """The next record's bytes of one of the transmit engine's record streams, or None."""
+        return (yield from self._pop(Op.POP_RECORD, TxOutput(output)))
 
     def mac_counters(self) -> Exchange:
         body = yield from self._ok(Op.MAC_COUNTERS)

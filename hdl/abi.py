@@ -48,7 +48,8 @@ __all__ = [
     "completion_bytes",
     "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU", "TX_REGISTER_BASE", "tx_register_map",
     "MAC_RX_EVENTS", "MAC_TX_EVENTS",
-    "END", "ESC", "ESC_END", "ESC_ESC", "Op", "Status", "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
+    "END", "ESC", "ESC_END", "ESC_ESC", "Op", "TxInput", "TxOutput", "tx_input_bytes", "tx_output_bytes", "Status",
+    "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
     "CRC_BYTES", "REQUEST_DATA_BYTES", "LINK_MAGIC", "LINK_VERSION", "PING_BODY_BYTES",
     "EXCEPTION_HEADER_BYTES", "MAX_READ_BYTES", "REPLAYED_OPS", "RESPONSE_FLAG",
 ]
@@ -743,7 +744,7 @@ MAX_READ_BYTES = 0xFFFF
 #: The body of a PING response: magic (4 bytes), version, log2 of the host memory's bytes, and
 #: REQUEST_DATA_BYTES (u16le).
 LINK_MAGIC = b"RLNK"
-LINK_VERSION = 1
+LINK_VERSION = 2
 PING_BODY_BYTES = 8
 
 #: A popped exception's body starts with 8 bytes: the record (``tuser``, ``hdl.abi.exception_record_layout``,
@@ -764,6 +765,23 @@ class Op(enum.IntEnum):
     POP_EXCEPTION = 0x07  #: body: EXCEPTION_HEADER_BYTES then the packet, or status EMPTY
     SEND_FRAME = 0x08     #: data: an Ethernet frame without FCS, to the MAC's transmit side
     MAC_COUNTERS = 0x09   #: body: the MAC's counters, u32le each, in MAC_RX_EVENTS + MAC_TX_EVENTS order
+    PUSH_RECORD = 0x0A    #: address: a :class:`TxInput`, data: one record of it (``TX_INPUT_BYTES``)
+    POP_RECORD = 0x0B     #: address: a :class:`TxOutput`; body: one record of it (``TX_OUTPUT_BYTES``), or EMPTY
+
+
+class TxInput(enum.IntEnum):
+    """PUSH_RECORD's ``address``: the transmit engine's request stream the record goes to."""
+    WORK = 0            #: ``s_axis_wr``, a :func:`work_request_layout` record
+    READ_RESPONSE = 1   #: ``s_axis_rr``, a :func:`read_response_layout` record
+    CONTROL = 2         #: ``s_axis_ctl``, a :func:`control_request_layout` record
+    TSN = 3             #: ``s_axis_tsn``, a :func:`tsn_request_layout` record
+
+
+class TxOutput(enum.IntEnum):
+    """POP_RECORD's ``address``: the transmit engine's record stream a record is taken from."""
+    COMPLETION = 0            #: ``m_axis_completion``, a :func:`completion_layout` record
+    TSN_REFUSED = 1           #: ``m_axis_tsn_refused``, a :func:`tsn_request_layout` record
+    READ_RESPONSE_REFUSED = 2  #: ``m_axis_rr_refused``, a :func:`read_response_layout` record
 
 
 class Status(enum.IntEnum):
@@ -772,7 +790,21 @@ class Status(enum.IntEnum):
     BAD_REQUEST = 2   #: unknown op, or a length that does not fit the op
     BAD_ADDRESS = 3   #: a host-memory range outside the board's memory
     BUS_ERROR = 4     #: the AXI4-Lite response was not OKAY
+    FULL = 5          #: a push found the transmit engine's stream without room; nothing was pushed
 
 
 #: Ops whose retry is answered from what the first execution left, not executed again.
-REPLAYED_OPS = frozenset({Op.REG_WRITE, Op.MEM_WRITE, Op.SEND_FRAME, Op.POP_REPORT, Op.POP_ACK, Op.POP_EXCEPTION})
+REPLAYED_OPS = frozenset({Op.REG_WRITE, Op.MEM_WRITE, Op.SEND_FRAME, Op.POP_REPORT, Op.POP_ACK, Op.POP_EXCEPTION,
+                          Op.PUSH_RECORD, Op.POP_RECORD})
+
+
+def tx_input_bytes() -> dict[TxInput, int]:
+    """The bytes of a record of each :class:`TxInput` (PUSH_RECORD's data length)."""
+    return {TxInput.WORK: work_request_bytes(), TxInput.READ_RESPONSE: read_response_bytes(),
+            TxInput.CONTROL: control_request_bytes(), TxInput.TSN: tsn_request_bytes()}
+
+
+def tx_output_bytes() -> dict[TxOutput, int]:
+    """The bytes of a record of each :class:`TxOutput` (POP_RECORD's body)."""
+    return {TxOutput.COMPLETION: completion_bytes(), TxOutput.TSN_REFUSED: tsn_request_bytes(),
+            TxOutput.READ_RESPONSE_REFUSED: read_response_bytes()}

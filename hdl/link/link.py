@@ -7,6 +7,7 @@
                                                 ▼
                axil (AXI4-Lite manager) ◄── executor ──► memory (byte port of the host memory)
     report, ack, exceptions (pops) ───────►  │   │  ──► frames (raw Ethernet frames to the MAC)
+    completions, refusals (pops) ───────►    │   ├──► pushes (requests to the transmit engine)
     mac_counters ───────────────────────►    │   └──► hold RAM (the body of the response)
                                              ▼
     uart_tx ◄─ UartTx ◄─ SlipEncoder ◄─ CrcAppender ◄─ response bytes
@@ -22,6 +23,10 @@ the status and body the first execution left, without executing it again.
 Responses other than a memory read take their body from the hold RAM
 (``hold_bytes``): the register word, the counters, a popped record, a popped
 exception packet (cut, and flagged so, past the hold RAM).
+
+The transmit engine's request streams (:class:`~hdl.abi.TxInput`) take a
+record of PUSH_RECORD, gathered from the request's bytes into one register;
+its record streams (:class:`~hdl.abi.TxOutput`) give one to POP_RECORD.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -29,8 +34,8 @@ from amaranth.lib import crc, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import (CRC_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, REPLAYED_OPS, REQUEST_DATA_BYTES,
-                     REQUEST_HEADER_BYTES, RESPONSE_FLAG, Op, Status, ack_bytes, exception_record_layout,
-                     report_bytes)
+                     REQUEST_HEADER_BYTES, RESPONSE_FLAG, Op, Status, TxInput, TxOutput, ack_bytes,
+                     exception_record_layout, report_bytes, tx_input_bytes, tx_output_bytes)
 from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
 from hdl.link.host_memory import byte_port_signature
@@ -45,6 +50,10 @@ __all__ = ["ControlLink", "CrcAppender"]
 REQUEST_BUFFER_BYTES = REQUEST_DATA_BYTES + CRC_BYTES
 #: Header bytes kept in registers: the header and the first data word (a register write's value).
 _KEPT_BYTES = REQUEST_HEADER_BYTES + 4
+#: The ports of the transmit engine's streams, in TxInput and TxOutput order.
+_PUSH_PORTS = ("push_work", "push_read_response", "push_control", "push_tsn")
+_POP_PORTS = ("completions", "tsn_refused", "read_responses_refused")
+assert len(_PUSH_PORTS) == len(TxInput) and len(_POP_PORTS) == len(TxOutput)
 
 
 class CrcAppender(wiring.Component):
@@ -109,7 +118,7 @@ class ControlLink(wiring.Component):
     Ports
     -----
     uart_rx : ``In(1, init=1)``, uart_tx : ``Out(1, init=1)``
-    axil : ``Out(Axi4LiteSignature(addr_width=12, data_width=32))``
+    axil : ``Out(Axi4LiteSignature(addr_width=register_bits, data_width=32))``
         To the engine's register file.
     memory : ``Out(byte_port_signature(memory_bytes))``
     report, ack : ``In(AxiStreamSignature(report_bytes()))``, ``In(AxiStreamSignature(ack_bytes()))``
@@ -117,9 +126,14 @@ class ControlLink(wiring.Component):
     frames : ``Out(AxiStreamSignature(W))``
         Raw frames of SEND_FRAME, to the MAC; ``tvalid`` and ``tdata`` from flip-flops.
     mac_counters : ``In(mac_counters_layout())``
+    push_work, push_read_response, push_control, push_tsn : ``Out(AxiStreamSignature(...))``
+        The transmit engine's request streams (:class:`~hdl.abi.TxInput`), a record a transfer.
+    completions, tsn_refused, read_responses_refused : ``In(AxiStreamSignature(...))``
+        Its record streams (:class:`~hdl.abi.TxOutput`).
     """
 
-    def __init__(self, *, divisor: int, memory_bytes: int, width_bytes: int = 8, hold_bytes: int = 16384):
+    def __init__(self, *, divisor: int, memory_bytes: int, width_bytes: int = 8, hold_bytes: int = 16384,
+                 register_bits: int = 13):
         if hold_bytes % width_bytes or hold_bytes & (hold_bytes - 1) or hold_bytes < 8 * (report_bytes() + 7) // 8:
             raise ValueError(f"hold_bytes must be a power of two holding a report record, not {hold_bytes}")
         if width_bytes != 8:
@@ -128,13 +142,15 @@ class ControlLink(wiring.Component):
         super().__init__({
             "uart_rx": In(1, init=1),
             "uart_tx": Out(1, init=1),
-            "axil": Out(Axi4LiteSignature(addr_width=12, data_width=32)),
+            "axil": Out(Axi4LiteSignature(addr_width=register_bits, data_width=32)),
             "memory": Out(byte_port_signature(memory_bytes)),
             "report": In(AxiStreamSignature(report_bytes())),
             "ack": In(AxiStreamSignature(ack_bytes())),
             "exceptions": In(AxiStreamSignature(width_bytes, exception_record_layout().size)),
             "frames": Out(AxiStreamSignature(width_bytes)),
             "mac_counters": In(mac_counters_layout()),
+            **{name: Out(AxiStreamSignature(size)) for name, size in zip(_PUSH_PORTS, tx_input_bytes().values())},
+            **{name: In(AxiStreamSignature(size)) for name, size in zip(_POP_PORTS, tx_output_bytes().values())},
         })
 
     def elaborate(self, platform):
@@ -237,6 +253,29 @@ class ControlLink(wiring.Component):
                         Op.MAC_COUNTERS: (len(self.mac_counters.as_value()) + 63) // 64}
         fill_last = Signal(range(8))
 
+        # The transmit engine's streams: a pushed record is gathered into `record`, a popped one comes from
+        # its port's tdata.
+        pushes = [getattr(self, name) for name in _PUSH_PORTS]
+        pops = [getattr(self, name) for name in _POP_PORTS]
+        record = Signal(8 * max(tx_input_bytes().values()))
+        pushing = Signal()   # `record` is offered on the port of `address`
+        known_input = address < len(TxInput)
+        known_output = address < len(TxOutput)
+        push_length = Signal(range(max(tx_input_bytes().values()) + 1))
+        pop_length = Signal(range(max(tx_output_bytes().values()) + 1))
+        m.d.comb += [push_length.eq(0), pop_length.eq(0)]
+        for port, (code, size) in zip(pushes, tx_input_bytes().items()):
+            with m.If(address == code):
+                m.d.comb += push_length.eq(size)
+            m.d.comb += [port.tdata.eq(record[:len(port.tdata)]), port.tkeep.eq(-1), port.tlast.eq(1),
+                         port.tvalid.eq(pushing & (address == code))]
+        pop_valid = Cat(port.tvalid for port in pops).bit_select(address[:2], 1) & known_output
+        pop_words = Signal(range(8))
+        padded_pop = Signal(8 * 8 * ((max(tx_output_bytes().values()) + 7) // 8))
+        for port, (code, size) in zip(pops, tx_output_bytes().items()):
+            with m.If(address == code):
+                m.d.comb += [pop_length.eq(size), pop_words.eq((size + 7) // 8 - 1), padded_pop.eq(port.tdata)]
+
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += busy.eq(start)
@@ -312,8 +351,45 @@ class ControlLink(wiring.Component):
                         with m.Else():
                             m.d.sync += [beat.eq(0), lane.eq(0)]
                             m.next = "FRAME_READ"
+                    with m.Case(Op.PUSH_RECORD):
+                        with m.If(~known_input | (data_length != push_length)):
+                            respond(Status.BAD_REQUEST)
+                        with m.Else():
+                            m.next = "RECORD_READ"
+                    with m.Case(Op.POP_RECORD):
+                        with m.If(~no_data | ~known_output):
+                            respond(Status.BAD_REQUEST)
+                        with m.Elif(~pop_valid):
+                            respond(Status.EMPTY)
+                        with m.Else():
+                            m.d.sync += fill_last.eq(pop_words)
+                            m.next = "FILL"
                     with m.Default():
                         respond(Status.BAD_REQUEST)
+
+            # A record to the transmit engine: its bytes from the request buffer, then offered whole.
+            with m.State("RECORD_READ"):
+                m.next = "RECORD_BYTE"
+            with m.State("RECORD_BYTE"):
+                m.d.sync += [record.word_select(index[:6], 8).eq(data_read.data), index.eq(index + 1)]
+                with m.If(index == data_length - 1):
+                    m.next = "RECORD_ROOM"
+                with m.Else():
+                    m.next = "RECORD_READ"
+            # The engine's request streams are queues whose `ready` says they have room whatever `valid`
+            # (hdl.stream.queue), and only this link fills them: room seen now is still there next clock.
+            # Without room the request is answered FULL, nothing pushed, so the link never waits on the engine.
+            push_ready = Cat(port.tready for port in pushes).bit_select(address[:2], 1)
+            with m.State("RECORD_ROOM"):
+                with m.If(push_ready):
+                    m.d.sync += pushing.eq(1)
+                    m.next = "RECORD_PUSH"
+                with m.Else():
+                    respond(Status.FULL)
+            with m.State("RECORD_PUSH"):
+                with m.If(push_ready):
+                    m.d.sync += pushing.eq(0)
+                    respond(Status.OK)
 
             # Registers.
             with m.State("REG_READ"):
@@ -360,6 +436,8 @@ class ControlLink(wiring.Component):
                         m.d.comb += hold_write.data.eq(padded_report.word_select(index[:3], 64))
                     with m.Case(Op.POP_ACK):
                         m.d.comb += hold_write.data.eq(self.ack.tdata)
+                    with m.Case(Op.POP_RECORD):
+                        m.d.comb += hold_write.data.eq(padded_pop.word_select(index[:3], 64))
                     with m.Default():
                         m.d.comb += hold_write.data.eq(counters.word_select(index[:3], 64))
                 m.d.sync += index.eq(index + 1)
@@ -371,6 +449,11 @@ class ControlLink(wiring.Component):
                         with m.Case(Op.POP_ACK):
                             m.d.comb += self.ack.tready.eq(1)
                             respond(Status.OK, ack_bytes())
+                        with m.Case(Op.POP_RECORD):
+                            for port, code in zip(pops, TxOutput):
+                                with m.If(address == code):
+                                    m.d.comb += port.tready.eq(1)
+                            respond(Status.OK, pop_length)
                         with m.Default():
                             respond(Status.OK, len(self.mac_counters.as_value()) // 8)
 

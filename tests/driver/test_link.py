@@ -7,8 +7,8 @@ import zlib
 import pytest
 import serial
 
-from driver.link import LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
-from hdl.abi import Op
+from driver.link import LinkClient, LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
+from hdl.abi import Op, TxInput, tsn_request_bytes
 
 
 def test_slip_escapes_end_and_esc_and_brackets_frames():
@@ -42,3 +42,15 @@ def test_an_echoing_port_is_not_a_board():
     port = serial.serial_for_url("loop://", timeout=0.01)
     with pytest.raises(LinkTimeout):
         SerialLink(port, baud=1e6, latency=0.01, retries=1)
+
+
+def test_a_record_of_the_wrong_length_is_not_sent():
+    """PUSH_RECORD carries exactly one record of its stream (hdl.abi.tsn_request_layout: 5 bytes for TSN)."""
+    client = LinkClient(baud=3_000_000)
+    with pytest.raises(ValueError, match="TSN record is 5 bytes"):
+        next(client.push_record(TxInput.TSN, bytes(tsn_request_bytes() - 1)))
+    record = bytes(range(1, tsn_request_bytes() + 1))
+    (frame,) = SlipFrames().feed(next(client.push_record(TxInput.TSN, record)).data)
+    # seq u8, op u8, address u32le (the stream), length u16le, the record, the CRC (README "The control link")
+    assert frame[1] == Op.PUSH_RECORD and struct.unpack_from("<I", frame, 2)[0] == TxInput.TSN
+    assert frame[8:-4] == record

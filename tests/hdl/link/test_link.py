@@ -17,12 +17,13 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from driver.link import AsyncLink, LinkStatusError, LinkTimeout
-from hdl.abi import (REQUEST_DATA_BYTES, Op, Status, ack_bytes, exception_record_layout, register_map,
-                     report_bytes)
+from hdl.abi import (REQUEST_DATA_BYTES, Op, Status, TxInput, TxOutput, ack_bytes, exception_record_layout,
+                     register_map, report_bytes, tx_input_bytes, tx_output_bytes)
 from hdl.bus.register_file import DEVICE_ID, RegisterFile
 from hdl.link.host_memory import HostMemory
 from hdl.link.link import ControlLink
 from hdl.mac.mac import RX_EVENTS, TX_EVENTS
+from hdl.stream.queue import Queue
 from hdl.stream.simulation import beats_of
 from tests.hdl.link.harness import CLOCK_PERIOD, SimTransport, SimUart
 
@@ -35,10 +36,10 @@ LATENCY = 3000 * CLOCK_PERIOD  # the board's longest execution: 2 clocks a byte 
 class Bench:
     """ControlLink + HostMemory + the engine's RegisterFile; the table write streams and frames are collected."""
 
-    def __init__(self, *, hold_bytes: int = 16384):
+    def __init__(self, *, hold_bytes: int = 16384, stalled: TxInput | None = None):
         self.m = m = Module()
         self.link = m.submodules.link = ControlLink(divisor=BIT_CLOCKS, memory_bytes=MEMORY_BYTES,
-                                                    hold_bytes=hold_bytes)
+                                                    hold_bytes=hold_bytes, register_bits=12)
         self.memory = m.submodules.memory = HostMemory(MEMORY_BYTES)
         self.registers = m.submodules.registers = RegisterFile(register_map())
         wiring.connect(m, self.link.memory, self.memory.link)
@@ -46,6 +47,16 @@ class Bench:
         self.uart = SimUart(self.link.uart_rx, self.link.uart_tx, BIT_CLOCKS)
         self.table_writes: list[int] = []
         self.frames: list[bytes] = []
+        # The transmit engine's request streams: two-deep queues, as the engine's inputs are queues;
+        # the `stalled` one is never read.
+        self.pushed: dict[TxInput, list[int]] = {stream: [] for stream in TxInput}
+        self.push_queues = {}
+        for stream, size in tx_input_bytes().items():
+            axis = getattr(self.link, f"push_{stream.name.lower()}")
+            queue = self.push_queues[stream] = m.submodules[f"push_{stream.name.lower()}"] = Queue(8 * size, 2)
+            m.d.comb += [queue.sink.payload.eq(axis.tdata), queue.sink.valid.eq(axis.tvalid),
+                         axis.tready.eq(queue.sink.ready)]
+        self.stalled = stalled
 
     def run(self, main, *, faults: dict | None = None, background=()):
         sim = Simulator(self.m)
@@ -54,6 +65,9 @@ class Bench:
         sim.add_testbench(self.uart.monitor(), background=True)
         sim.add_testbench(self._tables(), background=True)
         sim.add_testbench(self._frames(), background=True)
+        for stream, queue in self.push_queues.items():
+            if stream is not self.stalled:
+                sim.add_testbench(self._records(queue, self.pushed[stream]), background=True)
         for testbench in background:
             sim.add_testbench(testbench, background=True)
         result = {}
@@ -78,6 +92,16 @@ class Bench:
                 _, _, valid, payload = await ctx.tick().sample(table.valid, table.payload.as_value())
                 if valid:
                     self.table_writes.append(payload)
+        return testbench
+
+    @staticmethod
+    def _records(queue, into: list[int]):
+        async def testbench(ctx):
+            ctx.set(queue.source.ready, 1)
+            while True:
+                _, _, valid, payload = await ctx.tick().sample(queue.source.valid, queue.source.payload)
+                if valid:
+                    into.append(payload)
         return testbench
 
     def _frames(self):
@@ -114,7 +138,7 @@ def test_registers_memory_and_ping():
                 await link.read_memory(100, len(payload)), await link.read_memory(MEMORY_BYTES - 8, 8))
 
     info, device_id, ip, readback, top = bench.run(main)["value"]
-    assert (info.version, info.memory_bytes, info.request_data_bytes) == (1, MEMORY_BYTES, REQUEST_DATA_BYTES)
+    assert (info.version, info.memory_bytes, info.request_data_bytes) == (2, MEMORY_BYTES, REQUEST_DATA_BYTES)
     assert device_id == DEVICE_ID
     assert ip == 0x0A000002
     assert readback == payload
@@ -213,6 +237,45 @@ def test_pops_counters_and_frames():
     assert popped["counters"] == counter_values
 
 
+def test_transmit_records_pushed_and_popped():
+    """PUSH_RECORD hands one record to the named request stream, FULL (nothing pushed) when its queue has no
+    room; a record of the wrong length or an unknown stream is refused. POP_RECORD takes one record of the
+    named output stream, EMPTY when none waits."""
+    bench = Bench(stalled=TxInput.CONTROL)
+    rng = random.Random(4)
+    records = {stream: [rng.randbytes(size) for _ in range(2)] for stream, size in tx_input_bytes().items()}
+    outputs = {output: [rng.getrandbits(8 * size) for _ in range(2)] for output, size in tx_output_bytes().items()}
+    sources = {TxOutput.COMPLETION: bench.link.completions, TxOutput.TSN_REFUSED: bench.link.tsn_refused,
+               TxOutput.READ_RESPONSE_REFUSED: bench.link.read_responses_refused}
+
+    async def main(ctx, link):
+        outcome = {"pushed": [], "popped": [], "statuses": []}
+        for stream in TxInput:
+            for record in records[stream]:
+                outcome["pushed"].append(await link.push_record(stream, record))
+        # The stalled stream's queue holds two: a third finds it full, and so does a retry later.
+        third = rng.randbytes(tx_input_bytes()[TxInput.CONTROL])
+        outcome["pushed"] += [await link.push_record(TxInput.CONTROL, third) for _ in range(2)]
+        for output in TxOutput:
+            outcome["popped"] += [await link.pop_record(output) for _ in range(3)]
+        for request in ((Op.PUSH_RECORD, TxInput.TSN, b"\x00" * (tx_input_bytes()[TxInput.TSN] + 1)),
+                        (Op.PUSH_RECORD, len(TxInput), b"\x00" * 5), (Op.POP_RECORD, len(TxOutput), b"")):
+            outcome["statuses"].append((await link.call(request[0], request[1], 0, request[2])).status)
+        return outcome
+
+    outcome = bench.run(main, background=[_record_source(sources[output], values)
+                                          for output, values in outputs.items()])["value"]
+    assert outcome["pushed"] == [True] * 8 + [False, False]
+    for stream in TxInput:
+        if stream is not TxInput.CONTROL:
+            assert bench.pushed[stream] == [int.from_bytes(r, "little") for r in records[stream]], stream
+    expected_pops = []
+    for output, size in tx_output_bytes().items():
+        expected_pops += [value.to_bytes(size, "little") for value in outputs[output]] + [None]
+    assert outcome["popped"] == expected_pops
+    assert outcome["statuses"] == [Status.BAD_REQUEST] * 3
+
+
 @pytest.mark.parametrize("direction", [pytest.param("request", marks=pytest.mark.slow), "response"])
 def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
     """Dropped and flipped bytes in either direction: every operation completes, by retry, and each table
@@ -222,6 +285,7 @@ def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
     rng = random.Random(3)
     payload = rng.randbytes(24)
     frame = rng.randbytes(40)
+    tsn_record = rng.randbytes(tx_input_bytes()[TxInput.TSN])
     # Damage spread over the run after the ping, dropped or flipped: each request is hit at most once.
     spacing = {"request": range(30, 400, 67), "response": range(20, 200, 29)}[direction]
     faults = {position: ("drop" if position % 2 else "flip") for position in spacing}
@@ -231,6 +295,7 @@ def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
                                         "peer_ip": 0x0A000001, "tag": 0x5E6F7081})
         await link.write_memory(8, payload)
         await link.send_frame(frame)
+        assert await link.push_record(TxInput.TSN, tsn_record)
         return await link.read_memory(8, len(payload))
 
     result = bench.run(main, faults={f"{direction}_faults": faults})
@@ -242,12 +307,13 @@ def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
                                     "peer_ip": 0x0A000001, "tag": 0x5E6F7081}).as_value().value
     assert bench.table_writes == [expected]
     assert bench.frames == [frame]
+    assert bench.pushed[TxInput.TSN] == [int.from_bytes(tsn_record, "little")]
 
 
 def test_no_board_times_out():
     """A board that never answers: the request is tried 1 + retries times, then LinkTimeout."""
     m = Module()
-    link = m.submodules.link = ControlLink(divisor=BIT_CLOCKS, memory_bytes=MEMORY_BYTES)
+    link = m.submodules.link = ControlLink(divisor=BIT_CLOCKS, memory_bytes=MEMORY_BYTES, register_bits=12)
     uart = SimUart(link.uart_rx, link.uart_tx, BIT_CLOCKS)
     sim = Simulator(m)
     sim.add_clock(CLOCK_PERIOD)
