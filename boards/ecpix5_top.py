@@ -1,10 +1,12 @@
-"""The ECPIX-5 board build: the receive engine on the board's gigabit Ethernet, with its host on the USB UART.
+"""The ECPIX-5 board build: the RNIC core on the board's gigabit Ethernet, with its host on the USB UART.
 
 ::
 
-    KSZ9031 ═RGMII═ RgmiiShell ─GMII─ EthernetMac ─m_axis─► RxEngine (W = 8) ─m_axi─► HostMemory (64 KiB BRAM)
-                                          ▲ s_axis            │ s_axil  │ report, ack, exceptions  ▲ link port
-                                          └──── frames ─── ControlLink ◄┘──────────────────────────┘
+    KSZ9031 ═RGMII═ RgmiiShell ─GMII─ EthernetMac ─m_axis─► Rnic (W = 8) ─m_axi─► HostMemory (64 KiB BRAM)
+                                          ▲ s_axis      m_axis │ │ s_axil, record streams   ▲ link port
+                                       AxiStreamMux ◄──────────┘ │                          │
+                                          ▲ raw frames           ▼                          │
+                                          └─────────────── ControlLink ◄────────────────────┘
                                                  │ uart_rx, uart_tx
     FT2232H channel B (USB) ═══════ UART ════════┘
 
@@ -30,6 +32,7 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
+from hdl.bus.axis_mux import AxiStreamMux
 from hdl.link.host_memory import HostMemory
 from hdl.link.link import ControlLink
 from hdl.link.uart import uart_divisor
@@ -37,7 +40,7 @@ from hdl.mac.gmii import gmii_layout
 from hdl.mac.mac import EthernetMac
 from hdl.mac.phy_reset import PhyReset
 from hdl.mac.rgmii import RgmiiShell
-from hdl.rx.engine import RxEngine
+from hdl.rnic import Rnic
 
 __all__ = ["BoardCore", "Ecpix5Top", "CORE_CLOCK_HZ", "DEFAULT_BAUD", "HOST_MEMORY_BYTES", "PLL_100_TO_125"]
 
@@ -53,7 +56,8 @@ PLL_100_TO_125 = {"CLKI_DIV": 4, "CLKFB_DIV": 5, "CLKOP_DIV": 5, "CLKOP_CPHASE":
 
 
 class BoardCore(wiring.Component):
-    """The MAC, the receive engine, the host memory and the control link, joined; see the module docs.
+    """The MAC, the RNIC core (receive and transmit engines), the host memory and the control link, joined;
+    see the module docs. The MAC sends the core's frames and the link's raw frames, a frame at a time.
 
     Domains: ``sync`` (the core), ``gmii_rx``, ``gmii_tx``.
 
@@ -77,7 +81,7 @@ class BoardCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.mac = mac = EthernetMac(WIDTH_BYTES)
-        m.submodules.engine = engine = RxEngine(WIDTH_BYTES, **self._engine_options)
+        m.submodules.engine = engine = Rnic(WIDTH_BYTES, **self._engine_options)
         m.submodules.memory = memory = HostMemory(self.memory_bytes, data_bytes=WIDTH_BYTES)
         m.submodules.link = link = ControlLink(divisor=self.divisor, memory_bytes=self.memory_bytes,
                                                width_bytes=WIDTH_BYTES)
@@ -91,7 +95,15 @@ class BoardCore(wiring.Component):
         wiring.connect(m, engine.m_axis_report, link.report)
         wiring.connect(m, engine.m_axis_ack, link.ack)
         wiring.connect(m, engine.m_axis_exc, link.exceptions)
-        wiring.connect(m, link.frames, mac.s_axis)
+        m.submodules.frames = frames = AxiStreamMux(WIDTH_BYTES)
+        wiring.connect(m, engine.m_axis, frames.s_axis_0)
+        wiring.connect(m, link.frames, frames.s_axis_1)
+        wiring.connect(m, frames.m_axis, mac.s_axis)
+        for link_port, engine_port in (("push_work", "s_axis_wr"), ("push_read_response", "s_axis_rr"),
+                                       ("push_control", "s_axis_ctl"), ("push_tsn", "s_axis_tsn"),
+                                       ("completions", "m_axis_completion"), ("tsn_refused", "m_axis_tsn_refused"),
+                                       ("read_responses_refused", "m_axis_rr_refused")):
+            wiring.connect(m, getattr(link, link_port), getattr(engine, engine_port))
         return m
 
 

@@ -9,7 +9,12 @@ first (IEEE 802.3 3.2.9). Through the link, the host programs the engine
 the golden model's encoders arrive on GMII, and the host pops the records
 and reads host memory back; all is compared with
 ``model.engine.rx.ReceiveEngineModel`` fed the same frames. A raw frame sent
-over the link must leave on GMII with its preamble and FCS. Bytes of the
+over the link must leave on GMII with its preamble and FCS. Then the
+transmit engine: its rows written and an RDMA Write pushed over the link,
+its frames must leave on GMII byte for byte as
+``model.engine.tx.TransmitEngineModel`` sends them, and the completion
+popped after the TSN request that acknowledges them must be the model's
+(RFC 5041 5.4). Bytes of the
 requests and of the responses are dropped and flipped on the way
 (parameters ``request_faults``, ``response_faults``: byte positions), and
 every operation must still complete, by retry.
@@ -26,14 +31,21 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Edge, Event, FallingEdge, First, RisingEdge, Timer
 
 from driver.link import AsyncLink
-from hdl.abi import ExceptionSource, ReportKind, ack_layout, exception_record_layout, register_map, report_layout
+from hdl.abi import (TX_REGISTER_BASE, ExceptionSource, ReportKind, TsnOpcode, TxInput, TxOutput, ack_layout,
+                     completion_layout, exception_record_layout, register_map, report_layout, tsn_request_layout,
+                     tx_register_map, work_request_layout)
 from model.ddp.memory import Access, SparseMemory
 from model.ddp.segment import TaggedHeader, UntaggedHeader
 from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, RegionEntry, StreamEntry
 from model.engine.rx import ReceiveEngineModel
+from model.engine.tx import Completion, CompletionStatus, TransmitConfig, TransmitEngineModel, TxAssociationRow, \
+    WorkOpcode, WorkRequest
 from model.net.frames import build_frame
 from model.rdmap.messages import Opcode
 from sim.runner import test_parameters
+from sim.tb.rnic_tb import record_bytes
+from sim.tb.rnic_transmit import association_row_fields, work_request_fields
+from sim.tb.tx_engine import data_tsn
 from sim.tb.rx_engine_tb import (EngineResults, ExceptionPacket, ReportRecord, RxEngineTB, _compare_acks,
                                  _compare_counters, _compare_exceptions, _compare_segments, _fields)
 from sim.traffic.rx import LOCAL_IP, LOCAL_MAC, PEER_MAC, EngineShape, Sender
@@ -203,6 +215,49 @@ def traffic(rng: random.Random) -> list[bytes]:
     return frames + [other]
 
 
+async def transmit_over_the_link(dut, link: AsyncLink, rng: random.Random, carriers: list[bytes]) -> int:
+    """An RDMA Write of three segments from the board's host memory, through the link; the frames on GMII and
+    the completion compared with the transmit engine's golden model. Returns the frames sent."""
+    memory = SparseMemory()
+    model = TransmitEngineModel(TransmitConfig(LOCAL_MAC, LOCAL_IP, associations=SHAPE.associations,
+                                               stream_ids=SHAPE.stream_ids), memory)
+    tx_map = tx_register_map(SHAPE.associations, SHAPE.stream_ids)
+    row = TxAssociationRow(index=0, peer_mac=PEER_MAC, peer_ip="10.0.0.1", local_port=5002, peer_port=5001,
+                           tag=0x10203040, mulpdu=214, next_tsn=0xFFFFFFFE)   # 200 bytes a tagged segment
+    payload = rng.randbytes(555)
+    memory.write(0x6000, payload)
+    await link.write_memory(0x6000, payload)
+    model.write_association(row)
+    await link.write_table(tx_map.tables["tx_association"], association_row_fields(row), base=TX_REGISTER_BASE)
+    model.write_stream(0, 1, 1)
+    await link.write_table(tx_map.tables["tx_stream"], {"index": 1, "first_ssn": 1}, base=TX_REGISTER_BASE)
+    request = WorkRequest(WorkOpcode.RDMA_WRITE, 0, 1, 0x6000, len(payload), stag=REGION.stag, to=0x8010, wr_id=77)
+    model.post_work(request)
+    carriers.clear()
+    assert await link.push_record(TxInput.WORK, record_bytes(work_request_layout(), work_request_fields(request)))
+    expected = model.data_to_send()
+    assert len(expected) == 3
+    for _ in range(5000):
+        if len(carriers) >= len(expected):
+            break
+        await ClockCycles(dut.clk, 10)
+    assert carriers == [wire_image(frame) for frame in expected]
+    # Nothing completes before its last chunk is acknowledged (RFC 5041 5.4, Data Source).
+    assert await link.pop_record(TxOutput.COMPLETION) is None
+    _, last_tsn = data_tsn(expected[-1])
+    model.tsn_request(TsnOpcode.ACK, 0, last_tsn)
+    assert await link.push_record(TxInput.TSN, record_bytes(tsn_request_layout(), {
+        "opcode": int(TsnOpcode.ACK), "association": 0, "tsn": last_tsn}))
+    for _ in range(20):
+        popped = await link.pop_record(TxOutput.COMPLETION)
+        if popped is not None:
+            break
+    fields = _fields(completion_layout(), int.from_bytes(popped, "little"))
+    completion = Completion(fields["wr_id"], fields["opcode"], fields["association"], CompletionStatus(fields["status"]))
+    assert [completion] == model.next_events()
+    return len(expected)
+
+
 @cocotb.test()
 async def board_over_the_link(dut):
     parameters = test_parameters()
@@ -258,8 +313,9 @@ async def board_over_the_link(dut):
             break
         await ClockCycles(dut.clk, 10)
     assert carriers == [wire_image(raw)]
+    sent = await transmit_over_the_link(dut, link, rng, carriers)
     counters = await link.mac_counters()
-    assert (counters["rx_frames"], counters["tx_frames"], counters["rx_fcs_errors"]) == (len(frames), 1, 0)
+    assert (counters["rx_frames"], counters["tx_frames"], counters["rx_fcs_errors"]) == (len(frames), 1 + sent, 0)
     if parameters.get("request_faults") or parameters.get("response_faults"):
         assert uart.damaged >= 3 and link.client.retried >= 3, (uart.damaged, link.client.retried)
     dut._log.info(f"{uart.sent} bytes to the board, {uart.received} back, {uart.damaged} damaged, "

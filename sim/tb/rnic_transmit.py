@@ -39,7 +39,8 @@ from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, Re
 from sim.tb.rnic_tb import RnicTB
 from sim.tb.rx_engine_tb import _fields
 
-__all__ = ["RtlTransmit", "TransmitMismatch", "QUIET_CYCLES", "STALL_CYCLES"]
+__all__ = ["RtlTransmit", "TransmitMismatch", "QUIET_CYCLES", "STALL_CYCLES", "association_row_fields",
+           "work_request_fields"]
 
 QUIET_CYCLES = 32
 """Cycles a command that sends nothing is given to reach the engine before the next one goes in."""
@@ -47,6 +48,19 @@ STALL_CYCLES = 100_000
 """Cycles without any frame or record from the RTL, while its model has sent more, that fail the run."""
 
 Event = Completion | RefusedRead | RefusedTsn
+
+
+def association_row_fields(row: TxAssociationRow) -> dict:
+    """The ``tx_association`` table row's fields (``hdl.abi.tx_association_write_layout``) for ``row``."""
+    return {"index": row.index, "peer_mac": int.from_bytes(row.peer_mac, "big"),
+            "peer_ip": int(ipaddress.IPv4Address(row.peer_ip)), "local_port": row.local_port,
+            "peer_port": row.peer_port, "tag": row.tag, "udp": int(row.udp),
+            "peer_udp_port": row.peer_udp_port, "mulpdu": row.mulpdu, "next_tsn": row.next_tsn}
+
+
+def work_request_fields(request: WorkRequest) -> dict:
+    """The ``s_axis_wr`` record's fields (``hdl.abi.work_request_layout``) for ``request``."""
+    return {**asdict(request), "opcode": int(request.opcode)}
 
 
 class TransmitMismatch(AssertionError):
@@ -81,10 +95,7 @@ class RtlTransmit:
 
     def write_association(self, row: TxAssociationRow) -> None:
         self.shadow.write_association(row)
-        fields = {"index": row.index, "peer_mac": int.from_bytes(row.peer_mac, "big"),
-                  "peer_ip": int(ipaddress.IPv4Address(row.peer_ip)), "local_port": row.local_port,
-                  "peer_port": row.peer_port, "tag": row.tag, "udp": int(row.udp),
-                  "peer_udp_port": row.peer_udp_port, "mulpdu": row.mulpdu, "next_tsn": row.next_tsn}
+        fields = association_row_fields(row)
         self._command(lambda: self.tb.write_tx_table("tx_association", fields))
 
     def write_stream(self, association: int, stream_id: int, first_ssn: int) -> None:
@@ -94,7 +105,7 @@ class RtlTransmit:
 
     def post_work(self, request: WorkRequest) -> None:
         self.shadow.post_work(request)
-        fields = {**asdict(request), "opcode": int(request.opcode)}
+        fields = work_request_fields(request)
         self._command(lambda: self.tb.post_work(fields))
 
     def post_read_response(self, request: ReadResponseRequest) -> bool:

@@ -1,10 +1,12 @@
-"""The board's testable part (boards/ecpix5_top.py BoardCore: MAC, receive engine, host memory, control link)
+"""The board's testable part (boards/ecpix5_top.py BoardCore: MAC, RNIC core, host memory, control link)
 under Verilator, from GMII bytes and UART bits, driven by the host's link code (sim/tb/board.py).
 
 One run: the engine is programmed over the link, DDP frames from the model's encoders arrive on GMII
 with preamble and FCS, the reports, acks and the exception come back over the link and match the
 golden model, as does the host memory read back; a raw frame sent over the link leaves on GMII with
-zlib's CRC-32 as its FCS. Bytes are dropped and flipped both ways on the UART all along.
+zlib's CRC-32 as its FCS; an RDMA Write pushed over the link leaves on GMII as the transmit engine's
+model sends it, and completes once acknowledged. Bytes are dropped and flipped both ways on the UART
+all along.
 """
 
 import pytest
