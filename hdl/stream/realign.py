@@ -128,7 +128,10 @@ class Realign(wiring.Component):
         high_data = Mux(flush | direct, 0, sink.data)
         high_keep = Mux(flush | direct, 0, sink.keep)
         # A last beat with bytes beyond lane a-1 needs one more output beat (decoded on the way in).
-        last_tail = ~direct & inner.payload.last_tail
+        # A packet's first beat never does when it is also its last (its `last_tail` implies its
+        # `last_direct`), so with no tail flushing it is a later beat's `last_tail` unless that beat is
+        # shifted on its own: written so, the `flush` register's input does not go through `direct`.
+        last_tail = started & ~held_direct & inner.payload.last_tail
 
         # Two registered stages: the selection (stage 1: which bytes, the shift), then the
         # byte shifter (stage 2), so the shifter's select comes from flip-flops.
