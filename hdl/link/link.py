@@ -205,7 +205,11 @@ class ControlLink(wiring.Component):
         wiring.connect(m, appender.source, encoder.sink)
         wiring.connect(m, encoder.source, uart_tx.sink)
         m.d.comb += self.uart_tx.eq(uart_tx.tx)
-        out = appender.sink
+        # The response bytes go through a queue: a memory read's byte (a block RAM's output and the lane
+        # mux) and the CRC of it are then a register apart.
+        m.submodules.response_queue = response_queue = Queue(frame_byte_layout(), 2)
+        wiring.connect(m, response_queue.source, appender.sink)
+        out = response_queue.sink
 
         # Raw frames to the MAC.
         m.submodules.frame_queue = frame_queue = Queue(axis_payload_layout(width))
