@@ -174,7 +174,10 @@ class Realign(wiring.Component):
             with m.If(advance):
                 m.d.sync += [flush.eq(0), held_direct.eq(~prev_keep[0] & ~amount_full)]
         with m.Elif(accept):
-            m.d.sync += [amount.eq(cur_amount), amount_full.eq(cur_full), started.eq(~sink.last)]
+            # A tail follows only a kept later beat (`last_tail` has `started`, and a later beat is kept
+            # once `skip_done`): so `flush` does not wait on `cur_kept`, a wide enable placed by its loads.
+            m.d.sync += [amount.eq(cur_amount), amount_full.eq(cur_full), started.eq(~sink.last),
+                         flush.eq(skip_done & last_tail)]
             with m.If(~cur_kept):
                 m.d.sync += [skip.eq(cur_skip - 1), skip_done.eq(cur_skip == 1), prev_keep.eq(0),
                              held_direct.eq(~cur_full)]
@@ -184,7 +187,6 @@ class Realign(wiring.Component):
                     skip_done.eq(1),
                     prev_data.eq(sink.data),
                     prev_keep.eq(sink.keep),
-                    flush.eq(last_tail),
                     held_direct.eq(~last_tail & ~sink.keep[0] & ~cur_full),
                 ]
         return m
