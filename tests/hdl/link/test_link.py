@@ -243,8 +243,12 @@ def test_transmit_records_pushed_and_popped():
     named output stream, EMPTY when none waits."""
     bench = Bench(stalled=TxInput.CONTROL)
     rng = random.Random(4)
-    records = {stream: [rng.randbytes(size) for _ in range(2)] for stream, size in tx_input_bytes().items()}
-    outputs = {output: [rng.getrandbits(8 * size) for _ in range(2)] for output, size in tx_output_bytes().items()}
+    # Two records for the stalled stream (its queue's depth), one for each other; two completions, one of each
+    # refusal.
+    records = {stream: [rng.randbytes(size) for _ in range(2 if stream is TxInput.CONTROL else 1)]
+               for stream, size in tx_input_bytes().items()}
+    outputs = {output: [rng.getrandbits(8 * size) for _ in range(2 if output is TxOutput.COMPLETION else 1)]
+               for output, size in tx_output_bytes().items()}
     sources = {TxOutput.COMPLETION: bench.link.completions, TxOutput.TSN_REFUSED: bench.link.tsn_refused,
                TxOutput.READ_RESPONSE_REFUSED: bench.link.read_responses_refused}
 
@@ -253,11 +257,12 @@ def test_transmit_records_pushed_and_popped():
         for stream in TxInput:
             for record in records[stream]:
                 outcome["pushed"].append(await link.push_record(stream, record))
-        # The stalled stream's queue holds two: a third finds it full, and so does a retry later.
-        third = rng.randbytes(tx_input_bytes()[TxInput.CONTROL])
-        outcome["pushed"] += [await link.push_record(TxInput.CONTROL, third) for _ in range(2)]
+        # The stalled stream's queue holds two: a third finds it full.
+        outcome["pushed"].append(await link.push_record(TxInput.CONTROL,
+                                                        rng.randbytes(tx_input_bytes()[TxInput.CONTROL])))
         for output in TxOutput:
-            outcome["popped"] += [await link.pop_record(output) for _ in range(3)]
+            outcome["popped"] += [await link.pop_record(output) for _ in outputs[output]]
+        outcome["popped"].append(await link.pop_record(TxOutput.COMPLETION))
         for request in ((Op.PUSH_RECORD, TxInput.TSN, b"\x00" * (tx_input_bytes()[TxInput.TSN] + 1)),
                         (Op.PUSH_RECORD, len(TxInput), b"\x00" * 5), (Op.POP_RECORD, len(TxOutput), b"")):
             outcome["statuses"].append((await link.call(request[0], request[1], 0, request[2])).status)
@@ -265,14 +270,14 @@ def test_transmit_records_pushed_and_popped():
 
     outcome = bench.run(main, background=[_record_source(sources[output], values)
                                           for output, values in outputs.items()])["value"]
-    assert outcome["pushed"] == [True] * 8 + [False, False]
+    assert outcome["pushed"] == [True] * 5 + [False]
     for stream in TxInput:
         if stream is not TxInput.CONTROL:
             assert bench.pushed[stream] == [int.from_bytes(r, "little") for r in records[stream]], stream
     expected_pops = []
     for output, size in tx_output_bytes().items():
-        expected_pops += [value.to_bytes(size, "little") for value in outputs[output]] + [None]
-    assert outcome["popped"] == expected_pops
+        expected_pops += [value.to_bytes(size, "little") for value in outputs[output]]
+    assert outcome["popped"] == expected_pops + [None]
     assert outcome["statuses"] == [Status.BAD_REQUEST] * 3
 
 
