@@ -17,8 +17,8 @@ puts it on :class:`amaranth_boards.ecpix5.ECPIX585Platform`:
 * ``sync`` (the core, 100 MHz): the board's 100 MHz oscillator, straight.
   At W = 8 the engine moves 8 bytes a clock, 800 MB/s, 6.4 times what
   gigabit Ethernet brings (125 MB/s), so it need not run at the 156.25 MHz
-  the engine is designed to close at; at 100 MHz the whole board closes
-  with margin and needs no PLL output of its own;
+  the core is designed to close at, and 100 MHz needs no PLL output of its
+  own (the board's build does not meet it yet: README "Building and programming");
 * ``gmii_tx`` (125 MHz): an EHXPLLL from the oscillator (:data:`PLL_100_TO_125`);
 * ``gmii_rx`` (125 MHz): the PHY's RX_CLK, made by :class:`hdl.mac.rgmii.RgmiiShell`.
 
