@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import ipaddress
 import random
 import sys
 from collections.abc import Awaitable, Callable
@@ -62,19 +61,16 @@ from cocotb.triggers import Lock
 from driver.backends.base import FabricBackend
 from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, EngineDevice
 from driver.errors import BackendUnavailable, SimulationStalled, WaitTimeout
-from hdl.abi import AckDisposition, SegmentStatus
-from model.ddp.memory import Access, SparseMemory
-from model.engine.rx import SegmentVerdict
-from model.errors import ErrorNumber
+from driver.records import receive_row_writes, segment_verdict
+from hdl.abi import AckDisposition
+from model.ddp.memory import SparseMemory
 from model.rnic.engine_host import EngineRnic, TransmitEngine
 from model.rnic.link import Link, LinkConfig, Side
-from model.rnic.offload import (Ack, AssociationRow, BufferPost, EngineCommand, EngineOutput, FrameIn, ModelEngine,
-                                QueueRevoke, RegionRow, StreamRow)
+from model.rnic.offload import Ack, EngineCommand, EngineOutput, FrameIn, ModelEngine
 from model.rnic.pair import IPS, MACS, HostPair, host_config
 from sim.runner import SimulationResult, default_build_root, run_cocotb
 from sim.tb.rnic_tb import rnic_top
-from sim.tb.rx_engine_tb import (CANARY, ReportRecord, RxEngineTB, _compare_acks, _compare_chunk_errors,
-                                 _compare_segments)
+from sim.tb.rx_engine_tb import CANARY, RxEngineTB, _compare_acks, _compare_chunk_errors, _compare_segments
 from sim.traffic.rx import EngineShape
 
 T = TypeVar("T")
@@ -109,22 +105,6 @@ class EngineMismatch(AssertionError):
     """The RTL engine's records differ from its golden model's for the same frame and tables."""
 
 
-def verdict_of(record: ReportRecord) -> SegmentVerdict:
-    """A SEGMENT report record (`hdl.abi.report_layout`) as the model's `SegmentVerdict`."""
-    f = record.fields
-    status = SegmentStatus(f["status"])
-    error = f["error"]
-    accepted = status is SegmentStatus.ACCEPTED
-    return SegmentVerdict(
-        association=f["association"], stream_id=f["stream_id"], tsn=f["tsn"], ddp_ssn=f["ddp_ssn"], status=status,
-        error=ErrorNumber(error["layer"], error["etype"], error["code"]) if error["valid"] else None,
-        tagged=bool(f["tagged"]), last=bool(f["last"]), opcode=f["opcode"], payload_length=f["payload_length"],
-        host_address=f["host_address"] if accepted and f["payload_length"] else None,
-        message_length=f["message_length"] if accepted and f["last"] and not f["tagged"] else None,
-        stag=f["stag"], to=f["to"], qn=f["qn"], msn=f["msn"], mo=f["mo"], invalidate_stag=f["invalidate_stag"],
-        dma_error=bool(f["dma_error"]))
-
-
 class AsyncEngine(Protocol):
     """A receive engine that takes time to run a command (the RTL under the simulator)."""
 
@@ -148,42 +128,12 @@ class RtlEngine:
         return self.tb.cycle, get_sim_time("ns")
 
     async def execute(self, command: EngineCommand) -> EngineOutput | None:
-        tb, shape = self.tb, self.tb.shape
+        tb = self.tb
         if isinstance(command, FrameIn):
             return await self._frame(command)
         self.shadow.execute(command)
-        if isinstance(command, AssociationRow):
-            entry = command.entry
-            await tb.write_table("association", {
-                "index": entry.index, "valid": int(command.valid), "ddp": int(entry.ddp),
-                "local_port": entry.local_port, "peer_port": entry.peer_port,
-                "peer_ip": int(ipaddress.IPv4Address(entry.peer_ip)), "tag": entry.tag})
-        elif isinstance(command, RegionRow):
-            region = command.entry
-            if region is None:
-                await tb.write_table("region", {"index": command.index, "entry": {"valid": 0}})
-            else:
-                bound = region.stream or (0, 0)
-                await tb.write_table("region", {"index": command.index, "entry": {
-                    "valid": 1, "key": region.stag & 0xFF, "pd": region.pd,
-                    "stream_bound": int(region.stream is not None),
-                    "association": bound[0], "stream_id": bound[1],
-                    "remote_read": int(Access.REMOTE_READ in region.access),
-                    "remote_write": int(Access.REMOTE_WRITE in region.access),
-                    "local_write": int(Access.LOCAL_WRITE in region.access),
-                    "base_to": region.base_to, "length": region.length, "host_address": region.host_address}})
-        elif isinstance(command, StreamRow):
-            entry = command.entry
-            if command.valid:
-                await tb.arm_stream(entry.association, entry.stream_id, entry.pd, entry.first_ssn)
-            else:
-                await tb.write_table("stream", {"index": shape.stream_row(entry.association, entry.stream_id),
-                                                "entry": {"valid": 0}})
-        elif isinstance(command, BufferPost):
-            entry = command.entry
-            await tb.post_buffer(entry.association, entry.stream_id, entry.qn, entry.host_address, entry.length)
-        elif isinstance(command, QueueRevoke):
-            await tb.revoke_queue(shape.stream_row(command.association, command.stream_id), command.qn)
+        for table, fields in receive_row_writes(command, tb.shape.stream_ids):
+            await tb.write_table(table, fields)
         return None
 
     async def _frame(self, command: FrameIn) -> EngineOutput:
@@ -212,7 +162,7 @@ class RtlEngine:
         return EngineOutput(
             frame=got_frames[0] if got_frames else None, chunks=got_chunks,
             acks=[Ack(r.tsn, AckDisposition(r.disposition), r.length) for r in results.acks],
-            reports=[verdict_of(r) for r in results.segments], chunk_errors=len(results.chunk_errors),
+            reports=[segment_verdict(r.fields) for r in results.segments], chunk_errors=len(results.chunk_errors),
             reports_waiting=results.counters["reports_waiting"])
 
 

@@ -31,6 +31,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Edge, Event, FallingEdge, First, RisingEdge, Timer
 
 from driver.link import AsyncLink
+from driver.records import record_bytes, tx_association_fields, work_request_fields
 from hdl.abi import (TX_REGISTER_BASE, ExceptionSource, ReportKind, TsnOpcode, TxInput, TxOutput, ack_layout,
                      completion_layout, exception_record_layout, register_map, report_layout, tsn_request_layout,
                      tx_register_map, work_request_layout)
@@ -43,8 +44,6 @@ from model.engine.tx import Completion, CompletionStatus, TransmitConfig, Transm
 from model.net.frames import build_frame
 from model.rdmap.messages import Opcode
 from sim.runner import test_parameters
-from sim.tb.rnic_tb import record_bytes
-from sim.tb.rnic_transmit import association_row_fields, work_request_fields
 from sim.tb.tx_engine import data_tsn
 from sim.tb.rx_engine_tb import (EngineResults, ExceptionPacket, ReportRecord, RxEngineTB, _compare_acks,
                                  _compare_counters, _compare_exceptions, _compare_segments, _fields)
@@ -228,7 +227,7 @@ async def transmit_over_the_link(dut, link: AsyncLink, rng: random.Random, carri
     memory.write(0x6000, payload)
     await link.write_memory(0x6000, payload)
     model.write_association(row)
-    await link.write_table(tx_map.tables["tx_association"], association_row_fields(row), base=TX_REGISTER_BASE)
+    await link.write_table(tx_map.tables["tx_association"], tx_association_fields(row), base=TX_REGISTER_BASE)
     model.write_stream(0, 1, 1)
     await link.write_table(tx_map.tables["tx_stream"], {"index": 1, "first_ssn": 1}, base=TX_REGISTER_BASE)
     request = WorkRequest(WorkOpcode.RDMA_WRITE, 0, 1, 0x6000, len(payload), stag=REGION.stag, to=0x8010, wr_id=77)

@@ -21,6 +21,7 @@ from hdl.abi import (
     TX_REGISTER_BASE, completion_layout, control_request_layout, read_response_layout, register_map,
     tsn_request_layout, tx_register_map, work_request_layout,
 )
+from driver.records import record_bytes
 from hdl.rnic import Rnic
 from sim.tb.rx_engine_tb import RxEngineTB, _fields, pause_pattern
 from sim.traffic.rx import EngineShape
@@ -39,12 +40,6 @@ def rnic_top(width_bytes: int, shape: EngineShape = EngineShape()) -> Rnic:
     """The RNIC top as its cocotb testbenches build it (one Verilator build per width)."""
     return Rnic(width_bytes, associations=shape.associations, stream_ids=shape.stream_ids, regions=shape.regions,
                 buffers_per_queue=shape.buffers_per_queue, ird=RNIC_IRD)
-
-
-def record_bytes(layout, fields: dict) -> bytes:
-    """One record of ``layout`` as the bytes of its AXI4-Stream beat (bit 0 in byte 0)."""
-    value = layout.const(fields).as_value().value
-    return value.to_bytes((layout.size + 7) // 8, "little")
 
 
 class RnicTB(RxEngineTB):

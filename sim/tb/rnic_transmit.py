@@ -24,23 +24,22 @@ says it should, raises `TransmitMismatch`.
 
 from __future__ import annotations
 
-import ipaddress
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
 from typing import Any
 
 import cocotb
 from cocotb.triggers import ClockCycles
 
+from driver.records import (control_request_fields, read_response_fields, tsn_request_fields,
+                            tx_association_fields, work_request_fields)
 from hdl.abi import CompletionStatus, TsnOpcode, tsn_request_layout
 from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
                              TransmitConfig, TransmitEngineModel, TxAssociationRow, WorkRequest)
 from sim.tb.rnic_tb import RnicTB
 from sim.tb.rx_engine_tb import _fields
 
-__all__ = ["RtlTransmit", "TransmitMismatch", "QUIET_CYCLES", "STALL_CYCLES", "association_row_fields",
-           "work_request_fields"]
+__all__ = ["RtlTransmit", "TransmitMismatch", "QUIET_CYCLES", "STALL_CYCLES"]
 
 QUIET_CYCLES = 32
 """Cycles a command that sends nothing is given to reach the engine before the next one goes in."""
@@ -48,19 +47,6 @@ STALL_CYCLES = 100_000
 """Cycles without any frame or record from the RTL, while its model has sent more, that fail the run."""
 
 Event = Completion | RefusedRead | RefusedTsn
-
-
-def association_row_fields(row: TxAssociationRow) -> dict:
-    """The ``tx_association`` table row's fields (``hdl.abi.tx_association_write_layout``) for ``row``."""
-    return {"index": row.index, "peer_mac": int.from_bytes(row.peer_mac, "big"),
-            "peer_ip": int(ipaddress.IPv4Address(row.peer_ip)), "local_port": row.local_port,
-            "peer_port": row.peer_port, "tag": row.tag, "udp": int(row.udp),
-            "peer_udp_port": row.peer_udp_port, "mulpdu": row.mulpdu, "next_tsn": row.next_tsn}
-
-
-def work_request_fields(request: WorkRequest) -> dict:
-    """The ``s_axis_wr`` record's fields (``hdl.abi.work_request_layout``) for ``request``."""
-    return {**asdict(request), "opcode": int(request.opcode)}
 
 
 class TransmitMismatch(AssertionError):
@@ -95,7 +81,7 @@ class RtlTransmit:
 
     def write_association(self, row: TxAssociationRow) -> None:
         self.shadow.write_association(row)
-        fields = association_row_fields(row)
+        fields = tx_association_fields(row)
         self._command(lambda: self.tb.write_tx_table("tx_association", fields))
 
     def write_stream(self, association: int, stream_id: int, first_ssn: int) -> None:
@@ -110,18 +96,18 @@ class RtlTransmit:
 
     def post_read_response(self, request: ReadResponseRequest) -> bool:
         accepted = self.shadow.post_read_response(request)
-        fields = asdict(request)
+        fields = read_response_fields(request)
         self._command(lambda: self.tb.post_read_response(fields))
         return accepted
 
     def post_control(self, request: ControlRequest) -> None:
         self.shadow.post_control(request)
-        fields = {**asdict(request), "opcode": int(request.opcode)}
+        fields = control_request_fields(request)
         self._command(lambda: self.tb.post_control(fields))
 
     def tsn_request(self, opcode: TsnOpcode, association: int, tsn: int) -> None:
         self.shadow.tsn_request(opcode, association, tsn)
-        fields = {"opcode": int(opcode), "association": association, "tsn": tsn}
+        fields = tsn_request_fields(opcode, association, tsn)
         self._command(lambda: self.tb.post_tsn(fields))
 
     def accepts_next(self) -> bool:

@@ -42,6 +42,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiRamWrite, AxiStreamBus, AxiStreamFrame, AxiStreamSink,
                            AxiStreamSource, AxiWriteBus)
 
+from driver.records import record_fields
 from hdl.bus.register_file import RegisterMap
 from hdl.abi import ExceptionSource, ReportKind, ack_layout, exception_record_layout, report_layout
 from model.ddp.memory import Access
@@ -96,18 +97,7 @@ def pause_pattern(rng: random.Random, busy: float) -> Iterator[bool]:
             yield stalled
 
 
-def _fields(layout, value: int, offset: int = 0) -> dict:
-    """The fields of a ``data.StructLayout`` value as a dict (nested layouts as dicts)."""
-    out = {}
-    for name, member in layout:
-        width = member.width
-        raw = (value >> (offset + member.offset)) & ((1 << width) - 1)
-        shape = member.shape
-        if hasattr(shape, "__iter__") and not isinstance(shape, type):
-            out[name] = _fields(shape, value, offset + member.offset)
-        else:
-            out[name] = raw
-    return out
+_fields = record_fields
 
 
 class RefusingRam(AxiRamWrite):

@@ -1,0 +1,133 @@
+"""The engine ABI (`hdl.abi`) in the host's terms: records as bytes and fields, host commands as table rows.
+
+One definition for every host of the RNIC core: the driver's `board`
+backend, which moves these bytes over the control link (`driver.link`),
+and the testbenches, which move them over AXI4-Lite and AXI4-Stream
+(`sim.tb`).
+
+* `record_fields` / `record_bytes`: a `data.StructLayout` value as a dict
+  of its fields and back, bit 0 in byte 0 (an AXI4-Stream beat, a table's
+  staging words).
+* `segment_verdict`: a SEGMENT report record as the receive engine's model
+  gives it (`model.engine.rx.SegmentVerdict`).
+* `receive_row_writes`: a host's command to the receive engine
+  (`model.rnic.offload`: association, region, stream row, buffer post,
+  queue revoke) as the table writes that carry it (`hdl.abi.register_map`).
+* `tx_association_fields` and the request fields: the transmit engine's rows
+  and records (`hdl.abi.tx_register_map`, `work_request_layout`...).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import asdict
+
+from hdl.abi import SegmentStatus
+from model.ddp.memory import Access
+from model.engine.rx import SegmentVerdict
+from model.engine.tx import ControlRequest, ReadResponseRequest, TsnOpcode, TxAssociationRow, WorkRequest
+from model.errors import ErrorNumber
+from model.rnic.offload import AssociationRow, BufferPost, EngineCommand, QueueRevoke, RegionRow, StreamRow
+
+__all__ = ["record_fields", "record_bytes", "segment_verdict", "receive_row_writes", "tx_association_fields",
+           "work_request_fields", "read_response_fields", "control_request_fields", "tsn_request_fields"]
+
+
+def record_fields(layout, value: int, offset: int = 0) -> dict:
+    """The fields of a ``data.StructLayout`` value as a dict (nested layouts as dicts)."""
+    out = {}
+    for name, member in layout:
+        raw = (value >> (offset + member.offset)) & ((1 << member.width) - 1)
+        shape = member.shape
+        if hasattr(shape, "__iter__") and not isinstance(shape, type):
+            out[name] = record_fields(shape, value, offset + member.offset)
+        else:
+            out[name] = raw
+    return out
+
+
+def record_bytes(layout, fields: dict) -> bytes:
+    """One record of ``layout`` as the bytes of its AXI4-Stream beat (bit 0 in byte 0)."""
+    value = layout.const(fields).as_value().value
+    return value.to_bytes((layout.size + 7) // 8, "little")
+
+
+def segment_verdict(f: dict) -> SegmentVerdict:
+    """A SEGMENT report record's fields (`hdl.abi.report_layout`) as the model's `SegmentVerdict`."""
+    status = SegmentStatus(f["status"])
+    error = f["error"]
+    accepted = status is SegmentStatus.ACCEPTED
+    return SegmentVerdict(
+        association=f["association"], stream_id=f["stream_id"], tsn=f["tsn"], ddp_ssn=f["ddp_ssn"], status=status,
+        error=ErrorNumber(error["layer"], error["etype"], error["code"]) if error["valid"] else None,
+        tagged=bool(f["tagged"]), last=bool(f["last"]), opcode=f["opcode"], payload_length=f["payload_length"],
+        host_address=f["host_address"] if accepted and f["payload_length"] else None,
+        message_length=f["message_length"] if accepted and f["last"] and not f["tagged"] else None,
+        stag=f["stag"], to=f["to"], qn=f["qn"], msn=f["msn"], mo=f["mo"], invalidate_stag=f["invalidate_stag"],
+        dma_error=bool(f["dma_error"]))
+
+
+def receive_row_writes(command: EngineCommand, stream_ids: int) -> list[tuple[str, dict]]:
+    """The receive engine's table writes (table name, fields) for a host command; a stream's row is
+    ``association * stream_ids + stream_id``. A stream row written valid clears its error bit and starts its
+    DDP-SSN window at ``first_ssn``; a queue revoke takes back every buffer (its next post takes MSN 1)."""
+    if isinstance(command, AssociationRow):
+        entry = command.entry
+        return [("association", {
+            "index": entry.index, "valid": int(command.valid), "ddp": int(entry.ddp),
+            "local_port": entry.local_port, "peer_port": entry.peer_port,
+            "peer_ip": int(ipaddress.IPv4Address(entry.peer_ip)), "tag": entry.tag})]
+    if isinstance(command, RegionRow):
+        region = command.entry
+        if region is None:
+            return [("region", {"index": command.index, "entry": {"valid": 0}})]
+        bound = region.stream or (0, 0)
+        return [("region", {"index": command.index, "entry": {
+            "valid": 1, "key": region.stag & 0xFF, "pd": region.pd, "stream_bound": int(region.stream is not None),
+            "association": bound[0], "stream_id": bound[1],
+            "remote_read": int(Access.REMOTE_READ in region.access),
+            "remote_write": int(Access.REMOTE_WRITE in region.access),
+            "local_write": int(Access.LOCAL_WRITE in region.access),
+            "base_to": region.base_to, "length": region.length, "host_address": region.host_address}})]
+    if isinstance(command, StreamRow):
+        entry = command.entry
+        row = entry.association * stream_ids + entry.stream_id
+        if not command.valid:
+            return [("stream", {"index": row, "entry": {"valid": 0}})]
+        return [("stream", {"index": row, "entry": {"valid": 1, "pd": entry.pd}, "first_ssn": entry.first_ssn})]
+    if isinstance(command, BufferPost):
+        entry = command.entry
+        return [("buffer", {"stream": entry.association * stream_ids + entry.stream_id, "qn": entry.qn,
+                            "address": entry.host_address, "length": entry.length})]
+    if isinstance(command, QueueRevoke):
+        return [("revoke", {"stream": command.association * stream_ids + command.stream_id, "qn": command.qn,
+                            "msn": 0, "whole_queue": 1})]
+    raise TypeError(f"{type(command).__name__} is not a table write")
+
+
+def tx_association_fields(row: TxAssociationRow) -> dict:
+    """The ``tx_association`` table row's fields (``hdl.abi.tx_association_write_layout``) for ``row``."""
+    return {"index": row.index, "peer_mac": int.from_bytes(row.peer_mac, "big"),
+            "peer_ip": int(ipaddress.IPv4Address(row.peer_ip)), "local_port": row.local_port,
+            "peer_port": row.peer_port, "tag": row.tag, "udp": int(row.udp),
+            "peer_udp_port": row.peer_udp_port, "mulpdu": row.mulpdu, "next_tsn": row.next_tsn}
+
+
+def work_request_fields(request: WorkRequest) -> dict:
+    """The ``s_axis_wr`` record's fields (``hdl.abi.work_request_layout``) for ``request``."""
+    return {**asdict(request), "opcode": int(request.opcode)}
+
+
+def read_response_fields(request: ReadResponseRequest) -> dict:
+    """The ``s_axis_rr`` record's fields (``hdl.abi.read_response_layout``)."""
+    return asdict(request)
+
+
+def control_request_fields(request: ControlRequest) -> dict:
+    """The ``s_axis_ctl`` record's fields (``hdl.abi.control_request_layout``)."""
+    return {**asdict(request), "opcode": int(request.opcode)}
+
+
+def tsn_request_fields(opcode: TsnOpcode, association: int, tsn: int) -> dict:
+    """The ``s_axis_tsn`` record's fields (``hdl.abi.tsn_request_layout``)."""
+    return {"opcode": int(opcode), "association": association, "tsn": tsn}
