@@ -57,10 +57,13 @@ from driver.pd import PD
 
 T = TypeVar("T")
 
-BACKENDS = ("soft", "engine", "sim")
+BACKENDS = ("soft", "engine", "sim", "board")
 """Every backend name: `soft` (software RNICs), `engine` (hosts receiving through the receive engine's golden
 model, control plane in software), `sim` (the same hosts with the gateware engine under Verilator: a cocotb
-test, see `sim.driver_sim`)."""
+test, see `sim.driver_sim`), `board` (the RNIC core on a board over its control link, and a software peer
+on its Ethernet, see `driver.backends.board`)."""
+BOARD_OPTIONS = {"serial", "ethernet", "baud", "latency"}
+"""Options only the `board` backend takes (`driver.backends.board.BoardFabric`)."""
 
 
 class AssociationEnd(Enum):
@@ -315,12 +318,17 @@ class Fabric:
         await self.backend.wait_until(routed, timeout)
 
 
-def _check_options(options: dict[str, object]) -> None:
+def _check_options(options: dict[str, object], backend: str) -> None:
     if options.get("link") is not None:
         instance("link", options["link"], LinkConfig)
     if "seed" in options:
         whole("seed", options["seed"], -(1 << 63), (1 << 63) - 1)
     known = {f.name for f in fields(RnicConfig)} - {"mac", "ip", "port"} | {"link", "seed"}
+    if backend == "board":
+        known |= BOARD_OPTIONS
+        for name in ("serial", "ethernet"):
+            if options.get(name) is None:
+                raise InvalidArgument(f"the board backend needs {name}= (see driver.backends.board)")
     for name in options:
         if name not in known:
             raise InvalidArgument(f"option {name} is none of the fabric's: {', '.join(sorted(known))}")
@@ -329,9 +337,10 @@ def _check_options(options: dict[str, object]) -> None:
 def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     """The devices of `backend`: "soft" (two software RNICs on a simulated link; `options`: `link`
     (a `model.rnic.link.LinkConfig`), `seed`, `RnicConfig` fields) or "engine" (the same, receiving through
-    the receive engine's model)."""
+    the receive engine's model) or "board" (the RNIC core on a board: `serial`, the control link's device,
+    and `ethernet`, the port cabled to the board: an interface name or tcp:HOST:PORT; `baud`, `latency`)."""
     instance("backend", backend, str)
-    _check_options(options)
+    _check_options(options, backend)
     if backend == "soft":
         from driver.backends.soft import SoftFabric
 
@@ -340,6 +349,10 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
         from driver.backends.engine import EngineFabric
 
         return Fabric(EngineFabric(**options))  # type: ignore[arg-type]
+    if backend == "board":
+        from driver.backends.board import BoardFabric
+
+        return Fabric(BoardFabric(**options))  # type: ignore[arg-type]
     if backend == "sim":
         raise BackendUnavailable("backend 'sim' (the gateware under Verilator) runs inside a cocotb test: "
                                  "`sim.driver_sim.run_program(main)` runs main(fabric) there")

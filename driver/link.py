@@ -347,7 +347,11 @@ def open_serial_link(device: str, baud: float = 3_000_000, **options: Any) -> Se
         import serial
     except ImportError:
         raise LinkError("the link to a board needs pyserial: pip install 'rnic-sctp[board]'") from None
-    return SerialLink(serial.Serial(device, int(baud), timeout=0.1), baud=baud, **options)
+    try:
+        port = serial.Serial(device, int(baud), timeout=0.1)
+    except serial.SerialException as error:
+        raise LinkError(f"the control link's port: {error}") from None
+    return SerialLink(port, baud=baud, **options)
 
 
 class AsyncTransport(Protocol):

@@ -33,7 +33,7 @@ implementation).
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
 
-from hdl.bus.register_file import RegisterMap
+from hdl.bus.register_file import DEVICE_ID, ID_OFFSET, PARAMS_OFFSET, RegisterMap
 
 __all__ = [
     "ADDRESS_BITS", "ASSOCIATION_BITS", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_KEY_BITS", "ERROR_NUMBER",
@@ -47,7 +47,7 @@ __all__ = [
     "TsnOpcode", "tsn_request_layout", "tsn_request_bytes", "CompletionStatus", "completion_layout",
     "completion_bytes",
     "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU", "TX_REGISTER_BASE", "tx_register_map",
-    "MAC_RX_EVENTS", "MAC_TX_EVENTS",
+    "MAC_RX_EVENTS", "MAC_TX_EVENTS", "DEVICE_ID", "ID_OFFSET", "PARAMS_OFFSET",
     "END", "ESC", "ESC_END", "ESC_ESC", "Op", "TxInput", "TxOutput", "tx_input_bytes", "tx_output_bytes", "Status",
     "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
     "CRC_BYTES", "REQUEST_DATA_BYTES", "LINK_MAGIC", "LINK_VERSION", "PING_BODY_BYTES",

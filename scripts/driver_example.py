@@ -1,13 +1,16 @@
 """The host driver's example program (README "Host driver"): two RNICs, one connection, every kind of work.
 
-    python scripts/driver_example.py [--backend soft|engine|sim] [--loss 0.01] [--seed 1]
+    python scripts/driver_example.py [--backend soft|engine|sim|board] [--loss 0.01] [--seed 1]
+    python scripts/driver_example.py --backend board --serial /dev/ttyUSB1 --ethernet eth1
 
 The server listens; the client connects (RFC 6581 enhanced set-up, IRD/ORD
 negotiated), registers memory, and the server posts a receive; then the
 client Sends, RDMA Writes into the server's region and RDMA Reads from it,
 and both poll their completion queues.  `example` is the user program: it
 runs unchanged on every backend (`sim`: in a cocotb test on the gateware
-receive engine under Verilator, `sim.driver_sim.run_program`).
+receive engine under Verilator, `sim.driver_sim.run_program`; `board`: the
+server is the RNIC core on a board, reached over its control link on
+`--serial`, the client a software RNIC on `--ethernet`, cabled to the board).
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import argparse
 import sys
 
 from driver import (
-    AccessFlags, BackendUnavailable, ConnParam, LinkConfig, RecvWR, SendWR, SGE, UnknownBackend, WROpcode, run,
+    AccessFlags, BackendUnavailable, ConnParam, InvalidArgument, LinkConfig, RecvWR, SendWR, SGE, UnknownBackend,
+    WROpcode, run,
 )
+from driver.ethernet import EthernetError
+from driver.link import LinkError
 
 ACCESS = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
 
@@ -56,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="soft",
                         help="soft (software RNICs), engine (receiving through the receive engine's model), "
-                             "sim (the gateware receive engine under Verilator)")
+                             "sim (the gateware receive engine under Verilator), board (the RNIC core on a board)")
+    parser.add_argument("--serial", help="board: the control link's serial device (the ECPIX-5's /dev/ttyUSB1)")
+    parser.add_argument("--ethernet", help="board: the network interface cabled to the board, or tcp:HOST:PORT "
+                                           "for a simulated board")
     parser.add_argument("--loss", type=float, default=0.0, help="the link's frame loss rate")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
@@ -66,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
 
         run_program(example, link=link, seed=args.seed)
         return 0
+    board = {"serial": args.serial, "ethernet": args.ethernet} if args.backend == "board" else {}
     try:
-        run(example, args.backend, link=link, seed=args.seed)
-    except (BackendUnavailable, UnknownBackend) as error:
+        run(example, args.backend, link=link, seed=args.seed, **board)
+    except (BackendUnavailable, UnknownBackend, InvalidArgument, LinkError, EthernetError) as error:
         print(f"driver_example: {error}", file=sys.stderr)
         return 2
     return 0

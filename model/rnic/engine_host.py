@@ -98,17 +98,17 @@ class EngineRnic(OffloadRnic):
     """An `OffloadRnic` whose DATA chunks a transmit engine sends (see the module docstring).
 
     `transmit`: the engine; by default `TransmitEngineModel` over the host's memory. `scratch_base`: host
-    memory for the messages the host builds for the engine, `SCRATCH_SLOTS` of `SCRATCH_SLOT` bytes;
+    memory for the messages the host builds for the engine, `scratch_slots` of `SCRATCH_SLOT` bytes;
     `bounce_base`, `bounce_bytes`: host memory where a gather list of several pieces is copied whole."""
 
     def __init__(self, config: RnicConfig, memory: SparseMemory, rng: random.Random,
                  engine: ReceiveEngine | None = None, session_policy: SessionPolicy | None = accept_every_session,
                  *, transmit: TransmitEngine | None = None, scratch_base: int = 0x30000,
-                 bounce_base: int = 0x4000_0000, bounce_bytes: int = 1 << 24, **options) -> None:
+                 scratch_slots: int = SCRATCH_SLOTS, bounce_base: int = 0x4000_0000, bounce_bytes: int = 1 << 24, **options) -> None:
         super().__init__(config, memory, rng, engine, session_policy, **options)
         self.transmit = transmit if transmit is not None else TransmitEngineModel(
             TransmitConfig(config.mac, str(config.ip), ird=self.buffers_per_queue), memory)
-        self.scratch_base = scratch_base
+        self.scratch_base, self.scratch_slots = scratch_base, scratch_slots
         self.bounce_base, self.bounce_bytes = bounce_base, bounce_bytes
         self._bounce_used = 0
         self._bounced: set[int] = set()   # engine wr_ids whose source is in the bounce area
@@ -123,7 +123,7 @@ class EngineRnic(OffloadRnic):
     @property
     def own_areas(self) -> list[tuple[int, int]]:
         """The QN 1 and QN 2 buffers, and the scratch slots and bounce area the engine reads from."""
-        return [*super().own_areas, (self.scratch_base, SCRATCH_SLOT * SCRATCH_SLOTS),
+        return [*super().own_areas, (self.scratch_base, SCRATCH_SLOT * self.scratch_slots),
                 (self.bounce_base, self.bounce_bytes)]
 
     # -- messages to the engine -------------------------------------------------------------
@@ -224,7 +224,7 @@ class EngineRnic(OffloadRnic):
         if len(body) > SCRATCH_SLOT:
             raise RnicError(f"{len(body)} bytes for the engine exceed a {SCRATCH_SLOT}-byte slot")
         address = self.scratch_base + SCRATCH_SLOT * self._scratch_next
-        self._scratch_next = (self._scratch_next + 1) % SCRATCH_SLOTS
+        self._scratch_next = (self._scratch_next + 1) % self.scratch_slots
         self.memory.write(address, body)
         return address
 

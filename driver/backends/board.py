@@ -1,0 +1,554 @@
+"""The `board` backend: device 0 is the RNIC core on a board, device 1 a software RNIC cabled to it.
+
+    fabric = open_fabric("board", serial="/dev/ttyUSB1", ethernet="eth1")
+    board, peer = fabric.devices
+
+Device 0 (host A, 10.0.0.1 port 5001) is an `EngineRnic` whose data plane
+is the board's RNIC core (`boards/ecpix5_top.py`): frames from the wire go
+straight into its receive engine, and its transmit engine puts frames on the
+wire; this computer runs the control plane and reaches the board only over
+its control link (`driver.link`, a UART):
+
+* receive: the engine's tables are written over the link (`REG_WRITE` into
+  the register map, `driver.records.receive_row_writes`); its records are
+  popped (`POP_REPORT`, `POP_EXCEPTION`, `POP_ACK`) and handed to the host
+  as the engine's output (`model.rnic.offload.EngineOutput`);
+* transmit (`BoardTransmit`): the engine's rows over the link, its requests
+  pushed as records (`PUSH_RECORD`), its completions popped (`POP_RECORD`);
+  the host's own frames (INIT, SACK, HEARTBEAT, SHUTDOWN...) go out through
+  the board's MAC (`SEND_FRAME`);
+* host memory is the board's (`LinkMemory`, `MEM_READ` / `MEM_WRITE`), laid
+  out by `board_memory_map`: the driver's buffers in the low part, the
+  host's own areas (QN 1 and QN 2 buffers, scratch slots, bounce area) at
+  the top.
+
+Device 1 (host B, 10.0.0.2 port 5002) is a `SoftRnic` on this computer. Its
+frames reach the board's Ethernet through an `driver.ethernet.EthernetPort`
+(a network interface, or the socket of a simulated board) and the model's
+impaired link (`model.rnic.link`, `link=LinkConfig(...)`) both ways.
+
+Time is the wall clock.  `run(main)` runs `main(fabric)` on an asyncio loop;
+each wait of the driver services the fabric until its predicate holds:
+records popped and handed to host A, frames and timers of both hosts, then
+host A's table writes, transmit requests and frames, in that order, so a
+row is in the engine before anything that lets the peer use it leaves.
+
+Pacing (the transmit engine's order, as on `sim`): the engine may start a
+waiting control request or Read Response ahead of waiting work, so the host
+offers a request only when the engine has none waiting unstarted.  A shadow
+`TransmitEngineModel` (blank memory: what it sends is not compared, only
+counted) answers `accepts_next` and says how many frames each request
+sends; each request is pushed once the board's MAC has sent every frame
+the model sent before it (the MAC's `tx_frames`, less the host's own).  The
+board's completions and refusals are popped while the model has sent some
+the board has not, and must equal the model's (`BoardMismatch`).
+
+Records popped in one round are handed over as one output: the reports are
+popped first, then the exception stream and the acks, so every report's own
+chunks and acks are in the same output or an earlier one, and are handled
+before it (as for one frame).  Whole frames passed up come first.  A chunk or
+frame longer than the board's exception buffer cannot be handled and is
+counted (`BoardEnd.truncated`); SCTP retransmits it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from driver.backends.base import DeviceAttr, FabricBackend
+from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, engine_device_attr
+from driver.backends.soft import SoftDevice
+from driver.errors import DriverError, OutOfResources, WaitTimeout
+from driver.ethernet import EthernetPort, open_port
+from driver.link import LinkInfo, open_serial_link
+from driver.records import (control_request_fields, read_response_fields, record_bytes, record_fields,
+                            receive_row_writes, segment_verdict, tsn_request_fields, tx_association_fields,
+                            work_request_fields)
+from hdl.abi import (DEVICE_ID, ID_OFFSET, PARAMS_OFFSET, TX_REGISTER_BASE, AckDisposition, CompletionStatus,
+                     ExceptionSource, ReportKind, TxInput, TxOutput, ack_layout, completion_layout,
+                     control_request_layout, exception_record_layout, read_response_layout, register_map,
+                     report_layout, tsn_request_layout, tx_register_map, work_request_layout)
+from model.ddp.memory import Access, SparseMemory
+from model.engine.config import ReceiveConfig
+from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
+                             TransmitConfig, TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkRequest)
+from model.rnic.engine_host import EngineRnic
+from model.rnic.host import RnicConfig, SoftRnic
+from model.rnic.link import Link, LinkConfig, Side
+from model.rnic.offload import Ack, EngineOutput
+from model.rnic.pair import HostPair, host_config
+
+__all__ = ["BoardFabric", "BoardDevice", "BoardEnd", "BoardTransmit", "BoardError", "BoardMismatch",
+           "LinkMemory", "BoardMemoryMap", "board_memory_map"]
+
+T = TypeVar("T")
+BOARD_SIDE = Side.A
+DEFAULT_BAUD = 3_000_000
+"""The ECPIX-5 build's UART (`boards.ecpix5_top.DEFAULT_BAUD`)."""
+POLL_SECONDS = 0.001
+"""Sleep between two services of the fabric while a wait is not satisfied."""
+RECORDS_PER_ROUND = 32
+"""Records of each stream popped in one service at most."""
+PACING_SECONDS = 10.0
+"""Wall-clock seconds a pushed request's frames, or a full request stream's room, may take."""
+BUFFER_ALIGNMENT = 64
+"""The driver's buffers in board memory start on this, with as many bytes free between two."""
+SCRATCH_SLOT_BYTES = 1024
+TOP_AREA_BYTES = 32 * 1024
+"""Board memory the host keeps at the top for itself (see `board_memory_map`)."""
+
+
+class BoardError(DriverError):
+    """The board is not what the backend needs (not an RNIC core, too little memory), or stopped pacing."""
+
+
+class BoardMismatch(BoardError):
+    """The board's transmit engine completed or refused something else than its model for the same requests."""
+
+
+@dataclass(frozen=True)
+class BoardMemoryMap:
+    """Where things are in the board's host memory."""
+    memory_bytes: int
+    buffers_end: int
+    """The driver's buffers lie in [0, buffers_end)."""
+    control_base: int
+    """QN 1 and QN 2 buffers of each stream (RFC 5040 4.2)."""
+    scratch_base: int
+    scratch_slots: int
+    """Slots of `SCRATCH_SLOT_BYTES` for the messages the host builds (session control, Terminate)."""
+    bounce_base: int
+    bounce_bytes: int
+    """Where gather lists of several pieces are copied whole."""
+
+
+def board_memory_map(memory_bytes: int) -> BoardMemoryMap:
+    """The top 32 KiB: 4 KiB of QN 1 / QN 2 buffers, 16 scratch slots, a 12 KiB bounce area; buffers below."""
+    if memory_bytes < 2 * TOP_AREA_BYTES:
+        raise BoardError(f"the board has {memory_bytes} bytes of host memory; the backend needs "
+                         f"{2 * TOP_AREA_BYTES}")
+    control = memory_bytes - TOP_AREA_BYTES
+    scratch = control + 4096
+    bounce = scratch + 16 * SCRATCH_SLOT_BYTES
+    return BoardMemoryMap(memory_bytes, control, control, scratch, 16, bounce, memory_bytes - bounce)
+
+
+class LinkMemory:
+    """The board's host memory as the host's software reads and writes it: over the control link."""
+
+    def __init__(self, control: Any, memory_bytes: int) -> None:
+        self._control, self.memory_bytes = control, memory_bytes
+
+    def _check(self, address: int, length: int) -> None:
+        if address < 0 or length < 0 or address + length > self.memory_bytes:
+            raise BoardError(f"{length} bytes at {address:#x} are outside the board's "
+                             f"{self.memory_bytes}-byte host memory")
+
+    def read(self, address: int, length: int) -> bytes:
+        self._check(address, length)
+        return self._control.read_memory(address, length) if length else b""
+
+    def write(self, address: int, data: bytes) -> None:
+        self._check(address, len(data))
+        if data:
+            self._control.write_memory(address, bytes(data))
+
+
+class BoardTransmit:
+    """`model.rnic.engine_host.TransmitEngine` calls on the board's transmit engine, paced by a shadow model
+    (see the module docs). `frames_sent()`: frames the board's engine has put on the wire so far."""
+
+    def __init__(self, control: Any, config: TransmitConfig, frames_sent: Callable[[], int]) -> None:
+        self._control, self._frames_sent = control, frames_sent
+        self.shadow = TransmitEngineModel(config, SparseMemory())
+        self.stream_ids = config.stream_ids
+        self._map = tx_register_map(config.associations, config.stream_ids)
+        self._commands: deque[tuple[Callable[[], None], int]] = deque()
+        self._model_frames = 0
+        self._expected: dict[TxOutput, deque] = {output: deque() for output in TxOutput}
+        self._events: list[Completion | RefusedRead | RefusedTsn] = []
+
+    # -- the host's calls --------------------------------------------------------------------------
+
+    def write_association(self, row: TxAssociationRow) -> None:
+        self.shadow.write_association(row)
+        self._command(lambda: self._write_table("tx_association", tx_association_fields(row)))
+
+    def write_stream(self, association: int, stream_id: int, first_ssn: int) -> None:
+        self.shadow.write_stream(association, stream_id, first_ssn)
+        fields = {"index": association * self.stream_ids + stream_id, "first_ssn": first_ssn}
+        self._command(lambda: self._write_table("tx_stream", fields))
+
+    def post_work(self, request: WorkRequest) -> None:
+        self.shadow.post_work(request)
+        record = record_bytes(work_request_layout(), work_request_fields(request))
+        self._command(lambda: self._push(TxInput.WORK, record))
+
+    def post_read_response(self, request: ReadResponseRequest) -> bool:
+        accepted = self.shadow.post_read_response(request)
+        record = record_bytes(read_response_layout(), read_response_fields(request))
+        self._command(lambda: self._push(TxInput.READ_RESPONSE, record))
+        return accepted
+
+    def post_control(self, request: ControlRequest) -> None:
+        self.shadow.post_control(request)
+        record = record_bytes(control_request_layout(), control_request_fields(request))
+        self._command(lambda: self._push(TxInput.CONTROL, record))
+
+    def tsn_request(self, opcode: TsnOpcode, association: int, tsn: int) -> None:
+        self.shadow.tsn_request(opcode, association, tsn)
+        record = record_bytes(tsn_request_layout(), tsn_request_fields(opcode, association, tsn))
+        self._command(lambda: self._push(TxInput.TSN, record))
+
+    def accepts_next(self) -> bool:
+        """The model has no request waiting unstarted; `settle` keeps the board where the model is."""
+        return self.shadow.accepts_next()
+
+    def data_to_send(self) -> list[bytes]:
+        """Nothing: the board puts its frames on the wire itself."""
+        return []
+
+    def next_events(self) -> list:
+        events, self._events = self._events, []
+        return events
+
+    # -- the board's side ---------------------------------------------------------------------
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._commands)
+
+    def settle(self) -> None:
+        """Give the board the waiting commands in order, each once it has sent the frames the model sent
+        before it."""
+        while self._commands:
+            send, frames = self._commands.popleft()
+            send()
+            self._until(lambda: self._frames_sent() >= frames,
+                        lambda: f"the board sent {self._frames_sent()} frames, its model {frames}")
+
+    def poll(self) -> None:
+        """Pop the completions and refusals the model has sent and the board not yet; each must be the
+        model's."""
+        for output, expected in self._expected.items():
+            while expected:
+                body = self._control.pop_record(output)
+                if body is None:
+                    break
+                event = _tx_event(output, body)
+                wanted = expected.popleft()
+                if event != wanted:
+                    raise BoardMismatch(f"the board's transmit engine gave {event}, its model {wanted}")
+                self._events.append(event)
+
+    def _command(self, send: Callable[[], None]) -> None:
+        self._model_frames += len(self.shadow.data_to_send())
+        for event in self.shadow.next_events():
+            output = (TxOutput.COMPLETION if isinstance(event, Completion) else
+                      TxOutput.READ_RESPONSE_REFUSED if isinstance(event, RefusedRead) else TxOutput.TSN_REFUSED)
+            self._expected[output].append(event)
+        self._commands.append((send, self._model_frames))
+
+    def _write_table(self, name: str, fields: dict) -> None:
+        self._control.write_table(self._map.tables[name], fields, base=TX_REGISTER_BASE)
+
+    def _push(self, stream: TxInput, record: bytes) -> None:
+        self._until(lambda: self._control.push_record(stream, record),
+                    lambda: f"the transmit engine's {stream.name} stream stayed full")
+
+    @staticmethod
+    def _until(done: Callable[[], bool], problem: Callable[[], str]) -> None:
+        deadline = time.monotonic() + PACING_SECONDS
+        while not done():
+            if time.monotonic() > deadline:
+                raise BoardError(f"{problem()} for {PACING_SECONDS:g} s")
+            time.sleep(POLL_SECONDS)
+
+
+def _tx_event(output: TxOutput, body: bytes) -> Completion | RefusedRead | RefusedTsn:
+    value = int.from_bytes(body, "little")
+    if output is TxOutput.COMPLETION:
+        f = record_fields(completion_layout(), value)
+        return Completion(f["wr_id"], f["opcode"], f["association"], CompletionStatus(f["status"]))
+    if output is TxOutput.READ_RESPONSE_REFUSED:
+        return RefusedRead(ReadResponseRequest(**record_fields(read_response_layout(), value)))
+    f = record_fields(tsn_request_layout(), value)
+    return RefusedTsn(TsnOpcode(f["opcode"]), f["association"], f["tsn"])
+
+
+class BoardEnd:
+    """The board's side of host A: its engine's parameters, its reset at opening, its records in, its table
+    writes, requests and frames out (see the module docs)."""
+
+    def __init__(self, control: Any, config: RnicConfig) -> None:
+        self.control = control
+        info: LinkInfo = control.info
+        self.memory_map = board_memory_map(info.memory_bytes)
+        if control.read_register(ID_OFFSET) != DEVICE_ID:
+            raise BoardError("the board's register file does not answer as an RNIC core (ID register)")
+        params = control.read_register(PARAMS_OFFSET)
+        self.width_bytes, self.associations = params & 0xFF, (params >> 8) & 0xFF
+        self.regions, streams = (params >> 16) & 0xFF, params >> 24
+        self.stream_ids = streams // max(1, self.associations)
+        tx_params = control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET)
+        self.ird = (tx_params >> 8) & 0xFF
+        self.map = register_map(self.associations, self.stream_ids, self.regions)
+        self.truncated = 0
+        self._raw_sent = 0
+        self._rx_seen = 0
+        self._tx_base = 0
+        self._more = True
+        self._reports_waiting = 0
+        self._reset(config)
+        self.transmit = BoardTransmit(control, TransmitConfig(
+            config.mac, str(config.ip), associations=self.associations, stream_ids=self.stream_ids,
+            ird=self.ird), self.engine_frames_sent)
+
+    def _reset(self, config: RnicConfig) -> None:
+        """The receive engine's addresses written, every row invalid and queue empty, every record left from
+        an earlier run popped; the MAC's counters taken as the start."""
+        control = self.control
+        mac = int.from_bytes(config.mac, "big")
+        for name, value in (("local_mac_low", mac & 0xFFFFFFFF), ("local_mac_high", mac >> 32),
+                            ("local_ip", int(ipaddress.IPv4Address(str(config.ip)))),
+                            ("udp_port", ReceiveConfig(config.mac, str(config.ip)).udp_port), ("drop_when_full", 1)):
+            control.write_register(self.map.config_offset(name), value)
+        writes = [("association", {"index": index, "valid": 0}) for index in range(self.associations)]
+        writes += [("region", {"index": index, "entry": {"valid": 0}}) for index in range(self.regions)]
+        for row in range(self.associations * self.stream_ids):
+            writes.append(("stream", {"index": row, "entry": {"valid": 0}}))
+            writes += [("revoke", {"stream": row, "qn": qn, "msn": 0, "whole_queue": 1}) for qn in range(3)]
+        for table, fields in writes:
+            control.write_table(self.map.tables[table], fields)
+        for pop in (control.pop_report, control.pop_exception, control.pop_ack):
+            while pop() is not None:
+                pass
+        for output in TxOutput:
+            while control.pop_record(output) is not None:
+                pass
+        counters = control.mac_counters()
+        self._rx_seen, self._tx_base = counters["rx_frames"], counters["tx_frames"]
+        self._tx_frames = self._tx_base
+
+    def engine_frames_sent(self) -> int:
+        """Frames the transmit engine has sent since the opening: the MAC's, less the host's own."""
+        self._tx_frames = self.control.mac_counters()["tx_frames"]
+        return (self._tx_frames - self._tx_base - self._raw_sent) & 0xFFFFFFFF
+
+    # -- records in -----------------------------------------------------------------------------
+
+    def poll(self, host: EngineRnic, now: float) -> None:
+        """Hand host A the records of the frames that arrived since the last poll, and the transmit engine's
+        completions."""
+        rx_frames = self.control.mac_counters()["rx_frames"]
+        arrived, self._rx_seen = rx_frames != self._rx_seen, rx_frames
+        if arrived or self._more:
+            self._more = self._records(host, now)
+        self.transmit.poll()
+
+    def _pop_all(self, pop: Callable[[], Any]) -> list:
+        items = []
+        while len(items) < RECORDS_PER_ROUND:
+            item = pop()
+            if item is None:
+                break
+            items.append(item)
+        return items
+
+    def _records(self, host: EngineRnic, now: float) -> bool:
+        control = self.control
+        reports = self._pop_all(control.pop_report)
+        exceptions = self._pop_all(control.pop_exception)
+        acks = self._pop_all(control.pop_ack)
+        if not (reports or exceptions or acks):
+            return False
+        output = EngineOutput()
+        for packet in exceptions:
+            if packet.truncated:
+                self.truncated += 1
+                continue
+            source = record_fields(exception_record_layout(), packet.record)["source"]
+            if source == ExceptionSource.FRAME:
+                host.engine_output(EngineOutput(frame=packet.data, reports_waiting=self._reports_waiting), now)
+            else:
+                output.chunks.append(packet.data)
+        for body in acks:
+            f = record_fields(ack_layout(), int.from_bytes(body, "little"))
+            output.acks.append(Ack(f["tsn"], AckDisposition(f["disposition"]), f["length"]))
+        for body in reports:
+            f = record_fields(report_layout(), int.from_bytes(body, "little"))
+            if f["kind"] == ReportKind.SEGMENT:
+                output.reports.append(segment_verdict(f))
+            else:
+                output.chunk_errors += 1
+        if reports or self._reports_waiting:
+            self._reports_waiting = control.read_register(self.map.counters["reports_waiting"])
+        output.reports_waiting = self._reports_waiting
+        if output.chunks or output.acks or output.reports or output.chunk_errors:
+            host.engine_output(output, now)
+        return True
+
+    # -- host A's work out ----------------------------------------------------------------------
+
+    def run_commands(self, host: EngineRnic, frames: list[bytes]) -> None:
+        """Host A's table writes, then its transmit requests, then its own frames."""
+        while (command := host.take_engine_work()) is not None:
+            for table, fields in receive_row_writes(command, self.stream_ids):
+                self.control.write_table(self.map.tables[table], fields)
+        self.transmit.settle()
+        for frame in frames:
+            self.control.send_frame(frame)
+            self._raw_sent += 1
+
+
+class BoardPair(HostPair):
+    """Host A (the board's host) and host B (the software peer), with the wire between the board and host B
+    through the impaired link: host B's frames go on the link, those that arrive at A's side go to the
+    board's Ethernet port, and the board's frames from the port go on the link to host B."""
+
+    def __init__(self, hosts: dict[Side, SoftRnic], link: Link, port: EthernetPort) -> None:
+        super().__init__(hosts, link)
+        self.port = port
+        self.board_frames: list[bytes] = []
+        """Host A's own frames, to go out through the board's MAC once its commands are in."""
+
+    def send_due(self) -> None:
+        for side, host in self.hosts.items():
+            frames = host.data_to_send(self.now)
+            if side is BOARD_SIDE:
+                self.board_frames += frames
+            else:
+                for frame in frames:
+                    self.link.send(side, frame, self.now)
+
+    def advance(self, now: float) -> None:
+        self.now = max(self.now, now)
+        for frame in self.port.receive():
+            self.link.send(BOARD_SIDE, frame, self.now)
+        for side, frame, _ in self.link.deliveries(self.now):
+            if side is BOARD_SIDE:
+                self.port.send(frame)
+            else:
+                self.hosts[side].receive(frame, self.now)
+        for side, host in self.hosts.items():
+            deadline = host.next_timeout()
+            if deadline is not None and deadline <= self.now:
+                host.handle_timeout(self.now)
+            self._record(side, host.next_events())
+
+
+class BoardDevice(SoftDevice):
+    """Host A: the board. Its buffers lie in the low part of the board's memory, first fit, each freed when
+    its region is deregistered (the engine's row is cleared then, so nothing reaches the old buffer)."""
+
+    def __init__(self, fabric: BoardFabric, side: Side) -> None:
+        super().__init__(fabric, side)
+        self.name = "board0"
+        self.memory_end = fabric.board.memory_map.buffers_end
+        self._buffers: dict[int, int] = {}   # address -> bytes taken, a free gap after each
+        self._regions: dict[int, int] = {}   # STag -> its buffer's address
+
+    def query(self) -> DeviceAttr:
+        host = self._host
+        assert isinstance(host, EngineRnic)
+        return engine_device_attr(super().query(), host)
+
+    def allocate(self, length: int) -> int:
+        size = -(-max(length, 1) // BUFFER_ALIGNMENT) * BUFFER_ALIGNMENT + BUFFER_ALIGNMENT
+        address = BUFFER_ALIGNMENT
+        for start in sorted(self._buffers):
+            if address + size <= start:
+                break
+            address = max(address, start + self._buffers[start])
+        assert self.memory_end is not None
+        if address + size > self.memory_end:
+            used = sum(self._buffers.values())
+            raise OutOfResources(f"{length} bytes more of buffers do not fit the board's memory below "
+                                 f"{self.memory_end:#x} ({used} bytes taken)")
+        self._buffers[address] = size
+        return address
+
+    def register(self, address: int, length: int, access: Access, base_to: int) -> int:
+        stag = super().register(address, length, access, base_to)
+        self._regions[stag] = address
+        return stag
+
+    def deregister(self, stag: int) -> None:
+        super().deregister(stag)
+        self._buffers.pop(self._regions.pop(stag, -1), None)
+
+
+class BoardFabric(FabricBackend):
+    """The board and its software peer (see the module docs).
+
+    `serial`: the control link's serial device (or an opened `driver.link.SerialLink`); `ethernet`: the
+    port to the board's Ethernet (`driver.ethernet.open_port`'s name, or a port); `baud`, `latency`: the
+    link's (`driver.link.LinkClient`); `link`: the impairments between the board and host B; `seed`: the
+    hosts' random generators; `options`: `RnicConfig` fields for both hosts."""
+
+    def __init__(self, serial: Any, ethernet: Any, link: LinkConfig | None = None, seed: int = 1, *,
+                 baud: float = DEFAULT_BAUD, latency: float = 0.05, **options: object) -> None:
+        control = open_serial_link(serial, baud, latency=latency) if isinstance(serial, str) else serial
+        self.port: EthernetPort = open_port(ethernet) if isinstance(ethernet, str) else ethernet
+        options.setdefault("resources", ENGINE_RESOURCES)
+        options.setdefault("streams", STREAM_IDS)
+        configs = {side: host_config(side, **options) for side in Side}
+        self.board = BoardEnd(control, configs[BOARD_SIDE])
+        memory_map = self.board.memory_map
+        if self.board.stream_ids < configs[BOARD_SIDE].streams:
+            raise BoardError(f"the board's engine has {self.board.stream_ids} streams per association, "
+                             f"the host {configs[BOARD_SIDE].streams}")
+        board_host = EngineRnic(
+            configs[BOARD_SIDE], LinkMemory(control, memory_map.memory_bytes),  # type: ignore[arg-type]
+            random.Random(seed * 2), None, session_policy=None, transmit=self.board.transmit,
+            regions=self.board.regions, buffers_per_queue=self.board.ird, control_base=memory_map.control_base,
+            scratch_base=memory_map.scratch_base, scratch_slots=memory_map.scratch_slots,
+            bounce_base=memory_map.bounce_base, bounce_bytes=memory_map.bounce_bytes)
+        peer = SoftRnic(configs[BOARD_SIDE.peer], SparseMemory(), random.Random(seed * 2 + 1), session_policy=None)
+        self.pair = BoardPair({BOARD_SIDE: board_host, BOARD_SIDE.peer: peer}, Link(link), self.port)
+        self.devices = (BoardDevice(self, BOARD_SIDE), SoftDevice(self, BOARD_SIDE.peer))
+        self._start = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self._start
+
+    def kick(self) -> None:
+        """Nothing to schedule: every wait services the fabric."""
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+        deadline = None if timeout is None else self.now() + timeout
+        while True:
+            self.service()
+            if predicate():
+                return
+            if deadline is not None and self.now() >= deadline:
+                raise WaitTimeout(f"not done within {timeout:g} s")
+            await asyncio.sleep(POLL_SECONDS)
+
+    def run(self, main: Callable[[], Awaitable[T]]) -> T:
+        return asyncio.run(main())
+
+    def service(self) -> None:
+        """Records in, the wire and the timers, host A's work out (see the module docs)."""
+        pair, board = self.pair, self.board
+        host = pair.hosts[BOARD_SIDE]
+        assert isinstance(host, EngineRnic)
+        board.poll(host, self.now())
+        pair.advance(self.now())
+        pair.send_due()
+        frames, pair.board_frames = pair.board_frames, []
+        board.run_commands(host, frames)
+        pair.collect()
+        if self.on_change is not None:
+            self.on_change()
+
+    def close(self) -> None:
+        """Close the port to the board's Ethernet."""
+        self.port.close()

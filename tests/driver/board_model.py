@@ -1,0 +1,253 @@
+"""A board made of the engines' golden models, behind the control link's calls and an Ethernet port.
+
+`ModelBoard.control` answers what `driver.link.SerialLink` answers (the
+register file's ID and PARAMS, table writes, record pops and pushes, host
+memory, raw frames, the MAC's counters), from `ReceiveEngineModel` and
+`TransmitEngineModel` over one `SparseMemory`; `ModelBoard.port` is the
+board's Ethernet as `driver.ethernet.EthernetPort` sees it. Table writes and
+records pass through their ABI layouts (`hdl.abi`) both ways, so the
+backend's encodings meet an independent decoding. Used to test the `board`
+backend's logic without a simulator; the gateware board is tested in
+tests/boards/test_board_backend.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import deque
+
+from driver.link import ExceptionPacket, LinkInfo
+from driver.records import record_bytes, record_fields
+from hdl.abi import (DEVICE_ID, ID_OFFSET, MAC_RX_EVENTS, MAC_TX_EVENTS, PARAMS_OFFSET, TX_REGISTER_BASE,
+                     ExceptionSource, ReportKind, TxInput, TxOutput, ack_layout, completion_layout,
+                     control_request_layout, read_response_layout, register_map, report_layout, tsn_request_layout,
+                     tx_input_bytes, tx_register_map, work_request_layout)
+from model.ddp.memory import Access, SparseMemory
+from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
+from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentVerdict
+from model.engine.tx import (Completion, ControlOpcode, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
+                             TransmitConfig, TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest)
+
+ASSOCIATIONS, STREAM_IDS, REGIONS, IRD = 2, 4, 16, 8
+MEMORY_BYTES = 64 * 1024
+
+
+def _report(verdict: SegmentVerdict) -> bytes:
+    error = verdict.error
+    return record_bytes(report_layout(), {
+        "kind": int(ReportKind.SEGMENT), "status": verdict.status.value, "chunk_error": 0,
+        "dma_error": int(verdict.dma_error),
+        "error": {"valid": int(error is not None), "layer": error.layer if error else 0,
+                  "etype": error.etype if error else 0, "code": error.code if error else 0},
+        "association": verdict.association, "stream_id": verdict.stream_id, "tsn": verdict.tsn,
+        "ddp_ssn": verdict.ddp_ssn, "tagged": int(verdict.tagged), "last": int(verdict.last),
+        "opcode": verdict.opcode, "stag": verdict.stag, "to": verdict.to, "qn": verdict.qn, "msn": verdict.msn,
+        "mo": verdict.mo, "invalidate_stag": verdict.invalidate_stag, "payload_length": verdict.payload_length,
+        "host_address": verdict.host_address or 0, "message_length": verdict.message_length or 0})
+
+
+class ModelControl:
+    """The control link's calls, answered by the models (see the module docs)."""
+
+    def __init__(self, board: ModelBoard) -> None:
+        self.board = board
+        self.info = LinkInfo(2, MEMORY_BYTES, 2044)
+        self.rx_map = register_map(ASSOCIATIONS, STREAM_IDS, REGIONS)
+        self.tx_map = tx_register_map(ASSOCIATIONS, STREAM_IDS)
+        self.registers: dict[int, int] = {}
+        self.operations = 0
+
+    def read_register(self, offset: int) -> int:
+        self.operations += 1
+        if offset == ID_OFFSET:
+            return DEVICE_ID
+        if offset == PARAMS_OFFSET:
+            return 8 | ASSOCIATIONS << 8 | REGIONS << 16 | (ASSOCIATIONS * STREAM_IDS) << 24
+        if offset == TX_REGISTER_BASE + PARAMS_OFFSET:
+            return 8 | IRD << 8 | 64 << 16
+        if offset == self.rx_map.counters["reports_waiting"]:
+            return self.board.rx.reports_waiting
+        return self.registers.get(offset, 0)
+
+    def write_register(self, offset: int, value: int) -> None:
+        self.operations += 1
+        self.registers[offset] = value
+
+    def write_table(self, window, fields: dict, *, base: int = 0) -> None:
+        self.operations += 1
+        value = sum(word << (32 * i) for i, word in enumerate(window.encode(fields)))
+        f = record_fields(window.layout, value)   # what the engine's table would take
+        getattr(self.board, f"_{window.name}")(f)
+
+    def read_memory(self, address: int, length: int) -> bytes:
+        self.operations += 1
+        assert 0 <= address and address + length <= MEMORY_BYTES
+        return self.board.memory.read(address, length)
+
+    def write_memory(self, address: int, data: bytes) -> None:
+        self.operations += 1
+        assert 0 <= address and address + len(data) <= MEMORY_BYTES
+        self.board.memory.write(address, data)
+
+    def _pop(self, queue: deque):
+        self.operations += 1
+        return queue.popleft() if queue else None
+
+    def pop_report(self) -> bytes | None:
+        return self._pop(self.board.reports)
+
+    def pop_ack(self) -> bytes | None:
+        return self._pop(self.board.acks)
+
+    def pop_exception(self) -> ExceptionPacket | None:
+        return self._pop(self.board.exceptions)
+
+    def pop_record(self, output: TxOutput) -> bytes | None:
+        return self._pop(self.board.tx_records[TxOutput(output)])
+
+    def push_record(self, stream: TxInput, record: bytes) -> bool:
+        self.operations += 1
+        assert len(record) == tx_input_bytes()[stream]
+        self.board.push(TxInput(stream), int.from_bytes(record, "little"))
+        return True
+
+    def send_frame(self, frame: bytes) -> None:
+        self.operations += 1
+        self.board.wire.append(bytes(frame))
+        self.board.tx_frames += 1
+
+    def mac_counters(self) -> dict[str, int]:
+        self.operations += 1
+        counters = dict.fromkeys(MAC_RX_EVENTS + MAC_TX_EVENTS, 0)
+        counters.update(rx_frames=self.board.rx_frames, tx_frames=self.board.tx_frames)
+        return counters
+
+
+class ModelPort:
+    """The board's Ethernet as `driver.ethernet.EthernetPort` (the computer's end of the cable)."""
+
+    def __init__(self, board: ModelBoard) -> None:
+        self.board = board
+
+    def send(self, frame: bytes) -> None:
+        self.board.receive(frame)
+
+    def receive(self) -> list[bytes]:
+        self.board.send_engine_frames()
+        frames, self.board.wire = self.board.wire, []
+        return frames
+
+    def close(self) -> None:
+        pass
+
+
+class ModelBoard:
+    """The board (see the module docs), at 02:00:00:00:00:01 / 10.0.0.1 as the backend configures it."""
+
+    def __init__(self, local_mac: bytes, local_ip: str) -> None:
+        self.memory = SparseMemory()
+        self.rx = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip), self.memory)
+        self.tx = TransmitEngineModel(TransmitConfig(local_mac, local_ip, associations=ASSOCIATIONS,
+                                                     stream_ids=STREAM_IDS, ird=IRD), self.memory)
+        self.reports: deque[bytes] = deque()
+        self.acks: deque[bytes] = deque()
+        self.exceptions: deque[ExceptionPacket] = deque()
+        self.tx_records: dict[TxOutput, deque[bytes]] = {output: deque() for output in TxOutput}
+        self.wire: list[bytes] = []
+        self.rx_frames = self.tx_frames = 0
+        self.control = ModelControl(self)
+        self.port = ModelPort(self)
+
+    # -- the wire --------------------------------------------------------------------------------
+
+    def receive(self, frame: bytes) -> None:
+        self.rx_frames += 1
+        self.rx.receive(frame, 0.0)
+        (result,) = self.rx.next_events()
+        if result.action is FrameAction.EXCEPTION:
+            self.exceptions.append(ExceptionPacket(int(ExceptionSource.FRAME), frame, False))
+            return
+        for chunk in result.chunks_to_host:
+            self.exceptions.append(ExceptionPacket(int(ExceptionSource.CHUNK), chunk.chunk, False))
+        for ack in result.acks:
+            self.acks.append(record_bytes(ack_layout(), {"association": ack.association,
+                                                         "disposition": int(ack.disposition),
+                                                         "tsn": ack.tsn, "length": ack.length}))
+        for fault in result.chunk_faults:
+            self.reports.append(record_bytes(report_layout(), {"kind": int(ReportKind.CHUNK_ERROR),
+                                                               "chunk_error": int(fault.kind), "tsn": fault.tsn,
+                                                               "association": fault.association}))
+        self.reports.extend(_report(verdict) for verdict in result.segments)
+
+    def send_engine_frames(self) -> None:
+        frames = self.tx.data_to_send()
+        self.tx_frames += len(frames)
+        self.wire += frames
+        for event in self.tx.next_events():
+            if isinstance(event, Completion):
+                self.tx_records[TxOutput.COMPLETION].append(record_bytes(completion_layout(), {
+                    "wr_id": event.wr_id, "opcode": event.opcode, "association": event.association,
+                    "status": int(event.status)}))
+            elif isinstance(event, RefusedRead):
+                self.tx_records[TxOutput.READ_RESPONSE_REFUSED].append(
+                    record_bytes(read_response_layout(), vars(event.request)))
+            else:
+                assert isinstance(event, RefusedTsn)
+                self.tx_records[TxOutput.TSN_REFUSED].append(record_bytes(tsn_request_layout(), {
+                    "opcode": int(event.opcode), "association": event.association, "tsn": event.tsn}))
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def _association(self, f: dict) -> None:
+        entry = AssociationEntry(f["index"], f["local_port"], f["peer_port"], str(ipaddress.IPv4Address(f["peer_ip"])),
+                                 f["tag"], bool(f["ddp"]))
+        self.rx.write_association(entry, bool(f["valid"]))
+
+    def _region(self, f: dict) -> None:
+        e = f["entry"]
+        if not e["valid"]:
+            self.rx.write_region(f["index"], None)
+            return
+        access = ((Access.REMOTE_READ if e["remote_read"] else Access(0))
+                  | (Access.REMOTE_WRITE if e["remote_write"] else Access(0))
+                  | (Access.LOCAL_WRITE if e["local_write"] else Access(0)))
+        stream = (e["association"], e["stream_id"]) if e["stream_bound"] else None
+        self.rx.write_region(f["index"], RegionEntry(f["index"] << 8 | e["key"], e["pd"], e["base_to"], e["length"],
+                                                     access, e["host_address"], stream))
+
+    def _stream(self, f: dict) -> None:
+        association, stream_id = divmod(f["index"], STREAM_IDS)
+        entry = StreamEntry(association, stream_id, f["entry"]["pd"], f["first_ssn"])
+        self.rx.write_stream(entry, bool(f["entry"]["valid"]))
+
+    def _buffer(self, f: dict) -> None:
+        association, stream_id = divmod(f["stream"], STREAM_IDS)
+        self.rx.post_buffer(association, stream_id, f["qn"], f["address"], f["length"])
+
+    def _revoke(self, f: dict) -> None:
+        assert f["whole_queue"]
+        association, stream_id = divmod(f["stream"], STREAM_IDS)
+        self.rx.reset_queue(association, stream_id, f["qn"])
+
+    def _tx_association(self, f: dict) -> None:
+        self.tx.write_association(TxAssociationRow(
+            f["index"], f["peer_mac"].to_bytes(6, "big"), str(ipaddress.IPv4Address(f["peer_ip"])), f["local_port"],
+            f["peer_port"], f["tag"], f["mulpdu"], f["next_tsn"], bool(f["udp"]), f["peer_udp_port"]))
+
+    def _tx_stream(self, f: dict) -> None:
+        association, stream_id = divmod(f["index"], STREAM_IDS)
+        self.tx.write_stream(association, stream_id, f["first_ssn"])
+
+    def push(self, stream: TxInput, value: int) -> None:
+        if stream is TxInput.WORK:
+            f = record_fields(work_request_layout(), value)
+            self.tx.post_work(WorkRequest(**{**f, "opcode": WorkOpcode(f["opcode"])}))
+        elif stream is TxInput.READ_RESPONSE:
+            self.tx.post_read_response(ReadResponseRequest(**record_fields(read_response_layout(), value)))
+        elif stream is TxInput.CONTROL:
+            f = record_fields(control_request_layout(), value)
+            self.tx.post_control(ControlRequest(**{**f, "opcode": ControlOpcode(f["opcode"])}))
+        else:
+            f = record_fields(tsn_request_layout(), value)
+            self.tx.tsn_request(TsnOpcode(f["opcode"]), f["association"], f["tsn"])
+        self.send_engine_frames()

@@ -1,0 +1,152 @@
+"""The `board` backend's host side against a board made of the engines' golden models (tests/driver/board_model.py).
+
+The README's example program and the end-to-end program run unchanged on
+it, over a clean and a lossy link; the backend's opening, pacing and checks
+refuse what they must. The gateware board (under Verilator, over a pty and
+a socket) is tests/boards/test_board_backend.py.
+"""
+
+import socket
+import threading
+import time
+
+import pytest
+
+from driver import InvalidArgument, OutOfResources, open_fabric
+from driver.backends.board import BoardError, BoardFabric, BoardMismatch, LinkMemory, board_memory_map
+from driver.device import Fabric
+from driver.ethernet import EthernetError, SocketPort, open_port
+from hdl.abi import TxOutput
+from hdl.abi import ID_OFFSET
+from model.rnic.link import LinkConfig, Side
+from model.rnic.pair import IPS, MACS
+from scripts.driver_example import example
+from sim.e2e_program import end_to_end_checked
+from tests.driver.board_model import ModelBoard
+
+
+def open_board(loss: float = 0.0, seed: int = 1) -> tuple[ModelBoard, Fabric]:
+    board = ModelBoard(MACS[Side.A], IPS[Side.A])
+    return board, Fabric(BoardFabric(board.control, board.port, link=LinkConfig(loss=loss, seed=seed)))
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.01])
+def test_the_readme_example_runs_unchanged(loss, capsys):
+    board, fabric = open_board(loss)
+    fabric.backend.run(lambda: example(fabric))
+    out = capsys.readouterr().out
+    for line in ("completion: wr_id 10 SEND SUCCESS 21 bytes", "completion: wr_id 11 RDMA_WRITE SUCCESS 5 bytes",
+                 "completion: wr_id 12 RDMA_READ SUCCESS 22 bytes", "completion: wr_id 1 RECV SUCCESS 21 bytes",
+                 "server received b'hello over iWARP/SCTP', got written b'hello'; "
+                 "client read b\"the server's own bytes\""):
+        assert line in out
+    # The server is the board: what it received is in the board's memory, placed by its engine.
+    assert b"hello over iWARP/SCTP" in board.memory.read(0, 32 * 1024)
+
+
+def test_every_operation_both_ways_at_the_segment_edges():
+    """RFC 5041 4.2, 4.3: payloads of 0, 1 and one segment's worth and a byte more, tagged and untagged."""
+    board, fabric = open_board(0.01, seed=3)
+    mulpdu = fabric.devices[0].query_device().mulpdu
+    sizes = (0, 1, mulpdu - 18, mulpdu - 17, mulpdu - 14, mulpdu - 13)
+    fabric.backend.run(lambda: end_to_end_checked(fabric, sizes))
+    assert board.rx_frames and board.tx_frames
+
+
+def test_the_device_reports_the_boards_tables():
+    _, fabric = open_board()
+    attr = fabric.devices[0].query_device()
+    assert (attr.max_mr, attr.max_qp, attr.max_qp_rd_atom) == (15, 4, 7)
+
+
+def test_leftover_records_are_popped_at_opening():
+    board = ModelBoard(MACS[Side.A], IPS[Side.A])
+    board.reports.append(b"\0" * 56)
+    board.tx_records[TxOutput.COMPLETION].append(b"\0" * 6)
+    BoardFabric(board.control, board.port)
+    assert not board.reports and not board.tx_records[TxOutput.COMPLETION]
+
+
+def test_a_completion_the_model_did_not_give_is_refused():
+    board, fabric = open_board()
+    original = board.send_engine_frames
+
+    def tampered() -> None:
+        original()
+        queue = board.tx_records[TxOutput.COMPLETION]
+        for index, record in enumerate(queue):
+            queue[index] = bytes([record[0] ^ 1]) + record[1:]    # another wr_id
+    board.send_engine_frames = tampered
+    with pytest.raises(BoardMismatch, match="completion|Completion"):
+        fabric.backend.run(lambda: example(fabric))
+
+
+def test_a_board_without_an_rnic_core_is_refused():
+    board = ModelBoard(MACS[Side.A], IPS[Side.A])
+    board.control.read_register = lambda offset: 0 if offset == ID_OFFSET else 1
+    with pytest.raises(BoardError, match="RNIC core"):
+        BoardFabric(board.control, board.port)
+
+
+def test_memory_bounds():
+    with pytest.raises(BoardError, match="needs"):
+        board_memory_map(32 * 1024)
+    layout = board_memory_map(64 * 1024)
+    assert layout.buffers_end <= layout.control_base < layout.scratch_base < layout.bounce_base < 64 * 1024
+    assert layout.scratch_base + 1024 * layout.scratch_slots <= layout.bounce_base
+    board = ModelBoard(MACS[Side.A], IPS[Side.A])
+    memory = LinkMemory(board.control, 64 * 1024)
+    with pytest.raises(BoardError, match="outside"):
+        memory.write(64 * 1024 - 2, b"abc")
+    _, fabric = open_board()
+    pd = fabric.devices[0].alloc_pd()
+    first = pd.reg_mr(16 * 1024, 0)
+    with pytest.raises(OutOfResources, match="board's memory"):
+        pd.reg_mr(16 * 1024, 0)
+    first.dereg()
+    pd.reg_mr(16 * 1024, 0)    # the freed buffer is taken again
+
+
+def test_the_backend_needs_its_ports():
+    with pytest.raises(InvalidArgument, match="serial"):
+        open_fabric("board", ethernet="eth1")
+    with pytest.raises(InvalidArgument, match="ethernet"):
+        open_fabric("board", serial="/dev/ttyUSB1")
+    with pytest.raises(EthernetError, match="tcp:HOST:PORT"):
+        open_port("tcp:nowhere")
+
+
+def test_socket_port_frames_both_ways():
+    """Frames as a 4-byte big-endian length and the bytes, as sim/board_server.py sends them."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    thread = threading.Thread(target=lambda: accepted.append(server.accept()[0]))
+    thread.start()
+    port = SocketPort("127.0.0.1", server.getsockname()[1])
+    thread.join()
+    peer = accepted[0]
+    port.send(b"\x01" * 60)
+    assert peer.recv(100) == b"\0\0\0\x3c" + b"\x01" * 60
+    peer.sendall(b"\0\0\0\x02ab\0\0\0\x03c")
+    received = []
+    for _ in range(100):
+        received += port.receive()
+        if received:
+            break
+        time.sleep(0.01)
+    peer.sendall(b"de")
+    for _ in range(100):
+        received += port.receive()
+        if len(received) == 2:
+            break
+        time.sleep(0.01)
+    assert received == [b"ab", b"cde"]
+    peer.close()
+    for _ in range(100):
+        port.receive()
+        if port.closed:
+            break
+        time.sleep(0.01)
+    assert port.closed
+    port.close()
+    server.close()
