@@ -59,7 +59,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from driver.backends.base import DeviceAttr, FabricBackend
@@ -80,10 +80,10 @@ from model.engine.config import ReceiveConfig
 from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
                              TransmitConfig, TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkRequest)
 from model.rnic.engine_host import EngineRnic
-from model.rnic.host import RnicConfig, SoftRnic
+from model.rnic.host import SoftRnic
 from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import Ack, EngineOutput
-from model.rnic.pair import HostPair, host_config
+from model.rnic.pair import IPS, MACS, HostPair, host_config
 
 __all__ = ["BoardFabric", "BoardDevice", "BoardEnd", "BoardTransmit", "BoardError", "BoardMismatch",
            "LinkMemory", "BoardMemoryMap", "board_memory_map"]
@@ -287,7 +287,7 @@ class BoardEnd:
     """The board's side of host A: its engine's parameters, its reset at opening, its records in, its table
     writes, requests and frames out (see the module docs)."""
 
-    def __init__(self, control: Any, config: RnicConfig) -> None:
+    def __init__(self, control: Any, local_mac: bytes, local_ip: str) -> None:
         self.control = control
         info: LinkInfo = control.info
         self.memory_map = board_memory_map(info.memory_bytes)
@@ -306,19 +306,19 @@ class BoardEnd:
         self._tx_base = 0
         self._more = True
         self._reports_waiting = 0
-        self._reset(config)
+        self._reset(local_mac, local_ip)
         self.transmit = BoardTransmit(control, TransmitConfig(
-            config.mac, str(config.ip), associations=self.associations, stream_ids=self.stream_ids,
-            ird=self.ird), self.engine_frames_sent)
+            local_mac, local_ip, associations=self.associations, stream_ids=self.stream_ids, ird=self.ird),
+            self.engine_frames_sent)
 
-    def _reset(self, config: RnicConfig) -> None:
+    def _reset(self, local_mac: bytes, local_ip: str) -> None:
         """The receive engine's addresses written, every row invalid and queue empty, every record left from
         an earlier run popped; the MAC's counters taken as the start."""
         control = self.control
-        mac = int.from_bytes(config.mac, "big")
+        mac = int.from_bytes(local_mac, "big")
         for name, value in (("local_mac_low", mac & 0xFFFFFFFF), ("local_mac_high", mac >> 32),
-                            ("local_ip", int(ipaddress.IPv4Address(str(config.ip)))),
-                            ("udp_port", ReceiveConfig(config.mac, str(config.ip)).udp_port), ("drop_when_full", 1)):
+                            ("local_ip", int(ipaddress.IPv4Address(local_ip))),
+                            ("udp_port", ReceiveConfig(local_mac, local_ip).udp_port), ("drop_when_full", 1)):
             control.write_register(self.map.config_offset(name), value)
         writes = [("association", {"index": index, "valid": 0}) for index in range(self.associations)]
         writes += [("region", {"index": index, "entry": {"valid": 0}}) for index in range(self.regions)]
@@ -497,10 +497,11 @@ class BoardFabric(FabricBackend):
                  baud: float = DEFAULT_BAUD, latency: float = 0.05, **options: object) -> None:
         control = open_serial_link(serial, baud, latency=latency) if isinstance(serial, str) else serial
         self.port: EthernetPort = open_port(ethernet) if isinstance(ethernet, str) else ethernet
-        options.setdefault("resources", ENGINE_RESOURCES)
+        self.board = BoardEnd(control, MACS[BOARD_SIDE], IPS[BOARD_SIDE])
+        # IRD: as many Read Responses as the transmit engine queues (RFC 6581 9, RFC 5040 6.4).
+        options.setdefault("resources", replace(ENGINE_RESOURCES, ird=min(ENGINE_RESOURCES.ird, self.board.ird)))
         options.setdefault("streams", STREAM_IDS)
         configs = {side: host_config(side, **options) for side in Side}
-        self.board = BoardEnd(control, configs[BOARD_SIDE])
         memory_map = self.board.memory_map
         if self.board.stream_ids < configs[BOARD_SIDE].streams:
             raise BoardError(f"the board's engine has {self.board.stream_ids} streams per association, "
@@ -508,7 +509,7 @@ class BoardFabric(FabricBackend):
         board_host = EngineRnic(
             configs[BOARD_SIDE], LinkMemory(control, memory_map.memory_bytes),  # type: ignore[arg-type]
             random.Random(seed * 2), None, session_policy=None, transmit=self.board.transmit,
-            regions=self.board.regions, buffers_per_queue=self.board.ird, control_base=memory_map.control_base,
+            regions=self.board.regions, control_base=memory_map.control_base,
             scratch_base=memory_map.scratch_base, scratch_slots=memory_map.scratch_slots,
             bounce_base=memory_map.bounce_base, bounce_bytes=memory_map.bounce_bytes)
         peer = SoftRnic(configs[BOARD_SIDE.peer], SparseMemory(), random.Random(seed * 2 + 1), session_policy=None)

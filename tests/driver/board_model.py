@@ -28,7 +28,7 @@ from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentVerdict
 from model.engine.tx import (Completion, ControlOpcode, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
                              TransmitConfig, TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest)
 
-ASSOCIATIONS, STREAM_IDS, REGIONS, IRD = 2, 4, 16, 8
+ASSOCIATIONS, STREAM_IDS, REGIONS, IRD = 2, 4, 16, 4   # the ECPIX-5 build's engine (hdl.rnic.Rnic)
 MEMORY_BYTES = 64 * 1024
 
 

@@ -56,7 +56,7 @@ def test_every_operation_both_ways_at_the_segment_edges():
 def test_the_device_reports_the_boards_tables():
     _, fabric = open_board()
     attr = fabric.devices[0].query_device()
-    assert (attr.max_mr, attr.max_qp, attr.max_qp_rd_atom) == (15, 4, 7)
+    assert (attr.max_mr, attr.max_qp, attr.max_qp_rd_atom) == (15, 4, 4)   # IRD: the engine's Read Responses
 
 
 def test_leftover_records_are_popped_at_opening():
