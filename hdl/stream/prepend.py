@@ -106,9 +106,12 @@ class Prepend(wiring.Component):
             return Mux(slot == SLOTS - 1, 0, slot + 1)
 
         # A free slot follows the header input every cycle, so its wide enable is its own `full` bit; the
-        # handshake only marks the write slot full, keeping what it loaded in that cycle.
-        m.d.comb += self.header.ready.eq(~full.bit_select(write_slot, 1))
-        with m.If(self.header.valid & self.header.ready):
+        # handshake only marks the write slot full, keeping what it loaded in that cycle. `header.ready`
+        # is a flip-flop loaded with the next write slot's freedom (it is the producer's wide enable).
+        header_ready = Signal(init=1)
+        taken = self.header.valid & header_ready
+        m.d.comb += self.header.ready.eq(header_ready)
+        with m.If(taken):
             m.d.sync += [full.bit_select(write_slot, 1).eq(1), write_slot.eq(after(write_slot))]
         for index, slot in enumerate(slots):
             with m.If(~full[index]):
@@ -131,6 +134,7 @@ class Prepend(wiring.Component):
         following = Signal(range(words + 1))   # index + 1
         beats_left = Signal(range(words))   # whole header beats still to send
         shift = Signal(len(shifts))
+        in_header = Signal()            # beats_left != 0
         tail = Signal()                 # the low lanes to send come from the header's last word
         carry = Signal(8 * width)       # else the body lanes carried from the last body beat
         carry_keep = Signal(width)      # lanes of those low lanes that belong to the packet
@@ -186,29 +190,32 @@ class Prepend(wiring.Component):
 
         source = self.source.payload
         can_out = ~self.source.valid | self.source.ready
-        in_header = beats_left != 0
         # `sink.ready` from flip-flops and the consumer's ready only: it is a wide enable upstream.
         m.d.comb += self.sink.ready.eq(can_out & body_open)
         finishing = can_out & active & Mux(
             in_header, (beats_left == 1) & ends_at_header,
             flush | (self.sink.valid & beat.last & (carry_keep_next == 0)))
+        # The output register loads whenever it is free, valid or not, so its wide enable is the consumer's
+        # ready and its own valid; what it loads is chosen by flip-flops (`in_header`, `flush`).
         with m.If(can_out):
-            m.d.sync += self.source.valid.eq(active & (in_header | flush | self.sink.valid))
+            m.d.sync += [
+                self.source.valid.eq(active & (in_header | flush | self.sink.valid)),
+                source.data.eq(Mux(in_header, header_word, Mux(flush, low, out_data))),
+                source.keep.eq(Mux(in_header, ones, Mux(flush, carry_keep, out_keep))),
+                source.last.eq(Mux(in_header, (beats_left == 1) & ends_at_header,
+                                   flush | (beat.last & (carry_keep_next == 0)))),
+            ]
         with m.If(can_out & active):
             with m.If(in_header):
                 m.d.sync += [
-                    source.data.eq(header_word), source.keep.eq(ones),
-                    source.last.eq((beats_left == 1) & ends_at_header),
                     index.eq(index + 1), following.eq(following + 1), later_word.eq(word_after),
-                    beats_left.eq(beats_left - 1),
+                    beats_left.eq(beats_left - 1), in_header.eq(beats_left != 1),
                     body_open.eq((beats_left == 1) & ~flush),
                 ]
             with m.Elif(flush):
-                m.d.sync += [source.data.eq(low), source.keep.eq(carry_keep), source.last.eq(1), flush.eq(0)]
+                m.d.sync += flush.eq(0)
             with m.Elif(self.sink.valid):
                 m.d.sync += [
-                    source.data.eq(out_data), source.keep.eq(out_keep),
-                    source.last.eq(beat.last & (carry_keep_next == 0)),
                     carry.eq(carry_data), carry_keep.eq(carry_keep_next), tail.eq(0),
                     flush.eq(beat.last & (carry_keep_next != 0)),
                     body_open.eq(~(beat.last & (carry_keep_next != 0))),
@@ -220,6 +227,9 @@ class Prepend(wiring.Component):
         with m.If(finishing):
             m.d.sync += [full.bit_select(read_slot, 1).eq(0), read_slot.eq(after(read_slot)), active.eq(0),
                          body_open.eq(0)]
+        full_next = ((full | Mux(taken, Const(1, SLOTS) << write_slot, 0))
+                     & ~Mux(finishing, Const(1, SLOTS) << read_slot, 0))[:SLOTS]
+        m.d.sync += header_ready.eq(~full_next.bit_select(Mux(taken, after(write_slot), write_slot), 1))
         with m.If(starting):
             slot = Signal(slot_layout)
             with m.Switch(next_slot):
@@ -228,7 +238,7 @@ class Prepend(wiring.Component):
                         m.d.comb += slot.eq(candidate)
             m.d.sync += [
                 active.eq(1), index.eq(0), following.eq(1),
-                beats_left.eq(slot.beats), shift.eq(slot.shift), tail.eq(1),
+                beats_left.eq(slot.beats), in_header.eq(slot.beats != 0), shift.eq(slot.shift), tail.eq(1),
                 carry_keep.eq(slot.tail_keep), ends_at_header.eq(slot.ends_at_header), flush.eq(slot.flush),
                 body_open.eq((slot.beats == 0) & ~slot.flush),
             ]

@@ -111,9 +111,6 @@ class Segmenter(wiring.Component):
 
         # Stage a request: its kind decoded and its association's rooms, into registers.
         staged, staged_valid = Signal(message_layout(self._address_bits)), Signal()
-        # Both rooms of the request's association: which one applies is decided at the take, so the
-        # arbiter's choice reaches these registers through the association mux and the row mux only.
-        staged_tagged_room, staged_untagged_room = Signal(SEGMENT_PAYLOAD_BITS), Signal(SEGMENT_PAYLOAD_BITS)
         staged_row, staged_stream_row = Signal(association_bits), Signal(index_bits(streams))
         staged_responding, staged_tagged, staged_read_request, staged_ddp = Signal(), Signal(), Signal(), Signal()
         staged_queue = Signal(2)   # the untagged queue (RFC 5040 4.2): 0 Send, 1 Read Request, 2 Terminate
@@ -141,14 +138,16 @@ class Segmenter(wiring.Component):
                 staged_read_request.eq(work.opcode == WorkOpcode.RDMA_READ_REQUEST), staged_ddp.eq(work_ddp),
                 staged_queue.eq(Mux(work.opcode == WorkOpcode.RDMA_READ_REQUEST, 1,
                                     Mux(work.opcode == WorkOpcode.TERMINATE, 2, 0))),
-                staged_tagged_room.eq(tagged_room[work_row]), staged_untagged_room.eq(untagged_room[work_row]),
             ]
         unlimited = (1 << SEGMENT_PAYLOAD_BITS) - 1   # a control request: one segment
 
         def by_room(function):
-            # `function(room)` for each room the request may have, chosen by the staged kind after it,
-            # so the comparison and subtraction below start from the rooms' flip-flops.
-            return Mux(staged_ddp, Mux(staged_tagged, function(staged_tagged_room), function(staged_untagged_room)),
+            # `function(room)` for every room of every association, chosen by the staged row and kind
+            # after it: the comparisons and subtractions below start from the rooms' flip-flops, and the
+            # arbiter's choice reaches only the staged row and kind.
+            def of_row(rooms):
+                return Array(function(rooms[index]) for index in range(associations))[staged_row]
+            return Mux(staged_ddp, Mux(staged_tagged, of_row(tagged_room), of_row(untagged_room)),
                        function(Const(unlimited, SEGMENT_PAYLOAD_BITS)))
 
         # Take the staged request: its counters are read from the rows it names.
