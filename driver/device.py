@@ -62,7 +62,7 @@ BACKENDS = ("soft", "engine", "sim", "board")
 model, control plane in software), `sim` (the same hosts with the gateware engine under Verilator: a cocotb
 test, see `sim.driver_sim`), `board` (the RNIC core on a board over its control link, and a software peer
 on its Ethernet, see `driver.backends.board`)."""
-BOARD_OPTIONS = {"serial", "ethernet", "baud", "latency"}
+BOARD_OPTIONS = {"serial", "ethernet", "baud", "latency", "time_scale"}
 """Options only the `board` backend takes (`driver.backends.board.BoardFabric`)."""
 
 
@@ -338,7 +338,8 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     """The devices of `backend`: "soft" (two software RNICs on a simulated link; `options`: `link`
     (a `model.rnic.link.LinkConfig`), `seed`, `RnicConfig` fields) or "engine" (the same, receiving through
     the receive engine's model) or "board" (the RNIC core on a board: `serial`, the control link's device,
-    and `ethernet`, the port cabled to the board: an interface name or tcp:HOST:PORT; `baud`, `latency`)."""
+    and `ethernet`, the port cabled to the board: an interface name or tcp:HOST:PORT; `baud`, `latency`,
+    `time_scale`)."""
     instance("backend", backend, str)
     _check_options(options, backend)
     if backend == "soft":

@@ -164,6 +164,7 @@ class LinkClient:
         self.baud, self.latency, self.retries = baud, latency, retries
         self._seq = random.Random(seed).randrange(256)
         self.retried = 0  # attempts repeated so far, for the curious
+        self._staged: dict[int, list[int]] = {}   # a table's staging words as last written, by their address
 
     def _wire_seconds(self, size: int) -> float:
         return 10 * size / self.baud
@@ -203,6 +204,7 @@ class LinkClient:
     def ping(self) -> Exchange:
         """The board's link parameters; also makes the board forget the last request it executed."""
         body = yield from self._ok(Op.PING)
+        self._staged.clear()   # the board may have been reset: its staging words are no longer known
         if len(body) != PING_BODY_BYTES or body[:4] != LINK_MAGIC:
             raise LinkError(f"PING: not a control link ({body.hex()})")
         return LinkInfo(body[4], 1 << body[5], int.from_bytes(body[6:8], "little"))
@@ -216,9 +218,15 @@ class LinkClient:
 
     def write_table(self, window, fields: dict, *, base: int = 0, polls: int = 100) -> Exchange:
         """A row of an engine table (``hdl.bus.register_file.TableWindow``) of the register map at ``base``
-        (``hdl.abi.TX_REGISTER_BASE`` for the transmit engine's): staged, committed, taken."""
-        for index, word in enumerate(window.encode(fields)):
-            yield from self.write_register(base + window.base + 4 * index, word)
+        (``hdl.abi.TX_REGISTER_BASE`` for the transmit engine's): staged, committed, taken. The register file
+        keeps a table's staging words after a commit, so only the words that differ from the row written
+        before are written (all of them after a PING, or after a write that failed)."""
+        address, words = base + window.base, window.encode(fields)
+        known = self._staged.pop(address, None)
+        for index, word in enumerate(words):
+            if known is None or known[index] != word:
+                yield from self.write_register(address + 4 * index, word)
+        self._staged[address] = words
         yield from self.write_register(base + window.commit, 1)
         for _ in range(polls):  # COMMIT reads 1 until the table took the write
             if not (yield from self.read_register(base + window.commit)):

@@ -491,10 +491,16 @@ class BoardFabric(FabricBackend):
     `serial`: the control link's serial device (or an opened `driver.link.SerialLink`); `ethernet`: the
     port to the board's Ethernet (`driver.ethernet.open_port`'s name, or a port); `baud`, `latency`: the
     link's (`driver.link.LinkClient`); `link`: the impairments between the board and host B; `seed`: the
-    hosts' random generators; `options`: `RnicConfig` fields for both hosts."""
+    hosts' random generators; `time_scale`: the fabric's seconds per second of the wall clock, 1 for a
+    board (a simulated board, far slower than real time, takes less, so that the protocol's timers keep
+    their proportion to its speed); `options`: `RnicConfig` fields for both hosts."""
 
     def __init__(self, serial: Any, ethernet: Any, link: LinkConfig | None = None, seed: int = 1, *,
-                 baud: float = DEFAULT_BAUD, latency: float = 0.05, **options: object) -> None:
+                 baud: float = DEFAULT_BAUD, latency: float = 0.05, time_scale: float = 1.0,
+                 **options: object) -> None:
+        if not time_scale > 0:
+            raise BoardError(f"time_scale {time_scale} is not above 0")
+        self.time_scale = time_scale
         control = open_serial_link(serial, baud, latency=latency) if isinstance(serial, str) else serial
         self.port: EthernetPort = open_port(ethernet) if isinstance(ethernet, str) else ethernet
         self.board = BoardEnd(control, MACS[BOARD_SIDE], IPS[BOARD_SIDE])
@@ -518,7 +524,7 @@ class BoardFabric(FabricBackend):
         self._start = time.monotonic()
 
     def now(self) -> float:
-        return time.monotonic() - self._start
+        return (time.monotonic() - self._start) * self.time_scale
 
     def kick(self) -> None:
         """Nothing to schedule: every wait services the fabric."""

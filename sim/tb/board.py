@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 import struct
 import zlib
+from collections.abc import Callable
 
 import cocotb
 from cocotb.clock import Clock
@@ -61,6 +62,40 @@ CONFIG = ReceiveConfig(
     regions=(REGION,), buffers=(BUFFER,))
 
 
+async def start_board(dut) -> None:
+    """The core's clock (10 ns) and the GMII clocks (8 ns) started, the wires idle, the three resets pulsed."""
+    for clock, period in ((dut.clk, CORE_NS), (dut.gmii_rx_clk, GMII_NS), (dut.gmii_tx_clk, GMII_NS)):
+        cocotb.start_soon(Clock(clock, period, unit="ns", impl="gpi").start())
+    dut.gmii_rx.value = 0
+    dut.uart_rx.value = 1
+    for reset in (dut.rst, dut.gmii_rx_rst, dut.gmii_tx_rst):
+        reset.value = 1
+    await ClockCycles(dut.clk, 10)
+    for reset in (dut.rst, dut.gmii_rx_rst, dut.gmii_tx_rst):
+        reset.value = 0
+
+
+async def uart_send_byte(dut, byte: int, bit_ns: int) -> None:
+    """One byte on ``uart_rx`` as 8N1 bits: a start bit, eight bits least significant first, a stop bit."""
+    for bit in [0] + [(byte >> i) & 1 for i in range(8)] + [1]:
+        dut.uart_rx.value = bit
+        await Timer(bit_ns, unit="ns")
+
+
+async def uart_monitor(dut, bit_ns: int, deliver: Callable[[int], None]) -> None:
+    """Every byte decoded from ``uart_tx`` (8N1, each bit sampled mid-bit) to ``deliver``, for ever."""
+    while True:
+        await FallingEdge(dut.uart_tx)
+        await Timer(bit_ns // 2, unit="ns")
+        byte = 0
+        for i in range(8):
+            await Timer(bit_ns, unit="ns")
+            byte |= int(dut.uart_tx.value) << i
+        await Timer(bit_ns, unit="ns")
+        assert int(dut.uart_tx.value) == 1, "a byte from the board without its stop bit"
+        deliver(byte)
+
+
 class HostUart:
     """The host's end of the UART wires: bytes to ``uart_rx`` as 8N1 bits, bytes decoded from ``uart_tx``;
     :class:`driver.link.AsyncTransport` for the link, damaging the bytes at the positions given."""
@@ -73,21 +108,11 @@ class HostUart:
         self.request_faults, self.response_faults = set(request_faults), set(response_faults)
         self.sent = self.received = self.damaged = 0
         dut.uart_rx.value = 1
-        cocotb.start_soon(self._monitor())
+        cocotb.start_soon(uart_monitor(dut, self.bit_ns, self._arrive))
 
-    async def _monitor(self) -> None:
-        dut = self.dut
-        while True:
-            await FallingEdge(dut.uart_tx)
-            await Timer(self.bit_ns // 2, unit="ns")
-            byte = 0
-            for i in range(8):
-                await Timer(self.bit_ns, unit="ns")
-                byte |= int(dut.uart_tx.value) << i
-            await Timer(self.bit_ns, unit="ns")
-            assert int(dut.uart_tx.value) == 1, "a byte from the board without its stop bit"
-            self.incoming.append(byte)
-            self.arrived.set()
+    def _arrive(self, byte: int) -> None:
+        self.incoming.append(byte)
+        self.arrived.set()
 
     def _damage(self, position: int, faults: set[int], byte: int) -> bytes:
         if position not in faults:
@@ -98,9 +123,7 @@ class HostUart:
     async def send(self, data: bytes) -> None:
         for byte in data:
             for wire_byte in self._damage(self.sent, self.request_faults, byte):
-                for bit in [0] + [(wire_byte >> i) & 1 for i in range(8)] + [1]:
-                    self.dut.uart_rx.value = bit
-                    await Timer(self.bit_ns, unit="ns")
+                await uart_send_byte(self.dut, wire_byte, self.bit_ns)
             self.sent += 1
 
     async def receive(self, timeout: float) -> bytes:
@@ -169,6 +192,7 @@ class LinkHost(RxEngineTB):
 
 
 def wire_image(frame: bytes) -> bytes:
+    """A frame as it goes on the wire: preamble, SFD, the frame padded to 60 bytes, its FCS."""
     body = frame + bytes(max(0, 60 - len(frame)))
     return b"\x55" * 7 + b"\xd5" + body + struct.pack("<I", zlib.crc32(body))
 
@@ -261,15 +285,7 @@ async def transmit_over_the_link(dut, link: AsyncLink, rng: random.Random, carri
 async def board_over_the_link(dut):
     parameters = test_parameters()
     bit_clocks = int(parameters["bit_clocks"])
-    for clock, period in ((dut.clk, CORE_NS), (dut.gmii_rx_clk, GMII_NS), (dut.gmii_tx_clk, GMII_NS)):
-        cocotb.start_soon(Clock(clock, period, unit="ns").start())
-    dut.gmii_rx.value = 0
-    dut.uart_rx.value = 1
-    for reset in (dut.rst, dut.gmii_rx_rst, dut.gmii_tx_rst):
-        reset.value = 1
-    await ClockCycles(dut.clk, 10)
-    for reset in (dut.rst, dut.gmii_rx_rst, dut.gmii_tx_rst):
-        reset.value = 0
+    await start_board(dut)
     carriers: list[bytes] = []
     cocotb.start_soon(gmii_record(dut, carriers))
 

@@ -8,7 +8,7 @@ import pytest
 import serial
 
 from driver.link import LinkClient, LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
-from hdl.abi import Op, TxInput, tsn_request_bytes
+from hdl.abi import Op, TxInput, register_map, tsn_request_bytes
 
 
 def test_slip_escapes_end_and_esc_and_brackets_frames():
@@ -54,3 +54,34 @@ def test_a_record_of_the_wrong_length_is_not_sent():
     # seq u8, op u8, address u32le (the stream), length u16le, the record, the CRC (README "The control link")
     assert frame[1] == Op.PUSH_RECORD and struct.unpack_from("<I", frame, 2)[0] == TxInput.TSN
     assert frame[8:-4] == record
+
+
+def run_against_staging_words(client: LinkClient, exchange) -> list[tuple[int, int]]:
+    """Run ``exchange`` against a board that answers every request OK (COMMIT reads 0: taken); the
+    (address, word) of every REG_WRITE, in order."""
+    writes, result = [], None
+    try:
+        while True:
+            action = exchange.send(result)
+            if hasattr(action, "data"):
+                (frame,) = SlipFrames().feed(action.data)
+                seq, op, address = frame[0], frame[1], struct.unpack_from("<I", frame, 2)[0]
+                if op == Op.REG_WRITE:
+                    writes.append((address, struct.unpack_from("<I", frame, 8)[0]))
+                body = bytes([seq, op | 0x80, 0]) + (bytes(4) if op == Op.REG_READ else b"")
+                pending = slip_encode(body + struct.pack("<I", zlib.crc32(body)))
+                result = None
+            else:
+                result, pending = pending, b""
+    except StopIteration:
+        return writes
+
+
+def test_a_table_row_writes_only_the_staging_words_that_changed():
+    """The register file keeps a table's staging words after a commit (hdl/bus/register_file.py)."""
+    window = register_map().tables["region"]
+    client = LinkClient(baud=3_000_000)
+    first = run_against_staging_words(client, client.write_table(window, {"index": 3, "entry": {"valid": 0}}))
+    assert [address for address, _ in first] == [window.base + 4 * i for i in range(window.words)] + [window.commit]
+    again = run_against_staging_words(client, client.write_table(window, {"index": 4, "entry": {"valid": 0}}))
+    assert again == [(window.base, window.encode({"index": 4, "entry": {"valid": 0}})[0]), (window.commit, 1)]

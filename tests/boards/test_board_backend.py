@@ -1,0 +1,40 @@
+"""The driver's `board` backend on the gateware: the README's example program against ``BoardCore`` under Verilator.
+
+``sim.board_server.simulated_board`` serves the board: its control link on a pseudo-terminal, which the
+backend opens with pyserial as it opens /dev/ttyUSB1, its Ethernet on a TCP socket (``tcp:HOST:PORT``),
+which host B (a software RNIC) reaches through the impaired link. The example's server is the board: the
+Send and the RDMA Write land in the board's memory through its receive engine, the RDMA Read is answered
+by its transmit engine, and the completions and the bytes the example prints must be the program's.
+"""
+
+import pytest
+
+from driver import LinkConfig, open_fabric
+from scripts.driver_example import example
+from sim.board_server import simulated_board
+
+#: The simulated board runs some 40 us of its time per second: the fabric's clock runs 20 times slower than
+#: the wall clock, so that a request over the link (0.3 s) is short beside SCTP's timers (RTO.Initial 3 s).
+TIME_SCALE = 0.05
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow   # the board's Verilator build is minutes, and the link's requests take 0.3 s each
+def test_the_readme_example_on_the_simulated_board(tmp_path, capsys):
+    with simulated_board(tmp_path) as board:
+        host, port = board.ethernet
+        fabric = open_fabric("board", serial=board.serial, ethernet=f"tcp:{host}:{port}", baud=400, latency=2.0,
+                             time_scale=TIME_SCALE, link=LinkConfig(duplication=0.05, reordering=0.05, seed=2))
+        try:
+            fabric.backend.run(lambda: example(fabric))
+            counters = fabric.backend.board.control.mac_counters()
+        finally:
+            fabric.backend.close()
+    out = capsys.readouterr().out
+    for line in ("completion: wr_id 10 SEND SUCCESS 21 bytes", "completion: wr_id 11 RDMA_WRITE SUCCESS 5 bytes",
+                 "completion: wr_id 12 RDMA_READ SUCCESS 22 bytes", "completion: wr_id 1 RECV SUCCESS 21 bytes",
+                 "server received b'hello over iWARP/SCTP', got written b'hello'; "
+                 "client read b\"the server's own bytes\""):
+        assert line in out
+    assert counters["rx_frames"] > 0 and counters["tx_frames"] > 0
+    assert counters["rx_fcs_errors"] == counters["rx_symbol_errors"] == 0
