@@ -437,11 +437,7 @@ class BoardPair(HostPair):
                 self.port.send(frame)
             else:
                 self.hosts[side].receive(frame, self.now)
-        for side, host in self.hosts.items():
-            deadline = host.next_timeout()
-            if deadline is not None and deadline <= self.now:
-                host.handle_timeout(self.now)
-            self._record(side, host.next_events())
+        self.fire_timers()
 
 
 class BoardDevice(SoftDevice):

@@ -188,6 +188,10 @@ class HostPair:
         self.now = max(self.now, now)
         for side, frame, _ in self.link.deliveries(self.now):
             self.hosts[side].receive(frame, self.now)
+        self.fire_timers()
+
+    def fire_timers(self) -> None:
+        """Fire each host's timer that is due by `now`, and record the events."""
         for side, host in self.hosts.items():
             deadline = host.next_timeout()
             if deadline is not None and deadline <= self.now:

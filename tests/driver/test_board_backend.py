@@ -25,6 +25,14 @@ from sim.e2e_program import end_to_end_checked
 from tests.driver.board_model import ModelBoard
 
 
+#: What the example program prints of its completions and bytes, whatever the backend: the Send, the Write
+#: and the Read complete with their lengths (RFC 5040 5), and the bytes are where each went.
+EXAMPLE_LINES = ("completion: wr_id 10 SEND SUCCESS 21 bytes", "completion: wr_id 11 RDMA_WRITE SUCCESS 5 bytes",
+                 "completion: wr_id 12 RDMA_READ SUCCESS 22 bytes", "completion: wr_id 1 RECV SUCCESS 21 bytes",
+                 "server received b'hello over iWARP/SCTP', got written b'hello'; "
+                 "client read b\"the server's own bytes\"")
+
+
 def open_board(loss: float = 0.0, seed: int = 1) -> tuple[ModelBoard, Fabric]:
     board = ModelBoard(MACS[Side.A], IPS[Side.A])
     return board, Fabric(BoardFabric(board.control, board.port, link=LinkConfig(loss=loss, seed=seed)))
@@ -35,11 +43,7 @@ def test_the_readme_example_runs_unchanged(loss, capsys):
     board, fabric = open_board(loss)
     fabric.backend.run(lambda: example(fabric))
     out = capsys.readouterr().out
-    for line in ("completion: wr_id 10 SEND SUCCESS 21 bytes", "completion: wr_id 11 RDMA_WRITE SUCCESS 5 bytes",
-                 "completion: wr_id 12 RDMA_READ SUCCESS 22 bytes", "completion: wr_id 1 RECV SUCCESS 21 bytes",
-                 "server received b'hello over iWARP/SCTP', got written b'hello'; "
-                 "client read b\"the server's own bytes\""):
-        assert line in out
+    assert all(line in out for line in EXAMPLE_LINES), out
     # The server is the board: what it received is in the board's memory, placed by its engine.
     assert b"hello over iWARP/SCTP" in board.memory.read(0, 32 * 1024)
 
