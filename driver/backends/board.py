@@ -498,6 +498,7 @@ class BoardFabric(FabricBackend):
             raise BoardError(f"time_scale {time_scale} is not above 0")
         self.time_scale = time_scale
         control = open_serial_link(serial, baud, latency=latency) if isinstance(serial, str) else serial
+        self._serial_port = control.port if isinstance(serial, str) else None   # closed with the fabric
         self.port: EthernetPort = open_port(ethernet) if isinstance(ethernet, str) else ethernet
         self.board = BoardEnd(control, MACS[BOARD_SIDE], IPS[BOARD_SIDE])
         # IRD: as many Read Responses as the transmit engine queues (RFC 6581 9, RFC 5040 6.4).
@@ -553,5 +554,7 @@ class BoardFabric(FabricBackend):
             self.on_change()
 
     def close(self) -> None:
-        """Close the port to the board's Ethernet."""
+        """Close the port to the board's Ethernet, and the control link's serial port if the fabric opened it."""
         self.port.close()
+        if self._serial_port is not None:
+            self._serial_port.close()
