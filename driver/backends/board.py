@@ -335,12 +335,11 @@ class BoardEnd:
                 pass
         counters = control.mac_counters()
         self._rx_seen, self._tx_base = counters["rx_frames"], counters["tx_frames"]
-        self._tx_frames = self._tx_base
 
     def engine_frames_sent(self) -> int:
         """Frames the transmit engine has sent since the opening: the MAC's, less the host's own."""
-        self._tx_frames = self.control.mac_counters()["tx_frames"]
-        return (self._tx_frames - self._tx_base - self._raw_sent) & 0xFFFFFFFF
+        tx_frames = self.control.mac_counters()["tx_frames"]
+        return (tx_frames - self._tx_base - self._raw_sent) & 0xFFFFFFFF
 
     # -- records in -----------------------------------------------------------------------------
 
