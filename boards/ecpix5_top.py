@@ -14,12 +14,12 @@
 it is what the tests simulate, from GMII bytes and UART bits. :class:`Ecpix5Top`
 puts it on :class:`amaranth_boards.ecpix5.ECPIX585Platform`:
 
-* ``sync`` (the core, 100 MHz): the board's 100 MHz oscillator, straight.
-  At W = 8 the engine moves 8 bytes a clock, 800 MB/s, 6.4 times what
-  gigabit Ethernet brings (125 MB/s), so it need not run at the 156.25 MHz
-  the core is designed to close at, and 100 MHz needs no PLL output of its
-  own (the board's build does not meet it yet: README "Building and programming");
-* ``gmii_tx`` (125 MHz): an EHXPLLL from the oscillator (:data:`PLL_100_TO_125`);
+* ``sync`` (the core, 62.5 MHz): the PLL's second output. At W = 8 the engine
+  moves 8 bytes a clock, 500 MB/s, 4 times what gigabit Ethernet brings
+  (125 MB/s), so the board need not run it at the 156.25 MHz the core is
+  designed to close at out of context; on the 71%-full device the core's
+  longest routes did not make 100 MHz (README "Building and programming");
+* ``gmii_tx`` (125 MHz): the PLL's first output (:data:`PLL_SETTINGS`);
 * ``gmii_rx`` (125 MHz): the PHY's RX_CLK, made by :class:`hdl.mac.rgmii.RgmiiShell`.
 
 The PHY is held in reset 10 ms after configuration (:class:`hdl.mac.phy_reset.PhyReset`),
@@ -42,17 +42,19 @@ from hdl.mac.phy_reset import PhyReset
 from hdl.mac.rgmii import RgmiiShell
 from hdl.rnic import Rnic
 
-__all__ = ["BoardCore", "Ecpix5Top", "CORE_CLOCK_HZ", "DEFAULT_BAUD", "HOST_MEMORY_BYTES", "PLL_100_TO_125"]
+__all__ = ["BoardCore", "Ecpix5Top", "CORE_CLOCK_HZ", "DEFAULT_BAUD", "HOST_MEMORY_BYTES", "PLL_SETTINGS"]
 
-CORE_CLOCK_HZ = 100e6
-#: The FT2232H makes 3 Mbaud exactly (12 MHz / 4); the core's 33 clocks a bit give 3.03 Mbaud, 1% fast.
+CORE_CLOCK_HZ = 62.5e6
+#: The FT2232H makes 3 Mbaud exactly (12 MHz / 4); the core's 21 clocks a bit give 2.976 Mbaud, 0.8% slow.
 DEFAULT_BAUD = 3_000_000
 HOST_MEMORY_BYTES = 64 * 1024
 WIDTH_BYTES = 8
 
-#: EHXPLLL settings for 125 MHz from 100 MHz, as ``yowasp-ecppll -i 100 -o 125`` gives them:
-#: 100 MHz / 4 = 25 MHz at the phase detector, x 5 through the CLKOP feedback, VCO 625 MHz / 5.
-PLL_100_TO_125 = {"CLKI_DIV": 4, "CLKFB_DIV": 5, "CLKOP_DIV": 5, "CLKOP_CPHASE": 2, "CLKOP_FPHASE": 0}
+#: EHXPLLL settings for 125 MHz (CLKOP) and 62.5 MHz (CLKOS) from 100 MHz, as
+#: ``yowasp-ecppll -i 100 -o 125 --clkout1 62.5`` gives them: 100 MHz / 4 = 25 MHz at the phase
+#: detector, x 5 through the CLKOP feedback, VCO 625 MHz / 5 and / 10.
+PLL_SETTINGS = {"CLKI_DIV": 4, "CLKFB_DIV": 5, "CLKOP_DIV": 5, "CLKOP_CPHASE": 2, "CLKOP_FPHASE": 0,
+                "CLKOS_DIV": 10, "CLKOS_CPHASE": 2, "CLKOS_FPHASE": 0}
 
 
 class BoardCore(wiring.Component):
@@ -119,23 +121,23 @@ class Ecpix5Top(Elaboratable):
         button = platform.request("rst", 0)
 
         m.domains.sync = ClockDomain("sync")
-        m.d.comb += ClockSignal("sync").eq(clk100.i)
-        m.submodules.sync_reset = ResetSynchronizer(button.i, domain="sync")
-
         m.domains.gmii_tx = ClockDomain("gmii_tx")
-        locked, pll_clock = Signal(), Signal()
+        locked, tx_clock, core_clock = Signal(), Signal(), Signal()
         m.submodules.pll = Instance(
             "EHXPLLL",
             a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP="125",
+            a_FREQUENCY_PIN_CLKOS=f"{CORE_CLOCK_HZ / 1e6:g}",
             p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
-            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_CLKOP_ENABLE="ENABLED",
-            p_FEEDBK_PATH="CLKOP", **{f"p_{name}": value for name, value in PLL_100_TO_125.items()},
-            i_CLKI=clk100.i, i_CLKFB=pll_clock, i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0,
+            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+            p_CLKOP_ENABLE="ENABLED", p_CLKOS_ENABLE="ENABLED",
+            p_FEEDBK_PATH="CLKOP", **{f"p_{name}": value for name, value in PLL_SETTINGS.items()},
+            i_CLKI=clk100.i, i_CLKFB=tx_clock, i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0,
             i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0,
-            o_CLKOP=pll_clock, o_LOCK=locked)
-        # nextpnr derives the output's 125 MHz constraint from the PLL's FREQUENCY_PIN_* attributes (a
-        # constraint on `pll_clock` itself names a net that synthesis renames, and is ignored).
-        m.d.comb += ClockSignal("gmii_tx").eq(pll_clock)
+            o_CLKOP=tx_clock, o_CLKOS=core_clock, o_LOCK=locked)
+        # nextpnr derives the outputs' constraints from the PLL's FREQUENCY_PIN_* attributes (a
+        # constraint on a clock net itself names a net that synthesis renames, and is ignored).
+        m.d.comb += [ClockSignal("gmii_tx").eq(tx_clock), ClockSignal("sync").eq(core_clock)]
+        m.submodules.sync_reset = ResetSynchronizer(~locked | button.i, domain="sync")
         m.submodules.gmii_tx_reset = ResetSynchronizer(~locked | button.i, domain="gmii_tx")
 
         eth = platform.request("eth_rgmii", 0, dir="-")

@@ -18,7 +18,7 @@ import pytest
 from amaranth_boards.ecpix5 import ECPIX585Platform
 
 from boards.build import summarize
-from boards.ecpix5_top import PLL_100_TO_125, Ecpix5Top
+from boards.ecpix5_top import CORE_CLOCK_HZ, PLL_SETTINGS, Ecpix5Top
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +40,14 @@ def test_board_top_elaborates_with_its_primitives_and_constraints(plan):
     assert (cells.count("IDDRX1F"), cells.count("ODDRX1F"), cells.count("DELAYG")) == (5, 6, 1)
     pll = rtlil[rtlil.index("cell \\EHXPLLL"):]
     pll = pll[:pll.index("\n  end")]
-    for name, value in PLL_100_TO_125.items():
+    for name, value in PLL_SETTINGS.items():
         assert re.search(rf"parameter \\{name} {value}\b", pll), name
-    # Every clock constrained: the oscillator, the PLL's 125 MHz (nextpnr derives it from the PLL's
-    # FREQUENCY_PIN attributes), the PHY's receive clock.
+    # Every clock constrained: the oscillator, the PLL's 125 MHz and 62.5 MHz (nextpnr derives them
+    # from the PLL's FREQUENCY_PIN attributes), the PHY's receive clock.
     assert re.search(r'FREQUENCY PORT "clk100_0__io" 100000000\.0 HZ', lpf)
-    assert re.search(r'attribute \\FREQUENCY_PIN_CLKOP "125"\n\s*cell \\EHXPLLL', rtlil)
+    attributes = rtlil[:rtlil.index("cell \\EHXPLLL")].rsplit("\n\n", 1)[-1]
+    assert re.search(r'attribute \\FREQUENCY_PIN_CLKOP "125"\n', attributes)
+    assert re.search(r'attribute \\FREQUENCY_PIN_CLKOS "62.5"\n', attributes)
     assert re.search(r'FREQUENCY PORT "eth_rgmii_0__rx_clk__io" 125000000\.0 HZ', lpf)
     # The FT2232H's UART (FPGA receives on R26, sends on R24) and the KSZ9031's reset (C13).
     assert _pin(lpf, r"uart_0__rx__io") == "R26"
@@ -57,11 +59,13 @@ def test_pll_settings_are_ecppll_s(tmp_path):
     tool = shutil.which("yowasp-ecppll") or shutil.which("yowasp-ecppll", path=str(Path(sys.executable).parent))
     if tool is None:
         pytest.skip("yowasp-ecppll (the synth extra) is not installed")
-    subprocess.run([tool, "-i", "100", "-o", "125", "-f", "pll.v"], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run([tool, "-i", "100", "-o", "125", "--clkout1", "62.5", "-f", "pll.v"],
+                   cwd=tmp_path, check=True, capture_output=True)
     verilog = (tmp_path / "pll.v").read_text()
-    found = {name: int(value) for name, value in re.findall(r"\.(CLK\w+DIV|CLKOP_[CF]PHASE)\((\d+)\)", verilog)}
-    assert found == PLL_100_TO_125
-    assert 100e6 / found["CLKI_DIV"] * found["CLKFB_DIV"] == 125e6
+    found = {name: int(value) for name, value in re.findall(r"\.(CLK\w+DIV|CLKO[PS]_[CF]PHASE)\((\d+)\)", verilog)}
+    assert found == PLL_SETTINGS
+    vco = 100e6 / found["CLKI_DIV"] * found["CLKFB_DIV"] * found["CLKOP_DIV"]
+    assert (vco / found["CLKOP_DIV"], vco / found["CLKOS_DIV"]) == (125e6, CORE_CLOCK_HZ)
 
 
 def test_build_summary_fails_a_clock_below_its_constraint():
