@@ -133,13 +133,16 @@ class DeliveryOrder(wiring.Component):
         m.d.comb += row.eq(self._row(head))
 
         # Registered outputs of a decision: the head to emit, a store, a read of the record RAM.
-        emit_head, emit_record = Signal(), Signal(layout)
+        emit_record = Signal(layout)
         store_en, store_addr, store_record = Signal(), Signal(len(store_w.addr)), Signal(layout)
         read_en = Signal()
+        # The output queue's sink.valid, one flip-flop: the head is emitted, or a stored record is
+        # read back (`read_data_valid`, below; loaded from `read_en`), which reaches the queue's flags.
+        out_valid = Signal()
         # The record and store address registers load the head on every cycle (their enables are
         # not the decision, which only sets the valid flags: it fans out to a 436-bit record).
-        m.d.sync += [emit_head.eq(0), store_en.eq(0), read_en.eq(0), emit_record.eq(head), store_record.eq(head),
-                     store_addr.eq(Cat(head.ddp_ssn[:slot_bits], row))]
+        m.d.sync += [store_en.eq(0), read_en.eq(0), emit_record.eq(head), store_record.eq(head),
+                     store_addr.eq(Cat(head.ddp_ssn[:slot_bits], row)), out_valid.eq(read_en)]
 
         # The run being drained: its stream, the next DDP-SSN's slot (and the two after it), a
         # working copy of its slot bits, and whether the slot and the one after it are held.
@@ -187,7 +190,7 @@ class DeliveryOrder(wiring.Component):
                 with m.Elif(inbound.source.valid & room):
                     m.d.comb += inbound.source.ready.eq(1)
                     with m.If(inbound.source.payload.leaves):
-                        m.d.sync += emit_head.eq(1)
+                        m.d.sync += out_valid.eq(1)
                         with m.If(inbound.source.payload.releases):
                             m.next = "RUN_LOAD"
                     with m.Else():
@@ -224,7 +227,7 @@ class DeliveryOrder(wiring.Component):
         # Records out: the head decided on the previous cycle, or a stored record read back.
         out = outbound.sink
         m.d.comb += [
-            out.valid.eq(emit_head | read_data_valid),
+            out.valid.eq(out_valid),
             out.payload.eq(Mux(read_data_valid, read_record, emit_record)),
         ]
         # A delivered untagged message retires its buffer (registered).

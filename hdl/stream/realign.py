@@ -112,9 +112,11 @@ class Realign(wiring.Component):
         # ~flush & ~prev_keep[0] & ~amount_full, kept as a flip-flop beside them: a held packet's
         # last beat is shifted on its own.
         held_direct = Signal(init=1)
+        # started | flush, kept as a flip-flop beside them: it selects `direct`, whose fanout is the
+        # whole byte selection.
+        held = Signal()
 
         # The packet's first beat takes its skip count and shift from its drop, decoded.
-        held = started | flush
         cur_amount = Mux(held, amount, inner.payload.first_amount)
         cur_full = Mux(held, amount_full, inner.payload.first_full)
         cur_skip = Mux(started, skip, inner.payload.first_skip)
@@ -172,12 +174,12 @@ class Realign(wiring.Component):
             ]
         with m.If(flush):
             with m.If(advance):
-                m.d.sync += [flush.eq(0), held_direct.eq(~prev_keep[0] & ~amount_full)]
+                m.d.sync += [flush.eq(0), held.eq(started), held_direct.eq(~prev_keep[0] & ~amount_full)]
         with m.Elif(accept):
             # A tail follows only a kept later beat (`last_tail` has `started`, and a later beat is kept
             # once `skip_done`): so `flush` does not wait on `cur_kept`, a wide enable placed by its loads.
             m.d.sync += [amount.eq(cur_amount), amount_full.eq(cur_full), started.eq(~sink.last),
-                         flush.eq(skip_done & last_tail)]
+                         flush.eq(skip_done & last_tail), held.eq(~sink.last | (skip_done & last_tail))]
             with m.If(~cur_kept):
                 m.d.sync += [skip.eq(cur_skip - 1), skip_done.eq(cur_skip == 1), prev_keep.eq(0),
                              held_direct.eq(~cur_full)]

@@ -163,10 +163,17 @@ class HeaderBuilder(wiring.Component):
         incoming_read_request = incoming.opcode == WorkOpcode.RDMA_READ_REQUEST
         incoming_packet = incoming.opcode == ControlOpcode.PACKET
         incoming_session = incoming.opcode == ControlOpcode.SESSION_CONTROL
-        header_length = Mux(incoming_packet, PACKET_SCTP_HEADER, Mux(incoming_session, SESSION_SCTP_HEADER,
-                            Mux(incoming_tagged, TAGGED_SCTP_HEADER,
-                                Mux(incoming_read_request, READ_REQUEST_SCTP_HEADER, UNTAGGED_SCTP_HEADER))))
-        prefix_length = Mux(incoming_row.udp, PREFIX_LENGTHS[1], PREFIX_LENGTHS[0])
+        def by_header(length_of):
+            """A constant chosen by the segment's SCTP header length ``h``: ``length_of(h)`` for each,
+            folded here, so the adders below take a decoded constant, not a sum of decoded lengths."""
+            return Mux(incoming_packet, length_of(PACKET_SCTP_HEADER),
+                       Mux(incoming_session, length_of(SESSION_SCTP_HEADER),
+                           Mux(incoming_tagged, length_of(TAGGED_SCTP_HEADER),
+                               Mux(incoming_read_request, length_of(READ_REQUEST_SCTP_HEADER),
+                                   length_of(UNTAGGED_SCTP_HEADER)))))
+        header_length = by_header(lambda h: h)
+        ip_offset = Mux(incoming_row.udp, by_header(lambda h: h + 3 + PREFIX_LENGTHS[1] - ETHERNET_HEADER),
+                        by_header(lambda h: h + 3 + PREFIX_LENGTHS[0] - ETHERNET_HEADER))
         segment, row = Signal(segment_layout()), Signal(tx_association_write_layout())
         valid_1, tagged, read_request, packet, session = Signal(), Signal(), Signal(), Signal(), Signal()
         terminate, terminate_2 = Signal(), Signal()
@@ -180,10 +187,9 @@ class HeaderBuilder(wiring.Component):
             packet.eq(incoming_packet), session.eq(incoming_session), sctp_length.eq(header_length),
             # The chunk without padding; IPv4 and UDP with it (RFC 4960 3.2): header lengths are
             # multiples of 4, so rounding the sum rounds the payload.
-            chunk_length.eq(incoming.payload_length + (header_length - SCTP_COMMON_HEADER)),
-            ip_length.eq((incoming.payload_length + (header_length + 3 + prefix_length - ETHERNET_HEADER))
-                         & ~3),
-            udp_length.eq((incoming.payload_length + (header_length + 3 + UDP_HEADER)) & ~3),
+            chunk_length.eq(incoming.payload_length + by_header(lambda h: h - SCTP_COMMON_HEADER)),
+            ip_length.eq((incoming.payload_length + ip_offset) & ~3),
+            udp_length.eq((incoming.payload_length + by_header(lambda h: h + 3 + UDP_HEADER)) & ~3),
             fixed_sum.eq(fixed_sums[incoming.association[:index_bits(associations)]]),
         ]
 
