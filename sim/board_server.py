@@ -47,7 +47,7 @@ from sim.runner import default_build_root, run_cocotb
 __all__ = ["BIT_CLOCKS", "ClockedCore", "board_model", "run_board", "SimulatedBoard", "BoardSimulationError",
            "simulated_board"]
 
-#: UART clocks per bit in the simulation (25 Mbaud at 100 MHz, the receiver's least): the link's logic
+#: UART clocks per bit in the simulation (15.6 Mbaud at 62.5 MHz, the receiver's least): the link's logic
 #: does not depend on the rate, and bits are what the simulation spends its time on.
 BIT_CLOCKS = 4
 TOPLEVEL = "board_core"

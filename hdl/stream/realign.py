@@ -37,8 +37,9 @@ class Realign(wiring.Component):
     sink : ``In(packet_signature(W))``
         Packets; ``keep`` may be partial on the last beat only.
     drop : ``In(stream.Signature(unsigned(bits(max_drop))))``
-        One transfer per packet: the bytes to drop. It must be valid from the
-        packet's first beat on; it is taken (``ready``) with the last beat.
+        One transfer per packet: the bytes to drop. It must be valid whenever
+        one of the packet's beats is (``sink.valid`` implies ``drop.valid``);
+        it is taken (``ready``) with the last beat.
     source : ``Out(packet_signature(W))``
         The packet without its first ``drop`` bytes. A packet of at most
         ``drop`` bytes produces no beat at all.
@@ -49,9 +50,9 @@ class Realign(wiring.Component):
     last beat holds more than ``drop mod W`` bytes (``drop mod W != 0``) needs
     one more output beat than it has kept input beats and takes one extra
     cycle (the input waits); a packet whose kept bytes sit in one beat never
-    does. ``sink`` goes through a :class:`~hdl.stream.queue.Queue` (so
-    ``sink.ready`` is a flip-flop, gated by ``drop.valid`` on a packet's
-    first beat). The two stages advance together, on a flip-flop that says the
+    does. ``sink`` goes through a :class:`~hdl.stream.queue.Queue`, so
+    ``sink.ready`` is its flip-flop, not gated by ``drop.valid``: it is the
+    producer's wide enable. The two stages advance together, on a flip-flop that says the
     output queue has room for every beat in flight: ``source.ready`` reaches
     no stage enable.
     """
@@ -71,14 +72,13 @@ class Realign(wiring.Component):
         width = self._width
         lane_bits = (width - 1).bit_length()
 
-        # Input: each beat through a queue, with its packet's `drop` (valid from the first beat
-        # to the last), so `sink.ready` is a flip-flop and `drop` is taken with the last beat.
+        # Input: each beat through a queue, with its packet's `drop` (valid with every beat), so
+        # `sink.ready` is a flip-flop and `drop` is taken with the last beat.
         # The drop is decoded on its way in: skip count, shift a (1..W), and whether a = W.
         inbox = m.submodules.inbox = Queue(data.StructLayout({
             "beat": packet_layout(width), "first_skip": range(self._max_drop // width + 1),
             "first_amount": range(width + 1), "first_full": 1, "last_direct": 1, "first_kept": 1,
             "last_tail": 1}))
-        in_started = Signal()       # a beat of the packet coming in was taken
         drop_lanes = self.drop.payload[:lane_bits] if lane_bits else Const(0, 1)
         m.d.comb += [
             inbox.sink.payload.beat.eq(self.sink.payload),
@@ -92,12 +92,10 @@ class Realign(wiring.Component):
             # from the first beat to the last, so a is known for every beat
             inbox.sink.payload.last_tail.eq(self.sink.payload.last & (drop_lanes != 0)
                                             & self.sink.payload.keep.bit_select(drop_lanes, 1)),
-            inbox.sink.valid.eq(self.sink.valid & (in_started | self.drop.valid)),
-            self.sink.ready.eq(inbox.sink.ready & (in_started | self.drop.valid)),
+            inbox.sink.valid.eq(self.sink.valid),
+            self.sink.ready.eq(inbox.sink.ready),
             self.drop.ready.eq(self.sink.valid & self.sink.ready & self.sink.payload.last),
         ]
-        with m.If(self.sink.valid & self.sink.ready):
-            m.d.sync += in_started.eq(~self.sink.payload.last)
         inner = inbox.source
         sink = inner.payload.beat
 

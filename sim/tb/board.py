@@ -50,7 +50,7 @@ from sim.tb.rx_engine_tb import (EngineResults, ExceptionPacket, ReportRecord, R
                                  _compare_counters, _compare_exceptions, _compare_segments, _fields)
 from sim.traffic.rx import LOCAL_IP, LOCAL_MAC, PEER_MAC, EngineShape, Sender
 
-CORE_NS, GMII_NS = 10, 8
+CORE_NS, GMII_NS = 16, 8   # the board's 62.5 MHz core, the 125 MHz GMII clocks
 SHAPE = EngineShape()
 REGION = RegionEntry(stag=1 << 8 | 0x42, pd=1, base_to=0x8000, length=4096,
                      access=Access.REMOTE_WRITE | Access.REMOTE_READ | Access.LOCAL_WRITE, host_address=0x1000)

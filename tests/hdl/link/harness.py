@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CLOCK_PERIOD = 10e-9  # 100 MHz, the board's core clock
+CLOCK_PERIOD = 16e-9  # 62.5 MHz, the board's core clock
 
 
 async def _ticks(ctx, count: int, domain: str) -> None:

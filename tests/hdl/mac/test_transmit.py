@@ -45,9 +45,9 @@ def test_frames_back_to_back_with_padding_and_fcs():
     assert counts == {"tx_frames": len(frames), "tx_oversize": 0}
 
 
-@pytest.mark.parametrize("core_period,idle", [(10e-9, 0.5), (6.4e-9, 0.6)], ids=["100MHz", "156MHz"])
+@pytest.mark.parametrize("core_period,idle", [(16e-9, 0.5), (6.4e-9, 0.6)], ids=["62.5MHz", "156MHz"])
 def test_a_slow_core_never_starves_the_wire(core_period, idle):
-    """Beats from the core with random holes, at 100 MHz or 156.25 MHz: each frame still leaves whole, unbroken."""
+    """Beats from the core with random holes, at 62.5 MHz (the board) or 156.25 MHz: each frame still leaves whole, unbroken."""
     rng = random.Random(int(idle * 10))
     frames = [rng.randbytes(rng.randrange(40, 400)) for _ in range(8)]
     carriers, counts = run(EthernetMac(8), frames, core_period=core_period,

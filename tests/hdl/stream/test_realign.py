@@ -6,43 +6,46 @@ import pytest
 from amaranth.sim import Simulator
 
 from hdl.stream.realign import Realign
-from hdl.stream.simulation import Pace, beats_of, packet_collector, settle, stream_put
+from hdl.stream.simulation import Pace, beats_of, packet_collector, settle
 
 
 def realign(width: int, jobs: list[tuple[bytes, int]], seed: int, *, stall=0.3, gap=0.3):
     dut = Realign(width, max_drop=max(drop for _, drop in jobs))
     rng = random.Random(seed)
-    beats = [beat for packet, _ in jobs for beat in beats_of(packet, width, rng)]
+    packets = [(beats_of(packet, width, rng), drop) for packet, drop in jobs]
+    beat_count = sum(len(beats) for beats, _ in packets)
     received, accepted, refused = [], [], []
     expected_packets = sum(1 for p, d in jobs if len(p) > d)
 
-    async def data_source(ctx):
-        for beat in beats:
-            while rng.random() < gap:
-                ctx.set(dut.sink.valid, 0)
-                await ctx.tick()
-            ctx.set(dut.sink.payload, beat)
-            ctx.set(dut.sink.valid, 1)
-            while True:
-                _, _, ready = await ctx.tick().sample(dut.sink.ready)
-                if ready:
-                    break
-                refused.append(beat)
-        ctx.set(dut.sink.valid, 0)
-
-    async def drop_source(ctx):
-        for _, drop in jobs:
-            await stream_put(ctx, dut.drop, drop)
+    async def source(ctx):
+        # A packet's drop is valid from its first beat (or a gap before it) to its last, as the
+        # contract asks; it is taken with the last beat.
+        for beats, drop in packets:
+            ctx.set(dut.drop.payload, drop)
+            ctx.set(dut.drop.valid, 1)
+            for beat in beats:
+                while rng.random() < gap:
+                    ctx.set(dut.sink.valid, 0)
+                    await ctx.tick()
+                ctx.set(dut.sink.payload, beat)
+                ctx.set(dut.sink.valid, 1)
+                while True:
+                    _, _, ready, drop_ready = await ctx.tick().sample(dut.sink.ready, dut.drop.ready)
+                    if ready:
+                        break
+                    refused.append(beat)
+            assert drop_ready, "drop is taken with the last beat"
             accepted.append(drop)
+            ctx.set(dut.drop.valid, 0)
+        ctx.set(dut.sink.valid, 0)
 
     async def watch(ctx):
         await settle(ctx, lambda: len(received) >= expected_packets and len(accepted) == len(jobs),
-                     budget=20 * len(beats) + 100, tail=20)
+                     budget=20 * beat_count + 100, tail=20)
 
     simulator = Simulator(dut)
     simulator.add_clock(1e-8)
-    simulator.add_testbench(data_source, background=True)
-    simulator.add_testbench(drop_source, background=True)
+    simulator.add_testbench(source, background=True)
     simulator.add_testbench(packet_collector(dut.source, received, pace=Pace(stall, seed=rng)), background=True)
     simulator.add_testbench(watch)
     simulator.run()
