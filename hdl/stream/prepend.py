@@ -131,7 +131,7 @@ class Prepend(wiring.Component):
 
         active = Signal()               # a packet is being sent, from slot `read_slot`
         index = Signal(range(words))    # its header word to send next (the last s bytes' word after)
-        following = Signal(range(words + 1))   # index + 1
+        following = Signal(words + 1, init=1)   # one-hot: bit index + 1 (the word loaded next)
         beats_left = Signal(range(words))   # whole header beats still to send
         shift = Signal(len(shifts))
         in_header = Signal()            # beats_left != 0
@@ -157,7 +157,12 @@ class Prepend(wiring.Component):
         # register's path, and nothing loads on a packet's start, which is decided late.
         later_word = Signal(8 * width)
         header_word = Mux(index == 0, word(read_slot, 0), later_word)
-        word_after = word(read_slot, following)
+        word_after = Signal(8 * width)   # the word `following` names: an AND-OR whose selects are flip-flops
+        with m.Switch(read_slot):
+            for number, slot in enumerate(slots):
+                with m.Case(number):
+                    m.d.comb += word_after.eq(_or([Mux(following[k], slot.data.word_select(k, 8 * width), 0)
+                                                   for k in range(words)], 8 * width))
         low = Mux(tail, header_word, carry)
 
         # The body beat, padded.
@@ -208,7 +213,7 @@ class Prepend(wiring.Component):
         with m.If(can_out & active):
             with m.If(in_header):
                 m.d.sync += [
-                    index.eq(index + 1), following.eq(following + 1), later_word.eq(word_after),
+                    index.eq(index + 1), following.eq(following << 1), later_word.eq(word_after),
                     beats_left.eq(beats_left - 1), in_header.eq(beats_left != 1),
                     body_open.eq((beats_left == 1) & ~flush),
                 ]
@@ -237,7 +242,7 @@ class Prepend(wiring.Component):
                     with m.Case(number):
                         m.d.comb += slot.eq(candidate)
             m.d.sync += [
-                active.eq(1), index.eq(0), following.eq(1),
+                active.eq(1), index.eq(0), following.eq(0b10),
                 beats_left.eq(slot.beats), in_header.eq(slot.beats != 0), shift.eq(slot.shift), tail.eq(1),
                 carry_keep.eq(slot.tail_keep), ends_at_header.eq(slot.ends_at_header), flush.eq(slot.flush),
                 body_open.eq((slot.beats == 0) & ~slot.flush),
