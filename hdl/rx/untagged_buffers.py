@@ -342,31 +342,41 @@ class UntaggedBuffers(wiring.Component):
         live_now = live_r.data & ~(retiring_now & (retire_slot == self._slot_index(s1.stream, s1.qn, s1.msn)))
         s2 = Signal(data.StructLayout({
             "from_next": _MSN_BITS,
-            "present": 1, "nonzero": 1, "mo": 32, "mo_past": 1, "end_past": 1,
+            "present": 1, "nonzero": 1, "mo": 32,
+            # mo >= length and mo + payload > length, each as its halves' comparisons (the length
+            # comes from the descriptor RAM's output: no 32-bit carry chain after it), joined on stage 2.
+            "mo_high_above": 1, "mo_high_equal": 1, "mo_low_at_or_above": 1,
+            "end_high_above": 1, "end_high_equal": 1, "end_low_above": 1,
             "buffer_address": self._address_bits,
         }))
+        length = desc_r.data.length
         with m.If(self.en):
             m.d.sync += [
                 s2.from_next.eq(s1.msn - next_r.data),
                 s2.present.eq(live_now & (desc_r.data.msn == s1.msn)),
                 s2.nonzero.eq(s1.length != 0),
                 s2.mo.eq(s1.mo),
-                s2.mo_past.eq(s1.mo >= desc_r.data.length),
-                s2.end_past.eq(s1_mo_end > desc_r.data.length),
+                s2.mo_high_above.eq(s1.mo[16:] > length[16:]), s2.mo_high_equal.eq(s1.mo[16:] == length[16:]),
+                s2.mo_low_at_or_above.eq(s1.mo[:16] >= length[:16]),
+                s2.end_high_above.eq(s1_mo_end[16:] > length[16:]),
+                s2.end_high_equal.eq(s1_mo_end[16:] == length[16:]),
+                s2.end_low_above.eq(s1_mo_end[:16] > length[:16]),
                 s2.buffer_address.eq(desc_r.data.address),
             ]
 
         # Stage 2: the window start bound, the fault in model order, the address. The window starts
         # at next_post - depth: msn - start = from_next + depth.
         behind = (s2.from_next + depth)[_MSN_BITS - 1] if depth < _HALF else 0
+        mo_past = s2.mo_high_above | (s2.mo_high_equal & s2.mo_low_at_or_above)      # mo >= length
+        end_past = s2.end_high_above | (s2.end_high_equal & s2.end_low_above)     # mo + payload > length
         fault = Signal(UntaggedFault)
         with m.If(behind):
             m.d.comb += fault.eq(UntaggedFault.MSN_RANGE)
         with m.Elif(~s2.present):
             m.d.comb += fault.eq(Mux(s2.from_next[_MSN_BITS - 1], UntaggedFault.MSN_RANGE, UntaggedFault.NO_BUFFER))
-        with m.Elif(s2.nonzero & s2.mo_past):
+        with m.Elif(s2.nonzero & mo_past):
             m.d.comb += fault.eq(UntaggedFault.INVALID_MO)
-        with m.Elif(s2.nonzero & s2.end_past):
+        with m.Elif(s2.nonzero & end_past):
             m.d.comb += fault.eq(UntaggedFault.MESSAGE_TOO_LONG)
         with m.Else():
             m.d.comb += fault.eq(UntaggedFault.NONE)

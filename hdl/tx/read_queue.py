@@ -92,25 +92,32 @@ class ReadRequestQueue(wiring.Component):
         held, held_valid, held_rows = Signal(self._layout), Signal(), Signal(streams)
         incoming = self.requests.payload
         incoming_row = stream_row(incoming.association, incoming.stream_id, self.associations, self.stream_ids)
-        refuse = (held_rows & Cat(*full)).any()
+        # (held_rows & full).any(), kept as a flip-flop: loaded with the incoming row's `full` as it
+        # will be, and cleared when a response of the held row is sent (only the held record, as it
+        # leaves, can fill a row). The queues' counters then start from it, not from an OR of the rows.
+        refuse = Signal()
+        done_rows = Cat(self.sent & (self.sent_row == row) for row in range(streams))
         leaving = held_valid & Mux(refuse, refused.sink.ready, accepted.sink.ready)
         m.d.comb += [
             self.requests.ready.eq(~held_valid),
             accepted.sink.payload.eq(held), accepted.sink.valid.eq(held_valid & ~refuse),
             refused.sink.payload.eq(held), refused.sink.valid.eq(held_valid & refuse),
         ]
+        incoming_rows = Cat(incoming_row == row for row in range(streams))
         with m.If(~held_valid):
             m.d.sync += [
-                held.eq(incoming), held_valid.eq(self.requests.valid),
-                held_rows.eq(Cat(incoming_row == row for row in range(streams))),
+                held.eq(incoming), held_valid.eq(self.requests.valid), held_rows.eq(incoming_rows),
+                refuse.eq((incoming_rows & Cat(*full) & ~done_rows).any()),
             ]
-        with m.Elif(leaving):
-            m.d.sync += held_valid.eq(0)
+        with m.Else():
+            m.d.sync += refuse.eq(refuse & ~(held_rows & done_rows).any())
+            with m.If(leaving):
+                m.d.sync += held_valid.eq(0)
 
         for row in range(streams):
             # The held record is this row's and the row is not full: it is counted as it leaves.
             counted = held_valid & held_rows[row] & ~full[row] & accepted.sink.ready
-            done = self.sent & (self.sent_row == row)
+            done = done_rows[row]
             with m.If(counted & ~done):
                 m.d.sync += [counts[row].eq(counts[row] + 1), full[row].eq(counts[row] == ird - 1)]
             with m.Elif(done & ~counted):
