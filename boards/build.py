@@ -26,16 +26,10 @@ from pathlib import Path
 from amaranth_boards.ecpix5 import ECPIX585Platform
 
 from boards.ecpix5_top import Ecpix5Top
-from boards.synth import _tool
+from boards.synth import PLACER_OPTIONS, _tool
 from hdl.synthesis import COLLISION_PASSES
 
-__all__ = ["BOARD_PLACER_OPTIONS", "BOARDS", "ClockResult", "BuildSummary", "summarize", "build", "main"]
-
-#: HeAP spreads the cells to at most 80% of each bin (its default 90%) and weighs timing at its default:
-#: at 71% of the LUTs, the out-of-context synthesis' timing weight (60) packed the core so densely
-#: that router2 never converged (its overuse fell to 560 wires, then grew back past 2500), and the
-#: board's clocks (62.5 and 125 MHz) leave room for the longer routes a spread placement makes.
-BOARD_PLACER_OPTIONS = ("--placer-heap-beta 0.8",)
+__all__ = ["BOARDS", "ClockResult", "BuildSummary", "summarize", "build", "main"]
 
 #: Board name: (platform class, top-level factory).
 BOARDS = {"ecpix5": (ECPIX585Platform, Ecpix5Top)}
@@ -94,8 +88,7 @@ def build(board: str, build_dir: Path, *, seed: int = 1, router: str = "router2"
     platform_class, top = BOARDS[board]
     for variable, tool in _TOOLS.items():
         os.environ.setdefault(variable, _tool(tool))
-    options = ["--report report.json --timing-allow-fail", f"--seed {seed}", f"--router {router}",
-               *BOARD_PLACER_OPTIONS]
+    options = ["--report report.json --timing-allow-fail", f"--seed {seed}", f"--router {router}", *PLACER_OPTIONS]
     platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
                            script_after_read=COLLISION_PASSES, nextpnr_opts=" ".join(options))
     return summarize(json.loads((build_dir / "report.json").read_text()))

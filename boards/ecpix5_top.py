@@ -27,9 +27,9 @@ its receive domain until it is ready; RGB LED 0 shows green once it is. The
 user button resets the core.
 """
 
-from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
+from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, ResetSignal, Signal
 from amaranth.lib import io, wiring
-from amaranth.lib.cdc import ResetSynchronizer
+from amaranth.lib.cdc import AsyncFFSynchronizer, ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from hdl.bus.axis_mux import AxiStreamMux
@@ -137,7 +137,12 @@ class Ecpix5Top(Elaboratable):
         # nextpnr derives the outputs' constraints from the PLL's FREQUENCY_PIN_* attributes (a
         # constraint on a clock net itself names a net that synthesis renames, and is ignored).
         m.d.comb += [ClockSignal("gmii_tx").eq(tx_clock), ClockSignal("sync").eq(core_clock)]
-        m.submodules.sync_reset = ResetSynchronizer(~locked | button.i, domain="sync")
+        # The core's reset reaches some 43,000 flip-flops: synchronized, then through a DCCA onto a global
+        # network, which reaches their LSR inputs (as general routing, it kept router2 from converging).
+        core_reset = Signal()
+        m.submodules.sync_reset = AsyncFFSynchronizer(~locked | button.i, core_reset, o_domain="sync")
+        m.submodules.sync_reset_buffer = Instance("DCCA", i_CLKI=core_reset, i_CE=1,
+                                                  o_CLKO=ResetSignal("sync"))
         m.submodules.gmii_tx_reset = ResetSynchronizer(~locked | button.i, domain="gmii_tx")
 
         eth = platform.request("eth_rgmii", 0, dir="-")

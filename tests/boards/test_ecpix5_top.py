@@ -36,6 +36,9 @@ def test_board_top_elaborates_with_its_primitives_and_constraints(plan):
     rtlil, lpf = plan.files["top.il"], plan.files["top.lpf"]
     cells = re.findall(r"^\s*cell \\(\w+) ", rtlil, re.MULTILINE)
     assert cells.count("EHXPLLL") == 1
+    # The core's reset (tens of thousands of flip-flops) leaves its synchronizer through a global buffer.
+    dcca = rtlil[rtlil.index("cell \\DCCA"):]
+    assert cells.count("DCCA") == 1 and dcca[:dcca.index("\n  end")].endswith("connect \\CLKO \\rst")
     # RGMII: four data wires and the control wire each way, and the forwarded TX clock.
     assert (cells.count("IDDRX1F"), cells.count("ODDRX1F"), cells.count("DELAYG")) == (5, 6, 1)
     pll = rtlil[rtlil.index("cell \\EHXPLLL"):]
