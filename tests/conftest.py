@@ -1,8 +1,12 @@
-"""Shared test fixtures: the independent decoders (tshark, scapy) every interop check uses.
+"""Shared test fixtures: the independent decoders (tshark, scapy) every interop check uses, and the
+system headers Verilator's FST writer needs.
 
 tshark is installed by .ci/run (Debian's package); elsewhere a test that needs
 it is skipped, unless RNIC_REQUIRE_TSHARK=1, which turns a missing tshark into
 a failure. scapy is a test dependency (the ``test`` extra), imported directly.
+Likewise the LZ4 and zlib headers of Verilator's FST writer (Debian's
+liblz4-dev, zlib1g-dev): .ci/run installs them; elsewhere an FST test is
+skipped with the install line, unless RNIC_REQUIRE_FST_WRITER=1.
 """
 
 import os
@@ -39,6 +43,19 @@ def tshark() -> Tshark:
             pytest.fail("tshark is required (RNIC_REQUIRE_TSHARK=1) but not installed")
         pytest.skip("tshark not installed (apt-get install tshark)")
     return Tshark(executable)
+
+
+@pytest.fixture(scope="session")
+def fst_writer() -> None:
+    """Skip (or, with RNIC_REQUIRE_FST_WRITER=1, fail) a test of FST waveforms where Verilator's FST
+    writer cannot be compiled: the system lacks the LZ4 or zlib headers."""
+    from sim.toolchain import FST_WRITER_PACKAGES, fst_writer_available
+
+    if not fst_writer_available():
+        reason = f"Verilator's FST writer needs LZ4 and zlib headers (apt-get install {' '.join(FST_WRITER_PACKAGES)})"
+        if os.environ.get("RNIC_REQUIRE_FST_WRITER") == "1":
+            pytest.fail(f"{reason}: required (RNIC_REQUIRE_FST_WRITER=1) but missing")
+        pytest.skip(reason)
 
 
 # -- the slow set ------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from hdl.stream.crc32c import Crc32c
-from sim.runner import SimulationResult, WavesSettingError, default_waves_dir, run_cocotb, waves_format
+from sim.runner import (SimulationResult, WavesSettingError, WavesUnavailable, default_waves_dir, run_cocotb,
+                        waves_format)
+from sim.toolchain import fst_writer_available
 from sim.tb.crc32c import RFC3720_VECTORS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,7 +101,7 @@ def test_vcd_waves_go_to_the_printed_path_and_pyvcd_reads_the_rfc_checksums(monk
 
 
 @pytest.mark.cocotb
-def test_fst_waves_are_the_default_format_and_pywellen_reads_the_rfc_checksums(monkeypatch, capfd):
+def test_fst_waves_are_the_default_format_and_pywellen_reads_the_rfc_checksums(monkeypatch, capfd, fst_writer):
     monkeypatch.setenv("WAVES", "1")
     _run_rfc_vectors()
     path = _printed_waves(capfd.readouterr().err)
@@ -108,7 +110,7 @@ def test_fst_waves_are_the_default_format_and_pywellen_reads_the_rfc_checksums(m
 
 
 @pytest.mark.cocotb
-def test_turning_fst_waves_on_and_off_reuses_the_build(monkeypatch, capfd):
+def test_turning_fst_waves_on_and_off_reuses_the_build(monkeypatch, capfd, fst_writer):
     monkeypatch.delenv("WAVES", raising=False)
     without = _run_rfc_vectors()  # builds, unless an earlier run did
     capfd.readouterr()
@@ -130,6 +132,40 @@ def test_waves_settings(monkeypatch, setting, expected):
     else:
         monkeypatch.setenv("WAVES", setting)
     assert waves_format() == expected
+
+
+@pytest.fixture
+def headers_hidden(monkeypatch, tmp_path):
+    """A C++ compiler that sees no system headers, as on a machine without liblz4-dev and zlib1g-dev."""
+    compiler = tmp_path / "g++-without-system-headers"
+    compiler.write_text('#!/bin/sh\nexec g++ -nostdinc "$@"\n')
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    fst_writer_available.cache_clear()
+    yield
+    fst_writer_available.cache_clear()
+
+
+def test_without_the_fst_writer_headers_fst_waves_are_refused_with_the_install_line(monkeypatch, headers_hidden):
+    assert not fst_writer_available()
+    monkeypatch.setenv("WAVES", "1")
+    with pytest.raises(WavesUnavailable, match=r"apt-get install liblz4-dev zlib1g-dev .*or WAVES=vcd"):
+        _run_rfc_vectors()
+
+
+def test_without_the_fst_writer_headers_the_fst_tests_skip_with_the_install_line(headers_hidden, tmp_path):
+    """`make test` as the README writes it passes on a machine without the headers: the FST tests skip, saying
+    what to install; RNIC_REQUIRE_FST_WRITER=1 (as .ci/run sets) turns the skip into a failure."""
+    environment = {key: value for key, value in os.environ.items() if key != "RNIC_REQUIRE_FST_WRITER"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-rs",
+               f"{__file__}::test_fst_waves_are_the_default_format_and_pywellen_reads_the_rfc_checksums"]
+    skipped = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environment)
+    assert skipped.returncode == 0, skipped.stdout
+    assert "1 skipped" in skipped.stdout
+    assert "apt-get install liblz4-dev zlib1g-dev" in skipped.stdout
+    required = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
+                              env={**environment, "RNIC_REQUIRE_FST_WRITER": "1"})
+    assert required.returncode == 1 and "RNIC_REQUIRE_FST_WRITER=1" in required.stdout, required.stdout
 
 
 @pytest.mark.parametrize("setting", ["2", "fsdb", "vcd,fst", "lxt2"])
