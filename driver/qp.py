@@ -19,8 +19,13 @@ error completion carries its number, the rest are flushed (`driver.cq`).
 The request a received Terminate names is found from the Terminate's
 headers: the DDP header's STag and TO for a Write (RFC 5041 7.2 tagged
 errors), its queue and MSN for a Send or Read Request, the Read Request
-header's sink STag and TO for a Read.  A Write or Send that already
-completed then completes a second time, with the peer's verdict.
+header's sink STag and TO for a Read.  When several requests carried those
+fields (Writes to one STag and TO), the peer refused the first of them it
+met and dropped the rest (RFC 5041 7.1): the oldest of the latest run of
+matches is named, a run being requests each posted before the one before
+it completed (one that completed before the next was posted went through).
+A Write or Send that already completed then completes a second time, with
+the peer's verdict.
 """
 
 from __future__ import annotations
@@ -128,6 +133,10 @@ class _SendRecord:
     msn: int | None = None
     """Send: its MSN on QN 0; Read: its Read Request's MSN on QN 1 (RFC 5041 4.3, first 1)."""
     local_addr: int = 0
+    number: int = 0
+    """Its place in the queue pair's posting order, from 1."""
+    completed_at: int | None = None
+    """How many requests had been posted when it completed; None while outstanding."""
 
 
 @dataclass
@@ -140,6 +149,8 @@ class _RecvRecord:
 class _Msns:
     send: int = 0
     read: int = 0
+    posted: int = 0
+    """Send-queue requests posted so far (`_SendRecord.number`)."""
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
 
 
@@ -182,6 +193,24 @@ def _error_number(terminate: Terminate) -> ErrorNumber:
     layer, etype, code = terminate.number
     known = terminate.terminate_layer
     return ErrorNumber(known if known is not None else layer, etype, code)
+
+
+def _carried(record: _SendRecord, terminate: Terminate) -> bool:
+    """Whether `record` sent the message whose headers the Terminate quotes: the Read Request header's source STag
+    and TO and sink TO; the tagged DDP header's STag and a TO inside the Write; the untagged header's queue and
+    MSN (RFC 5040 4.8, RFC 5041 4.2, 4.3)."""
+    request, header = terminate.rdma_header, terminate.ddp_header
+    if request is not None:
+        return (record.opcode is WCOpcode.RDMA_READ and record.rkey == request.source_stag
+                and record.remote_addr == request.source_to and record.local_addr == request.sink_to)
+    if header is None:
+        return False
+    if header.tagged:
+        return (record.opcode is WCOpcode.RDMA_WRITE and record.rkey == header.stag
+                and record.remote_addr <= header.to < record.remote_addr + max(record.length, 1))
+    if header.qn == QueueNumber.SEND:
+        return record.opcode is WCOpcode.SEND and record.msn == header.msn
+    return header.qn == QueueNumber.READ_REQUEST and record.opcode is WCOpcode.RDMA_READ and record.msn == header.msn
 
 
 class QP:
@@ -260,8 +289,8 @@ class QP:
             except StreamInError as error:
                 raise NotConnected(str(error)) from error
             self._msns.read += 1
-            self._sends[token] = _SendRecord(wr.wr_id, WCOpcode.RDMA_READ, sge.length, wr.rkey, wr.remote_addr,
-                                             self._msns.read, sge.addr)
+            self._track(token, _SendRecord(wr.wr_id, WCOpcode.RDMA_READ, sge.length, wr.rkey, wr.remote_addr,
+                                           self._msns.read, sge.addr))
             return
         if len(sg_list) > self.cap.max_send_sge:
             raise TooManySges(f"wr.sg_list has {len(sg_list)} SGEs; the send queue takes {self.cap.max_send_sge}")
@@ -286,7 +315,7 @@ class QP:
                 record = _SendRecord(wr.wr_id, WCOpcode.SEND, length, msn=self._msns.send)
         except StreamInError as error:
             raise NotConnected(str(error)) from error
-        self._sends[token] = record
+        self._track(token, record)
 
     # -- events from the device -----------------------------------------------------
 
@@ -300,6 +329,7 @@ class QP:
         record = self._sends.pop(event.wr_id, None)
         if record is None:
             return  # flushed already
+        record.completed_at = self._msns.posted
         self._msns.history.append(record)
         self.send_cq._push(WC(record.wr_id, WCStatus.SUCCESS, record.opcode, event.length, self))
 
@@ -352,26 +382,26 @@ class QP:
         self.device.backend.post_recv(self.stream_id, record.sge.addr, record.sge.length)
         self._receives.append(record)
 
+    def _track(self, token: int, record: _SendRecord) -> None:
+        self._msns.posted += 1
+        record.number = self._msns.posted
+        self._sends[token] = record
+
     def _named_by(self, terminate: Terminate) -> _SendRecord | None:
-        """The send-queue request the Terminate's headers name (see the module docstring)."""
-        candidates = list(self._sends.values()) + list(reversed(self._msns.history))
-        request, header = terminate.rdma_header, terminate.ddp_header
-        for record in candidates:
-            if request is not None:
-                if (record.opcode is WCOpcode.RDMA_READ and record.rkey == request.source_stag
-                        and record.remote_addr == request.source_to and record.local_addr == request.sink_to):
-                    return record
-            elif header is not None and header.tagged:
-                if (record.opcode is WCOpcode.RDMA_WRITE and record.rkey == header.stag
-                        and record.remote_addr <= header.to < record.remote_addr + max(record.length, 1)):
-                    return record
-            elif header is not None:
-                if header.qn == QueueNumber.SEND and record.opcode is WCOpcode.SEND and record.msn == header.msn:
-                    return record
-                if (header.qn == QueueNumber.READ_REQUEST and record.opcode is WCOpcode.RDMA_READ
-                        and record.msn == header.msn):
-                    return record
-        return None
+        """The send-queue request the Terminate's headers name (see the module docstring).  Requests may carry the
+        same fields (Writes to one STag and TO): the peer refused the first of them it met and dropped the rest
+        (RFC 5041 7.1), so the oldest of a run of matches, each posted before the one before it completed, is
+        named; a match that had completed before the next one was posted went through."""
+        records = sorted([*self._sends.values(), *self._msns.history], key=lambda record: record.number)
+        matches = [record for record in records if _carried(record, terminate)]
+        if not matches:
+            return None
+        named = matches[-1]
+        for older in reversed(matches[:-1]):
+            if older.completed_at is not None and older.completed_at < named.number:
+                break
+            named = older
+        return named
 
     def _flush(self, number: ErrorNumber | None) -> None:
         self.state = QPState.ERROR
