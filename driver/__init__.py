@@ -7,7 +7,6 @@ backend's scheduler.
 
 from model.ddp.negotiation import RtrType
 from model.errors import ErrorNumber, TerminateLayer
-from model.rnic.link import LinkConfig
 
 from driver.backends.base import DeviceAttr
 from driver.cm import CMID, MAX_USER_PRIVATE_DATA, CMEvent, CMEventType, CMState, ConnParam
@@ -34,6 +33,7 @@ from driver.errors import (
     WrongArgumentType,
 )
 from driver.mr import MR, AccessFlags
+from driver.options import LinkConfig
 from driver.pd import PD
 from driver.qp import QP, SGE, QPCap, QPState, RecvWR, SendFlags, SendWR, WROpcode
 

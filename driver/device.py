@@ -16,8 +16,7 @@ driver's objects: association and session events to the connection ids
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import fields
+from collections.abc import Awaitable, Callable, Coroutine
 from enum import Enum
 from typing import TypeVar
 
@@ -43,16 +42,16 @@ from model.rnic.events import (
     WorkCompletion,
 )
 from model.errors import LlpError, error_name
-from model.rnic.host import RnicConfig
-from model.rnic.link import LinkConfig
 from model.sctp.state import AssociationState
 
 from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend
 from driver.cm import CMEventType, CMID, CMState, ConnParam
 from driver.cq import CQ, DEFAULT_WAIT
-from driver.arguments import instance, whole
+from driver.arguments import instance
+from driver.arguments import timeout as check_timeout
 from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, UnknownBackend,
                            WrongArgumentType)
+from driver.options import check_fabric_options
 from driver.pd import PD
 
 T = TypeVar("T")
@@ -62,8 +61,6 @@ BACKENDS = ("soft", "engine", "sim", "board")
 model, control plane in software), `sim` (the same hosts with the gateware engine under Verilator: a cocotb
 test, see `sim.driver_sim`), `board` (the RNIC core on a board over its control link, and a software peer
 on its Ethernet, see `driver.backends.board`)."""
-BOARD_OPTIONS = {"serial", "ethernet", "baud", "latency", "time_scale"}
-"""Options only the `board` backend takes (`driver.backends.board.BoardFabric`)."""
 
 
 class AssociationEnd(Enum):
@@ -136,8 +133,12 @@ class Device:
         if self.closed:
             raise InvalidState(f"device {self.name} is closed")
 
-    async def wait_closed(self, timeout: float | None = DEFAULT_WAIT) -> AssociationEnd:
-        """Wait until the device's association has ended (after either side's `close`); how it ended."""
+    def wait_closed(self, timeout: float | None = DEFAULT_WAIT) -> Coroutine[None, None, AssociationEnd]:
+        """Wait until the device's association has ended (after either side's `close`); how it ended.  `timeout`
+        is checked at the call."""
+        return self._wait_closed(check_timeout("timeout", timeout))
+
+    async def _wait_closed(self, timeout: float | None) -> AssociationEnd:
         await self.fabric.wait_until(lambda: self.association_end is not None, timeout)
         assert self.association_end is not None
         return self.association_end
@@ -318,22 +319,6 @@ class Fabric:
         await self.backend.wait_until(routed, timeout)
 
 
-def _check_options(options: dict[str, object], backend: str) -> None:
-    if options.get("link") is not None:
-        instance("link", options["link"], LinkConfig)
-    if "seed" in options:
-        whole("seed", options["seed"], -(1 << 63), (1 << 63) - 1)
-    known = {f.name for f in fields(RnicConfig)} - {"mac", "ip", "port"} | {"link", "seed"}
-    if backend == "board":
-        known |= BOARD_OPTIONS
-        for name in ("serial", "ethernet"):
-            if options.get(name) is None:
-                raise InvalidArgument(f"the board backend needs {name}= (see driver.backends.board)")
-    for name in options:
-        if name not in known:
-            raise InvalidArgument(f"option {name} is none of the fabric's: {', '.join(sorted(known))}")
-
-
 def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     """The devices of `backend`: "soft" (two software RNICs on a simulated link; `options`: `link`
     (a `model.rnic.link.LinkConfig`), `seed`, `RnicConfig` fields) or "engine" (the same, receiving through
@@ -341,7 +326,7 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     and `ethernet`, the port cabled to the board: an interface name or tcp:HOST:PORT; `baud`, `latency`,
     `time_scale`)."""
     instance("backend", backend, str)
-    _check_options(options, backend)
+    check_fabric_options(options, backend)
     if backend == "soft":
         from driver.backends.soft import SoftFabric
 
