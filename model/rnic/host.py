@@ -36,9 +36,11 @@ Decisions recorded here:
   or a host never opened) still answers for its port, through
   `out_of_the_blue_reply`: rule 1, a packet from a non-unicast IPv4
   source, is discarded; rule 2, a packet with an ABORT, is discarded;
-  rule 3, an INIT, is discarded, since only a listener answers INITs (no
-  ABORT refusing the connection); rule 4, a COOKIE ECHO first, is
-  discarded, since no cookie can be ours without a listener; rule 5, a
+  rule 3, an INIT, cannot be processed without a listener (5.1) and is
+  answered with an ABORT carrying the INIT's Initiate Tag, T bit 0, so
+  the initiator learns within a round trip that nothing listens (its
+  COOKIE-WAIT accepts its own tag with T=0, 8.5.1 B); rule 4, a COOKIE
+  ECHO first, is discarded, since no cookie can be ours without a listener; rule 5, a
   SHUTDOWN ACK, gets a SHUTDOWN COMPLETE with the T bit set and the
   packet's own verification tag (so the peer whose final SHUTDOWN
   COMPLETE was lost closes instead of failing after

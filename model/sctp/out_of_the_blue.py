@@ -25,12 +25,20 @@ def out_of_the_blue_reply(packet: SctpPacket) -> SctpPacket | None:
     Returns the packet to send back to the sender (ports swapped), or None to
     discard silently.  Rule 1 (non-unicast source) is the caller's: it sees
     the IP addresses.  The rules are applied in the RFC's order; a Listener
-    answers INIT and COOKIE ECHO (rules 3, 4) itself before asking here."""
+    answers INIT and COOKIE ECHO (rules 3, 4) itself before asking here, so
+    an INIT that reaches this function is one nothing listens for: it cannot
+    be processed (5.1), and rule 3 answers it with an ABORT whose
+    Verification Tag is the INIT's Initiate Tag, T bit 0, so that the
+    initiator learns at once that the connection is refused."""
     chunks = packet.chunks
     if any(isinstance(c, AbortChunk) for c in chunks):
         return None  # rule 2
-    if any(isinstance(c, InitChunk) for c in chunks):
-        return None  # rule 3: only a listener processes an INIT (5.1)
+    init = next((c for c in chunks if isinstance(c, InitChunk)), None)
+    if init is not None:
+        if len(chunks) != 1 or packet.verification_tag != 0:
+            return None  # 8.5.1 A: an INIT travels alone with tag 0, else it is discarded
+        # Rule 3: no listener, so the INIT cannot be processed (5.1): ABORT, the Initiate Tag, T bit 0.
+        return SctpPacket(packet.dst_port, packet.src_port, init.initiate_tag, (AbortChunk(tag_reflected=False),))
     if isinstance(chunks[0], CookieEchoChunk):
         return None  # rule 4: no listener, so no State Cookie of ours (5.1.5)
     if any(isinstance(c, ShutdownAckChunk) for c in chunks):

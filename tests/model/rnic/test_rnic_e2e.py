@@ -621,21 +621,46 @@ def test_rfc4960_8_4_rule_8_ootb_packet_gets_abort_with_t_bit(chunk: Chunk) -> N
     _ootb_frame(DataChunk(tsn=1, stream_id=0, ssn=0, ppid=PPID_DDP_SEGMENT, user_data=b"x"),
                 AbortChunk(tag_reflected=True)),  # rule 2: an ABORT anywhere in the packet
     _ootb_frame(InitChunk(initiate_tag=9, a_rwnd=65536, outbound_streams=8, inbound_streams=8, initial_tsn=1),
-                tag=0),  # rule 3: only a listener answers an INIT
+                tag=5),  # 8.5.1 A: an INIT with a tag is discarded
     _ootb_frame(CookieEchoChunk(cookie=b"not ours")),  # rule 4: no listener, no cookie of ours
     _ootb_frame(ShutdownCompleteChunk()),  # rule 6
     _ootb_frame(CookieAckChunk()),  # rule 7
     _ootb_frame(ErrorChunk(causes=(ErrorCause(ErrorCauseCode.STALE_COOKIE, b"\0\0\0\1"),))),  # rule 7
     _ootb_frame(ShutdownAckChunk(), src_ip="224.0.0.18"),  # rule 1: from a multicast address
     _ootb_frame(ShutdownAckChunk(), dst_port=PORT[Side.A] + 1),  # no endpoint on that port
-], ids=["ABORT", "ABORT-bundled", "INIT", "COOKIE-ECHO", "SHUTDOWN-COMPLETE", "COOKIE-ACK", "stale-cookie-ERROR",
+], ids=["ABORT", "ABORT-bundled", "INIT-with-a-tag", "COOKIE-ECHO", "SHUTDOWN-COMPLETE", "COOKIE-ACK", "stale-cookie-ERROR",
         "multicast-source", "other-port"])
 def test_rfc4960_8_4_ootb_packets_discarded_silently(frame: bytes) -> None:
-    """RFC 4960 8.4 rules 1, 2, 3 (no listener), 4 (no listener), 6 and 7: no answer at all."""
+    """RFC 4960 8.4 rules 1, 2, 4 (no listener), 6 and 7, and 8.5.1 A: no answer at all."""
     host = _lone_host()
     host.receive(frame, 1.0)
     assert host.next_events() == []
     assert host.data_to_send(1.0) == []
+
+
+def test_rfc4960_8_4_rule_3_an_init_to_a_host_that_does_not_listen_gets_an_abort() -> None:
+    """RFC 4960 8.4 rule 3 with 5.1: the INIT cannot be processed (nothing listens), so it is answered with an
+    ABORT whose Verification Tag is the INIT's Initiate Tag and whose T bit is 0, to the sender's addresses."""
+    host = _lone_host()
+    init = InitChunk(initiate_tag=0xC0FFEE, a_rwnd=65536, outbound_streams=8, inbound_streams=8, initial_tsn=1)
+    host.receive(_ootb_frame(init, tag=0), 1.0)
+    (frame,) = host.data_to_send(1.0)
+    decoded = Frame.decode(frame)
+    assert (decoded.eth.dst, str(decoded.ip.dst)) == (PEER_MAC, PEER_IP)
+    packet = SctpPacket.decode(decoded.sctp)
+    assert (packet.src_port, packet.dst_port, packet.verification_tag) == (PORT[Side.A], PEER_PORT, 0xC0FFEE)
+    assert packet.chunks == (AbortChunk(tag_reflected=False),)
+    assert host.next_events() == [] and host.next_timeout() is None
+
+
+def test_a_connect_to_a_host_that_does_not_listen_is_aborted_within_a_round_trip() -> None:
+    """RFC 4960 8.4 rule 3: the initiator's association ends Aborted one round trip after its INIT, in
+    COOKIE-WAIT, instead of failing after Max.Init.Retransmits (5.1 C)."""
+    pair = create_pair()
+    pair.a.connect(pair.now, MAC[Side.B], IP[Side.B], PORT[Side.B])  # B never listened
+    pair.run_until(lambda: pair.a.closed)
+    assert [type(e) for e in pair.events[Side.A] if isinstance(e, (Closed, Aborted, Failed))] == [Aborted]
+    assert pair.now < 0.01 and not pair.b.closed and pair.b.association is None
 
 
 def test_closed_active_opener_aborts_a_stale_data_chunk() -> None:
