@@ -93,6 +93,8 @@ class Device:
         self.closed = False
         self.association_end: AssociationEnd | None = None
         """How the device's association ended, once it has."""
+        self._association_was_up = False
+        """The device's latest association reached ESTABLISHED (an ABORT before that refused the connect)."""
 
     @property
     def address(self) -> tuple[str, int]:
@@ -162,6 +164,7 @@ class Device:
         elif backend.association_opening:
             self._waiting_for_association.append(cm_id)
         elif backend.connect(*address):
+            self._association_was_up = False
             self._waiting_for_association.append(cm_id)
         else:
             cm_id._ended(CMEventType.UNREACHABLE, f"no device at {address[0]} port {address[1]}")
@@ -191,6 +194,7 @@ class Device:
             else:
                 qp._on_completion(event)
         elif isinstance(event, Connected):
+            self._association_was_up = True
             waiting, self._waiting_for_association = self._waiting_for_association, []
             for cm_id in waiting:
                 if event.ddp_enabled:
@@ -279,13 +283,19 @@ class Device:
     def _association_over(self, event: RnicEvent) -> None:
         if self.association_end is None:
             self.association_end = _ASSOCIATION_ENDS[type(event)]
+        waiting_kind = CMEventType.CONNECT_ERROR
         if isinstance(event, Failed) and event.state in (AssociationState.COOKIE_WAIT, AssociationState.COOKIE_ECHOED):
-            kind, reason = CMEventType.UNREACHABLE, f"the association could not be set up: {event.reason}"
+            waiting_kind = kind = CMEventType.UNREACHABLE
+            reason = f"the association could not be set up: {event.reason}"
+        elif isinstance(event, Aborted) and not self._association_was_up:
+            waiting_kind = kind = CMEventType.REJECTED
+            reason = ("refused: the peer answered the INIT with an ABORT, nothing listens at the address "
+                      "(RFC 4960 8.4 rule 3, 5.1)")
         else:
             kind, reason = CMEventType.DISCONNECTED, f"the association ended: {type(event).__name__}"
         waiting, self._waiting_for_association = self._waiting_for_association, []
         for cm_id in waiting:
-            cm_id._ended(kind if kind is CMEventType.UNREACHABLE else CMEventType.CONNECT_ERROR, reason)
+            cm_id._ended(waiting_kind, reason)
         for cm_id in list(self._ids.values()):
             connecting = cm_id.state in (CMState.CONNECTING, CMState.REQUESTED, CMState.ACCEPTED)
             cm_id._ended(CMEventType.CONNECT_ERROR if connecting else CMEventType.DISCONNECTED, reason)

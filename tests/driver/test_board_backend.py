@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from driver import InvalidArgument, OutOfResources, open_fabric
+from driver import CMEventType, InvalidArgument, OutOfResources, open_fabric
 from driver.backends.board import BoardError, BoardFabric, BoardMismatch, LinkMemory, board_memory_map
 from driver.device import Fabric
 from driver.ethernet import EthernetError, SocketPort, open_port
@@ -154,3 +154,35 @@ def test_socket_port_frames_both_ways():
     assert port.closed
     port.close()
     server.close()
+
+
+def test_a_connect_nobody_listens_for_is_rejected_both_ways():
+    """RFC 4960 8.4 rule 3 through the board: the board's host answers an INIT with nothing listening by an ABORT
+    sent out of the board's MAC, and the ABORT answering the board's own INIT comes up through its receive engine
+    (no association row yet); each connect is REJECTED within a round trip, and the board then connects."""
+    _, fabric = open_board()
+    board, peer = fabric.devices
+
+    async def main():
+        events = []
+        pds = {device: device.alloc_pd() for device in fabric.devices}
+        for device, other in ((peer, board), (board, peer)):
+            cm_id = device.create_id()
+            cm_id.create_qp(pds[device], device.create_cq())
+            cm_id.connect(other.address)
+            events.append((await cm_id.get_cm_event(timeout=5.0)).event_type)
+        elapsed = fabric.now()
+        listener = peer.create_id()
+        listener.listen()
+        cm_id = board.create_id()
+        cm_id.create_qp(pds[board], board.create_cq())
+        cm_id.connect(peer.address)
+        request = await listener.get_cm_event(timeout=5.0)
+        request.id.create_qp(pds[peer], peer.create_cq())
+        request.id.accept()
+        events.append((await cm_id.get_cm_event(timeout=5.0)).event_type)
+        return events, elapsed
+
+    events, elapsed = fabric.backend.run(main)
+    assert events == [CMEventType.REJECTED, CMEventType.REJECTED, CMEventType.ESTABLISHED]
+    assert elapsed < 3.0  # RTO.Initial: no INIT was retransmitted (RFC 4960 5.1 C)

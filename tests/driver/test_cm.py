@@ -10,9 +10,8 @@ session with a Terminate; the other answers with its own.
 import pytest
 
 from driver import (
-    SGE, AssociationEnd, CMEventType, ConnParam, NotConnected, QPState, RecvWR, RtrType, SendWR, SimulationStalled,
-    TerminateLayer,
-    WaitTimeout, WCStatus, WROpcode, open_fabric, run,
+    SGE, AssociationEnd, CMEventType, ConnParam, LinkConfig, NotConnected, QPState, RecvWR, RtrType, SendWR,
+    SimulationStalled, TerminateLayer, WaitTimeout, WCStatus, WROpcode, open_fabric, run,
 )
 from scripts.driver_example import main as example_main
 from tests.driver.harness import connected
@@ -134,28 +133,60 @@ def test_device_close_disconnects_every_connection(backend):
     assert [event.event_type for event in result["events"]] == [CMEventType.DISCONNECTED] * 2
 
 
-def test_unreachable_address_and_silent_peer(backend):
-    """No device at the address: UNREACHABLE at once.  A peer that does not listen never answers the INIT
-    (RFC 4960 8.4 rule 3), so the association gives up after Max.Init.Retransmits (5.1 C): UNREACHABLE."""
+def test_no_device_at_the_address_is_unreachable_at_once(backend):
+    result = {}
+
+    async def main(fabric):
+        client = fabric.devices[1]
+        nowhere = client.create_id()
+        nowhere.create_qp(client.alloc_pd(), client.create_cq())
+        nowhere.connect(("10.9.9.9", 5002))
+        result["event"] = await nowhere.get_cm_event()
+
+    run(main, backend)
+    assert result["event"].event_type is CMEventType.UNREACHABLE
+
+
+def test_a_peer_that_does_not_listen_rejects_the_connect_within_a_round_trip(backend):
+    """Issue 28 item 5: the peer's endpoint cannot process the INIT with nothing listening and answers it with
+    an ABORT (RFC 4960 8.4 rule 3, 5.1), so the connect is REJECTED one round trip later (the link's delay is
+    0.5 ms each way), as a TCP SYN to a closed port meets a RST; the association ended ABORTED."""
     result = {}
 
     async def main(fabric):
         server, client = fabric.devices
-        pd, cq = client.alloc_pd(), client.create_cq()
-        nowhere = client.create_id()
-        nowhere.create_qp(pd, cq)
-        nowhere.connect(("10.9.9.9", 5002))
-        result["nowhere"] = await nowhere.get_cm_event()
+        cm_id = client.create_id()
+        cm_id.create_qp(client.alloc_pd(), client.create_cq())
+        cm_id.connect(server.address)
+        result["event"] = await cm_id.get_cm_event()
+        result["when"] = fabric.now()
+        result["end"] = await client.wait_closed()
+
+    run(main, backend)
+    event = result["event"]
+    assert (event.event_type, event.status) == (CMEventType.REJECTED, -1)
+    assert "ABORT" in event.reason and "RFC 4960 8.4" in event.reason
+    assert result["when"] < 0.01
+    assert result["end"] is AssociationEnd.ABORTED
+
+
+def test_a_peer_that_never_answers_is_unreachable_after_max_init_retransmits(backend):
+    """Every frame lost: the INIT is retransmitted until Max.Init.Retransmits (RFC 4960 5.1 C), RTO.Initial 3 s
+    doubling through 8 retransmissions (RFC 4960 15): UNREACHABLE."""
+    result = {}
+
+    async def main(fabric):
+        server, client = fabric.devices
+        server.create_id().listen()
         silent = client.create_id()
-        silent.create_qp(pd, cq)
+        silent.create_qp(client.alloc_pd(), client.create_cq())
         silent.connect(server.address)
         result["silent"] = await silent.get_cm_event()
         result["when"] = fabric.now()
 
-    run(main, backend)
-    assert result["nowhere"].event_type is CMEventType.UNREACHABLE
+    run(main, backend, link=LinkConfig(loss=1.0))
     assert result["silent"].event_type is CMEventType.UNREACHABLE
-    assert result["when"] > 60  # RTO.Initial 3 s doubling through 8 retransmissions (RFC 4960 15)
+    assert result["when"] > 60
 
 
 def test_a_wait_that_cannot_end(backend):
