@@ -92,7 +92,7 @@ class Device:
         self._qp_count = 0
         self.closed = False
         self.association_end: AssociationEnd | None = None
-        """How the device's association ended, once it has."""
+        """How the device's latest association ended, once it has (None again when the next one starts)."""
         self._association_was_up = False
         """The device's latest association reached ESTABLISHED (an ABORT before that refused the connect)."""
 
@@ -164,7 +164,7 @@ class Device:
         elif backend.association_opening:
             self._waiting_for_association.append(cm_id)
         elif backend.connect(*address):
-            self._association_was_up = False
+            self._new_association()
             self._waiting_for_association.append(cm_id)
         else:
             cm_id._ended(CMEventType.UNREACHABLE, f"no device at {address[0]} port {address[1]}")
@@ -194,6 +194,7 @@ class Device:
             else:
                 qp._on_completion(event)
         elif isinstance(event, Connected):
+            self.association_end = None  # a passive side's next association: the last one's end is past
             self._association_was_up = True
             waiting, self._waiting_for_association = self._waiting_for_association, []
             for cm_id in waiting:
@@ -279,6 +280,11 @@ class Device:
         cm_id.stream_id = stream_id
         self._ids[stream_id] = cm_id
         self.backend.open_stream(stream_id, param.private_data, cm_id._resources(param))
+
+    def _new_association(self) -> None:
+        """A new association starts: `wait_closed` waits for its end, not the last one's."""
+        self.association_end = None
+        self._association_was_up = False
 
     def _association_over(self, event: RnicEvent) -> None:
         if self.association_end is None:

@@ -273,3 +273,36 @@ def test_a_separate_receive_cq_takes_the_receives_and_wait_closed_says_how_it_en
     assert [(wc.wr_id, wc.opcode.name) for wc in result["send"]] == [(3, "SEND")]
     assert result["server_send_cq"] == 0
     assert result["ends"] == [AssociationEnd.CLOSED, AssociationEnd.CLOSED]
+
+
+def test_wait_closed_reports_the_end_of_the_current_association(backend):
+    """Issue 28 item 4: a connect before the peer listens ends its association (ABORTED, RFC 4960 8.4 rule 3);
+    the next association, set up once the peer listens, is up until client.close() shuts it down (RFC 4960 9.2):
+    both devices' wait_closed() wait for that end and say CLOSED, not the first association's end."""
+    result = {}
+
+    async def main(fabric):
+        server, client = fabric.devices
+        pds = {device: device.alloc_pd() for device in fabric.devices}
+        early = client.create_id()
+        early.create_qp(pds[client], client.create_cq())
+        early.connect(server.address)
+        result["early"] = (await early.get_cm_event()).event_type
+        listener = server.create_id()
+        listener.listen()
+        cm_id = client.create_id()
+        cm_id.create_qp(pds[client], client.create_cq())
+        cm_id.connect(server.address)
+        request = await listener.get_cm_event()
+        request.id.create_qp(pds[server], server.create_cq())
+        request.id.accept()
+        await cm_id.get_cm_event()
+        result["up"] = fabric.now()
+        client.close()
+        result["ends"] = [await device.wait_closed() for device in (client, server)]
+        result["closed"] = fabric.now()
+
+    run(main, backend)
+    assert result["early"] is CMEventType.REJECTED
+    assert result["ends"] == [AssociationEnd.CLOSED, AssociationEnd.CLOSED]
+    assert result["closed"] > result["up"]  # the SHUTDOWN exchange took its round trips
