@@ -21,7 +21,8 @@ association (RFC 4960), set up with the RFC 6581 enhanced negotiation:
   address, or the association could not be set up: RFC 4960 5.1 C),
   CONNECT_ERROR (a failed negotiation or a peer without DDP, RFC 6581 8,
   RFC 5043 11.1), DISCONNECTED (either side's `disconnect`, RFC 5043 6.2,
-  or the association's end).  Each event says why (`reason`) and, when an
+  an RDMAP Terminate sent or received, which the side that sent it
+  follows with the DDP Stream Terminate, or the association's end).  Each event says why (`reason`) and, when an
   RFC numbers the cause, its number (`error`).
 """
 
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING
 from model.ddp.negotiation import LocalResources, RtrType
 from model.ddp.sctp_adaptation import MAX_PRIVATE_DATA, EnhancedData
 from model.ddp.session import NegotiationRefused
-from model.errors import ErrorNumber
+from model.errors import ErrorNumber, error_name
 
 from driver.arguments import address as check_address
 from driver.arguments import data, instance, member, sequence, whole
@@ -237,6 +238,20 @@ class CMID:
         ird, ord, private_data = self._negotiated
         param = ConnParam(responder_resources=ird, initiator_depth=ord)
         self._post(CMEventType.ESTABLISHED, private_data=private_data, conn_param=param)
+
+    def _terminated(self, error: ErrorNumber, sent: bool) -> None:
+        """An RDMAP Terminate ended the stream (its queue pair is in error): the DDP Stream Terminate follows it
+        from the side that sent it (RFC 5043 6.2; the peer's session answers with its own, 6.6), and the
+        application hears of it as rdma_cm reports an iWARP connection ended by a Terminate: DISCONNECTED
+        (CONNECT_ERROR before ESTABLISHED), with the Terminate's number."""
+        if self.state not in (CMState.ESTABLISHED, CMState.ACCEPTED):
+            return  # disconnecting already: its own DISCONNECTED follows
+        if sent:
+            self.device.backend.terminate_stream(self.stream_id)
+        whose = "this side's" if sent else "the peer's"
+        kind = CMEventType.DISCONNECTED if self.state is CMState.ESTABLISHED else CMEventType.CONNECT_ERROR
+        self._ended(kind, f"the stream ended with {whose} Terminate: {error_name(*error)} (RFC 5040 5.5, "
+                          "RFC 5043 6.2)", error)
 
     def _ended(self, event_type: CMEventType, reason: str, error: ErrorNumber | None = None,
                private_data: bytes = b"") -> None:

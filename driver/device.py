@@ -89,6 +89,8 @@ class Device:
         self._ids: dict[int, CMID] = {}
         """Connection ids by DDP stream."""
         self._waiting_for_association: list[CMID] = []
+        self._waiting_for_stream: list[CMID] = []
+        """Connecting ids waiting for a stream being released (RFC 5043 6.6)."""
         self._qp_count = 0
         self.closed = False
         self.association_end: AssociationEnd | None = None
@@ -188,7 +190,9 @@ class Device:
             if qp is None:
                 return
             if isinstance(event, RdmapTerminated):
-                qp._on_terminate(event.terminate, event.sent)
+                number = qp._on_terminate(event.terminate, event.sent)
+                if number is not None:
+                    cm_id._terminated(number, event.sent)
             elif isinstance(event, ReceiveCompletion):
                 qp._on_receive(event)
             else:
@@ -213,6 +217,11 @@ class Device:
         if isinstance(event, SessionRequested):
             self._on_request(event)
             return
+        if isinstance(event, StreamReleased) and self._waiting_for_stream:
+            waiting, self._waiting_for_stream = self._waiting_for_stream, []
+            for waiting_id in waiting:
+                if waiting_id.state is CMState.CONNECTING:
+                    self._open_stream(waiting_id)
         cm_id = self._ids.get(getattr(event, "stream_id", -1))
         if cm_id is None:
             return
@@ -270,10 +279,15 @@ class Device:
         listener._post(CMEventType.CONNECT_REQUEST, about=cm_id, private_data=event.private_data, conn_param=offer)
 
     def _open_stream(self, cm_id: CMID) -> None:
-        stream_id = next((s for s in range(self.attr.max_qp)
-                          if s not in self._ids and self.backend.stream_available(s)), None)
+        """Open a free DDP stream for `cm_id`; with none free but one still being released (its session's last
+        chunks unacknowledged, RFC 5043 6.6), wait for it."""
+        unused = [s for s in range(self.attr.max_qp) if s not in self._ids]
+        stream_id = next((s for s in unused if self.backend.stream_available(s)), None)
         if stream_id is None:
-            cm_id._ended(CMEventType.CONNECT_ERROR, f"all {self.attr.max_qp} DDP streams are in use")
+            if unused:
+                self._waiting_for_stream.append(cm_id)
+            else:
+                cm_id._ended(CMEventType.CONNECT_ERROR, f"all {self.attr.max_qp} DDP streams are in use")
             return
         assert cm_id._pending is not None
         param = cm_id._pending.param
@@ -302,6 +316,9 @@ class Device:
         waiting, self._waiting_for_association = self._waiting_for_association, []
         for cm_id in waiting:
             cm_id._ended(waiting_kind, reason)
+        waiting, self._waiting_for_stream = self._waiting_for_stream, []
+        for cm_id in waiting:
+            cm_id._ended(CMEventType.CONNECT_ERROR, reason)
         for cm_id in list(self._ids.values()):
             connecting = cm_id.state in (CMState.CONNECTING, CMState.REQUESTED, CMState.ACCEPTED)
             cm_id._ended(CMEventType.CONNECT_ERROR if connecting else CMEventType.DISCONNECTED, reason)

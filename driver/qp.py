@@ -79,7 +79,7 @@ class SendFlags(IntFlag):
 class QPState(Enum):
     INIT = "created, not connected"
     RTS = "connected: ready to send"
-    ERROR = "in error: a Terminate was sent or received, or the connection ended"
+    ERROR = "in error: a Terminate was sent or received, or the connection ended; posts complete flushed"
 
 
 @dataclass(frozen=True)
@@ -154,39 +154,42 @@ class _Msns:
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
 
 
-def _check_request(wr: SendWR | RecvWR) -> tuple[SGE, ...]:
+def _check_request(wr: SendWR | RecvWR, name: str) -> tuple[SGE, ...]:
     """The request's wr_id and SGEs: ids are verbs' uint64, addresses 64 bits, lengths and lkeys 32 (RFC 5041
-    4.2, 5.2)."""
-    whole("wr.wr_id", wr.wr_id, 0, U64)
-    sg_list = sequence("wr.sg_list", wr.sg_list)
+    4.2, 5.2); `name` is the request's as written at the call (`wr`, `wr[2]`)."""
+    whole(f"{name}.wr_id", wr.wr_id, 0, U64)
+    sg_list = sequence(f"{name}.sg_list", wr.sg_list)
     for index, sge in enumerate(sg_list):
-        name = f"wr.sg_list[{index}]"
-        instance(name, sge, SGE)
-        whole(f"{name}.addr", sge.addr, 0, U64)
-        whole(f"{name}.length", sge.length, 0, U32)
-        whole(f"{name}.lkey", sge.lkey, 0, U32)
+        sge_name = f"{name}.sg_list[{index}]"
+        instance(sge_name, sge, SGE)
+        whole(f"{sge_name}.addr", sge.addr, 0, U64)
+        whole(f"{sge_name}.length", sge.length, 0, U32)
+        whole(f"{sge_name}.lkey", sge.lkey, 0, U32)
     return sg_list
 
 
-def _check_send(wr: SendWR, length: int) -> None:
+def _check_send(wr: SendWR, length: int, name: str) -> SendFlags:
     """The opcode and the fields it uses: the remote buffer of a Write or Read inside the 64-bit Tagged Offset
     space (RFC 5041 4.2), the STag to invalidate of a Send with Invalidate alone (RFC 5040 5.3), the Solicited
-    Event of Sends alone (RFC 5040 4.3)."""
-    opcode = member("wr.opcode", wr.opcode, WROpcode)
-    send_flags = flags("wr.send_flags", wr.send_flags, SendFlags)
-    whole("wr.remote_addr", wr.remote_addr, 0, U64)
-    whole("wr.rkey", wr.rkey, 0, U32)
+    Event of Sends alone (RFC 5040 4.3).  The request's flags."""
+    opcode = member(f"{name}.opcode", wr.opcode, WROpcode)
+    send_flags = flags(f"{name}.send_flags", wr.send_flags, SendFlags)
+    whole(f"{name}.remote_addr", wr.remote_addr, 0, U64)
+    whole(f"{name}.rkey", wr.rkey, 0, U32)
     if opcode in (WROpcode.RDMA_WRITE, WROpcode.RDMA_READ) and wr.remote_addr + length > U64 + 1:
-        raise InvalidArgument(f"wr.remote_addr 0x{wr.remote_addr:x} + {length} bytes runs past the 64-bit Tagged "
-                              "Offsets (RFC 5041 4.2)")
+        raise InvalidArgument(f"{name}.remote_addr 0x{wr.remote_addr:x} + {length} bytes runs past the 64-bit "
+                              "Tagged Offsets (RFC 5041 4.2)")
     if opcode is WROpcode.SEND_WITH_INV:
         if wr.invalidate_rkey is None:
-            raise InvalidArgument("wr.invalidate_rkey: SEND_WITH_INV needs the STag to invalidate (RFC 5040 5.3)")
-        whole("wr.invalidate_rkey", wr.invalidate_rkey, 0, U32)
+            raise InvalidArgument(f"{name}.invalidate_rkey: SEND_WITH_INV needs the STag to invalidate "
+                                  "(RFC 5040 5.3)")
+        whole(f"{name}.invalidate_rkey", wr.invalidate_rkey, 0, U32)
     elif wr.invalidate_rkey is not None:
-        raise InvalidArgument(f"wr.invalidate_rkey is for SEND_WITH_INV alone, not {opcode.name} (RFC 5040 5.3)")
+        raise InvalidArgument(f"{name}.invalidate_rkey is for SEND_WITH_INV alone, not {opcode.name} "
+                              "(RFC 5040 5.3)")
     if send_flags & SendFlags.SOLICITED and opcode not in (WROpcode.SEND, WROpcode.SEND_WITH_INV):
-        raise InvalidArgument(f"wr.send_flags SOLICITED is for Sends alone, not {opcode.name} (RFC 5040 4.3)")
+        raise InvalidArgument(f"{name}.send_flags SOLICITED is for Sends alone, not {opcode.name} (RFC 5040 4.3)")
+    return send_flags
 
 
 def _error_number(terminate: Terminate) -> ErrorNumber:
@@ -244,20 +247,23 @@ class QP:
     # -- posting ------------------------------------------------------------------
 
     def post_recv(self, wr: RecvWR) -> None:
-        """Post a receive buffer (`ibv_post_recv`); allowed before the connection is established."""
-        instance("wr", wr, RecvWR)
-        sg_list = _check_request(wr)
+        """Post a receive buffer (`ibv_post_recv`); allowed before the connection is established.  On a queue pair
+        in error (its connection ended) the receive completes at once, flushed (`WR_FLUSH_ERR`)."""
+        name = "wr"
+        instance(name, wr, RecvWR)
+        sg_list = _check_request(wr, name)
         self.device.check_open()
-        if self.state is QPState.ERROR:
-            raise NotConnected(f"QP {self.qp_num} is in error; no more receives")
         if len(sg_list) > self.cap.max_recv_sge:
-            raise TooManySges(f"wr.sg_list has {len(sg_list)} SGEs; the receive queue takes {self.cap.max_recv_sge} "
-                              "(an untagged buffer is one range of host memory, RFC 5041 3)")
-        if len(self._receives) + len(self._unposted) >= self.cap.max_recv_wr:
-            raise QueueFull(f"{self.cap.max_recv_wr} receives already posted")
+            raise TooManySges(f"{name}.sg_list has {len(sg_list)} SGEs; the receive queue takes "
+                              f"{self.cap.max_recv_sge} (an untagged buffer is one range of host memory, RFC 5041 3)")
         sge = sg_list[0] if sg_list else SGE(0, 0, 0)
         if sg_list:
-            self._region(sge, AccessFlags.LOCAL_WRITE, "receive into", "wr.sg_list[0]")
+            self._region(sge, AccessFlags.LOCAL_WRITE, "receive into", f"{name}.sg_list[0]")
+        if self.state is QPState.ERROR:
+            self.recv_cq._push(WC(wr.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self, error=self.error))
+            return
+        if len(self._receives) + len(self._unposted) >= self.cap.max_recv_wr:
+            raise QueueFull(f"{self.cap.max_recv_wr} receives already posted")
         record = _RecvRecord(wr.wr_id, sge)
         if self.state is QPState.RTS:
             self._hand_receive(record)
@@ -265,54 +271,60 @@ class QP:
             self._unposted.append(record)
 
     def post_send(self, wr: SendWR) -> None:
-        """Post a Send variant, RDMA Write or RDMA Read (`ibv_post_send`)."""
-        instance("wr", wr, SendWR)
-        sg_list = _check_request(wr)
-        _check_send(wr, sum(sge.length for sge in sg_list))
+        """Post a Send variant, RDMA Write or RDMA Read (`ibv_post_send`).  On a queue pair in error (a Terminate
+        or the end of its connection) the request completes at once, flushed (`WR_FLUSH_ERR`), as in verbs."""
+        name = "wr"
+        instance(name, wr, SendWR)
+        sg_list = _check_request(wr, name)
+        length = sum(sge.length for sge in sg_list)
+        _check_send(wr, length, name)
         self.device.check_open()
-        if self.state is not QPState.RTS:
+        if self.state is QPState.INIT:
             raise NotConnected(f"QP {self.qp_num} is not connected ({self.state.value})")
+        read = wr.opcode is WROpcode.RDMA_READ
+        if read and len(sg_list) != 1:
+            raise TooManySges(f"{name}.sg_list: an RDMA Read takes exactly one SGE, its data sink (RFC 5040 4.4), "
+                              f"not {len(sg_list)}")
+        if not read and len(sg_list) > self.cap.max_send_sge:
+            raise TooManySges(f"{name}.sg_list has {len(sg_list)} SGEs; the send queue takes "
+                              f"{self.cap.max_send_sge}")
+        for index, sge in enumerate(sg_list):
+            if read:
+                self._region(sge, AccessFlags.LOCAL_WRITE, "read into", f"{name}.sg_list[{index}]")
+            else:
+                self._region(sge, AccessFlags(0), "send from", f"{name}.sg_list[{index}]")
+        if length > self.device.attr.max_msg_sz:
+            raise InvalidArgument(f"{name}.sg_list holds a message of {length} bytes: at most "
+                                  f"{self.device.attr.max_msg_sz} (RFC 5041 5.2)")
+        opcode = WCOpcode.RDMA_READ if read else WCOpcode.RDMA_WRITE if wr.opcode is WROpcode.RDMA_WRITE \
+            else WCOpcode.SEND
+        if self.state is QPState.ERROR:
+            self.send_cq._push(WC(wr.wr_id, WCStatus.WR_FLUSH_ERR, opcode, 0, self, error=self.error))
+            return
         if len(self._sends) >= self.cap.max_send_wr:
             raise QueueFull(f"{self.cap.max_send_wr} send requests already outstanding")
         backend, stream = self.device.backend, self.stream_id
-        if wr.opcode is WROpcode.RDMA_READ:
-            if len(sg_list) != 1:
-                raise TooManySges(f"wr.sg_list: an RDMA Read takes exactly one SGE, its data sink (RFC 5040 4.4), "
-                                  f"not {len(sg_list)}")
-            sge = sg_list[0]
-            self._region(sge, AccessFlags.LOCAL_WRITE, "read into", "wr.sg_list[0]")
-            try:
-                token = backend.post_read(stream, sge.lkey, sge.addr, wr.rkey, wr.remote_addr, sge.length)
-            except ReadLimitExceeded as error:
-                raise OrdExceeded(f"ORD {self.ord}: that many RDMA Reads are outstanding on QP {self.qp_num} "
-                                  "(RFC 5040 5.2, RFC 6581 9)") from error
-            except StreamInError as error:
-                raise NotConnected(str(error)) from error
-            self._msns.read += 1
-            self._track(token, _SendRecord(wr.wr_id, WCOpcode.RDMA_READ, sge.length, wr.rkey, wr.remote_addr,
-                                           self._msns.read, sge.addr))
-            return
-        if len(sg_list) > self.cap.max_send_sge:
-            raise TooManySges(f"wr.sg_list has {len(sg_list)} SGEs; the send queue takes {self.cap.max_send_sge}")
-        for index, sge in enumerate(sg_list):
-            self._region(sge, AccessFlags(0), "send from", f"wr.sg_list[{index}]")
-        gather = [(sge.addr, sge.length) for sge in sg_list]
-        length = sum(sge.length for sge in sg_list)
-        if length > self.device.attr.max_msg_sz:
-            raise InvalidArgument(f"wr.sg_list holds a message of {length} bytes: at most "
-                                  f"{self.device.attr.max_msg_sz} (RFC 5041 5.2)")
         try:
-            if wr.opcode is WROpcode.RDMA_WRITE:
+            if read:
+                sge = sg_list[0]
+                try:
+                    token = backend.post_read(stream, sge.lkey, sge.addr, wr.rkey, wr.remote_addr, sge.length)
+                except ReadLimitExceeded as error:
+                    raise OrdExceeded(f"ORD {self.ord}: that many RDMA Reads are outstanding on QP {self.qp_num} "
+                                      "(RFC 5040 5.2, RFC 6581 9)") from error
+                self._msns.read += 1
+                record = _SendRecord(wr.wr_id, opcode, sge.length, wr.rkey, wr.remote_addr, self._msns.read, sge.addr)
+            elif opcode is WCOpcode.RDMA_WRITE:
+                gather = [(sge.addr, sge.length) for sge in sg_list]
                 token = backend.post_write(stream, wr.rkey, wr.remote_addr, gather, length)
-                record = _SendRecord(wr.wr_id, WCOpcode.RDMA_WRITE, length, wr.rkey, wr.remote_addr)
+                record = _SendRecord(wr.wr_id, opcode, length, wr.rkey, wr.remote_addr)
             else:
-                invalidate = None
-                if wr.opcode is WROpcode.SEND_WITH_INV:
-                    invalidate = wr.invalidate_rkey
+                gather = [(sge.addr, sge.length) for sge in sg_list]
+                invalidate = wr.invalidate_rkey if wr.opcode is WROpcode.SEND_WITH_INV else None
                 token = backend.post_send(stream, gather, length, bool(wr.send_flags & SendFlags.SOLICITED),
                                           invalidate)
                 self._msns.send += 1
-                record = _SendRecord(wr.wr_id, WCOpcode.SEND, length, msn=self._msns.send)
+                record = _SendRecord(wr.wr_id, opcode, length, msn=self._msns.send)
         except StreamInError as error:
             raise NotConnected(str(error)) from error
         self._track(token, record)
@@ -341,10 +353,11 @@ class QP:
         self.recv_cq._push(WC(record.wr_id, WCStatus.SUCCESS, WCOpcode.RECV, event.length, self, flags,
                               event.invalidated_stag, event.solicited))
 
-    def _on_terminate(self, terminate: Terminate, sent: bool) -> None:
-        """A Terminate sent or received (RFC 5040 5.5): one error completion with its number, then flush."""
+    def _on_terminate(self, terminate: Terminate, sent: bool) -> ErrorNumber | None:
+        """A Terminate sent or received (RFC 5040 5.5): one error completion with its number, then flush; its
+        number (None when the queue pair was already in error)."""
         if self.state is QPState.ERROR:
-            return
+            return None
         number = _error_number(terminate)
         if sent:
             header = terminate.ddp_header
@@ -359,11 +372,17 @@ class QP:
             self.send_cq._push(WC(record.wr_id if record else 0, error_status(number, remote=True),
                                   record.opcode if record else WCOpcode.SEND, 0, self, error=number, remote=True))
         self._flush(number)
+        return number
 
     def _ended(self) -> None:
-        """The stream or the association ended without a Terminate: flush what is outstanding."""
-        if self.state is not QPState.ERROR:
+        """The stream or the association ended without a Terminate: flush what is outstanding.  A queue pair that
+        never connected stays unconnected (posting a send raises `NotConnected`); its receives are flushed."""
+        if self.state is QPState.RTS:
             self._flush(None)
+        elif self.state is QPState.INIT:
+            for record in self._unposted:
+                self.recv_cq._push(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self))
+            self._unposted.clear()
 
     # -- internals ----------------------------------------------------------------------
 

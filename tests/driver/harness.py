@@ -18,6 +18,8 @@ class Side:
     id: CMID | None = None
     qp: QP | None = None
     established: object = None
+    listener: CMID | None = None
+    """The server's listening id."""
 
 
 async def connected(fabric: Fabric, client_param: ConnParam = ConnParam(), server_param: ConnParam = ConnParam(),
@@ -29,7 +31,7 @@ async def connected(fabric: Fabric, client_param: ConnParam = ConnParam(), serve
         pd = device.alloc_pd()
         sides.append(Side(device, pd, device.create_cq(4096), pd.reg_mr(region, ALL_ACCESS)))
     server, client = sides
-    listener = server.device.create_id()
+    listener = server.listener = server.device.create_id()
     listener.listen()
     client.id = client.device.create_id()
     client.qp = client.id.create_qp(client.pd, client.cq, cap=cap)

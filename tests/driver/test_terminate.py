@@ -67,3 +67,58 @@ def test_a_write_accepted_before_the_region_went_away_is_not_named(backend):
     first, landed, wcs = run_connected(body, backend)
     assert [(wc.wr_id, wc.status) for wc in first] == [(60, WCStatus.SUCCESS)] and landed == b"landed"
     assert failed(wcs) == [(61, WCStatus.REM_ACCESS_ERR, (DDP, 0x1, 0x00))]
+
+
+def test_a_terminate_ends_the_connection_with_an_event_and_later_posts_flush(backend):
+    """Issue 28 item 6: a Write to an invalid STag makes the server send a Terminate (RFC 5041 7.2, DDP 0x1/0x00).
+    Each side's connection id gets DISCONNECTED carrying that number (rdma_cm's event for an iWARP connection
+    ended by a Terminate), the DDP Stream Terminate follows the RDMAP Terminate (RFC 5043 6.2), and posts on the
+    queue pairs, now in error, complete flushed instead of raising (verbs).  With one DDP stream per association,
+    a new connection then opens on the released stream (RFC 5043 6.6)."""
+    async def main(fabric):
+        server, client = await connected(fabric)
+        bad_stag = server.mr.rkey ^ 0xFF
+        client.qp.post_send(SendWR(7, WROpcode.RDMA_WRITE, [SGE(client.mr.buf, 8, client.mr.lkey)],
+                                   remote_addr=server.mr.buf, rkey=bad_stag))
+        await client.cq.wait(2)
+        events = [await side.id.get_cm_event(timeout=10.0) for side in (client, server)]
+        client.qp.post_send(SendWR(80, WROpcode.SEND, [SGE(client.mr.buf, 8, client.mr.lkey)]))
+        client.qp.post_recv(RecvWR(81, [SGE(client.mr.buf, 8, client.mr.lkey)]))
+        server.qp.post_send(SendWR(82, WROpcode.RDMA_WRITE, [SGE(server.mr.buf, 8, server.mr.lkey)],
+                                   remote_addr=client.mr.buf, rkey=client.mr.rkey))
+        _, *server_flushed = await server.cq.wait(2)  # its own Terminate's completion, then the flush
+        flushed = await client.cq.wait(2) + server_flushed
+        again = await reconnect(fabric, server, client)
+        return events, flushed, again
+
+    events, flushed, again = run_main(main, backend, streams=1)
+    assert [(e.event_type.name, tuple(e.error)) for e in events] == [("DISCONNECTED", (DDP, 0x1, 0x00))] * 2
+    assert "Terminate" in events[0].reason
+    assert [(wc.wr_id, wc.status) for wc in flushed] == [(80, WCStatus.WR_FLUSH_ERR), (81, WCStatus.WR_FLUSH_ERR),
+                                                         (82, WCStatus.WR_FLUSH_ERR)]
+    assert again == [(9, WCStatus.SUCCESS)]
+
+
+def run_main(main, backend, **options):
+    result = {}
+
+    async def wrapped(fabric):
+        result["value"] = await main(fabric)
+
+    run(wrapped, backend, **options)
+    return result["value"]
+
+
+async def reconnect(fabric, server, client):
+    """A new connection between the same devices and PDs; the client Sends one message over it."""
+    listener = server.listener
+    cm_id = client.device.create_id()
+    qp = cm_id.create_qp(client.pd, client.cq)
+    cm_id.connect(server.device.address)
+    request = await listener.get_cm_event(timeout=10.0)
+    server_qp = request.id.create_qp(server.pd, server.cq)
+    server_qp.post_recv(RecvWR(1, [SGE(server.mr.buf, 64, server.mr.lkey)]))
+    request.id.accept()
+    await cm_id.get_cm_event(timeout=10.0)
+    qp.post_send(SendWR(9, WROpcode.SEND, [SGE(client.mr.buf, 8, client.mr.lkey)]))
+    return [(wc.wr_id, wc.status) for wc in await client.cq.wait(1)]
