@@ -44,6 +44,13 @@ def instance(name: str, value: object, kind: type[K]) -> K:
     return value
 
 
+def boolean(name: str, value: object) -> bool:
+    """True or False itself (not 0, 1 or another truthy value)."""
+    if not isinstance(value, bool):
+        raise WrongArgumentType(f"{name} must be True or False, not {_type_name(value)}")
+    return value
+
+
 def member(name: str, value: object, enum: type[E]) -> E:
     """A member of `enum` itself (not its value)."""
     if not isinstance(value, enum):

@@ -40,7 +40,7 @@ from model.ddp.session import NegotiationRefused
 from model.errors import ErrorNumber, error_name
 
 from driver.arguments import address as check_address
-from driver.arguments import data, instance, member, sequence, whole
+from driver.arguments import boolean, data, instance, member, sequence, whole
 from driver.arguments import timeout as check_timeout
 from driver.cq import CQ, DEFAULT_WAIT
 from driver.errors import InvalidArgument, InvalidState, PrivateDataTooLong, WrongArgumentType
@@ -131,9 +131,12 @@ class CMID:
 
     # -- set-up -----------------------------------------------------------------------
 
-    def create_qp(self, pd: PD, send_cq: CQ, recv_cq: CQ | None = None, cap: QPCap | None = None) -> QP:
-        """`rdma_create_qp`: the queue pair this connection will carry."""
+    def create_qp(self, pd: PD, send_cq: CQ, recv_cq: CQ | None = None, cap: QPCap | None = None,
+                  sq_sig_all: bool = True) -> QP:
+        """`rdma_create_qp`: the queue pair this connection will carry.  `sq_sig_all` False: only the send requests
+        posted with `SendFlags.SIGNALED` complete successfully to the CQ (`ibv_qp_init_attr.sq_sig_all`)."""
         self.device.check_open()
+        boolean("sq_sig_all", sq_sig_all)
         if self.qp is not None:
             raise InvalidState("this id already has a queue pair")
         if self.state in (CMState.LISTENING, CMState.CLOSED):
@@ -146,7 +149,7 @@ class CMID:
             if name != "cap" and value.device is not self.device:
                 raise InvalidArgument(f"{name} belongs to device {value.device.name}, not this id's {self.device.name}")
         self.qp = QP(pd, send_cq, send_cq if recv_cq is None else recv_cq, QPCap() if cap is None else cap,
-                     self.device.next_qp_num())
+                     self.device.next_qp_num(), sq_sig_all)
         return self.qp
 
     def listen(self, backlog: int = 16) -> None:

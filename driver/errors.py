@@ -11,6 +11,10 @@ from __future__ import annotations
 class DriverError(Exception):
     """Base of every error the driver raises on purpose."""
 
+    bad_wr: object | None = None
+    """For a list of work requests posted at once: the first one refused (verbs' `bad_wr`); the ones before it
+    were posted, the ones after it were not."""
+
 
 class UnknownBackend(DriverError, ValueError):
     """A backend name the driver does not know."""

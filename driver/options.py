@@ -18,7 +18,7 @@ from model.rnic.link import LinkConfig as ModelLinkConfig
 from model.sctp.config import DDP_SSN_LENGTH, IPV4_HEADER_LENGTH, MIN_MULPDU, SACK_WITHOUT_GAPS_LENGTH
 from model.sctp.packet import COMMON_HEADER_LENGTH, DataChunk
 
-from driver.arguments import U32, instance, whole
+from driver.arguments import U32, boolean, instance, whole
 from driver.errors import InvalidArgument, WrongArgumentType
 
 SEED_LIMIT = 1 << 63
@@ -41,12 +41,6 @@ def number(name: str, value: object, low: float, high: float = math.inf, low_ope
         bounds = f"above {low:g}" if low_open else f"within {low:g}..{high:g}" if math.isfinite(high) else \
             f"at least {low:g}"
         raise InvalidArgument(f"{name} {value} is not a finite number {bounds}")
-    return value
-
-
-def flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise WrongArgumentType(f"{name} must be True or False, not {type(value).__name__}")
     return value
 
 
@@ -100,8 +94,8 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         "link": lambda name, value: value is None or instance(name, value, ModelLinkConfig),
         "seed": lambda name, value: whole(name, value, -SEED_LIMIT, SEED_LIMIT - 1),
         "resources": _resources,
-        "udp": flag,
-        "ddp": flag,
+        "udp": boolean,
+        "ddp": boolean,
         # RFC 4960 3.3.2: 1 to 65535 streams; an engine's table holds 4 per association
         "streams": lambda name, value: whole(name, value, 1, 0xFFFF if backend == "soft" else ENGINE_STREAMS),
         "path_mtu": lambda name, value: whole(name, value, minimum_path_mtu(options.get("udp") is True), 0xFFFF),

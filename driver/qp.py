@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from enum import Enum, IntFlag
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model.errors import ErrorNumber
 from model.rdmap.endpoint import ReadLimitExceeded, StreamInError
@@ -43,6 +44,7 @@ from model.rnic.events import ReadCompletion, ReceiveCompletion, WorkCompletion
 from driver.arguments import U32, U64, flags, instance, member, sequence, whole
 from driver.cq import CQ, WC, WCFlags, WCOpcode, WCStatus, error_status
 from driver.errors import (
+    DriverError,
     InvalidArgument,
     NotConnected,
     OrdExceeded,
@@ -70,9 +72,12 @@ class WROpcode(Enum):
 
 
 class SendFlags(IntFlag):
-    """`ibv_send_flags`: SOLICITED makes a Send a Send with Solicited Event (RFC 5040 5.3)."""
+    """`ibv_send_flags`: SIGNALED asks for the request's completion on a queue pair created with
+    `sq_sig_all=False` (errors complete whatever the flag); SOLICITED makes a Send a Send with Solicited Event
+    (RFC 5040 5.3)."""
 
     NONE = 0
+    SIGNALED = 1 << 1
     SOLICITED = 1 << 2
 
 
@@ -137,6 +142,8 @@ class _SendRecord:
     """Its place in the queue pair's posting order, from 1."""
     completed_at: int | None = None
     """How many requests had been posted when it completed; None while outstanding."""
+    signaled: bool = True
+    """Its successful completion goes to the CQ (`sq_sig_all` or `SendFlags.SIGNALED`)."""
 
 
 @dataclass
@@ -192,6 +199,21 @@ def _check_send(wr: SendWR, length: int, name: str) -> SendFlags:
     return send_flags
 
 
+def _post_each(wr: object, kind: type, post: Callable[[Any, str], None]) -> None:
+    """`post(request, name)` for one request, or for each of a list in order, stopping at the first refused
+    (verbs' `bad_wr`: the error holds it)."""
+    if not isinstance(wr, (list, tuple)):
+        post(instance("wr", wr, kind), "wr")
+        return
+    for index, request in enumerate(wr):
+        name = f"wr[{index}]"
+        try:
+            post(instance(name, request, kind), name)
+        except DriverError as error:
+            error.bad_wr = request
+            raise
+
+
 def _error_number(terminate: Terminate) -> ErrorNumber:
     layer, etype, code = terminate.number
     known = terminate.terminate_layer
@@ -219,7 +241,7 @@ def _carried(record: _SendRecord, terminate: Terminate) -> bool:
 class QP:
     """A queue pair (see the module docstring)."""
 
-    def __init__(self, pd: PD, send_cq: CQ, recv_cq: CQ, cap: QPCap, qp_num: int) -> None:
+    def __init__(self, pd: PD, send_cq: CQ, recv_cq: CQ, cap: QPCap, qp_num: int, sq_sig_all: bool = True) -> None:
         attr = pd.device.attr
         for name, limit in (("max_send_wr", attr.max_qp_wr), ("max_recv_wr", attr.max_qp_wr),
                             ("max_send_sge", attr.max_send_sge), ("max_recv_sge", attr.max_recv_sge)):
@@ -229,6 +251,8 @@ class QP:
         self.recv_cq = recv_cq
         self.cap = cap
         self.qp_num = qp_num
+        self.sq_sig_all = sq_sig_all
+        """Every send-queue request completes to the CQ; False: only those posted with `SendFlags.SIGNALED`."""
         self.state = QPState.INIT
         self.stream_id: int | None = None
         self.ird = 0
@@ -246,11 +270,14 @@ class QP:
 
     # -- posting ------------------------------------------------------------------
 
-    def post_recv(self, wr: RecvWR) -> None:
-        """Post a receive buffer (`ibv_post_recv`); allowed before the connection is established.  On a queue pair
-        in error (its connection ended) the receive completes at once, flushed (`WR_FLUSH_ERR`)."""
-        name = "wr"
-        instance(name, wr, RecvWR)
+    def post_recv(self, wr: RecvWR | list[RecvWR] | tuple[RecvWR, ...]) -> None:
+        """Post a receive buffer, or a list of them in order (`ibv_post_recv`); allowed before the connection is
+        established.  On a queue pair in error (its connection ended) a receive completes at once, flushed
+        (`WR_FLUSH_ERR`).  A list stops at the first request refused: the error names it (`wr[2]...`) and holds
+        it (`bad_wr`); those before it are posted."""
+        _post_each(wr, RecvWR, self._post_recv)
+
+    def _post_recv(self, wr: RecvWR, name: str) -> None:
         sg_list = _check_request(wr, name)
         self.device.check_open()
         if len(sg_list) > self.cap.max_recv_sge:
@@ -270,14 +297,17 @@ class QP:
         else:
             self._unposted.append(record)
 
-    def post_send(self, wr: SendWR) -> None:
-        """Post a Send variant, RDMA Write or RDMA Read (`ibv_post_send`).  On a queue pair in error (a Terminate
-        or the end of its connection) the request completes at once, flushed (`WR_FLUSH_ERR`), as in verbs."""
-        name = "wr"
-        instance(name, wr, SendWR)
+    def post_send(self, wr: SendWR | list[SendWR] | tuple[SendWR, ...]) -> None:
+        """Post a Send variant, RDMA Write or RDMA Read, or a list of them in order (`ibv_post_send`).  On a queue
+        pair in error (a Terminate or the end of its connection) a request completes at once, flushed
+        (`WR_FLUSH_ERR`), as in verbs.  A list stops at the first request refused: the error names it
+        (`wr[2].sg_list[0].lkey ...`) and holds it (`bad_wr`); those before it are posted, those after it not."""
+        _post_each(wr, SendWR, self._post_send)
+
+    def _post_send(self, wr: SendWR, name: str) -> None:
         sg_list = _check_request(wr, name)
         length = sum(sge.length for sge in sg_list)
-        _check_send(wr, length, name)
+        send_flags = _check_send(wr, length, name)
         self.device.check_open()
         if self.state is QPState.INIT:
             raise NotConnected(f"QP {self.qp_num} is not connected ({self.state.value})")
@@ -327,6 +357,7 @@ class QP:
                 record = _SendRecord(wr.wr_id, opcode, length, msn=self._msns.send)
         except StreamInError as error:
             raise NotConnected(str(error)) from error
+        record.signaled = self.sq_sig_all or bool(send_flags & SendFlags.SIGNALED)
         self._track(token, record)
 
     # -- events from the device -----------------------------------------------------
@@ -343,7 +374,8 @@ class QP:
             return  # flushed already
         record.completed_at = self._msns.posted
         self._msns.history.append(record)
-        self.send_cq._push(WC(record.wr_id, WCStatus.SUCCESS, record.opcode, event.length, self))
+        if record.signaled:
+            self.send_cq._push(WC(record.wr_id, WCStatus.SUCCESS, record.opcode, event.length, self))
 
     def _on_receive(self, event: ReceiveCompletion) -> None:
         if not self._receives:

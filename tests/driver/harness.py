@@ -23,9 +23,9 @@ class Side:
 
 
 async def connected(fabric: Fabric, client_param: ConnParam = ConnParam(), server_param: ConnParam = ConnParam(),
-                    region: int = 1 << 20, cap: QPCap = QPCap()) -> tuple[Side, Side]:
+                    region: int = 1 << 20, cap: QPCap = QPCap(), sq_sig_all: bool = True) -> tuple[Side, Side]:
     """Listen on the server, connect the client, accept; both ESTABLISHED.  Each side has one PD, one CQ and one
-    `region`-byte MR with every access right."""
+    `region`-byte MR with every access right; `sq_sig_all` for both queue pairs."""
     sides = []
     for device in fabric.devices:
         pd = device.alloc_pd()
@@ -34,12 +34,12 @@ async def connected(fabric: Fabric, client_param: ConnParam = ConnParam(), serve
     listener = server.listener = server.device.create_id()
     listener.listen()
     client.id = client.device.create_id()
-    client.qp = client.id.create_qp(client.pd, client.cq, cap=cap)
+    client.qp = client.id.create_qp(client.pd, client.cq, cap=cap, sq_sig_all=sq_sig_all)
     client.id.connect(server.device.address, client_param)
     request = await listener.get_cm_event()
     assert request.event_type is CMEventType.CONNECT_REQUEST
     server.id = request.id
-    server.qp = server.id.create_qp(server.pd, server.cq, cap=cap)
+    server.qp = server.id.create_qp(server.pd, server.cq, cap=cap, sq_sig_all=sq_sig_all)
     server.id.accept(server_param)
     for side in (client, server):
         side.established = await side.id.get_cm_event()

@@ -23,6 +23,7 @@ from model.rnic.pair import IPS, MACS
 from scripts.driver_example import example
 from sim.e2e_program import end_to_end_checked
 from tests.driver.board_model import ModelBoard
+from tests.driver.test_verbs import lists_stop_at_the_first_bad_request, unsignaled_sends
 
 
 #: What the example program prints of its completions and bytes, whatever the backend: the Send, the Write
@@ -186,3 +187,11 @@ def test_a_connect_nobody_listens_for_is_rejected_both_ways():
     events, elapsed = fabric.backend.run(main)
     assert events == [CMEventType.REJECTED, CMEventType.REJECTED, CMEventType.ESTABLISHED]
     assert elapsed < 3.0  # RTO.Initial: no INIT was retransmitted (RFC 4960 5.1 C)
+
+
+@pytest.mark.parametrize("program", [unsignaled_sends, lists_stop_at_the_first_bad_request])
+def test_lists_and_unsignaled_sends_on_the_board(program):
+    """tests/driver/test_verbs.py's programs with the board posting: its transmit engine completes every request
+    (the backend checks each completion against the model's), the host shows only the signaled ones."""
+    _, fabric = open_board()
+    fabric.backend.run(lambda: program(fabric))

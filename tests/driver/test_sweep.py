@@ -77,7 +77,7 @@ async def sweep_devices(fabric, sweep: Sweep) -> None:
     sweep.arguments("cq.wait", cq.wait, num_entries=1, timeout=1.0)
     sweep.arguments("wait_closed", device.wait_closed, timeout=1.0)
     sweep.arguments("create_qp", lambda **kw: device.create_id().create_qp(**kw), pd=pd, send_cq=cq, recv_cq=cq,
-                    cap=QPCap())
+                    cap=QPCap(), sq_sig_all=False)
     sweep.record_fields("create_qp", lambda cap: device.create_id().create_qp(pd, cq, cap=cap), QPCap())
     sweep.arguments("listen", lambda **kw: device.create_id().listen(**kw), backlog=1)
     sweep.arguments("get_cm_event", client.id.get_cm_event, timeout=1.0)
@@ -103,6 +103,9 @@ async def sweep_devices(fabric, sweep: Sweep) -> None:
         sweep.record_fields(f"post_send({opcode.name})", qp.post_send, good)
         sweep.record_fields(f"post_send({opcode.name})", lambda s, good=good: qp.post_send(replace(good, sg_list=[s])),
                             sge)
+    for bad in BAD:
+        sweep.call(f"post_send([write, {bad!r:.40}])", qp.post_send, [write, bad])
+        sweep.call(f"post_recv([recv, {bad!r:.40}])", qp.post_recv, [RecvWR(2, [sge]), bad])
     sweep.arguments("post_recv", qp.post_recv, wr=RecvWR(2, [sge]))
     sweep.record_fields("post_recv", qp.post_recv, RecvWR(2, [sge]))
     sweep.record_fields("post_recv", lambda s: qp.post_recv(RecvWR(2, [s])), sge)
