@@ -10,7 +10,7 @@ from model.errors import ErrorNumber, TerminateLayer
 
 from driver.backends.base import DeviceAttr
 from driver.cm import CMID, MAX_USER_PRIVATE_DATA, CMEvent, CMEventType, CMState, ConnParam
-from driver.cq import CQ, WC, WCFlags, WCOpcode, WCStatus
+from driver.cq import CQ, WC, CompletionChannel, WCFlags, WCOpcode, WCStatus
 from driver.device import BACKENDS, AssociationEnd, Device, Fabric, open_fabric, run
 from driver.errors import (
     AddressInUse,
@@ -39,7 +39,7 @@ from driver.qp import QP, SGE, QPCap, QPState, RecvWR, SendFlags, SendWR, WROpco
 
 __all__ = [
     "AccessFlags", "AddressInUse", "AssociationEnd", "BACKENDS", "BackendUnavailable", "CMEvent", "CMEventType",
-    "CMID", "CMState",
+    "CMID", "CMState", "CompletionChannel",
     "ConnParam", "CQ", "Device", "DeviceAttr", "DriverError", "ErrorNumber", "Fabric", "InvalidArgument",
     "InvalidState", "LinkConfig", "MAX_USER_PRIVATE_DATA", "MR", "NotConnected", "OrdExceeded", "OutOfResources", "PD",
     "PrivateDataTooLong", "QP", "QPCap", "QPState", "QueueFull", "RecvWR", "RtrType", "SGE", "SendFlags",

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 
 from model.errors import DdpError, ErrorNumber, TerminateLayer, error_name
 
-from driver.arguments import timeout as check_timeout, whole
+from driver.arguments import boolean, instance, whole
+from driver.arguments import timeout as check_timeout
+from driver.errors import InvalidArgument, InvalidState
 
 if TYPE_CHECKING:
     from driver.device import Device
@@ -113,14 +115,72 @@ def error_status(error: ErrorNumber, remote: bool) -> WCStatus:
     return WCStatus.LOC_PROT_ERR if protection else WCStatus.LOC_QP_OP_ERR
 
 
-class CQ:
-    """A completion queue (`ibv_create_cq`): `poll` takes what is there, `wait` waits for it."""
+class CompletionChannel:
+    """`ibv_comp_channel`: where the completion queues created on it (`create_cq(channel=...)`) report that a
+    completion arrived while they were armed (`CQ.req_notify`).  `await get_cq_event()` waits for the next such
+    event and returns its CQ (`ibv_get_cq_event`); `poll_cq_event()` takes one without waiting.  Each event is
+    one-shot: the CQ is re-armed with `req_notify`, and its events are acknowledged with `CQ.ack_events`."""
 
-    def __init__(self, device: Device, cqe: int) -> None:
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self._events: deque[CQ] = deque()
+
+    def get_cq_event(self, timeout: float | None = DEFAULT_WAIT) -> Coroutine[None, None, CQ]:
+        """The CQ of the next completion event, waiting for it (at most `timeout` seconds of the fabric's clock,
+        checked at the call)."""
+        return self._get_cq_event(check_timeout("timeout", timeout))
+
+    async def _get_cq_event(self, timeout: float | None) -> CQ:
+        await self.device.fabric.wait_until(lambda: bool(self._events), timeout)
+        return self._take()
+
+    def poll_cq_event(self) -> CQ | None:
+        """The CQ of the next completion event if one is there; never waits."""
+        self.device.fabric.dispatch()
+        return self._take() if self._events else None
+
+    def _take(self) -> CQ:
+        cq = self._events.popleft()
+        cq._unacked += 1
+        return cq
+
+    def _fire(self, cq: CQ) -> None:
+        self._events.append(cq)
+
+
+class CQ:
+    """A completion queue (`ibv_create_cq`): `poll` takes what is there, `wait` waits for it; on a completion
+    channel, `req_notify` arms it to report its next completion there."""
+
+    def __init__(self, device: Device, cqe: int, channel: CompletionChannel | None = None) -> None:
         whole("cqe", cqe, 1, device.attr.max_cqe)
+        if channel is not None:
+            instance("channel", channel, CompletionChannel)
+            if channel.device is not device:
+                raise InvalidArgument(f"channel belongs to device {channel.device.name}, not {device.name}")
         self.device = device
         self.cqe = cqe
+        self.channel = channel
         self._entries: deque[WC] = deque()
+        self._armed: bool | None = None
+        """None: not armed; else armed, True for solicited completions only."""
+        self._unacked = 0
+
+    def req_notify(self, solicited_only: bool = False) -> None:
+        """Arm the CQ (`ibv_req_notify_cq`): the next completion added to it, or with `solicited_only` the next
+        receive of a Send with Solicited Event (RFC 5040 4.1, 5.3) or failed completion, puts one event on the
+        CQ's channel; completions already queued do not.  One event per arming."""
+        boolean("solicited_only", solicited_only)
+        self.device.check_open()
+        if self.channel is None:
+            raise InvalidState("req_notify on a CQ without a completion channel (create_cq(channel=...))")
+        if self._armed is not True or not solicited_only:  # arming for every completion widens a solicited arming
+            self._armed = solicited_only
+
+    def ack_events(self, num_events: int) -> None:
+        """Acknowledge `num_events` events this CQ's channel returned (`ibv_ack_cq_events`)."""
+        whole("num_events", num_events, 0, self._unacked)
+        self._unacked -= num_events
 
     def poll(self, num_entries: int = 1) -> list[WC]:
         """Up to `num_entries` completions, oldest first; never waits (`ibv_poll_cq`)."""
@@ -144,3 +204,10 @@ class CQ:
 
     def _push(self, wc: WC) -> None:
         self._entries.append(wc)
+        armed = self._armed
+        if armed is None or self.channel is None:
+            return
+        if armed and wc.ok and not (wc.opcode is WCOpcode.RECV and wc.solicited):
+            return  # armed for solicited completions: a receive without SE, or a send, does not fire
+        self._armed = None
+        self.channel._fire(self)

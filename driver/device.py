@@ -46,7 +46,7 @@ from model.sctp.state import AssociationState
 
 from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend
 from driver.cm import CMEventType, CMID, CMState, ConnParam
-from driver.cq import CQ, DEFAULT_WAIT
+from driver.cq import CQ, DEFAULT_WAIT, CompletionChannel
 from driver.arguments import instance
 from driver.arguments import timeout as check_timeout
 from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, UnknownBackend,
@@ -116,10 +116,15 @@ class Device:
         self._pds.append(pd)
         return pd
 
-    def create_cq(self, cqe: int = 256) -> CQ:
-        """`ibv_create_cq`."""
+    def create_cq(self, cqe: int = 256, channel: CompletionChannel | None = None) -> CQ:
+        """`ibv_create_cq`; on `channel`, the CQ can be armed to report its completions there (`CQ.req_notify`)."""
         self.check_open()
-        return CQ(self, cqe)
+        return CQ(self, cqe, channel)
+
+    def create_comp_channel(self) -> CompletionChannel:
+        """`ibv_create_comp_channel`."""
+        self.check_open()
+        return CompletionChannel(self)
 
     def create_id(self) -> CMID:
         """`rdma_create_id`."""

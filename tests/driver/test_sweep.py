@@ -69,7 +69,12 @@ def sweep_fabric(sweep: Sweep, backend: str) -> None:
 async def sweep_devices(fabric, sweep: Sweep) -> None:
     server, client = await connected(fabric, region=1 << 16)
     device, pd, cq, mr, qp = client.device, client.pd, client.cq, client.mr, client.qp
-    sweep.arguments("create_cq", device.create_cq, cqe=16)
+    channel = device.create_comp_channel()
+    sweep.arguments("create_cq", device.create_cq, cqe=16, channel=channel)
+    armed = device.create_cq(16, channel)
+    sweep.arguments("req_notify", armed.req_notify, solicited_only=True)
+    sweep.arguments("ack_events", armed.ack_events, num_events=0)
+    sweep.arguments("get_cq_event", channel.get_cq_event, timeout=1.0)
     sweep.arguments("reg_mr", pd.reg_mr, length=64, access=AccessFlags.LOCAL_WRITE)
     sweep.arguments("mr.write", mr.write, data=b"x", offset=0)
     sweep.arguments("mr.read", mr.read, length=1, offset=0)

@@ -1,4 +1,5 @@
-"""The verbs that applications use beside the basic posts: lists of work requests and unsignaled sends.
+"""The verbs that applications use beside the basic posts: lists of work requests, unsignaled sends, completion
+channels.
 
 Expectations are verbs' (ibv_post_send, ibv_qp_init_attr.sq_sig_all,
 IBV_SEND_SIGNALED): on a queue pair created with `sq_sig_all=False` only the
@@ -6,7 +7,10 @@ requests posted SIGNALED complete successfully to the CQ, while a request
 that fails completes whatever its flag; the data of every request moves all
 the same (RFC 5040 5).  A list of requests is posted in order and stops at
 the first one refused, which the error names and holds (`bad_wr`): those
-before it are posted, those after it are not.
+before it are posted, those after it are not.  A CQ on a completion channel,
+armed with `req_notify` (ibv_req_notify_cq), puts one event on the channel
+for the next completion added to it, or for the next receive of a Send with
+Solicited Event (or failure) when armed for solicited completions only.
 
 Each program makes its own checks and runs unchanged on every backend: here
 on `soft` and `engine`, on the model board (`test_board_backend.py`), and on
@@ -18,8 +22,11 @@ from __future__ import annotations
 
 import pytest
 
-from driver import SGE, RecvWR, SendFlags, SendWR, SgeOutsideRegion, WCOpcode, WCStatus, WROpcode, WrongArgumentType, run
-from tests.driver.harness import connected
+from driver import (
+    SGE, InvalidArgument, InvalidState, RecvWR, SendFlags, SendWR, SgeOutsideRegion, WCOpcode, WCStatus, WROpcode,
+    WrongArgumentType, run,
+)
+from tests.driver.harness import Side, connected
 
 DDP = 1
 
@@ -97,3 +104,99 @@ async def lists_stop_at_the_first_bad_request(fabric) -> None:
 @pytest.mark.parametrize("program", [unsignaled_sends, lists_stop_at_the_first_bad_request])
 def test_verbs_programs(program, backend):
     run(program, backend)
+
+
+# -- completion channels (ibv_comp_channel, ibv_req_notify_cq) ---------------------------------------------
+
+
+def test_an_armed_cq_reports_its_next_completion_once(backend):
+    """ibv_req_notify_cq: a completion already queued does not fire; the next one added puts one event on the
+    channel naming its CQ; without re-arming, the one after does not."""
+    async def main(fabric):
+        server, client = fabric.devices
+        channel = server.create_comp_channel()
+        recv_cq, send_cq = server.create_cq(16, channel), server.create_cq(16, channel)
+        poster, peer = await connected_with_cqs(fabric, send_cq, recv_cq)
+        mr = peer.mr
+        for wr_id in range(3):
+            poster.qp.post_recv(RecvWR(wr_id, [SGE(poster.mr.buf + 64 * wr_id, 64, poster.mr.lkey)]))
+        peer.qp.post_send(SendWR(10, WROpcode.SEND, [SGE(mr.buf, 8, mr.lkey)]))
+        await recv_cq.wait(1)
+        recv_cq.req_notify()
+        assert channel.poll_cq_event() is None  # the completion taken before arming does not fire
+        peer.qp.post_send(SendWR(11, WROpcode.SEND, [SGE(mr.buf, 8, mr.lkey)]))
+        assert await channel.get_cq_event(timeout=5.0) is recv_cq
+        recv_cq.ack_events(1)
+        assert [wc.wr_id for wc in recv_cq.poll(4)] == [1]
+        peer.qp.post_send(SendWR(12, WROpcode.SEND, [SGE(mr.buf, 8, mr.lkey)]))
+        await recv_cq.wait(1)
+        assert channel.poll_cq_event() is None  # not re-armed: no event
+        send_cq.req_notify()
+        poster.qp.post_send(SendWR(20, WROpcode.RDMA_WRITE, [SGE(poster.mr.buf, 8, poster.mr.lkey)],
+                                   remote_addr=mr.buf, rkey=mr.rkey))
+        assert await channel.get_cq_event(timeout=5.0) is send_cq
+
+    run(main, backend)
+
+
+def test_a_cq_armed_for_solicited_events_wakes_on_a_send_with_se(backend):
+    """ibv_req_notify_cq(solicited_only=1): a Send without Solicited Event completes its receive quietly; the
+    Send with SE (RFC 5040 4.1, 5.3) fires the event."""
+    async def main(fabric):
+        server, _ = fabric.devices
+        channel = server.create_comp_channel()
+        cq = server.create_cq(16, channel)
+        poster, peer = await connected_with_cqs(fabric, cq, cq)
+        for wr_id in range(2):
+            poster.qp.post_recv(RecvWR(wr_id, [SGE(poster.mr.buf + 64 * wr_id, 64, poster.mr.lkey)]))
+        cq.req_notify(solicited_only=True)
+        peer.qp.post_send(SendWR(10, WROpcode.SEND, [SGE(peer.mr.buf, 8, peer.mr.lkey)]))
+        (quiet,) = await cq.wait(1)
+        assert not quiet.solicited and channel.poll_cq_event() is None
+        peer.qp.post_send(SendWR(11, WROpcode.SEND, [SGE(peer.mr.buf, 8, peer.mr.lkey)], SendFlags.SOLICITED))
+        assert await channel.get_cq_event(timeout=5.0) is cq
+        (woke,) = cq.poll(4)
+        assert (woke.wr_id, woke.solicited) == (1, True)
+
+    run(main, backend)
+
+
+def test_completion_channel_misuse(backend):
+    async def main(fabric):
+        server, client = fabric.devices
+        channel = server.create_comp_channel()
+        with pytest.raises(InvalidState, match="completion channel"):
+            server.create_cq().req_notify()
+        with pytest.raises(InvalidArgument, match="^channel"):
+            client.create_cq(16, channel)
+        cq = server.create_cq(16, channel)
+        with pytest.raises(WrongArgumentType, match="^solicited_only"):
+            cq.req_notify(solicited_only=1)
+        with pytest.raises(InvalidArgument, match="^num_events"):
+            cq.ack_events(1)  # no event returned yet
+        with pytest.raises(InvalidArgument, match="^timeout"):
+            channel.get_cq_event(timeout=0)
+
+    run(main, backend)
+
+
+async def connected_with_cqs(fabric, send_cq, recv_cq):
+    """Device 0 accepts with a queue pair on `send_cq` and `recv_cq`; device 1 connects; both ESTABLISHED."""
+    server, client = fabric.devices
+    sides = []
+    for device in fabric.devices:
+        pd = device.alloc_pd()
+        sides.append(Side(device, pd, device.create_cq(64), pd.reg_mr(1 << 14, 0x7)))
+    poster, peer = sides
+    listener = server.create_id()
+    listener.listen()
+    peer.id = client.create_id()
+    peer.qp = peer.id.create_qp(peer.pd, peer.cq)
+    peer.id.connect(server.address)
+    request = await listener.get_cm_event()
+    poster.id = request.id
+    poster.qp = poster.id.create_qp(poster.pd, send_cq, recv_cq)
+    poster.id.accept()
+    for side in sides:
+        assert (await side.id.get_cm_event()).event_type.name == "ESTABLISHED"
+    return poster, peer
