@@ -131,11 +131,12 @@ class _ObservedStreamTable(placement_check.StreamTable):
 
 class _ObservedBuffers(UntaggedBuffers):
     """UntaggedBuffers with asynchronous reads of one queue's ``next_post`` and one slot, and a view
-    of the posting state machine: ``posting_only`` (in one of its posting states, not revoking),
+    of the posting state machine: ``posting_only`` (in one of its posting or forgetting states, not
+    revoking; forgetting writes only the completion states),
     ``writing`` (in WRITE) with ``writing_msn`` (the MSN being posted) and ``post_queue_next``
     (``next_post`` of the queue the ``post`` port names)."""
 
-    _POSTING_STATES = ("IDLE", "READ_LIVE", "CHECK", "WRITE")
+    _POSTING_STATES = ("IDLE", "READ_LIVE", "CHECK", "WRITE", "FORGET_READ", "FORGET_WRITE", "FORGET_DONE")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -26,7 +26,9 @@ stored records of the DDP-SSNs after it, up to the first slot not filled.
 An untagged ACCEPTED record with L = 1 leaving here retires its buffer
 (``retire``: stream row, QN, MSN): the message is complete (RFC 5041 5.4),
 so a segment of the message that arrives after its L = 1 segment still
-finds its buffer.
+finds its buffer. Retirement frees the slot for the host's next post; the
+placement check already counts the buffer consumed from the decision that
+delivered its message, so the retirement's timing changes no verdict.
 
 Host writes of a stream row pass through ``stream_write_in`` to
 ``stream_write_out`` (the placement check): taken between records, they

@@ -32,8 +32,14 @@ Decision, in the order of the golden model (``model.ddp.sink.DdpSink``):
 An error (2a beyond, 3-5) is reported once in the verdict and latches the
 stream's error bit; the host clears it by rewriting the stream's row
 (re-arming it, which also restarts the DDP-SSN window at the row's
-``first_ssn``). A buffer is retired on ``retire``, when its message is
-delivered (:class:`hdl.rx.delivery_order.DeliveryOrder`). Accepted
+``first_ssn``; the row is written after the untagged buffers have swept
+the stream's message completions, one slot a cycle: ``forget`` in
+:class:`hdl.rx.untagged_buffers.UntaggedBuffers`). A buffer counts as
+consumed from the decision that delivers its message (its L = 1 segment
+accepted and every DDP-SSN before it received, RFC 5041 5.4), judged from
+the DDP-SSN window, and is retired (its slot freed for a post) on
+``retire``, when its message's record leaves the delivery order
+(:class:`hdl.rx.delivery_order.DeliveryOrder`), however much later. Accepted
 segments with a payload get a ``cmd``: ``host_address + (TO - base_to)``
 (tagged) or ``buffer address + MO`` (untagged), ``payload_length`` bytes;
 every byte of it lies in the region or buffer just checked (RFC 5041
@@ -66,8 +72,10 @@ Ordering guarantees:
   up before sees no buffer, one after sees it.
 * Segments of one DDP stream are decided strictly in order: a segment is not
   taken while an earlier one of the same stream is in stages 1-2, so the
-  error bit and buffer retirement it reads are those left by every earlier
-  segment (transparent reads cover a commit in the same cycle).
+  error bit, DDP-SSN window and message completions it reads are those left
+  by every earlier segment (transparent reads and the buffers' stage-1
+  correction cover a commit in the same cycle); a message delivered by one
+  segment is consumed for the next, back to back, whenever ``retire`` comes.
 
 Latency: a segment enters an input queue (one edge, :class:`Queue`) that
 also carries its stream row and range flags, so stage 0 decides to take it
@@ -280,18 +288,28 @@ class PlacementCheck(wiring.Component):
         buffers = m.submodules.buffers = UntaggedBuffers(self._streams, queues=self._queues, depth=self._depth,
                                                          address_bits=self._address_bits)
         wiring.connect(m, wiring.flipped(self.region_write), regions.write)
-        wiring.connect(m, wiring.flipped(self.stream_write), streams.write)
         wiring.connect(m, wiring.flipped(self.post), buffers.post)
         wiring.connect(m, wiring.flipped(self.revoke), buffers.revoke)
         wiring.connect(m, wiring.flipped(self.fault), streams.fault)
         window = m.submodules.window = SequenceWindow(self._streams, self._window)
         m.d.comb += [
+            buffers.base.eq(window.base),
             window.reset.eq(self.stream_write.valid & self.stream_write.ready),
             window.reset_index.eq(self.stream_write.payload.index),
             window.reset_first.eq(self.stream_write.payload.first_ssn),
             self.retire.ready.eq(1),
             buffers.retire_en.eq(self.retire.valid),
             buffers.retire.eq(self.retire.payload),
+        ]
+        # A stream row is written once the untagged buffers have swept the stream's completions
+        # against its old window (UntaggedBuffers, "forget"), after the pipeline has drained.
+        m.d.comb += [
+            buffers.forget.valid.eq(self.stream_write.valid & ~streams.hold),
+            buffers.forget.payload.eq(self.stream_write.payload.index),
+            buffers.forget_base.eq(window.peek_base),
+            streams.write.valid.eq(self.stream_write.valid & buffers.forget.ready),
+            streams.write.payload.eq(self.stream_write.payload),
+            self.stream_write.ready.eq(streams.write.ready & buffers.forget.ready),
         ]
 
         info_layout = segment_info_layout()
@@ -388,6 +406,8 @@ class PlacementCheck(wiring.Component):
             buffers.lookup.msn.eq(info.msn),
             buffers.lookup.mo.eq(info.mo),
             buffers.lookup.length.eq(info.payload_length),
+            buffers.lookup.last.eq(info.last),
+            window.peek_index.eq(self.stream_write.payload.index),
         ]
 
         # Stages 1-3 follow the tables' own pipelines; the stream row is read on stage 1.
@@ -467,6 +487,12 @@ class PlacementCheck(wiring.Component):
                                                       | Mux(seg.tagged, tagged_fault, untagged_fault))),
             streams.set_error_index.eq(s3.index),
             window.commit.eq(commit & ~refused & ~window.beyond),
+            # The message's last segment: its buffer counts as consumed once the window passes it.
+            buffers.complete_en.eq(commit & accepted & ~seg.tagged & seg.last),
+            buffers.complete.stream.eq(s3.index),
+            buffers.complete.qn.eq(seg.qn),
+            buffers.complete.msn.eq(seg.msn),
+            buffers.complete.ssn.eq(seg.ddp_ssn),
         ]
 
         verdict = Signal(verdict_layout(self._address_bits))

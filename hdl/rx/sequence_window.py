@@ -27,6 +27,10 @@ caller must not look up a stream while an earlier lookup of it is in stages
 1-2; a lookup on the commit's own cycle reads the written state
 (transparent read), as the placement check's interlock provides.
 
+``base`` is the looked-up stream's ``base`` on stage 1 (after every commit
+before the lookup), for the untagged buffers' delivery test; ``peek_base``
+is the ``base`` of stream ``peek_index`` one cycle after it is presented.
+
 ``reset`` (a host write of the stream row) starts the stream's window at
 ``first_ssn`` with nothing seen; it must not meet a commit (the placement
 check writes its tables only while no segment is in flight).
@@ -68,6 +72,9 @@ class SequenceWindow(wiring.Component):
             "reset": In(1),
             "reset_index": In(bits),
             "reset_first": In(_SSN_BITS),
+            "base": Out(_SSN_BITS),
+            "peek_index": In(bits),
+            "peek_base": Out(_SSN_BITS),
         })
 
     def elaborate(self, platform):
@@ -78,6 +85,9 @@ class SequenceWindow(wiring.Component):
         states = m.submodules.states = memory.Memory(shape=state_layout, depth=self._streams, init=[])
         write = states.write_port()
         read = states.read_port(transparent_for=(write,))
+        peek = states.read_port()
+        m.d.comb += [peek.addr.eq(self.peek_index), self.peek_base.eq(peek.data.base),
+                     self.base.eq(read.data.base)]
 
         # Stage 0: read the stream's state.
         m.d.comb += read.addr.eq(self.index)

@@ -8,14 +8,17 @@ retired. Per queue the block keeps ``next_post`` (the MSN the next post
 takes); every live buffer lies in ``[next_post - depth, next_post)``, the
 legal MSN window.
 
-Checks of a lookup {stream, qn, msn, mo, length}, in the order of the golden
+Checks of a lookup {stream, qn, msn, mo, length, last}, in the order of the golden
 model (``model.ddp.sink.DdpSink._validate_untagged``):
 
 1. MSN behind the window, ``(msn - (next_post - depth)) mod 2**32 >= 2**31``
    -> MSN range (7.1 untagged item 5; DDP 0x2/0x03);
-2. no live slot holds this MSN: if ``(msn - next_post) mod 2**32 < 2**31``
-   the ULP has not posted it -> no buffer (item 2; 0x2/0x02), else it is
-   inside the window but already consumed -> MSN range (0x2/0x03);
+2. no live slot holds this MSN, or its message was delivered (below): if
+   ``(msn - next_post) mod 2**32 < 2**31`` the ULP has not posted it -> no
+   buffer (item 2; 0x2/0x02), else it is inside the window but already
+   consumed -> MSN range (0x2/0x03);
+2a. an L = 1 segment for a buffer whose last segment has already been
+   accepted -> MSN range (5.3: delivered at most once);
 3. for a non-zero payload, ``mo >= buffer length`` -> invalid MO (item 3;
    0x2/0x04), then ``mo + length > buffer length`` -> message too long
    (item 4; 0x2/0x05). Zero-length segments need their buffer but place
@@ -36,6 +39,29 @@ placed; :class:`hdl.rx.delivery_order.DeliveryOrder` does it when the L = 1
 segment's record leaves in DDP-SSN order), so a segment of the message that
 arrives after its L = 1 segment still finds the buffer. The slot stops
 being live.
+
+Delivery: retirement comes after the message's last record has left the
+delivery order, later than the next segments' lookups (a memory stall makes
+it later still), so the slot also keeps its message's *completion*, judged
+against the stream's DDP-SSN window as the golden model's sink does: the
+caller reports each accepted L = 1 segment (``complete_en``, ``complete``:
+its MSN and DDP-SSN, on its commit cycle), and the slot's state becomes
+PENDING with that DDP-SSN. A lookup reads the state beside the slot and,
+on stage 1, the stream's window ``base`` (the lowest DDP-SSN not yet
+received, after every earlier segment's commit): a PENDING DDP-SSN behind
+``base`` is delivered (RFC 5041 5.4: every segment before it placed), so
+the buffer counts as consumed from the commit that delivered it, whatever
+the retirement's timing. A PENDING slot also refuses a second L = 1
+segment of its MSN (MSN range, as the model: 5.3, a message completes at
+most once). A post clears the state (NONE). ``forget`` (the caller's
+rewrite of a stream row, which restarts its window) sweeps the stream's
+slots, one a cycle: a PENDING state behind the stream's old base
+(``forget_base``) becomes RETIRED (delivered; its retirement may still be
+on the way), any other becomes NONE (the last segment was never
+delivered: the model forgets it on re-arm). A completion write is
+registered and written one cycle later, like a retirement, and stage 1
+applies the one requested on the lookup's own cycle; posts wait for a
+cycle without one.
 
 Hazards: a lookup reads the queue and slot state on the cycle it is taken;
 the reads are transparent for the retire and post writes, so a post on that
@@ -75,10 +101,11 @@ from hdl.stream.bits import index_bits
 
 __all__ = [
     "UntaggedFault", "untagged_lookup_layout", "untagged_result_layout", "untagged_retire_layout",
-    "UntaggedBuffers",
+    "untagged_complete_layout", "Completion", "UntaggedBuffers",
 ]
 
 _MSN_BITS = 32
+_SSN_BITS = 16
 _HALF = 1 << (_MSN_BITS - 1)
 _BUFFER_LENGTH_BITS = 32
 
@@ -102,6 +129,7 @@ def untagged_lookup_layout(streams: int, queues: int = 3) -> data.StructLayout:
         "msn": unsigned(_MSN_BITS),
         "mo": unsigned(32),
         "length": unsigned(16),
+        "last": unsigned(1),
     })
 
 
@@ -118,6 +146,23 @@ def untagged_retire_layout(streams: int, queues: int = 3) -> data.StructLayout:
         "qn": unsigned(index_bits(queues)),
         "msn": unsigned(_MSN_BITS),
     })
+
+
+def untagged_complete_layout(streams: int, queues: int = 3) -> data.StructLayout:
+    return data.StructLayout({
+        "stream": unsigned(index_bits(streams)),
+        "qn": unsigned(index_bits(queues)),
+        "msn": unsigned(_MSN_BITS),
+        "ssn": unsigned(_SSN_BITS),
+    })
+
+
+class Completion(enum.Enum, shape=2):
+    """Where a slot's message stands: no last segment yet, last segment accepted (delivered once
+    the stream's window base passes its DDP-SSN), or delivered before its stream was re-armed."""
+    NONE = 0
+    PENDING = 1
+    RETIRED = 2
 
 
 class UntaggedBuffers(wiring.Component):
@@ -148,6 +193,13 @@ class UntaggedBuffers(wiring.Component):
         Retire the buffer of ``msn`` (one cycle, any time).
     revoke : ``In(stream.Signature(buffer_revoke_layout(...)))``
         Host revocations of one buffer or of a whole queue.
+    complete_en : ``In(1)``, complete : ``In(untagged_complete_layout(...))``
+        An accepted L = 1 segment of ``msn`` with DDP-SSN ``ssn`` (one cycle, any time).
+    base : ``In(16)``
+        The looked-up stream's window base, one advance after the lookup (stage 1).
+    forget : ``In(stream.Signature(stream index))``, forget_base : ``In(16)``
+        Sweep a stream's completions before its row is rewritten; ``forget_base`` is the
+        stream's base while ``forget`` is valid. ``ready`` when the sweep is done.
     """
 
     latency = 3
@@ -167,6 +219,11 @@ class UntaggedBuffers(wiring.Component):
             "retire_en": In(1),
             "retire": In(untagged_retire_layout(streams, queues)),
             "revoke": In(stream.Signature(buffer_revoke_layout(streams, queues))),
+            "complete_en": In(1),
+            "complete": In(untagged_complete_layout(streams, queues)),
+            "base": In(_SSN_BITS),
+            "forget": In(stream.Signature(index_bits(streams))),
+            "forget_base": In(_SSN_BITS),
         })
 
     @property
@@ -198,6 +255,9 @@ class UntaggedBuffers(wiring.Component):
         live_mem = m.submodules.live = memory.Memory(shape=1, depth=queue_count * depth, init=[])
         desc_mem = m.submodules.descriptors = memory.Memory(shape=descriptor_layout, depth=queue_count * depth,
                                                             init=[])
+        completion_layout = data.StructLayout({"state": Completion, "ssn": unsigned(_SSN_BITS)})
+        completion_mem = m.submodules.completions = memory.Memory(shape=completion_layout,
+                                                                  depth=queue_count * depth, init=[])
         next_w = next_mem.write_port()
         live_w = live_mem.write_port()
         desc_w = desc_mem.write_port()
@@ -208,6 +268,9 @@ class UntaggedBuffers(wiring.Component):
         post_live_r = live_mem.read_port(transparent_for=(live_w,))
         revoke_next_r = next_mem.read_port()
         revoke_live_r = live_mem.read_port(transparent_for=(live_w,))
+        completion_w = completion_mem.write_port()
+        completion_r = completion_mem.read_port(transparent_for=(completion_w,))
+        forget_r = completion_mem.read_port()
 
         # Retirement (has priority on the live-bit write port). The request is registered and
         # written on the next cycle, so no caller logic reaches the RAM write enables; a lookup
@@ -217,6 +280,27 @@ class UntaggedBuffers(wiring.Component):
         m.d.sync += [retire.eq(self.retire), retire_en.eq(self.retire_en)]
         retire_slot = self._slot_index(retire.stream, retire.qn, retire.msn)
         post_writing = Signal()
+        # Completions, registered the same way; posts and the forget sweep wait for a cycle without one.
+        complete = Signal(untagged_complete_layout(self._streams, self._queues))
+        complete_en = Signal()
+        m.d.sync += [complete.eq(self.complete), complete_en.eq(self.complete_en)]
+        complete_slot = self._slot_index(complete.stream, complete.qn, complete.msn)
+        # Forget: a sweep over every slot of one stream, pipelined: each cycle writes one slot and
+        # reads the next.
+        stream_slot_bits = self._queue_bits + (depth - 1).bit_length()
+        forget_sweep = Signal(stream_slot_bits)
+        forget_slot = Cat(forget_sweep, self.forget.payload)
+        forget_writing = Signal()
+        forget_reading = Signal(stream_slot_bits)
+        forget_state = Signal(Completion)
+        forget_read = forget_r.data
+        forget_delivered = (forget_read.state == Completion.RETIRED) | (
+            (forget_read.state == Completion.PENDING) & (forget_read.ssn - self.forget_base)[_SSN_BITS - 1])
+        m.d.comb += [
+            forget_reading.eq(Mux(forget_writing, forget_sweep + 1, forget_sweep)),
+            forget_r.addr.eq(Cat(forget_reading, self.forget.payload)),
+            forget_state.eq(Mux(forget_delivered, Completion.RETIRED, Completion.NONE)),
+        ]
 
         # Posting state machine.
         # IDLE presents the queue index (payload is stable while valid), READ_LIVE has
@@ -255,6 +339,20 @@ class UntaggedBuffers(wiring.Component):
                     m.next = "READ_LIVE"
                 with m.Elif(self.revoke.valid):
                     m.next = "REVOKE_READ"
+                with m.Elif(self.forget.valid):
+                    m.d.sync += forget_sweep.eq(0)
+                    m.next = "FORGET_READ"
+            with m.State("FORGET_READ"):
+                m.next = "FORGET_WRITE"
+            with m.State("FORGET_WRITE"):
+                with m.If(~complete_en):
+                    m.d.comb += forget_writing.eq(1)
+                    m.d.sync += forget_sweep.eq(forget_sweep + 1)
+                    with m.If(forget_sweep == (1 << stream_slot_bits) - 1):
+                        m.next = "FORGET_DONE"
+            with m.State("FORGET_DONE"):
+                m.d.comb += self.forget.ready.eq(1)
+                m.next = "IDLE"
             with m.State("REVOKE_READ"):
                 # next_post - 1 - msn = next_post + ~msn: one adder.
                 m.d.sync += [revoke_distance.eq(revoke_next_r.data + ~revoke.msn),
@@ -301,7 +399,7 @@ class UntaggedBuffers(wiring.Component):
                 # The live-bit port is retirement's on this cycle: write again on the next.
                 with m.If(~self.post.valid):
                     m.next = "IDLE"
-                with m.Elif(~retire_en):
+                with m.Elif(~retire_en & ~complete_en):
                     m.d.comb += [post_writing.eq(1), self.post.ready.eq(1)]
                     m.next = "IDLE"
 
@@ -319,6 +417,12 @@ class UntaggedBuffers(wiring.Component):
             next_w.addr.eq(Mux(reset_writing, revoke_queue, self._queue_index(post.stream, post.qn))),
             next_w.data.eq(Mux(reset_writing, 1, post_msn + 1)),
             next_w.en.eq(post_writing | reset_writing),
+            # A post starts its slot afresh (NONE); the sweep and the commits write their verdicts.
+            completion_w.addr.eq(Mux(complete_en, complete_slot, Mux(post_writing, post_slot, forget_slot))),
+            completion_w.data.state.eq(Mux(complete_en, Completion.PENDING,
+                                           Mux(post_writing, Completion.NONE, forget_state))),
+            completion_w.data.ssn.eq(Mux(complete_en, complete.ssn, forget_read.ssn)),
+            completion_w.en.eq(complete_en | post_writing | forget_writing),
         ]
 
         # Stage 0: read the queue state and the slot of the MSN.
@@ -328,6 +432,8 @@ class UntaggedBuffers(wiring.Component):
             next_r.addr.eq(queue_index), next_r.en.eq(self.en),
             live_r.addr.eq(self._slot_index(lookup.stream, lookup.qn, lookup.msn)), live_r.en.eq(self.en),
             desc_r.addr.eq(self._slot_index(lookup.stream, lookup.qn, lookup.msn)), desc_r.en.eq(self.en),
+            completion_r.addr.eq(self._slot_index(lookup.stream, lookup.qn, lookup.msn)),
+            completion_r.en.eq(self.en),
         ]
         s1 = Signal(untagged_lookup_layout(self._streams, self._queues))
         s1_mo_end = Signal(33)
@@ -340,9 +446,14 @@ class UntaggedBuffers(wiring.Component):
         retiring_now = retire_en & (self._queue_index(retire.stream, retire.qn)
                                     == self._queue_index(s1.stream, s1.qn))
         live_now = live_r.data & ~(retiring_now & (retire_slot == self._slot_index(s1.stream, s1.qn, s1.msn)))
+        # Likewise the completion written on this cycle; then delivered = behind the stream's base.
+        completing_now = complete_en & (complete_slot == self._slot_index(s1.stream, s1.qn, s1.msn))
+        state_now = Mux(completing_now, Completion.PENDING, completion_r.data.state)
+        ssn_now = Mux(completing_now, complete.ssn, completion_r.data.ssn)
+        pending_now = state_now == Completion.PENDING
         s2 = Signal(data.StructLayout({
             "from_next": _MSN_BITS,
-            "present": 1, "nonzero": 1, "mo": 32,
+            "present": 1, "delivered": 1, "second_last": 1, "nonzero": 1, "mo": 32,
             # mo >= length and mo + payload > length, each as its halves' comparisons (the length
             # comes from the descriptor RAM's output: no 32-bit carry chain after it), joined on stage 2.
             "mo_high_above": 1, "mo_high_equal": 1, "mo_low_at_or_above": 1,
@@ -354,6 +465,9 @@ class UntaggedBuffers(wiring.Component):
             m.d.sync += [
                 s2.from_next.eq(s1.msn - next_r.data),
                 s2.present.eq(live_now & (desc_r.data.msn == s1.msn)),
+                s2.delivered.eq((state_now == Completion.RETIRED)
+                                | (pending_now & (ssn_now - self.base)[_SSN_BITS - 1])),
+                s2.second_last.eq(pending_now & s1.last),
                 s2.nonzero.eq(s1.length != 0),
                 s2.mo.eq(s1.mo),
                 s2.mo_high_above.eq(s1.mo[16:] > length[16:]), s2.mo_high_equal.eq(s1.mo[16:] == length[16:]),
@@ -372,8 +486,11 @@ class UntaggedBuffers(wiring.Component):
         fault = Signal(UntaggedFault)
         with m.If(behind):
             m.d.comb += fault.eq(UntaggedFault.MSN_RANGE)
-        with m.Elif(~s2.present):
+        with m.Elif(~s2.present | s2.delivered):
+            # A delivered buffer's MSN lies below next_post: MSN range.
             m.d.comb += fault.eq(Mux(s2.from_next[_MSN_BITS - 1], UntaggedFault.MSN_RANGE, UntaggedFault.NO_BUFFER))
+        with m.Elif(s2.second_last):
+            m.d.comb += fault.eq(UntaggedFault.MSN_RANGE)
         with m.Elif(s2.nonzero & mo_past):
             m.d.comb += fault.eq(UntaggedFault.INVALID_MO)
         with m.Elif(s2.nonzero & end_past):

@@ -25,6 +25,11 @@ Validation order (RFC 5041 7.1, 7.2):
    starts inside the buffer but runs past its end).
    Zero-length untagged segments still need their buffer (for delivery) but
    place nothing, so MO is not checked.
+   A second last segment (L = 1) for a buffer whose message's last segment
+   has already arrived, and awaits delivery of the segments before it, is
+   outside the legal range too -> 0x2/0x03: delivering it would complete the
+   message twice (5.3: at most once).  RFC 5041 names no code for this
+   case; MSN range is the one that says "this message has ended".
 5. Tagged, non-zero length only (5.2): `MemoryTable.check_tagged` (STag
    valid, PD and stream association, access right, TO range, TO + length
    range, 64-bit wrap) -> 0x1/0x00, 0x1/0x02, 0x1/0x01, 0x1/0x03.  A missing
@@ -205,6 +210,7 @@ class DdpSink:
         self._window = window
         self.out_of_window: OutOfWindow | None = None
         self._pending: dict[int, _Arrived] = {}
+        self._last_arrived: set[tuple[int, int]] = set()  # (QN, MSN) whose L = 1 segment awaits delivery
         self._message_bytes = 0
         self._message_first: DdpHeader | None = None
         self.error: SinkError | None = None
@@ -230,11 +236,13 @@ class DdpSink:
     def revoke_buffer(self, qn: int, msn: int) -> UntaggedBuffer | None:
         """Take back the buffer posted with `msn` on `qn`, if it is still posted (RFC 5041 leaves
         buffer management to the ULP); a later segment for that MSN is out of the legal range."""
+        self._last_arrived.discard((qn, msn % _MSN_MODULUS))
         return self._queues[qn].buffers.pop(msn % _MSN_MODULUS, None)
 
     def reset_queue(self, qn: int) -> None:
         """Take back every buffer of `qn`; the next post takes MSN 1 again, as on a new stream (4.3)."""
         self._queues[qn] = _Queue()
+        self._last_arrived = {(queue, msn) for queue, msn in self._last_arrived if queue != qn}
 
     def local_failure(self, raw: bytes) -> SinkError:
         """Placement of an accepted segment failed below DDP (the host memory refused a write):
@@ -257,6 +265,7 @@ class DdpSink:
         self.error = None
         self.final_message_allowed = False
         self._pending.clear()
+        self._last_arrived.clear()
         self._message_bytes = 0
         self._message_first = None
 
@@ -308,6 +317,8 @@ class DdpSink:
         if placed is not None:
             events.append(placed)
         self._pending[sequence] = _Arrived(segment, buffer)
+        if buffer is not None and segment.header.last:
+            self._last_arrived.add((buffer.qn, buffer.msn))
         events.extend(self._deliver_ready())
         return events
 
@@ -354,6 +365,8 @@ class DdpSink:
             if (header.msn - queue.next_post_msn) % _MSN_MODULUS < half:
                 return DdpError.NO_BUFFER, None  # beyond the last posted buffer
             return DdpError.MSN_RANGE, None  # inside the window but already consumed
+        if header.last and (header.qn, header.msn) in self._last_arrived:
+            return DdpError.MSN_RANGE, None  # the message's last segment came already (5.3: at most once)
         length = len(segment.payload)
         if length:
             if header.mo >= buffer.length:
@@ -392,6 +405,7 @@ class DdpSink:
             else:
                 length = header.mo + len(arrived.segment.payload)  # RFC 5041 5.4
                 buffer = self._queues[header.qn].buffers.pop(header.msn, arrived.buffer)
+                self._last_arrived.discard((header.qn, header.msn))
             delivered.append(Delivered(self._message_first, header, length, buffer))
             self._message_first = None
             self._message_bytes = 0

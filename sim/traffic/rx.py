@@ -479,14 +479,15 @@ class Catalogue:
             self.rng.randbytes(length)
 
     def send(self, association: int, stream_id: int, *, qn: int = 0, msn: int | None = None, mo: int = 0,
-             length: int = 32, opcode: int = Opcode.SEND) -> bytes:
-        """A one-segment Send (L=1) taking the stream's next MSN of ``qn`` unless ``msn`` is given."""
+             length: int = 32, opcode: int = Opcode.SEND, invalidate_stag: int = 0) -> bytes:
+        """A one-segment Send (L=1) taking the stream's next MSN of ``qn`` unless ``msn`` is given; a Send
+        with Invalidate carries ``invalidate_stag`` (RFC 5040 4.1)."""
         key = (association, stream_id, qn)
         if msn is None:
             msn = self.msn.get(key, 1)
             self.msn[key] = msn + 1
-        return UntaggedHeader(last=True, rsvd_ulp=(0x40 | opcode) << 32, qn=qn, msn=msn, mo=mo).encode() + \
-            self.rng.randbytes(length)
+        header = UntaggedHeader(last=True, rsvd_ulp=(0x40 | opcode) << 32 | invalidate_stag, qn=qn, msn=msn, mo=mo)
+        return header.encode() + self.rng.randbytes(length)
 
     def frame(self, association: int, chunks: list[bytes], **packet) -> bytes:
         return self.sender.frame(association, self.sender.packet(association, chunks, **packet))
@@ -655,6 +656,37 @@ def _ssn_beyond_window(c: Catalogue, a: int, s: int) -> list[bytes]:
     return [c.frame(a, [segment_chunk(c.sender.next_tsn(a), s, ssn, c.write())])]
 
 
+def _completed_msn_again(c: Catalogue, a: int, s: int) -> list[bytes]:
+    """RFC 5041 7.1 untagged item 5, 5.3: a Send of MSN 1 completes; the next frame, back to back, names
+    MSN 1 again: the message was delivered, its buffer consumed (0x2/0x03), nothing placed twice."""
+    return [c.segment_frame(a, s, c.send(a, s, msn=1, length=50)), c.segment_frame(a, s, c.send(a, s, msn=1, length=16))]
+
+
+def _completed_msn_again_with_invalidate(c: Catalogue, a: int, s: int) -> list[bytes]:
+    """As ``completed_msn_again`` with Sends with Invalidate (RFC 5040 4.1; the STag is the host's to
+    invalidate, an unregistered one here)."""
+    send = Opcode.SEND_WITH_INVALIDATE
+    return [c.segment_frame(a, s, c.send(a, s, msn=1, length=50, opcode=send,
+                                         invalidate_stag=Catalogue.STAG_UNREGISTERED)),
+            c.segment_frame(a, s, c.send(a, s, msn=1, length=16, opcode=send,
+                                         invalidate_stag=Catalogue.STAG_UNREGISTERED))]
+
+
+def _msn_past_posted(c: Catalogue, a: int, s: int) -> list[bytes]:
+    """RFC 5041 7.1 untagged item 2: MSNs 1 and 2 complete back to back, then MSN 3, one past the two
+    posted buffers (0x2/0x02)."""
+    return [c.segment_frame(a, s, c.send(a, s, msn=msn, length=40)) for msn in (1, 2, 3)]
+
+
+def _completed_msn_across_streams(c: Catalogue, a: int, s: int) -> list[bytes]:
+    """MSN 1 completes on this stream, then MSN 1 of another stream (accepted: MSNs are per queue of a
+    stream, RFC 5041 5.1), then MSN 1 here again (0x2/0x03), all back to back."""
+    other = (c.shape.associations - 1, c.shape.stream_ids - 1)
+    return [c.segment_frame(a, s, c.send(a, s, msn=1, length=24)),
+            c.segment_frame(*other, c.send(*other, msn=1, length=24)),
+            c.segment_frame(a, s, c.send(a, s, msn=1, length=8))]
+
+
 MALFORMED: tuple[MalformedCase, ...] = (
     MalformedCase("duplicate_chunk", _duplicate_chunk, False),
     MalformedCase("ssn_beyond_window", _ssn_beyond_window, True),
@@ -684,6 +716,10 @@ MALFORMED: tuple[MalformedCase, ...] = (
     MalformedCase("msn_out_of_range", _msn_range, True),
     MalformedCase("mo_out_of_range", _mo_range, True),
     MalformedCase("message_too_long", _too_long, True),
+    MalformedCase("completed_msn_again", _completed_msn_again, True),
+    MalformedCase("completed_msn_again_send_with_invalidate", _completed_msn_again_with_invalidate, True),
+    MalformedCase("msn_past_posted_buffers", _msn_past_posted, True),
+    MalformedCase("completed_msn_across_streams", _completed_msn_across_streams, True),
 )
 
 

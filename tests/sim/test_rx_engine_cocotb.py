@@ -15,8 +15,9 @@ from model.ddp.memory import Access, SparseMemory
 from model.engine.config import AssociationEntry, BufferEntry, RegionEntry, StreamEntry
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentStatus
 from sim.runner import default_build_root, run_cocotb
-from sim.traffic.rx import (Catalogue, ConfigDoesNotFit, EngineShape, ValidTraffic, case_frames, catalogue_config,
-                            catalogue_parts, check_config_fits, disorder, random_config)
+from model.errors import DdpError
+from sim.traffic.rx import (MALFORMED, Catalogue, ConfigDoesNotFit, EngineShape, ValidTraffic, case_frames,
+                            catalogue_config, catalogue_parts, check_config_fits, disorder, random_config)
 
 BUILD_ROOT = default_build_root() / "rx_engine"
 SHAPE = EngineShape()
@@ -122,9 +123,28 @@ def test_catalogue_cases_do_what_they_say(part):
         assert healthy.segments[0].status is SegmentStatus.ACCEPTED, case.name
         expected = SegmentStatus.DROPPED if case.latches else SegmentStatus.ACCEPTED
         assert same_stream.segments[0].status is expected, case.name
-        if case.latches:
-            assert [v.status for r in bad for v in r.segments] in (
-                [SegmentStatus.ERROR], [SegmentStatus.INVALID_SSN]), case.name
+        if case.latches:  # segments the case means to be accepted first, then one error
+            *accepted, refusal = [v.status for r in bad for v in r.segments]
+            assert refusal in (SegmentStatus.ERROR, SegmentStatus.INVALID_SSN), case.name
+            assert set(accepted) <= {SegmentStatus.ACCEPTED}, case.name
+
+
+@pytest.mark.parametrize("name, error", [
+    ("completed_msn_again", DdpError.MSN_RANGE), ("completed_msn_again_send_with_invalidate", DdpError.MSN_RANGE),
+    ("msn_past_posted_buffers", DdpError.NO_BUFFER), ("completed_msn_across_streams", DdpError.MSN_RANGE)])
+def test_back_to_back_cases_after_a_completion_get_the_rfc_error(name, error):
+    """RFC 5041 7.1 untagged items 2 and 5, 5.3: after messages complete, the model refuses the case's last
+    segment with the RFC's number, having delivered each earlier message once."""
+    config = catalogue_config(SHAPE)
+    model, catalogue = ReceiveEngineModel(config, SparseMemory(0xC3)), Catalogue(config, SHAPE)
+    (case,) = [case for case in MALFORMED if case.name == name]
+    for frame in case.build(catalogue, 0, 0):
+        model.receive(frame, 0.0)
+    verdicts = [v for r in model.next_events() for v in r.segments]
+    assert [v.status for v in verdicts] == [SegmentStatus.ACCEPTED] * (len(verdicts) - 1) + [SegmentStatus.ERROR]
+    assert verdicts[-1].error == error.number
+    completed = [(v.association, v.stream_id, v.msn) for v in verdicts if v.message_length]
+    assert len(completed) == len(set(completed)) == len(verdicts) - 1
 
 
 def _config(**changes):

@@ -66,11 +66,13 @@ class Run:
 
     Segments without a DDP-SSN get their stream's next one, from 0 (the ``first_ssn`` of a stream
     row written without one) and again from 0 after a host write of the row. An accepted untagged
-    verdict with L = 1 retires its buffer, as the engine's delivery order does for in-order traffic.
+    verdict with L = 1 retires its buffer, as the engine's delivery order does for in-order traffic,
+    ``retire_delay`` cycles after the verdict leaves (None: never, as behind a stalled memory).
     """
 
-    def __init__(self, dut, *, seed=0, stall=0.3):
+    def __init__(self, dut, *, seed=0, stall=0.3, retire_delay=0):
         self.dut = dut
+        self.retire_delay = retire_delay
         self.rng = random.Random(seed)
         self.stall = stall
         self.host_ops = []      # (port name, payload dict), in order, before any segment
@@ -176,18 +178,22 @@ class Run:
                         cycles.append(cycle)
 
         async def retirer(ctx):
-            seen = 0
+            seen, cycle, due = 0, 0, []
             while True:
                 ctx.set(dut.retire.valid, 0)
                 if seen < len(self.verdicts):
                     verdict = self.verdicts[seen]
                     seen += 1
-                    if verdict.status == SegmentStatus.ACCEPTED and not verdict.tagged and verdict.last:
-                        ctx.set(dut.retire.payload, {
+                    if (verdict.status == SegmentStatus.ACCEPTED and not verdict.tagged and verdict.last
+                            and self.retire_delay is not None):
+                        due.append((cycle + self.retire_delay, {
                             "stream": int(verdict.association) * dut._stream_ids + int(verdict.stream_id),
-                            "qn": int(verdict.qn), "msn": int(verdict.msn)})
-                        ctx.set(dut.retire.valid, 1)
+                            "qn": int(verdict.qn), "msn": int(verdict.msn)}))
+                if due and due[0][0] <= cycle:
+                    ctx.set(dut.retire.payload, due.pop(0)[1])
+                    ctx.set(dut.retire.valid, 1)
                 await ctx.tick()
+                cycle += 1
 
         async def finish(ctx):
             while len(self.verdicts) < len(self.segments):
@@ -390,20 +396,23 @@ def _tagged_access(header):
     return Access.LOCAL_WRITE if header.rsvd_ulp & 0xF == 2 else Access.REMOTE_WRITE
 
 
-def test_in_order_traffic_matches_ddp_sink():
-    """RFC 5041 7.1 untagged items 1-5 and tagged checks, byte for byte and error for error with DdpSink."""
+@pytest.mark.parametrize("retire_delay", [0, 40, None], ids=["retired-at-once", "retired-late", "never-retired"])
+def test_in_order_traffic_matches_ddp_sink(retire_delay):
+    """RFC 5041 7.1 untagged items 1-5 and tagged checks, byte for byte and error for error with DdpSink,
+    whenever the delivery order retires the buffers: a message counts as delivered (5.4) from the decision
+    that completed it, so a later segment naming its MSN gets MSN range (7.1 item 5) at once."""
     seen = set()
     for seed in (3, 4, 5):
-        seen |= _in_order_run(seed)
+        seen |= _in_order_run(seed, retire_delay)
     assert {DdpError.NO_BUFFER.number, DdpError.MSN_RANGE.number, DdpError.MESSAGE_TOO_LONG.number,
             DdpError.INVALID_MO.number, DdpError.INVALID_QN.number, DdpError.BASE_OR_BOUNDS.number} <= seen
 
 
-def _in_order_run(seed):
+def _in_order_run(seed, retire_delay=0):
     """One random in-order run against one DdpSink per stream; returns the outcomes seen."""
     rng = random.Random(seed)
     depth, stream_ids = 4, 8   # many streams: the model's sink cannot be re-armed after its error
-    run = Run(make_dut(regions=4, depth=depth, stream_ids=stream_ids), seed=seed)
+    run = Run(make_dut(regions=4, depth=depth, stream_ids=stream_ids), seed=seed, retire_delay=retire_delay)
     table, model_memory = MemoryTable(), SparseMemory()
     region = table.register(MemoryRegion(stag=1 << 8 | 0x5A, pd=ProtectionDomain(1), base_to=0x10000, length=256,
                                          access=Access.REMOTE_WRITE | Access.LOCAL_WRITE, address=0x7000_0000))
@@ -512,7 +521,8 @@ def test_invalidation_racing_segments():
     """RFC 5041 8.3.1 item 6: no segment taken after an accepted invalidation places; none before is refused."""
     region = MemoryRegion(stag=2 << 8 | 0x77, pd=ProtectionDomain(1), base_to=0, length=1 << 20,
                           access=Access.REMOTE_WRITE, address=0x4000_0000)
-    for at in (30, 37, 44):
+    sweep = 4 * 8 + 3  # the stream row's write first sweeps the stream's 4 x 8 buffer slots (forget)
+    for at in (30 + sweep, 37 + sweep, 44 + sweep):
         run = Run(make_dut(regions=4), seed=at, stall=0.0)
         run.host_ops.append(("region_write", region_row(region)))
         run.host_ops.append(("stream_write", {"index": 0, "entry": {"valid": 1, "pd": 1}}))
@@ -575,3 +585,108 @@ def test_header_error_with_payload_sends_no_packet():
     run.run()
     assert [v.status for v in run.verdicts] == [SegmentStatus.ERROR, SegmentStatus.ACCEPTED]
     assert run.packets == [body]
+
+
+# -- delivered messages: their buffers are consumed from the deciding segment on ------------------------------
+
+def _scripted_run(script, *, retire_delay, posts=((0, 1), (1, 1))):
+    """Run ``script`` (per item: ("seg", stream, ssn, msn, mo, length, last) or ("rearm", stream)) through the
+    DUT back to back and through one DdpSink per stream with the same DDP-SSNs; returns the DUT's
+    verdicts and commands beside the model's events."""
+    run = Run(make_dut(regions=2, depth=4), seed=11, stall=0.0, retire_delay=retire_delay)
+    table, model_memory = MemoryTable(), SparseMemory()
+    streams = {s: DdpSink(pd=ProtectionDomain(1), memory_table=table, host_memory=model_memory, stream_id=s,
+                          queues=(0, 1, 2), window=32) for s, _ in posts}
+    for s, count in posts:
+        run.host_ops.append(("stream_write", {"index": s, "entry": {"valid": 1, "pd": 1}}))
+        for n in range(count):
+            address = 0x1000 * (s + 1) + 0x100 * n
+            streams[s].post_buffer(0, address, 64)
+            run.host_ops.append(("post", {"stream": s, "qn": 0, "address": address, "length": 64}))
+    expected = []
+    for item in script:
+        if item[0] == "rearm":
+            streams[item[1]].rearm(0)
+            run.host("stream_write", {"index": item[1], "entry": {"valid": 1, "pd": 1}})
+            continue
+        _, s, ssn, msn, mo, length, last = item
+        header = UntaggedHeader(last=last, rsvd_ulp=(0x40 | 3) << 32, qn=0, msn=msn, mo=mo)
+        body = bytes([len(expected) + 1]) * length
+        expected.append(streams[s].receive(DdpSegment(header, body).encode(), ssn))
+        association, stream_id = divmod(s, STREAM_IDS)
+        run.segment(segment_info(association=association, stream_id=stream_id, tagged=0, opcode=3, msn=msn,
+                                 mo=mo, length=length, last=last, ssn=ssn, tsn=len(expected) - 1), body)
+    run.run()
+    return run, expected
+
+
+def _outcome(events):
+    errors = [e for e in events if isinstance(e, SinkError)]
+    if errors:
+        return SegmentStatus.ERROR, tuple(errors[0].number)
+    return (SegmentStatus.ACCEPTED, None) if events else (SegmentStatus.DROPPED, None)
+
+
+def _assert_agrees(run, expected):
+    got = [(v.status, number(v.error) if v.status is SegmentStatus.ERROR else None) for v in run.verdicts]
+    assert got == [_outcome(events) for events in expected]
+    placed = [(e.address, e.length) for events in expected for e in events if isinstance(e, Placed)]
+    assert [(int(c.address), int(c.length)) for c in run.commands] == placed
+
+
+MSN_RANGE = tuple(DdpError.MSN_RANGE.number)
+
+
+@pytest.mark.parametrize("retire_delay", [0, 40, None], ids=["retired-at-once", "retired-late", "never-retired"])
+def test_a_completed_message_s_msn_is_refused_back_to_back(retire_delay):
+    """RFC 5041 7.1 untagged item 5 and 5.3: a Send of MSN 1 completes; the next segment, back to back,
+    names MSN 1 again: MSN range (0x2/0x03), nothing placed, and the stream's later segments are
+    dropped, however late the delivery order retires the buffer. Stream 1's own MSN 1 is unaffected."""
+    run, expected = _scripted_run([
+        ("seg", 0, 0, 1, 0, 50, True),
+        ("seg", 0, 1, 1, 0, 16, True),     # the completed MSN again
+        ("seg", 1, 0, 1, 0, 8, True),      # another stream's MSN 1
+        ("seg", 0, 2, 2, 0, 8, True),      # dropped: stream 0 is in error
+    ], retire_delay=retire_delay)
+    assert [_outcome(e) for e in expected] == [
+        (SegmentStatus.ACCEPTED, None), (SegmentStatus.ERROR, MSN_RANGE), (SegmentStatus.ACCEPTED, None),
+        (SegmentStatus.DROPPED, None)]
+    _assert_agrees(run, expected)
+
+
+def test_a_message_completes_once_its_gap_fills_and_not_twice():
+    """RFC 5041 5.4: the last segment (DDP-SSN 1) arrives before the first (0): MSN 1 still finds its
+    buffer for the first segment, then is delivered; a second L = 1 segment of MSN 1 that came while
+    delivery waited is refused (5.3, at most once), and one after delivery too. Out of order, only the
+    delivery order knows when to retire, so the harness never does: the block decides alone."""
+    run, expected = _scripted_run([
+        ("seg", 0, 1, 1, 8, 8, True),
+        ("seg", 1, 1, 1, 8, 8, True),
+        ("seg", 1, 2, 1, 16, 4, True),     # a second last segment while MSN 1 waits: MSN range
+        ("seg", 0, 0, 1, 0, 8, False),     # fills the gap: MSN 1 delivered
+        ("seg", 0, 2, 1, 0, 4, False),     # after delivery, MSN 1 is consumed: MSN range
+    ], retire_delay=None, posts=((0, 2), (1, 2)))
+    assert [_outcome(e) for e in expected] == [
+        (SegmentStatus.ACCEPTED, None), (SegmentStatus.ACCEPTED, None), (SegmentStatus.ERROR, MSN_RANGE),
+        (SegmentStatus.ACCEPTED, None), (SegmentStatus.ERROR, MSN_RANGE)]
+    _assert_agrees(run, expected)
+
+
+def test_rearming_a_stream_keeps_delivered_messages_consumed_and_forgets_undelivered_ones():
+    """A stream row rewritten (re-armed) restarts its DDP-SSN window: a message delivered before stays
+    consumed (MSN range), a last segment accepted but never delivered is forgotten, as the model's sink
+    forgets it, so that message's last segment is accepted again."""
+    run, expected = _scripted_run([
+        ("seg", 0, 0, 1, 0, 8, True),      # MSN 1 delivered
+        ("seg", 0, 2, 2, 8, 8, True),      # MSN 2's last segment, DDP-SSN 1 missing: not delivered
+        ("rearm", 0),
+        ("seg", 0, 0, 1, 0, 8, True),      # MSN 1 again: consumed
+        ("rearm", 0),
+        ("seg", 0, 1, 2, 8, 8, True),      # MSN 2's last segment again, a fresh window: accepted...
+        ("seg", 0, 0, 2, 0, 8, False),     # ...and delivered once its first segment comes
+        ("seg", 0, 2, 2, 0, 8, False),     # then consumed
+    ], retire_delay=None, posts=((0, 2),))
+    assert [_outcome(e) for e in expected] == [
+        (SegmentStatus.ACCEPTED, None), (SegmentStatus.ACCEPTED, None), (SegmentStatus.ERROR, MSN_RANGE),
+        (SegmentStatus.ACCEPTED, None), (SegmentStatus.ACCEPTED, None), (SegmentStatus.ERROR, MSN_RANGE)]
+    _assert_agrees(run, expected)
