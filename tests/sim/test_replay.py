@@ -339,7 +339,23 @@ def retransmission_case(tmp_path: Path) -> Case:
     ])
 
 
-@pytest.mark.parametrize("build", [broken_walks_case, retransmission_case])
+def completed_msn_again_case(tmp_path: Path) -> Case:
+    """A Send of 50 bytes with MSN 1 completes; the next frame, back to back, is another Send naming MSN 1
+    (16 bytes): the message was delivered, so its MSN lies behind the available buffers (RFC 5041 7.1
+    untagged item 5: DDP 0x2/0x03, 7.2) and is never delivered twice (5.3); the stream's next Send is
+    dropped (7.1: every later segment of the stream), another stream's Send is placed."""
+    config = catalogue_config(SHAPE)
+    c = Catalogue(config, SHAPE)
+    frames = [c.segment_frame(0, 0, c.send(0, 0, msn=1, length=50)),
+              c.segment_frame(0, 0, c.send(0, 0, msn=1, length=16)),
+              c.segment_frame(0, 0, c.send(0, 0, msn=2, length=16)),
+              c.segment_frame(0, 1, c.send(0, 1, msn=1, length=16))]
+    statuses = ["ACCEPTED", "ERROR", "DROPPED", "ACCEPTED"]
+    return write_case(tmp_path, config, [(frame, [("segment", data_tsns(frame)[0], status)])
+                                         for frame, status in zip(frames, statuses)])
+
+
+@pytest.mark.parametrize("build", [broken_walks_case, retransmission_case, completed_msn_again_case])
 def test_model_lists_every_output_under_its_own_frame(tmp_path, capsys, build):
     case = build(tmp_path)
     lines, _ = run_case(capsys, case, "--model")
@@ -394,6 +410,34 @@ def test_rtl_lists_every_output_under_its_own_frame(tmp_path, capsys, build):
     model, _ = run_case(capsys, case, "--model")
     rtl, _ = run_case(capsys, case)
     assert listing(rtl) == case.expected
+    assert rtl == model
+
+
+def test_model_refuses_a_completed_msn_with_the_rfc_error(tmp_path, capsys):
+    lines, _ = run_case(capsys, completed_msn_again_case(tmp_path), "--model")
+    (refused,) = lines[1]["records"]
+    assert refused["error"] == [1, 2, 3]  # layer DDP, Untagged Buffer Error, MSN range (RFC 5041 7.2)
+    assert [record["message_length"] for line in lines[:-1] for record in line["records"]] == [50, None, None, 16]
+    assert lines[-1]["written"] == {"0x30000": 50, "0x30600": 16}  # no byte of the refused Send
+
+
+@pytest.mark.cocotb
+def test_rtl_refuses_a_completed_msn_back_to_back(tmp_path, capsys):
+    """The frames back to back (gap 0) at W = 8: the RTL lists what the model lists."""
+    case = completed_msn_again_case(tmp_path)
+    model, _ = run_case(capsys, case, "--model")
+    rtl, _ = run_case(capsys, case, "--gap", "0")
+    assert listing(rtl) == case.expected
+    assert rtl == model
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+@pytest.mark.parametrize("gap", [0, 10, 40])
+def test_rtl_refuses_a_completed_msn_at_every_gap_on_a_wide_datapath(tmp_path, capsys, gap):
+    case = completed_msn_again_case(tmp_path)
+    model, _ = run_case(capsys, case, "--model")
+    rtl, _ = run_case(capsys, case, "--width", "32", "--gap", str(gap))
     assert rtl == model
 
 
