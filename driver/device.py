@@ -184,9 +184,16 @@ class Device:
     # -- events -----------------------------------------------------------------------
 
     def dispatch(self) -> None:
-        """Route every event the backend reported since the last call."""
+        """Bring the caller's registered buffers level with the device's memory, then route every event the
+        backend reported since the last call (so a completion is seen after the bytes it announces)."""
+        self.sync_buffers()
         for event in self.backend.events():
             self._on_event(event)
+
+    def sync_buffers(self) -> None:
+        """Every region over a caller's buffer: its changes to the device, the device's writes back (`driver.mr`)."""
+        for pd in self._pds:
+            pd.sync_buffers()
 
     def _on_event(self, event: RnicEvent) -> None:
         if isinstance(event, (WorkCompletion, ReadCompletion, ReceiveCompletion, RdmapTerminated)):
@@ -337,6 +344,7 @@ class Fabric:
         self.backend = backend
         self.devices = tuple(Device(self, device) for device in backend.devices)
         backend.on_change = self.dispatch
+        backend.before_service = self.sync_buffers
 
     def dispatch(self) -> None:
         for device in self.devices:
@@ -354,7 +362,12 @@ class Fabric:
         def routed() -> bool:
             self.dispatch()
             return predicate()
+        self.sync_buffers()  # what the caller wrote into its buffers reaches the devices before they run
         await self.backend.wait_until(routed, timeout)
+
+    def sync_buffers(self) -> None:
+        for device in self.devices:
+            device.sync_buffers()
 
 
 def open_fabric(backend: str = "soft", **options: object) -> Fabric:

@@ -333,6 +333,7 @@ class QP:
             return
         if len(self._sends) >= self.cap.max_send_wr:
             raise QueueFull(f"{self.cap.max_send_wr} send requests already outstanding")
+        self.device.sync_buffers()  # a caller's buffer: what it wrote there is what the device sends
         backend, stream = self.device.backend, self.stream_id
         try:
             if read:

@@ -154,6 +154,11 @@ class DeviceBackend(ABC):
     def events(self) -> list[RnicEvent]:
         """The events (`model.rnic.events`) since the last call, oldest first."""
 
+    def frames_received(self) -> int | None:
+        """Frames the device has taken so far (every byte it places comes in one), so that the driver reads back
+        a caller's buffer only when something may have landed; None: unknown, read back every time."""
+        return None
+
 
 class FabricBackend(ABC):
     """Devices on one network, with the clock and scheduler they run on."""
@@ -161,6 +166,9 @@ class FabricBackend(ABC):
     devices: tuple[DeviceBackend, ...]
     on_change: Callable[[], None] | None = None
     """Called whenever the devices may have reported something (the driver routes their events)."""
+    before_service: Callable[[], None] | None = None
+    """Called before the fabric moves the devices on by itself (a timer, an arrival): the driver hands them what
+    the caller wrote into its registered buffers."""
 
     @abstractmethod
     def now(self) -> float:

@@ -543,6 +543,8 @@ class BoardFabric(FabricBackend):
         pair, board = self.pair, self.board
         host = pair.hosts[BOARD_SIDE]
         assert isinstance(host, EngineRnic)
+        if self.before_service is not None:
+            self.before_service()
         board.poll(host, self.now())
         pair.advance(self.now())
         pair.send_due()

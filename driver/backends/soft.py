@@ -203,6 +203,9 @@ class SoftDevice(DeviceBackend):
         self._fabric.kick()
         return wr_id
 
+    def frames_received(self) -> int | None:
+        return self._host.statistics.frames_received
+
     def events(self) -> list[RnicEvent]:
         self._fabric.pair.collect()
         recorded = self._fabric.pair.events[self._side]
@@ -289,6 +292,8 @@ class SoftFabric(FabricBackend):
         else:
             self._timer = None
         pair = self.pair
+        if self.before_service is not None:
+            self.before_service()
         pair.advance(max(loop.time(), due or 0.0))
         pair.send_due()
         pair.collect()

@@ -23,7 +23,7 @@ from model.rnic.pair import IPS, MACS
 from scripts.driver_example import example
 from sim.e2e_program import end_to_end_checked
 from tests.driver.board_model import ModelBoard
-from tests.driver.test_verbs import lists_stop_at_the_first_bad_request, unsignaled_sends
+from tests.driver.test_verbs import callers_buffers, lists_stop_at_the_first_bad_request, unsignaled_sends
 
 
 #: What the example program prints of its completions and bytes, whatever the backend: the Send, the Write
@@ -195,3 +195,12 @@ def test_lists_and_unsignaled_sends_on_the_board(program):
     (the backend checks each completion against the model's), the host shows only the signaled ones."""
     _, fabric = open_board()
     fabric.backend.run(lambda: program(fabric))
+
+
+def test_a_callers_buffer_mirrored_in_the_boards_memory():
+    """tests/driver/test_verbs.py's program with the board registering the caller's bytearrays: the regions live
+    in the board's memory, the peer's Writes and Sends are placed there by its engine and read back over the
+    link into the caller's buffers, and what the caller writes in Python is written to the board."""
+    board, fabric = open_board()
+    fabric.backend.run(lambda: callers_buffers(fabric))
+    assert b"written by the peer" in board.memory.read(0, 32 * 1024)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import pytest
 
 from driver import (
-    SGE, InvalidArgument, InvalidState, RecvWR, SendFlags, SendWR, SgeOutsideRegion, WCOpcode, WCStatus, WROpcode,
+    SGE, AccessFlags, InvalidArgument, InvalidState, RecvWR, SendFlags, SendWR, SgeOutsideRegion, WCOpcode, WCStatus, WROpcode,
     WrongArgumentType, run,
 )
 from tests.driver.harness import Side, connected
@@ -200,3 +200,75 @@ async def connected_with_cqs(fabric, send_cq, recv_cq):
     for side in sides:
         assert (await side.id.get_cm_event()).event_type.name == "ESTABLISHED"
     return poster, peer
+
+
+# -- registering the caller's buffer (ibv_reg_mr over an address) -------------------------------------------
+
+
+async def callers_buffers(fabric) -> None:
+    """Device 0 registers its own bytearrays.  The peer's RDMA Write and Send land in them (RFC 5040 5.1, 5.3),
+    bytes device 0 writes into them in Python are what it Sends and what the peer's RDMA Read fetches (5.2), its
+    own RDMA Read fills one; a bytes object registers for remote reading only."""
+    owner, peer = await connected(fabric, region=1 << 14)
+    landing, outgoing = bytearray(4096), bytearray(b"." * 64)
+    every = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
+    landing_mr, outgoing_mr = owner.pd.reg_mr(landing, every), owner.pd.reg_mr(outgoing, every)
+    constant_mr = owner.pd.reg_mr(b"a constant", AccessFlags.REMOTE_READ)
+    assert (landing_mr.length, landing_mr.buffer.obj) == (4096, landing)
+    theirs = peer.mr
+    theirs.write(b"written by the peer", 0)
+    theirs.write(b"sent by the peer", 64)
+    theirs.write(b"read from the peer", 128)
+    owner.qp.post_recv(RecvWR(1, [SGE(landing_mr.buf + 2048, 64, landing_mr.lkey)]))
+    peer.qp.post_send([
+        SendWR(2, WROpcode.RDMA_WRITE, [SGE(theirs.buf, 19, theirs.lkey)], remote_addr=landing_mr.buf + 100,
+               rkey=landing_mr.rkey),
+        SendWR(3, WROpcode.SEND, [SGE(theirs.buf + 64, 16, theirs.lkey)]),
+    ])
+    (received,) = await owner.cq.wait(1)
+    assert (received.wr_id, received.byte_len) == (1, 16)
+    assert landing[100:119] == b"written by the peer" and landing[2048:2064] == b"sent by the peer"
+    assert landing_mr.read(19, 100) == b"written by the peer"
+    await peer.cq.wait(2)
+
+    outgoing[0:13] = b"from python 1"  # the caller writes its own buffer, then posts from it
+    peer.qp.post_recv(RecvWR(4, [SGE(theirs.buf + 1024, 64, theirs.lkey)]))
+    owner.qp.post_send(SendWR(5, WROpcode.SEND, [SGE(outgoing_mr.buf, 13, outgoing_mr.lkey)]))
+    owner.qp.post_send(SendWR(6, WROpcode.RDMA_READ, [SGE(landing_mr.buf + 3000, 18, landing_mr.lkey)],
+                              remote_addr=theirs.buf + 128, rkey=theirs.rkey))
+    await owner.cq.wait(2)
+    await peer.cq.wait(1)
+    assert theirs.read(13, 1024) == b"from python 1"
+    assert landing[3000:3018] == b"read from the peer"
+
+    outgoing[20:33] = b"from python 2"  # changed after the last post: the peer's Read still fetches it
+    peer.qp.post_send([
+        SendWR(7, WROpcode.RDMA_READ, [SGE(theirs.buf + 2048, 13, theirs.lkey)], remote_addr=outgoing_mr.buf + 20,
+               rkey=outgoing_mr.rkey),
+        SendWR(8, WROpcode.RDMA_READ, [SGE(theirs.buf + 2100, 10, theirs.lkey)], remote_addr=constant_mr.buf,
+               rkey=constant_mr.rkey),
+    ])
+    await peer.cq.wait(2)
+    assert theirs.read(13, 2048) == b"from python 2" and theirs.read(10, 2100) == b"a constant"
+    landing_mr.dereg()
+    assert landing[100:119] == b"written by the peer"  # the caller keeps its bytes
+
+
+def test_the_callers_buffer_follows_the_region(backend):
+    run(callers_buffers, backend)
+
+
+def test_a_callers_buffer_must_fit_its_access(backend):
+    async def main(fabric):
+        pd = fabric.devices[0].alloc_pd()
+        with pytest.raises(InvalidArgument, match="^buffer is read-only"):
+            pd.reg_mr(b"constant", AccessFlags.LOCAL_WRITE)
+        with pytest.raises(InvalidArgument, match="^buffer is not contiguous"):
+            pd.reg_mr(memoryview(bytearray(16))[::2], AccessFlags.LOCAL_WRITE)
+        with pytest.raises(WrongArgumentType, match="^length"):
+            pd.reg_mr("a string", AccessFlags.LOCAL_WRITE)
+        region = pd.reg_mr(bytearray(b"\x01\x02" * 8), AccessFlags.LOCAL_WRITE)
+        region.write(b"zz", 4)  # MR.write writes the caller's buffer too
+        assert bytes(region.buffer) == b"\x01\x02" * 2 + b"zz" + b"\x01\x02" * 5
+
+    run(main, backend)
