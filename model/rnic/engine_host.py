@@ -42,7 +42,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from model.ddp.memory import SparseMemory
+from model.ddp.memory import ProtectionDomain, SparseMemory
 from model.ddp.negotiation import RtrType, rtr_segment
 # the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.tx import (
@@ -295,9 +295,10 @@ class EngineRnic(OffloadRnic):
                     association.next_tsn, self.config.udp))
                 self._tx_row = True
 
-    def _arm(self, stream_id: int, first_ssn: int, ird: int, ord: int) -> OffloadedEndpoint:
+    def _arm(self, stream_id: int, first_ssn: int, ird: int, ord: int,
+             pd: ProtectionDomain | None = None) -> OffloadedEndpoint:
         """The engine's stream row with the receive engine's: the session's first segment is DDP-SSN 1."""
-        receiver = super()._arm(stream_id, first_ssn, ird, ord)
+        receiver = super()._arm(stream_id, first_ssn, ird, ord, pd)
         self.transmit.write_stream(ASSOCIATION_INDEX, stream_id, 1)
         self._segments_due[stream_id] = 0
         return receiver

@@ -26,14 +26,16 @@ Each layer's `next_events()` is drained right after the call that fed it.
 Decisions recorded here:
 
 * One association per host.  While none is open, a passive host answers
-  INITs from anyone with its stateless Listener (RFC 4960 5.1.3, 8.4 for
+  INITs from anyone with its stateless Listener for the port they are
+  sent to (`listen(port)`, one per port; RFC 4960 5.1.3, 8.4 for
   out-of-the-blue packets).  While one is open, frames from any other host
   are dropped and every SCTP packet of the peer goes to the association,
   which checks its verification tag (RFC 4960 8.5) and handles a repeated
   INIT or COOKIE ECHO (5.2).
 * Out of the blue (RFC 4960 8.4): a host with no open association and no
   Listener (it never listened: an active opener whose association closed,
-  or a host never opened) still answers for its port, through
+  or a host never opened) still answers for its port (an INIT for any
+  port), through
   `out_of_the_blue_reply`: rule 1, a packet from a non-unicast IPv4
   source, is discarded; rule 2, a packet with an ABORT, is discarded;
   rule 3, an INIT, cannot be processed without a listener (5.1) and is
@@ -62,6 +64,9 @@ Decisions recorded here:
   responder's RDMAP sink therefore starts at DDP-SSN 2 when an RTR follows
   the Accept (Initiate 0, RTR 1) and at 1 otherwise; the initiator's at 1
   (the Accept is 0).
+* Protection Domains: `config.pd_id` is the host's; `register_memory`,
+  `open_stream` and `accept_session` take another `pd_id`, and a stream
+  reaches only the regions of its own PD (RFC 5041 8.2).
 * IRD/ORD: an enhanced session configures its RDMAP endpoint with the
   negotiated values (RFC 6581 9); a plain session with the host's own.
 * A session request is decided by `session_policy` (default: accept every
@@ -94,7 +99,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Union
 
 from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics
@@ -157,6 +162,7 @@ from model.sctp.packet import (
     ADAPTATION_CODE_POINT_DDP,
     PPID_DDP_SEGMENT,
     PPID_DDP_SESSION_CONTROL,
+    InitChunk,
     SctpPacket,
     checksum_ok,
 )
@@ -280,6 +286,8 @@ class _Stream:
     resources: LocalResources
     endpoint: RdmapEndpoint | None = None
     negotiated: NegotiatedParameters | None = None
+    pd: ProtectionDomain | None = None
+    """The stream's Protection Domain (RFC 5041 8.2); None: the host's."""
 
 
 @dataclass
@@ -315,7 +323,8 @@ class SoftRnic:
         self.memory_table = MemoryTable()
         self._hmac_secret = bytes(rng.getrandbits(8) for _ in range(32))
         self._association: Association | None = None
-        self._listener: Listener | None = None
+        self._listeners: dict[int, Listener] = {}
+        """Listeners by SCTP port."""
         self._peer: _Peer | None = None
         self._sessions = DdpSessions(config.resources, config.pending_limit)
         self._streams: dict[int, _Stream] = {}
@@ -332,9 +341,12 @@ class SoftRnic:
 
     # -- connection ------------------------------------------------------------
 
-    def listen(self) -> None:
-        """Passive open: answer INITs on `config.port` (RFC 4960 5.1)."""
-        self._listener = Listener(self._association_config(peer_port=0))
+    def listen(self, port: int | None = None) -> None:
+        """Passive open: answer INITs on `port` (default `config.port`; RFC 4960 5.1).  A host may listen on
+        several ports; it still has one association at a time, on the port its INIT came to."""
+        local_port = self.config.port if port is None else port
+        config = replace(self._association_config(peer_port=0), local_port=local_port)
+        self._listeners[local_port] = Listener(config)
 
     def connect(self, now: float, peer_mac: bytes, peer_ip: ipaddress.IPv4Address | str, peer_port: int) -> None:
         """Active open: send INIT to the peer (RFC 4960 5.1)."""
@@ -411,23 +423,27 @@ class SoftRnic:
         private_data: bytes = b"",
         enhanced: bool = True,
         resources: LocalResources | None = None,
+        pd_id: int | None = None,
     ) -> None:
         """Send an (Enhanced, RFC 6581 7) Initiate on `stream_id` (RFC 5043 6.2).
 
-        `resources` default to the host's; `SessionEstablished` or `SessionRejected` follows."""
+        `resources` default to the host's, `pd_id` (the stream's Protection Domain, RFC 5041 8.2) to
+        `config.pd_id`; `SessionEstablished` or `SessionRejected` follows."""
         self._require_ddp()
         local = resources if resources is not None else self.config.resources
         self._sessions.initiate(stream_id, private_data, local if enhanced else None)
         self._known_streams.add(stream_id)
-        self._streams[stream_id] = _Stream(Role.INITIATOR, local)
+        self._streams[stream_id] = _Stream(Role.INITIATOR, local, pd=self._protection_domain(pd_id))
         self._flush()
 
-    def accept_session(self, stream_id: int, private_data: bytes = b"", resources: LocalResources | None = None) -> None:
-        """Accept a `SessionRequested` Initiate (RFC 5043 6.2, RFC 6581 9)."""
+    def accept_session(self, stream_id: int, private_data: bytes = b"", resources: LocalResources | None = None,
+                       pd_id: int | None = None) -> None:
+        """Accept a `SessionRequested` Initiate (RFC 5043 6.2, RFC 6581 9) into Protection Domain `pd_id`
+        (default `config.pd_id`)."""
         request = self._requests.get(stream_id)
         if request is None:
             raise RnicStateError(f"stream {stream_id}: no session request waiting")
-        self._accept(request, private_data, resources)  # NegotiationRefused leaves the request waiting
+        self._accept(request, private_data, resources, pd_id)  # NegotiationRefused leaves the request waiting
         del self._requests[stream_id]
         self._flush()
 
@@ -457,15 +473,22 @@ class SoftRnic:
     # -- memory ----------------------------------------------------------------
 
     def register_memory(
-        self, address: int, length: int, access: Access, base_to: int = 0, stream_id: int | None = None
+        self, address: int, length: int, access: Access, base_to: int = 0, stream_id: int | None = None,
+        pd_id: int | None = None,
     ) -> int:
         """Register host memory [address, address+length) as Tagged Offsets from `base_to`; return its STag.
 
-        `stream_id` binds the region to one DDP stream (RFC 5041 8.2); None lets every stream of the PD use it."""
+        `stream_id` binds the region to one DDP stream (RFC 5041 8.2); None lets every stream of the PD use it.
+        `pd_id`: the region's Protection Domain (default `config.pd_id`): only the streams of that PD reach it
+        (RFC 5041 8.2)."""
         stag = (self._next_stag_index << 8) | self.rng.randrange(256)
         self._next_stag_index += 1
-        self.memory_table.register(MemoryRegion(stag, self.pd, base_to, length, access, address, stream_id))
+        self.memory_table.register(MemoryRegion(stag, self._protection_domain(pd_id), base_to, length, access,
+                                                address, stream_id))
         return stag
+
+    def _protection_domain(self, pd_id: int | None) -> ProtectionDomain:
+        return self.pd if pd_id is None else ProtectionDomain(pd_id)
 
     def deregister_memory(self, stag: int) -> None:
         self.memory_table.deregister(stag)
@@ -612,14 +635,15 @@ class SoftRnic:
             association.receive(packet, now)
             self._drain_association(now)
             return
-        if self._listener is None:
+        listener = self._listeners.get(int.from_bytes(packet[2:4], "big"))  # the destination port
+        if listener is None:
             self._out_of_the_blue(frame)
             return
-        self._listener.receive(packet, now)
+        listener.receive(packet, now)
         sender = _Peer(frame.eth.src, frame.ip.src)
-        for reply in self._listener.data_to_send(now):
+        for reply in listener.data_to_send(now):
             self._frames.append(self._frame(reply, sender))
-        for accepted in self._listener.next_events():
+        for accepted in listener.next_events():
             self._new_association(accepted.association, sender)
             self._drain_association(now)
 
@@ -633,8 +657,8 @@ class SoftRnic:
         except DecodeError:
             self._counters.dropped_malformed += 1
             return
-        if packet.dst_port != self.config.port:
-            return  # no endpoint of ours on that port
+        if packet.dst_port != self.config.port and not isinstance(packet.chunks[0], InitChunk):
+            return  # no endpoint of ours on that port; an INIT to any port is refused (rule 3)
         reply = out_of_the_blue_reply(packet)
         if reply is not None:
             self._frames.append(self._frame(reply.encode(), _Peer(frame.eth.src, source)))
@@ -737,15 +761,17 @@ class SoftRnic:
             except NegotiationRefused:
                 self._sessions.reject(event.stream_id)
 
-    def _accept(self, request: SessionRequested, private_data: bytes, resources: LocalResources | None) -> None:
+    def _accept(self, request: SessionRequested, private_data: bytes, resources: LocalResources | None,
+                pd_id: int | None = None) -> None:
         """Accept at the session layer, then build the responder's RDMAP endpoint before any segment."""
         stream_id = request.stream_id
         local = resources if resources is not None else self.config.resources
         self._sessions.accept(stream_id, private_data, local)
         negotiated = self._sessions.negotiated(stream_id)
         rtr_follows = negotiated is not None and negotiated.peer_to_peer
-        stream = _Stream(Role.RESPONDER, local, negotiated=negotiated)
-        stream.endpoint = self._make_endpoint(stream_id, negotiated, local, first_sequence=2 if rtr_follows else 1)
+        stream = _Stream(Role.RESPONDER, local, negotiated=negotiated, pd=self._protection_domain(pd_id))
+        stream.endpoint = self._make_endpoint(stream_id, negotiated, local, first_sequence=2 if rtr_follows else 1,
+                                              pd=stream.pd)
         self._streams[stream_id] = stream
         self._events.append(SessionEstablished(
             stream_id, Role.RESPONDER, request.private_data, stream.endpoint.ird, stream.endpoint.ord,
@@ -759,7 +785,8 @@ class SoftRnic:
             return  # terminated by the user before the Accept arrived
         negotiated = event.negotiated
         stream.negotiated = negotiated
-        stream.endpoint = self._make_endpoint(event.stream_id, negotiated, stream.resources, first_sequence=1)
+        stream.endpoint = self._make_endpoint(event.stream_id, negotiated, stream.resources, first_sequence=1,
+                                              pd=stream.pd)
         self._events.append(SessionEstablished(
             event.stream_id, Role.INITIATOR, event.private_data, stream.endpoint.ird, stream.endpoint.ord,
             negotiated.peer_to_peer if negotiated is not None else False,
@@ -767,12 +794,13 @@ class SoftRnic:
         ))
 
     def _make_endpoint(
-        self, stream_id: int, negotiated: NegotiatedParameters | None, local: LocalResources, first_sequence: int
+        self, stream_id: int, negotiated: NegotiatedParameters | None, local: LocalResources, first_sequence: int,
+        pd: ProtectionDomain | None = None,
     ) -> RdmapEndpoint:
         ird, ord = (negotiated.ird, negotiated.ord) if negotiated is not None else (local.ird, local.ord)
         assert self._association is not None
         return RdmapEndpoint(
-            pd=self.pd,
+            pd=pd if pd is not None else self.pd,
             memory_table=self.memory_table,
             host_memory=self.memory,
             stream_id=stream_id,

@@ -76,7 +76,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Protocol, Union
 
-from model.ddp.memory import Access, MemoryRegion, SparseMemory
+from model.ddp.memory import Access, MemoryRegion, ProtectionDomain, SparseMemory
 from model.ddp.negotiation import LocalResources, NegotiatedParameters
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
@@ -248,7 +248,8 @@ class OffloadedEndpoint(RdmapEndpoint):
     """An RDMAP endpoint whose Data Sink is the engine: its buffers are posted to the engine, its inbound
     messages arrive as report records (`on_report`); transmit is the `RdmapEndpoint`'s own."""
 
-    def __init__(self, host: OffloadRnic, stream_id: int, ird: int, ord: int, mulpdu: int) -> None:
+    def __init__(self, host: OffloadRnic, stream_id: int, ird: int, ord: int, mulpdu: int,
+                 pd: ProtectionDomain | None = None) -> None:
         self._host = host
         self._posted: dict[int, dict[int, UntaggedBuffer]] = {qn: {} for qn in QueueNumber}
         self._next_msn = {qn: 1 for qn in QueueNumber}
@@ -258,8 +259,8 @@ class OffloadedEndpoint(RdmapEndpoint):
         self._free_slots = {QueueNumber.READ_REQUEST: [base + i * CONTROL_SLOT for i in range(slots)],
                             QueueNumber.TERMINATE: [base + slots * CONTROL_SLOT]}
         self._tagged_bytes = 0
-        super().__init__(pd=host.pd, memory_table=host.memory_table, host_memory=host.memory, stream_id=stream_id,
-                         mulpdu=mulpdu, ird=ird, ord=ord)
+        super().__init__(pd=host.pd if pd is None else pd, memory_table=host.memory_table, host_memory=host.memory,
+                         stream_id=stream_id, mulpdu=mulpdu, ird=ird, ord=ord)
 
     # -- buffers ----------------------------------------------------------------------
 
@@ -487,17 +488,19 @@ class OffloadRnic(SoftRnic):
     # -- memory -----------------------------------------------------------------------
 
     def register_memory(self, address: int, length: int, access: Access, base_to: int = 0,
-                        stream_id: int | None = None) -> int:
-        """Register host memory in a free region row of the engine (STag = row << 8 | key); row 0 is never
-        used, so no STag is 0 (the RTR's)."""
+                        stream_id: int | None = None, pd_id: int | None = None) -> int:
+        """Register host memory in a free region row of the engine (STag = row << 8 | key), in Protection Domain
+        `pd_id` (the row's PD, which the engine matches with the stream's, RFC 5041 8.2); row 0 is never used,
+        so no STag is 0 (the RTR's)."""
         row = next((r for r in range(1, self.regions) if r not in self._rows), None)
         if row is None:
             raise RnicError(f"every one of the engine's {self.regions - 1} region rows is in use")
         stag = row << STAG_KEY_BITS | self.rng.randrange(1 << STAG_KEY_BITS)
-        self.memory_table.register(MemoryRegion(stag, self.pd, base_to, length, access, address, stream_id))
+        pd = self._protection_domain(pd_id)
+        self.memory_table.register(MemoryRegion(stag, pd, base_to, length, access, address, stream_id))
         self._rows[row] = stag
         bound = None if stream_id is None else (ASSOCIATION_INDEX, stream_id)
-        self.command(RegionRow(row, RegionEntry(stag, self.pd.pd_id, base_to, length, access, address, bound)))
+        self.command(RegionRow(row, RegionEntry(stag, pd.pd_id, base_to, length, access, address, bound)))
         return stag
 
     def deregister_memory(self, stag: int) -> None:
@@ -513,32 +516,35 @@ class OffloadRnic(SoftRnic):
     # -- sessions ---------------------------------------------------------------------
 
     def open_stream(self, stream_id: int, private_data: bytes = b"", enhanced: bool = True,
-                    resources: LocalResources | None = None) -> None:
-        """The stream's row is written before the Initiate goes: the peer's first segment follows its
-        Accept, DDP-SSN 1 (RFC 5043 6.1)."""
+                    resources: LocalResources | None = None, pd_id: int | None = None) -> None:
+        """The stream's row (with its PD) is written before the Initiate goes: the peer's first segment follows
+        its Accept, DDP-SSN 1 (RFC 5043 6.1)."""
         local = resources if resources is not None else self.config.resources
         self._require_ddp()
-        self._arm(stream_id, first_ssn=1, ird=local.ird, ord=local.ord)
-        super().open_stream(stream_id, private_data, enhanced, resources)
+        self._arm(stream_id, first_ssn=1, ird=local.ird, ord=local.ord, pd=self._protection_domain(pd_id))
+        super().open_stream(stream_id, private_data, enhanced, resources, pd_id)
 
     def _make_endpoint(self, stream_id: int, negotiated: NegotiatedParameters | None, local: LocalResources,
-                       first_sequence: int) -> RdmapEndpoint:
+                       first_sequence: int, pd: ProtectionDomain | None = None) -> RdmapEndpoint:
         """The initiator's endpoint was made with its row; the responder's row is written here, before
         its Accept goes."""
         ird, ord = (negotiated.ird, negotiated.ord) if negotiated is not None else (local.ird, local.ord)
+        pd = self.pd if pd is None else pd
         receiver = self._receivers.get(stream_id)
-        if receiver is None or self._first_ssn.get(stream_id) != first_sequence:
-            receiver = self._arm(stream_id, first_sequence, ird, ord)
+        if receiver is None or self._first_ssn.get(stream_id) != first_sequence or receiver.pd != pd:
+            receiver = self._arm(stream_id, first_sequence, ird, ord, pd)
         receiver.ird, receiver.ord = ird, ord
         return receiver
 
-    def _arm(self, stream_id: int, first_ssn: int, ird: int, ord: int) -> OffloadedEndpoint:
+    def _arm(self, stream_id: int, first_ssn: int, ird: int, ord: int,
+             pd: ProtectionDomain | None = None) -> OffloadedEndpoint:
         self._disarm(stream_id)
         assert self._association is not None
-        self.command(StreamRow(StreamEntry(ASSOCIATION_INDEX, stream_id, self.pd.pd_id, first_ssn)))
+        pd = self.pd if pd is None else pd
+        self.command(StreamRow(StreamEntry(ASSOCIATION_INDEX, stream_id, pd.pd_id, first_ssn)))
         self._first_ssn[stream_id] = first_ssn
         self._ssns[stream_id] = _SsnsSeen()
-        receiver = self.endpoint_class(self, stream_id, ird, ord, self._association.mulpdu)
+        receiver = self.endpoint_class(self, stream_id, ird, ord, self._association.mulpdu, pd)
         self._receivers[stream_id] = receiver
         return receiver
 
