@@ -183,7 +183,8 @@ class CMID:
             raise InvalidState("create_qp before accept")
         self._check_param(param)
         try:
-            self.device.backend.accept_session(self.stream_id, param.private_data, self._resources(param))
+            self.device.backend.accept_session(self.stream_id, param.private_data, self._resources(param),
+                                               self.qp.pd.pd_id)
         except NegotiationRefused as error:
             raise InvalidArgument(f"these resources cannot accept the request: {error} (RFC 6581 9); "
                                   "reject it instead") from error

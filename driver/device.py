@@ -49,8 +49,8 @@ from driver.cm import CMEventType, CMID, CMState, ConnParam
 from driver.cq import CQ, DEFAULT_WAIT, CompletionChannel
 from driver.arguments import instance
 from driver.arguments import timeout as check_timeout
-from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, UnknownBackend,
-                           WrongArgumentType)
+from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, OutOfResources,
+                           UnknownBackend, WrongArgumentType)
 from driver.options import check_fabric_options
 from driver.pd import PD
 
@@ -108,11 +108,11 @@ class Device:
         return self.backend.query()
 
     def alloc_pd(self) -> PD:
-        """`ibv_alloc_pd`."""
+        """`ibv_alloc_pd`: a new protection domain, up to `query_device().max_pd`."""
         self.check_open()
         if len(self._pds) >= self.attr.max_pd:
-            raise InvalidState(f"the device has {self.attr.max_pd} protection domain(s), all allocated")
-        pd = PD(self)
+            raise OutOfResources(f"the device has {self.attr.max_pd} protection domains, all allocated")
+        pd = PD(self, len(self._pds) + 1)
         self._pds.append(pd)
         return pd
 
@@ -305,7 +305,8 @@ class Device:
         param = cm_id._pending.param
         cm_id.stream_id = stream_id
         self._ids[stream_id] = cm_id
-        self.backend.open_stream(stream_id, param.private_data, cm_id._resources(param))
+        assert cm_id.qp is not None
+        self.backend.open_stream(stream_id, param.private_data, cm_id._resources(param), cm_id.qp.pd.pd_id)
 
     def _new_association(self) -> None:
         """A new association starts: `wait_closed` waits for its end, not the last one's."""

@@ -124,7 +124,7 @@ class MR:
             backend.write(self.buf, bytes(buffer))
             self._mirror = _Mirror(buffer, bool(access & (AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE)))
         try:
-            self.lkey = backend.register(self.buf, length, access.model_access(), base_to=self.buf)
+            self.lkey = backend.register(self.buf, length, access.model_access(), base_to=self.buf, pd_id=pd.pd_id)
         except RnicError as error:  # the device's tables are full
             raise OutOfResources(f"{pd.device.name} cannot register another region: {error}") from None
         self._deregistered = False

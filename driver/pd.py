@@ -33,10 +33,14 @@ if TYPE_CHECKING:
 
 class PD:
     """A protection domain of a device: `reg_mr` registers memory in it, `Device.create_id(...).create_qp`
-    binds queue pairs to it."""
+    binds queue pairs to it.  A queue pair's SGEs name regions of its PD, and a peer reaches through a queue
+    pair only the regions of its PD: another PD's STag is "STag not associated with DDP Stream" (RFC 5041 7.2,
+    8.2)."""
 
-    def __init__(self, device: Device) -> None:
+    def __init__(self, device: Device, pd_id: int) -> None:
         self.device = device
+        self.pd_id = pd_id
+        """The PD's number in the device's tables (a region's and a stream's PD must match, RFC 5041 8.2)."""
         self.regions: dict[int, MR] = {}
 
     def reg_mr(self, length: int | Buffer, access: AccessFlags = AccessFlags.LOCAL_WRITE) -> MR:

@@ -45,6 +45,8 @@ class DeviceAttr:
     max_mr: int
     """Memory regions (STags) that can be registered at once."""
     max_pd: int
+    """Protection domains (RFC 5041 8.2) that can be allocated at once: their ids fill the PD field of the
+    engine's region and stream rows (16 bits)."""
     max_qp: int
     """Queue pairs: DDP streams of the device's one SCTP association (RFC 5043 8)."""
     max_qp_wr: int
@@ -87,8 +89,8 @@ class DeviceBackend(ABC):
 
     # memory registration (RFC 5041 8.2, 8.3.1)
     @abstractmethod
-    def register(self, address: int, length: int, access: Access, base_to: int) -> int:
-        """Register host memory as Tagged Offsets from `base_to`; its STag."""
+    def register(self, address: int, length: int, access: Access, base_to: int, pd_id: int) -> int:
+        """Register host memory as Tagged Offsets from `base_to` in Protection Domain `pd_id`; its STag."""
 
     @abstractmethod
     def deregister(self, stag: int) -> None: ...
@@ -115,10 +117,12 @@ class DeviceBackend(ABC):
         """An association exists and is neither up nor closed."""
 
     @abstractmethod
-    def open_stream(self, stream_id: int, private_data: bytes, resources: LocalResources) -> None: ...
+    def open_stream(self, stream_id: int, private_data: bytes, resources: LocalResources, pd_id: int) -> None:
+        """Initiate a session on the stream, whose queue pair is in Protection Domain `pd_id` (RFC 5041 8.2)."""
 
     @abstractmethod
-    def accept_session(self, stream_id: int, private_data: bytes, resources: LocalResources) -> None: ...
+    def accept_session(self, stream_id: int, private_data: bytes, resources: LocalResources, pd_id: int) -> None:
+        """Accept the session requested on the stream, into Protection Domain `pd_id`."""
 
     @abstractmethod
     def reject_session(self, stream_id: int, private_data: bytes) -> None: ...

@@ -470,8 +470,8 @@ class BoardDevice(SoftDevice):
         self._buffers[address] = size
         return address
 
-    def register(self, address: int, length: int, access: Access, base_to: int) -> int:
-        stag = super().register(address, length, access, base_to)
+    def register(self, address: int, length: int, access: Access, base_to: int, pd_id: int) -> int:
+        stag = super().register(address, length, access, base_to, pd_id)
         self._regions[stag] = address
         return stag
 

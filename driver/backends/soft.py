@@ -47,6 +47,9 @@ MAX_SEND_SGE = 16
 REGION_ALIGNMENT = 4096
 """Buffers are allocated page-aligned, with a free page between them, so no two regions touch."""
 FIRST_BUFFER = 0x100000
+MAX_PD = 0xFFFF
+"""Protection domains: their ids fill the 16-bit PD field of the engine's rows (`hdl.abi`); the soft device keeps
+the same bound."""
 STAG_INDEX_BITS = 24
 """A soft STag is a 24-bit index and an 8-bit key (`SoftRnic.register_memory`)."""
 
@@ -109,7 +112,7 @@ class SoftDevice(DeviceBackend):
     def query(self) -> DeviceAttr:
         config = self._host.config
         return DeviceAttr(
-            max_mr=(1 << STAG_INDEX_BITS) - 1, max_pd=1, max_qp=config.streams, max_qp_wr=QUEUE_DEPTH,
+            max_mr=(1 << STAG_INDEX_BITS) - 1, max_pd=MAX_PD, max_qp=config.streams, max_qp_wr=QUEUE_DEPTH,
             max_send_sge=MAX_SEND_SGE, max_recv_sge=1, max_sge_rd=1, max_cqe=1 << 16,
             max_qp_rd_atom=config.resources.ird, max_qp_init_rd_atom=config.resources.ord,
             max_msg_sz=MESSAGE_LENGTH_LIMIT - 1, mulpdu=self._host.mulpdu,
@@ -130,8 +133,8 @@ class SoftDevice(DeviceBackend):
     def write(self, address: int, data: bytes) -> None:
         self._host.memory.write(address, data)
 
-    def register(self, address: int, length: int, access: Access, base_to: int) -> int:
-        return self._host.register_memory(address, length, access, base_to)
+    def register(self, address: int, length: int, access: Access, base_to: int, pd_id: int) -> int:
+        return self._host.register_memory(address, length, access, base_to, pd_id=pd_id)
 
     def deregister(self, stag: int) -> None:
         self._host.deregister_memory(stag)
@@ -160,12 +163,12 @@ class SoftDevice(DeviceBackend):
         association = self._host.association
         return association is not None and not association.is_closed and not self._host.connected
 
-    def open_stream(self, stream_id: int, private_data: bytes, resources: LocalResources) -> None:
-        self._host.open_stream(stream_id, private_data, enhanced=True, resources=resources)
+    def open_stream(self, stream_id: int, private_data: bytes, resources: LocalResources, pd_id: int) -> None:
+        self._host.open_stream(stream_id, private_data, enhanced=True, resources=resources, pd_id=pd_id)
         self._fabric.kick()
 
-    def accept_session(self, stream_id: int, private_data: bytes, resources: LocalResources) -> None:
-        self._host.accept_session(stream_id, private_data, resources)
+    def accept_session(self, stream_id: int, private_data: bytes, resources: LocalResources, pd_id: int) -> None:
+        self._host.accept_session(stream_id, private_data, resources, pd_id)
         self._fabric.kick()
 
     def reject_session(self, stream_id: int, private_data: bytes) -> None:

@@ -23,7 +23,8 @@ from model.rnic.pair import IPS, MACS
 from scripts.driver_example import example
 from sim.e2e_program import end_to_end_checked
 from tests.driver.board_model import ModelBoard
-from tests.driver.test_verbs import callers_buffers, lists_stop_at_the_first_bad_request, unsignaled_sends
+from tests.driver.test_verbs import (callers_buffers, lists_stop_at_the_first_bad_request, two_protection_domains,
+                                     unsignaled_sends)
 
 
 #: What the example program prints of its completions and bytes, whatever the backend: the Send, the Write
@@ -204,3 +205,10 @@ def test_a_callers_buffer_mirrored_in_the_boards_memory():
     board, fabric = open_board()
     fabric.backend.run(lambda: callers_buffers(fabric))
     assert b"written by the peer" in board.memory.read(0, 32 * 1024)
+
+
+def test_two_protection_domains_in_the_boards_tables():
+    """tests/driver/test_verbs.py's program with the board as device 0: its region and stream rows carry the PDs,
+    and its engine refuses the other PD's STag (RFC 5041 8.2)."""
+    _, fabric = open_board()
+    fabric.backend.run(lambda: two_protection_domains(fabric))

@@ -23,8 +23,8 @@ from __future__ import annotations
 import pytest
 
 from driver import (
-    SGE, AccessFlags, InvalidArgument, InvalidState, RecvWR, SendFlags, SendWR, SgeOutsideRegion, WCOpcode, WCStatus, WROpcode,
-    WrongArgumentType, run,
+    SGE, AccessFlags, InvalidArgument, InvalidState, OutOfResources, RecvWR, SendFlags, SendWR, SgeOutsideRegion,
+    WCOpcode, WCStatus, WROpcode, WrongArgumentType, open_fabric, run,
 )
 from tests.driver.harness import Side, connected
 
@@ -272,3 +272,69 @@ def test_a_callers_buffer_must_fit_its_access(backend):
         assert bytes(region.buffer) == b"\x01\x02" * 2 + b"zz" + b"\x01\x02" * 5
 
     run(main, backend)
+
+
+# -- protection domains (RFC 5041 8.2) ------------------------------------------------------------------
+
+
+async def two_protection_domains(fabric) -> None:
+    """Device 0 accepts two connections into two PDs, each with a region.  Through the connection of PD B the
+    peer writes PD B's region; through the connection of PD A the same Write is refused: STag not associated
+    with DDP Stream, DDP 0x1/0x02 (RFC 5041 7.2, 8.2), and that connection ends while PD B's goes on.  Locally,
+    a queue pair names only its own PD's regions."""
+    owner, peer = fabric.devices
+    pds = [owner.alloc_pd(), owner.alloc_pd()]
+    assert pds[0].pd_id != pds[1].pd_id
+    every = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
+    regions = [pd.reg_mr(1024, every) for pd in pds]
+    owner_cq = owner.create_cq(64)
+    listener = owner.create_id()
+    listener.listen()
+    peer_pd, peer_cq = peer.alloc_pd(), peer.create_cq(64)
+    source = peer_pd.reg_mr(1024, every)
+    source.write(b"for domain B")
+    peer_ids, owner_qps = [], []
+    for pd in pds:
+        cm_id = peer.create_id()
+        cm_id.create_qp(peer_pd, peer_cq)
+        cm_id.connect(owner.address)
+        request = await listener.get_cm_event()
+        owner_qps.append(request.id.create_qp(pd, owner_cq))
+        request.id.accept()
+        await cm_id.get_cm_event()
+        peer_ids.append(cm_id)
+    with pytest.raises(SgeOutsideRegion, match="protection domain"):
+        owner_qps[0].post_send(SendWR(1, WROpcode.SEND, [SGE(regions[1].buf, 8, regions[1].lkey)]))
+
+    def write(wr_id: int, offset: int) -> SendWR:
+        return SendWR(wr_id, WROpcode.RDMA_WRITE, [SGE(source.buf, 12, source.lkey)],
+                      remote_addr=regions[1].buf + offset, rkey=regions[1].rkey)
+
+    peer_ids[1].qp.post_send(write(2, 0))
+    assert [(wc.wr_id, wc.status) for wc in await peer_cq.wait(1)] == [(2, WCStatus.SUCCESS)]
+    peer_ids[0].qp.post_send(write(3, 100))
+    failed = [wc for wc in await peer_cq.wait(2) if not wc.ok]
+    assert [(wc.wr_id, wc.status, tuple(wc.error)) for wc in failed] == [(3, WCStatus.REM_ACCESS_ERR, (DDP, 0x1, 0x02))]
+    assert (await peer_ids[0].get_cm_event()).event_type.name == "DISCONNECTED"
+    peer_ids[1].qp.post_send([write(4, 200), SendWR(5, WROpcode.RDMA_READ, [SGE(source.buf + 512, 12, source.lkey)],
+                                                     remote_addr=regions[1].buf + 200, rkey=regions[1].rkey)])
+    assert sorted((wc.wr_id, wc.status) for wc in await peer_cq.wait(2)) == [(4, WCStatus.SUCCESS),
+                                                                              (5, WCStatus.SUCCESS)]
+    assert source.read(12, 512) == b"for domain B"  # read back after the Write: it landed (RFC 5040 5.5)
+    assert regions[1].read(12) == regions[1].read(12, 200) == b"for domain B"
+    assert regions[1].read(12, 100) == bytes(12)  # the refused Write placed nothing
+
+
+def test_protection_domains_keep_their_regions(backend):
+    run(two_protection_domains, backend)
+
+
+def test_protection_domains_up_to_the_devices_limit(backend):
+    """query_device().max_pd: the 16-bit PD field of the engine's rows bounds them; one more is refused."""
+    device = open_fabric(backend).devices[0]
+    limit = device.query_device().max_pd
+    assert limit == 0xFFFF
+    for _ in range(limit):
+        device.alloc_pd()
+    with pytest.raises(OutOfResources, match="protection domains"):
+        device.alloc_pd()

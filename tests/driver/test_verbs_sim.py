@@ -6,15 +6,16 @@ memory, the testbench's AXI RAM, which the RTL's receive engine writes over
 AXI and its transmit engine reads (`driver.mr`); the requests of a list and the
 unsignaled ones go to the RTL's transmit engine, whose every completion the
 host takes (and compares with the golden model's) and shows only when
-signaled.  Each program makes its own checks; a failed check or an engine that
+signaled; the PDs go into the RTL's region and stream rows, and its receive
+engine refuses another PD's STag.  Each program makes its own checks; a failed check or an engine that
 differs from its model fails the run.
 """
 
 import pytest
 
-from tests.driver.test_verbs import callers_buffers, unsignaled_sends
+from tests.driver.test_verbs import callers_buffers, two_protection_domains, unsignaled_sends
 
-PROGRAMS = [callers_buffers, unsignaled_sends]
+PROGRAMS = [callers_buffers, unsignaled_sends, two_protection_domains]
 
 
 @pytest.mark.cocotb
