@@ -128,6 +128,8 @@ class CMID:
         self._events: deque[CMEvent] = deque()
         self._pending: _Pending | None = None
         self._negotiated: tuple[int, int, bytes] = (0, 0, b"")
+        self._port: int | None = None
+        """The port `bind_addr` gave; None: the device's."""
 
     # -- set-up -----------------------------------------------------------------------
 
@@ -152,13 +154,26 @@ class CMID:
                      self.device.next_qp_num(), sq_sig_all)
         return self.qp
 
+    def bind_addr(self, address: tuple[str, int]) -> None:
+        """`rdma_bind_addr`: the SCTP port `listen` takes, on the device's IPv4 address (or 0.0.0.0, any)."""
+        self.device.check_open()
+        ip, port = check_address("address", address)
+        if ip not in (self.device.address[0], "0.0.0.0"):
+            raise InvalidArgument(f"address[0] (ip) {ip} is not {self.device.name}'s address "
+                                  f"{self.device.address[0]}")
+        if self.state is not CMState.IDLE:
+            raise InvalidState(f"bind_addr on an id that is {self.state.value}")
+        self._port = port
+
     def listen(self, backlog: int = 16) -> None:
-        """`rdma_listen` on the device's address (`Device.address`)."""
+        """`rdma_listen` on the port `bind_addr` gave, or the device's (`Device.address`); a device listens on as
+        many ports as it is asked, and a peer's connection reaches the id of the port its association was made
+        to (RFC 4960 5.1: the INIT's destination port)."""
         self.device.check_open()
         whole("backlog", backlog, 0, MAX_BACKLOG)
         if self.state is not CMState.IDLE:
             raise InvalidState(f"listen on an id that is {self.state.value}")
-        self.device.start_listening(self)
+        self.device.start_listening(self, self.device.address[1] if self._port is None else self._port)
         self.state = CMState.LISTENING
 
     def connect(self, address: tuple[str, int], param: ConnParam = ConnParam()) -> None:
@@ -170,6 +185,7 @@ class CMID:
         if self.qp is None:
             raise InvalidState("create_qp before connect")
         self._check_param(param)
+        self.device.check_peer(address)
         self.state = CMState.CONNECTING
         self._pending = _Pending(address, param)
         self.device.connect_id(self, address)

@@ -85,7 +85,10 @@ class Device:
         self.name = backend.name
         self.attr = backend.query()
         self._pds: list[PD] = []
-        self._listener: CMID | None = None
+        self._listeners: dict[int, CMID] = {}
+        """Listening ids by SCTP port."""
+        self._association_peer: tuple[str, int] | None = None
+        """(ip, port) of the peer of the device's current or latest association."""
         self._ids: dict[int, CMID] = {}
         """Connection ids by DDP stream."""
         self._waiting_for_association: list[CMID] = []
@@ -158,11 +161,20 @@ class Device:
         self._qp_count += 1
         return self._qp_count
 
-    def start_listening(self, cm_id: CMID) -> None:
-        if self._listener is not None:
-            raise AddressInUse(f"{self.name} already listens on {self.address}")
-        self._listener = cm_id
-        self.backend.listen()
+    def start_listening(self, cm_id: CMID, port: int) -> None:
+        listener = self._listeners.get(port)
+        if listener is not None and listener.state is CMState.LISTENING:
+            raise AddressInUse(f"{self.name} already listens on {self.address[0]} port {port}")
+        self._listeners[port] = cm_id
+        self.backend.listen(port)
+
+    def check_peer(self, address: tuple[str, int]) -> None:
+        """A device has one SCTP association at a time: while it is up or opening, connections go to its peer."""
+        backend = self.backend
+        peer = self._association_peer
+        if (backend.association_up or backend.association_opening) and peer is not None and address != peer:
+            raise InvalidState(f"address {address[0]} port {address[1]}: {self.name}'s one association is with "
+                               f"{peer[0]} port {peer[1]}; connect there, or after it has ended")
 
     def connect_id(self, cm_id: CMID, address: tuple[str, int]) -> None:
         backend = self.backend
@@ -172,6 +184,7 @@ class Device:
             self._waiting_for_association.append(cm_id)
         elif backend.connect(*address):
             self._new_association()
+            self._association_peer = address
             self._waiting_for_association.append(cm_id)
         else:
             cm_id._ended(CMEventType.UNREACHABLE, f"no device at {address[0]} port {address[1]}")
@@ -210,6 +223,7 @@ class Device:
             else:
                 qp._on_completion(event)
         elif isinstance(event, Connected):
+            self._association_peer = (str(event.peer_ip), event.peer_port)
             self.association_end = None  # a passive side's next association: the last one's end is past
             self._association_was_up = True
             waiting, self._waiting_for_association = self._waiting_for_association, []
@@ -276,7 +290,7 @@ class Device:
         cm_id._ended(CMEventType.REJECTED, reason, error, private_data=event.private_data)
 
     def _on_request(self, event: SessionRequested) -> None:
-        listener = self._listener
+        listener = self._listeners.get(self.backend.association_port)  # the port the peer's INIT came to
         if listener is None or listener.state is not CMState.LISTENING:
             self.backend.reject_session(event.stream_id, b"")
             return

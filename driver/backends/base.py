@@ -101,15 +101,22 @@ class DeviceBackend(ABC):
 
     # the control plane (RFC 4960 association, RFC 5043 6 sessions, RFC 6581 negotiation)
     @abstractmethod
-    def listen(self) -> None: ...
+    def listen(self, port: int) -> None:
+        """Answer INITs to `port` (RFC 4960 5.1); a device may listen on several ports."""
 
     @abstractmethod
     def connect(self, ip: str, port: int) -> bool:
-        """Open the association to (ip, port); False when no device of the fabric has that address."""
+        """Open the association to (ip, port); False when no device of the fabric has that IPv4 address (a port
+        nothing listens on is the peer's to refuse, RFC 4960 8.4)."""
 
     @property
     @abstractmethod
     def association_up(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def association_port(self) -> int | None:
+        """The local SCTP port of the device's association (the port a peer's INIT came to); None without one."""
 
     @property
     @abstractmethod

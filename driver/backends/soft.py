@@ -143,12 +143,12 @@ class SoftDevice(DeviceBackend):
         region = self._host.memory_table.lookup(stag)
         return region is not None and region.valid
 
-    def listen(self) -> None:
-        self._host.listen()
+    def listen(self, port: int) -> None:
+        self._host.listen(port)
 
     def connect(self, ip: str, port: int) -> bool:
         peer = self._side.peer
-        if ip != IPS[peer] or port != PORTS[peer]:
+        if ip != IPS[peer]:
             return False
         self._host.connect(self._fabric.now(), MACS[peer], ip, port)
         self._fabric.kick()
@@ -157,6 +157,11 @@ class SoftDevice(DeviceBackend):
     @property
     def association_up(self) -> bool:
         return self._host.connected
+
+    @property
+    def association_port(self) -> int | None:
+        association = self._host.association
+        return association.config.local_port if association is not None else None
 
     @property
     def association_opening(self) -> bool:

@@ -58,7 +58,7 @@ async def world(fabric: Fabric) -> World:
     second = client.device.create_id()
     second.create_qp(client.pd, client.cq)
     second.connect(server.device.address)
-    request = (await server.id.device._listener.get_cm_event()).id
+    request = (await server.listener.get_cm_event()).id
     request.create_qp(server.pd, server.cq)
     read_only = client.pd.reg_mr(4096, AccessFlags.REMOTE_READ)
     regions = {Side.A: [server.mr], Side.B: [client.mr, read_only]}
@@ -122,7 +122,7 @@ CASES = [
     ("create_qp(other device's pd)", InvalidArgument, "pd",
      lambda w: w.client.device.create_id().create_qp(w.server.pd, w.client.cq)),
     ("create_qp(listening id)", InvalidState, "listening",
-     lambda w: w.server.device._listener.create_qp(w.server.pd, w.server.cq)),
+     lambda w: w.server.listener.create_qp(w.server.pd, w.server.cq)),
     ("listen(backlog=-1)", InvalidArgument, "backlog", lambda w: w.client.device.create_id().listen(-1)),
     ("listen(backlog='x')", WrongArgumentType, "backlog", lambda w: w.client.device.create_id().listen("x")),
     ("connect(address=str)", WrongArgumentType, "address", lambda w: w.idle.connect("10.0.0.1")),

@@ -23,8 +23,8 @@ from model.rnic.pair import IPS, MACS
 from scripts.driver_example import example
 from sim.e2e_program import end_to_end_checked
 from tests.driver.board_model import ModelBoard
-from tests.driver.test_verbs import (callers_buffers, lists_stop_at_the_first_bad_request, two_protection_domains,
-                                     unsignaled_sends)
+from tests.driver.test_verbs import (callers_buffers, lists_stop_at_the_first_bad_request, two_listening_ports,
+                                     two_protection_domains, unsignaled_sends)
 
 
 #: What the example program prints of its completions and bytes, whatever the backend: the Send, the Write
@@ -212,3 +212,10 @@ def test_two_protection_domains_in_the_boards_tables():
     and its engine refuses the other PD's STag (RFC 5041 8.2)."""
     _, fabric = open_board()
     fabric.backend.run(lambda: two_protection_domains(fabric))
+
+
+def test_the_board_listens_on_two_ports():
+    """tests/driver/test_verbs.py's program with the board listening: the INITs come up through its receive
+    engine, and the association's row carries the port they came to."""
+    _, fabric = open_board()
+    fabric.backend.run(lambda: two_listening_ports(fabric))

@@ -85,6 +85,7 @@ async def sweep_devices(fabric, sweep: Sweep) -> None:
                     cap=QPCap(), sq_sig_all=False)
     sweep.record_fields("create_qp", lambda cap: device.create_id().create_qp(pd, cq, cap=cap), QPCap())
     sweep.arguments("listen", lambda **kw: device.create_id().listen(**kw), backlog=1)
+    sweep.arguments("bind_addr", lambda **kw: device.create_id().bind_addr(**kw), address=(device.address[0], 9000))
     sweep.arguments("get_cm_event", client.id.get_cm_event, timeout=1.0)
 
     def idle_id():

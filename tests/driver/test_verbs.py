@@ -1,5 +1,5 @@
 """The verbs that applications use beside the basic posts: lists of work requests, unsignaled sends, completion
-channels.
+channels, a caller's own buffers, several protection domains, ids listening on several ports.
 
 Expectations are verbs' (ibv_post_send, ibv_qp_init_attr.sq_sig_all,
 IBV_SEND_SIGNALED): on a queue pair created with `sq_sig_all=False` only the
@@ -11,6 +11,10 @@ before it are posted, those after it are not.  A CQ on a completion channel,
 armed with `req_notify` (ibv_req_notify_cq), puts one event on the channel
 for the next completion added to it, or for the next receive of a Send with
 Solicited Event (or failure) when armed for solicited completions only.
+A region over the caller's buffer shows the peer's writes in that buffer
+and sends what the caller wrote there.  A connection reaches only the regions
+of its queue pair's PD (RFC 5041 8.2).  A listening id bound to a port gets
+the connections whose association was made to that port (RFC 4960 5.1).
 
 Each program makes its own checks and runs unchanged on every backend: here
 on `soft` and `engine`, on the model board (`test_board_backend.py`), and on
@@ -23,7 +27,7 @@ from __future__ import annotations
 import pytest
 
 from driver import (
-    SGE, AccessFlags, InvalidArgument, InvalidState, OutOfResources, RecvWR, SendFlags, SendWR, SgeOutsideRegion,
+    SGE, AccessFlags, AddressInUse, ConnParam, InvalidArgument, InvalidState, OutOfResources, RecvWR, SendFlags, SendWR, SgeOutsideRegion,
     WCOpcode, WCStatus, WROpcode, WrongArgumentType, open_fabric, run,
 )
 from tests.driver.harness import Side, connected
@@ -338,3 +342,71 @@ def test_protection_domains_up_to_the_devices_limit(backend):
         device.alloc_pd()
     with pytest.raises(OutOfResources, match="protection domains"):
         device.alloc_pd()
+
+
+# -- listening on several ports (rdma_bind_addr, rdma_listen) ------------------------------------------
+
+
+SERVICE_PORT = 7000
+
+
+async def two_listening_ports(fabric) -> None:
+    """Device 0 listens on its own port and, through bind_addr, on SERVICE_PORT.  A connect to a port nobody
+    listens on is REJECTED (RFC 4960 8.4 rule 3); a connect to SERVICE_PORT reaches that port's id alone, and a
+    Send goes through; a second connection to the same port too.  While the device's one association is with
+    SERVICE_PORT, a connect to another port of it is refused at once."""
+    owner, peer = fabric.devices
+    ip, own_port = owner.address
+    default, service = owner.create_id(), owner.create_id()
+    default.listen()
+    service.bind_addr((ip, SERVICE_PORT))
+    service.listen()
+    with pytest.raises(AddressInUse, match=f"port {SERVICE_PORT}"):
+        twin = owner.create_id()
+        twin.bind_addr(("0.0.0.0", SERVICE_PORT))
+        twin.listen()
+    owner_pd, peer_pd = owner.alloc_pd(), peer.alloc_pd()
+    owner_cq, peer_cq = owner.create_cq(64), peer.create_cq(64)
+    owner_mr, peer_mr = owner_pd.reg_mr(1024, AccessFlags.LOCAL_WRITE), peer_pd.reg_mr(1024, AccessFlags.LOCAL_WRITE)
+
+    def peer_id():
+        cm_id = peer.create_id()
+        cm_id.create_qp(peer_pd, peer_cq)
+        return cm_id
+
+    refused = peer_id()
+    refused.connect((ip, SERVICE_PORT + 1))
+    assert (await refused.get_cm_event()).event_type.name == "REJECTED"
+    for number in range(2):
+        cm_id = peer_id()
+        cm_id.connect((ip, SERVICE_PORT), ConnParam(private_data=b"service %d" % number))
+        request = await service.get_cm_event()
+        assert request.private_data == b"service %d" % number
+        qp = request.id.create_qp(owner_pd, owner_cq)
+        qp.post_recv(RecvWR(number, [SGE(owner_mr.buf + 64 * number, 64, owner_mr.lkey)]))
+        request.id.accept()
+        await cm_id.get_cm_event()
+        cm_id.qp.post_send(SendWR(10 + number, WROpcode.SEND, [SGE(peer_mr.buf, 8, peer_mr.lkey)]))
+        assert [(wc.wr_id, wc.status) for wc in await owner_cq.wait(1)] == [(number, WCStatus.SUCCESS)]
+    assert default.poll_cm_event() is None
+    with pytest.raises(InvalidState, match="one association"):
+        peer_id().connect((ip, own_port))
+
+
+def test_ids_listening_on_two_ports(backend):
+    run(two_listening_ports, backend)
+
+
+def test_bind_addr_takes_the_devices_address_only(backend):
+    async def main(fabric):
+        device = fabric.devices[0]
+        with pytest.raises(InvalidArgument, match=r"^address\[0\] \(ip\) 10.9.9.9"):
+            device.create_id().bind_addr(("10.9.9.9", SERVICE_PORT))
+        with pytest.raises(InvalidArgument, match=r"^address\[1\] \(port\)"):
+            device.create_id().bind_addr((device.address[0], 0))
+        listening = device.create_id()
+        listening.listen()
+        with pytest.raises(InvalidState, match="listening"):
+            listening.bind_addr((device.address[0], SERVICE_PORT))
+
+    run(main, backend)

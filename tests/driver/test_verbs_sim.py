@@ -7,15 +7,16 @@ AXI and its transmit engine reads (`driver.mr`); the requests of a list and the
 unsignaled ones go to the RTL's transmit engine, whose every completion the
 host takes (and compares with the golden model's) and shows only when
 signaled; the PDs go into the RTL's region and stream rows, and its receive
-engine refuses another PD's STag.  Each program makes its own checks; a failed check or an engine that
+engine refuses another PD's STag; the association's row carries the port
+its INIT came to.  Each program makes its own checks; a failed check or an engine that
 differs from its model fails the run.
 """
 
 import pytest
 
-from tests.driver.test_verbs import callers_buffers, two_protection_domains, unsignaled_sends
+from tests.driver.test_verbs import callers_buffers, two_listening_ports, two_protection_domains, unsignaled_sends
 
-PROGRAMS = [callers_buffers, unsignaled_sends, two_protection_domains]
+PROGRAMS = [callers_buffers, unsignaled_sends, two_protection_domains, two_listening_ports]
 
 
 @pytest.mark.cocotb
