@@ -3,11 +3,15 @@
 A queue pair is created on a connection id (`CMID.create_qp`), gets its
 stream when the connection is established (RFC 5043 6.2, RFC 6581 9), and
 takes work: `post_send` (Send, Send with Invalidate, either with Solicited
-Event; RDMA Write; RDMA Read, RFC 5040 5) and `post_recv`.  Every request is
-checked at once: the queue pair must be connected (a receive may be posted
-before, it is handed to the stream when it opens), the SGEs must lie in
-registered regions of the queue pair's PD with the access the request needs,
-an RDMA Read must stay within the ORD negotiated for the connection.
+Event; RDMA Write; RDMA Read, RFC 5040 5) and `post_recv`, one request or a
+list of them.  Every request is checked at once: the queue pair must have
+been connected (a receive may be posted before, it is handed to the stream
+when it opens), the SGEs must lie in registered regions of the queue pair's
+PD with the access the request needs, an RDMA Read must stay within the ORD
+negotiated for the connection.  Once the queue pair is in error (a
+Terminate, a disconnect, the association's end) a request posted completes
+at once, flushed, as in verbs.  With `sq_sig_all=False` only the send
+requests posted `SendFlags.SIGNALED` complete successfully to the CQ.
 
 Completions (`driver.cq.WC`) carry the caller's wr_id.  Writes and Sends
 complete when their last segment is handed to SCTP (RFC 5041 5.4: the
