@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from model.ddp.negotiation import LocalResources, RtrType
 from model.ddp.sctp_adaptation import MAX_PRIVATE_DATA, EnhancedData
-from model.ddp.session import NegotiationRefused
+from model.ddp.session import NegotiationRefused, SessionStateError
 from model.errors import ErrorNumber, error_name
 
 from driver.arguments import address as check_address
@@ -267,7 +267,10 @@ class CMID:
         if self.state not in (CMState.ESTABLISHED, CMState.ACCEPTED):
             return  # disconnecting already: its own DISCONNECTED follows
         if sent:
-            self.device.backend.terminate_stream(self.stream_id)
+            try:
+                self.device.backend.terminate_stream(self.stream_id)
+            except SessionStateError:
+                pass  # the peer's DDP Stream Terminate came first and was answered: the session is ending already
         whose = "this side's" if sent else "the peer's"
         kind = CMEventType.DISCONNECTED if self.state is CMState.ESTABLISHED else CMEventType.CONNECT_ERROR
         self._ended(kind, f"the stream ended with {whose} Terminate: {error_name(*error)} (RFC 5040 5.5, "

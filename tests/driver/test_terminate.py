@@ -122,3 +122,19 @@ async def reconnect(fabric, server, client):
     await cm_id.get_cm_event(timeout=10.0)
     qp.post_send(SendWR(9, WROpcode.SEND, [SGE(client.mr.buf, 8, client.mr.lkey)]))
     return [(wc.wr_id, wc.status) for wc in await client.cq.wait(1)]
+
+
+def test_a_terminate_crossing_the_peers_disconnect(backend):
+    """The client posts a Write to an invalid STag and disconnects at once: its DDP Stream Terminate follows the
+    Write (RFC 5043 6.2) and reaches the server with it, so the server's RDMAP Terminate is sent on a session the
+    peer is already ending.  Each side gets one DISCONNECTED, and nothing escapes the driver."""
+    async def main(fabric):
+        server, client = await connected(fabric)
+        client.qp.post_send(SendWR(7, WROpcode.RDMA_WRITE, [SGE(client.mr.buf, 8, client.mr.lkey)],
+                                   remote_addr=server.mr.buf, rkey=server.mr.rkey ^ 0xFF))
+        client.id.disconnect()
+        events = [(await side.id.get_cm_event(timeout=10.0)).event_type.name for side in (client, server)]
+        return events, server.id.poll_cm_event(), client.id.poll_cm_event()
+
+    events, server_more, client_more = run_main(main, backend)
+    assert events == ["DISCONNECTED", "DISCONNECTED"] and server_more is None and client_more is None
