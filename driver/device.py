@@ -49,7 +49,7 @@ from driver.cm import CMEventType, CMID, CMState, ConnParam
 from driver.cq import CQ, DEFAULT_WAIT, CompletionChannel
 from driver.arguments import instance
 from driver.arguments import timeout as check_timeout
-from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, OutOfResources,
+from driver.errors import (AddressInUse, BackendUnavailable, InvalidState, OutOfResources,
                            UnknownBackend, WrongArgumentType)
 from driver.options import check_fabric_options
 from driver.pd import PD

@@ -27,8 +27,8 @@ from __future__ import annotations
 import pytest
 
 from driver import (
-    SGE, AccessFlags, AddressInUse, ConnParam, InvalidArgument, InvalidState, OutOfResources, RecvWR, SendFlags, SendWR, SgeOutsideRegion,
-    WCOpcode, WCStatus, WROpcode, WrongArgumentType, open_fabric, run,
+    SGE, AccessFlags, AddressInUse, ConnParam, InvalidArgument, InvalidState, OutOfResources, RecvWR, SendFlags,
+    SendWR, SgeOutsideRegion, WCOpcode, WCStatus, WROpcode, WrongArgumentType, open_fabric, run,
 )
 from tests.driver.harness import Side, connected
 

@@ -628,8 +628,8 @@ def test_rfc4960_8_4_rule_8_ootb_packet_gets_abort_with_t_bit(chunk: Chunk) -> N
     _ootb_frame(ErrorChunk(causes=(ErrorCause(ErrorCauseCode.STALE_COOKIE, b"\0\0\0\1"),))),  # rule 7
     _ootb_frame(ShutdownAckChunk(), src_ip="224.0.0.18"),  # rule 1: from a multicast address
     _ootb_frame(ShutdownAckChunk(), dst_port=PORT[Side.A] + 1),  # no endpoint on that port
-], ids=["ABORT", "ABORT-bundled", "INIT-with-a-tag", "COOKIE-ECHO", "SHUTDOWN-COMPLETE", "COOKIE-ACK", "stale-cookie-ERROR",
-        "multicast-source", "other-port"])
+], ids=["ABORT", "ABORT-bundled", "INIT-with-a-tag", "COOKIE-ECHO", "SHUTDOWN-COMPLETE", "COOKIE-ACK",
+        "stale-cookie-ERROR", "multicast-source", "other-port"])
 def test_rfc4960_8_4_ootb_packets_discarded_silently(frame: bytes) -> None:
     """RFC 4960 8.4 rules 1, 2, 4 (no listener), 6 and 7, and 8.5.1 A: no answer at all."""
     host = _lone_host()
