@@ -106,3 +106,23 @@ def pytest_terminal_summary(terminalreporter, config):
     started = config.stash[_SESSION_START]
     for path in sorted(path for path in waves_dir.iterdir() if path.stat().st_mtime >= started):
         terminalreporter.write_line(f"waves: {path}")
+
+
+# -- usrsctp -----------------------------------------------------------------------------------
+# usrsctp (Debian's libusrsctp-dev, bound by sim/usrsctp.py) is the SCTP stack nobody here wrote that the
+# model's association talks to in tests/interop/test_usrsctp.py. .ci/run installs it; elsewhere those tests
+# are skipped with the install line, unless RNIC_REQUIRE_USRSCTP=1, which turns a missing library into a
+# failure.
+@pytest.fixture(scope="session")
+def usrsctp():
+    """The process's usrsctp stack (`sim.usrsctp.Stack`), stopped at the end of the session."""
+    from sim.usrsctp import Stack, UsrsctpUnavailable
+
+    try:
+        stack = Stack.instance()
+    except UsrsctpUnavailable as error:
+        if os.environ.get("RNIC_REQUIRE_USRSCTP") == "1":
+            pytest.fail(f"usrsctp is required (RNIC_REQUIRE_USRSCTP=1): {error}")
+        pytest.skip(str(error))
+    yield stack
+    stack.finish()
