@@ -621,7 +621,7 @@ class Socket:
         result = self._lib.usrsctp_getsockopt(self._handle, level, option, ctypes.byref(value), ctypes.byref(size))
         _check(result, f"usrsctp_getsockopt(0x{option:x})")
 
-    # -- options (set before connect or listen; an accepted socket inherits them)
+    # -- options (set before connect or listen; an accepted socket inherits them, but see set_heartbeat)
 
     def set_nodelay(self, on: bool = True) -> None:
         """SCTP_NODELAY: no Nagle-like holding back of small messages (RFC 6458 8.1)."""
@@ -641,8 +641,11 @@ class Socket:
         self._set(IPPROTO_SCTP, SCTP_INITMSG, _InitMsg(outbound, max_inbound, 0, 0))
 
     def set_heartbeat(self, on: bool) -> None:
-        """SCTP_PEER_ADDR_PARAMS SPP_HB_ENABLE / SPP_HB_DISABLE for future associations (RFC 6458 8.1)."""
+        """SCTP_PEER_ADDR_PARAMS SPP_HB_ENABLE / SPP_HB_DISABLE (RFC 6458 8.1) for the socket's association, or
+        its future ones before it has one. usrsctp 0.9.5 does not pass a listening socket's setting on to the
+        associations it accepts: set it again on the accepted socket."""
         params = _PaddrParams()
+        params.spp_address.ss_family = AF_CONN  # every path (sconn_addr NULL)
         params.spp_flags = SPP_HB_ENABLE if on else SPP_HB_DISABLE
         self._set(IPPROTO_SCTP, SCTP_PEER_ADDR_PARAMS, params)
 
