@@ -23,8 +23,9 @@ reports (state, events), and compare the user data byte for byte.
 Loss is this file's: a `random.Random` per direction, seeded, decides the
 fate of each packet in turn. usrsctp's own random numbers (tags, initial
 TSNs) change the bytes of a run but not its course, and its heartbeats (whose
-timing is jittered by random numbers) are off, so a seed gives the same
-sequence of packets every run, however loaded the host.
+timing is jittered by random numbers) are off but in the heartbeat test, which
+loses nothing, so a seed gives the same sequence of packets every run,
+however loaded the host.
 
 Every association here ends: the test's `pairs` fixture ABORTs what is still up
 and closes usrsctp's sockets, so that the session's stack can stop
@@ -65,6 +66,8 @@ from model.sctp.packet import (
     DataChunk,
     ErrorCauseCode,
     ErrorChunk,
+    HeartbeatAckChunk,
+    HeartbeatChunk,
     InitAckChunk,
     InitChunk,
     SackChunk,
@@ -130,6 +133,8 @@ class Pair:
     model_overrides: dict = field(default_factory=dict)
     corrupt: Callable[[str, SctpPacket], bool] | None = None
     """Says, packet by packet, whether to flip a bit of it after its CRC32c was computed (RFC 4960 6.8)."""
+    usrsctp_heartbeats: bool = False
+    """usrsctp's heartbeats (RFC 4960 8.3), off by default: their times are jittered with its random numbers."""
     usrsctp_reads: bool = True
     """False: usrsctp's application stops reading its socket (what arrives fills usrsctp's receive buffer)."""
     now_ms: int = 0
@@ -175,7 +180,7 @@ class Pair:
         sock.set_nodelay()
         sock.set_disable_fragments()  # RFC 5043 9: DDP segments are never fragmented
         sock.set_adaptation_layer(ADAPTATION_CODE_POINT_DDP)  # RFC 5043 5.1
-        sock.set_heartbeat(False)  # jittered by usrsctp's random numbers: off, for a run that repeats
+        sock.set_heartbeat(self.usrsctp_heartbeats)
         return sock
 
     @property
@@ -209,6 +214,8 @@ class Pair:
             self._put(TO_MODEL, data)
         if self.sock is None and self.listening is not None:
             self.sock = self.listening.accept()
+            if self.sock is not None:
+                self.sock.set_heartbeat(self.usrsctp_heartbeats)  # usrsctp 0.9.5 does not pass the listener's on
         if self.sock is not None and self.usrsctp_reads:
             self.usrsctp_items += self.sock.receive_all()
 
@@ -689,7 +696,7 @@ def closed_on_both_sides(pair: Pair) -> bool:
 WHOLE_LIFE_CASES = [
     # (the model opens, seed, chunks the seed has lost, the side that answers a SHUTDOWN ACK out of the blue)
     (True, 28, {InitChunk, InitAckChunk, ShutdownCompleteChunk}, TO_MODEL),
-    (True, 12, {CookieEchoChunk, CookieAckChunk}, None),
+    (True, 26, {InitAckChunk, CookieEchoChunk, CookieAckChunk}, None),
     (True, 5, {ShutdownChunk, ShutdownAckChunk, ShutdownCompleteChunk}, TO_MODEL),
     (False, 32, {InitChunk, InitAckChunk, CookieAckChunk, ShutdownAckChunk, ShutdownCompleteChunk}, TO_USRSCTP),
     (False, 12, {CookieEchoChunk}, None),
@@ -723,6 +730,29 @@ def test_rfc4960_a_whole_association_with_a_fifth_of_the_packets_lost(
     reflected = [s.direction for s in pair.log
                  if isinstance(s.packet.chunks[0], ShutdownCompleteChunk) and s.packet.chunks[0].tag_reflected]
     assert set(reflected) == ({out_of_the_blue} if out_of_the_blue else set())
+
+
+# ---------------------------------------------------------------- heartbeats, RFC 4960 8.3
+
+
+@pytest.mark.parametrize("model_initiates", [True, False], ids=["model-initiates", "usrsctp-initiates"])
+def test_rfc4960_8_3_each_side_answers_the_others_heartbeats(pairs, model_initiates: bool) -> None:
+    """An idle association: each side sends HEARTBEAT every HB.interval + RTO, jittered by half an RTO (30 s
+    and an RTO between RTO.Min and RTO.Initial, RFC 4960 15; usrsctp's defaults too), and the other answers
+    each with a HEARTBEAT ACK carrying its Heartbeat Information unchanged (8.3); nothing fails."""
+    pair = established(pairs, model_initiates=model_initiates, usrsctp_heartbeats=True)
+    pair.settle(100_000)
+    for sender, answerer in ((TO_USRSCTP, TO_MODEL), (TO_MODEL, TO_USRSCTP)):
+        beats = pair.chunks(sender, HeartbeatChunk)
+        answers = pair.chunks(answerer, HeartbeatAckChunk)
+        assert len(beats) >= 2, sender
+        assert [chunk.info for _, chunk in answers] == [chunk.info for _, chunk in beats]
+        assert all(answer - beat == DELAY_MS for (beat, _), (answer, _) in zip(beats, answers))
+        gaps = [later - earlier for (earlier, _), (later, _) in zip(beats, beats[1:])]
+        assert all(30_000 + RTO_MIN_MS // 2 <= gap <= 30_000 + 3 * 3_000 // 2 + STEP_MS for gap in gaps), gaps
+    assert pair.model.state is AssociationState.ESTABLISHED and pair.sock.status().state == "ESTABLISHED"
+    assert not any(s.lost for s in pair.log) and all(
+        isinstance(s.packet.chunks[0], (HeartbeatChunk, HeartbeatAckChunk)) for s in pair.log[4:])
 
 
 # ---------------------------------------------------------------- checksums, RFC 4960 6.8
