@@ -131,6 +131,8 @@ class Pair:
     loss: float = 0.0
     """Probability that a packet is lost, each way (set it once the association is up to spare the handshake)."""
     model_overrides: dict = field(default_factory=dict)
+    drop: Callable[[str, SctpPacket], bool] | None = None
+    """Says, packet by packet, whether to lose it (besides `loss`)."""
     corrupt: Callable[[str, SctpPacket], bool] | None = None
     """Says, packet by packet, whether to flip a bit of it after its CRC32c was computed (RFC 4960 6.8)."""
     usrsctp_heartbeats: bool = False
@@ -195,6 +197,7 @@ class Pair:
             data = data[:-1] + bytes([data[-1] ^ 0x01])
             packet = SctpPacket.decode(data, verify_checksum=False)
         lost = self.loss > 0 and self._fates[direction].random() < self.loss
+        lost = lost or (self.drop is not None and self.drop(direction, packet))
         self.log.append(Sent(self.now_ms, direction, packet, lost))
         if not lost:
             self._sequence += 1
@@ -426,6 +429,41 @@ def test_rfc4960_5_2_1_both_sides_initiate_at_once(pairs) -> None:
     assert [(e.ppid, e.payload) for e in pair.model_received()] == [(PPID_DDP_SESSION_CONTROL, b"from usrsctp")]
     tags = {s.direction: s.packet.verification_tag for s in pair.log if isinstance(s.packet.chunks[0], DataChunk)}
     assert tags == {TO_USRSCTP: usrsctp_init.initiate_tag, TO_MODEL: model_init.initiate_tag}  # 8.5
+
+
+USRSCTP_STALE_COOKIE_FIRST = (
+    "usrsctp (0.9.5, and its master branch as of this writing) checks a State Cookie's lifespan in "
+    "sctp_handle_cookie_echo before it looks for an existing association, so it answers a COOKIE ECHO of its "
+    "established association whose cookie has aged past the lifespan with a Stale Cookie ERROR, where RFC 4960 "
+    "5.2.4 step 3 (RFC 9260 5.2.4 too) says that when both tags match the cookie is valid however old. The model "
+    "takes the ERROR in COOKIE-ECHOED as 5.2.6 says and sends a new INIT (same Initiate Tag, a Cookie "
+    "Preservative); usrsctp, still established, answers it as 5.2.2 says, and the COOKIE ECHO that follows, "
+    "its own new tag but the model's old one (5.2.4 table: no row), is silently discarded, until the model "
+    "gives up on the second Stale Cookie ERROR. usrsctp's side is the one off the RFC."
+)
+
+
+@pytest.mark.xfail(strict=True, reason=USRSCTP_STALE_COOKIE_FIRST)
+def test_rfc4960_5_2_4_a_late_cookie_echo_of_an_established_association_is_acknowledged(pairs) -> None:
+    """Every COOKIE ACK is lost for longer than the State Cookie's lifespan (60 s): usrsctp is established
+    since the first COOKIE ECHO, the model, in COOKIE-ECHOED, sends it again on each T1-cookie expiry (5.1 C,
+    backing off 3, 6, 12, 24, 48 s) until one, with both tags matching the association (case D), arrives
+    after the lifespan. RFC 4960 5.2.4 step 3: "If both Verification Tags in the State Cookie match the
+    Verification Tags of the current association, consider the State Cookie valid (i.e., lifespan expired)
+    even if the lifespan is exceeded", so it is answered with COOKIE ACK and the association is up on both
+    sides. (The model's own handling of case D does not look at the lifespan.)"""
+    pair = pairs(model_initiates=True)
+    lifespan_ms = int(pair.model.config.cookie_lifetime * 1000)
+    pair.drop = lambda direction, packet: (isinstance(packet.chunks[0], CookieAckChunk)
+                                           and pair.now_ms <= lifespan_ms + DELAY_MS)
+    pair.settle(lifespan_ms + DELAY_MS)
+    assert pair.model.state is AssociationState.COOKIE_ECHOED and pair.chunks(TO_MODEL, CookieAckChunk)
+    pair.run(lambda: pair.model.state is not AssociationState.COOKIE_ECHOED, within_ms=600_000)
+    [(echoed_ms, _)] = [(t, c) for t, c in pair.chunks(TO_USRSCTP, CookieEchoChunk) if t > lifespan_ms][:1]
+    answer = next(s.packet for s in pair.log if s.direction == TO_MODEL and s.time_ms > echoed_ms)
+    assert pair.notifications(AssocChange)[0].state == "COMM_UP"  # usrsctp was up all along
+    assert isinstance(answer.chunks[0], CookieAckChunk), answer.chunks
+    assert pair.model.state is AssociationState.ESTABLISHED
 
 
 # ---------------------------------------------------------------- data, RFC 4960 6
