@@ -1,4 +1,4 @@
-"""The `board` backend's host side against a board made of the engines' golden models (tests/driver/board_model.py).
+"""The `board` backend's host side against a board made of the engines' golden models (sim/board_model.py).
 
 The README's example program and the end-to-end program run unchanged on
 it, over a clean and a lossy link; the backend's opening, pacing and checks
@@ -21,8 +21,8 @@ from hdl.abi import ID_OFFSET
 from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import IPS, MACS
 from scripts.driver_example import example
+from sim.board_model import ModelBoard
 from sim.e2e_program import end_to_end_checked
-from tests.driver.board_model import ModelBoard
 from tests.driver.test_verbs import (callers_buffers, lists_stop_at_the_first_bad_request, two_listening_ports,
                                      two_protection_domains, unsignaled_sends)
 

@@ -7,8 +7,8 @@ memory, raw frames, the MAC's counters), from `ReceiveEngineModel` and
 board's Ethernet as `driver.ethernet.EthernetPort` sees it. Table writes and
 records pass through their ABI layouts (`hdl.abi`) both ways, so the
 backend's encodings meet an independent decoding. Used to test the `board`
-backend's logic without a simulator; the gateware board is tested in
-tests/boards/test_board_backend.py.
+backend's logic without a simulator (tests/driver/test_board_backend.py); the
+gateware board is tested in tests/boards/test_board_backend.py.
 """
 
 from __future__ import annotations
