@@ -33,7 +33,7 @@ from hdl.abi import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYT
                      RESPONSE_HEADER_BYTES, Op, Status, TxInput, TxOutput, tx_input_bytes)
 
 __all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
-           "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
+           "Exchanged", "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
            "SerialLink", "AsyncLink", "open_serial_link", "MAC_COUNTER_NAMES"]
 
 #: The MAC's counters in the order MAC_COUNTERS answers them.
@@ -152,18 +152,34 @@ class ExceptionPacket:
     truncated: bool    # the packet was longer than the board's buffer
 
 
+@dataclass(frozen=True)
+class Exchanged:
+    """One request as it went over the UART, every attempt counted: what :attr:`LinkClient.observe` is given."""
+    op: Op
+    address: int
+    length: int
+    """The host-memory bytes a MEM_READ asked for; for every other op the bytes of the request's data."""
+    sent: int
+    """Bytes written to the UART (the SLIP-framed request, once per attempt)."""
+    received: int
+    """Bytes read from the UART while waiting for the response (every attempt's)."""
+
+
 class LinkClient:
     """The operations of the link as generators of transport actions (see the module docs).
 
     ``baud`` sizes the waits: a request's own bytes, then ``latency`` seconds
     (USB, the host's scheduler) for the response to start and between its
-    bytes. ``retries``: attempts after the first.
+    bytes. ``retries``: attempts after the first. ``observe``, if set, is
+    given every request's :class:`Exchanged` once it is answered or has
+    failed (``rnic perf --backend board`` counts the link's traffic with it).
     """
 
     def __init__(self, *, baud: float, latency: float = 0.05, retries: int = 8, seed: int | None = None):
         self.baud, self.latency, self.retries = baud, latency, retries
         self._seq = random.Random(seed).randrange(256)
         self.retried = 0  # attempts repeated so far, for the curious
+        self.observe: Callable[[Exchanged], None] | None = None
         self._staged: dict[int, list[int]] = {}   # a table's staging words as last written, by their address
 
     def _wire_seconds(self, size: int) -> float:
@@ -176,24 +192,33 @@ class LinkClient:
         self._seq = (self._seq + 1) % 256
         seq = self._seq
         wire = encode_request(seq, op, address, length, data)
+        sent = received = 0
         for attempt in range(self.retries + 1):
             if attempt:
                 self.retried += 1
             frames = SlipFrames()
             yield Send(wire)
+            sent += len(wire)
             wait = self._wire_seconds(len(wire)) + self.latency
             answered = False
             while not answered:
                 chunk = yield Receive(wait)
                 if not chunk:
                     break
+                received += len(chunk)
                 wait = self.latency
                 for frame in frames.feed(chunk):
                     response = decode_response(frame) if frame is not None else None
                     if response is not None and response.seq == seq and response.op == op | RESPONSE_FLAG:
+                        self._observed(op, address, length if op == Op.MEM_READ else len(data), sent, received)
                         return response
                     answered = True  # a damaged or stray frame: the board is done with this attempt
+        self._observed(op, address, length if op == Op.MEM_READ else len(data), sent, received)
         raise LinkTimeout(f"{op.name}: no good response after {self.retries + 1} attempts")
+
+    def _observed(self, op: Op, address: int, length: int, sent: int, received: int) -> None:
+        if self.observe is not None:
+            self.observe(Exchanged(Op(op), address, length, sent, received))
 
     def _ok(self, op: Op, address: int = 0, length: int = 0, data: bytes = b"") -> Exchange:
         response = yield from self.call(op, address, length, data)
