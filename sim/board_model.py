@@ -6,7 +6,15 @@ memory, raw frames, the MAC's counters), from `ReceiveEngineModel` and
 `TransmitEngineModel` over one `SparseMemory`; `ModelBoard.port` is the
 board's Ethernet as `driver.ethernet.EthernetPort` sees it. Table writes and
 records pass through their ABI layouts (`hdl.abi`) both ways, so the
-backend's encodings meet an independent decoding. Used to test the `board`
+backend's encodings meet an independent decoding.
+
+`ModelBoard.serial` is the same board one level down, as a pyserial port:
+the bytes `driver.link.SerialLink` writes are taken as the control link's
+requests (SLIP, CRC-32, `hdl.abi` (the control link)), decoded here, not by
+the driver's code, executed by `ModelControl` (a table row as the register
+file takes it: staging words, then COMMIT), and answered with the bytes the
+gateware's link would send (`hdl/link/link.py`), so the link client's own
+traffic can be counted (`rnic perf --backend board`). Used to test the `board`
 backend's logic without a simulator (tests/driver/test_board_backend.py); the
 gateware board is tested in tests/boards/test_board_backend.py.
 """
@@ -14,14 +22,19 @@ gateware board is tested in tests/boards/test_board_backend.py.
 from __future__ import annotations
 
 import ipaddress
+import struct
+import zlib
 from collections import deque
 
 from driver.link import ExceptionPacket, LinkInfo
 from driver.records import record_bytes, record_fields
-from hdl.abi import (DEVICE_ID, ID_OFFSET, MAC_RX_EVENTS, MAC_TX_EVENTS, PARAMS_OFFSET, TX_REGISTER_BASE,
-                     ExceptionSource, ReportKind, TxInput, TxOutput, ack_layout, completion_layout,
-                     control_request_layout, read_response_layout, register_map, report_layout, tsn_request_layout,
-                     tx_input_bytes, tx_register_map, work_request_layout)
+from hdl.abi import (CRC_BYTES, DEVICE_ID, END, ESC, ESC_END, ESC_ESC, ID_OFFSET, LINK_MAGIC, LINK_VERSION,
+                     MAC_RX_EVENTS, MAC_TX_EVENTS, PARAMS_OFFSET, REPLAYED_OPS, REQUEST_DATA_BYTES,
+                     REQUEST_HEADER_BYTES, RESPONSE_FLAG, TX_REGISTER_BASE, ExceptionSource, Op, ReportKind, Status,
+                     TxInput, TxOutput, ack_layout, completion_layout, control_request_layout, read_response_layout,
+                     register_map, report_layout, tsn_request_layout, tx_input_bytes, tx_register_map,
+                     work_request_layout)
+from hdl.bus.register_file import COMMIT_OFFSET
 from model.ddp.memory import Access, SparseMemory
 from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentVerdict
@@ -75,9 +88,12 @@ class ModelControl:
 
     def write_table(self, window, fields: dict, *, base: int = 0) -> None:
         self.operations += 1
-        value = sum(word << (32 * i) for i, word in enumerate(window.encode(fields)))
-        f = record_fields(window.layout, value)   # what the engine's table would take
-        getattr(self.board, f"_{window.name}")(f)
+        self.commit(window, window.encode(fields))
+
+    def commit(self, window, words: list[int]) -> None:
+        """A table's row from its staging words, as the engine's table would take it."""
+        value = sum(word << (32 * i) for i, word in enumerate(words))
+        getattr(self.board, f"_{window.name}")(record_fields(window.layout, value))
 
     def read_memory(self, address: int, length: int) -> bytes:
         self.operations += 1
@@ -123,6 +139,145 @@ class ModelControl:
         return counters
 
 
+def _slip(frame: bytes) -> bytes:
+    """RFC 1055 as hdl/link/slip.py sends it: END, the bytes with END and ESC escaped, END."""
+    out = bytearray([END])
+    for byte in frame:
+        out += bytes([ESC, ESC_END]) if byte == END else bytes([ESC, ESC_ESC]) if byte == ESC else bytes([byte])
+    out.append(END)
+    return bytes(out)
+
+
+class ModelSerial:
+    """The board's UART as a pyserial port on the computer (`write`, `flush`, `read`, `in_waiting`, `timeout`):
+    each request written is executed at once and its response waits to be read (see the module docs). A
+    request whose CRC does not match is dropped, as the gateware drops it; a retry of the last request of a
+    replayed op (`hdl.abi.REPLAYED_OPS`) is answered again without being executed."""
+
+    def __init__(self, board: ModelBoard) -> None:
+        self.board, self.control = board, board.control
+        self.timeout: float | None = None
+        self._frame, self._escaped, self._bad = bytearray(), False, False
+        self._out = bytearray()
+        self._last: tuple[int, int, bytes] | None = None   # seq, op, the response's bytes
+        self._staging: dict[int, list[int]] = {}             # a table's staging words, by its window's address
+        self._windows = {}
+        for base, registers in ((0, board.control.rx_map), (TX_REGISTER_BASE, board.control.tx_map)):
+            for window in registers.tables.values():
+                self._windows[base + window.base] = window
+                self._staging[base + window.base] = [0] * window.words
+
+    # -- pyserial -------------------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> int:
+        for byte in data:
+            if byte == END:
+                if self._frame and not self._bad and not self._escaped:
+                    self._out += self._answer(bytes(self._frame))
+                self._frame.clear()
+                self._escaped = self._bad = False
+            elif self._escaped:
+                self._escaped = False
+                if byte in (ESC_END, ESC_ESC):
+                    self._frame.append(END if byte == ESC_END else ESC)
+                else:
+                    self._bad = True
+            elif byte == ESC:
+                self._escaped = True
+            else:
+                self._frame.append(byte)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    @property
+    def in_waiting(self) -> int:
+        return len(self._out)
+
+    def read(self, size: int = 1) -> bytes:
+        data = bytes(self._out[:size])
+        del self._out[:size]
+        return data
+
+    def close(self) -> None:
+        pass
+
+    # -- the requests ---------------------------------------------------------------------------------
+
+    def _answer(self, frame: bytes) -> bytes:
+        if len(frame) < REQUEST_HEADER_BYTES + CRC_BYTES:
+            return b""
+        request, (crc,) = frame[:-CRC_BYTES], struct.unpack("<I", frame[-CRC_BYTES:])
+        if zlib.crc32(request) != crc:
+            return b""
+        seq, op, address, length = struct.unpack_from("<BBIH", request)
+        data = request[REQUEST_HEADER_BYTES:]
+        if self._last is not None and self._last[:2] == (seq, op) and op in REPLAYED_OPS:
+            return self._last[2]
+        status, body = self._execute(op, address, length, data)
+        response = bytes([seq, op | RESPONSE_FLAG, status]) + body
+        wire = _slip(response + struct.pack("<I", zlib.crc32(response)))
+        self._last = (seq, op, wire)
+        return wire
+
+    def _execute(self, op: int, address: int, length: int, data: bytes) -> tuple[int, bytes]:
+        control = self.control
+        if op == Op.PING:
+            return Status.OK, (LINK_MAGIC + bytes([LINK_VERSION, MEMORY_BYTES.bit_length() - 1])
+                               + REQUEST_DATA_BYTES.to_bytes(2, "little"))
+        if op == Op.REG_READ:
+            if address - COMMIT_OFFSET in self._windows:
+                return Status.OK, bytes(4)   # COMMIT reads 0: the row was taken when it was written
+            return Status.OK, struct.pack("<I", control.read_register(address))
+        if op == Op.REG_WRITE:
+            if len(data) != 4:
+                return Status.BAD_REQUEST, b""
+            (value,) = struct.unpack("<I", data)
+            window_base = address - COMMIT_OFFSET
+            staged = next(((base, (address - base) // 4) for base, window in self._windows.items()
+                           if base <= address < base + 4 * window.words), None)
+            if window_base in self._windows:
+                control.operations += 1
+                control.commit(self._windows[window_base], self._staging[window_base])
+            elif staged is not None:
+                self._staging[staged[0]][staged[1]] = value
+            else:
+                control.write_register(address, value)
+            return Status.OK, b""
+        if op in (Op.MEM_READ, Op.MEM_WRITE):
+            size = length if op == Op.MEM_READ else len(data)
+            if address + size > MEMORY_BYTES:
+                return Status.BAD_ADDRESS, b""
+            if op == Op.MEM_READ:
+                return Status.OK, control.read_memory(address, length)
+            control.write_memory(address, data)
+            return Status.OK, b""
+        if op in (Op.POP_REPORT, Op.POP_ACK, Op.POP_RECORD):
+            record = (control.pop_report() if op == Op.POP_REPORT else control.pop_ack() if op == Op.POP_ACK
+                      else control.pop_record(TxOutput(address)))
+            return (Status.EMPTY, b"") if record is None else (Status.OK, record)
+        if op == Op.POP_EXCEPTION:
+            packet = control.pop_exception()
+            if packet is None:
+                return Status.EMPTY, b""
+            header = struct.pack("<IHBB", packet.record, len(packet.data), int(packet.truncated), 0)
+            return Status.OK, header + packet.data
+        if op == Op.SEND_FRAME:
+            control.send_frame(data)
+            return Status.OK, b""
+        if op == Op.MAC_COUNTERS:
+            counters = control.mac_counters()
+            names = MAC_RX_EVENTS + MAC_TX_EVENTS
+            return Status.OK, struct.pack(f"<{len(names)}I", *(counters[name] for name in names))
+        if op == Op.PUSH_RECORD:
+            if address not in TxInput._value2member_map_ or len(data) != tx_input_bytes()[TxInput(address)]:
+                return Status.BAD_REQUEST, b""
+            control.push_record(TxInput(address), data)
+            return Status.OK, b""
+        return Status.BAD_REQUEST, b""
+
+
 class ModelPort:
     """The board's Ethernet as `driver.ethernet.EthernetPort` (the computer's end of the cable)."""
 
@@ -157,6 +312,7 @@ class ModelBoard:
         self.rx_frames = self.tx_frames = 0
         self.control = ModelControl(self)
         self.port = ModelPort(self)
+        self.serial = ModelSerial(self)
 
     # -- the wire --------------------------------------------------------------------------------
 
