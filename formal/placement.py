@@ -172,6 +172,7 @@ class _ObservedBuffers(UntaggedBuffers):
             self.writing.eq(descriptor_write.en),
             self.writing_msn.eq(descriptor_write.data.msn),
         ]
+        self._observe(m)
         # The state machine's states, from the elaborated fragment (Amaranth lists a module's FSMs
         # in Fragment.generated).
         fragment = Fragment.get(m, platform)
@@ -182,7 +183,15 @@ class _ObservedBuffers(UntaggedBuffers):
         outer = Module()
         outer.submodules.buffers = fragment
         outer.d.comb += self.posting_only.eq(Cat(fsm.ongoing(name) for name in self._POSTING_STATES).any())
+        self._observe_states(outer, fsm)
         return outer
+
+    def _observe(self, m):
+        """Hook for a subclass: more observation ports on the block's memories (``m`` is the block's
+        module, not yet elaborated into a fragment)."""
+
+    def _observe_states(self, m, fsm):
+        """Hook for a subclass: views of the state machine ``fsm`` (statements go into ``m``)."""
 
 
 class _ObservedQueue(Queue):
@@ -229,20 +238,26 @@ class _ObservedQueue(Queue):
 
 
 @contextlib.contextmanager
-def observed_tables(tables: dict, *, region_table=_ObservedRegionTable):
+def observed_tables(tables: dict, *, region_table=_ObservedRegionTable, buffers=_ObservedBuffers, window=None):
     """While active, a PlacementCheck elaborates observed tables and queues and lists the tables
-    in ``tables`` (keys ``regions``, ``streams``, ``buffers``). ``region_table`` replaces the
-    region table's class (a mutant for the harness's own test)."""
+    in ``tables`` (keys ``regions``, ``streams``, ``buffers``, and ``window`` if given).
+    ``region_table`` and ``buffers`` replace the region table's and the untagged buffers' classes
+    (subclasses of the observed ones: more views, or a mutant for a harness's own test);
+    ``window``, if given, the DDP-SSN window's."""
     def recording(name, cls):
         def make(*args, **kwargs):
             tables[name] = cls(*args, **kwargs)
             return tables[name]
         return make
 
-    with mock.patch.object(placement_check, "RegionTable", recording("regions", region_table)), \
-            mock.patch.object(placement_check, "StreamTable", recording("streams", _ObservedStreamTable)), \
-            mock.patch.object(placement_check, "UntaggedBuffers", recording("buffers", _ObservedBuffers)), \
-            mock.patch.object(placement_check, "Queue", _ObservedQueue):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(placement_check, "RegionTable", recording("regions", region_table)))
+        stack.enter_context(mock.patch.object(placement_check, "StreamTable",
+                                              recording("streams", _ObservedStreamTable)))
+        stack.enter_context(mock.patch.object(placement_check, "UntaggedBuffers", recording("buffers", buffers)))
+        stack.enter_context(mock.patch.object(placement_check, "Queue", _ObservedQueue))
+        if window is not None:
+            stack.enter_context(mock.patch.object(placement_check, "SequenceWindow", recording("window", window)))
         yield tables
 
 
