@@ -13,9 +13,12 @@
                                       RTL receive engine: fraction of line rate, latency, Fmax
     rnic bench tx [--widths 8 64] [--payloads BYTES ...] [--loads write read-response] [--synth] [--target-mhz F]
                                       RTL transmit engine: fraction of line rate, doorbell latency, Fmax
-    rnic perf [--backend soft|engine|sim] [--test write_bw|send_lat|read_bw|all] [--sizes BYTES ...] [--iters N]
-              [--rate GBPS] [--delay USEC] [--loss P] [--seed N]
-                                      perftest-shaped bandwidth and latency through the host driver
+    rnic perf [--backend soft|engine|sim|board] [--test write_bw|send_bw|send_lat|read_bw|all] [--sizes BYTES ...]
+              [--iters N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N]
+              [--serial DEV --ethernet IFACE|tcp:HOST:PORT] [--baud B] [--latency S] [--time-scale X]
+              [--direction to-board|from-board|both]
+                                      perftest-shaped bandwidth and latency through the host driver; on the
+                                      board backend also its control link's requests and bytes per message
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
                 [--waves fst|vcd]
                                       a capture through the receive engine (RTL under Verilator, or the model)
@@ -326,11 +329,23 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
 
 
-def _perf(args: argparse.Namespace) -> int:
-    from sim.commands.perf import (DEFAULT_DELAY_USEC, DEFAULT_ITERS, DEFAULT_RATE_GBPS, DEFAULT_SIZES, LARGEST_SIZE,
-                                   SIM_SIZES, TESTS, PerfPlan, perf_command, perf_link)
+BOARD_ONLY = ("serial", "ethernet", "baud", "latency", "time_scale", "direction")
+"""`rnic perf`'s options for the board backend alone."""
 
-    sizes = tuple(args.sizes) if args.sizes else (SIM_SIZES if args.backend == "sim" else DEFAULT_SIZES)
+
+def _perf(args: argparse.Namespace) -> int:
+    from sim.commands.perf import (BOARD_SIZES, DEFAULT_DELAY_USEC, DEFAULT_ITERS, DEFAULT_RATE_GBPS, DEFAULT_SIZES,
+                                   DIRECTIONS, LARGEST_SIZE, SIM_SIZES, TESTS, BoardOptions, PerfPlan, perf_command,
+                                   perf_link)
+
+    if args.backend != "board":
+        given = [name for name in BOARD_ONLY if getattr(args, name) is not None]
+        if given:
+            args.usage_error(f"argument --{given[0].replace('_', '-')}: only with --backend board")
+    elif (args.serial is None) != (args.ethernet is None):
+        args.usage_error("arguments --serial and --ethernet: both name the board, or neither (the model board)")
+    sizes = tuple(args.sizes) if args.sizes else {"sim": SIM_SIZES, "board": BOARD_SIZES}.get(args.backend,
+                                                                                              DEFAULT_SIZES)
     largest = LARGEST_SIZE[args.backend]
     if max(sizes) > largest:
         args.usage_error(f"argument --sizes: {max(sizes)} is above the maximum of {largest} on backend "
@@ -339,7 +354,13 @@ def _perf(args: argparse.Namespace) -> int:
         return 1
     plan = PerfPlan(TESTS if args.test == "all" else (args.test,), sizes, args.iters or DEFAULT_ITERS)
     link = perf_link(args.rate or DEFAULT_RATE_GBPS, args.delay or DEFAULT_DELAY_USEC, args.loss, args.seed)
-    return perf_command(args.backend, plan, link, args.seed)
+    board = None
+    if args.backend == "board":
+        defaults = BoardOptions()
+        board = BoardOptions(args.serial, args.ethernet, args.baud or defaults.baud,
+                             args.latency or defaults.latency, args.time_scale or defaults.time_scale,
+                             DIRECTIONS[args.direction or "both"])
+    return perf_command(args.backend, plan, link, args.seed, board=board)
 
 
 DEFAULT_PLOT = "bench-e2e.png"
@@ -446,15 +467,18 @@ def build_parser() -> argparse.ArgumentParser:
     tx.add_argument("--target-mhz", type=positive_number, default=156.25, help="clock the synthesis aims at (MHz)")
     tx.set_defaults(handler=_bench_tx, usage_error=tx.error)
 
-    perf = commands.add_parser("perf", help="perftest-shaped bandwidth and latency (ib_write_bw, ib_send_lat, "
-                                            "ib_read_bw) through the host driver")
-    perf.add_argument("--backend", choices=("soft", "engine", "sim"), default="soft",
+    perf = commands.add_parser("perf", help="perftest-shaped bandwidth and latency (ib_write_bw, ib_send_bw, "
+                                            "ib_send_lat, ib_read_bw) through the host driver; on the board "
+                                            "backend also the control link's cost per message")
+    perf.add_argument("--backend", choices=("soft", "engine", "sim", "board"), default="soft",
                       help="soft (software RNICs), engine (receiving through the receive engine's model), sim "
-                           "(device 0's receive engine the RTL under Verilator); default soft")
-    perf.add_argument("--test", choices=("write_bw", "send_lat", "read_bw", "all"), default="all",
+                           "(device 0's receive engine the RTL under Verilator), board (device 0 an RNIC core on a "
+                           "board over its control link: the model board unless --serial and --ethernet name "
+                           "one); default soft")
+    perf.add_argument("--test", choices=("write_bw", "send_bw", "send_lat", "read_bw", "all"), default="all",
                       help="which measurement (default all)")
     perf.add_argument("--sizes", type=count, nargs="+", metavar="BYTES",
-                      help="message sizes (default 2 to 1 MiB in powers of two; on sim 2 64 1024 16384)")
+                      help="message sizes (default 2 to 1 MiB in powers of two; on sim and board 2 64 1024 16384)")
     perf.add_argument("--iters", type=count, help="iterations per size (default 10)")
     perf.add_argument("--rate", type=positive_number, metavar="GBPS", help="the link's rate each way in Gb/s "
                                                                            "(default 10)")
@@ -463,6 +487,21 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--loss", type=loss_rate, default=0.0, help="the link's frame loss rate (0 to below 1; "
                                                                   "default 0, lossless)")
     perf.add_argument("--seed", type=int, default=1, help="seed of the link and the hosts (default 1)")
+    perf.add_argument("--serial", metavar="DEV", help="board: the control link's serial device (a board's, e.g. "
+                                                      "/dev/ttyUSB1, or sim/board_server.py's pty)")
+    perf.add_argument("--ethernet", metavar="IFACE|tcp:HOST:PORT",
+                      help="board: the port cabled to the board's Ethernet (an interface, or a simulated board's "
+                           "socket)")
+    perf.add_argument("--baud", type=positive_number, help="board: the control link's baud (default 3000000)")
+    perf.add_argument("--latency", type=positive_number, metavar="S",
+                      help="board: seconds a response may take to start (default 0.05; 2 for a simulated board)")
+    perf.add_argument("--time-scale", type=positive_number, metavar="X",
+                      help="board: the fabric's seconds per wall-clock second (default 1; less for a simulated "
+                           "board)")
+    perf.add_argument("--direction", choices=("to-board", "from-board", "both"),
+                      help="board: where the data lands, on the board (the peer Writes and Sends into it, the "
+                           "board Reads), from it (the board Writes and Sends, the peer Reads), or both in turn "
+                           "(default both)")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

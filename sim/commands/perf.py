@@ -1,27 +1,53 @@
-"""`rnic perf`: perftest-shaped measurements through the host driver (ib_write_bw, ib_send_lat, ib_read_bw).
+"""`rnic perf`: perftest-shaped measurements through the host driver (ib_write_bw, ib_send_bw, ib_send_lat,
+ib_read_bw), and on the board backend what each message costs on the board's control link.
 
-    rnic perf [--backend soft|engine|sim] [--test write_bw|send_lat|read_bw|all] [--sizes BYTES ...]
+    rnic perf [--backend soft|engine|sim|board] [--test write_bw|send_bw|send_lat|read_bw|all] [--sizes BYTES ...]
               [--iters N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N]
+              [--serial DEV --ethernet IFACE|tcp:HOST:PORT [--baud B] [--latency S] [--time-scale X]]
+              [--direction to-board|from-board|both]
 
 The measurement is a driver program (`perf_program`, `measure`): it uses the
-driver's public calls only, so it runs unchanged on every backend.  Device 0
-(10.0.0.1; on `sim` the host on the RTL RNIC top) listens,
-device 1 (10.0.0.2) connects, and every test's data lands on device 0:
+driver's public calls only, so it runs unchanged on every backend.  The
+sink (device 0, 10.0.0.1, unless said otherwise; on `sim` the host on the
+RTL RNIC top) listens, the source (device 1, 10.0.0.2) connects, and every
+test's data lands on the sink:
 
-* write_bw: device 1 RDMA Writes `iters` messages into one buffer of
-  device 0, up to `WRITE_DEPTH` outstanding (perftest's tx-depth), then a
-  zero-length Send; the clock stops at device 0's receive completion of
+* write_bw: the source RDMA Writes `iters` messages into one buffer of
+  the sink, up to `WRITE_DEPTH` outstanding (perftest's tx-depth), then a
+  zero-length Send; the clock stops at the sink's receive completion of
   that Send, since a message is delivered only after every earlier one was
   placed (RFC 5041 5.4).  A Write completes at its source once its data
   source may be reused (5.4: when SCTP took it on `soft`, when its last
   chunk is acknowledged on the engine hosts), so the Writes' own
   completions do not say it landed.
-* read_bw: device 0 RDMA Reads `iters` messages from device 1, as many
+* send_bw: the source Sends `iters` messages, each into a receive the sink
+  posted beforehand (`RECV_DEPTH` posted at a time, as ib_send_bw's
+  rx-depth); the clock stops at the sink's last receive completion.
+* read_bw: the sink RDMA Reads `iters` messages from the source, as many
   outstanding as the connection's ORD (RFC 6581 9); a Read completes when
   its response is placed (RFC 5040 5.2).
-* send_lat: ping-pong: device 1 Sends, device 0 answers its receive
+* send_lat: ping-pong: the source Sends, the sink answers its receive
   completion with a Send of the same size; half the round trip is one
   sample, as ib_send_lat reports.
+
+A host whose memory cannot hold a region of twice the largest size (the
+board: 32 KiB of buffers, `driver.backends.board.board_memory_map`)
+registers one of the largest size and sends from where it receives (in
+send_lat it answers with the bytes it got, as ib_send_lat's one buffer).
+
+On `board` (device 0 the board, device 1 its software peer; by default the
+model board, `sim.board_model`, behind a real `driver.link.SerialLink`)
+every test runs twice, `--direction both`: the data to the board (the
+board the sink: the peer Writes and Sends into it, the board Reads from
+the peer, the peer pings) and from it (the peer the sink: the board
+Writes and Sends, the peer Reads from the board, the board pings), each
+on its own connection, the first torn down before the second.  From the
+start of each timed part to its end, `LinkMeter` counts the control
+link's requests by op and the UART bytes each way as
+`driver.link.LinkClient.observe` reports them, and the message payload
+that crossed the link (MEM_READ and MEM_WRITE bytes inside the board's
+perf region); the tables give them per message and per payload byte, and
+the payload rate the link would allow at that cost (`board_link_rate`).
 
 Every figure is taken on two clocks: simulated seconds (the fabric's clock:
 the link's delay and wire time, SCTP's timers; the hosts' software takes no
@@ -40,27 +66,40 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from driver import (
-    CQ, MR, PD, QP, WC, AccessFlags, CMEventType, ConnParam, Device, DeviceAttr, DriverError, Fabric, LinkConfig,
-    QPCap, RecvWR, SendWR, SGE, WROpcode, run,
+    CQ, MR, PD, QP, WC, AccessFlags, CMEventType, CMID, ConnParam, Device, DeviceAttr, DriverError, Fabric,
+    LinkConfig, OutOfResources, QPCap, RecvWR, SendWR, SGE, WROpcode, run,
 )
+from driver.link import Exchanged
+from hdl.abi import Op
 
-TESTS = ("write_bw", "send_lat", "read_bw")
+TESTS = ("write_bw", "send_bw", "send_lat", "read_bw")
 DEFAULT_SIZES = tuple(1 << k for k in range(1, 21))
 """2 bytes to 1 MiB in powers of two, as `ib_write_bw -a`."""
 SIM_SIZES = (2, 64, 1024, 16384)
 """Fewer on `sim`, where every frame to device 0 goes through the simulator."""
-LARGEST_SIZE = {"soft": 1 << 26, "engine": 1 << 26, "sim": 1 << 20}
-"""The largest message per backend: each device registers twice this; `sim`'s host memory is the testbench's
-4 MiB AXI RAM (`sim.driver_sim.MEMORY_BYTES`)."""
+BOARD_SIZES = SIM_SIZES
+"""And on `board`, where every record of the board's engines crosses its control link."""
+BOARD_BUFFER_BYTES = 32 * 1024
+"""The board's memory for the driver's buffers: the ECPIX-5's 64 KiB of host memory less the 32 KiB the backend
+keeps at its top (`driver.backends.board.board_memory_map`)."""
+LARGEST_SIZE = {"soft": 1 << 26, "engine": 1 << 26, "sim": 1 << 20, "board": BOARD_BUFFER_BYTES - 2 * 64}
+"""The largest message per backend: each device registers twice this where it can; `sim`'s host memory is the
+testbench's 4 MiB AXI RAM (`sim.driver_sim.MEMORY_BYTES`); the board registers once this, in its buffers less
+the 64-byte alignment before and after a buffer (`driver.backends.board.BUFFER_ALIGNMENT`)."""
 DEFAULT_ITERS = 10
 WRITE_DEPTH = 128
 """RDMA Writes outstanding in write_bw (perftest's default tx-depth)."""
+RECV_DEPTH = 4
+"""Receives each side keeps posted (the queue pairs' max_recv_wr): send_bw's rx-depth."""
+DIRECTIONS = {"to-board": (0,), "from-board": (1,), "both": (0, 1)}
+"""`--direction`: the device the data lands on, per run (device 0 is the board)."""
 DEFAULT_RATE_GBPS = 10.0
 DEFAULT_DELAY_USEC = LinkConfig().delay * 1e6
 """The model's link's one-way delay (500 usec)."""
@@ -90,14 +129,66 @@ class Span:
 
 
 @dataclass(frozen=True)
+class LinkTally:
+    """The board's control link over an interval: requests, UART bytes to and from the board, each by op
+    name (`hdl.abi.Op`), and the message payload bytes MEM_READ and MEM_WRITE moved."""
+
+    requests: dict[str, int] = field(default_factory=dict)
+    to_board: dict[str, int] = field(default_factory=dict)
+    from_board: dict[str, int] = field(default_factory=dict)
+    payload: int = 0
+
+    def __sub__(self, start: LinkTally) -> LinkTally:
+        def less(end: dict[str, int], begin: dict[str, int]) -> dict[str, int]:
+            return {op: end[op] - begin.get(op, 0) for op in end if end[op] - begin.get(op, 0)}
+        return LinkTally(less(self.requests, start.requests), less(self.to_board, start.to_board),
+                         less(self.from_board, start.from_board), self.payload - start.payload)
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    @property
+    def bytes_to_board(self) -> int:
+        return sum(self.to_board.values())
+
+    @property
+    def bytes_from_board(self) -> int:
+        return sum(self.from_board.values())
+
+
+class LinkMeter:
+    """Counts the board's control-link traffic as `driver.link.LinkClient.observe` reports it (every request
+    and every UART byte, retries too); `regions`: the board's message buffers, (address, length), whose bytes
+    in MEM_READ and MEM_WRITE are message payload."""
+
+    def __init__(self, client: Any) -> None:
+        self.requests: Counter[str] = Counter()
+        self.to_board: Counter[str] = Counter()
+        self.from_board: Counter[str] = Counter()
+        self.payload = 0
+        self.regions: list[tuple[int, int]] = []
+        client.observe = self.observe
+
+    def observe(self, exchanged: Exchanged) -> None:
+        name = exchanged.op.name
+        self.requests[name] += 1
+        self.to_board[name] += exchanged.sent
+        self.from_board[name] += exchanged.received
+        if exchanged.op in (Op.MEM_READ, Op.MEM_WRITE):
+            start, end = exchanged.address, exchanged.address + exchanged.length
+            self.payload += sum(max(0, min(end, base + length) - max(start, base)) for base, length in self.regions)
+
+    def tally(self) -> LinkTally:
+        return LinkTally(dict(self.requests), dict(self.to_board), dict(self.from_board), self.payload)
+
+
+@dataclass(frozen=True)
 class _Stamp:
     wall: float
     simulated: float
     engine: tuple[int, float] | None
-
-    @staticmethod
-    def now(fabric: Fabric) -> _Stamp:
-        return _Stamp(time.perf_counter(), fabric.now(), fabric.engine_time())
+    link: LinkTally | None = None
 
     def until(self, end: _Stamp) -> Span:
         cycles = engine_ns = None
@@ -105,15 +196,37 @@ class _Stamp:
             cycles, engine_ns = end.engine[0] - self.engine[0], end.engine[1] - self.engine[1]
         return Span(end.wall - self.wall, end.simulated - self.simulated, cycles, engine_ns)
 
+    def link_until(self, end: _Stamp) -> LinkTally | None:
+        return None if self.link is None or end.link is None else end.link - self.link
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Where the stamps come from: the fabric's clocks, and the board's link meter if there is one."""
+
+    fabric: Fabric
+    meter: LinkMeter | None = None
+
+    def stamp(self) -> _Stamp:
+        return _Stamp(time.perf_counter(), self.fabric.now(), self.fabric.engine_time(),
+                      None if self.meter is None else self.meter.tally())
+
 
 @dataclass(frozen=True)
 class BandwidthRow:
-    """write_bw or read_bw at one size: `iters` messages of `size` bytes in `span`."""
+    """write_bw, send_bw or read_bw at one size: `iters` messages of `size` bytes in `span`, landing on device
+    `sink`; `link`: the board's control link over the span."""
 
     test: str
     size: int
     iters: int
     span: Span
+    sink: int = 0
+    link: LinkTally | None = None
+
+    @property
+    def messages(self) -> int:
+        return self.iters
 
     @property
     def nbytes(self) -> int:
@@ -130,12 +243,20 @@ class BandwidthRow:
 
 @dataclass(frozen=True)
 class LatencyRow:
-    """send_lat at one size: each sample half a round trip."""
+    """send_lat at one size: each sample half a round trip; device `sink` answers; `link`: the board's control
+    link from the first ping to the last pong."""
 
     test: str
     size: int
     iters: int
     samples: tuple[Span, ...]
+    sink: int = 0
+    link: LinkTally | None = None
+
+    @property
+    def messages(self) -> int:
+        """Pings and pongs."""
+        return 2 * self.iters
 
 
 Row = BandwidthRow | LatencyRow
@@ -153,8 +274,9 @@ class PerfPlan:
 
 @dataclass
 class _Host:
-    """One side: a region whose first half is the source of what it sends and whose second half is where
-    what it receives lands, a send and a receive completion queue, the queue pair."""
+    """One side: a region whose first `largest` bytes are the source of what it sends and whose bytes from
+    `in_offset` are where what it receives lands (0 when the device's memory holds only one message's
+    buffer: it then sends from where it receives), a send and a receive completion queue, the queue pair."""
 
     device: Device
     attr: DeviceAttr
@@ -162,17 +284,23 @@ class _Host:
     mr: MR
     send_cq: CQ
     recv_cq: CQ
-    half: int
+    largest: int
+    in_offset: int
     qp: QP | None = None
+    cm_id: CMID | None = None
+
+    @property
+    def one_buffer(self) -> bool:
+        return self.in_offset == 0
 
     def outgoing(self, size: int) -> SGE:
         return SGE(self.mr.buf, size, self.mr.lkey)
 
     def incoming(self, size: int) -> SGE:
-        return SGE(self.mr.buf + self.half, size, self.mr.lkey)
+        return SGE(self.mr.buf + self.in_offset, size, self.mr.lkey)
 
     def post_receive(self, wr_id: int = 0) -> None:
-        self.qp.post_recv(RecvWR(wr_id, [self.incoming(self.half)]))
+        self.qp.post_recv(RecvWR(wr_id, [self.incoming(self.largest)]))
 
 
 def _ok(completions: list[WC]) -> list[WC]:
@@ -183,33 +311,57 @@ def _ok(completions: list[WC]) -> list[WC]:
     return completions
 
 
-async def _connect(fabric: Fabric, largest: int) -> tuple[_Host, _Host]:
-    """Device 1 connects to device 0 with the devices' largest IRD and ORD; each has one region of twice
-    `largest` bytes."""
+def _region(pd: PD, largest: int) -> tuple[MR, int]:
+    """A region of twice `largest` bytes, receiving in its second half; or, where that does not fit, one of
+    `largest` bytes receiving where it sends from."""
+    try:
+        return pd.reg_mr(2 * largest, ACCESS), largest
+    except OutOfResources:
+        return pd.reg_mr(largest, ACCESS), 0
+
+
+async def _connect(fabric: Fabric, largest: int, sink_index: int = 0) -> tuple[_Host, _Host]:
+    """The source (the other device) connects to the sink (device `sink_index`) with the IRD and ORD both
+    devices allow; each has one region (`_region`)."""
     hosts = []
     for device in fabric.devices:
         attr = device.query_device()
         pd = device.alloc_pd()
-        hosts.append(_Host(device, attr, pd, pd.reg_mr(2 * largest, ACCESS), device.create_cq(), device.create_cq(),
-                           largest))
-    sink, source = hosts
-    param = ConnParam(responder_resources=sink.attr.max_qp_rd_atom, initiator_depth=sink.attr.max_qp_init_rd_atom)
-    cap = QPCap(max_send_wr=min(WRITE_DEPTH + 1, sink.attr.max_qp_wr), max_recv_wr=4, max_send_sge=1)
+        mr, in_offset = _region(pd, largest)
+        hosts.append(_Host(device, attr, pd, mr, device.create_cq(), device.create_cq(), largest, in_offset))
+    sink, source = hosts[sink_index], hosts[1 - sink_index]
+    param = ConnParam(responder_resources=min(host.attr.max_qp_rd_atom for host in hosts),
+                      initiator_depth=min(host.attr.max_qp_init_rd_atom for host in hosts))
+    cap = QPCap(max_send_wr=min(WRITE_DEPTH + 1, sink.attr.max_qp_wr), max_recv_wr=RECV_DEPTH, max_send_sge=1)
     listener = sink.device.create_id()
     listener.listen()
     client = source.device.create_id()
     source.qp = client.create_qp(source.pd, source.send_cq, source.recv_cq, cap)
+    source.cm_id = client
     client.connect(sink.device.address, param)
     request = await listener.get_cm_event()
     if request.event_type is not CMEventType.CONNECT_REQUEST:
         raise PerfFailed(f"connecting: {request.event_type.name} {request.reason}")
     sink.qp = request.id.create_qp(sink.pd, sink.send_cq, sink.recv_cq, cap)
+    sink.cm_id = request.id
     request.id.accept(param)
     for cm_id in (client, request.id):
         event = await cm_id.get_cm_event()
         if event.event_type is not CMEventType.ESTABLISHED:
             raise PerfFailed(f"connecting: {event.event_type.name} {event.reason}")
     return sink, source
+
+
+async def _release(sink: _Host, source: _Host) -> None:
+    """The source disconnects (RFC 5043 6.2); once both see DISCONNECTED, the regions are deregistered (the
+    board's buffers are free for the next connection's)."""
+    source.cm_id.disconnect()
+    for host in (sink, source):
+        event = await host.cm_id.get_cm_event()
+        if event.event_type is not CMEventType.DISCONNECTED:
+            raise PerfFailed(f"disconnecting: {event.event_type.name} {event.reason}")
+    for host in (sink, source):
+        host.mr.dereg()
 
 
 def _fill(host: _Host, size: int, seed: int) -> bytes:
@@ -219,19 +371,19 @@ def _fill(host: _Host, size: int, seed: int) -> bytes:
 
 
 def _landed(host: _Host, expected: bytes, what: str) -> None:
-    if host.mr.read(len(expected), host.half) != expected:
+    if host.mr.read(len(expected), host.in_offset) != expected:
         raise PerfFailed(f"{what}: the bytes that landed differ from those sent")
 
 
 def _clear(host: _Host, size: int) -> None:
-    host.mr.write(bytes(size), host.half)
+    host.mr.write(bytes(size), host.in_offset)
 
 
-async def write_bw(fabric: Fabric, sink: _Host, source: _Host, size: int, iters: int) -> BandwidthRow:
+async def write_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int) -> BandwidthRow:
     data = _fill(source, size, size)
     _clear(sink, size)
     sink.post_receive()
-    start = _Stamp.now(fabric)
+    start = clock.stamp()
     posted = completed = 0
     while completed < iters:
         while posted < iters and posted - completed < WRITE_DEPTH:
@@ -241,17 +393,45 @@ async def write_bw(fabric: Fabric, sink: _Host, source: _Host, size: int, iters:
         completed += len(_ok(await source.send_cq.wait(1) + source.send_cq.poll(WRITE_DEPTH)))
     source.qp.post_send(SendWR(iters, WROpcode.SEND))  # delivered once every Write is placed (RFC 5041 5.4)
     _ok(await sink.recv_cq.wait(1))
-    end = _Stamp.now(fabric)
+    end = clock.stamp()
     _ok(await source.send_cq.wait(1))
     _landed(sink, data, f"write_bw {size}")
-    return BandwidthRow("write_bw", size, iters, start.until(end))
+    return BandwidthRow("write_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end))
 
 
-async def read_bw(fabric: Fabric, sink: _Host, source: _Host, size: int, iters: int) -> BandwidthRow:
+async def send_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int) -> BandwidthRow:
+    data = _fill(source, size, size + 4)
+    _clear(sink, size)
+    receives = min(RECV_DEPTH, iters)
+    for wr_id in range(receives):
+        sink.post_receive(wr_id)
+    start = clock.stamp()
+    sent = received = sent_done = 0
+    while received < iters:
+        while sent < receives and sent - sent_done < WRITE_DEPTH:  # a Send only into a receive posted for it
+            source.qp.post_send(SendWR(sent, WROpcode.SEND, [source.outgoing(size)]))
+            sent += 1
+        if sent > received:
+            arrived = len(_ok(await sink.recv_cq.wait(1) + sink.recv_cq.poll(RECV_DEPTH)))
+            received += arrived
+            for wr_id in range(receives, min(iters, receives + arrived)):
+                sink.post_receive(wr_id)
+            receives = min(iters, receives + arrived)
+        else:
+            sent_done += len(_ok(await source.send_cq.wait(1)))
+        sent_done += len(_ok(source.send_cq.poll(WRITE_DEPTH)))
+    end = clock.stamp()
+    if sent_done < iters:
+        _ok(await source.send_cq.wait(iters - sent_done))
+    _landed(sink, data, f"send_bw {size}")
+    return BandwidthRow("send_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end))
+
+
+async def read_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int) -> BandwidthRow:
     data = _fill(source, size, size + 1)
     _clear(sink, size)
     depth = sink.qp.ord
-    start = _Stamp.now(fabric)
+    start = clock.stamp()
     posted = completed = 0
     while completed < iters:
         while posted < iters and posted - completed < depth:
@@ -259,49 +439,70 @@ async def read_bw(fabric: Fabric, sink: _Host, source: _Host, size: int, iters: 
                                      remote_addr=source.outgoing(size).addr, rkey=source.mr.rkey))
             posted += 1
         completed += len(_ok(await sink.send_cq.wait(1) + sink.send_cq.poll(depth)))
-    end = _Stamp.now(fabric)
+    end = clock.stamp()
     _landed(sink, data, f"read_bw {size}")
-    return BandwidthRow("read_bw", size, iters, start.until(end))
+    return BandwidthRow("read_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end))
 
 
-async def send_lat(fabric: Fabric, sink: _Host, source: _Host, size: int, iters: int) -> LatencyRow:
-    pings, pongs = _fill(source, size, size + 2), _fill(sink, size, size + 3)
+async def send_lat(clock: Clock, sink: _Host, source: _Host, size: int, iters: int) -> LatencyRow:
     for host in (sink, source):
-        _clear(host, size)
+        _clear(host, size)   # first: a host with one buffer sends what it fills there
+    ping, pong = _fill(source, size, size + 2), _fill(sink, size, size + 3)
+    for host in (sink, source):
         host.post_receive()
     samples = []
+    first = clock.stamp()
     for i in range(iters):
-        start = _Stamp.now(fabric)
+        start = clock.stamp()
         source.qp.post_send(SendWR(i, WROpcode.SEND, [source.outgoing(size)]))
         _ok(await sink.recv_cq.wait(1))
         more = i + 1 < iters  # the next ping's receive; none left posted after the last
         if more:
             sink.post_receive()
         sink.qp.post_send(SendWR(i, WROpcode.SEND, [sink.outgoing(size)]))
+        if sink.one_buffer:
+            pong = ping   # the sink answers with the ping's bytes
         _ok(await source.recv_cq.wait(1))
-        samples.append(start.until(_Stamp.now(fabric)).half())
+        samples.append(start.until(clock.stamp()).half())
         if more:
             source.post_receive()
+            if source.one_buffer:
+                ping = pong   # the source's next ping is the pong that landed on it
+    last = clock.stamp()
     for host in (sink, source):
         _ok(await host.send_cq.wait(iters))
-    _landed(sink, pings, f"send_lat {size}")
-    _landed(source, pongs, f"send_lat {size}")
-    return LatencyRow("send_lat", size, iters, tuple(samples))
+    _landed(sink, ping, f"send_lat {size}")
+    _landed(source, pong, f"send_lat {size}")
+    return LatencyRow("send_lat", size, iters, tuple(samples), _index(clock, sink), first.link_until(last))
 
 
-MEASUREMENTS = {"write_bw": write_bw, "send_lat": send_lat, "read_bw": read_bw}
+def _index(clock: Clock, host: _Host) -> int:
+    return next(index for index, device in enumerate(clock.fabric.devices) if device is host.device)
 
 
-async def measure(fabric: Fabric, plan: PerfPlan, on_row: Callable[[Row], None] | None = None) -> list[Row]:
-    """Every test of `plan` at every size, on one connection; `on_row` sees each row as it is measured."""
-    sink, source = await _connect(fabric, max(plan.sizes))
+MEASUREMENTS = {"write_bw": write_bw, "send_bw": send_bw, "send_lat": send_lat, "read_bw": read_bw}
+
+
+async def measure(fabric: Fabric, plan: PerfPlan, on_row: Callable[[Row], None] | None = None, *,
+                  sinks: tuple[int, ...] = (0,), meter: LinkMeter | None = None) -> list[Row]:
+    """Every test of `plan` at every size, on one connection per device in `sinks` (where the data lands: the
+    next connection once the one before is released); `on_row` sees each row as it is measured; `meter`
+    counts the board's control link (device 0 the board), its regions set to the board's perf region."""
+    clock = Clock(fabric, meter)
     rows: list[Row] = []
-    for test in plan.tests:
-        for size in plan.sizes:
-            row = await MEASUREMENTS[test](fabric, sink, source, size, plan.iters)
-            rows.append(row)
-            if on_row is not None:
-                on_row(row)
+    for index, sink_index in enumerate(sinks):
+        sink, source = await _connect(fabric, max(plan.sizes), sink_index)
+        if meter is not None:
+            board = sink if sink_index == 0 else source
+            meter.regions = [(board.mr.buf, board.mr.length)]
+        for test in plan.tests:
+            for size in plan.sizes:
+                row = await MEASUREMENTS[test](clock, sink, source, size, plan.iters)
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
+        if index + 1 < len(sinks):
+            await _release(sink, source)
     return rows
 
 
@@ -317,9 +518,10 @@ def rows_from_json(text: str) -> list[Row]:
     for item in json.loads(text):
         if "samples" in item:
             rows.append(LatencyRow(item["test"], item["size"], item["iters"],
-                                   tuple(Span(**sample) for sample in item["samples"])))
+                                   tuple(Span(**sample) for sample in item["samples"]), item.get("sink", 0)))
         else:
-            rows.append(BandwidthRow(item["test"], item["size"], item["iters"], Span(**item["span"])))
+            rows.append(BandwidthRow(item["test"], item["size"], item["iters"], Span(**item["span"]),
+                                     item.get("sink", 0)))
     return rows
 
 
@@ -333,45 +535,135 @@ def percentile(values: list[float], percent: float) -> float:
 
 
 TITLES = {
-    "write_bw": f"RDMA Write bandwidth (ib_write_bw): device 1 writes into device 0, up to {WRITE_DEPTH} "
-                "outstanding; the clock stops at device 0's receive of a zero-length Send posted after the "
+    "write_bw": "RDMA Write bandwidth (ib_write_bw): {source} writes into {sink}, up to " + str(WRITE_DEPTH)
+                + " outstanding; the clock stops at {sink}'s receive of a zero-length Send posted after the "
                 "last Write (delivered only once every Write is placed, RFC 5041 5.4)",
-    "read_bw": "RDMA Read bandwidth (ib_read_bw): device 0 reads from device 1, ORD Reads outstanding; a Read "
+    "send_bw": "Send bandwidth (ib_send_bw): {source} Sends into receives {sink} posted, " + str(RECV_DEPTH)
+               + " posted at a time; the clock stops at {sink}'s last receive completion",
+    "read_bw": "RDMA Read bandwidth (ib_read_bw): {sink} reads from {source}, ORD Reads outstanding; a Read "
                "completes when its response is placed (RFC 5040 5.2)",
-    "send_lat": "Send latency (ib_send_lat): ping-pong of Sends, device 1 first; each sample is half a round trip",
+    "send_lat": "Send latency (ib_send_lat): ping-pong of Sends, {source} first; each sample is half a round trip",
 }
+OPERATIONS = {"write_bw": "RDMA Write", "send_bw": "Send", "read_bw": "RDMA Read", "send_lat": "Send ping-pong"}
 BW_COLUMNS = ("BW average[MB/sec]", "MsgRate[Mpps]")
 LAT_COLUMNS = ("t_min", "t_typical", "t_avg", "t_99%", "t_max")
+BITS_PER_UART_BYTE = 10
+"""8N1: a start bit, eight data bits, a stop bit (hdl/link/uart.py)."""
+
+
+def board_link_rate() -> tuple[float, str]:
+    """The bytes a second each way of the ECPIX-5 build's control link, and where the figure comes from: the
+    core's UART bit time (`boards.ecpix5_top`: 62.5 MHz over `uart_divisor` clocks a bit for 3 Mbaud), 8N1."""
+    from boards.ecpix5_top import CORE_CLOCK_HZ, DEFAULT_BAUD
+    from hdl.link.uart import uart_divisor
+
+    divisor = uart_divisor(CORE_CLOCK_HZ, DEFAULT_BAUD)
+    baud = CORE_CLOCK_HZ / divisor
+    rate = baud / BITS_PER_UART_BYTE
+    return rate, (f"the ECPIX-5 build's UART, {CORE_CLOCK_HZ / 1e6:g} MHz / {divisor} clocks a bit = "
+                  f"{baud / 1e6:.4g} Mbaud (boards/ecpix5_top.py; the FT2232H's end runs 3 Mbaud), 8N1 "
+                  f"({BITS_PER_UART_BYTE} bits a byte, hdl/link/uart.py): {rate:.0f} bytes/s each way")
 
 
 class Report:
-    """The tables, printed a row at a time: a title and header whenever the test changes."""
+    """The tables, printed a row at a time: a title and header whenever the test or the sink changes. On the
+    board, a control-link table per test and size after each direction's (`close` prints the last)."""
 
-    def __init__(self, out: TextIO, engine: bool) -> None:
-        self.out, self.engine, self._test = out, engine, None
+    def __init__(self, out: TextIO, engine: bool, board: bool = False) -> None:
+        self.out, self.engine, self.board = out, engine, board
+        self._table: tuple[str, int] | None = None
+        self._costs: list[Row] = []
+        self._link_rate = board_link_rate() if board else None
 
-    def header(self, backend: str, link: LinkConfig, iters: int) -> None:
+    def device(self, index: int) -> str:
+        return f"device {index}" + ((" (the board)" if index == 0 else " (the peer)") if self.board else "")
+
+    def title(self, test: str, sink: int) -> str:
+        return TITLES[test].format(sink=self.device(sink), source=self.device(1 - sink))
+
+    def header(self, backend: str, link: LinkConfig, iters: int, board: str | None = None) -> None:
         rate = f"{link.rate / 1e9:g} Gb/s each way" if link.rate else "no rate limit"
         lines = [f"rnic perf: backend {backend}; link {rate}, one-way delay {link.delay * 1e6:g} usec, "
-                 f"loss {link.loss:g}, seed {link.seed}; {iters} iterations per size",
-                 "  simulated: seconds of the fabric's clock (the link's delay and wire time, SCTP's timers; "
-                 "the hosts' software takes none)",
-                 "  wall-clock: seconds of the process running the model"
-                 + (" and the RTL simulation" if self.engine else " (CPython, one core)")]
+                 f"loss {link.loss:g}, seed {link.seed}; {iters} iterations per size"]
+        if board is not None:
+            lines += [f"  board: {board}; device 1, its peer, a software RNIC on this computer",
+                      "  simulated: seconds of the fabric's clock, on the board backend the wall clock (times "
+                      "its time scale)"]
+        else:
+            lines.append("  simulated: seconds of the fabric's clock (the link's delay and wire time, SCTP's timers; "
+                         "the hosts' software takes none)")
+        lines.append("  wall-clock: seconds of the process running the model"
+                     + (" and the RTL simulation" if self.engine else " (CPython, one core)"))
         if self.engine:
             lines.append(f"  RTL: cycles ({ENGINE_CLOCK} each) the simulator ran device 0's RNIC top (W = 8): "
                          "each frame to device 0 alone, then drained; each request to its transmit engine until "
                          "it sent what its model sent; the table writes; the engines' line rates are `rnic bench "
                          "rx`'s and `rnic bench tx`'s")
         lines.append("  MB = 2^20 bytes (as perftest); MsgRate in millions of messages per second; latencies in usec")
+        if self._link_rate is not None:
+            link_rate, source = self._link_rate
+            lines += ["  control link (a table per test and size after each direction's): the requests and UART bytes "
+                      "of driver.link.LinkClient, every one, polling and retries included, from the start of the "
+                      "timed part to its end (write_bw: with its closing zero-length Send; send_lat: first ping to "
+                      "last pong, its messages the pings and the pongs); payload over the link: MEM_READ and "
+                      "MEM_WRITE bytes inside the board's message buffer",
+                      f"  link rate assumed: {source}; a request waits for its response, so the bytes both ways take "
+                      f"turns: payload at most {link_rate:.0f} bytes/s / (UART bytes both ways per payload byte)"]
         print("\n".join(lines), file=self.out, flush=True)
 
     def row(self, row: Row) -> None:
-        if row.test != self._test:
-            self._test = row.test
-            print(f"\n{TITLES[row.test]}", file=self.out)
+        if self._costs and row.sink != self._costs[-1].sink:
+            self._print_costs()
+        if (row.test, row.sink) != self._table:
+            self._table = (row.test, row.sink)
+            print(f"\n{self.title(row.test, row.sink)}", file=self.out)
             print(self._column_header(row.test), file=self.out)
         print(self._format(row), file=self.out, flush=True)
+        if row.link is not None:
+            self._costs.append(row)
+
+    def close(self) -> None:
+        """The control-link tables not yet printed."""
+        if self._costs:
+            self._print_costs()
+
+    def _print_costs(self) -> None:
+        for row in self._costs:
+            print(f"\n{self._cost_table(row)}", file=self.out)
+        self._costs = []
+        self._table = None
+        self.out.flush()
+
+    def _cost_table(self, row: Row) -> str:
+        assert row.link is not None and self._link_rate is not None
+        tally, link_rate = row.link, self._link_rate[0]
+        messages, payload = row.messages, row.messages * row.size
+        sink, source = self.device(row.sink), self.device(1 - row.sink)
+        who = {"write_bw": f"{source} writes into {sink}", "send_bw": f"{source} Sends to {sink}",
+               "read_bw": f"{sink} reads from {source}",
+               "send_lat": f"{source} pings, {sink} pongs"}[row.test]
+        lines = [f"Control link, {OPERATIONS[row.test]} ({row.test}), {who}: {row.size} bytes x {messages} messages "
+                 f"= {payload} payload bytes",
+                 f"  {'request':<16}{'requests':>10}{'per message':>14}{'bytes to board':>16}{'bytes from board':>18}"]
+        for op, count in sorted(tally.requests.items(), key=lambda item: (-item[1], item[0])):
+            lines.append(f"  {op:<16}{count:>10}{count / messages:>14.2f}{tally.to_board.get(op, 0):>16}"
+                         f"{tally.from_board.get(op, 0):>18}")
+        total = tally.total_requests
+        lines.append(f"  {'total':<16}{total:>10}{total / messages:>14.2f}{tally.bytes_to_board:>16}"
+                     f"{tally.bytes_from_board:>18}")
+        if payload:
+            to, back = tally.bytes_to_board / payload, tally.bytes_from_board / payload
+            both = to + back
+            limit = f"{link_rate / both / MB:.4g} MB/s" if both else "no limit"
+            lines += [f"  UART bytes per payload byte: {to:.4g} to the board, {back:.4g} from it, {both:.4g} both "
+                      "ways",
+                      f"  payload bytes over the link: {tally.payload} ({tally.payload / payload:.4g} per payload "
+                      "byte)",
+                      f"  at this cost the link carries at most {limit} of payload ({link_rate:.0f} bytes/s / "
+                      f"{both:.4g})"]
+        else:
+            lines.append(f"  payload bytes over the link: {tally.payload}")
+        return "\n".join(lines)
 
     def _column_header(self, test: str) -> str:
         names = BW_COLUMNS if test != "send_lat" else LAT_COLUMNS
@@ -407,28 +699,84 @@ class Report:
 # -- the command ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class BoardOptions:
+    """`--backend board`: the board (`serial` and `ethernet` as `driver.backends.board.BoardFabric` takes
+    them; both None: the model board), its link's `baud` and `latency`, the fabric's `time_scale`, and the
+    devices the data lands on (`DIRECTIONS`)."""
+
+    serial: str | None = None
+    ethernet: str | None = None
+    baud: float = 3_000_000
+    latency: float = 0.05
+    time_scale: float = 1.0
+    sinks: tuple[int, ...] = DIRECTIONS["both"]
+
+    def describe(self) -> str:
+        if self.serial is None:
+            return ("device 0 the model board (sim/board_model.py: the engines' golden models behind the control "
+                    "link's bytes, driver.link.SerialLink on it)")
+        return f"device 0 the board on {self.serial} (control link) and {self.ethernet} (Ethernet)"
+
+
+def open_board(options: BoardOptions, link: LinkConfig, seed: int) -> Fabric:
+    """The board backend's fabric: on the model board (its link a real `driver.link.SerialLink` over the
+    board's bytes), or on the board `options` names."""
+    from driver import open_fabric
+
+    if options.serial is None:
+        from driver.backends.board import BoardFabric
+        from driver.link import SerialLink
+        from model.rnic.link import Side
+        from model.rnic.pair import IPS, MACS
+        from sim.board_model import ModelBoard
+
+        board = ModelBoard(MACS[Side.A], IPS[Side.A])
+        control = SerialLink(board.serial, baud=options.baud, latency=options.latency)
+        return Fabric(BoardFabric(control, board.port, link=link, seed=seed, baud=options.baud,
+                                  latency=options.latency, time_scale=options.time_scale))
+    return open_fabric("board", serial=options.serial, ethernet=options.ethernet, baud=options.baud,
+                       latency=options.latency, time_scale=options.time_scale, link=link, seed=seed)
+
+
 def perf_link(rate_gbps: float | None, delay_usec: float, loss: float, seed: int) -> LinkConfig:
     return LinkConfig(loss=loss, delay=delay_usec * 1e-6, seed=seed,
                       rate=None if rate_gbps is None else rate_gbps * 1e9)
 
 
-def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, out: TextIO | None = None) -> int:
+def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, out: TextIO | None = None,
+                 board: BoardOptions | None = None) -> int:
     """Print the header and the tables; 0 when every measurement finished and every byte landed, else 1 after
-    one line on stderr."""
+    one line on stderr. `board`: the board backend's options (default: both directions on the model board)."""
     out = out if out is not None else sys.stdout
-    report = Report(out, engine=backend == "sim")
-    report.header(backend, link, plan.iters)
+    if backend == "board" and board is None:
+        board = BoardOptions()
+    report = Report(out, engine=backend == "sim", board=backend == "board")
+    report.header(backend, link, plan.iters, board.describe() if backend == "board" else None)
     try:
         if backend == "sim":
             rows = _run_on_sim(plan, link, seed)
             for row in rows:
                 report.row(row)
+        elif backend == "board":
+            _run_on_board(plan, link, seed, board, report)
         else:
             run(lambda fabric: measure(fabric, plan, report.row), backend, link=link, seed=seed)
     except (PerfFailed, DriverError) as error:
+        report.close()
         print(f"rnic perf: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+    report.close()
     return 0
+
+
+def _run_on_board(plan: PerfPlan, link: LinkConfig, seed: int, options: BoardOptions, report: Report) -> None:
+    fabric = open_board(options, link, seed)
+    try:
+        meter = LinkMeter(fabric.backend.board.control.client)
+        fabric.backend.run(lambda: measure(fabric, plan, report.row, sinks=options.sinks, meter=meter))
+    finally:
+        fabric.backend.close()
 
 
 def _run_on_sim(plan: PerfPlan, link: LinkConfig, seed: int) -> list[Row]:

@@ -6,18 +6,26 @@ less the DDP-SSN, RFC 5043 5.2.2, and the 14-byte tagged header, RFC 5041
 4.2 with RFC 5040 4.1's RDMAP control byte);
 the bandwidth cannot pass the wire's rate (`LinkConfig.rate`); half a
 Send's round trip cannot beat the link's one-way delay plus its frame's
-wire time.
+wire time. On the board backend, the control link's figures are counted
+again by a tap on the model board's UART, which splits the bytes the link
+client writes into SLIP frames itself (RFC 1055, hdl/abi.py's request
+header) and counts the bytes it reads back.
 """
 
 from __future__ import annotations
 
 import re
+import struct
+from collections import Counter
 
 import pytest
 
 from driver import LinkConfig, open_fabric
+from hdl.abi import END, ESC, ESC_END, ESC_ESC, Op
+from sim import board_model
 from sim.cli import main
-from sim.commands.perf import MB, LatencyRow, PerfPlan, measure, percentile, perf_link
+from sim.commands import perf
+from sim.commands.perf import MB, LatencyRow, PerfPlan, measure, percentile, perf_command, perf_link
 
 scapy_layers = pytest.importorskip("scapy.layers.l2")
 from scapy.layers.inet import IP  # noqa: E402
@@ -50,7 +58,7 @@ def test_the_cli_prints_one_table_per_test_with_a_row_per_size(capsys):
     assert "backend soft" in out and "10 Gb/s each way" in out and "3 iterations per size" in out
     assert "simulated:" in out and "wall-clock:" in out and "RTL:" not in out
     tables = table_rows(out)
-    assert list(tables) == ["ib_write_bw", "ib_send_lat", "ib_read_bw"]
+    assert list(tables) == ["ib_write_bw", "ib_send_bw", "ib_send_lat", "ib_read_bw"]
     for name, rows in tables.items():
         assert [(size, iters) for size, iters, _ in rows] == [(2, 3), (1500, 3)]
         assert all(len(figures) == (4 if name != "ib_send_lat" else 10) for _, _, figures in rows)
@@ -62,7 +70,11 @@ def test_the_cli_refuses_bad_arguments_before_running(capsys):
     for argv, message in ((["--sizes", "0"], "below the minimum of 1"),
                           (["--backend", "sim", "--sizes", str(2 << 20)], "above the maximum of 1048576"),
                           (["--test", "write"], "invalid choice"), (["--loss", "1"], "not below 1"),
-                          (["--rate", "0"], "not a number above 0"), (["--iters", "-2"], "below the minimum")):
+                          (["--rate", "0"], "not a number above 0"), (["--iters", "-2"], "below the minimum"),
+                          (["--serial", "/dev/ttyUSB1"], "only with --backend board"),
+                          (["--backend", "engine", "--direction", "both"], "only with --backend board"),
+                          (["--backend", "board", "--ethernet", "eth1"], "both name the board, or neither"),
+                          (["--backend", "board", "--sizes", "32641"], "above the maximum of 32640")):
         with pytest.raises(SystemExit) as exit_:
             main(["perf", *argv])
         assert exit_.value.code == 2
@@ -145,7 +157,7 @@ def test_on_the_rtl_engine_the_tables_add_its_cycles(capsys):
     out = capsys.readouterr().out
     assert "backend sim" in out and "RTL: cycles (10 ns each)" in out
     tables = table_rows(out)
-    assert list(tables) == ["ib_write_bw", "ib_send_lat", "ib_read_bw"]
+    assert list(tables) == ["ib_write_bw", "ib_send_bw", "ib_send_lat", "ib_read_bw"]
     for name, rows in tables.items():
         assert [(size, iters) for size, iters, _ in rows] == [(2, 2), (1024, 2)]
         for _, _, figures in rows:
@@ -162,3 +174,169 @@ def test_one_connection_carries_any_number_of_sizes():
     _, rows = measured("soft", LinkConfig(), PerfPlan(("write_bw", "send_lat", "read_bw"), tuple(range(1, 9)), 2))
     assert [(row.test, row.size) for row in rows] == [(test, size) for test in ("write_bw", "send_lat", "read_bw")
                                                       for size in range(1, 9)]
+
+
+def test_hosts_whose_region_holds_one_message_send_from_where_they_receive():
+    """As on the board (32 KiB of buffers): each test still checks the bytes that landed; in send_lat the pong
+    is the ping that landed, and the next ping the pong."""
+    fabric = open_fabric("soft")
+
+    def one_buffer(pd, largest):
+        return pd.reg_mr(largest, perf.ACCESS), 0
+    original, perf._region = perf._region, one_buffer
+    try:
+        rows = fabric.backend.run(lambda: measure(fabric, PerfPlan(perf.TESTS, (100, 3000), 3)))
+    finally:
+        perf._region = original
+    assert [(row.test, row.size, row.messages) for row in rows] == [
+        (test, size, 6 if test == "send_lat" else 3) for test in perf.TESTS for size in (100, 3000)]
+
+
+# -- the board backend: the control link's cost --------------------------------------------------------------
+
+COST_TITLE = re.compile(r"^Control link, .* \((\w+)\), (.*): (\d+) bytes x (\d+) messages = (\d+) payload bytes$")
+COST_ROW = re.compile(r"^  ([A-Z_]+|total)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+(\d+)$")
+PER_BYTE = re.compile(r"UART bytes per payload byte: ([\d.e+-]+) to the board, ([\d.e+-]+) from it, "
+                      r"([\d.e+-]+) both ways")
+OVER_LINK = re.compile(r"payload bytes over the link: (\d+)")
+AT_MOST = re.compile(r"at this cost the link carries at most ([\d.e+-]+) MB/s")
+
+
+def cost_tables(out: str) -> list[dict]:
+    """Every control-link table: its test, who, size, messages, payload, requests and bytes by op, the totals,
+    UART bytes per payload byte, payload over the link, the rate."""
+    tables: list[dict] = []
+    for line in out.splitlines():
+        if match := COST_TITLE.match(line):
+            tables.append({"test": match[1], "who": match[2], "size": int(match[3]), "messages": int(match[4]),
+                           "payload": int(match[5]), "requests": {}, "per_message": {}, "to": {}, "from": {}})
+        elif tables and (match := COST_ROW.match(line)):
+            op = match[1]
+            table = tables[-1]
+            table["requests"][op], table["per_message"][op] = int(match[2]), float(match[3])
+            table["to"][op], table["from"][op] = int(match[4]), int(match[5])
+        elif tables and (match := PER_BYTE.search(line)):
+            tables[-1]["per_byte"] = tuple(float(value) for value in match.groups())
+        elif tables and (match := OVER_LINK.search(line)):
+            tables[-1]["over_link"] = int(match[1])
+        elif tables and (match := AT_MOST.search(line)):
+            tables[-1]["at_most"] = float(match[1])
+    return tables
+
+
+def test_the_board_backend_prints_the_link_cost_per_test_size_and_direction(capsys):
+    """On the model board, both directions: the perftest tables with the devices named, then a control-link
+    table per test and size; 20000 bytes is more than half the board's 32 KiB of buffers, so the board's
+    region holds one message and it receives where it sends from."""
+    assert main(["perf", "--backend", "board", "--sizes", "64", "20000", "--iters", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "backend board" in out and "the model board (sim/board_model.py" in out
+    assert "62.5 MHz / 21 clocks a bit = 2.976 Mbaud (boards/ecpix5_top.py" in out and "297619 bytes/s" in out
+    assert "RDMA Write bandwidth (ib_write_bw): device 1 (the peer) writes into device 0 (the board)" in out
+    assert "RDMA Write bandwidth (ib_write_bw): device 0 (the board) writes into device 1 (the peer)" in out
+    assert "RDMA Read bandwidth (ib_read_bw): device 0 (the board) reads from device 1 (the peer)" in out
+    assert "RDMA Read bandwidth (ib_read_bw): device 1 (the peer) reads from device 0 (the board)" in out
+    tables = cost_tables(out)
+    assert [(t["test"], t["size"]) for t in tables] == [(test, size) for _ in range(2) for test in perf.TESTS
+                                                        for size in (64, 20000)]
+    for table in tables:
+        assert table["messages"] == (4 if table["test"] == "send_lat" else 2)
+        assert table["payload"] == table["messages"] * table["size"]
+        ops = {op: count for op, count in table["requests"].items() if op != "total"}
+        assert set(ops) <= {op.name for op in Op} and sum(ops.values()) == table["requests"]["total"] > 0
+        assert table["per_message"]["total"] == pytest.approx(table["requests"]["total"] / table["messages"],
+                                                              abs=0.005)
+        to, back, both = table["per_byte"]
+        assert to == pytest.approx(table["to"]["total"] / table["payload"], rel=1e-3)
+        assert back == pytest.approx(table["from"]["total"] / table["payload"], rel=1e-3)
+        assert table["at_most"] == pytest.approx(297619 / both / MB, rel=2e-3)
+        assert 0 <= table["over_link"] <= table["payload"]
+
+
+class UartTap:
+    """The model board's UART seen from the computer's side: every byte each way, and every request frame
+    split out of the bytes written (SLIP, RFC 1055) and read for its op, address and data (hdl/abi.py)."""
+
+    def __init__(self, port) -> None:
+        self.port = port
+        self.to_board: Counter[str] = Counter()
+        self.from_board: Counter[str] = Counter()
+        self.requests: Counter[str] = Counter()
+        self.memory = 0          # MEM_READ and MEM_WRITE bytes in the driver's buffers (below 32 KiB)
+        self._frame = bytearray()
+        self._op = "none"
+
+    @property
+    def timeout(self):
+        return self.port.timeout
+
+    @timeout.setter
+    def timeout(self, value) -> None:
+        self.port.timeout = value
+
+    @property
+    def in_waiting(self) -> int:
+        return self.port.in_waiting
+
+    def write(self, data: bytes) -> int:
+        for byte in data:
+            if byte != END:
+                self._frame.append(byte)
+            elif self._frame:
+                frame = self._frame.replace(bytes([ESC, ESC_END]), bytes([END])).replace(bytes([ESC, ESC_ESC]),
+                                                                                          bytes([ESC]))
+                self._frame = bytearray()
+                op, address, length = Op(frame[1]), *struct.unpack_from("<IH", frame, 2)
+                self._op = op.name
+                self.requests[self._op] += 1
+                moved = length if op == Op.MEM_READ else len(frame) - 8 - 4 if op == Op.MEM_WRITE else 0
+                if address < 32 * 1024:
+                    self.memory += moved
+        self.to_board[self._op] += len(data)
+        return self.port.write(data)
+
+    def flush(self) -> None:
+        self.port.flush()
+
+    def read(self, size: int = 1) -> bytes:
+        data = self.port.read(size)
+        self.from_board[self._op] += len(data)
+        return data
+
+    def close(self) -> None:
+        self.port.close()
+
+    def totals(self) -> tuple[Counter, Counter, Counter, int]:
+        return Counter(self.requests), Counter(self.to_board), Counter(self.from_board), self.memory
+
+
+def test_the_link_cost_is_what_a_tap_on_the_uart_counts(monkeypatch, capsys):
+    """The printed requests by op, bytes each way and payload over the link, for every timed part, equal what
+    a tap between the link client and the model board counted between the same two stamps."""
+    taps: list[UartTap] = []
+
+    class TappedBoard(board_model.ModelBoard):
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            self.serial = UartTap(self.serial)
+            taps.append(self.serial)
+    monkeypatch.setattr(board_model, "ModelBoard", TappedBoard)
+    windows = []
+    stamp = perf.Clock.stamp
+
+    def tapped_stamp(clock):
+        windows.append(taps[0].totals())
+        return stamp(clock)
+    monkeypatch.setattr(perf.Clock, "stamp", tapped_stamp)
+    tests = ("write_bw", "send_bw", "read_bw")   # each stamps its start and its end, nothing between
+    assert perf_command("board", PerfPlan(tests, (3000,), 3), perf_link(10, 500, 0, 1)) == 0
+    tables = cost_tables(capsys.readouterr().out)
+    assert len(taps) == 1 and len(tables) == 6 == len(windows) // 2
+    for table, start, end in zip(tables, windows[::2], windows[1::2]):
+        requests, to, back = (end[i] - start[i] for i in range(3))
+        assert {op: n for op, n in table["requests"].items() if op != "total"} == dict(requests), table["test"]
+        assert {op: n for op, n in table["to"].items() if op != "total"} == dict(to)
+        assert {op: n for op, n in table["from"].items() if op != "total"} == dict(back)
+        assert table["over_link"] == end[3] - start[3]
+        assert table["per_byte"][0] == pytest.approx(to.total() / table["payload"], rel=1e-3)
+        assert table["per_byte"][1] == pytest.approx(back.total() / table["payload"], rel=1e-3)
