@@ -33,7 +33,11 @@ delivered its message, so the retirement's timing changes no verdict.
 Host writes of a stream row pass through ``stream_write_in`` to
 ``stream_write_out`` (the placement check): taken between records, they
 drop the stream's stored records (left waiting after the stream's error,
-RFC 5041 7.1: never delivered). ``waiting`` counts the records stored (a
+RFC 5041 7.1: never delivered). A write is taken ahead of records still in
+the input queue, so the host rewrites a row only once the records of the
+stream's earlier segments have come through (the engine's host does: it
+re-arms after the error's own record, which follows them, or a stream
+that has had no segments). ``waiting`` counts the records stored (a
 level for the host's counters: the records its counters announce but it
 has not seen), ``discarded`` the records host writes dropped.
 
@@ -169,11 +173,23 @@ class DeliveryOrder(wiring.Component):
         ]
 
         # A store marks its slot held on the next cycle, from the store registers (off the
-        # decision's path); until then a read of the stream's slots adds it.
+        # decision's path); until then a read of the stream's slots adds it. Each held bit is
+        # written by one of three exclusive causes, each enabled by flip-flops: a store (its row
+        # and slot decoded one-hot as the store is registered), the end of a run (its row decoded
+        # as the run's row is loaded) and a host write (its row decoded on acceptance, the bits
+        # cleared on the CLEAR cycle after it).
         store_row, store_slot = store_addr[slot_bits:], store_addr[:slot_bits]
+        store_row_hot, store_slot_hot = Signal(streams), Signal(window)
+        run_row_hot, clear_row_hot = Signal(streams), Signal(streams)
+        m.d.sync += [store_row_hot.eq(1 << row), store_slot_hot.eq(1 << head.ddp_ssn[:slot_bits])]
+        run_ends, clearing = Signal(), Signal()
         for i in range(streams):
-            with m.If(store_en & (store_row == i)):
-                m.d.sync += held[i].eq(held[i] | (1 << store_slot))
+            with m.If(clearing & clear_row_hot[i]):
+                m.d.sync += held[i].eq(0)
+            with m.Elif(run_ends & run_row_hot[i]):
+                m.d.sync += held[i].eq(run_held)
+            with m.Elif(store_en & store_row_hot[i]):
+                m.d.sync += held[i].eq(held[i] | store_slot_hot)
 
         def held_now(index):
             pending = Mux(store_en & (store_row == index), 1 << store_slot, 0)
@@ -183,12 +199,11 @@ class DeliveryOrder(wiring.Component):
         with m.FSM():
             with m.State("TAKE"):
                 with m.If(request.valid & writes.sink.ready):
-                    # A host write of a stream row: its stored records are dropped.
+                    # A host write of a stream row: its stored records are dropped (on CLEAR).
                     m.d.comb += [request.ready.eq(1), writes.sink.valid.eq(1), writes.sink.payload.eq(request.payload)]
-                    m.d.sync += dropped_word.eq(held_now(request.payload.index))
-                    for i in range(streams):
-                        with m.If(request.payload.index == i):
-                            m.d.sync += held[i].eq(0)
+                    m.d.sync += [dropped_word.eq(held_now(request.payload.index)),
+                                 clear_row_hot.eq(1 << request.payload.index)]
+                    m.next = "CLEAR"
                 with m.Elif(inbound.source.valid & room):
                     m.d.comb += inbound.source.ready.eq(1)
                     with m.If(inbound.source.payload.leaves):
@@ -198,9 +213,14 @@ class DeliveryOrder(wiring.Component):
                     with m.Else():
                         m.d.sync += store_en.eq(1)
                 # Loaded on every cycle of TAKE: used only when the run starts.
-                m.d.sync += [run_row.eq(row),
+                m.d.sync += [run_row.eq(row), run_row_hot.eq(1 << row),
                              run_slot.eq(head.ddp_ssn[:slot_bits] + 1), run_slot_1.eq(head.ddp_ssn[:slot_bits] + 2),
                              run_slot_2.eq(head.ddp_ssn[:slot_bits] + 3)]
+            with m.State("CLEAR"):
+                # No record is taken and none stored on this cycle (the write took TAKE's), so the
+                # stream's held bits are read again only after they are cleared.
+                m.d.comb += clearing.eq(1)
+                m.next = "TAKE"
             with m.State("RUN_LOAD"):
                 m.d.sync += run_held.eq(held_now(run_row))
                 m.next = "RUN_START"
@@ -210,9 +230,7 @@ class DeliveryOrder(wiring.Component):
                 m.next = "RUN"
             with m.State("RUN"):
                 with m.If(~slot_held):
-                    for i in range(streams):
-                        with m.If(run_row == i):
-                            m.d.sync += held[i].eq(run_held)
+                    m.d.comb += run_ends.eq(1)
                     m.next = "TAKE"
                 with m.Elif(room):
                     m.d.sync += [read_en.eq(1), run_slot.eq(run_slot_1), run_slot_1.eq(run_slot_2),

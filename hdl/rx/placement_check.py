@@ -302,14 +302,17 @@ class PlacementCheck(wiring.Component):
             buffers.retire.eq(self.retire.payload),
         ]
         # A stream row is written once the untagged buffers have swept the stream's completions
-        # against its old window (UntaggedBuffers, "forget"), after the pipeline has drained.
+        # against its old window (UntaggedBuffers, "forget"), after the pipeline has drained. The
+        # sweep starts only with `hold` low, and no segment enters while the write is pending, so
+        # `hold` stays low until the write: `ready` is the sweep's done flip-flop alone (it enables
+        # the producer's wide output register).
         m.d.comb += [
             buffers.forget.valid.eq(self.stream_write.valid & ~streams.hold),
             buffers.forget.payload.eq(self.stream_write.payload.index),
             buffers.forget_base.eq(window.peek_base),
             streams.write.valid.eq(self.stream_write.valid & buffers.forget.ready),
             streams.write.payload.eq(self.stream_write.payload),
-            self.stream_write.ready.eq(streams.write.ready & buffers.forget.ready),
+            self.stream_write.ready.eq(buffers.forget.ready),
         ]
 
         info_layout = segment_info_layout()

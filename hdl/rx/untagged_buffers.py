@@ -292,11 +292,13 @@ class UntaggedBuffers(wiring.Component):
         forget_slot = Cat(forget_sweep, self.forget.payload)
         forget_writing = Signal()
         forget_reading = Signal(stream_slot_bits)
+        forget_done = Signal()   # forget.ready, a flip-flop: the caller's row write waits on it alone
         forget_state = Signal(Completion)
         forget_read = forget_r.data
         forget_delivered = (forget_read.state == Completion.RETIRED) | (
             (forget_read.state == Completion.PENDING) & (forget_read.ssn - self.forget_base)[_SSN_BITS - 1])
         m.d.comb += [
+            self.forget.ready.eq(forget_done),
             forget_reading.eq(Mux(forget_writing, forget_sweep + 1, forget_sweep)),
             forget_r.addr.eq(Cat(forget_reading, self.forget.payload)),
             forget_state.eq(Mux(forget_delivered, Completion.RETIRED, Completion.NONE)),
@@ -349,9 +351,10 @@ class UntaggedBuffers(wiring.Component):
                     m.d.comb += forget_writing.eq(1)
                     m.d.sync += forget_sweep.eq(forget_sweep + 1)
                     with m.If(forget_sweep == (1 << stream_slot_bits) - 1):
+                        m.d.sync += forget_done.eq(1)
                         m.next = "FORGET_DONE"
             with m.State("FORGET_DONE"):
-                m.d.comb += self.forget.ready.eq(1)
+                m.d.sync += forget_done.eq(0)
                 m.next = "IDLE"
             with m.State("REVOKE_READ"):
                 # next_post - 1 - msn = next_post + ~msn: one adder.

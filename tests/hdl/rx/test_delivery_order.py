@@ -131,3 +131,44 @@ def test_records_leave_in_ddp_ssn_order_per_stream(seed):
     assert [int(w.index) for w in forwarded] == list(range(STREAMS))
     assert retired == [(a * STREAM_IDS + s, ssn) for a, s, ssn, status, _ in want
                        if status == SegmentStatus.ACCEPTED.value and ssn % 3 == 0]
+
+
+@pytest.mark.parametrize("pace", [0.0, 0.5])
+def test_a_host_write_drops_the_stream_s_stored_records(pace):
+    """RFC 5041 7.1: a stream in error never delivers the records it held; rewriting its row (re-arming it)
+    drops them, counted in ``discarded``, and delivery restarts at the row's ``first_ssn``; another
+    stream's stored record stays held. The host writes once the records have reached the block (the
+    module's contract: a write overtakes records still in its input queue)."""
+    dut = DeliveryOrder(associations=ASSOCIATIONS, stream_ids=STREAM_IDS, window=WINDOW)
+    out, counters = [], {}
+    held_back = [record(0, 0, 2, tsn=1), record(0, 0, 3, tsn=2), record(0, 1, 6, tsn=3)]  # 1 and 5 missing
+    after = [record(0, 0, 10, tsn=4), record(0, 0, 11, tsn=5), record(0, 1, 5, tsn=6)]
+
+    async def host_and_source(ctx):
+        for row, first in enumerate([1, 5, 0, 0]):
+            await stream_put(ctx, dut.stream_write_in, {"index": row, "entry": {"valid": 1, "pd": 1},
+                                                         "first_ssn": first})
+        for r in held_back:
+            await stream_put(ctx, dut.records_in, {"record": r, "sequence": {"in_order": 0, "releases": 0}},
+                             pace=Pace(pace, seed=3))
+        while ctx.get(dut.waiting) < len(held_back):
+            await ctx.tick()
+        await stream_put(ctx, dut.stream_write_in, {"index": 0, "entry": {"valid": 1, "pd": 1}, "first_ssn": 10})
+        flags = [{"in_order": 1, "releases": 0}, {"in_order": 1, "releases": 0}, {"in_order": 1, "releases": 1}]
+        for r, sequence in zip(after, flags):
+            await stream_put(ctx, dut.records_in, {"record": r, "sequence": sequence}, pace=Pace(pace, seed=4))
+
+    async def main(ctx):
+        await settle(ctx, lambda: len(out) == 4, budget=400)
+        await ctx.tick().repeat(20)
+        counters.update(waiting=ctx.get(dut.waiting), discarded=ctx.get(dut.discarded))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(host_and_source, background=True)
+    sim.add_testbench(collector(dut.records_out, out), background=True)
+    sim.add_testbench(collector(dut.stream_write_out, []), background=True)
+    sim.add_testbench(main)
+    sim.run()
+    assert [int(p.tsn) for p in out] == [4, 5, 6, 3]  # stream (0, 0)'s stored 2 and 3 never leave
+    assert counters == {"waiting": 0, "discarded": 2}
