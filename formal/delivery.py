@@ -73,11 +73,12 @@ message is delivered or not; otherwise PENDING with ``ssn0``. And: a
 delivered message not swept, whose buffer is live, lies behind the window
 base (``ssn0 - base`` negative mod ``2**16``); the sweep runs with nothing
 in the pipeline (the stream table's ``hold`` low, the row write held) and
-no completion written. ``k = 6`` is not enough: from an arbitrary state
-the pipeline may hold segments of one stream closer together than the
-interlock lets them (its flip-flops are free on the first step), so a
-lookup reads a window base that another commit of the stream changes
-before the lookup's decision, whose verdict leaves on step 6.
+no completion written, and the row write is ready on its last state only.
+``k = 6`` is not enough: from an arbitrary state the pipeline may hold
+segments of one stream closer together than the interlock lets them (its
+flip-flops are free on the first step), so a lookup reads a window base
+that another commit of the stream changes before the lookup's decision,
+whose verdict leaves on step 6.
 
 Reachable (the ``delivery_cover`` proof, from reset, in the narrower
 environment of ``DeliveryHarness(narrow=True)``: untagged segments with
@@ -93,7 +94,7 @@ then tells its decision's); tables larger than :data:`PROOF_PARAMETERS`.
 """
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Module, Mux, ResetSignal, Signal, Value
+from amaranth.hdl import Assert, Assume, Cover, Module, Mux, ResetSignal, Signal
 
 import hdl.rx.placement_check as placement_check
 from hdl.abi import SegmentStatus
@@ -127,8 +128,8 @@ class _ObservedWindow(SequenceWindow):
 
 class _DeliveryBuffers(_ObservedBuffers):
     """The observed buffers, also with: the watched slot's completion state (``observed_completion``),
-    the completion memory's write port (``completion_write_*``), and the forget sweep's states
-    (``forgetting``: any of them, ``forget_writing_state``: FORGET_WRITE, ``forget_done``)."""
+    the completion memory's write port (``completion_write_*``), and the forget sweep's writing
+    state (``forget_writing_state``: FORGET_WRITE)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -137,9 +138,7 @@ class _DeliveryBuffers(_ObservedBuffers):
         self.completion_write_en = Signal()
         self.completion_write_addr = Signal(16)   # wider than any slot index of the proofs' tables
         self.completion_write_state = Signal(Completion)
-        self.forgetting = Signal()
         self.forget_writing_state = Signal()
-        self.forget_done = Signal()
 
     def _observe(self, m):
         completions = m.submodules.completions
@@ -155,12 +154,7 @@ class _DeliveryBuffers(_ObservedBuffers):
         ]
 
     def _observe_states(self, m, fsm):
-        m.d.comb += [
-            self.forgetting.eq(Value.cast(fsm.ongoing("FORGET_READ")) | fsm.ongoing("FORGET_WRITE")
-                               | fsm.ongoing("FORGET_DONE")),
-            self.forget_writing_state.eq(fsm.ongoing("FORGET_WRITE")),
-            self.forget_done.eq(fsm.ongoing("FORGET_DONE")),
-        ]
+        m.d.comb += self.forget_writing_state.eq(fsm.ongoing("FORGET_WRITE"))
 
 
 class DeliveryHarness(PlacementHarness):
@@ -332,12 +326,12 @@ class DeliveryHarness(PlacementHarness):
                 m.d.comb += Assert(entry.valid & (entry.known == known) & (~known | (entry.index == row))
                                    & (entry.qn_ok == (entry.info.qn < p["queues"])))
 
-        # The forget sweep runs with the pipeline empty and the row write held; no completion meets it.
+        # The forget sweep runs with the pipeline empty and the row write held (formal.placement); no
+        # completion meets it.
         stream_write = dut.stream_write
+        self._forget_invariants(m, dut, streams, buffers)
         with m.If(buffers.forgetting):
-            m.d.comb += [Assert(stream_write.valid & ~streams.hold),
-                         Assert(~(buffers.completion_write_en
-                                  & (buffers.completion_write_state == Completion.PENDING)))]
+            m.d.comb += Assert(~(buffers.completion_write_en & (buffers.completion_write_state == Completion.PENDING)))
         # Has a sweep of s0 written the watched slot? The sweep writes the stream's slots in order.
         local_bits = buffers._queue_bits + (p["depth"] - 1).bit_length()
         slot = buffers._slot_index(s0, q0, n0)

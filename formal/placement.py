@@ -56,7 +56,9 @@ matches the recorded post and is one of its queue's last ``depth`` posts;
 each output queue's count equals the payloads in its registers and FIFO, at
 most its depth (and Amaranth's own FIFO invariants, elaborated for the
 ``formal`` platform); the posting state machine is never revoking, and
-while it waits in WRITE it holds the queue's next MSN; every segment waiting
+while it waits in WRITE it holds the queue's next MSN; the forget sweep
+that precedes a stream row's write runs with nothing in the pipeline, and
+the row write is ready on the sweep's last state only; every segment waiting
 in the input queue carries the stream row, known and QN flags of its
 header, and if it is the watched one it is the recorded segment and no
 table write has been accepted since. With consumers that never stall, also:
@@ -139,9 +141,11 @@ class _ObservedBuffers(UntaggedBuffers):
     of the posting state machine: ``posting_only`` (in one of its posting or forgetting states, not
     revoking; forgetting writes only the completion states),
     ``writing`` (in WRITE) with ``writing_msn`` (the MSN being posted) and ``post_queue_next``
-    (``next_post`` of the queue the ``post`` port names)."""
+    (``next_post`` of the queue the ``post`` port names), ``forgetting`` (in a state of the forget
+    sweep) and ``forget_done`` (in its last state, FORGET_DONE)."""
 
-    _POSTING_STATES = ("IDLE", "READ_LIVE", "CHECK", "WRITE", "FORGET_READ", "FORGET_WRITE", "FORGET_DONE")
+    _FORGET_STATES = ("FORGET_READ", "FORGET_WRITE", "FORGET_DONE")
+    _POSTING_STATES = ("IDLE", "READ_LIVE", "CHECK", "WRITE", *_FORGET_STATES)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -156,6 +160,8 @@ class _ObservedBuffers(UntaggedBuffers):
         self.writing = Signal()
         self.writing_msn = Signal(32)
         self.post_queue_next = Signal(32)
+        self.forgetting = Signal()
+        self.forget_done = Signal()
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
@@ -187,7 +193,11 @@ class _ObservedBuffers(UntaggedBuffers):
             raise NameError(f"UntaggedBuffers has no state {missing}: update the harness")
         outer = Module()
         outer.submodules.buffers = fragment
-        outer.d.comb += self.posting_only.eq(Cat(fsm.ongoing(name) for name in self._POSTING_STATES).any())
+        outer.d.comb += [
+            self.posting_only.eq(Cat(fsm.ongoing(name) for name in self._POSTING_STATES).any()),
+            self.forgetting.eq(Cat(fsm.ongoing(name) for name in self._FORGET_STATES).any()),
+            self.forget_done.eq(fsm.ongoing("FORGET_DONE")),
+        ]
         self._observe_states(outer, fsm)
         return outer
 
@@ -403,6 +413,7 @@ class PlacementHarness(Elaboratable):
             self._queues_bypassed(m, inside)
         if self.at_queues:
             self._pipeline_invariants(m, inside, buffers, watch, region_shadow, stream_shadow)
+            self._forget_invariants(m, dut, streams, buffers)
             self._check_queue_entries(m, inside, watch)
         elif self.stalls:
             # From reset only (bmc, cover): the invariants are proved, for every reachable state with
@@ -410,6 +421,7 @@ class PlacementHarness(Elaboratable):
             self._check_outputs_paired_by_tag(m, dut, watch)
         else:
             self._pipeline_invariants(m, inside, buffers, watch, region_shadow, stream_shadow)
+            self._forget_invariants(m, dut, streams, buffers)
             self._check_outputs(m, dut, watch)
 
         self._payload_contract(m, dut)
@@ -460,6 +472,16 @@ class PlacementHarness(Elaboratable):
                     Assert(~watch.region_rewritten & ~watch.stream_rewritten),
                     Assert((watch.region == region_shadow) & (watch.stream == stream_shadow)),
                 ]
+
+    @staticmethod
+    def _forget_invariants(m, dut, streams, buffers):
+        """The forget sweep (a stream row's write sweeps the stream's buffer slots first) runs with
+        nothing in the pipeline (``hold`` low: it starts so, and no segment enters while the row
+        write is pending, which it is until the sweep's end), and the row write's ``ready`` (a
+        flip-flop of its own) is high on the sweep's last state only."""
+        with m.If(buffers.forgetting):
+            m.d.comb += Assert(dut.stream_write.valid & ~streams.hold)
+        m.d.comb += Assert(buffers.forget.ready == buffers.forget_done)
 
     def _check_outputs(self, m, dut, watch):
         """Consumers never stall: a command leaves with its verdict."""
