@@ -39,7 +39,10 @@ consumed from the decision that delivers its message (its L = 1 segment
 accepted and every DDP-SSN before it received, RFC 5041 5.4), judged from
 the DDP-SSN window, and is retired (its slot freed for a post) on
 ``retire``, when its message's record leaves the delivery order
-(:class:`hdl.rx.delivery_order.DeliveryOrder`), however much later. Accepted
+(:class:`hdl.rx.delivery_order.DeliveryOrder`), later by the records
+between the two blocks (the completion is judged in 16-bit serial
+arithmetic, so the retirement must come within 2**15 of the stream's
+DDP-SSNs, which those bounded queues hold far fewer of). Accepted
 segments with a payload get a ``cmd``: ``host_address + (TO - base_to)``
 (tagged) or ``buffer address + MO`` (untagged), ``payload_length`` bytes;
 every byte of it lies in the region or buffer just checked (RFC 5041
@@ -75,7 +78,8 @@ Ordering guarantees:
   error bit, DDP-SSN window and message completions it reads are those left
   by every earlier segment (transparent reads and the buffers' stage-1
   correction cover a commit in the same cycle); a message delivered by one
-  segment is consumed for the next, back to back, whenever ``retire`` comes.
+  segment is consumed for the next, back to back, however late ``retire`` comes
+  (within the bound above).
 
 Latency: a segment enters an input queue (one edge, :class:`Queue`) that
 also carries its stream row and range flags, so stage 0 decides to take it

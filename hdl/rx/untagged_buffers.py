@@ -51,7 +51,10 @@ on stage 1, the stream's window ``base`` (the lowest DDP-SSN not yet
 received, after every earlier segment's commit): a PENDING DDP-SSN behind
 ``base`` is delivered (RFC 5041 5.4: every segment before it placed), so
 the buffer counts as consumed from the commit that delivered it, whatever
-the retirement's timing. A PENDING slot also refuses a second L = 1
+the retirement's timing, as long as it comes before the stream's window
+has moved 2**15 DDP-SSNs on (the serial comparison would then read the
+completion as ahead of ``base`` again; ``make formal``'s delivery proof
+assumes 2**14). A PENDING slot also refuses a second L = 1
 segment of its MSN (MSN range, as the model: 5.3, a message completes at
 most once). A post clears the state (NONE). ``forget`` (the caller's
 rewrite of a stream row, which restarts its window) sweeps the stream's
