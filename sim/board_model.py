@@ -26,9 +26,9 @@ import struct
 import zlib
 from collections import deque
 
-from driver.link import ExceptionPacket, LinkInfo
+from driver.link import ExceptionPacket, LinkInfo, SlipFrames, slip_encode
 from driver.records import record_bytes, record_fields
-from hdl.abi import (CRC_BYTES, DEVICE_ID, END, ESC, ESC_END, ESC_ESC, ID_OFFSET, LINK_MAGIC, LINK_VERSION,
+from hdl.abi import (CRC_BYTES, DEVICE_ID, ID_OFFSET, LINK_MAGIC, LINK_VERSION,
                      MAC_RX_EVENTS, MAC_TX_EVENTS, PARAMS_OFFSET, REPLAYED_OPS, REQUEST_DATA_BYTES,
                      REQUEST_HEADER_BYTES, RESPONSE_FLAG, TX_REGISTER_BASE, ExceptionSource, Op, ReportKind, Status,
                      TxInput, TxOutput, ack_layout, completion_layout, control_request_layout, read_response_layout,
@@ -139,15 +139,6 @@ class ModelControl:
         return counters
 
 
-def _slip(frame: bytes) -> bytes:
-    """RFC 1055 as hdl/link/slip.py sends it: END, the bytes with END and ESC escaped, END."""
-    out = bytearray([END])
-    for byte in frame:
-        out += bytes([ESC, ESC_END]) if byte == END else bytes([ESC, ESC_ESC]) if byte == ESC else bytes([byte])
-    out.append(END)
-    return bytes(out)
-
-
 class ModelSerial:
     """The board's UART as a pyserial port on the computer (`write`, `flush`, `read`, `in_waiting`, `timeout`):
     each request written is executed at once and its response waits to be read (see the module docs). A
@@ -157,7 +148,7 @@ class ModelSerial:
     def __init__(self, board: ModelBoard) -> None:
         self.board, self.control = board, board.control
         self.timeout: float | None = None
-        self._frame, self._escaped, self._bad = bytearray(), False, False
+        self._requests = SlipFrames()
         self._out = bytearray()
         self._last: tuple[int, int, bytes] | None = None   # seq, op, the response's bytes
         self._staging: dict[int, list[int]] = {}             # a table's staging words, by its window's address
@@ -170,22 +161,9 @@ class ModelSerial:
     # -- pyserial -------------------------------------------------------------------------------------
 
     def write(self, data: bytes) -> int:
-        for byte in data:
-            if byte == END:
-                if self._frame and not self._bad and not self._escaped:
-                    self._out += self._answer(bytes(self._frame))
-                self._frame.clear()
-                self._escaped = self._bad = False
-            elif self._escaped:
-                self._escaped = False
-                if byte in (ESC_END, ESC_ESC):
-                    self._frame.append(END if byte == ESC_END else ESC)
-                else:
-                    self._bad = True
-            elif byte == ESC:
-                self._escaped = True
-            else:
-                self._frame.append(byte)
+        for frame in self._requests.feed(data):
+            if frame is not None:  # a bad escape: dropped, as the gateware drops it
+                self._out += self._answer(frame)
         return len(data)
 
     def flush(self) -> None:
@@ -217,7 +195,7 @@ class ModelSerial:
             return self._last[2]
         status, body = self._execute(op, address, length, data)
         response = bytes([seq, op | RESPONSE_FLAG, status]) + body
-        wire = _slip(response + struct.pack("<I", zlib.crc32(response)))
+        wire = slip_encode(response + struct.pack("<I", zlib.crc32(response)))
         self._last = (seq, op, wire)
         return wire
 
