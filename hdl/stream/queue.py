@@ -35,7 +35,9 @@ Memory output (``memory_output=True``, depth at least 3): no skid stage;
 ``source.payload`` is the LUT RAM read at the read address, a counter, and
 ``source.valid`` a flip-flop. The consumer's ``ready`` then reaches only
 that counter, not a wide output register's enable: for a wide payload whose
-consumer decides late whether to take it. The payload arrives a RAM read
+consumer decides late whether to take it. The RAM is cut into banks of
+``BANK_BITS`` with a copy of the counter each, so the read address travels
+from a flip-flop beside its bank, not from one flip-flop to every RAM cell. The payload arrives a RAM read
 after a flip-flop rather than straight from one; a payload is on ``source``
 two edges after it was taken. ``registered_fields`` names the few fields a
 consumer decides on: those are also kept in flip-flops, one register per
@@ -58,7 +60,7 @@ staging register and memory write, then the output register).
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux, Signal, Value
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -115,6 +117,9 @@ class Queue(wiring.Component):
         With ``lookahead``: what the output register takes when it is free.
     """
 
+    BANK_BITS = 16
+    """With ``memory_output``: payload bits per LUT RAM bank, each bank with its own read address."""
+
     def __init__(self, shape, depth: int = 2, *, lookahead: bool = False, memory_output: bool = False,
                  registered_fields: tuple = ()):
         if not isinstance(depth, int) or depth < 2:
@@ -170,7 +175,7 @@ class Queue(wiring.Component):
         m.d.sync += ready.eq(leaving | Mux(entering, count != depth - 1, ready))
         if self._memory_output:
             fifo = self._elaborate_memory(m, entering, self.source.ready)
-            m.d.comb += [self.source.payload.eq(fifo.read_data), self.source.valid.eq(fifo.readable)]
+            m.d.comb += [Value.cast(self.source.payload).eq(fifo.read_data), self.source.valid.eq(fifo.readable)]
             for path in self._registered_fields:
                 # Kept in flip-flops too, one register per slot, written with the RAM and read
                 # at its address: a small mux from flip-flops instead of the RAM's read path.
@@ -208,12 +213,9 @@ class Queue(wiring.Component):
         the memory holds a payload), ``staged``, ``staged_valid``, ``write_address``,
         ``writing``, ``reading`` and ``in_memory`` (payloads in the memory)."""
         depth = self._depth
-        storage = m.submodules.storage = memory.Memory(shape=self._shape, depth=depth, init=[])
-        write = storage.write_port()
-        read = storage.read_port(domain="comb")
         staged, staged_valid = Signal(self._shape), Signal()
         readable = Signal()
-        write_address, read_address = Signal(range(depth)), Signal(range(depth))
+        write_address = Signal(range(depth))
         reading = taking & readable
         in_memory = _tally(m, staged_valid, reading, depth.bit_length(), "in_memory")
         m.d.sync += [
@@ -222,14 +224,29 @@ class Queue(wiring.Component):
         ]
         with m.If(staged_valid):
             m.d.sync += write_address.eq(Mux(write_address == depth - 1, 0, write_address + 1))
-        with m.If(reading):
-            m.d.sync += read_address.eq(Mux(read_address == depth - 1, 0, read_address + 1))
-        m.d.comb += [
-            write.en.eq(staged_valid), write.addr.eq(write_address), write.data.eq(staged),
-            read.addr.eq(read_address),
-        ]
-        return SimpleNamespace(read_data=read.data, readable=readable, staged=staged, staged_valid=staged_valid,
-                               write_address=write_address, read_address=read_address, writing=writing,
+        # With memory output the RAM's read is the consumer's path, so the RAM is cut into banks
+        # of BANK_BITS, each with its own copy of the read address: a copy placed beside its
+        # bank instead of one flip-flop routed to every RAM cell of a wide payload.
+        bits = Value.cast(staged).shape().width
+        bank_bits = self.BANK_BITS if self._memory_output else bits
+        read_data = Signal(bits)
+        read_addresses = []
+        for bank, start in enumerate(range(0, bits, bank_bits)):
+            stop = min(start + bank_bits, bits)
+            storage = memory.Memory(shape=stop - start, depth=depth, init=[])
+            m.submodules[f"storage_{bank}" if self._memory_output else "storage"] = storage
+            write, read = storage.write_port(), storage.read_port(domain="comb")
+            read_address = Signal(range(depth), name=f"read_address_{bank}" if self._memory_output else "read_address")
+            with m.If(reading):
+                m.d.sync += read_address.eq(Mux(read_address == depth - 1, 0, read_address + 1))
+            m.d.comb += [
+                write.en.eq(staged_valid), write.addr.eq(write_address),
+                write.data.eq(Value.cast(staged)[start:stop]),
+                read.addr.eq(read_address), read_data[start:stop].eq(read.data),
+            ]
+            read_addresses.append(read_address)
+        return SimpleNamespace(read_data=read_data, readable=readable, staged=staged, staged_valid=staged_valid,
+                               write_address=write_address, read_address=read_addresses[0], writing=writing,
                                reading=reading, in_memory=in_memory)
 
     def _elaborate_skid(self, m, sink, source, level):
