@@ -51,7 +51,8 @@ __all__ = [
     "END", "ESC", "ESC_END", "ESC_ESC", "Op", "TxInput", "TxOutput", "tx_input_bytes", "tx_output_bytes", "Status",
     "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
     "CRC_BYTES", "REQUEST_DATA_BYTES", "LINK_MAGIC", "LINK_VERSION", "PING_BODY_BYTES",
-    "EXCEPTION_HEADER_BYTES", "MAX_READ_BYTES", "REPLAYED_OPS", "RESPONSE_FLAG",
+    "EXCEPTION_HEADER_BYTES", "MAX_READ_BYTES", "REPLAYED_OPS", "RESPONSE_FLAG", "LinkQueue", "POLL_BODY_BYTES", "HOLD_BYTES",
+    "pop_body_bytes",
 ]
 
 #: Host (DMA) address width of ``m_axi`` and of every address in a table or record.
@@ -719,7 +720,7 @@ def tx_register_map(associations: int = 2, stream_ids: int = 4) -> RegisterMap:
 # A request is executed once: the board keeps the ``seq`` and ``op`` of the
 # last request it executed, and a request with both equal is a retry. A retried
 # write (register, memory, raw frame) is acknowledged again without being
-# redone; a retried pop answers the record popped the first time; reads are
+# redone; a retried pop answers the records popped the first time; reads are
 # executed again (they change nothing).
 
 #: The MAC's receive events, each counted once per frame: a frame passed to the core, or the first
@@ -744,7 +745,7 @@ MAX_READ_BYTES = 0xFFFF
 #: The body of a PING response: magic (4 bytes), version, log2 of the host memory's bytes, and
 #: REQUEST_DATA_BYTES (u16le).
 LINK_MAGIC = b"RLNK"
-LINK_VERSION = 2
+LINK_VERSION = 3
 PING_BODY_BYTES = 8
 
 #: A popped exception's body starts with 8 bytes: the record (``tuser``, ``hdl.abi.exception_record_layout``,
@@ -760,13 +761,39 @@ class Op(enum.IntEnum):
     REG_WRITE = 0x02      #: address: register offset, data: the word (u32le)
     MEM_READ = 0x03       #: address, length: host-memory bytes; body: those bytes
     MEM_WRITE = 0x04      #: address: host-memory address, data: the bytes
-    POP_REPORT = 0x05     #: body: one report record (``hdl.abi.report_bytes()`` bytes), or status EMPTY
-    POP_ACK = 0x06        #: body: one ack record (``hdl.abi.ack_bytes()`` bytes), or status EMPTY
+    POP_REPORT = 0x05     #: body: report records (``hdl.abi.report_bytes()`` bytes each; see below), or status EMPTY
+    POP_ACK = 0x06        #: body: ack records (``hdl.abi.ack_bytes()`` bytes each; see below), or status EMPTY
     POP_EXCEPTION = 0x07  #: body: EXCEPTION_HEADER_BYTES then the packet, or status EMPTY
     SEND_FRAME = 0x08     #: data: an Ethernet frame without FCS, to the MAC's transmit side
     MAC_COUNTERS = 0x09   #: body: the MAC's counters, u32le each, in MAC_RX_EVENTS + MAC_TX_EVENTS order
     PUSH_RECORD = 0x0A    #: address: a :class:`TxInput`, data: one record of it (``TX_INPUT_BYTES``)
-    POP_RECORD = 0x0B     #: address: a :class:`TxOutput`; body: one record of it (``TX_OUTPUT_BYTES``), or EMPTY
+    POP_RECORD = 0x0B     #: address: a :class:`TxOutput`; body: records of it (``TX_OUTPUT_BYTES``), or EMPTY
+    POLL = 0x0C           #: body: u32le, a :class:`LinkQueue` flag for each stream that holds a record
+
+    # POP_REPORT, POP_ACK and POP_RECORD take as many records as wait, one at least, while the body stays
+    # within ``length`` bytes and the board's hold RAM: each record padded with zeros to a multiple of 8
+    # bytes but the last (`pop_body_bytes`), so a ``length`` of 0 takes one record. One request then
+    # costs a header and a CRC for every record waiting, not for each.
+
+
+class LinkQueue(enum.IntFlag):
+    """POLL's flags: the board's record streams that hold a record (one request to learn what to pop)."""
+    REPORT = 1 << 0
+    ACK = 1 << 1
+    EXCEPTION = 1 << 2
+    COMPLETION = 1 << 3              #: TxOutput.COMPLETION
+    TSN_REFUSED = 1 << 4             #: TxOutput.TSN_REFUSED
+    READ_RESPONSE_REFUSED = 1 << 5   #: TxOutput.READ_RESPONSE_REFUSED
+
+
+POLL_BODY_BYTES = 4
+#: The board's hold RAM (``hdl.link.link.ControlLink``'s default): the most body bytes of a response but a memory read.
+HOLD_BYTES = 16384
+
+
+def pop_body_bytes(record_bytes: int, count: int) -> int:
+    """A pop's body of ``count`` records of ``record_bytes``: all but the last padded to a multiple of 8."""
+    return (count - 1) * ((record_bytes + 7) // 8 * 8) + record_bytes
 
 
 class TxInput(enum.IntEnum):

@@ -21,8 +21,10 @@ and ``op``) of a :data:`~hdl.abi.REPLAYED_OPS` op is answered with
 the status and body the first execution left, without executing it again.
 
 Responses other than a memory read take their body from the hold RAM
-(``hold_bytes``): the register word, the counters, a popped record, a popped
-exception packet (cut, and flagged so, past the hold RAM).
+(``hold_bytes``): the register word, the counters, the records of a pop (as
+many as wait and fit in the request's ``length`` and the hold RAM), a popped
+exception packet (cut, and flagged so, past the hold RAM), POLL's flags of
+the streams that hold a record.
 
 The transmit engine's request streams (:class:`~hdl.abi.TxInput`) take a
 record of PUSH_RECORD, gathered from the request's bytes into one register;
@@ -33,7 +35,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import crc, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import (CRC_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, REPLAYED_OPS, REQUEST_DATA_BYTES,
+from hdl.abi import (CRC_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, POLL_BODY_BYTES, REPLAYED_OPS,
+                     REQUEST_DATA_BYTES, LinkQueue,
                      REQUEST_HEADER_BYTES, RESPONSE_FLAG, Op, Status, TxInput, TxOutput, ack_bytes,
                      exception_record_layout, report_bytes, tx_input_bytes, tx_output_bytes)
 from hdl.bus.axi import Axi4LiteSignature, Resp
@@ -132,7 +135,7 @@ class ControlLink(wiring.Component):
         Its record streams (:class:`~hdl.abi.TxOutput`).
     """
 
-    def __init__(self, *, divisor: int, memory_bytes: int, width_bytes: int = 8, hold_bytes: int = 16384,
+    def __init__(self, *, divisor: int, memory_bytes: int, width_bytes: int = 8, hold_bytes: int = HOLD_BYTES,
                  register_bits: int = 13):
         if hold_bytes % width_bytes or hold_bytes & (hold_bytes - 1) or hold_bytes < 8 * (report_bytes() + 7) // 8:
             raise ValueError(f"hold_bytes must be a power of two holding a report record, not {hold_bytes}")
@@ -255,7 +258,8 @@ class ControlLink(wiring.Component):
         counters = Cat(self.mac_counters.as_value(), Const(0, 64))
         record_words = {Op.POP_REPORT: (report_bytes() + 7) // 8, Op.POP_ACK: (ack_bytes() + 7) // 8,
                         Op.MAC_COUNTERS: (len(self.mac_counters.as_value()) + 63) // 64}
-        fill_last = Signal(range(8))
+        fill_last = Signal(range(8))        # the last word of a record
+        record_word = Signal(range(8))      # the word of the record FILL writes
 
         # The transmit engine's streams: a pushed record is gathered into `record`, a popped one comes from
         # its port's tdata.
@@ -279,6 +283,10 @@ class ControlLink(wiring.Component):
         for port, (code, size) in zip(pops, tx_output_bytes().items()):
             with m.If(address == code):
                 m.d.comb += [pop_length.eq(size), pop_words.eq((size + 7) // 8 - 1), padded_pop.eq(port.tdata)]
+        # A popped record's bytes; POLL's body: the streams holding a record, in LinkQueue's order.
+        record_size = Mux(op == Op.POP_REPORT, report_bytes(), Mux(op == Op.POP_ACK, ack_bytes(), pop_length))
+        waiting = Cat(self.report.tvalid, self.ack.tvalid, self.exceptions.tvalid, *(port.tvalid for port in pops))
+        assert len(waiting) == len(LinkQueue)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -340,6 +348,7 @@ class ControlLink(wiring.Component):
                             for code, words in record_words.items():
                                 with m.If(op == code):
                                     m.d.sync += fill_last.eq(words - 1)
+                            m.d.sync += record_word.eq(0)
                             m.next = "FILL"
                     with m.Case(Op.POP_EXCEPTION):
                         with m.If(~no_data):
@@ -366,8 +375,14 @@ class ControlLink(wiring.Component):
                         with m.Elif(~pop_valid):
                             respond(Status.EMPTY)
                         with m.Else():
-                            m.d.sync += fill_last.eq(pop_words)
+                            m.d.sync += [fill_last.eq(pop_words), record_word.eq(0)]
                             m.next = "FILL"
+                    with m.Case(Op.POLL):
+                        with m.If(no_data):
+                            m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(0), hold_write.data.eq(waiting)]
+                            respond(Status.OK, POLL_BODY_BYTES)
+                        with m.Else():
+                            respond(Status.BAD_REQUEST)
                     with m.Default():
                         respond(Status.BAD_REQUEST)
 
@@ -432,34 +447,45 @@ class ControlLink(wiring.Component):
                     with m.Else():
                         m.next = "MEM_WRITE"
 
-            # Records and counters into the hold RAM, a word a clock; the record is taken on the last.
+            # Records and counters into the hold RAM, a word a clock; the record is taken on its last word.
+            # A pop goes on with the next record while one waits and fits in `length` bytes and the hold
+            # RAM (hdl.abi.Op.POP_REPORT): records start at whole words, `index` is the next word.
             with m.State("FILL"):
                 m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(index)]
                 with m.Switch(op):
                     with m.Case(Op.POP_REPORT):
-                        m.d.comb += hold_write.data.eq(padded_report.word_select(index[:3], 64))
+                        m.d.comb += hold_write.data.eq(padded_report.word_select(record_word, 64))
                     with m.Case(Op.POP_ACK):
                         m.d.comb += hold_write.data.eq(self.ack.tdata)
                     with m.Case(Op.POP_RECORD):
-                        m.d.comb += hold_write.data.eq(padded_pop.word_select(index[:3], 64))
+                        m.d.comb += hold_write.data.eq(padded_pop.word_select(record_word, 64))
                     with m.Default():
-                        m.d.comb += hold_write.data.eq(counters.word_select(index[:3], 64))
-                m.d.sync += index.eq(index + 1)
-                with m.If(index == fill_last):
+                        m.d.comb += hold_write.data.eq(counters.word_select(record_word, 64))
+                m.d.sync += [index.eq(index + 1), record_word.eq(record_word + 1)]
+                with m.If(record_word == fill_last):
+                    m.d.sync += record_word.eq(0)
                     with m.Switch(op):
                         with m.Case(Op.POP_REPORT):
                             m.d.comb += self.report.tready.eq(1)
-                            respond(Status.OK, report_bytes())
                         with m.Case(Op.POP_ACK):
                             m.d.comb += self.ack.tready.eq(1)
-                            respond(Status.OK, ack_bytes())
                         with m.Case(Op.POP_RECORD):
                             for port, code in zip(pops, TxOutput):
                                 with m.If(address == code):
                                     m.d.comb += port.tready.eq(1)
-                            respond(Status.OK, pop_length)
-                        with m.Default():
-                            respond(Status.OK, len(self.mac_counters.as_value()) // 8)
+                    with m.If(op == Op.MAC_COUNTERS):
+                        respond(Status.OK, len(self.mac_counters.as_value()) // 8)
+                    with m.Else():
+                        m.next = "FILL_NEXT"
+            # The stream shows its next record (or none) the clock after one was taken.
+            with m.State("FILL_NEXT"):
+                next_valid = Mux(op == Op.POP_REPORT, self.report.tvalid,
+                                 Mux(op == Op.POP_ACK, self.ack.tvalid, pop_valid))
+                ends = (index << 3) + record_size          # bytes once the next record is in
+                with m.If(next_valid & (ends <= length) & (ends <= self._hold_bytes)):
+                    m.next = "FILL"
+                with m.Else():
+                    respond(Status.OK, (index << 3) - ((fill_last + 1) << 3) + record_size)   # the last unpadded
 
             # An exception packet into the hold RAM from word 1; its header into word 0 after it.
             with m.State("EXCEPTION"):

@@ -17,7 +17,7 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from driver.link import AsyncLink, LinkStatusError, LinkTimeout
-from hdl.abi import (REQUEST_DATA_BYTES, Op, Status, TxInput, TxOutput, ack_bytes, exception_record_layout,
+from hdl.abi import (REQUEST_DATA_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, ack_bytes, exception_record_layout,
                      register_map, report_bytes, tx_input_bytes, tx_output_bytes)
 from hdl.bus.register_file import DEVICE_ID, RegisterFile
 from hdl.link.host_memory import HostMemory
@@ -138,7 +138,7 @@ def test_registers_memory_and_ping():
                 await link.read_memory(100, len(payload)), await link.read_memory(MEMORY_BYTES - 8, 8))
 
     info, device_id, ip, readback, top = bench.run(main)["value"]
-    assert (info.version, info.memory_bytes, info.request_data_bytes) == (2, MEMORY_BYTES, REQUEST_DATA_BYTES)
+    assert (info.version, info.memory_bytes, info.request_data_bytes) == (3, MEMORY_BYTES, REQUEST_DATA_BYTES)
     assert device_id == DEVICE_ID
     assert ip == 0x0A000002
     assert readback == payload
@@ -279,6 +279,66 @@ def test_transmit_records_pushed_and_popped():
         expected_pops += [value.to_bytes(size, "little") for value in outputs[output]]
     assert outcome["popped"] == expected_pops + [None]
     assert outcome["statuses"] == [Status.BAD_REQUEST] * 3
+
+
+def _batch(records: list[bytes], limit: int, hold_bytes: int) -> list[bytes]:
+    """The records a pop takes by hdl.abi's rule, written out here: each but the last padded to a multiple
+    of 8 bytes, as many as fit in `limit` bytes and the hold RAM, one at least."""
+    taken = []
+    while records and (not taken or len(taken) * ((len(records[0]) + 7) // 8 * 8) + len(records[0])
+                                    <= min(limit, hold_bytes)):
+        taken.append(records.pop(0))
+    return taken
+
+
+def test_batched_pops_and_poll():
+    """A pop takes every record waiting that fits in its `length` and the hold RAM, one at least; POLL flags
+    the streams holding a record. With damaged responses, a retried pop answers the same records: each is
+    popped exactly once."""
+    hold_bytes = 128
+    bench = Bench(hold_bytes=hold_bytes)
+    rng = random.Random(5)
+    reports = [rng.randbytes(report_bytes()) for _ in range(5)]
+    acks = [rng.randbytes(ack_bytes()) for _ in range(10)]
+    completions = [rng.randbytes(tx_output_bytes()[TxOutput.COMPLETION]) for _ in range(3)]
+    refused = [rng.randbytes(tx_output_bytes()[TxOutput.READ_RESPONSE_REFUSED])]
+    report_pops = (1000, 0, 111, 1000)          # hold RAM: 2; one; 56 + 55 bytes: 2; none left
+    ack_pops = (31, 30, 1000, 8)                 # 8 x 3 + 7 bytes: 4; 3; the 3 left; none
+    completion_pops = (14, 0, 100)
+
+    async def main(ctx, link):
+        await ctx.tick().repeat(10)
+        outcome = {"polls": [await link.poll()]}
+        outcome["reports"] = [await link.pop_reports(limit) for limit in report_pops]
+        outcome["acks"] = [await link.pop_acks(limit) for limit in ack_pops]
+        outcome["polls"].append(await link.poll())
+        outcome["completions"] = [await link.pop_records(TxOutput.COMPLETION, limit) for limit in completion_pops]
+        outcome["refused"] = await link.pop_records(TxOutput.READ_RESPONSE_REFUSED, 1000)
+        outcome["polls"].append(await link.poll())
+        outcome["bad"] = (await link.call(Op.POLL, 0, 0, b"\x00")).status
+        return outcome
+
+    sources = [_record_source(bench.link.report, [int.from_bytes(r, "little") for r in reports]),
+               _record_source(bench.link.ack, [int.from_bytes(r, "little") for r in acks]),
+               _record_source(bench.link.completions, [int.from_bytes(r, "little") for r in completions]),
+               _record_source(bench.link.read_responses_refused, [int.from_bytes(r, "little") for r in refused])]
+    faults = {position: "flip" for position in range(40, 700, 97)}
+    result = bench.run(main, background=sources, faults={"response_faults": faults})
+    outcome = result["value"]
+    assert result["link"].client.retried >= 3
+    remaining = list(reports)
+    assert outcome["reports"] == [_batch(remaining, limit, hold_bytes) for limit in report_pops]
+    assert [len(batch) for batch in outcome["reports"]] == [2, 1, 2, 0]
+    remaining = list(acks)
+    assert outcome["acks"] == [_batch(remaining, limit, hold_bytes) for limit in ack_pops]
+    assert [len(batch) for batch in outcome["acks"]] == [4, 3, 3, 0]
+    remaining = list(completions)
+    assert outcome["completions"] == [_batch(remaining, limit, hold_bytes) for limit in completion_pops]
+    assert outcome["refused"] == refused
+    assert outcome["polls"] == [LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.COMPLETION
+                                | LinkQueue.READ_RESPONSE_REFUSED,
+                                LinkQueue.COMPLETION | LinkQueue.READ_RESPONSE_REFUSED, LinkQueue(0)]
+    assert outcome["bad"] == Status.BAD_REQUEST
 
 
 @pytest.mark.parametrize("direction", [pytest.param("request", marks=pytest.mark.slow), "response"])
