@@ -15,7 +15,7 @@ on an asynchronous transport (a simulated UART, in the tests)::
 
     link = open_serial_link("/dev/ttyUSB1", 3_000_000)   # serial.Serial, then a PING
     link.write_register(0x010, 0x00000002)
-    record = link.pop_report()
+    records = link.pop_reports(1024)   # every report waiting, up to 1024 bytes of them
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from typing import Any, Protocol
 from driver.errors import DriverError
 from hdl.abi import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC, MAC_RX_EVENTS,
                      MAC_TX_EVENTS, MAX_READ_BYTES, PING_BODY_BYTES, REQUEST_DATA_BYTES, RESPONSE_FLAG,
-                     RESPONSE_HEADER_BYTES, Op, Status, TxInput, TxOutput, tx_input_bytes)
+                     POLL_BODY_BYTES, RESPONSE_HEADER_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, ack_bytes,
+                     report_bytes, tx_input_bytes, tx_output_bytes)
 
 __all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
            "Exchanged", "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
@@ -269,26 +270,54 @@ class LinkClient:
         for offset in range(0, len(data), CHUNK_BYTES):
             yield from self._ok(Op.MEM_WRITE, address + offset, data=data[offset:offset + CHUNK_BYTES])
 
-    def _pop(self, op: Op, address: int = 0) -> Exchange:
-        response = yield from self.call(op, address)
+    def _pop(self, op: Op, record_bytes: int, address: int = 0, limit: int = 0) -> Exchange:
+        """The records a pop took (`hdl.abi.pop_body_bytes`: as many as wait and fit in ``limit`` bytes, one
+        at least), [] if none waited."""
+        response = yield from self.call(op, address, limit)
         if response.status == Status.EMPTY:
-            return None
+            return []
         if response.status != Status.OK:
             raise LinkStatusError(op, response.status)
-        return response.body
+        body, stride = response.body, (record_bytes + 7) // 8 * 8
+        if len(body) < record_bytes or (len(body) - record_bytes) % stride or len(body) > max(limit, record_bytes):
+            raise LinkError(f"{op.name}: a body of {len(body)} bytes is no run of {record_bytes}-byte records"
+                            f" within {limit} bytes")
+        return [body[offset:offset + record_bytes] for offset in range(0, len(body), stride)]
+
+    def pop_reports(self, limit: int = 0) -> Exchange:
+        """Report records' bytes (``hdl.abi.report_layout``) in one request: as many as wait and fit in
+        ``limit`` bytes (one at least), [] if none waits."""
+        return (yield from self._pop(Op.POP_REPORT, report_bytes(), limit=limit))
+
+    def pop_acks(self, limit: int = 0) -> Exchange:
+        """Ack records' bytes (``hdl.abi.ack_layout``) in one request, as :meth:`pop_reports`."""
+        return (yield from self._pop(Op.POP_ACK, ack_bytes(), limit=limit))
 
     def pop_report(self) -> Exchange:
         """The next report record's bytes (``hdl.abi.report_layout``), or None."""
-        return (yield from self._pop(Op.POP_REPORT))
+        records = yield from self.pop_reports()
+        return records[0] if records else None
 
     def pop_ack(self) -> Exchange:
         """The next ack record's bytes (``hdl.abi.ack_layout``), or None."""
-        return (yield from self._pop(Op.POP_ACK))
+        records = yield from self.pop_acks()
+        return records[0] if records else None
+
+    def poll(self) -> Exchange:
+        """The record streams that hold a record (:class:`hdl.abi.LinkQueue`), in one request."""
+        body = yield from self._ok(Op.POLL)
+        if len(body) != POLL_BODY_BYTES:
+            raise LinkError(f"POLL: a body of {len(body)} bytes, not {POLL_BODY_BYTES}")
+        return LinkQueue(int.from_bytes(body, "little") & sum(LinkQueue))
 
     def pop_exception(self) -> Exchange:
-        body = yield from self._pop(Op.POP_EXCEPTION)
-        if body is None:
+        """The next exception packet, or None (one a request: packets are as long as frames)."""
+        response = yield from self.call(Op.POP_EXCEPTION)
+        if response.status == Status.EMPTY:
             return None
+        if response.status != Status.OK:
+            raise LinkStatusError(Op.POP_EXCEPTION, response.status)
+        body = response.body
         record, kept, flags = struct.unpack("<IHB", body[:7])
         data = body[EXCEPTION_HEADER_BYTES:]
         if len(data) != kept:
@@ -312,9 +341,16 @@ class LinkClient:
             raise LinkStatusError(Op.PUSH_RECORD, response.status)
         return True
 
+    def pop_records(self, output: TxOutput, limit: int = 0) -> Exchange:
+        """Records' bytes of one of the transmit engine's record streams in one request, as
+        :meth:`pop_reports`."""
+        output = TxOutput(output)
+        return (yield from self._pop(Op.POP_RECORD, tx_output_bytes()[output], output, limit))
+
     def pop_record(self, output: TxOutput) -> Exchange:
         """The next record's bytes of one of the transmit engine's record streams, or None."""
-        return (yield from self._pop(Op.POP_RECORD, TxOutput(output)))
+        records = yield from self.pop_records(output)
+        return records[0] if records else None
 
     def mac_counters(self) -> Exchange:
         body = yield from self._ok(Op.MAC_COUNTERS)

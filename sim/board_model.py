@@ -28,11 +28,12 @@ from collections import deque
 
 from driver.link import ExceptionPacket, LinkInfo, SlipFrames, slip_encode
 from driver.records import record_bytes, record_fields
-from hdl.abi import (CRC_BYTES, DEVICE_ID, ID_OFFSET, LINK_MAGIC, LINK_VERSION,
+from hdl.abi import (CRC_BYTES, DEVICE_ID, HOLD_BYTES, ID_OFFSET, LINK_MAGIC, LINK_VERSION, LinkQueue,
                      MAC_RX_EVENTS, MAC_TX_EVENTS, PARAMS_OFFSET, REPLAYED_OPS, REQUEST_DATA_BYTES,
                      REQUEST_HEADER_BYTES, RESPONSE_FLAG, TX_REGISTER_BASE, ExceptionSource, Op, ReportKind, Status,
                      TxInput, TxOutput, ack_layout, completion_layout, control_request_layout, read_response_layout,
-                     register_map, report_layout, tsn_request_layout, tx_input_bytes, tx_register_map,
+                     register_map, report_layout, tsn_request_layout, tx_input_bytes, tx_register_map, ack_bytes,
+                     pop_body_bytes, report_bytes, tx_output_bytes,
                      work_request_layout)
 from hdl.bus.register_file import COMMIT_OFFSET
 from model.ddp.memory import Access, SparseMemory
@@ -105,21 +106,50 @@ class ModelControl:
         assert 0 <= address and address + len(data) <= MEMORY_BYTES
         self.board.memory.write(address, data)
 
-    def _pop(self, queue: deque):
+    def _pop(self, queue: deque, record_bytes: int, limit: int) -> list:
+        """As many records as wait and fit in `limit` bytes and the hold RAM (`hdl.abi.pop_body_bytes`), one
+        at least."""
         self.operations += 1
-        return queue.popleft() if queue else None
+        records = []
+        while queue and (not records or pop_body_bytes(record_bytes, len(records) + 1) <= min(limit, HOLD_BYTES)):
+            records.append(queue.popleft())
+        return records
+
+    def pop_reports(self, limit: int = 0) -> list[bytes]:
+        return self._pop(self.board.reports, report_bytes(), limit)
+
+    def pop_acks(self, limit: int = 0) -> list[bytes]:
+        return self._pop(self.board.acks, ack_bytes(), limit)
+
+    def pop_records(self, output: TxOutput, limit: int = 0) -> list[bytes]:
+        output = TxOutput(output)
+        return self._pop(self.board.tx_records[output], tx_output_bytes()[output], limit)
 
     def pop_report(self) -> bytes | None:
-        return self._pop(self.board.reports)
+        return next(iter(self.pop_reports()), None)
 
     def pop_ack(self) -> bytes | None:
-        return self._pop(self.board.acks)
-
-    def pop_exception(self) -> ExceptionPacket | None:
-        return self._pop(self.board.exceptions)
+        return next(iter(self.pop_acks()), None)
 
     def pop_record(self, output: TxOutput) -> bytes | None:
-        return self._pop(self.board.tx_records[TxOutput(output)])
+        return next(iter(self.pop_records(output)), None)
+
+    def pop_exception(self) -> ExceptionPacket | None:
+        self.operations += 1
+        return self.board.exceptions.popleft() if self.board.exceptions else None
+
+    def poll(self) -> LinkQueue:
+        self.operations += 1
+        board = self.board
+        waiting = LinkQueue(0)
+        for flag, queue in ((LinkQueue.REPORT, board.reports), (LinkQueue.ACK, board.acks),
+                            (LinkQueue.EXCEPTION, board.exceptions),
+                            (LinkQueue.COMPLETION, board.tx_records[TxOutput.COMPLETION]),
+                            (LinkQueue.TSN_REFUSED, board.tx_records[TxOutput.TSN_REFUSED]),
+                            (LinkQueue.READ_RESPONSE_REFUSED, board.tx_records[TxOutput.READ_RESPONSE_REFUSED])):
+            if queue:
+                waiting |= flag
+        return waiting
 
     def push_record(self, stream: TxInput, record: bytes) -> bool:
         self.operations += 1
@@ -232,9 +262,15 @@ class ModelSerial:
             control.write_memory(address, data)
             return Status.OK, b""
         if op in (Op.POP_REPORT, Op.POP_ACK, Op.POP_RECORD):
-            record = (control.pop_report() if op == Op.POP_REPORT else control.pop_ack() if op == Op.POP_ACK
-                      else control.pop_record(TxOutput(address)))
-            return (Status.EMPTY, b"") if record is None else (Status.OK, record)
+            if data or (op == Op.POP_RECORD and address not in TxOutput._value2member_map_):
+                return Status.BAD_REQUEST, b""
+            records = (control.pop_reports(length) if op == Op.POP_REPORT else control.pop_acks(length)
+                       if op == Op.POP_ACK else control.pop_records(TxOutput(address), length))
+            # Each record but the last padded to whole 8-byte words (hdl.abi.pop_body_bytes).
+            body = b"".join(record + bytes(-len(record) % 8) for record in records[:-1]) + b"".join(records[-1:])
+            return (Status.OK, body) if records else (Status.EMPTY, b"")
+        if op == Op.POLL:
+            return (Status.BAD_REQUEST, b"") if data else (Status.OK, struct.pack("<I", control.poll()))
         if op == Op.POP_EXCEPTION:
             packet = control.pop_exception()
             if packet is None:

@@ -72,9 +72,10 @@ from driver.records import (control_request_fields, read_response_fields, record
                             receive_row_writes, segment_verdict, tsn_request_fields, tx_association_fields,
                             work_request_fields)
 from hdl.abi import (DEVICE_ID, ID_OFFSET, PARAMS_OFFSET, TX_REGISTER_BASE, AckDisposition, CompletionStatus,
-                     ExceptionSource, ReportKind, TxInput, TxOutput, ack_layout, completion_layout,
+                     ExceptionSource, LinkQueue, ReportKind, TxInput, TxOutput, ack_layout, completion_layout,
                      control_request_layout, exception_record_layout, read_response_layout, register_map,
-                     report_layout, tsn_request_layout, tx_register_map, work_request_layout)
+                     pop_body_bytes, report_layout, tsn_request_layout, tx_output_bytes, tx_register_map,
+                     work_request_layout)
 from model.ddp.memory import Access, SparseMemory
 from model.engine.config import ReceiveConfig
 from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
@@ -94,8 +95,11 @@ DEFAULT_BAUD = 3_000_000
 """The ECPIX-5 build's UART (`boards.ecpix5_top.DEFAULT_BAUD`)."""
 POLL_SECONDS = 0.001
 """Sleep between two services of the fabric while a wait is not satisfied."""
-RECORDS_PER_ROUND = 32
-"""Records of each stream popped in one service at most."""
+RECORD_BATCH_BYTES = 2048
+"""The body bytes one pop of reports, acks or transmit records asks for (`hdl.abi.pop_body_bytes`): about 7 ms
+of the 3 Mbaud link, and one request's header and CRC for some 36 reports or 256 acks."""
+EXCEPTIONS_PER_ROUND = 32
+"""Exception packets popped in one service at most (a request each: they are as long as frames)."""
 PACING_SECONDS = 10.0
 """Wall-clock seconds a pushed request's frames, or a full request stream's room, may take."""
 BUFFER_ALIGNMENT = 64
@@ -234,14 +238,17 @@ class BoardTransmit:
             self._until(lambda: self._frames_sent() >= frames,
                         lambda: f"the board sent {self._frames_sent()} frames, its model {frames}")
 
-    def poll(self) -> None:
-        """Pop the completions and refusals the model has sent and the board not yet; each must be the
-        model's."""
+    def poll(self, waiting: LinkQueue) -> None:
+        """Pop the completions and refusals the model has sent and the board not yet, from the streams that
+        hold records (`waiting`, a POLL's answer), each in one request; each must be the model's."""
         for output, expected in self._expected.items():
-            while expected:
-                body = self._control.pop_record(output)
-                if body is None:
-                    break
+            if not (expected and waiting & _OUTPUT_FLAG[output]):
+                continue
+            limit = pop_body_bytes(tx_output_bytes()[output], len(expected))
+            for body in self._control.pop_records(output, limit):
+                if not expected:
+                    raise BoardMismatch(f"the board's transmit engine gave {_tx_event(output, body)} beyond its"
+                                        " model's")
                 event = _tx_event(output, body)
                 wanted = expected.popleft()
                 if event != wanted:
@@ -270,6 +277,10 @@ class BoardTransmit:
             if time.monotonic() > deadline:
                 raise BoardError(f"{problem()} for {PACING_SECONDS:g} s")
             time.sleep(POLL_SECONDS)
+
+
+_OUTPUT_FLAG = {TxOutput.COMPLETION: LinkQueue.COMPLETION, TxOutput.TSN_REFUSED: LinkQueue.TSN_REFUSED,
+                TxOutput.READ_RESPONSE_REFUSED: LinkQueue.READ_RESPONSE_REFUSED}
 
 
 def _tx_event(output: TxOutput, body: bytes) -> Completion | RefusedRead | RefusedTsn:
@@ -302,9 +313,7 @@ class BoardEnd:
         self.map = register_map(self.associations, self.stream_ids, self.regions)
         self.truncated = 0
         self._raw_sent = 0
-        self._rx_seen = 0
         self._tx_base = 0
-        self._more = True
         self._reports_waiting = 0
         self._reset(local_mac, local_ip)
         self.transmit = BoardTransmit(control, TransmitConfig(
@@ -334,7 +343,7 @@ class BoardEnd:
             while control.pop_record(output) is not None:
                 pass
         counters = control.mac_counters()
-        self._rx_seen, self._tx_base = counters["rx_frames"], counters["tx_frames"]
+        self._tx_base = counters["tx_frames"]
 
     def engine_frames_sent(self) -> int:
         """Frames the transmit engine has sent since the opening: the MAC's, less the host's own."""
@@ -345,29 +354,23 @@ class BoardEnd:
 
     def poll(self, host: EngineRnic, now: float) -> None:
         """Hand host A the records of the frames that arrived since the last poll, and the transmit engine's
-        completions."""
-        rx_frames = self.control.mac_counters()["rx_frames"]
-        arrived, self._rx_seen = rx_frames != self._rx_seen, rx_frames
-        if arrived or self._more:
-            self._more = self._records(host, now)
-        self.transmit.poll()
+        completions: one POLL says which streams hold records, and only those are popped."""
+        waiting = self.control.poll()
+        if waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
+            self._records(host, now, waiting)
+        self.transmit.poll(waiting)
 
-    def _pop_all(self, pop: Callable[[], Any]) -> list:
-        items = []
-        while len(items) < RECORDS_PER_ROUND:
-            item = pop()
-            if item is None:
-                break
-            items.append(item)
-        return items
-
-    def _records(self, host: EngineRnic, now: float) -> bool:
+    def _records(self, host: EngineRnic, now: float, waiting: LinkQueue) -> None:
         control = self.control
-        reports = self._pop_all(control.pop_report)
-        exceptions = self._pop_all(control.pop_exception)
-        acks = self._pop_all(control.pop_ack)
+        reports = control.pop_reports(RECORD_BATCH_BYTES) if waiting & LinkQueue.REPORT else []
+        # A report's chunks and acks were queued before it: popped after it, they are in this round.
+        exceptions = []
+        if reports or waiting & LinkQueue.EXCEPTION:
+            while len(exceptions) < EXCEPTIONS_PER_ROUND and (packet := control.pop_exception()) is not None:
+                exceptions.append(packet)
+        acks = control.pop_acks(RECORD_BATCH_BYTES) if reports or waiting & LinkQueue.ACK else []
         if not (reports or exceptions or acks):
-            return False
+            return
         output = EngineOutput()
         for packet in exceptions:
             if packet.truncated:
@@ -392,7 +395,6 @@ class BoardEnd:
         output.reports_waiting = self._reports_waiting
         if output.chunks or output.acks or output.reports or output.chunk_errors:
             host.engine_output(output, now)
-        return True
 
     # -- host A's work out ----------------------------------------------------------------------
 

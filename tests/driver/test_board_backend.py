@@ -219,3 +219,32 @@ def test_the_board_listens_on_two_ports():
     engine, and the association's row carries the port they came to."""
     _, fabric = open_board()
     fabric.backend.run(lambda: two_listening_ports(fabric))
+
+
+def test_model_board_link_batches_pops_as_the_abi_says():
+    """The model board's link, under the driver's SerialLink: a pop takes what waits and fits in its length
+    (each record but the last padded to 8 bytes, hdl.abi), one at least; POLL flags what waits (the same
+    scenario as the gateware's tests/hdl/link/test_link.py)."""
+    import random
+
+    from driver.link import SerialLink
+    from hdl.abi import LinkQueue, ack_bytes, report_bytes, tx_output_bytes
+
+    board = ModelBoard(MACS[Side.A], IPS[Side.A])
+    rng = random.Random(5)
+    reports = [rng.randbytes(report_bytes()) for _ in range(5)]
+    acks = [rng.randbytes(ack_bytes()) for _ in range(10)]
+    completions = [rng.randbytes(tx_output_bytes()[TxOutput.COMPLETION]) for _ in range(3)]
+    board.reports.extend(reports)
+    board.acks.extend(acks)
+    board.tx_records[TxOutput.COMPLETION].extend(completions)
+    link = SerialLink(board.serial, baud=3e6, latency=0.0)
+    assert link.poll() == LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.COMPLETION
+    # 56-byte strides: 0 bytes takes one, 56 + 55 two, 1000 the two left.
+    assert [link.pop_reports(limit) for limit in (0, 111, 1000, 1000)] == [reports[:1], reports[1:3], reports[3:], []]
+    # 8-byte strides: 8 x 3 + 7 bytes take four, 30 three, then the three left.
+    assert [link.pop_acks(limit) for limit in (31, 30, 1000)] == [acks[:4], acks[4:7], acks[7:]]
+    assert link.poll() == LinkQueue.COMPLETION
+    assert link.pop_records(TxOutput.COMPLETION, 14) == completions[:2]
+    assert link.pop_record(TxOutput.COMPLETION) == completions[2]
+    assert link.poll() == LinkQueue(0)
