@@ -293,12 +293,33 @@ Event = Union[
 ]
 
 
+@dataclass(frozen=True)
+class EngineSegment:
+    """A DDP segment a transmit engine builds and reads from host memory itself (`send_segment`): the
+    session numbers it like any other (RFC 5043 5.2.2) but holds its length, never its bytes."""
+
+    length: int
+    """Bytes of the DDP segment, header and payload."""
+
+
+@dataclass(frozen=True)
+class EngineChunk:
+    """The user data of an `EngineSegment`'s DATA chunk (RFC 5043 5.2.2): its DDP-SSN and, as a length
+    (``len()``), the 2-byte DDP-SSN and the segment that the engine sends."""
+
+    ddp_ssn: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
 class Message(NamedTuple):
     """One DATA chunk's user data for the LLP: sent unordered and unfragmented (RFC 5043 9, 10)."""
 
     stream_id: int
     ppid: int
-    payload: bytes
+    payload: bytes | EngineChunk
 
 
 # -- internal state ----------------------------------------------------------------
@@ -313,7 +334,7 @@ class _Kind(Enum):
 @dataclass
 class _Outgoing:
     kind: _Kind
-    body: bytes
+    body: bytes | EngineSegment
     function: FunctionCode = FunctionCode.TERMINATE  # CONTROL only
 
 
@@ -444,9 +465,10 @@ class DdpSessions:
         submitted on an open session; a pending Initiate so answered is a 6.4 non-ULP reject."""
         self._call(stream_id, SessionInput.USER_TERMINATE)
 
-    def send_segment(self, stream_id: int, segment: bytes) -> None:
+    def send_segment(self, stream_id: int, segment: bytes | EngineSegment) -> None:
         """Queue one DDP segment (RFC 5043 5.2.2); it is sent with the next DDP-SSN once the session
-        is open and fewer than 32767 chunks of the stream are unacknowledged (RFC 5043 10)."""
+        is open and fewer than 32767 chunks of the stream are unacknowledged (RFC 5043 10). An
+        `EngineSegment` leaves as an `EngineChunk`."""
         self._call(stream_id, SessionInput.USER_SEGMENT, segment)
 
     # -- LLP input -------------------------------------------------------------
@@ -804,7 +826,7 @@ class DdpSessions:
 
     def _queue_segment(self, session: _Session, stream_id: int, stream: _Stream, segment: bytes) -> None:
         """RFC 5043 5.2.2, 10: queued now, numbered and sent once the session is open."""
-        session.queue.append(_Outgoing(_Kind.SEGMENT, bytes(segment)))
+        session.queue.append(_Outgoing(_Kind.SEGMENT, segment if isinstance(segment, EngineSegment) else bytes(segment)))
         self._pump(stream_id, stream)
 
     def _violation(
@@ -865,6 +887,8 @@ class DdpSessions:
                 session.control_confirmed = False
                 payload = SessionControl(ssn, item.function, item.body).encode()
                 self._outbox.append(Message(stream_id, PPID_DDP_SESSION_CONTROL, payload))
+            elif isinstance(item.body, EngineSegment):
+                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, EngineChunk(ssn, 2 + item.body.length)))
             else:
                 self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, DdpSegmentChunkData(ssn, item.body).encode()))
 

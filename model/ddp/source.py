@@ -132,6 +132,13 @@ class DdpSource:
         self._next_msn[qn] = (msn + 1) & 0xFFFFFFFF
         return segments
 
+    def segment_lengths(self, length: int, tagged: bool) -> list[int]:
+        """The bytes of each segment (header and payload) of a message of `length` bytes at this stream's MULPDU,
+        without reading it (RFC 5041 5.2)."""
+        header = TAGGED_HEADER_LENGTH if tagged else UNTAGGED_HEADER_LENGTH
+        per_segment = _payload_per_segment(self.mulpdu, header)
+        return [header + min(per_segment, length - offset) for offset in range(0, length, per_segment)] or [header]
+
     def segment_count(self, length: int, tagged: bool) -> int:
         """How many segments a message of `length` bytes takes at this stream's MULPDU (RFC 5041 5.2)."""
         header = TAGGED_HEADER_LENGTH if tagged else UNTAGGED_HEADER_LENGTH

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 from model.ddp.segment import DdpSegment
@@ -187,6 +187,8 @@ class _OutboundMessage:
     completion: WorkCompleted | None = None
     responds_to_read: bool = False
     outbound: Outbound | None = None
+    lengths: list[int] = field(default_factory=list)
+    """The bytes of each segment (header and payload), known without reading the payload."""
 
 
 class RdmapEndpoint:
@@ -249,7 +251,7 @@ class RdmapEndpoint:
         self._check_usable()
         segments = self.source.tagged_segments(self._reader(local_address, length), length, remote_stag, remote_to,
                                                tagged_rsvd_ulp(Opcode.RDMA_WRITE))
-        return self._queue_work(Opcode.RDMA_WRITE, segments, self.source.segment_count(length, tagged=True), length,
+        return self._queue_work(Opcode.RDMA_WRITE, segments, True, length,
                                 Outbound(Opcode.RDMA_WRITE, length, local_address, remote_stag, remote_to))
 
     def post_send(
@@ -269,7 +271,7 @@ class RdmapEndpoint:
         rsvd_ulp = untagged_rsvd_ulp(opcode, invalidate_stag or 0)
         segments = self.source.untagged_segments(self._reader(local_address, length), length, QueueNumber.SEND,
                                                  rsvd_ulp)
-        return self._queue_work(opcode, segments, self.source.segment_count(length, tagged=False), length,
+        return self._queue_work(opcode, segments, False, length,
                                 Outbound(opcode, length, local_address, invalidate_stag=invalidate_stag or 0))
 
     def post_read(self, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int) -> int:
@@ -307,15 +309,16 @@ class RdmapEndpoint:
                 self._inbound_reads_outstanding -= 1
         return out
 
-    def take_message(self) -> tuple[Outbound, list[bytes], WorkCompleted | None] | None:
-        """The next outbound message whole, for a transmit engine that segments it itself: what it is, its
-        segments (read from memory now, as the engine will send them) and the completion the caller
-        reports once the peer has the message (RFC 5041 5.4), instead of `data_to_send()`'s."""
+    def take_message(self) -> tuple[Outbound, list[int], WorkCompleted | None] | None:
+        """The next outbound message whole, for a transmit engine that segments it and reads its payload
+        itself: what it is, the bytes of each of its segments (header and payload: nothing is read from
+        memory here) and the completion the caller reports once the peer has the message (RFC 5041 5.4),
+        instead of `data_to_send()`'s."""
         if not self._outbound:
             return None
         message = self._outbound.popleft()
         assert message.outbound is not None
-        segments = list(message.segments)
+        segments = message.lengths
         if message.responds_to_read:
             self._inbound_reads_outstanding -= 1
         return message.outbound, segments, message.completion
@@ -356,16 +359,18 @@ class RdmapEndpoint:
         self._next_wr_id += 1
         return wr_id
 
-    def _queue_work(self, opcode: Opcode, segments: Iterator[DdpSegment], count: int, length: int,
+    def _queue_work(self, opcode: Opcode, segments: Iterator[DdpSegment], tagged: bool, length: int,
                     outbound: Outbound) -> int:
         wr_id = self._take_wr_id()
-        self._outbound.append(_OutboundMessage((s.encode() for s in segments), count,
-                                               WorkCompleted(wr_id, opcode, length), outbound=outbound))
+        lengths = self.source.segment_lengths(length, tagged)
+        self._outbound.append(_OutboundMessage((s.encode() for s in segments), len(lengths),
+                                               WorkCompleted(wr_id, opcode, length), outbound=outbound, lengths=lengths))
         return wr_id
 
     def _queue_segments(self, segments: list[DdpSegment], outbound: Outbound) -> None:
         """A short message built whole (Read Request, Terminate)."""
-        self._outbound.append(_OutboundMessage(iter([s.encode() for s in segments]), len(segments),
+        encoded = [s.encode() for s in segments]
+        self._outbound.append(_OutboundMessage(iter(encoded), len(encoded), lengths=[len(e) for e in encoded],
                                                outbound=outbound))
 
     def _reader(self, source: Gather, length: int | None = None):
@@ -455,8 +460,8 @@ class RdmapEndpoint:
         segments = self.source.tagged_segments(self._reader(address), request.size, request.sink_stag,
                                                request.sink_to, tagged_rsvd_ulp(Opcode.RDMA_READ_RESPONSE))
         self._inbound_reads_outstanding += 1
-        self._outbound.append(_OutboundMessage((s.encode() for s in segments),
-                                               self.source.segment_count(request.size, tagged=True),
+        lengths = self.source.segment_lengths(request.size, tagged=True)
+        self._outbound.append(_OutboundMessage((s.encode() for s in segments), len(lengths), lengths=lengths,
                                                responds_to_read=True,
                                                outbound=Outbound(Opcode.RDMA_READ_RESPONSE, request.size,
                                                                  address if request.size else None,

@@ -10,8 +10,9 @@ control plane.
   becomes one engine request: a work request for an RDMA Write, a Send, a Read
   Request or a Terminate (its bytes put in host memory first), a Read Response
   record for a Read Response (its Data Source already translated). Its
-  segments still pass through the DDP session (DDP-SSN, RFC 5043 5.2.1; the
-  chunks counted for 6.6) and each becomes `Association.send_offloaded`: the
+  segments still pass through the DDP session as their lengths (`EngineSegment`:
+  DDP-SSN, RFC 5043 5.2.1; the chunks counted for 6.6; the payload is never
+  read by the host) and each becomes `Association.send_offloaded`: the
   association numbers it as the engine will (one TSN space, RFC 4960 6.1) and
   windows it. A session-control message (PPID 17) is a SESSION_CONTROL request;
   the RTR (a zero-length RDMA Write, RFC 6581 1) a zero-length Write.
@@ -44,6 +45,7 @@ from typing import Protocol
 
 from model.ddp.memory import ProtectionDomain, SparseMemory
 from model.ddp.negotiation import RtrType, rtr_segment
+from model.ddp.session import EngineChunk, EngineSegment
 # the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.tx import (
     Completion, ControlOpcode, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig,
@@ -139,11 +141,11 @@ class EngineRnic(OffloadRnic):
                 taken = endpoint.take_message()
                 if taken is None:
                     break
-                outbound, segments, completion = taken
+                outbound, lengths, completion = taken
                 self._queue_post(self._request_of(stream_id, outbound), stream_id, completion)
-                self._segments_due[stream_id] = len(segments)
-                for segment in segments:
-                    self._sessions.send_segment(stream_id, segment)
+                self._segments_due[stream_id] = len(lengths)
+                for length in lengths:   # numbered by the session, read and built by the engine
+                    self._sessions.send_segment(stream_id, EngineSegment(length))
                 self._send_session_messages()
             self._on_rdmap_events(stream_id, endpoint.next_events())
         self._send_session_messages()
@@ -160,7 +162,7 @@ class EngineRnic(OffloadRnic):
                 request = ControlRequest(ControlOpcode.SESSION_CONTROL, ASSOCIATION_INDEX, self._scratch(payload),
                                          len(payload), stream_id, wr_id=self._take_wr_id())
             elif not self._segments_due.get(stream_id, 0):
-                if payload[2:] != rtr_segment(RtrType.WRITE):
+                if isinstance(payload, EngineChunk) or payload[2:] != rtr_segment(RtrType.WRITE):
                     raise RnicError(f"stream {stream_id}: a DDP segment no engine request stands for")
                 # The session's own segment, the RTR (RFC 6581 1): a zero-length RDMA Write to STag 0.
                 request = WorkRequest(WorkOpcode.RDMA_WRITE, ASSOCIATION_INDEX, stream_id, 0, 0,

@@ -248,3 +248,43 @@ def test_model_board_link_batches_pops_as_the_abi_says():
     assert link.pop_records(TxOutput.COMPLETION, 14) == completions[:2]
     assert link.pop_record(TxOutput.COMPLETION) == completions[2]
     assert link.poll() == LinkQueue(0)
+
+
+def test_the_host_never_reads_the_payload_of_what_the_board_sends(monkeypatch):
+    """Issue 29 item 4: the board's transmit engine reads a Write's, Send's or Read Response's payload from
+    the board's memory itself; the host's own memory reads over the link stay in its own areas (the QN 1 and
+    QN 2 buffers, scratch slots, bounce area: `board_memory_map`), never the driver's buffers below them,
+    but for a gather list of several pieces, which the engine's one address makes the host copy into the
+    bounce area (`EngineRnic._gathered`; the end-to-end program's Writes have two SGEs). The program's reads
+    of its regions (`MR.read`, to check what arrived) are the program's, not the host's."""
+    from driver.mr import MR
+    from model.rnic.engine_host import EngineRnic
+
+    board, fabric = open_board()
+    host_reads, gathered, reader = [], [], {"who": None}
+    original = board.control.read_memory
+
+    def recorded(address: int, length: int) -> bytes:
+        {None: host_reads, "gather": gathered, "program": []}[reader["who"]].append((address, length))
+        return original(address, length)
+
+    def as_reader(who: str, function):
+        def call(*args, **kwargs):
+            reader["who"] = who
+            try:
+                return function(*args, **kwargs)
+            finally:
+                reader["who"] = None
+        return call
+    board.control.read_memory = recorded
+    monkeypatch.setattr(MR, "read", as_reader("program", MR.read))
+    monkeypatch.setattr(EngineRnic, "_gathered", as_reader("gather", EngineRnic._gathered))
+    mulpdu = fabric.devices[0].query_device().mulpdu
+    sizes = (1, 3 * mulpdu)
+    fabric.backend.run(lambda: end_to_end_checked(fabric, sizes))
+    layout = board_memory_map(64 * 1024)
+    assert board.tx_frames and host_reads
+    assert all(address >= layout.buffers_end for address, _ in host_reads), sorted(host_reads)[:4]
+    # Each Write of two non-empty halves: the halves, read once each (a 1-byte Write is one piece).
+    assert sorted(length for _, length in gathered) == sorted(
+        length for size in sizes if size >= 2 for length in (size // 2, size - size // 2))

@@ -71,3 +71,19 @@ def test_random_segmentation_reassembles(payload, mulpdu, to):
             buffer[expected : expected + len(segment.payload)] = segment.payload
             expected += len(segment.payload)
         assert bytes(buffer) == payload and expected == len(payload)
+
+
+def test_segment_lengths_without_reading_rfc5041_5_2():
+    """The worked examples above (2048 bytes at MULPDU 1500), as lengths: what a transmit engine will send,
+    known without the payload."""
+    source = DdpSource(1500)
+    assert source.segment_lengths(2048, tagged=False) == [1500, 18 + 566]
+    assert source.segment_lengths(2048, tagged=True) == [1500, 14 + 562]
+    assert source.segment_lengths(0, tagged=True) == [14] and source.segment_lengths(0, tagged=False) == [18]
+
+
+@given(st.integers(0, 5000), st.integers(19, 1600), st.booleans())
+def test_segment_lengths_are_the_encoded_segments(length, mulpdu, tagged):
+    payload = bytes(length)
+    segments = (segment_tagged(payload, 7, 0, mulpdu) if tagged else segment_untagged(payload, 0, 1, mulpdu))
+    assert DdpSource(mulpdu).segment_lengths(length, tagged) == [len(s.encode()) for s in segments]
