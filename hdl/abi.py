@@ -763,7 +763,7 @@ class Op(enum.IntEnum):
     MEM_WRITE = 0x04      #: address: host-memory address, data: the bytes
     POP_REPORT = 0x05     #: body: report records (``hdl.abi.report_bytes()`` bytes each; see below), or status EMPTY
     POP_ACK = 0x06        #: body: ack records (``hdl.abi.ack_bytes()`` bytes each; see below), or status EMPTY
-    POP_EXCEPTION = 0x07  #: body: EXCEPTION_HEADER_BYTES then the packet, or status EMPTY
+    POP_EXCEPTION = 0x07  #: body: packets, each EXCEPTION_HEADER_BYTES then its bytes (see below), or status EMPTY
     SEND_FRAME = 0x08     #: data: an Ethernet frame without FCS, to the MAC's transmit side
     MAC_COUNTERS = 0x09   #: body: the MAC's counters, u32le each, in MAC_RX_EVENTS + MAC_TX_EVENTS order
     PUSH_RECORD = 0x0A    #: address: a :class:`TxInput`, data: one record of it (``TX_INPUT_BYTES``)
@@ -773,7 +773,10 @@ class Op(enum.IntEnum):
     # POP_REPORT, POP_ACK and POP_RECORD take as many records as wait, one at least, while the body stays
     # within ``length`` bytes and the board's hold RAM: each record padded with zeros to a multiple of 8
     # bytes but the last (`pop_body_bytes`), so a ``length`` of 0 takes one record. One request then
-    # costs a header and a CRC for every record waiting, not for each.
+    # costs a header and a CRC for every record waiting, not for each. POP_EXCEPTION takes the first packet
+    # whatever its length (cut at the hold RAM's end, and flagged so), then the next while one waits and
+    # fits whole, by the length in its record, in ``length`` bytes and the hold RAM: each packet's header
+    # and bytes padded with zeros to a multiple of 8 bytes but the last.
 
 
 class LinkQueue(enum.IntFlag):

@@ -244,6 +244,9 @@ class ControlLink(wiring.Component):
         beat = Signal(axis_payload_layout(width))
         exception_user = Signal(32)
         exception_bytes = Signal(16)
+        packet_base = Signal(range(hold_words))     # the hold word of the current exception packet's header
+        length_field = exception_record_layout()["length"]
+        exception_length_field = slice(length_field.offset, length_field.offset + length_field.width)
         truncated = Signal()
         memory_bytes = self._memory_bytes
         in_memory = Signal()
@@ -356,7 +359,7 @@ class ControlLink(wiring.Component):
                         with m.Elif(~self.exceptions.tvalid):
                             respond(Status.EMPTY)
                         with m.Else():
-                            m.d.sync += [index.eq(0), truncated.eq(0)]
+                            m.d.sync += [packet_base.eq(0), index.eq(1), truncated.eq(0)]
                             m.next = "EXCEPTION"
                     with m.Case(Op.SEND_FRAME):
                         with m.If(no_data):
@@ -487,28 +490,38 @@ class ControlLink(wiring.Component):
                 with m.Else():
                     respond(Status.OK, (index << 3) - ((fill_last + 1) << 3) + record_size)   # the last unpadded
 
-            # An exception packet into the hold RAM from word 1; its header into word 0 after it.
+            # An exception packet into the hold RAM from the word after `packet_base`; its header into
+            # that word after it. The next packet follows at the next word while one waits (its length is
+            # in its first beat's tuser) and fits whole in `length` and the hold RAM (hdl.abi.Op.POP_EXCEPTION);
+            # the first is taken whatever its length, cut at the hold RAM's end.
             with m.State("EXCEPTION"):
                 stream_in = self.exceptions
-                m.d.comb += [stream_in.tready.eq(1), hold_write.addr.eq(index + 1),
+                m.d.comb += [stream_in.tready.eq(1), hold_write.addr.eq(index),
                              hold_write.data.eq(stream_in.tdata)]
                 with m.If(stream_in.tvalid):
-                    with m.If(index == 0):
+                    with m.If(index == packet_base + 1):
                         m.d.sync += exception_user.eq(stream_in.tuser)
-                    with m.If(index < hold_words - 1):
+                    with m.If(index < hold_words):
                         m.d.comb += hold_write.en.eq(1)
                     with m.Else():
                         m.d.sync += truncated.eq(1)
                     m.d.sync += index.eq(index + 1)
                     with m.If(stream_in.tlast):
                         kept_lanes = sum(stream_in.tkeep[i] for i in range(width))
-                        m.d.sync += exception_bytes.eq(Mux(index < hold_words - 1, (index << lane_bits) + kept_lanes,
-                                                           (hold_words - 1) * width))
+                        packet_words = index - packet_base - 1
+                        m.d.sync += exception_bytes.eq(Mux(index < hold_words, (packet_words << lane_bits) + kept_lanes,
+                                                           (hold_words - packet_base - 1) * width))
                         m.next = "EXCEPTION_HEADER"
             with m.State("EXCEPTION_HEADER"):
-                m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(0),
+                m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(packet_base),
                              hold_write.data.eq(Cat(exception_user, exception_bytes, truncated, Const(0, 15)))]
-                respond(Status.OK, exception_bytes + 8)
+                next_base = packet_base + 1 + ((exception_bytes + width - 1) >> lane_bits)
+                next_end = (next_base << lane_bits) + 8 + self.exceptions.tuser[exception_length_field]
+                with m.If(self.exceptions.tvalid & ~truncated & (next_end <= length) & (next_end <= self._hold_bytes)):
+                    m.d.sync += [packet_base.eq(next_base), index.eq(next_base + 1)]
+                    m.next = "EXCEPTION"
+                with m.Else():
+                    respond(Status.OK, (packet_base << lane_bits) + 8 + exception_bytes)   # the last unpadded
 
             # A raw frame: bytes from the request buffer packed into beats.
             with m.State("FRAME_READ"):

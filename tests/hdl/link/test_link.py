@@ -341,6 +341,49 @@ def test_batched_pops_and_poll():
     assert outcome["bad"] == Status.BAD_REQUEST
 
 
+def _exception_batch(packets: list[bytes], limit: int, hold_bytes: int) -> list[tuple[bytes, bool]]:
+    """The packets a POP_EXCEPTION takes by hdl.abi's rule, written out here: the first whatever its length
+    (cut at the hold RAM's end less its 8-byte header), then each next that fits whole, header included, in
+    `limit` and the hold RAM, every packet but the last padded to a multiple of 8 bytes."""
+    taken, used = [], 0
+    while packets:
+        end = used + 8 + len(packets[0])
+        if taken and end > min(limit, hold_bytes):
+            break
+        packet = packets.pop(0)
+        kept = packet[:hold_bytes - used - 8]
+        taken.append((kept, len(kept) < len(packet)))
+        used = end + (-end % 8)
+    return taken
+
+
+def test_batched_exception_pops():
+    """POP_EXCEPTION takes the packets that wait and fit whole (by the length in their record) in its length
+    and the hold RAM, one at least, the first cut at the hold RAM's end if it must be."""
+    hold_bytes = 256
+    bench = Bench(hold_bytes=hold_bytes)
+    rng = random.Random(6)
+    sizes = (30, 20, 100, 150, 300, 10, 10, 30)
+    limits = (1000, 0, 1000, 60, 60)          # A B C | D | E (cut) | F G | H
+    packets = [rng.randbytes(size) for size in sizes]
+    layout = exception_record_layout()
+    records = [layout.const({"source": 1, "reason": 3, "association": 1, "length": len(packet)}).as_value().value
+               for packet in packets]
+
+    async def main(ctx, link):
+        await ctx.tick().repeat(10)
+        return [await link.pop_exceptions(limit) for limit in limits] + [await link.pop_exceptions(1000)]
+
+    popped = bench.run(main, background=[_exception_source(bench.link.exceptions,
+                                                           list(zip(records, packets)))])["value"]
+    remaining = list(packets)
+    expected = [_exception_batch(remaining, limit, hold_bytes) for limit in limits] + [[]]
+    assert [[(p.data, p.truncated) for p in batch] for batch in popped] == expected
+    assert [len(batch) for batch in popped] == [3, 1, 1, 2, 1, 0]
+    assert popped[2][0].truncated and len(popped[2][0].data) == hold_bytes - 8
+    assert [p.record for batch in popped for p in batch] == records
+
+
 @pytest.mark.parametrize("direction", [pytest.param("request", marks=pytest.mark.slow), "response"])
 def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
     """Dropped and flipped bytes in either direction: every operation completes, by retry, and each table
