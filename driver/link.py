@@ -310,19 +310,32 @@ class LinkClient:
             raise LinkError(f"POLL: a body of {len(body)} bytes, not {POLL_BODY_BYTES}")
         return LinkQueue(int.from_bytes(body, "little") & sum(LinkQueue))
 
-    def pop_exception(self) -> Exchange:
-        """The next exception packet, or None (one a request: packets are as long as frames)."""
-        response = yield from self.call(Op.POP_EXCEPTION)
+    def pop_exceptions(self, limit: int = 0) -> Exchange:
+        """Exception packets in one request: the first whatever its length, then the next while one waits and
+        fits whole in ``limit`` bytes (``hdl.abi.Op.POP_EXCEPTION``); [] if none waited."""
+        response = yield from self.call(Op.POP_EXCEPTION, 0, limit)
         if response.status == Status.EMPTY:
-            return None
+            return []
         if response.status != Status.OK:
             raise LinkStatusError(Op.POP_EXCEPTION, response.status)
-        body = response.body
-        record, kept, flags = struct.unpack("<IHB", body[:7])
-        data = body[EXCEPTION_HEADER_BYTES:]
-        if len(data) != kept:
-            raise LinkError(f"POP_EXCEPTION: {len(data)} bytes for a packet of {kept}")
-        return ExceptionPacket(record, data, bool(flags & 1))
+        body, packets, offset = response.body, [], 0
+        while offset < len(body):
+            if len(body) - offset < EXCEPTION_HEADER_BYTES:
+                raise LinkError(f"POP_EXCEPTION: {len(body) - offset} bytes left for a packet's header")
+            record, kept, flags = struct.unpack_from("<IHB", body, offset)
+            start = offset + EXCEPTION_HEADER_BYTES
+            if start + kept > len(body):
+                raise LinkError(f"POP_EXCEPTION: {len(body) - start} bytes for a packet of {kept}")
+            packets.append(ExceptionPacket(record, body[start:start + kept], bool(flags & 1)))
+            offset = start + kept + (-kept % 8)
+            if offset >= len(body) and start + kept != len(body):
+                raise LinkError("POP_EXCEPTION: padding after the last packet")
+        return packets
+
+    def pop_exception(self) -> Exchange:
+        """The next exception packet, or None."""
+        packets = yield from self.pop_exceptions()
+        return packets[0] if packets else None
 
     def send_frame(self, frame: bytes) -> Exchange:
         """An Ethernet frame without FCS, out of the board's MAC (which pads it and adds the FCS)."""

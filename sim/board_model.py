@@ -28,10 +28,10 @@ from collections import deque
 
 from driver.link import ExceptionPacket, LinkInfo, SlipFrames, slip_encode
 from driver.records import record_bytes, record_fields
-from hdl.abi import (CRC_BYTES, DEVICE_ID, HOLD_BYTES, ID_OFFSET, LINK_MAGIC, LINK_VERSION, LinkQueue,
+from hdl.abi import (CRC_BYTES, DEVICE_ID, EXCEPTION_HEADER_BYTES, HOLD_BYTES, ID_OFFSET, LINK_MAGIC, LINK_VERSION, LinkQueue,
                      MAC_RX_EVENTS, MAC_TX_EVENTS, PARAMS_OFFSET, REPLAYED_OPS, REQUEST_DATA_BYTES,
                      REQUEST_HEADER_BYTES, RESPONSE_FLAG, TX_REGISTER_BASE, ExceptionSource, Op, ReportKind, Status,
-                     TxInput, TxOutput, ack_layout, completion_layout, control_request_layout, read_response_layout,
+                     TxInput, TxOutput, ack_layout, completion_layout, exception_record_layout, control_request_layout, read_response_layout,
                      register_map, report_layout, tsn_request_layout, tx_input_bytes, tx_register_map, ack_bytes,
                      pop_body_bytes, report_bytes, tx_output_bytes,
                      work_request_layout)
@@ -134,9 +134,22 @@ class ModelControl:
     def pop_record(self, output: TxOutput) -> bytes | None:
         return next(iter(self.pop_records(output)), None)
 
-    def pop_exception(self) -> ExceptionPacket | None:
+    def pop_exceptions(self, limit: int = 0) -> list[ExceptionPacket]:
+        """The first packet waiting, then the next while one waits and fits whole, by its record's length, in
+        `limit` bytes and the hold RAM (`hdl.abi.Op.POP_EXCEPTION`; packets here are never cut)."""
         self.operations += 1
-        return self.board.exceptions.popleft() if self.board.exceptions else None
+        queue, packets, used = self.board.exceptions, [], 0
+        while queue:
+            length = record_fields(exception_record_layout(), queue[0].record)["length"]
+            end = used + EXCEPTION_HEADER_BYTES + length
+            if packets and end > min(limit, HOLD_BYTES):
+                break
+            packets.append(queue.popleft())
+            used = end + (-end % 8)
+        return packets
+
+    def pop_exception(self) -> ExceptionPacket | None:
+        return next(iter(self.pop_exceptions()), None)
 
     def poll(self) -> LinkQueue:
         self.operations += 1
@@ -272,11 +285,14 @@ class ModelSerial:
         if op == Op.POLL:
             return (Status.BAD_REQUEST, b"") if data else (Status.OK, struct.pack("<I", control.poll()))
         if op == Op.POP_EXCEPTION:
-            packet = control.pop_exception()
-            if packet is None:
+            if data:
+                return Status.BAD_REQUEST, b""
+            packets = control.pop_exceptions(length)
+            if not packets:
                 return Status.EMPTY, b""
-            header = struct.pack("<IHBB", packet.record, len(packet.data), int(packet.truncated), 0)
-            return Status.OK, header + packet.data
+            parts = [struct.pack("<IHBB", packet.record, len(packet.data), int(packet.truncated), 0) + packet.data
+                     for packet in packets]
+            return Status.OK, b"".join(part + bytes(-len(part) % 8) for part in parts[:-1]) + parts[-1]
         if op == Op.SEND_FRAME:
             control.send_frame(data)
             return Status.OK, b""
@@ -330,15 +346,22 @@ class ModelBoard:
 
     # -- the wire --------------------------------------------------------------------------------
 
+    @staticmethod
+    def _exception(source: ExceptionSource, packet: bytes) -> ExceptionPacket:
+        """A packet for the host with its record (`hdl.abi.exception_record_layout`: source and length)."""
+        record = record_fields(exception_record_layout(), 0) | {"source": int(source), "length": len(packet)}
+        return ExceptionPacket(int.from_bytes(record_bytes(exception_record_layout(), record), "little"),
+                               packet, False)
+
     def receive(self, frame: bytes) -> None:
         self.rx_frames += 1
         self.rx.receive(frame, 0.0)
         (result,) = self.rx.next_events()
         if result.action is FrameAction.EXCEPTION:
-            self.exceptions.append(ExceptionPacket(int(ExceptionSource.FRAME), frame, False))
+            self.exceptions.append(self._exception(ExceptionSource.FRAME, frame))
             return
         for chunk in result.chunks_to_host:
-            self.exceptions.append(ExceptionPacket(int(ExceptionSource.CHUNK), chunk.chunk, False))
+            self.exceptions.append(self._exception(ExceptionSource.CHUNK, chunk.chunk))
         for ack in result.acks:
             self.acks.append(record_bytes(ack_layout(), {"association": ack.association,
                                                          "disposition": int(ack.disposition),

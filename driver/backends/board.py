@@ -10,11 +10,14 @@ wire; this computer runs the control plane and reaches the board only over
 its control link (`driver.link`, a UART):
 
 * receive: the engine's tables are written over the link (`REG_WRITE` into
-  the register map, `driver.records.receive_row_writes`); its records are
-  popped (`POP_REPORT`, `POP_EXCEPTION`, `POP_ACK`) and handed to the host
-  as the engine's output (`model.rnic.offload.EngineOutput`);
+  the register map, `driver.records.receive_row_writes`); one POLL a
+  service says which record streams hold records, and one pop of each takes
+  what waits (`POP_REPORT`, `POP_EXCEPTION`, `POP_ACK`, batched up to
+  `RECORD_BATCH_BYTES` and `EXCEPTION_BATCH_BYTES`), handed to the host as
+  the engine's output (`model.rnic.offload.EngineOutput`);
 * transmit (`BoardTransmit`): the engine's rows over the link, its requests
-  pushed as records (`PUSH_RECORD`), its completions popped (`POP_RECORD`);
+  pushed as records (`PUSH_RECORD`), its completions popped (`POP_RECORD`,
+  batched);
   the host's own frames (INIT, SACK, HEARTBEAT, SHUTDOWN...) go out through
   the board's MAC (`SEND_FRAME`);
 * host memory is the board's (`LinkMemory`, `MEM_READ` / `MEM_WRITE`), laid
@@ -71,7 +74,7 @@ from driver.link import LinkInfo, open_serial_link
 from driver.records import (control_request_fields, read_response_fields, record_bytes, record_fields,
                             receive_row_writes, segment_verdict, tsn_request_fields, tx_association_fields,
                             work_request_fields)
-from hdl.abi import (DEVICE_ID, ID_OFFSET, PARAMS_OFFSET, TX_REGISTER_BASE, AckDisposition, CompletionStatus,
+from hdl.abi import (DEVICE_ID, HOLD_BYTES, ID_OFFSET, PARAMS_OFFSET, TX_REGISTER_BASE, AckDisposition, CompletionStatus,
                      ExceptionSource, LinkQueue, ReportKind, TxInput, TxOutput, ack_layout, completion_layout,
                      control_request_layout, exception_record_layout, read_response_layout, register_map,
                      pop_body_bytes, report_layout, tsn_request_layout, tx_output_bytes, tx_register_map,
@@ -98,8 +101,8 @@ POLL_SECONDS = 0.001
 RECORD_BATCH_BYTES = 2048
 """The body bytes one pop of reports, acks or transmit records asks for (`hdl.abi.pop_body_bytes`): about 7 ms
 of the 3 Mbaud link, and one request's header and CRC for some 36 reports or 256 acks."""
-EXCEPTIONS_PER_ROUND = 32
-"""Exception packets popped in one service at most (a request each: they are as long as frames)."""
+EXCEPTION_BATCH_BYTES = 4096
+"""The body bytes one pop of exception packets asks for: a few frames, or some 50 SACK chunks."""
 PACING_SECONDS = 10.0
 """Wall-clock seconds a pushed request's frames, or a full request stream's room, may take."""
 BUFFER_ALIGNMENT = 64
@@ -336,11 +339,11 @@ class BoardEnd:
             writes += [("revoke", {"stream": row, "qn": qn, "msn": 0, "whole_queue": 1}) for qn in range(3)]
         for table, fields in writes:
             control.write_table(self.map.tables[table], fields)
-        for pop in (control.pop_report, control.pop_exception, control.pop_ack):
-            while pop() is not None:
+        for pop in (control.pop_reports, control.pop_exceptions, control.pop_acks):
+            while pop(HOLD_BYTES):
                 pass
         for output in TxOutput:
-            while control.pop_record(output) is not None:
+            while control.pop_records(output, HOLD_BYTES):
                 pass
         counters = control.mac_counters()
         self._tx_base = counters["tx_frames"]
@@ -364,10 +367,7 @@ class BoardEnd:
         control = self.control
         reports = control.pop_reports(RECORD_BATCH_BYTES) if waiting & LinkQueue.REPORT else []
         # A report's chunks and acks were queued before it: popped after it, they are in this round.
-        exceptions = []
-        if reports or waiting & LinkQueue.EXCEPTION:
-            while len(exceptions) < EXCEPTIONS_PER_ROUND and (packet := control.pop_exception()) is not None:
-                exceptions.append(packet)
+        exceptions = control.pop_exceptions(EXCEPTION_BATCH_BYTES) if reports or waiting & LinkQueue.EXCEPTION else []
         acks = control.pop_acks(RECORD_BATCH_BYTES) if reports or waiting & LinkQueue.ACK else []
         if not (reports or exceptions or acks):
             return

@@ -228,7 +228,7 @@ def test_model_board_link_batches_pops_as_the_abi_says():
     import random
 
     from driver.link import SerialLink
-    from hdl.abi import LinkQueue, ack_bytes, report_bytes, tx_output_bytes
+    from hdl.abi import ExceptionSource, LinkQueue, ack_bytes, report_bytes, tx_output_bytes
 
     board = ModelBoard(MACS[Side.A], IPS[Side.A])
     rng = random.Random(5)
@@ -248,6 +248,14 @@ def test_model_board_link_batches_pops_as_the_abi_says():
     assert link.pop_records(TxOutput.COMPLETION, 14) == completions[:2]
     assert link.pop_record(TxOutput.COMPLETION) == completions[2]
     assert link.poll() == LinkQueue(0)
+    # Exception packets: the first whatever its length, then each that fits whole (8-byte header, padded
+    # to 8 but the last): 8 + 30 -> 40, + 8 + 20 -> 72, + 8 + 100 = 180 <= 200; the 150-byte one would end at 342.
+    packets = [rng.randbytes(size) for size in (30, 20, 100, 150)]
+    board.exceptions.extend(board._exception(ExceptionSource.CHUNK, packet) for packet in packets)
+    assert link.poll() == LinkQueue.EXCEPTION
+    assert [p.data for p in link.pop_exceptions(200)] == packets[:3]
+    assert [p.data for p in link.pop_exceptions(0)] == packets[3:]
+    assert link.pop_exceptions(1000) == []
 
 
 def test_the_host_never_reads_the_payload_of_what_the_board_sends(monkeypatch):
