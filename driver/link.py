@@ -34,7 +34,7 @@ from hdl.abi import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYT
                      report_bytes, tx_input_bytes, tx_output_bytes)
 
 __all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
-           "Exchanged", "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
+           "Exchanged", "Polled", "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
            "SerialLink", "AsyncLink", "open_serial_link", "MAC_COUNTER_NAMES"]
 
 #: The MAC's counters in the order MAC_COUNTERS answers them.
@@ -151,6 +151,13 @@ class ExceptionPacket:
     record: int        # hdl.abi.exception_record_layout() bits
     data: bytes        # the packet (a frame or a chunk), as much as the board kept
     truncated: bool    # the packet was longer than the board's buffer
+
+
+@dataclass(frozen=True)
+class Polled:
+    """What a POLL answered: the streams holding a record, and the word of the register it named."""
+    waiting: LinkQueue
+    word: int
 
 
 @dataclass(frozen=True)
@@ -303,12 +310,14 @@ class LinkClient:
         records = yield from self.pop_acks()
         return records[0] if records else None
 
-    def poll(self) -> Exchange:
-        """The record streams that hold a record (:class:`hdl.abi.LinkQueue`), in one request."""
-        body = yield from self._ok(Op.POLL)
+    def poll(self, register: int = 0) -> Exchange:
+        """In one request, the record streams that hold a record and the word of the register at offset
+        ``register`` (read as REG_READ reads it): a :class:`Polled`."""
+        body = yield from self._ok(Op.POLL, register)
         if len(body) != POLL_BODY_BYTES:
             raise LinkError(f"POLL: a body of {len(body)} bytes, not {POLL_BODY_BYTES}")
-        return LinkQueue(int.from_bytes(body, "little") & sum(LinkQueue))
+        flags, word = struct.unpack("<II", body)
+        return Polled(LinkQueue(flags & sum(LinkQueue)), word)
 
     def pop_exceptions(self, limit: int = 0) -> Exchange:
         """Exception packets in one request: the first whatever its length, then the next while one waits and

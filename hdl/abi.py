@@ -768,7 +768,8 @@ class Op(enum.IntEnum):
     MAC_COUNTERS = 0x09   #: body: the MAC's counters, u32le each, in MAC_RX_EVENTS + MAC_TX_EVENTS order
     PUSH_RECORD = 0x0A    #: address: a :class:`TxInput`, data: one record of it (``TX_INPUT_BYTES``)
     POP_RECORD = 0x0B     #: address: a :class:`TxOutput`; body: records of it (``TX_OUTPUT_BYTES``), or EMPTY
-    POLL = 0x0C           #: body: u32le, a :class:`LinkQueue` flag for each stream that holds a record
+    POLL = 0x0C           #: address: a register offset; body: :class:`LinkQueue` flags of the streams holding a
+                          #: record (u32le), then the register's word (u32le); status BUS_ERROR as REG_READ
 
     # POP_REPORT, POP_ACK and POP_RECORD take as many records as wait, one at least, while the body stays
     # within ``length`` bytes and the board's hold RAM: each record padded with zeros to a multiple of 8
@@ -789,7 +790,7 @@ class LinkQueue(enum.IntFlag):
     READ_RESPONSE_REFUSED = 1 << 5   #: TxOutput.READ_RESPONSE_REFUSED
 
 
-POLL_BODY_BYTES = 4
+POLL_BODY_BYTES = 8
 #: The board's hold RAM (``hdl.link.link.ControlLink``'s default): the most body bytes of a response but a memory read.
 HOLD_BYTES = 16384
 

@@ -26,7 +26,7 @@ import struct
 import zlib
 from collections import deque
 
-from driver.link import ExceptionPacket, LinkInfo, SlipFrames, slip_encode
+from driver.link import ExceptionPacket, LinkInfo, Polled, SlipFrames, slip_encode
 from driver.records import record_bytes, record_fields
 from hdl.abi import (CRC_BYTES, DEVICE_ID, EXCEPTION_HEADER_BYTES, HOLD_BYTES, ID_OFFSET, LINK_MAGIC, LINK_VERSION, LinkQueue,
                      MAC_RX_EVENTS, MAC_TX_EVENTS, PARAMS_OFFSET, REPLAYED_OPS, REQUEST_DATA_BYTES,
@@ -151,7 +151,7 @@ class ModelControl:
     def pop_exception(self) -> ExceptionPacket | None:
         return next(iter(self.pop_exceptions()), None)
 
-    def poll(self) -> LinkQueue:
+    def poll(self, register: int = 0) -> Polled:
         self.operations += 1
         board = self.board
         waiting = LinkQueue(0)
@@ -162,7 +162,8 @@ class ModelControl:
                             (LinkQueue.READ_RESPONSE_REFUSED, board.tx_records[TxOutput.READ_RESPONSE_REFUSED])):
             if queue:
                 waiting |= flag
-        return waiting
+        self.operations -= 1    # the register's read is this request's
+        return Polled(waiting, self.read_register(register))
 
     def push_record(self, stream: TxInput, record: bytes) -> bool:
         self.operations += 1
@@ -283,7 +284,10 @@ class ModelSerial:
             body = b"".join(record + bytes(-len(record) % 8) for record in records[:-1]) + b"".join(records[-1:])
             return (Status.OK, body) if records else (Status.EMPTY, b"")
         if op == Op.POLL:
-            return (Status.BAD_REQUEST, b"") if data else (Status.OK, struct.pack("<I", control.poll()))
+            if data:
+                return Status.BAD_REQUEST, b""
+            polled = control.poll(address)
+            return Status.OK, struct.pack("<II", polled.waiting, polled.word)
         if op == Op.POP_EXCEPTION:
             if data:
                 return Status.BAD_REQUEST, b""

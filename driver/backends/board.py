@@ -357,11 +357,14 @@ class BoardEnd:
 
     def poll(self, host: EngineRnic, now: float) -> None:
         """Hand host A the records of the frames that arrived since the last poll, and the transmit engine's
-        completions: one POLL says which streams hold records, and only those are popped."""
-        waiting = self.control.poll()
-        if waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
-            self._records(host, now, waiting)
-        self.transmit.poll(waiting)
+        completions: one POLL says which streams hold records, and only those are popped; it also reads
+        the receive engine's `reports_waiting` (the segments it holds for their turn), which the host's
+        a_rwnd counts."""
+        polled = self.control.poll(self.map.counters["reports_waiting"])
+        self._reports_waiting = polled.word
+        if polled.waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
+            self._records(host, now, polled.waiting)
+        self.transmit.poll(polled.waiting)
 
     def _records(self, host: EngineRnic, now: float, waiting: LinkQueue) -> None:
         control = self.control
@@ -390,8 +393,6 @@ class BoardEnd:
                 output.reports.append(segment_verdict(f))
             else:
                 output.chunk_errors += 1
-        if reports or self._reports_waiting:
-            self._reports_waiting = control.read_register(self.map.counters["reports_waiting"])
         output.reports_waiting = self._reports_waiting
         if output.chunks or output.acks or output.reports or output.chunk_errors:
             host.engine_output(output, now)

@@ -24,7 +24,7 @@ Responses other than a memory read take their body from the hold RAM
 (``hold_bytes``): the register word, the counters, the records of a pop (as
 many as wait and fit in the request's ``length`` and the hold RAM), a popped
 exception packet (cut, and flagged so, past the hold RAM), POLL's flags of
-the streams that hold a record.
+the streams that hold a record and the register it names.
 
 The transmit engine's request streams (:class:`~hdl.abi.TxInput`) take a
 record of PUSH_RECORD, gathered from the request's bytes into one register;
@@ -290,6 +290,7 @@ class ControlLink(wiring.Component):
         record_size = Mux(op == Op.POP_REPORT, report_bytes(), Mux(op == Op.POP_ACK, ack_bytes(), pop_length))
         waiting = Cat(self.report.tvalid, self.ack.tvalid, self.exceptions.tvalid, *(port.tvalid for port in pops))
         assert len(waiting) == len(LinkQueue)
+        poll_flags = Signal(32)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -381,9 +382,10 @@ class ControlLink(wiring.Component):
                             m.d.sync += [fill_last.eq(pop_words), record_word.eq(0)]
                             m.next = "FILL"
                     with m.Case(Op.POLL):
+                        # The flags now, then the register at `address`, read as REG_READ reads it.
                         with m.If(no_data):
-                            m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(0), hold_write.data.eq(waiting)]
-                            respond(Status.OK, POLL_BODY_BYTES)
+                            m.d.sync += [poll_flags.eq(waiting), ar_valid.eq(1)]
+                            m.next = "REG_READ"
                         with m.Else():
                             respond(Status.BAD_REQUEST)
                     with m.Default():
@@ -419,11 +421,14 @@ class ControlLink(wiring.Component):
                     m.d.sync += [ar_valid.eq(0), r_ready.eq(1)]
                     m.next = "REG_READ_DATA"
             with m.State("REG_READ_DATA"):
-                m.d.comb += [hold_write.addr.eq(0), hold_write.data.eq(self.axil.rdata)]
+                polling = op == Op.POLL
+                m.d.comb += [hold_write.addr.eq(0),
+                             hold_write.data.eq(Mux(polling, Cat(poll_flags, self.axil.rdata), self.axil.rdata))]
                 with m.If(self.axil.rvalid):
                     m.d.comb += hold_write.en.eq(1)
                     m.d.sync += r_ready.eq(0)
-                    respond(Mux(self.axil.rresp == Resp.OKAY, Status.OK, Status.BUS_ERROR), 4)
+                    respond(Mux(self.axil.rresp == Resp.OKAY, Status.OK, Status.BUS_ERROR),
+                            Mux(polling, POLL_BODY_BYTES, 4))
             with m.State("REG_WRITE"):
                 with m.If(self.axil.awready):
                     m.d.sync += aw_valid.eq(0)

@@ -227,8 +227,8 @@ def test_model_board_link_batches_pops_as_the_abi_says():
     scenario as the gateware's tests/hdl/link/test_link.py)."""
     import random
 
-    from driver.link import SerialLink
-    from hdl.abi import ExceptionSource, LinkQueue, ack_bytes, report_bytes, tx_output_bytes
+    from driver.link import Polled, SerialLink
+    from hdl.abi import DEVICE_ID, ExceptionSource, LinkQueue, ack_bytes, report_bytes, tx_output_bytes
 
     board = ModelBoard(MACS[Side.A], IPS[Side.A])
     rng = random.Random(5)
@@ -239,20 +239,20 @@ def test_model_board_link_batches_pops_as_the_abi_says():
     board.acks.extend(acks)
     board.tx_records[TxOutput.COMPLETION].extend(completions)
     link = SerialLink(board.serial, baud=3e6, latency=0.0)
-    assert link.poll() == LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.COMPLETION
+    assert link.poll(ID_OFFSET) == Polled(LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.COMPLETION, DEVICE_ID)
     # 56-byte strides: 0 bytes takes one, 56 + 55 two, 1000 the two left.
     assert [link.pop_reports(limit) for limit in (0, 111, 1000, 1000)] == [reports[:1], reports[1:3], reports[3:], []]
     # 8-byte strides: 8 x 3 + 7 bytes take four, 30 three, then the three left.
     assert [link.pop_acks(limit) for limit in (31, 30, 1000)] == [acks[:4], acks[4:7], acks[7:]]
-    assert link.poll() == LinkQueue.COMPLETION
+    assert link.poll().waiting == LinkQueue.COMPLETION
     assert link.pop_records(TxOutput.COMPLETION, 14) == completions[:2]
     assert link.pop_record(TxOutput.COMPLETION) == completions[2]
-    assert link.poll() == LinkQueue(0)
+    assert link.poll().waiting == LinkQueue(0)
     # Exception packets: the first whatever its length, then each that fits whole (8-byte header, padded
     # to 8 but the last): 8 + 30 -> 40, + 8 + 20 -> 72, + 8 + 100 = 180 <= 200; the 150-byte one would end at 342.
     packets = [rng.randbytes(size) for size in (30, 20, 100, 150)]
     board.exceptions.extend(board._exception(ExceptionSource.CHUNK, packet) for packet in packets)
-    assert link.poll() == LinkQueue.EXCEPTION
+    assert link.poll().waiting == LinkQueue.EXCEPTION
     assert [p.data for p in link.pop_exceptions(200)] == packets[:3]
     assert [p.data for p in link.pop_exceptions(0)] == packets[3:]
     assert link.pop_exceptions(1000) == []

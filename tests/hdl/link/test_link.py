@@ -16,7 +16,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
-from driver.link import AsyncLink, LinkStatusError, LinkTimeout
+from driver.link import AsyncLink, LinkStatusError, LinkTimeout, Polled
 from hdl.abi import (REQUEST_DATA_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, ack_bytes, exception_record_layout,
                      register_map, report_bytes, tx_input_bytes, tx_output_bytes)
 from hdl.bus.register_file import DEVICE_ID, RegisterFile
@@ -308,7 +308,7 @@ def test_batched_pops_and_poll():
 
     async def main(ctx, link):
         await ctx.tick().repeat(10)
-        outcome = {"polls": [await link.poll()]}
+        outcome = {"polls": [await link.poll(0)]}
         outcome["reports"] = [await link.pop_reports(limit) for limit in report_pops]
         outcome["acks"] = [await link.pop_acks(limit) for limit in ack_pops]
         outcome["polls"].append(await link.poll())
@@ -335,9 +335,11 @@ def test_batched_pops_and_poll():
     remaining = list(completions)
     assert outcome["completions"] == [_batch(remaining, limit, hold_bytes) for limit in completion_pops]
     assert outcome["refused"] == refused
-    assert outcome["polls"] == [LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.COMPLETION
-                                | LinkQueue.READ_RESPONSE_REFUSED,
-                                LinkQueue.COMPLETION | LinkQueue.READ_RESPONSE_REFUSED, LinkQueue(0)]
+    # POLL's word: the register at its address (0: the register file's ID, hdl.bus.register_file).
+    assert outcome["polls"] == [Polled(LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.COMPLETION
+                                       | LinkQueue.READ_RESPONSE_REFUSED, DEVICE_ID),
+                                Polled(LinkQueue.COMPLETION | LinkQueue.READ_RESPONSE_REFUSED, DEVICE_ID),
+                                Polled(LinkQueue(0), DEVICE_ID)]
     assert outcome["bad"] == Status.BAD_REQUEST
 
 
