@@ -1,0 +1,134 @@
+"""The receive engine's acknowledgement unit (model/engine/sack.py) against RFC 4960 6.2, 6.7 and 3.3.4.
+
+Expectations: the RFC's rules written out per case; the host's own receive
+bookkeeping (`model.sctp.tsn_tracker.TsnTracker`, written for the software
+SCTP) for the Cumulative TSN Ack, the Gap Ack Blocks and the duplicates
+wherever the unit's bounds are not reached; scapy's SCTP decoder for the
+SACK chunk's bytes.
+"""
+
+import random
+
+import pytest
+from scapy.layers.sctp import SCTPChunkSACK
+
+from model.engine.sack import DEFAULT_DELAY_TICKS, TICK_SECONDS, SackRecord, SackUnit
+from model.sctp.tsn_tracker import TsnTracker
+
+START = 0xFFFFFFF0   # the peer's initial TSN - 1: the TSNs wrap past 2**32 in these runs (RFC 4960 1.6)
+
+
+def unit(**options) -> SackUnit:
+    sack = SackUnit(2, **options)
+    sack.reset(1, START)
+    return sack
+
+
+def tsn(offset: int) -> int:
+    return (START + offset) & 0xFFFFFFFF
+
+
+def test_every_second_packet_and_the_delayed_sack_rfc4960_6_2():
+    sack = unit()
+    assert sack.chunk(1, tsn(1), now=10) == []            # the first packet waits ...
+    assert sack.tick(10 + DEFAULT_DELAY_TICKS - 1) == []
+    assert sack.chunk(1, tsn(2), now=11) == [SackRecord(1, tsn(2), (), ())]   # ... the second is SACKed
+    assert sack.chunk(1, tsn(3), now=20) == []
+    assert sack.next_deadline() == 20 + DEFAULT_DELAY_TICKS
+    assert sack.tick(20 + DEFAULT_DELAY_TICKS) == [SackRecord(1, tsn(3), (), ())]   # the delayed SACK
+    assert sack.tick(10 ** 6) == [] and sack.next_deadline() is None
+    # 200 ms by default, within the RFC's 500 ms bound.
+    assert 0.19 < DEFAULT_DELAY_TICKS * TICK_SECONDS <= 0.2
+
+
+def test_a_packet_of_several_chunks_counts_once_rfc4960_6_2():
+    sack = unit()
+    assert sack.chunk(1, tsn(1), 0, packet_end=False) == [] and sack.chunk(1, tsn(2), 0) == []
+    assert sack.chunk(1, tsn(3), 1, packet_end=False) == []
+    assert sack.chunk(1, tsn(4), 1) == [SackRecord(1, tsn(4), (), ())]
+
+
+def test_a_gap_is_sacked_at_once_and_so_is_its_closing_rfc4960_6_7():
+    sack = unit()
+    assert sack.chunk(1, tsn(1), 0) == []
+    assert sack.chunk(1, tsn(3), 0) == [SackRecord(1, tsn(1), ((2, 2),), ())]
+    # 6.7: each packet that does not fill the gap is SACKed.
+    assert sack.chunk(1, tsn(5), 0) == [SackRecord(1, tsn(1), ((2, 2), (4, 4)), ())]
+    assert sack.chunk(1, tsn(2), 0) == [SackRecord(1, tsn(3), ((2, 2),), ())]
+    assert sack.chunk(1, tsn(4), 0) == [SackRecord(1, tsn(5), (), ())]   # the gap closed: at once
+
+
+def test_duplicates_are_sacked_at_once_and_listed_once_rfc4960_6_2():
+    sack = unit(duplicate_tsns=2)
+    sack.chunk(1, tsn(1), 0)
+    assert sack.chunk(1, tsn(1), 0) == [SackRecord(1, tsn(1), (), (tsn(1),))]
+    sack.chunk(1, tsn(3), 0)
+    # A packet of three duplicates (one below the Cumulative TSN Ack, one in the map): two listed, one counted.
+    for offset in (1, 3):
+        assert sack.chunk(1, tsn(offset), 0, packet_end=False) == []
+    assert sack.chunk(1, tsn(0), 0) == [SackRecord(1, tsn(1), ((2, 2),), (tsn(1), tsn(3)))]
+    assert sack.duplicates_dropped(1) == 1
+    assert sack.chunk(1, tsn(2), 0) == [SackRecord(1, tsn(3), (), ())]   # "since the last SACK": none left
+
+
+def test_beyond_the_map_is_dropped_and_sacked_at_once_rfc4960_6_2():
+    sack = unit(map_tsns=4)
+    assert sack.chunk(1, tsn(6), 0) == [SackRecord(1, tsn(0), (), ())]    # offset 6 > 4: not recorded
+    assert sack.chunk(1, tsn(4), 0) == [SackRecord(1, tsn(0), ((4, 4),), ())]
+    for offset in (1, 2, 3):
+        sack.chunk(1, tsn(offset), 0, packet_end=False)
+    assert sack.chunk(1, tsn(6), 0) == [SackRecord(1, tsn(4), ((2, 2),), ())]   # now within the map
+
+
+def test_at_most_the_lowest_gap_blocks_rfc4960_3_3_4():
+    sack = unit(gap_blocks=2)
+    for offset in (3, 5, 7):
+        sack.chunk(1, tsn(offset), 0, packet_end=False)
+    assert sack.chunk(1, tsn(9), 0) == [SackRecord(1, tsn(0), ((3, 3), (5, 5)), ())]
+
+
+def test_rows_are_independent_and_must_be_written():
+    sack = unit()
+    with pytest.raises(ValueError, match="never written"):
+        sack.chunk(0, 1, 0)
+    with pytest.raises(ValueError, match="not one of"):
+        sack.reset(2, 0)
+    sack.reset(0, 99)
+    assert sack.chunk(0, 100, 0) == [] and sack.chunk(1, tsn(1), 0) == []
+    assert sack.tick(DEFAULT_DELAY_TICKS) == [SackRecord(0, 100, (), ()), SackRecord(1, tsn(1), (), ())]
+
+
+def test_the_sack_chunk_as_scapy_decodes_it():
+    record = SackRecord(1, tsn(3), ((2, 4), (7, 7)), (tsn(2), tsn(1)))
+    decoded = SCTPChunkSACK(record.chunk(0x10000).encode())
+    assert (decoded.cumul_tsn_ack, decoded.a_rwnd, decoded.n_gap_ack, decoded.n_dup_tsn) == (tsn(3), 0x10000, 2, 2)
+    assert decoded.gap_ack_list == ["2:4", "7:7"] and decoded.dup_tsn_list == [tsn(2), tsn(1)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_host_trackers_view_within_the_bounds(seed):
+    """Random arrivals (loss, reordering, duplication, packets of 1-3 chunks) kept within the map: every SACK
+    the unit sends says what the host's TsnTracker says at that moment, and one is sent exactly when the
+    RFC asks."""
+    rng = random.Random(seed)
+    sack, tracker = unit(map_tsns=64, gap_blocks=64, duplicate_tsns=64), TsnTracker(START)
+    highest, packets_since_sack, sacks = 0, 0, 0
+    for _ in range(400):
+        chunks = []
+        for _ in range(rng.randint(1, 3)):
+            low = (tracker.cumulative_tsn - START) & 0xFFFFFFFF
+            chunks.append(rng.randint(max(1, low - 3), min(low + 64, highest + 5)))
+        gap_before = tracker.has_gaps
+        duplicate = False
+        for index, offset in enumerate(chunks):
+            highest = max(highest, offset)
+            duplicate |= not tracker.accept(tsn(offset)) and tracker.is_duplicate(tsn(offset))
+            out = sack.chunk(1, tsn(offset), 0, packet_end=index == len(chunks) - 1)
+        packets_since_sack += 1
+        due = duplicate or tracker.has_gaps or gap_before or packets_since_sack >= 2
+        assert bool(out) == due
+        if out:
+            sacks += 1
+            packets_since_sack = 0
+            assert out == [SackRecord(1, tracker.cumulative_tsn, tracker.gap_blocks(), tracker.take_duplicates())]
+    assert sacks > 100
