@@ -60,10 +60,10 @@ PROOFS = (
           "k-induction, consumers that never stall: a delivered buffer is never written, a message completes once"),
     Proof("delivery_cover", "cover", 24, lambda: DeliveryHarness(strengthen=False, narrow=True),
           "a delivered buffer's segment refused, a second last segment refused (not vacuous)", skip=18),
-    Proof("ring", "prove", 3, RingHarness,
+    Proof("ring", "prove", 1, RingHarness,
           "k-induction, free back-pressure: completions only of acknowledged TSNs, once; retransmissions and "
           "retirements only inside (cumulative ack, last TSN sent]"),
-    Proof("ring_cover", "cover", 20, lambda: RingHarness(strengthen=False),
+    Proof("ring_cover", "cover", 16, lambda: RingHarness(strengthen=False),
           "a completion, a refused RESEND after it, a retransmission, an ACK past the last TSN (not vacuous)"),
 )
 

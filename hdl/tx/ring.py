@@ -160,7 +160,7 @@ class RetransmitRing(wiring.Component):
             completion.wr_id.eq(entry.wr_id), completion.opcode.eq(entry.opcode),
             completion.association.eq(request.association), completion.status.eq(CompletionStatus.SUCCESS),
         ]
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("TAKE"):
                 m.d.comb += self.tsn_requests.ready.eq(1)
                 with m.If(self.tsn_requests.valid):
@@ -246,4 +246,13 @@ class RetransmitRing(wiring.Component):
                 m.d.sync += stopped[row].eq(Mux(spent[row], credit[row] == 2, credit[row] == 1))
             with m.If(limit_load & (request_row == row)):
                 m.d.sync += holding[row].eq(0)
+        # The registers the safety proof (formal/ring.py) ties to its shadow, and the request's states.
+        self._registers = {
+            "request": request, "count": count, "in_ring": in_ring, "walk_left": walk_left, "replaying": replaying,
+            "offset": offset, "walk_tsn": walk_tsn, "retiring": retiring,
+            **{f"retired_{row}": retired[row] for row in range(associations)},
+            **{f"outstanding_{row}": outstanding[row] for row in range(associations)},
+            **{f"full_{row}": full[row] for row in range(associations)},
+            "state": {name: fsm.ongoing(name) for name in fsm.encoding},
+        }
         return m
