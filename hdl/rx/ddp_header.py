@@ -43,8 +43,8 @@ beats) one cycle. Both inputs enter through a :class:`~hdl.stream.queue.Queue`
 fields with their length checks precomputed for the decode). Latency from the
 beat completing the header, as it leaves the input queue, to the record on
 ``segment``: 4 cycles (the gathered header passes a queue); to the first
-payload beat: about 8 cycles (the beats pass a register slice into their
-FIFO, and the payload leaves through an output :class:`~hdl.stream.queue.Queue`).
+payload beat: about 7 cycles (the
+payload leaves through an output :class:`~hdl.stream.queue.Queue`).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
@@ -145,9 +145,6 @@ class DdpHeaderValidator(wiring.Component):
         header_beat = (UNTAGGED_HEADER_BYTES - 1) // width   # beat holding the last header byte
 
         beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
-        # The capture's late take reaches a register slice, not the FIFO's bypass and skid enables.
-        beats_in = m.submodules.beats_in = Queue(packet_layout(width))
-        wiring.connect(m, beats_in.source, beats.sink)
         desc_layout = data.StructLayout({"discard": unsigned(1), "drop": range(UNTAGGED_HEADER_BYTES + 1)})
         descs = m.submodules.descs = Queue(desc_layout, _RECORD_DEPTH)
         records = m.submodules.records = Queue(segment_info_layout(), _RECORD_DEPTH)
@@ -174,11 +171,11 @@ class DdpHeaderValidator(wiring.Component):
         rec_free = gathered.sink.ready
         empty = seg_meta.valid & seg_meta.payload.empty & at_start
         complete = at_header | (~done & seg.payload.last)
-        m.d.comb += seg.ready.eq(seg_meta.valid & ~empty & beats_in.sink.ready & (~complete | rec_free))
+        m.d.comb += seg.ready.eq(seg_meta.valid & ~empty & beats.sink.ready & (~complete | rec_free))
         accept = seg.valid & seg.ready
         m.d.comb += [
-            beats_in.sink.valid.eq(accept),
-            beats_in.sink.payload.eq(seg.payload),
+            beats.sink.valid.eq(accept),
+            beats.sink.payload.eq(seg.payload),
             seg_meta.ready.eq((accept & seg.payload.last) | (empty & rec_free)),
             gathered.sink.valid.eq((accept & complete) | empty),
             gathered.sink.payload.eq(Mux(empty, 0, Cat(merged))),
