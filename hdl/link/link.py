@@ -36,9 +36,8 @@ from amaranth.lib import crc, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.abi import (CRC_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, POLL_BODY_BYTES, REPLAYED_OPS,
-                     REQUEST_DATA_BYTES, LinkQueue,
-                     REQUEST_HEADER_BYTES, RESPONSE_FLAG, Op, Status, TxInput, TxOutput, ack_bytes,
-                     exception_record_layout, report_bytes, tx_input_bytes, tx_output_bytes)
+                     REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput,
+                     ack_bytes, exception_record_layout, report_bytes, tx_input_bytes, tx_output_bytes)
 from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
 from hdl.link.host_memory import byte_port_signature
