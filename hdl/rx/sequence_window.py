@@ -1,5 +1,10 @@
 """The DDP-SSN window of each DDP stream: duplicates and DDP-SSNs out of range (RFC 5043 6.1, 10).
 
+The same block, with ``bits = 32``, is the acknowledgement unit's map of
+the TSNs received past an association's Cumulative TSN Ack
+(:mod:`hdl.rx.sack_unit`, RFC 4960 6.2): ``base`` is the Cumulative TSN Ack
+plus one, ``seen`` the TSNs received after it.
+
 Per stream the block keeps ``base``, the lowest DDP-SSN not yet received,
 and ``seen``, one bit per DDP-SSN ``base + i`` for ``i < window`` (bit 0,
 ``base`` itself, is never set). For a segment's DDP-SSN, with
@@ -29,13 +34,16 @@ caller must not look up a stream while an earlier lookup of it is in stages
 
 ``base`` is the looked-up stream's ``base`` on stage 1 (after every commit
 before the lookup), for the untagged buffers' delivery test; ``peek_base``
-is the ``base`` of stream ``peek_index`` one cycle after it is presented.
+is the ``base`` of stream ``peek_index`` one cycle after it is presented,
+``peek_seen`` its ``seen``. With ``duplicate``, ``pending`` says some bit
+of ``seen`` was set before the lookup, ``pending_after`` that one is set
+after its commit (or, without a commit, still).
 
 ``reset`` (a host write of the stream row) starts the stream's window at
 ``first_ssn`` with nothing seen; it must not meet a commit (the placement
 check writes its tables only while no segment is in flight).
 
-Cost: ``16 + window`` bits of state per stream; the logic is one 16-bit
+Cost: ``bits + window`` bits of state per stream; the logic is one ``bits``-bit
 subtractor, one ``window``-to-1 bit select, one ``window``-bit increment
 (first zero) and one ``window``-bit shifter.
 """
@@ -48,55 +56,57 @@ from hdl.stream.bits import index_bits
 
 __all__ = ["SequenceWindow"]
 
-_SSN_BITS = 16
-
 
 class SequenceWindow(wiring.Component):
-    """DDP-SSN windows of ``streams`` DDP streams, ``window`` DDP-SSNs each (a power of two)."""
+    """DDP-SSN windows of ``streams`` DDP streams, ``window`` DDP-SSNs each (a power of two); sequence
+    numbers of ``bits`` bits (16: DDP-SSNs, RFC 5043 6.1; 32: TSNs, RFC 4960 1.6)."""
 
     latency = 3
 
-    def __init__(self, streams: int, window: int = 32):
-        if window < 2 or window & (window - 1) or window > 1 << (_SSN_BITS - 1):
-            raise ValueError(f"window must be a power of two in 2..{1 << (_SSN_BITS - 1)}, not {window}")
-        self._streams, self._window = streams, window
-        bits = index_bits(streams)
+    def __init__(self, streams: int, window: int = 32, *, bits: int = 16):
+        if window < 2 or window & (window - 1) or window > 1 << (bits - 1):
+            raise ValueError(f"window must be a power of two in 2..{1 << (bits - 1)}, not {window}")
+        self._streams, self._window, self._bits = streams, window, bits
+        index = index_bits(streams)
         super().__init__({
-            "index": In(bits),
-            "ssn": In(_SSN_BITS),
+            "index": In(index),
+            "ssn": In(bits),
             "duplicate": Out(1),
             "beyond": Out(1),
             "in_order": Out(1),
             "releases": Out(1),
+            "pending": Out(1),
+            "pending_after": Out(1),
             "commit": In(1),
             "reset": In(1),
-            "reset_index": In(bits),
-            "reset_first": In(_SSN_BITS),
-            "base": Out(_SSN_BITS),
-            "peek_index": In(bits),
-            "peek_base": Out(_SSN_BITS),
+            "reset_index": In(index),
+            "reset_first": In(bits),
+            "base": Out(bits),
+            "peek_index": In(index),
+            "peek_base": Out(bits),
+            "peek_seen": Out(window),
         })
 
     def elaborate(self, platform):
         m = Module()
-        window = self._window
+        window, bits = self._window, self._bits
         slot_bits = (window - 1).bit_length()
-        state_layout = data.StructLayout({"base": unsigned(_SSN_BITS), "seen": unsigned(window)})
+        state_layout = data.StructLayout({"base": unsigned(bits), "seen": unsigned(window)})
         states = m.submodules.states = memory.Memory(shape=state_layout, depth=self._streams, init=[])
         write = states.write_port()
         read = states.read_port(transparent_for=(write,))
         peek = states.read_port()
-        m.d.comb += [peek.addr.eq(self.peek_index), self.peek_base.eq(peek.data.base),
+        m.d.comb += [peek.addr.eq(self.peek_index), self.peek_base.eq(peek.data.base), self.peek_seen.eq(peek.data.seen),
                      self.base.eq(read.data.base)]
 
         # Stage 0: read the stream's state.
         m.d.comb += read.addr.eq(self.index)
-        index_1, ssn_1 = Signal.like(self.index), Signal(_SSN_BITS)
+        index_1, ssn_1 = Signal.like(self.index), Signal(bits)
         m.d.sync += [index_1.eq(self.index), ssn_1.eq(self.ssn)]
 
         # Stage 1: how far ahead of base.
-        index_2, ahead_2 = Signal.like(self.index), Signal(_SSN_BITS)
-        base_2, seen_2 = Signal(_SSN_BITS), Signal(window)
+        index_2, ahead_2 = Signal.like(self.index), Signal(bits)
+        base_2, seen_2 = Signal(bits), Signal(window)
         m.d.sync += [index_2.eq(index_1), ahead_2.eq(ssn_1 - read.data.base),
                      base_2.eq(read.data.base), seen_2.eq(read.data.seen)]
 
@@ -110,13 +120,17 @@ class SequenceWindow(wiring.Component):
         for position in range(1, window + 1):
             with m.If(first_zero[position] if position < window else (filled + 1)[window]):
                 m.d.comb += advance.eq(position)
-        index_3, base_3 = Signal.like(self.index), Signal(_SSN_BITS)
+        index_3, base_3 = Signal.like(self.index), Signal(bits)
         marked_3, advance_3 = Signal(window), Signal(range(window + 1))
         m.d.sync += [
             self.duplicate.eq(behind | (inside & seen_2.bit_select(slot, 1))),
             self.beyond.eq(~behind & ~inside),
             self.in_order.eq(ahead_2 == 0),
             self.releases.eq((ahead_2 == 0) & seen_2[1]),
+            self.pending.eq(seen_2.any()),
+            # After a commit: base's run gone (`filled & (filled + 1)` clears the lowest run of ones), or one
+            # more bit; a duplicate or a DDP-SSN beyond is not committed and changes nothing.
+            self.pending_after.eq(Mux(ahead_2 == 0, (filled & (filled + 1))[1:].any(), seen_2.any() | inside)),
             index_3.eq(index_2), base_3.eq(base_2),
             marked_3.eq(seen_2 | (Const(1, window) << slot)),
             advance_3.eq(Mux(ahead_2 == 0, advance, 0)),

@@ -28,8 +28,9 @@ the SACK that shows it closed goes at once), or if it is the second packet
 with DATA since the last SACK. Otherwise the first packet not yet
 acknowledged starts the association's delayed-SACK timer: ``delay_ticks``
 ticks (RFC 4960 6.2: at most 500 ms, 200 ms by default) after the tick it
-ended in, the SACK goes (`tick`). Time is in whole ticks of the gateware's
-timer unit; a deadline is reached when the tick count reaches it.
+ended in, the SACK goes (`tick`); each row holds its own delay (`reset`).
+Time is in whole ticks of the gateware's timer unit; a deadline is reached
+when the tick count reaches it.
 
 A SACK (`SackRecord`) carries the Cumulative TSN Ack, at most
 ``gap_blocks`` Gap Ack Blocks (the lowest runs received after it, RFC 4960
@@ -38,8 +39,9 @@ transmit path adds the a_rwnd the engine can still take (`SackRecord.chunk`).
 Sending it clears the duplicates and the count, and stops the timer.
 
 Sans-I/O: `chunk(association, tsn, now, packet_end)` and `tick(now)` return the SACKs
-due, in order; `reset(association, cumulative_tsn)` writes a row (the
-association's set-up, RFC 4960 5.1: the peer's initial TSN minus one).
+due, in order; `reset(association, cumulative_tsn, delay_ticks)` writes a row (the
+association's set-up, RFC 4960 5.1: the peer's initial TSN minus one; the
+unit's ``delay_ticks`` unless given).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class SackRecord:
 @dataclass
 class _Row:
     cumulative_tsn: int
+    delay_ticks: int
     received: set[int] = field(default_factory=set)
     """Offsets (1..map_tsns) from the Cumulative TSN Ack of the TSNs received after it."""
     duplicates: list[int] = field(default_factory=list)
@@ -101,10 +104,14 @@ class SackUnit:
         self.gap_blocks, self.duplicate_tsns, self.delay_ticks = gap_blocks, duplicate_tsns, delay_ticks
         self._rows: dict[int, _Row] = {}
 
-    def reset(self, association: int, cumulative_tsn: int) -> None:
-        """Write the association's row: nothing received after `cumulative_tsn`, no SACK due."""
+    def reset(self, association: int, cumulative_tsn: int, delay_ticks: int | None = None) -> None:
+        """Write the association's row: nothing received after `cumulative_tsn`, no SACK due, delayed SACKs
+        `delay_ticks` after the packet (the unit's default if None)."""
         self._check(association)
-        self._rows[association] = _Row(cumulative_tsn & _TSN_MASK)
+        delay = self.delay_ticks if delay_ticks is None else delay_ticks
+        if delay < 1:
+            raise ValueError(f"delay_ticks {delay} must be at least 1")
+        self._rows[association] = _Row(cumulative_tsn & _TSN_MASK, delay)
 
     def cumulative_tsn(self, association: int) -> int:
         return self._row(association).cumulative_tsn
@@ -143,7 +150,7 @@ class SackUnit:
         if row.at_once or row.received or row.gap_at_packet_start or row.packets_since_sack >= 2:
             return [self._send(association, row)]
         if row.deadline is None:
-            row.deadline = now + self.delay_ticks
+            row.deadline = now + row.delay_ticks
         return []
 
     def tick(self, now: int) -> list[SackRecord]:

@@ -1,0 +1,238 @@
+"""The receive engine's acknowledgement unit: per association, the TSNs received and the SACKs they call for
+(RFC 4960 6.2, 6.7, 3.3.4). Its golden model is :class:`model.engine.sack.SackUnit`; the two make the same
+decisions record for record and tick for tick.
+
+Per association the unit keeps the Cumulative TSN Ack point and a map of
+the ``map_tsns`` TSNs after it (a :class:`~hdl.rx.sequence_window.SequenceWindow`
+of 32-bit sequence numbers in block RAM, ``base`` = Cumulative TSN Ack + 1),
+and in flip-flops: up to ``duplicate_tsns`` duplicate TSNs for the next
+SACK, whether a packet's chunks are coming, whether a gap was open when it
+began, whether the packet calls for a SACK at once, whether one packet with
+DATA waits for its SACK, and the delayed-SACK countdown.
+
+``chunks`` takes one record per DATA chunk (association, TSN, whether it
+ends its packet). A TSN at or before the Cumulative TSN Ack, or already in
+the map, is a duplicate (listed in the next SACK while there is room,
+counted in ``duplicates_unlisted`` after); one more than ``map_tsns`` past
+it is dropped unrecorded (RFC 4960 6.2: a receiver without room drops new
+DATA); both call for a SACK at once. At a packet's end a SACK goes at once
+if the packet held a duplicate or a dropped chunk, if a gap remains or was
+open when the packet began (6.7), or if it is the second packet with DATA
+since the last SACK (6.2); otherwise the association's countdown starts
+(if it is not running): the SACK goes ``delay`` ticks later.
+
+``tick`` is one cycle per tick of the engine's timer (the model's
+:data:`~model.engine.sack.TICK_SECONDS`); the unit takes it between
+records (a tick that comes while one is pending is the same tick). Due
+SACKs leave lowest association first, before the next record is taken.
+
+``sacks`` carries one :func:`sack_record_layout` per SACK: the Cumulative
+TSN Ack, the lowest ``gap_blocks`` Gap Ack Blocks (offsets from it, RFC 4960
+3.3.4) and the duplicates listed. Sending clears the duplicates, the packet
+count and the countdown.
+
+``resets`` writes an association's row (RFC 4960 5.1: the peer's initial TSN
+minus one, nothing received after it) and its delayed-SACK time in ticks.
+
+Rate: a record takes 4 cycles (the map's three-stage lookup and the
+decision), a SACK 4 cycles and 2 more per Gap Ack Block. At W = 8 a DATA
+chunk carrying a DDP segment is at least 36 bytes, 5 beats (RFC 5043 5.2.2:
+16 bytes of DATA header, at least 18 of DDP header), so the unit keeps up
+with one beat per cycle; at wider W the receive engine's ack queue absorbs
+the difference over a packet.
+"""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.abi import ASSOCIATION_BITS
+from hdl.rx.sequence_window import SequenceWindow
+
+__all__ = ["SackUnit", "sack_chunk_layout", "sack_reset_layout", "sack_record_layout"]
+
+_TSN_BITS = 32
+_DELAY_BITS = 10   # up to 1023 ticks: RFC 4960 6.2's 500 ms bound is 596 ticks of 2**17 cycles at 156.25 MHz
+
+
+def sack_chunk_layout() -> data.StructLayout:
+    """One DATA chunk the receive engine took (RFC 4960 3.3.1)."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "tsn": unsigned(_TSN_BITS),
+        "packet_end": unsigned(1),   # the chunk is its packet's last DATA chunk (RFC 4960 6.10)
+    })
+
+
+def sack_reset_layout() -> data.StructLayout:
+    """A host write of an association's row."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "cumulative_tsn": unsigned(_TSN_BITS),   # the peer's initial TSN - 1 (RFC 4960 6.2)
+        "delay": unsigned(_DELAY_BITS),          # the delayed-SACK time in ticks, at least 1
+    })
+
+
+def sack_record_layout(gap_blocks: int = 4, duplicate_tsns: int = 4) -> data.StructLayout:
+    """One SACK for the transmit path, less the a_rwnd it adds (RFC 4960 3.3.4)."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "cumulative_tsn_ack": unsigned(_TSN_BITS),
+        "gap_count": range(gap_blocks + 1),
+        "gaps": data.ArrayLayout(data.StructLayout({"start": unsigned(16), "end": unsigned(16)}), gap_blocks),
+        "duplicate_count": range(duplicate_tsns + 1),
+        "duplicates": data.ArrayLayout(unsigned(_TSN_BITS), duplicate_tsns),
+    })
+
+
+def _position(one_hot, width: int):
+    """The index of the set bit of a ``width``-bit one-hot (or zero) vector: one OR tree per index bit."""
+    return Cat(*(Cat(*(one_hot[i] for i in range(width) if i >> bit & 1)).any()
+                 for bit in range(max(1, (width - 1).bit_length()))))
+
+
+class SackUnit(wiring.Component):
+    """The acknowledgement unit of ``associations`` rows (see the module docs)."""
+
+    def __init__(self, associations: int, *, map_tsns: int = 64, gap_blocks: int = 4, duplicate_tsns: int = 4):
+        if gap_blocks < 1 or duplicate_tsns < 1:
+            raise ValueError(f"gap_blocks {gap_blocks} and duplicate_tsns {duplicate_tsns} must be at least 1")
+        self.associations, self.map_tsns = associations, map_tsns
+        self.gap_blocks, self.duplicate_tsns = gap_blocks, duplicate_tsns
+        super().__init__({
+            "chunks": In(stream.Signature(sack_chunk_layout())),
+            "resets": In(stream.Signature(sack_reset_layout())),
+            "tick": In(1),
+            "sacks": Out(stream.Signature(sack_record_layout(gap_blocks, duplicate_tsns))),
+            "duplicates_unlisted": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        rows, window_bits = self.associations, self.map_tsns
+        m.submodules.map = tsn_map = SequenceWindow(rows, window_bits, bits=_TSN_BITS)
+
+        def row_array(shape, name):
+            return Array(Signal(shape, name=f"{name}_{row}") for row in range(rows))
+
+        in_packet, gap_start, at_once = row_array(1, "in_packet"), row_array(1, "gap_start"), row_array(1, "at_once")
+        one_packet, armed, due = row_array(1, "one_packet"), row_array(1, "armed"), row_array(1, "due")
+        remaining, delay = row_array(_DELAY_BITS, "remaining"), row_array(_DELAY_BITS, "delay")
+        duplicate_count = row_array(range(self.duplicate_tsns + 1), "duplicate_count")
+        duplicates = Array(Array(Signal(_TSN_BITS, name=f"duplicate_{row}_{i}") for i in range(self.duplicate_tsns))
+                           for row in range(rows))
+
+        tick_pending = Signal()
+        with m.If(self.tick):
+            m.d.sync += tick_pending.eq(1)
+
+        record = Signal(sack_chunk_layout())
+        m.d.comb += [tsn_map.index.eq(self.chunks.payload.association), tsn_map.ssn.eq(self.chunks.payload.tsn)]
+
+        # The SACK under construction.
+        sack = Signal.like(self.sacks.payload)
+        row = Signal(range(rows))
+        rest = Signal(window_bits)       # the map's bits not yet turned into Gap Ack Blocks
+        lowest = Signal(window_bits)     # rest's lowest set bit
+        m.d.comb += [self.sacks.payload.eq(sack), tsn_map.peek_index.eq(row)]
+
+        due_any = Signal()
+        due_row = Signal(range(rows))
+        for index in reversed(range(rows)):          # the lowest due association
+            with m.If(due[index]):
+                m.d.comb += [due_any.eq(1), due_row.eq(index)]
+
+        # Gap Ack Block from rest's lowest run: map bit i is TSN Cumulative TSN Ack + 1 + i (offset i + 1).
+        total = Signal(window_bits + 1)
+        above = Signal(window_bits + 1)      # the bit just past the run (bit window_bits: the run reaches the top)
+        m.d.comb += [total.eq(rest + lowest), above.eq(total & ~Cat(rest, Const(0, 1)))]
+        start_index, end_index = _position(lowest, window_bits), _position(above, window_bits + 1)
+
+        def start_sack(m, which):
+            m.d.sync += [row.eq(which), sack.association.eq(which),
+                         one_packet[which].eq(0), armed[which].eq(0), due[which].eq(0), at_once[which].eq(0)]
+            m.next = "PEEK"
+
+        with m.FSM():
+            with m.State("IDLE"):        # in the model's order: a tick's SACKs before what follows it
+                with m.If(tick_pending):
+                    m.d.sync += tick_pending.eq(self.tick)
+                    for index in range(rows):
+                        with m.If(armed[index]):
+                            with m.If(remaining[index] == 1):
+                                m.d.sync += [armed[index].eq(0), due[index].eq(1)]
+                            with m.Else():
+                                m.d.sync += remaining[index].eq(remaining[index] - 1)
+                with m.Elif(due_any):
+                    start_sack(m, due_row)
+                with m.Elif(self.resets.valid):
+                    reset = self.resets.payload
+                    m.d.comb += [self.resets.ready.eq(1), tsn_map.reset.eq(1),
+                                 tsn_map.reset_index.eq(reset.association),
+                                 tsn_map.reset_first.eq(reset.cumulative_tsn + 1)]
+                    m.d.sync += [
+                        in_packet[reset.association].eq(0), gap_start[reset.association].eq(0),
+                        at_once[reset.association].eq(0), one_packet[reset.association].eq(0),
+                        armed[reset.association].eq(0), due[reset.association].eq(0),
+                        duplicate_count[reset.association].eq(0), delay[reset.association].eq(reset.delay),
+                    ]
+                with m.Else():
+                    m.d.comb += self.chunks.ready.eq(1)
+                    with m.If(self.chunks.valid):
+                        m.d.sync += record.eq(self.chunks.payload)
+                        m.next = "LOOKUP_1"
+            with m.State("LOOKUP_1"):
+                m.next = "LOOKUP_2"
+            with m.State("LOOKUP_2"):
+                m.next = "DECIDE"
+            with m.State("DECIDE"):
+                a = record.association
+                duplicate, beyond = tsn_map.duplicate, tsn_map.beyond
+                m.d.comb += tsn_map.commit.eq(~duplicate & ~beyond)
+                gap_at_start = Signal()
+                urgent = Signal()
+                m.d.comb += [gap_at_start.eq(Mux(in_packet[a], gap_start[a], tsn_map.pending)),
+                             urgent.eq(at_once[a] | duplicate | beyond)]
+                with m.If(duplicate):
+                    with m.If(duplicate_count[a] < self.duplicate_tsns):
+                        m.d.sync += [duplicates[a][duplicate_count[a]].eq(record.tsn),
+                                     duplicate_count[a].eq(duplicate_count[a] + 1)]
+                    with m.Else():
+                        m.d.sync += self.duplicates_unlisted.eq(self.duplicates_unlisted + 1)
+                with m.If(record.packet_end):
+                    m.d.sync += in_packet[a].eq(0)
+                    with m.If(urgent | tsn_map.pending_after | gap_at_start | one_packet[a]):
+                        start_sack(m, a)
+                    with m.Else():
+                        m.d.sync += one_packet[a].eq(1)
+                        with m.If(~armed[a]):
+                            m.d.sync += [armed[a].eq(1), remaining[a].eq(delay[a])]
+                        m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [in_packet[a].eq(1), gap_start[a].eq(gap_at_start), at_once[a].eq(urgent)]
+                    m.next = "IDLE"
+            with m.State("PEEK"):        # the map's row: its address on this cycle, its data on the next
+                m.d.sync += [sack.duplicate_count.eq(duplicate_count[row]), duplicate_count[row].eq(0)]
+                for i in range(self.duplicate_tsns):
+                    m.d.sync += sack.duplicates[i].eq(duplicates[row][i])
+                m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.sync += [sack.cumulative_tsn_ack.eq(tsn_map.peek_base - 1), rest.eq(tsn_map.peek_seen),
+                             sack.gap_count.eq(0)]
+                m.next = "FIND"
+            with m.State("FIND"):
+                with m.If((rest == 0) | (sack.gap_count == self.gap_blocks)):
+                    m.next = "SEND"
+                with m.Else():
+                    m.d.sync += lowest.eq(rest & -rest)
+                    m.next = "RUN"
+            with m.State("RUN"):
+                gap = sack.gaps[sack.gap_count]
+                m.d.sync += [gap.start.eq(start_index + 1), gap.end.eq(end_index),
+                             rest.eq(total[:window_bits] & rest), sack.gap_count.eq(sack.gap_count + 1)]
+                m.next = "FIND"
+            with m.State("SEND"):
+                m.d.comb += self.sacks.valid.eq(1)
+                with m.If(self.sacks.ready):
+                    m.next = "IDLE"
+        return m
