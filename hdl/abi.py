@@ -171,6 +171,10 @@ def ack_layout() -> data.StructLayout:
     TSN, gap blocks, duplicate TSNs) without seeing the payload. The record
     leaves when the chunk is parsed, before the chunk's outcome on its own
     stream. ``length`` is the chunk's user data in bytes (chunk length - 16).
+    ``packet_end``: the chunk, padded, ends its packet (RFC 4960 3.2); DATA
+    chunks come after a packet's control chunks (6.10), so this marks the
+    packet's last DATA chunk, where the SACK decisions are made (6.2). A
+    packet whose last chunk is not a whole DATA chunk has no such record.
     A chunk shorter than its DATA header or running past the packet has no
     record (it has a CHUNK_ERROR report). No record is dropped: when
     ``m_axis_ack`` is not ready, the engine stops taking chunks, and
@@ -181,6 +185,7 @@ def ack_layout() -> data.StructLayout:
         "disposition": unsigned(2),     # AckDisposition
         "tsn": unsigned(32),
         "length": unsigned(16),
+        "packet_end": unsigned(1),
     })
 
 

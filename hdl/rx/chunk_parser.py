@@ -14,8 +14,9 @@ multiple of 4 bytes (RFC 4960 3.2). For each chunk:
   its type byte through its length (padding excluded), with ``exc_meta``;
 * every DATA chunk whose 16-byte header lies whole in the packet also
   yields an ``acks`` record (:func:`hdl.abi.ack_layout`: association, TSN,
-  disposition, user data length) for the host's SACKs (RFC 4960 6.2), in
-  chunk order, written with the chunk's other records;
+  disposition, user data length, whether it is the packet's last chunk) for
+  the SACKs (RFC 4960 6.2), in chunk order, written with the chunk's other
+  records;
 * errors go to ``errors`` (:class:`ChunkError`); the chunk is not forwarded:
   a DDP Segment Chunk with U=0 or without both B and E; a DATA chunk of a DDP
   association shorter than 16 bytes, or a PPID 16 one shorter than 18 bytes
@@ -171,6 +172,7 @@ class ChunkParser(wiring.Component):
             "past": words,       # 4k + length > bytes left
             "fits": words,       # the chunk ends in this beat
             "done": words,       # no further chunk starts in this beat
+            "final": words,      # 4k + padded length >= bytes left: the packet's last chunk (RFC 4960 3.2)
             "next_word": data.ArrayLayout(word_bits, words),
             # For a chunk starting at word k that runs past this beat, its bytes after the next
             # beat (rel_end - 2W): none (`end_small`), or fewer than 4 in the beat after
@@ -230,6 +232,7 @@ class ChunkParser(wiring.Component):
                 arriving.past[k].eq(end > left_now),
                 arriving.fits[k].eq(length <= width - 4 * k),
                 arriving.done[k].eq((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)),
+                arriving.final[k].eq(Cat(Const(0, 2), next_start) >= left_now),
                 arriving.next_word[k].eq(next_start[:word_bits]),
                 arriving.end_small[k].eq(end <= 2 * width),
                 arriving.end_tail[k].eq(end > 2 * width - 4),
@@ -250,6 +253,7 @@ class ChunkParser(wiring.Component):
         next_word = [staged.next_word[k] for k in range(words)]
         avail, hdr_past, short, past = staged.avail, staged.hdr_past, staged.short, staged.past
         fits, done, end_small, end_tail = staged.fits, staged.done, staged.end_small, staged.end_tail
+        final = staged.final
         stay_word, entry_stay = staged.stay_word, staged.entry_stay
         beat_take = Signal()      # the walker is done with the beat stage's beat
         m.d.comb += beats.source.ready.eq(beat_take)
@@ -258,6 +262,7 @@ class ChunkParser(wiring.Component):
         piece_layout = data.StructLayout({
             "beat": packet_layout(width),   # beat.last = last piece of the chunk
             "first": unsigned(1),
+            "final": unsigned(1),           # first piece: the chunk is the packet's last
             "word": unsigned(word_bits),
             "error": unsigned(3),           # ChunkError found by the walker, 0 = none
             "association": unsigned(ASSOCIATION_BITS),
@@ -296,6 +301,7 @@ class ChunkParser(wiring.Component):
             m.d.sync += [
                 piece.beat.data.eq(beat.data),
                 piece.word.eq(cur_word),
+                piece.final.eq(select(final)),
                 piece.association.eq(beat_assoc),
                 piece.ddp.eq(beat_ddp),
             ]
@@ -382,12 +388,14 @@ class ChunkParser(wiring.Component):
         b_word = Signal(range(words))
         b_piece = Signal(range(max_piece + 2))
         b_decided = Signal()
+        b_final = Signal()
         hdr = [Signal(32, name=f"hdr_{j}") for j in range(5)]
 
         # 3a. gather: merge this piece's header words with those already seen, register.
         gathered = data.Signal(data.StructLayout({
             "beat": packet_layout(width),
             "decide": unsigned(1),       # the chunk's header is complete with this piece
+            "final": unsigned(1),        # the chunk is the packet's last
             "start": unsigned(word_bits),
             "error": unsigned(3),
             "association": unsigned(ASSOCIATION_BITS),
@@ -418,6 +426,7 @@ class ChunkParser(wiring.Component):
                 gathered_valid.eq(1),
                 gathered.beat.eq(piece.beat),
                 gathered.decide.eq(decide),
+                gathered.final.eq(Mux(piece.first, piece.final, b_final)),
                 gathered.start.eq(start),
                 gathered.error.eq(piece.error),
                 gathered.association.eq(piece.association),
@@ -430,6 +439,7 @@ class ChunkParser(wiring.Component):
                     b_word.eq(start),
                     b_piece.eq(Mux(index == max_piece + 1, index, index + 1)),
                     b_decided.eq(decided | decide),
+                    b_final.eq(Mux(piece.first, piece.final, b_final)),
                 ]
 
         # 3b. classify: the gathered header's compares, registered beside the fields the decision
@@ -445,7 +455,7 @@ class ChunkParser(wiring.Component):
         length_in = big_endian(byte(words_in[0], 2), byte(words_in[0], 3))
         ppid_in = big_endian(*(byte(words_in[3], i) for i in range(4)))
         classified = Signal(data.StructLayout({
-            "beat": packet_layout(width), "decide": 1, "start": word_bits, "error": 3,
+            "beat": packet_layout(width), "decide": 1, "final": 1, "start": word_bits, "error": 3,
             "association": ASSOCIATION_BITS, "ddp": 1, "flags": 8, "length": 16, "tsn": 32,
             "stream_id": 16, "ddp_ssn": 16,
             "control": 1,          # chunk type != DATA
@@ -458,6 +468,7 @@ class ChunkParser(wiring.Component):
         m.d.sync += [
             classified_valid.eq(g_accept),
             classified.beat.eq(gathered.beat), classified.decide.eq(gathered.decide),
+            classified.final.eq(gathered.final),
             classified.start.eq(gathered.start), classified.error.eq(gathered.error),
             classified.association.eq(gathered.association), classified.ddp.eq(gathered.ddp),
             classified.flags.eq(byte(words_in[0], 1)),
@@ -545,6 +556,7 @@ class ChunkParser(wiring.Component):
             ack.disposition.eq(disposition),
             ack.tsn.eq(tsn),
             ack.length.eq(length - _DATA_HEADER),
+            ack.packet_end.eq(classified.final),
         ]
 
         # 3d. write the FIFOs from the registered decision.

@@ -32,10 +32,13 @@ TSN Ack, the lowest ``gap_blocks`` Gap Ack Blocks (offsets from it, RFC 4960
 count and the countdown.
 
 ``resets`` writes an association's row (RFC 4960 5.1: the peer's initial TSN
-minus one, nothing received after it) and its delayed-SACK time in ticks.
+minus one, nothing received after it), its delayed-SACK time in ticks, its
+a_rwnd (the ``window`` less ``held_bytes`` for each TSN received past the
+Cumulative TSN Ack, down to 0: the model's rule) and whether the unit SACKs
+the association at all (``enabled``; if not, its records are ignored).
 
 Rate: a record takes 4 cycles (the map's three-stage lookup and the
-decision), a SACK 4 cycles and 2 more per Gap Ack Block. At W = 8 a DATA
+decision), a SACK 7 cycles and 2 more per Gap Ack Block. At W = 8 a DATA
 chunk carrying a DDP segment is at least 36 bytes, 5 beats (RFC 5043 5.2.2:
 16 bytes of DATA header, at least 18 of DDP header), so the unit keeps up
 with one beat per cycle; at wider W the receive engine's ack queue absorbs
@@ -48,11 +51,11 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.abi import ASSOCIATION_BITS
 from hdl.rx.sequence_window import SequenceWindow
+from model.engine.sack import DELAY_BITS
 
 __all__ = ["SackUnit", "sack_chunk_layout", "sack_reset_layout", "sack_record_layout"]
 
 _TSN_BITS = 32
-_DELAY_BITS = 10   # up to 1023 ticks: RFC 4960 6.2's 500 ms bound is 596 ticks of 2**17 cycles at 156.25 MHz
 
 
 def sack_chunk_layout() -> data.StructLayout:
@@ -69,7 +72,10 @@ def sack_reset_layout() -> data.StructLayout:
     return data.StructLayout({
         "association": unsigned(ASSOCIATION_BITS),
         "cumulative_tsn": unsigned(_TSN_BITS),   # the peer's initial TSN - 1 (RFC 4960 6.2)
-        "delay": unsigned(_DELAY_BITS),          # the delayed-SACK time in ticks, at least 1
+        "delay": unsigned(DELAY_BITS),           # the delayed-SACK time in ticks, at least 1
+        "window": unsigned(32),                  # a_rwnd in bytes with nothing held past a gap
+        "held_bytes": unsigned(16),              # bytes held for each TSN received past a gap
+        "enabled": unsigned(1),                  # 0: the row takes no records (the host SACKs)
     })
 
 
@@ -82,6 +88,7 @@ def sack_record_layout(gap_blocks: int = 4, duplicate_tsns: int = 4) -> data.Str
         "gaps": data.ArrayLayout(data.StructLayout({"start": unsigned(16), "end": unsigned(16)}), gap_blocks),
         "duplicate_count": range(duplicate_tsns + 1),
         "duplicates": data.ArrayLayout(unsigned(_TSN_BITS), duplicate_tsns),
+        "a_rwnd": unsigned(32),
     })
 
 
@@ -117,7 +124,8 @@ class SackUnit(wiring.Component):
 
         in_packet, gap_start, at_once = row_array(1, "in_packet"), row_array(1, "gap_start"), row_array(1, "at_once")
         one_packet, armed, due = row_array(1, "one_packet"), row_array(1, "armed"), row_array(1, "due")
-        remaining, delay = row_array(_DELAY_BITS, "remaining"), row_array(_DELAY_BITS, "delay")
+        remaining, delay = row_array(DELAY_BITS, "remaining"), row_array(DELAY_BITS, "delay")
+        window, held_bytes, enabled = row_array(32, "window"), row_array(16, "held_bytes"), row_array(1, "enabled")
         duplicate_count = row_array(range(self.duplicate_tsns + 1), "duplicate_count")
         duplicates = Array(Array(Signal(_TSN_BITS, name=f"duplicate_{row}_{i}") for i in range(self.duplicate_tsns))
                            for row in range(rows))
@@ -136,6 +144,9 @@ class SackUnit(wiring.Component):
         lowest = Signal(window_bits)     # rest's lowest set bit
         m.d.comb += [self.sacks.payload.eq(sack), tsn_map.peek_index.eq(row)]
 
+        parts = [Signal(range(9), name=f"held_part_{i}") for i in range((window_bits + 7) // 8)]
+        held = Signal(range(window_bits + 1))
+        held_total = Signal(len(held) + 16)
         due_any = Signal()
         due_row = Signal(range(rows))
         for index in reversed(range(rows)):          # the lowest due association
@@ -175,10 +186,13 @@ class SackUnit(wiring.Component):
                         at_once[reset.association].eq(0), one_packet[reset.association].eq(0),
                         armed[reset.association].eq(0), due[reset.association].eq(0),
                         duplicate_count[reset.association].eq(0), delay[reset.association].eq(reset.delay),
+                        window[reset.association].eq(reset.window),
+                        held_bytes[reset.association].eq(reset.held_bytes),
+                        enabled[reset.association].eq(reset.enabled),
                     ]
                 with m.Else():
                     m.d.comb += self.chunks.ready.eq(1)
-                    with m.If(self.chunks.valid):
+                    with m.If(self.chunks.valid & enabled[self.chunks.payload.association]):
                         m.d.sync += record.eq(self.chunks.payload)
                         m.next = "LOOKUP_1"
             with m.State("LOOKUP_1"):
@@ -219,6 +233,17 @@ class SackUnit(wiring.Component):
             with m.State("LOAD"):
                 m.d.sync += [sack.cumulative_tsn_ack.eq(tsn_map.peek_base - 1), rest.eq(tsn_map.peek_seen),
                              sack.gap_count.eq(0)]
+                m.d.sync += [part.eq(sum(tsn_map.peek_seen[bit] for bit in range(8 * i, min(8 * i + 8, window_bits))))
+                             for i, part in enumerate(parts)]
+                m.next = "COUNT"
+            with m.State("COUNT"):       # a_rwnd (RFC 4960 6.2): the window less what waits past a gap
+                m.d.sync += held.eq(sum(parts))
+                m.next = "PRODUCT"
+            with m.State("PRODUCT"):
+                m.d.sync += held_total.eq(held * held_bytes[row])
+                m.next = "WINDOW"
+            with m.State("WINDOW"):
+                m.d.sync += sack.a_rwnd.eq(Mux(held_total > window[row], 0, window[row] - held_total))
                 m.next = "FIND"
             with m.State("FIND"):
                 with m.If((rest == 0) | (sack.gap_count == self.gap_blocks)):

@@ -169,6 +169,7 @@ class ChunkAck:
     tsn: int
     disposition: AckDisposition
     length: int  # user data bytes
+    packet_end: bool = False  # the chunk, padded, ends its packet (RFC 4960 3.2)
 
 
 @dataclass(frozen=True)
@@ -453,7 +454,8 @@ class ReceiveEngineModel:
         def ack(chunk, disposition: AckDisposition) -> None:
             user_data = len(chunk.data) - DataChunk.HEADER_LENGTH
             if user_data >= 0:  # RFC 4960 3.3.1: the whole DATA header, TSN included
-                result.acks.append(ChunkAck(index, chunk.data_tsn, disposition, user_data))
+                end = chunk.offset + (len(chunk.data) + 3) // 4 * 4
+                result.acks.append(ChunkAck(index, chunk.data_tsn, disposition, user_data, end >= len(sctp)))
 
         for chunk in walk_chunks(sctp[COMMON_HEADER_LENGTH:], COMMON_HEADER_LENGTH):
             if isinstance(chunk, BrokenChunk):

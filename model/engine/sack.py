@@ -34,9 +34,16 @@ when the tick count reaches it.
 
 A SACK (`SackRecord`) carries the Cumulative TSN Ack, at most
 ``gap_blocks`` Gap Ack Blocks (the lowest runs received after it, RFC 4960
-3.3.4: offsets from the Cumulative TSN Ack) and the duplicates listed; the
-transmit path adds the a_rwnd the engine can still take (`SackRecord.chunk`).
+3.3.4: offsets from the Cumulative TSN Ack), the duplicates listed and the
+a_rwnd (6.2: the receive buffer left): the row's ``window`` bytes less
+``held_bytes`` for each TSN received past a gap, down to 0. Data received in
+order is placed where its ULP wants it and holds no buffer; a chunk past a
+gap holds a record in the engine until the gap fills, which the row
+counts as ``held_bytes`` (the host's choice: its largest DATA chunk).
 Sending it clears the duplicates and the count, and stops the timer.
+
+A row written with ``enabled`` false takes no records: the host SACKs that
+association itself.
 
 Sans-I/O: `chunk(association, tsn, now, packet_end)` and `tick(now)` return the SACKs
 due, in order; `reset(association, cumulative_tsn, delay_ticks)` writes a row (the
@@ -50,7 +57,7 @@ from dataclasses import dataclass, field
 
 from model.sctp.packet import TSN_BITS, SackChunk, serial_add, serial_le
 
-__all__ = ["SackRecord", "SackUnit", "DEFAULT_DELAY_TICKS", "TICK_SECONDS"]
+__all__ = ["SackRecord", "SackUnit", "DEFAULT_DELAY_TICKS", "DEFAULT_WINDOW", "DELAY_BITS", "TICK_SECONDS"]
 
 _TSN_MASK = (1 << TSN_BITS) - 1
 
@@ -58,6 +65,10 @@ TICK_SECONDS = 2 ** 17 / 156.25e6
 """The gateware timer unit's tick: 2**17 cycles of the 156.25 MHz core clock, about 0.84 ms."""
 DEFAULT_DELAY_TICKS = 238
 """The delayed-SACK time in ticks: 199.7 ms, within RFC 4960 6.2's 200 ms default."""
+DELAY_BITS = 10
+"""Bits of a row's delay: up to 1023 ticks, past RFC 4960 6.2's 500 ms bound (596 ticks)."""
+DEFAULT_WINDOW = 65536
+"""A row's a_rwnd in bytes unless the host gives one (RFC 4960 6: at least 1500)."""
 
 
 @dataclass(frozen=True)
@@ -69,16 +80,20 @@ class SackRecord:
     gap_blocks: tuple[tuple[int, int], ...]
     """(start, end) offsets from the Cumulative TSN Ack, lowest first (RFC 4960 3.3.4)."""
     duplicate_tsns: tuple[int, ...]
+    a_rwnd: int
 
-    def chunk(self, a_rwnd: int) -> SackChunk:
-        """The SACK chunk with the receiver window the engine advertises (RFC 4960 3.3.4)."""
-        return SackChunk(self.cumulative_tsn_ack, a_rwnd, self.gap_blocks, self.duplicate_tsns)
+    def chunk(self) -> SackChunk:
+        """The SACK chunk (RFC 4960 3.3.4)."""
+        return SackChunk(self.cumulative_tsn_ack, self.a_rwnd, self.gap_blocks, self.duplicate_tsns)
 
 
 @dataclass
 class _Row:
     cumulative_tsn: int
     delay_ticks: int
+    window: int
+    held_bytes: int
+    enabled: bool
     received: set[int] = field(default_factory=set)
     """Offsets (1..map_tsns) from the Cumulative TSN Ack of the TSNs received after it."""
     duplicates: list[int] = field(default_factory=list)
@@ -104,14 +119,17 @@ class SackUnit:
         self.gap_blocks, self.duplicate_tsns, self.delay_ticks = gap_blocks, duplicate_tsns, delay_ticks
         self._rows: dict[int, _Row] = {}
 
-    def reset(self, association: int, cumulative_tsn: int, delay_ticks: int | None = None) -> None:
+    def reset(self, association: int, cumulative_tsn: int, delay_ticks: int | None = None, *,
+              window: int = DEFAULT_WINDOW, held_bytes: int = 0, enabled: bool = True) -> None:
         """Write the association's row: nothing received after `cumulative_tsn`, no SACK due, delayed SACKs
-        `delay_ticks` after the packet (the unit's default if None)."""
+        `delay_ticks` after the packet (the unit's default if None), a_rwnd `window` less `held_bytes` per
+        TSN held past a gap; `enabled` false: the row takes no records."""
         self._check(association)
         delay = self.delay_ticks if delay_ticks is None else delay_ticks
-        if delay < 1:
-            raise ValueError(f"delay_ticks {delay} must be at least 1")
-        self._rows[association] = _Row(cumulative_tsn & _TSN_MASK, delay)
+        if not 1 <= delay < 1 << DELAY_BITS or not 0 <= window < 1 << 32 or not 0 <= held_bytes < 1 << 16:
+            raise ValueError(f"delay_ticks {delay} (1..{(1 << DELAY_BITS) - 1}), window {window} (32 bits) and "
+                             f"held_bytes {held_bytes} (16 bits) out of range")
+        self._rows[association] = _Row(cumulative_tsn & _TSN_MASK, delay, window, held_bytes, enabled)
 
     def cumulative_tsn(self, association: int) -> int:
         return self._row(association).cumulative_tsn
@@ -124,6 +142,8 @@ class SackUnit:
         """One DATA chunk's TSN, taken at tick `now`; `packet_end`: it ends its packet. The SACK due at once,
         if any (at a packet's end only)."""
         row = self._row(association)
+        if not row.enabled:
+            return []
         if not row.in_packet:
             row.in_packet, row.gap_at_packet_start = True, bool(row.received)
         offset = (tsn - row.cumulative_tsn) & _TSN_MASK
@@ -169,7 +189,9 @@ class SackUnit:
                 runs[-1] = (runs[-1][0], offset)
             else:
                 runs.append((offset, offset))
-        record = SackRecord(association, row.cumulative_tsn, tuple(runs[:self.gap_blocks]), tuple(row.duplicates))
+        a_rwnd = max(0, row.window - len(row.received) * row.held_bytes)
+        record = SackRecord(association, row.cumulative_tsn, tuple(runs[:self.gap_blocks]), tuple(row.duplicates),
+                            a_rwnd)
         row.duplicates, row.packets_since_sack, row.deadline, row.at_once = [], 0, None, False
         return record
 

@@ -70,8 +70,15 @@ class Oracle:
             self.ack(association, data, AckDisposition.REFUSED)
 
     def ack(self, association, chunk: DataChunk, disposition: AckDisposition):
-        """A DATA chunk with its whole 16-byte header is acknowledged (RFC 4960 3.3.1, 6.2)."""
-        self.acks.append((association, chunk.tsn, disposition, len(chunk.user_data)))
+        """A DATA chunk with its whole 16-byte header is acknowledged (RFC 4960 3.3.1, 6.2); whether it ends
+        its packet is set once the packet is built (`packet_ends`)."""
+        self.acks.append((association, chunk.tsn, disposition, len(chunk.user_data), False))
+
+    def packet_ends(self, acks_before: int, ends: bool) -> None:
+        """The packet's last chunk, if it has an ack record (the last one), ends the packet, or no longer does
+        (a chunk was appended after it)."""
+        if len(self.acks) > acks_before:
+            self.acks[-1] = self.acks[-1][:4] + (ends,)
 
 
 def data_chunk(rng, ppid, user_data, **flags) -> DataChunk:
@@ -144,7 +151,10 @@ def random_packet(rng: random.Random, oracle: Oracle, *, malformed: bool, max_ch
     association = rng.randrange(16)
     ddp = rng.random() < 0.8
     chunks = [random_chunk(rng, association, ddp, oracle, malformed=malformed)
-              for _ in range(rng.randrange(1, max_chunks + 1))]
+              for _ in range(rng.randrange(max_chunks))]
+    acks_before = len(oracle.acks)
+    chunks.append(random_chunk(rng, association, ddp, oracle, malformed=malformed))
+    oracle.packet_ends(acks_before, True)   # its padded end is the packet's (RFC 4960 3.2)
     header = struct.pack("!HHII", 1, 2, rng.getrandbits(32), 0)
     body = b"".join(pad(chunk) for chunk in chunks[:-1]) + chunks[-1]
     if rng.random() < 0.5:
@@ -222,8 +232,8 @@ def check(outputs, oracle: Oracle, width: int):
                  for p in outputs["seg_meta"]]
     exc_metas = [(int(p.association), ChunkException(p.reason), int(p.length)) for p in outputs["exc_meta"]]
     errors = [(int(p.association), int(p.tsn), ChunkError(int(p.kind))) for p in outputs["errors"]]
-    acks = [(int(p.association), int(p.tsn), AckDisposition(int(p.disposition)), int(p.length))
-            for p in outputs["acks"]]
+    acks = [(int(p.association), int(p.tsn), AckDisposition(int(p.disposition)), int(p.length),
+             bool(p.packet_end)) for p in outputs["acks"]]
     assert acks == oracle.acks
     assert errors == oracle.errors
     assert seg_metas == oracle.seg_metas
@@ -258,13 +268,16 @@ def test_malformed_chunks_and_recovery(width):
     oracle = Oracle()
     packets = []
     for index in range(36):
+        acks_before = len(oracle.acks)
         packet, association, ddp = random_packet(rng, oracle, malformed=True, max_chunks=3)
         if index % 2:
             packet = malformed_tail(rng, packet, association, oracle)
+            oracle.packet_ends(acks_before, False)   # the tail, not a DATA chunk, ends the packet
         packets.append((packet, association, ddp))
     kinds = {kind for _, _, kind in oracle.errors}
     assert kinds == set(ChunkError)
-    assert {disposition for _, _, disposition, _ in oracle.acks} == set(AckDisposition)
+    assert {disposition for _, _, disposition, _, _ in oracle.acks} == set(AckDisposition)
+    assert {end for *_, end in oracle.acks} == {False, True}
     outputs, _ = run(width, packets, oracle, seed=width + 1)
     check(outputs, oracle, width)
 
@@ -284,6 +297,7 @@ def test_large_segments_back_to_back_throughput(width):
             chunk = data_chunk(rng, 16, DdpSegmentChunkData(ddp_ssn, segment).encode())
             oracle.seg(association, chunk, segment, ddp_ssn)
             chunks.append(pad(chunk.encode()))
+        oracle.packet_ends(len(oracle.acks) - 1, True)
         packets.append((struct.pack("!HHII", 1, 2, 3, 0) + b"".join(chunks), association, True))
     outputs, cycles = run(width, packets, oracle, seed=3, stall=0, gap=0)
     check(outputs, oracle, width)

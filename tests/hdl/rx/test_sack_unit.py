@@ -47,7 +47,9 @@ def scenario(seed: int, map_tsns: int) -> list[tuple]:
     rng = random.Random(seed)
     starts = [rng.randrange(1 << 32) for _ in range(ASSOCIATIONS)]
     starts[0] = 0xFFFFFFF8                         # the TSNs wrap (RFC 4960 1.6)
-    events = [("reset", a, starts[a], rng.randint(1, 4)) for a in range(ASSOCIATIONS)]
+    # Association 1's window closes past a few held TSNs (a_rwnd 0); association 3: the host SACKs it.
+    events = [("reset", a, starts[a], rng.randint(1, 4), 5000 if a == 1 else rng.randrange(1 << 32),
+               1452 if a == 1 else rng.randrange(1 << 16), a != 3) for a in range(ASSOCIATIONS)]
     queues = {a: peer_traffic(rng, starts[a], 25, map_tsns) for a in range(ASSOCIATIONS)}
     while any(queues.values()):
         if rng.random() < 0.25:
@@ -66,7 +68,7 @@ def model_sacks(events, **options) -> tuple[list[SackRecord], int]:
     now, sacks = 0, []
     for event in events:
         if event[0] == "reset":
-            unit.reset(event[1], event[2], event[3])
+            unit.reset(event[1], event[2], event[3], window=event[4], held_bytes=event[5], enabled=event[6])
         elif event[0] == "tick":
             now += 1
             sacks += unit.tick(now)
@@ -85,7 +87,8 @@ def rtl_sacks(events, pace: Pace, **options) -> tuple[list[SackRecord], int]:
         for event in events:
             if event[0] == "reset":
                 await stream_put(ctx, dut.resets, {"association": event[1], "cumulative_tsn": event[2],
-                                                   "delay": event[3]})
+                                                   "delay": event[3], "window": event[4],
+                                                   "held_bytes": event[5], "enabled": event[6]})
             elif event[0] == "tick":             # ticks come 2**17 cycles apart: one is taken before the next
                 ctx.set(dut.tick, 1)
                 await ctx.tick()
@@ -102,7 +105,7 @@ def rtl_sacks(events, pace: Pace, **options) -> tuple[list[SackRecord], int]:
             sacks.append(SackRecord(
                 payload.association, payload.cumulative_tsn_ack,
                 tuple((payload.gaps[i].start, payload.gaps[i].end) for i in range(payload.gap_count)),
-                tuple(payload.duplicates[i] for i in range(payload.duplicate_count))))
+                tuple(payload.duplicates[i] for i in range(payload.duplicate_count)), payload.a_rwnd))
 
     async def watchdog(ctx):
         for _ in range(40 * len(events) + 200):
@@ -130,6 +133,7 @@ def test_rtl_sends_the_models_sacks(options, seed):
     events = scenario(seed, options.get("map_tsns", 64))
     expected, expected_unlisted = model_sacks(events, **options)
     assert any(sack.gap_blocks for sack in expected) and any(sack.duplicate_tsns for sack in expected)
+    assert any(sack.a_rwnd == 0 for sack in expected) and {sack.association for sack in expected} == {0, 1, 2}
     got, unlisted = rtl_sacks(events, Pace(0.3, seed=seed), **options)
     assert got == expected
     assert unlisted == expected_unlisted
@@ -137,6 +141,6 @@ def test_rtl_sends_the_models_sacks(options, seed):
 
 def test_a_delayed_sack_leaves_after_the_rows_delay_rfc4960_6_2():
     """One packet, then ticks: the SACK comes with the row's delay-th tick, not before (RFC 4960 6.2)."""
-    events = [("reset", 1, 99, 3), ("chunk", 1, 100, True), ("tick",), ("tick",)]
+    events = [("reset", 1, 99, 3, 5000, 1500, True), ("chunk", 1, 100, True), ("tick",), ("tick",)]
     assert rtl_sacks(events, Pace())[0] == []
-    assert rtl_sacks(events + [("tick",)], Pace())[0] == [SackRecord(1, 100, (), ())]
+    assert rtl_sacks(events + [("tick",)], Pace())[0] == [SackRecord(1, 100, (), (), 5000)]
