@@ -171,7 +171,9 @@ class DdpHeaderValidator(wiring.Component):
         rec_free = gathered.sink.ready
         empty = seg_meta.valid & seg_meta.payload.empty & at_start
         complete = at_header | (~done & seg.payload.last)
-        m.d.comb += seg.ready.eq(seg_meta.valid & ~empty & beats.sink.ready & (~complete | rec_free))
+        # A beat that may complete the header waits for the record's room: every beat before the
+        # header is out, judged from flip-flops (not from the beat's `last`, late and far away).
+        m.d.comb += seg.ready.eq(seg_meta.valid & ~empty & beats.sink.ready & (rec_free | (done & ~at_header)))
         accept = seg.valid & seg.ready
         m.d.comb += [
             beats.sink.valid.eq(accept),
