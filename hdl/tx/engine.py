@@ -69,7 +69,7 @@ Every block boundary is a :class:`~hdl.stream.queue.Queue` or a registered
 stage.
 """
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
@@ -93,7 +93,9 @@ from hdl.tx.layouts import fetch_layout, segment_layout
 from hdl.tx.payload_fetcher import PayloadFetcher
 from hdl.tx.read_queue import ReadRequestQueue
 from hdl.tx.ring import RetransmitRing
+from hdl.tx.sack_sender import SackSender
 from hdl.tx.segmenter import Segmenter
+from hdl.rx.sack_unit import sack_record_layout
 
 __all__ = ["TxEngine"]
 
@@ -126,6 +128,7 @@ class TxEngine(wiring.Component):
             "udp_port": In(16),
             "m_axi": Out(Axi4ReadSignature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
             "m_axis": Out(AxiStreamSignature(width_bytes)),
+            "sacks": In(stream.Signature(sack_record_layout())),
         })
 
     def elaborate(self, platform):
@@ -200,6 +203,9 @@ class TxEngine(wiring.Component):
         connect(m, control_queue.source, arbiter.control)
         connect(m, work_queue.source, arbiter.local)
         connect(m, reads.responses, arbiter.responses)
+        sack_sender = m.submodules.sack_sender = SackSender(width)
+        connect(m, wiring.flipped(self.sacks), sack_sender.records)
+        connect(m, sack_sender.messages, arbiter.sacks)
         connect(m, arbiter.work, segmenter.work)
 
         # Tables and addresses.
@@ -224,12 +230,33 @@ class TxEngine(wiring.Component):
         connect(m, ring.sent, segment_queue.sink)
         connect(m, segment_queue.source, headers.segments)
         connect(m, ring.fetches, fetch_queue.sink)
-        connect(m, fetch_queue.source, fetcher.fetches)
         connect(m, fetcher.axi, wiring.flipped(self.m_axi))
+
+        # Payloads: a fetch from memory to the fetcher, a SACK's (local) from the SACK sender; the order
+        # of the two kinds kept, one bit per fetch, for the payload's turn.
+        order = m.submodules.payload_order = SyncFIFOBuffered(width=1, depth=32)
+        fetch = fetch_queue.source
+        m.d.comb += [
+            fetcher.fetches.payload.eq(fetch.payload),
+            fetcher.fetches.valid.eq(fetch.valid & ~fetch.payload.local & order.w_rdy),
+            fetch.ready.eq(order.w_rdy & (fetch.payload.local | fetcher.fetches.ready)),
+            order.w_data.eq(fetch.payload.local),
+            order.w_en.eq(fetch.valid & fetch.ready),
+        ]
 
         # The SCTP packet: headers, then the payload through a queue.
         payload_queue = m.submodules.payload_queue = Queue(packet_layout(width))
-        connect(m, fetcher.payload, payload_queue.sink)
+        local = order.r_data
+        source_valid = Mux(local, sack_sender.payload.valid, fetcher.payload.valid)
+        source_payload = packet_layout(width)(Mux(local, sack_sender.payload.payload, fetcher.payload.payload))
+        taken = order.r_rdy & source_valid & payload_queue.sink.ready
+        m.d.comb += [
+            payload_queue.sink.payload.eq(source_payload),
+            payload_queue.sink.valid.eq(order.r_rdy & source_valid),
+            fetcher.payload.ready.eq(order.r_rdy & ~local & payload_queue.sink.ready),
+            sack_sender.payload.ready.eq(order.r_rdy & local & payload_queue.sink.ready),
+            order.r_en.eq(taken & source_payload.last),
+        ]
         connect(m, payload_queue.source, sctp.sink)
         connect(m, headers.sctp_header, sctp.header)
 

@@ -6,8 +6,8 @@ For each segment record two headers leave, in the same cycle, for the two
 * ``sctp_header`` (12, 28, 44, 48 or 76 bytes): the SCTP common header with its
   checksum field 0 (RFC 4960 3.1; the CRC32c is inserted on the way out) and
   the verification tag of the association's row, or for a control packet
-  (:attr:`~hdl.abi.ControlOpcode.PACKET`) the request's and nothing more (its
-  chunks are the body); for a session-control message one DATA chunk header
+  (:attr:`~hdl.abi.ControlOpcode.PACKET`) the request's (the row's for the
+  engine's own SACK) and nothing more (its chunks are the body); for a session-control message one DATA chunk header
   (U = B = E = 1, PPID 17, RFC 5043 5.2.3) before the message; else one
   DATA chunk header (RFC 4960 3.3.1: U = B = E = 1, stream sequence number 0,
   PPID 16, RFC 5043 5.2, 9, 10; length without padding), the DDP-SSN (RFC 5043
@@ -211,7 +211,7 @@ class HeaderBuilder(wiring.Component):
 
         rdmap_control = _wire(Cat(segment.opcode, Const(0, 2), Const(RDMAP_VERSION, 2)), 1)
         common = (_wire(row.local_port, 2) + _wire(row.peer_port, 2)
-                  + _wire(Mux(packet_2, segment.tag, row.tag), 4) + _wire(0, 4))
+                  + _wire(Mux(packet_2 & ~segment.sack, segment.tag, row.tag), 4) + _wire(0, 4))
         data_chunk = (_wire(0, 1) + _wire(DATA_FLAGS, 1) + _wire(chunk_length_2, 2) + _wire(segment.tsn, 4)
                       + _wire(segment.stream_id, 2) + _wire(0, 2)
                       + _wire(Mux(session_2, PPID_DDP_SESSION_CONTROL, PPID_DDP_SEGMENT), 4))

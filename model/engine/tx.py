@@ -16,9 +16,11 @@ and `next_events()` drains completions and refusals. The engine's order, as
 the RTL has it:
 
 * messages one at a time, each finished before the next starts; an idle
-  engine starts the request it is offered at once; between messages control
-  requests go first, then Read Responses, then local work (RFC 5040 5.5:
-  Read Responses in the order of their requests);
+  engine starts the request it is offered at once; between messages the
+  receive engine's SACKs go first (`post_sack`: one packet of the SACK chunk,
+  the row's verification tag, RFC 4960 6.2), then control requests, then
+  Read Responses, then local work (RFC 5040 5.5: Read Responses in the order
+  of their requests);
 * each DATA chunk takes the association's next TSN (RFC 4960 6.1) and
   enters the retransmission ring; a new chunk waits while its row has
   `ring_tsns` chunks unacknowledged or its TSN is beyond the row's LIMIT
@@ -50,6 +52,7 @@ from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import DdpSegment
 from model.ddp.source import DdpSource
 from model.net.frames import build_frame
+from model.engine.sack import SackRecord
 from model.rdmap.messages import Opcode, QueueNumber, ReadRequest, tagged_rsvd_ulp, untagged_rsvd_ulp
 from model.sctp.packet import (
     PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL, DataChunk, SctpPacket, decode_chunks, serial_add,
@@ -185,6 +188,7 @@ class TransmitEngineModel:
         self._rows: dict[int, _Row] = {}
         self._ssn: dict[tuple[int, int], int] = {}
         self._sources: dict[tuple[int, int], DdpSource] = {}
+        self._sacks: deque[SackRecord] = deque()
         self._controls: deque[ControlRequest] = deque()
         self._responses: deque[ReadResponseRequest] = deque()
         self._works: deque[WorkRequest] = deque()
@@ -226,6 +230,13 @@ class TransmitEngineModel:
         self._responses.append(request)
         self._take()
         return True
+
+    def post_sack(self, record: SackRecord) -> None:
+        """A SACK of the receive engine's acknowledgement unit (`model.engine.sack`), sent ahead of every message
+        waiting."""
+        self._row(record.association)
+        self._sacks.append(record)
+        self._take()
 
     def post_control(self, request: ControlRequest) -> None:
         self._check_stream(request.association, request.stream_id)
@@ -298,16 +309,22 @@ class TransmitEngineModel:
     def accepts_next(self) -> bool:
         """No request is waiting unstarted: one offered now starts right after the message under way, so
         requests offered one at a time this way are sent in the order offered, whatever their port."""
-        return not (self._controls or self._responses or self._works)
+        return not (self._sacks or self._controls or self._responses or self._works)
 
     def waiting(self) -> bool:
         """Anything posted and not yet sent (RESENDs included)."""
-        return bool(self._resends or self._current or self._controls or self._responses or self._works)
+        return bool(self._resends or self._current or self._sacks or self._controls or self._responses
+                    or self._works)
 
     # -- segmentation -----------------------------------------------------------
 
     def _start_next(self) -> bool:
-        if self._controls:
+        if self._sacks:
+            record = self._sacks.popleft()
+            row = self._row(record.association)
+            packet = SctpPacket(row.config.local_port, row.config.peer_port, row.config.tag, [record.chunk()])
+            self._current.append(self._wrap(row, packet.encode()))
+        elif self._controls:
             self._current.extend(self._control_message(self._controls.popleft()))
         elif self._responses:
             request = self._responses.popleft()

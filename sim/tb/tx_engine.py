@@ -60,6 +60,16 @@ class TsnRequest:
     tsn: int
 
 
+def sack_record(record) -> dict:
+    """A :class:`model.engine.sack.SackRecord` as :func:`hdl.rx.sack_unit.sack_record_layout`'s fields (4 Gap
+    Ack Blocks, 4 duplicates: unused slots 0)."""
+    gaps = list(record.gap_blocks) + [(0, 0)] * (4 - len(record.gap_blocks))
+    duplicates = list(record.duplicate_tsns) + [0] * (4 - len(record.duplicate_tsns))
+    return {"association": record.association, "cumulative_tsn_ack": record.cumulative_tsn_ack,
+            "gap_count": len(record.gap_blocks), "gaps": [{"start": s, "end": e} for s, e in gaps],
+            "duplicate_count": len(record.duplicate_tsns), "duplicates": duplicates, "a_rwnd": record.a_rwnd}
+
+
 def data_tsn(frame: bytes) -> tuple[int, int] | None:
     """(SCTP source port, TSN) of a frame whose first chunk is DATA, as a peer reads it (RFC 4960 3.3.1)."""
     start = 14 + 20 + (8 if frame[23] == 17 else 0)
@@ -127,7 +137,8 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
              refused_ready: float = 1.0, control_after_frames: list | None = None,
              work_after_frames: list | None = None, ring_tsns: int = 64, tsn_requests: list = (),
              tsn_after_frames: list | None = None, acknowledge_after: int | None = 0,
-             completion_count: int = 0, work_delay: int = 0) -> Run:
+             completion_count: int = 0, work_delay: int = 0, sacks: list = (),
+             sack_after_frames: list | None = None) -> Run:
     """Run the engine until ``frame_count`` frames and ``refused_count`` refusals left (or a cycle budget ran
     out), then 30 cycles more.
 
@@ -135,7 +146,8 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
     that many frames have left, ``responses`` (Read Requests) to
     ``s_axis_rr`` ``peer_delay`` cycles later, each (with ``response_after_frames``) once that many frames
     have left; ``controls`` go to ``s_axis_ctl`` as soon as the tables are written, each (with
-    ``control_after_frames``) once that many frames have left. The network takes nothing for the first ``network_hold`` cycles; ``m_axis_rr_refused`` is
+    ``control_after_frames``) once that many frames have left, and so do ``sacks`` (SACK records,
+    :class:`model.engine.sack.SackRecord`) to the ``sacks`` port (with ``sack_after_frames``). The network takes nothing for the first ``network_hold`` cycles; ``m_axis_rr_refused`` is
     ready on a random ``refused_ready`` of the cycles. ``tsn_requests`` go to ``s_axis_tsn``, each (with
     ``tsn_after_frames``) once that many frames have left; unless ``acknowledge_after`` is None the peer
     also ACKs each DATA chunk that many cycles after it left (between those requests), the ACKs due at once
@@ -217,6 +229,14 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 await ctx.tick()
             await offer(ctx, dut.s_axis_ctl, control_layout.const(control.record()).as_bits(), Pace(0))
         ctx.set(dut.s_axis_ctl.tvalid, 0)
+
+    async def receive_engine(ctx):
+        while not tables_written[0]:
+            await ctx.tick()
+        for index, record in enumerate(sacks):
+            while sack_after_frames and len(run.frames) < sack_after_frames[index]:
+                await ctx.tick()
+            await stream_put(ctx, dut.sacks, sack_record(record))
 
     by_port = {a.local_port: a.index for a in associations}
     acks = []            # (cycle due, TsnRequest)
@@ -317,7 +337,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    for process in (host, peer, controller, sacker, tsn_outputs, refusals, network,
+    for process in (host, peer, controller, receive_engine, sacker, tsn_outputs, refusals, network,
                     *memory.processes(dut.m_axi)):
         sim.add_testbench(process, background=True)
 

@@ -22,6 +22,7 @@ from hdl.abi import ControlOpcode, TsnOpcode
 from model.engine.tx import (
     Completion, ControlRequest, RefusedRead, RefusedTsn, TransmitConfig, TransmitEngineModel, TxAssociationRow,
 )
+from model.engine.sack import SackRecord
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import DdpSegment, UntaggedHeader
@@ -79,6 +80,10 @@ def model_messages(associations: list[Association], first_ssn: dict, messages: l
     out = []
     for message in messages:
         association = by_index[message.association]
+        if isinstance(message, SackRecord):     # the receive engine's SACK: the row's tag (RFC 4960 6.2)
+            packet = SctpPacket(association.local_port, association.peer_port, association.tag, [message.chunk()])
+            out.append([frame_of(packet.encode(), association)])
+            continue
         key = (message.association, message.stream_id)
         if isinstance(message, Control):
             if message.opcode is ControlOpcode.PACKET:
@@ -201,7 +206,9 @@ def engine_model_run(associations: list[Association], first_ssn: dict, memory, m
 
 
 def _post(model: TransmitEngineModel, message) -> None:
-    if isinstance(message, Work):
+    if isinstance(message, SackRecord):
+        model.post_sack(message)
+    elif isinstance(message, Work):
         model.post_work(message)
     elif isinstance(message, ReadResponse):
         model.post_read_response(message)

@@ -16,6 +16,7 @@ from scapy.layers.l2 import Ether
 from scapy.layers.sctp import SCTP, SCTPChunkData
 
 from hdl.abi import ControlOpcode
+from model.engine.sack import SackRecord
 from model.sctp.packet import PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL
 from sim.tb.axi_read_memory import ReadMemory
 from sim.tb.tx_engine import (  # noqa: F401 (the tests take the records from here)
@@ -33,7 +34,7 @@ PAGE_END = 0x1_0000_0000   # payloads around a 4 GiB boundary: 64-bit addresses,
 def run_against_model(width: int, associations: list[Association], first_ssn: dict, works: list[Work],
                       memory: ReadMemory, *, responses: list = (), controls: list = (), order: list | None = None,
                       peer_window: int | None = None, one_at_a_time: bool = False, extra_frames: int = 0,
-                      **options) -> tuple[Run, list[bytes], list]:
+                      sacks: list = (), **options) -> tuple[Run, list[bytes], list]:
     """Simulate ``works``, ``responses`` and ``controls`` and return the run with the model's frames for them,
     the messages going out in ``order`` (needed when there are several kinds). With ``peer_window`` the peer keeps at most that
     many Read Requests of a stream unanswered (its ORD, RFC 6581 9): it sends the next one once the
@@ -41,19 +42,20 @@ def run_against_model(width: int, associations: list[Association], first_ssn: di
     work and control request once the frames of every message before it in ``order`` have left; the run
     waits for ``extra_frames`` more frames than the model sends (retransmissions). The third
     list names the message of each expected frame."""
-    assert order is not None or sum(map(bool, (works, responses, controls))) <= 1, "the order of the messages"
-    order = order if order is not None else [*works, *responses, *controls]
+    assert order is not None or sum(map(bool, (works, responses, controls, sacks))) <= 1, "the order of the messages"
+    order = order if order is not None else [*works, *responses, *controls, *sacks]
     place(memory, controls)
     per_message = model_messages(associations, first_ssn, order, memory)
     expected = [frame for frames in per_message for frame in frames]
     sources = [message for message, frames in zip(order, per_message) for _ in frames]
     before = dict(zip(map(id, order), accumulate([0, *map(len, per_message)])))
     if one_at_a_time:
-        for requests in (works, controls):
+        for requests in (works, controls, sacks):
             ids = set(map(id, requests))
             assert [id(m) for m in order if id(m) in ids] == list(map(id, requests)), "a port's requests in order"
         options["work_after_frames"] = [before[id(work)] for work in works]
         options["control_after_frames"] = [before[id(control)] for control in controls]
+        options["sack_after_frames"] = [before[id(sack)] for sack in sacks]
     if peer_window is not None:
         end_of = {id(message): end for message, end in zip(order, accumulate(map(len, per_message)))}
         after, answered = [], {}
@@ -63,7 +65,8 @@ def run_against_model(width: int, associations: list[Association], first_ssn: di
             earlier.append(response)
         options["response_after_frames"] = after
     # The transmit engine's model, its requests posted as the RTL's are, sends the model's messages in order.
-    posts = [(after, message) for port, name in ((works, "work"), (responses, "response"), (controls, "control"))
+    posts = [(after, message) for port, name in ((works, "work"), (responses, "response"), (controls, "control"),
+                                                 (sacks, "sack"))
              for after, message in zip(options.get(f"{name}_after_frames") or [0] * len(port), port)]
     posts.sort(key=lambda post: post[0])
     engine = engine_model_run(associations, first_ssn, memory, [message for _, message in posts],
@@ -71,7 +74,7 @@ def run_against_model(width: int, associations: list[Association], first_ssn: di
                               ird=options.get("ird", 4), ring_tsns=options.get("ring_tsns", 64))
     assert engine.frames == expected, "model.engine.tx sends other frames, or in another order, than the RTL must"
     return simulate(width, associations, first_ssn, works, memory, len(expected) + extra_frames, responses=responses,
-                    controls=controls, **options), expected, sources
+                    controls=controls, sacks=sacks, **options), expected, sources
 
 
 def random_memory(rng: random.Random, width: int, **pace) -> ReadMemory:
@@ -125,6 +128,9 @@ def check(width, associations, first_ssn, works, memory, *, refused=(), **option
     by_index = {a.index: a for a in associations}
     for frame, message in zip(run.frames, sources):
         association = by_index[message.association]
+        if isinstance(message, SackRecord):   # the row's tag, one SACK chunk (RFC 4960 6.2, 3.3.4)
+            scapy_check(frame, association, None, chunk_types=(3,))
+            continue
         if isinstance(message, Control) and message.opcode is ControlOpcode.PACKET:
             scapy_check(frame, association, None, tag=message.tag,
                         chunk_types=tuple(int(chunk.CHUNK_TYPE) for chunk in message.chunks))

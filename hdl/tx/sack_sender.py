@@ -1,0 +1,116 @@
+"""The receive engine's SACKs into the transmit path: one control packet of one SACK chunk each.
+
+For each SACK record (:func:`hdl.rx.sack_unit.sack_record_layout`) the
+sender emits a message for the arbiter (:func:`hdl.tx.layouts.sack_message_layout`:
+the association, the chunk's length) and keeps the record; the segmenter
+makes it one unnumbered segment (a :attr:`~hdl.abi.ControlOpcode.PACKET`
+with ``sack`` set: the row's verification tag, no TSN, RFC 4960 6.2), and
+when its payload's turn comes (a ``local`` fetch) the sender sends the SACK
+chunk's bytes (RFC 4960 3.3.4: type 3, flags 0, length, Cumulative TSN Ack,
+a_rwnd, the counts, the Gap Ack Blocks' start and end offsets, the
+duplicate TSNs, all big-endian) as one packet on ``payload``, in record
+order.
+
+A record is taken when both the kept records (``depth``) and the messages
+have room; the chunk leaves at one beat per cycle.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.rx.sack_unit import sack_record_layout
+from hdl.stream.bits import thermometer
+from hdl.stream.packet import packet_signature
+from hdl.stream.queue import Queue
+from hdl.tx.layouts import sack_message_layout
+
+__all__ = ["SackSender", "SACK_CHUNK_TYPE", "sack_chunk_length"]
+
+SACK_CHUNK_TYPE = 3     # RFC 4960 3.3.4
+_SACK_HEADER = 16       # type, flags, length, Cumulative TSN Ack, a_rwnd, the two counts
+
+
+def sack_chunk_length(gap_count, duplicate_count):
+    """RFC 4960 3.3.4: 16 bytes, 4 per Gap Ack Block and 4 per duplicate TSN."""
+    return _SACK_HEADER + 4 * (gap_count + duplicate_count)
+
+
+def _big_endian(value, nbytes: int) -> list:
+    """``value``'s low ``nbytes`` bytes, zero-extended, most significant first (network order)."""
+    value = Value.cast(value)
+    value = Cat(value, Const(0, max(0, 8 * nbytes - len(value))))
+    return [value[8 * (nbytes - 1 - i):8 * (nbytes - i)] for i in range(nbytes)]
+
+
+class SackSender(wiring.Component):
+    """SACK records of up to ``gap_blocks`` Gap Ack Blocks and ``duplicate_tsns`` duplicates, as
+    ``width_bytes``-wide SACK chunks (see the module docs)."""
+
+    def __init__(self, width_bytes: int, *, gap_blocks: int = 4, duplicate_tsns: int = 4, depth: int = 4):
+        self.width_bytes, self.gap_blocks, self.duplicate_tsns, self.depth = \
+            width_bytes, gap_blocks, duplicate_tsns, depth
+        super().__init__({
+            "records": In(stream.Signature(sack_record_layout(gap_blocks, duplicate_tsns))),
+            "messages": Out(stream.Signature(sack_message_layout())),
+            "payload": Out(packet_signature(width_bytes)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.width_bytes
+        layout = sack_record_layout(self.gap_blocks, self.duplicate_tsns)
+        kept = m.submodules.kept = Queue(layout, self.depth)
+        messages = m.submodules.messages = Queue(sack_message_layout(), 2)
+        record = self.records.payload
+        both = kept.sink.ready & messages.sink.ready
+        m.d.comb += [
+            kept.sink.payload.eq(record),
+            messages.sink.payload.association.eq(record.association),
+            messages.sink.payload.length.eq(sack_chunk_length(record.gap_count, record.duplicate_count)),
+            kept.sink.valid.eq(self.records.valid & messages.sink.ready),
+            messages.sink.valid.eq(self.records.valid & kept.sink.ready),
+            self.records.ready.eq(both),
+        ]
+        wiring.connect(m, messages.source, wiring.flipped(self.messages))
+
+        # The chunk's bytes from the kept record at the head: the header, then the blocks in use, then
+        # the duplicates listed (their place depends on the number of blocks).
+        head = kept.source.payload
+        most = _SACK_HEADER + 4 * (self.gap_blocks + self.duplicate_tsns)
+        length = Signal(range(most + 1))
+        m.d.comb += length.eq(sack_chunk_length(head.gap_count, head.duplicate_count))
+        header = ([Const(SACK_CHUNK_TYPE, 8), Const(0, 8)] + _big_endian(length, 2)
+                  + _big_endian(head.cumulative_tsn_ack, 4) + _big_endian(head.a_rwnd, 4)
+                  + _big_endian(head.gap_count, 2) + _big_endian(head.duplicate_count, 2))
+        blocks = [_big_endian(head.gaps[i].start, 2) + _big_endian(head.gaps[i].end, 2)
+                  for i in range(self.gap_blocks)]
+        duplicates = [byte for i in range(self.duplicate_tsns) for byte in _big_endian(head.duplicates[i], 4)]
+        tail_bits = 8 * 4 * (self.gap_blocks + self.duplicate_tsns)
+        tail = Const(0, tail_bits)
+        for count in range(self.gap_blocks + 1):
+            used = [byte for block in blocks[:count] for byte in block]
+            padding = Const(0, tail_bits - 8 * len(used + duplicates))
+            tail = Mux(head.gap_count == count, Cat(*used, *duplicates, padding), tail)
+        bytes_total = max(most, width)
+        chunk_bits = Cat(*header, tail, Const(0, 8 * (bytes_total - most)))
+
+        # Out one beat per cycle from a shift register.
+        shifter = Signal(8 * bytes_total)
+        left = Signal(range(most + 1))
+        loaded = Signal()
+        out = self.payload
+        m.d.comb += [
+            out.valid.eq(loaded),
+            out.payload.data.eq(shifter[:8 * width]),
+            out.payload.keep.eq(thermometer(left, width)),
+            out.payload.last.eq(left <= width),
+            kept.source.ready.eq(~loaded),
+        ]
+        with m.If(~loaded & kept.source.valid):
+            m.d.sync += [shifter.eq(chunk_bits), left.eq(length), loaded.eq(1)]
+        with m.If(out.valid & out.ready):
+            m.d.sync += [shifter.eq(shifter >> (8 * width)), left.eq(left - width)]
+            with m.If(out.payload.last):
+                m.d.sync += loaded.eq(0)
+        return m
