@@ -40,6 +40,7 @@ __all__ = [
     "FrameException", "FrameDrop", "ChunkException", "ChunkError", "SegmentStatus", "ReportKind", "ExceptionSource",
     "AckDisposition", "ack_layout", "ack_bytes", "buffer_revoke_layout", "DMA_ERROR",
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
+    "SACK_DELAY_BITS", "SACK_TICK_CYCLES", "sack_row_layout",
     "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "segment_report_fields",
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
     "WorkOpcode", "work_request_layout", "work_request_bytes", "READ_RESPONSE_OPCODE", "read_response_layout",
@@ -260,6 +261,37 @@ class SegmentStatus(enum.Enum, shape=3):
 
 
 # Tables the host writes over AXI4-Lite.
+#: Cycles of the receive engine's timer tick (the delayed SACK's unit): 0.84 ms at 156.25 MHz.
+SACK_TICK_CYCLES = 2 ** 17
+#: Bits of a SACK row's delay in ticks of the engine's timer (2**17 cycles): up to 1023 ticks, past RFC 4960
+#: 6.2's 500 ms bound (596 ticks at 156.25 MHz).
+SACK_DELAY_BITS = 10
+
+
+def sack_row_layout() -> data.StructLayout:
+    """One write of the receive engine's acknowledgement unit (:mod:`hdl.rx.sack_unit`, RFC 4960 6.2): the
+    association ``association`` starts with nothing received after ``cumulative_tsn`` (the peer's initial
+    TSN - 1, RFC 4960 5.1, or the host SCTP's Cumulative TSN Ack when it hands the association over).
+
+    With ``enabled`` the engine SACKs the association's DATA itself: its ack records (:func:`ack_layout`) go
+    to the unit, not to ``m_axis_ack``, and each SACK leaves through the transmit engine (one packet of one
+    SACK chunk, the row's verification tag) at once when a packet held a duplicate or left a gap (or the
+    one before it did), after every second packet with DATA, else ``delay`` ticks after the first one
+    unacknowledged (at least 1; 238 ticks are 199.7 ms, RFC 4960 6.2's 200 ms). The a_rwnd it advertises
+    is ``window`` less ``held_bytes`` for each TSN received past a gap, down to 0 (RFC 4960 6.2). Without
+    ``enabled`` the association's ack records go to the host as before and the unit sends nothing for it.
+    Write a row while no DATA of the association is arriving (at set-up, before the peer's first DATA).
+    """
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "cumulative_tsn": unsigned(32),
+        "delay": unsigned(SACK_DELAY_BITS),
+        "window": unsigned(32),
+        "held_bytes": unsigned(16),
+        "enabled": unsigned(1),
+    })
+
+
 def association_entry_layout() -> data.StructLayout:
     """One table write: entry ``index`` becomes the rest of the fields."""
     return data.StructLayout({
@@ -391,6 +423,7 @@ def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) 
             ("stream", stream_write_layout(streams, 16)),
             ("buffer", buffer_post_layout(streams, 3, ADDRESS_BITS)),
             ("revoke", buffer_revoke_layout(streams, 3)),
+            ("sack", sack_row_layout()),
         ],
     )
 

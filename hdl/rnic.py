@@ -45,7 +45,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hdl.abi import (
-    ADDRESS_BITS, ack_bytes, completion_bytes, control_request_bytes, exception_record_layout,
+    ADDRESS_BITS, SACK_TICK_CYCLES, ack_bytes, completion_bytes, control_request_bytes, exception_record_layout,
     read_response_bytes, report_bytes, tsn_request_bytes, tx_register_map, work_request_bytes,
 )
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
@@ -71,11 +71,11 @@ class Rnic(wiring.Component):
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768, ird: int = 4,
-                 tx_buffer_bytes: int = 8192, ring_tsns: int = 64):
+                 tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES):
         self.width_bytes = width_bytes
         self.associations, self.stream_ids, self.ird, self.ring_tsns = associations, stream_ids, ird, ring_tsns
         self.rx = RxEngine(width_bytes, associations=associations, stream_ids=stream_ids, regions=regions,
-                           buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes)
+                           buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes, tick_cycles=tick_cycles)
         self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
                            buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns)
         self.tx_map = tx_register_map(associations, stream_ids)
@@ -108,6 +108,7 @@ class Rnic(wiring.Component):
         connect(m, split.sub_1, tx_registers.axil)
         connect(m, tx_registers.table_tx_association, tx.association_write)
         connect(m, tx_registers.table_tx_stream, tx.stream_write)
+        connect(m, rx.m_axis_sack, tx.s_axis_sack)   # the receive engine's SACKs leave through the transmit path
         m.d.comb += [
             tx_registers.params.eq(self.width_bytes | (self.ird << 8) | (self.ring_tsns << 16)),
             tx.local_mac.eq(rx.local_mac), tx.local_ip.eq(rx.local_ip), tx.udp_port.eq(rx.udp_port),

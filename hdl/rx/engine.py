@@ -53,18 +53,20 @@ memory write 50 cycles (44 before) and the report 64 (58 before), at W = 64
 48 (42) and 55 (49); still one beat per cycle with no stall at W = 8 to 64.
 """
 
-from amaranth.hdl import Cat, Module, Signal
-from amaranth.lib import wiring
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hdl.abi import (
     ADDRESS_BITS,
+    SACK_TICK_CYCLES,
     SEQUENCE_WINDOW,
     FRAME_COUNTERS,
     SEGMENT_COUNTERS,
     ExceptionSource,
     SegmentStatus,
     ack_bytes,
+    ack_layout,
     exception_record_layout,
     register_map,
     report_bytes,
@@ -79,6 +81,7 @@ from hdl.rx.dma_writer import DmaWriter
 from hdl.rx.frame_receiver import FrameReceiver
 from hdl.rx.placement_check import PlacementCheck
 from hdl.rx.report_engine import ReportEngine
+from hdl.rx.sack_unit import SackUnit, sack_chunk_layout, sack_record_bytes
 from hdl.stream.arbiter import PacketArbiter
 from hdl.stream.packet import packet_layout
 from hdl.stream.queue import Queue
@@ -98,8 +101,8 @@ class RxEngine(wiring.Component):
     """
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
-                 buffers_per_queue: int = 8, buffer_bytes: int = 32768):
-        self.width_bytes = width_bytes
+                 buffers_per_queue: int = 8, buffer_bytes: int = 32768, tick_cycles: int = SACK_TICK_CYCLES):
+        self.width_bytes, self.tick_cycles = width_bytes, tick_cycles
         self.associations, self.stream_ids, self.regions = associations, stream_ids, regions
         self._buffers_per_queue, self._buffer_bytes = buffers_per_queue, buffer_bytes
         self.map = register_map(associations, stream_ids, regions)
@@ -113,6 +116,7 @@ class RxEngine(wiring.Component):
             "local_mac": Out(48),
             "local_ip": Out(32),
             "udp_port": Out(16),
+            "m_axis_sack": Out(AxiStreamSignature(sack_record_bytes())),
         })
 
     def elaborate(self, platform):
@@ -226,12 +230,44 @@ class RxEngine(wiring.Component):
             reports.stream_fault.ready.eq(placement.fault.ready),
         ]
 
+        # The acknowledgement unit (RFC 4960 6.2): the ack records of the associations it SACKs (its rows
+        # written enabled), through a queue; the others' go to the host on m_axis_ack. Its timer ticks
+        # every `tick_cycles` cycles.
+        m.submodules.sack = sack = SackUnit(self.associations)
+        connect(m, registers.table_sack, sack.resets)
+        m.d.comb += [
+            self.m_axis_sack.tdata.eq(sack.sacks.payload.as_value()), self.m_axis_sack.tkeep.eq(-1),
+            self.m_axis_sack.tlast.eq(1), self.m_axis_sack.tvalid.eq(sack.sacks.valid),
+            sack.sacks.ready.eq(self.m_axis_sack.tready),
+        ]
+        engine_sacks = Signal(self.associations)
+        row = registers.table_sack.payload
+        with m.If(registers.table_sack.valid & registers.table_sack.ready & (row.association < self.associations)):
+            m.d.sync += engine_sacks.bit_select(row.association[:max(1, association_bits)], 1).eq(row.enabled)
+        ticks = Signal(range(self.tick_cycles))
+        m.d.sync += [ticks.eq(Mux(ticks == self.tick_cycles - 1, 0, ticks + 1)),
+                     sack.tick.eq(ticks == self.tick_cycles - 1)]
+        sack_queue = m.submodules.sack_in = Queue(sack_chunk_layout(), 8)
+        connect(m, sack_queue.source, sack.chunks)
+        ack = chunks.acks.payload
+        to_unit = engine_sacks.bit_select(ack.association[:max(1, association_bits)], 1)
+        host_acks = stream.Signature(ack_layout()).create()
+        m.d.comb += [
+            sack_queue.sink.payload.association.eq(ack.association),
+            sack_queue.sink.payload.tsn.eq(ack.tsn),
+            sack_queue.sink.payload.packet_end.eq(ack.packet_end),
+            sack_queue.sink.valid.eq(chunks.acks.valid & to_unit),
+            host_acks.payload.eq(ack),
+            host_acks.valid.eq(chunks.acks.valid & ~to_unit),
+            chunks.acks.ready.eq(Mux(to_unit, sack_queue.sink.ready, host_acks.ready)),
+        ]
+
         # Records out, one beat per record, straight from the output registers of the queues they
         # leave (the delivery order's outbound queue, the chunk parser's ack queue): a second
         # register stage would only add a 436-bit enable for the port's ready to drive.
         connect(m, reports.report, delivery.records_in)
         for name, records, size in (("report", delivery.records_out, report_bytes()),
-                                    ("ack", chunks.acks, ack_bytes())):
+                                    ("ack", host_acks, ack_bytes())):
             axis = m.submodules[f"{name}_out"] = PacketToAxiStream(size)
             m.d.comb += [
                 axis.packets.payload.data.eq(records.payload.as_value()),

@@ -49,11 +49,10 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS
+from hdl.abi import ASSOCIATION_BITS, SACK_DELAY_BITS, sack_row_layout
 from hdl.rx.sequence_window import SequenceWindow
-from model.engine.sack import DELAY_BITS
 
-__all__ = ["SackUnit", "sack_chunk_layout", "sack_reset_layout", "sack_record_layout"]
+__all__ = ["SackUnit", "sack_chunk_layout", "sack_record_layout", "sack_record_bytes"]
 
 _TSN_BITS = 32
 
@@ -64,18 +63,6 @@ def sack_chunk_layout() -> data.StructLayout:
         "association": unsigned(ASSOCIATION_BITS),
         "tsn": unsigned(_TSN_BITS),
         "packet_end": unsigned(1),   # the chunk is its packet's last DATA chunk (RFC 4960 6.10)
-    })
-
-
-def sack_reset_layout() -> data.StructLayout:
-    """A host write of an association's row."""
-    return data.StructLayout({
-        "association": unsigned(ASSOCIATION_BITS),
-        "cumulative_tsn": unsigned(_TSN_BITS),   # the peer's initial TSN - 1 (RFC 4960 6.2)
-        "delay": unsigned(DELAY_BITS),           # the delayed-SACK time in ticks, at least 1
-        "window": unsigned(32),                  # a_rwnd in bytes with nothing held past a gap
-        "held_bytes": unsigned(16),              # bytes held for each TSN received past a gap
-        "enabled": unsigned(1),                  # 0: the row takes no records (the host SACKs)
     })
 
 
@@ -90,6 +77,11 @@ def sack_record_layout(gap_blocks: int = 4, duplicate_tsns: int = 4) -> data.Str
         "duplicates": data.ArrayLayout(unsigned(_TSN_BITS), duplicate_tsns),
         "a_rwnd": unsigned(32),
     })
+
+
+def sack_record_bytes() -> int:
+    """Bytes of one SACK record beat between the engines (``m_axis_sack`` to ``s_axis_sack``)."""
+    return (sack_record_layout().size + 7) // 8
 
 
 def _position(one_hot, width: int):
@@ -108,7 +100,7 @@ class SackUnit(wiring.Component):
         self.gap_blocks, self.duplicate_tsns = gap_blocks, duplicate_tsns
         super().__init__({
             "chunks": In(stream.Signature(sack_chunk_layout())),
-            "resets": In(stream.Signature(sack_reset_layout())),
+            "resets": In(stream.Signature(sack_row_layout())),
             "tick": In(1),
             "sacks": Out(stream.Signature(sack_record_layout(gap_blocks, duplicate_tsns))),
             "duplicates_unlisted": Out(32),
@@ -124,7 +116,7 @@ class SackUnit(wiring.Component):
 
         in_packet, gap_start, at_once = row_array(1, "in_packet"), row_array(1, "gap_start"), row_array(1, "at_once")
         one_packet, armed, due = row_array(1, "one_packet"), row_array(1, "armed"), row_array(1, "due")
-        remaining, delay = row_array(DELAY_BITS, "remaining"), row_array(DELAY_BITS, "delay")
+        remaining, delay = row_array(SACK_DELAY_BITS, "remaining"), row_array(SACK_DELAY_BITS, "delay")
         window, held_bytes, enabled = row_array(32, "window"), row_array(16, "held_bytes"), row_array(1, "enabled")
         duplicate_count = row_array(range(self.duplicate_tsns + 1), "duplicate_count")
         duplicates = Array(Array(Signal(_TSN_BITS, name=f"duplicate_{row}_{i}") for i in range(self.duplicate_tsns))

@@ -95,7 +95,7 @@ from hdl.tx.read_queue import ReadRequestQueue
 from hdl.tx.ring import RetransmitRing
 from hdl.tx.sack_sender import SackSender
 from hdl.tx.segmenter import Segmenter
-from hdl.rx.sack_unit import sack_record_layout
+from hdl.rx.sack_unit import sack_record_bytes, sack_record_layout
 
 __all__ = ["TxEngine"]
 
@@ -128,7 +128,7 @@ class TxEngine(wiring.Component):
             "udp_port": In(16),
             "m_axi": Out(Axi4ReadSignature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
             "m_axis": Out(AxiStreamSignature(width_bytes)),
-            "sacks": In(stream.Signature(sack_record_layout())),
+            "s_axis_sack": In(AxiStreamSignature(sack_record_bytes())),
         })
 
     def elaborate(self, platform):
@@ -204,7 +204,11 @@ class TxEngine(wiring.Component):
         connect(m, work_queue.source, arbiter.local)
         connect(m, reads.responses, arbiter.responses)
         sack_sender = m.submodules.sack_sender = SackSender(width)
-        connect(m, wiring.flipped(self.sacks), sack_sender.records)
+        m.d.comb += [
+            sack_sender.records.payload.eq(self.s_axis_sack.tdata[:sack_record_layout().size]),
+            sack_sender.records.valid.eq(self.s_axis_sack.tvalid),
+            self.s_axis_sack.tready.eq(sack_sender.records.ready),
+        ]
         connect(m, sack_sender.messages, arbiter.sacks)
         connect(m, arbiter.work, segmenter.work)
 

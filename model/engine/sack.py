@@ -55,18 +55,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hdl.abi import SACK_DELAY_BITS as DELAY_BITS
+from hdl.abi import SACK_TICK_CYCLES
 from model.sctp.packet import TSN_BITS, SackChunk, serial_add, serial_le
 
 __all__ = ["SackRecord", "SackUnit", "DEFAULT_DELAY_TICKS", "DEFAULT_WINDOW", "DELAY_BITS", "TICK_SECONDS"]
 
 _TSN_MASK = (1 << TSN_BITS) - 1
 
-TICK_SECONDS = 2 ** 17 / 156.25e6
+TICK_SECONDS = SACK_TICK_CYCLES / 156.25e6
 """The gateware timer unit's tick: 2**17 cycles of the 156.25 MHz core clock, about 0.84 ms."""
 DEFAULT_DELAY_TICKS = 238
 """The delayed-SACK time in ticks: 199.7 ms, within RFC 4960 6.2's 200 ms default."""
-DELAY_BITS = 10
-"""Bits of a row's delay: up to 1023 ticks, past RFC 4960 6.2's 500 ms bound (596 ticks)."""
 DEFAULT_WINDOW = 65536
 """A row's a_rwnd in bytes unless the host gives one (RFC 4960 6: at least 1500)."""
 

@@ -25,6 +25,7 @@ from hdl.abi import (
     ControlOpcode, TsnOpcode, completion_layout, control_request_layout, read_response_layout,
     tsn_request_layout, work_request_layout,
 )
+from hdl.rx.sack_unit import sack_record_layout
 from hdl.stream.simulation import Pace, stream_put
 from hdl.tx.engine import TxEngine
 from model.engine.tx import ReadResponseRequest as ReadResponse
@@ -236,7 +237,9 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
         for index, record in enumerate(sacks):
             while sack_after_frames and len(run.frames) < sack_after_frames[index]:
                 await ctx.tick()
-            await stream_put(ctx, dut.sacks, sack_record(record))
+            bits = sack_record_layout().const(sack_record(record)).as_bits()
+            await offer(ctx, dut.s_axis_sack, bits, Pace(0))
+            ctx.set(dut.s_axis_sack.tvalid, 0)
 
     by_port = {a.local_port: a.index for a in associations}
     acks = []            # (cycle due, TsnRequest)

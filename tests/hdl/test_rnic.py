@@ -25,6 +25,7 @@ from hdl.abi import (
 )
 from hdl.rnic import Rnic
 from model.ddp.memory import Access, SparseMemory
+from model.engine.sack import SackUnit
 from model.engine.config import AssociationEntry, BufferEntry, RegionEntry, StreamEntry
 from model.rnic.offload import AssociationRow, BufferPost, FrameIn, ModelEngine, RegionRow, StreamRow
 from sim.tb.axi_lite import axil_read, axil_write
@@ -32,6 +33,7 @@ from sim.tb.axi_read_memory import ReadMemory
 from sim.tb.axi_write_memory import WriteMemory
 from sim.tb.rx_engine_tb import ReportRecord, _compare_acks, _compare_segments, _fields
 from sim.tb.tx_engine import LOCAL_IP, LOCAL_MAC, Association, Work
+from model.sctp.packet import decode_chunks
 from sim.traffic.tx import model_frames
 
 WIDTH = 8
@@ -45,8 +47,8 @@ SEND_BUFFER = SINK_BASE + 0x8000
 class Loopback(Elaboratable):
     """The RNIC with its network output wired to its input."""
 
-    def __init__(self):
-        self.rnic = Rnic(WIDTH)
+    def __init__(self, **options):
+        self.rnic = Rnic(WIDTH, **options)
 
     def elaborate(self, platform):
         m = Module()
@@ -231,3 +233,103 @@ def test_loopback_write_and_send_are_placed_reported_and_completed(seed):
     # RFC 5041 5.4: each request completes once its last chunk is acknowledged, in order.
     assert [(c["wr_id"], c["status"]) for c in got["completions"]] == [
         (11, CompletionStatus.SUCCESS), (12, CompletionStatus.SUCCESS), (13, CompletionStatus.SUCCESS)]
+
+
+def test_loopback_engine_sacks_acknowledge_the_data_rfc4960_6_2():
+    """With the acknowledgement unit's row written enabled, the receive side SACKs the DATA it takes itself:
+    no ack record reaches the host, and the SACKs, sent through the transmit side and looped back, are the
+    model's (model.engine.sack: every second packet, the last one on the delayed-SACK timer, RFC 4960 6.2)
+    byte for byte. The host turns each SACK's Cumulative TSN Ack into an ACK, and every request completes."""
+    rng = random.Random(5)
+    source = ReadMemory(SOURCE_BASE, rng.randbytes(0x4000), WIDTH, seed=5)
+    sink = WriteMemory(SINK_BASE, SINK_BYTES, WIDTH)
+    works = [Work(WorkOpcode.RDMA_WRITE, 0, 0, SOURCE_BASE + 5, 4000, stag=STAG, to=0x1003, wr_id=21),
+             Work(WorkOpcode.SEND, 0, 0, SOURCE_BASE + 0x2001, 700, wr_id=22),
+             Work(WorkOpcode.RDMA_WRITE, 0, 0, SOURCE_BASE + 0x3000, 0, stag=STAG, to=0x1000, wr_id=23)]
+    association = Association(0, MULPDU, FIRST_TSN, peer_mac=LOCAL_MAC, peer_ip=str(LOCAL_IP),
+                              local_port=LOCAL_PORT, peer_port=PEER_PORT, tag=TAG)
+    data_frames = model_frames([association], {(0, 0): 1}, works, source)
+    window, held_bytes, delay = 20000, 1452, 40     # 40 ticks of 64 cycles: longer than any gap in the traffic
+    unit = SackUnit(1)
+    unit.reset(0, (FIRST_TSN - 1) & 0xFFFFFFFF, delay, window=window, held_bytes=held_bytes)
+    expected = [record for index in range(len(data_frames))
+                for record in unit.chunk(0, (FIRST_TSN + index) & 0xFFFFFFFF, 0)] + unit.tick(delay)
+    assert len(expected) == 3            # after packets 2 and 4, and the fifth's delayed SACK
+
+    top = Loopback(tick_cycles=64)
+    rnic = top.rnic
+    got = {"frames": [], "sacks": [], "acks": 0, "completions": []}
+
+    async def host(ctx):
+        await configure(ctx, rnic)
+        await write_table(ctx, rnic.s_axil, register_map().tables["sack"], {
+            "association": 0, "cumulative_tsn": (FIRST_TSN - 1) & 0xFFFFFFFF, "delay": delay, "window": window,
+            "held_bytes": held_bytes, "enabled": 1})
+        layout = work_request_layout()
+        for work in works:
+            ctx.set(rnic.s_axis_wr.tdata, layout.const({
+                "opcode": int(work.opcode), "association": 0, "stream_id": 0, "host_address": work.host_address,
+                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}).as_bits())
+            ctx.set(rnic.s_axis_wr.tvalid, 1)
+            await ctx.tick().until(rnic.s_axis_wr.tready)
+        ctx.set(rnic.s_axis_wr.tvalid, 0)
+
+    async def wire(ctx):
+        current = b""
+        while True:
+            _, _, valid, ready, data, keep, last = await ctx.tick().sample(
+                rnic.m_axis.tvalid, rnic.m_axis.tready, rnic.m_axis.tdata, rnic.m_axis.tkeep, rnic.m_axis.tlast)
+            if valid and ready:
+                current += data.to_bytes(WIDTH, "little")[:bin(keep).count("1")]
+                if last:
+                    got["frames"].append(current)
+                    current = b""
+
+    async def records(ctx):
+        """The looped-back SACK chunks (chunk exceptions) become ACKs of their Cumulative TSN Ack."""
+        for port in (rnic.m_axis_report, rnic.m_axis_ack, rnic.m_axis_completion, rnic.m_axis_exc):
+            ctx.set(port.tready, 1)
+        pending, packet = [], b""
+        while True:
+            if pending:
+                ctx.set(rnic.s_axis_tsn.tdata, tsn_request_layout().const(
+                    {"opcode": int(TsnOpcode.ACK), "association": 0, "tsn": pending[0]}).as_bits())
+            ctx.set(rnic.s_axis_tsn.tvalid, bool(pending))
+            _, _, ack_valid, done_valid, done, tsn_ready, exc_valid, exc_data, exc_keep, exc_last = \
+                await ctx.tick().sample(rnic.m_axis_ack.tvalid, rnic.m_axis_completion.tvalid,
+                                        rnic.m_axis_completion.tdata, rnic.s_axis_tsn.tready, rnic.m_axis_exc.tvalid,
+                                        rnic.m_axis_exc.tdata, rnic.m_axis_exc.tkeep, rnic.m_axis_exc.tlast)
+            if pending and tsn_ready:
+                pending.pop(0)
+            got["acks"] += ack_valid
+            if done_valid:
+                got["completions"].append(_fields(completion_layout(), done))
+            if exc_valid:
+                packet += exc_data.to_bytes(WIDTH, "little")[:bin(exc_keep).count("1")]
+                if exc_last:
+                    (chunk,) = decode_chunks(packet)
+                    got["sacks"].append(chunk)
+                    pending.append(chunk.cumulative_tsn_ack)
+                    packet = b""
+
+    async def watch(ctx):
+        for _ in range(40000):
+            if len(got["completions"]) >= len(works) and len(got["sacks"]) >= len(expected):
+                break
+            await ctx.tick()
+        await ctx.tick().repeat(50)
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    for process in (wire, records, *source.processes(rnic.m_axi), *sink.processes(rnic.m_axi)):
+        sim.add_testbench(process, background=True)
+    sim.add_testbench(host, background=True)
+    sim.add_testbench(watch)
+    sim.run()
+
+    assert [frame for frame in got["frames"] if frame in data_frames] == data_frames
+    assert got["sacks"] == [record.chunk() for record in expected]
+    sack_frames = [frame for frame in got["frames"] if frame not in data_frames]
+    assert len(sack_frames) == len(expected) and got["acks"] == 0
+    assert sorted(c["wr_id"] for c in got["completions"]) == [21, 22, 23]
+    assert sink.read(SINK_BASE + 3, 4000) == source.data[5:4005]
