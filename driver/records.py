@@ -27,7 +27,8 @@ from model.ddp.memory import Access
 from model.engine.rx import SegmentVerdict
 from model.engine.tx import ControlRequest, ReadResponseRequest, TsnOpcode, TxAssociationRow, WorkRequest
 from model.errors import ErrorNumber
-from model.rnic.offload import AssociationRow, BufferPost, EngineCommand, QueueRevoke, RegionRow, StreamRow
+from model.rnic.offload import (AssociationRow, BufferPost, EngineCommand, QueueRevoke, RegionRow, SackRow,
+                                StreamRow)
 
 __all__ = ["record_fields", "record_bytes", "segment_verdict", "receive_row_writes", "tx_association_fields",
            "work_request_fields", "read_response_fields", "control_request_fields", "tsn_request_fields"]
@@ -102,6 +103,10 @@ def receive_row_writes(command: EngineCommand, stream_ids: int) -> list[tuple[st
     if isinstance(command, QueueRevoke):
         return [("revoke", {"stream": command.association * stream_ids + command.stream_id, "qn": command.qn,
                             "msn": 0, "whole_queue": 1})]
+    if isinstance(command, SackRow):
+        return [("sack", {"association": command.association, "cumulative_tsn": command.cumulative_tsn,
+                          "delay": command.delay_ticks, "window": command.window,
+                          "held_bytes": command.held_bytes, "enabled": int(command.enabled)})]
     raise TypeError(f"{type(command).__name__} is not a table write")
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+import time
 import zlib
 from collections import deque
 
@@ -333,7 +334,8 @@ class ModelPort:
 class ModelBoard:
     """The board (see the module docs), at 02:00:00:00:00:01 / 10.0.0.1 as the backend configures it."""
 
-    def __init__(self, local_mac: bytes, local_ip: str) -> None:
+    def __init__(self, local_mac: bytes, local_ip: str, clock=time.monotonic) -> None:
+        self.clock, self.started = clock, clock()
         self.memory = SparseMemory()
         self.rx = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip), self.memory)
         self.tx = TransmitEngineModel(TransmitConfig(local_mac, local_ip, associations=ASSOCIATIONS,
@@ -357,10 +359,20 @@ class ModelBoard:
         return ExceptionPacket(int.from_bytes(record_bytes(exception_record_layout(), record), "little"),
                                packet, False)
 
+    def now(self) -> float:
+        """Seconds since the board started: the receive engine's timer (its delayed SACKs)."""
+        return self.clock() - self.started
+
+    def _post_sacks(self) -> None:
+        """The acknowledgement unit's SACKs to the transmit engine (`m_axis_sack` to `s_axis_sack`)."""
+        for record in self.rx.next_sacks():
+            self.tx.post_sack(record)
+
     def receive(self, frame: bytes) -> None:
         self.rx_frames += 1
-        self.rx.receive(frame, 0.0)
+        self.rx.receive(frame, self.now())
         (result,) = self.rx.next_events()
+        self._post_sacks()
         if result.action is FrameAction.EXCEPTION:
             self.exceptions.append(self._exception(ExceptionSource.FRAME, frame))
             return
@@ -378,6 +390,8 @@ class ModelBoard:
         self.reports.extend(_report(verdict) for verdict in result.segments)
 
     def send_engine_frames(self) -> None:
+        self.rx.handle_timeout(self.now())
+        self._post_sacks()
         frames = self.tx.data_to_send()
         self.tx_frames += len(frames)
         self.wire += frames
@@ -426,6 +440,10 @@ class ModelBoard:
         assert f["whole_queue"]
         association, stream_id = divmod(f["stream"], STREAM_IDS)
         self.rx.reset_queue(association, stream_id, f["qn"])
+
+    def _sack(self, f: dict) -> None:
+        self.rx.write_sack(f["association"], f["cumulative_tsn"], f["delay"], f["window"], f["held_bytes"],
+                           bool(f["enabled"]))
 
     def _tx_association(self, f: dict) -> None:
         self.tx.write_association(TxAssociationRow(

@@ -81,8 +81,9 @@ import ipaddress
 from dataclasses import dataclass, field
 from enum import Enum
 
-from hdl.abi import (SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException, FrameDrop,
-                     FrameException, SegmentStatus)
+from hdl.abi import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException,
+                     FrameDrop, FrameException, SegmentStatus)
+from model.engine.sack import TICK_SECONDS, SackRecord, SackUnit
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import UNTAGGED_HEADER_LENGTH, DdpSegment, decode_header
@@ -196,8 +197,9 @@ class FrameResult:
     chunks_to_host: list[ChunkToHost] = field(default_factory=list)
     chunk_faults: list[ChunkFault] = field(default_factory=list)
     segments: list[SegmentVerdict] = field(default_factory=list)  # report records, in emission order
-    acks: list[ChunkAck] = field(default_factory=list)
+    acks: list[ChunkAck] = field(default_factory=list)  # of the associations the host SACKs
     arrivals: list[SegmentVerdict] = field(default_factory=list)  # every segment's verdict, in arrival order
+    sacks: list[SackRecord] = field(default_factory=list)  # the acknowledgement unit's, for this frame's packet
 
 
 @dataclass
@@ -227,7 +229,12 @@ class ReceiveEngineModel:
     Sans-I/O, like every object of the model: `receive(frame, now)` takes a
     frame, `next_events()` drains the `FrameResult` of every frame received
     since the last call, in order. The engine sends nothing on the wire and
-    has no timers: `data_to_send` is always empty and `next_timeout` None.
+    sends nothing on the wire (`data_to_send` is always empty): the SACKs of
+    its acknowledgement unit (`write_sack`, `model.engine.sack`) go to the
+    transmit engine, drained with `next_sacks`, those of a frame's packet also
+    in its `FrameResult`. Its one timer is the unit's delayed SACK, in ticks of
+    `TICK_SECONDS` (tick n is reached at n * TICK_SECONDS): `next_timeout`,
+    `handle_timeout`.
     """
 
     def __init__(self, config: ReceiveConfig, memory: SparseMemory | None = None) -> None:
@@ -235,6 +242,9 @@ class ReceiveEngineModel:
         self.memory = memory if memory is not None else SparseMemory()
         self.counters = Counters()
         self._events: list[FrameResult] = []
+        self.sack = SackUnit(1 << ASSOCIATION_BITS)
+        self._engine_sacks: set[int] = set()
+        self._sacks: list[SackRecord] = []
         self._local_ip = ipaddress.IPv4Address(config.local_ip)
         self._associations: dict[tuple[int, int, ipaddress.IPv4Address], AssociationEntry] = {}
         for association in config.associations:
@@ -260,6 +270,7 @@ class ReceiveEngineModel:
 
     def receive(self, frame: bytes, now: float) -> None:
         """Process one Ethernet frame (no FCS) received at `now`; queues its `FrameResult`."""
+        self.handle_timeout(now)
         result = FrameResult(self.counters.frames, now, FrameAction.DROP)
         self.counters.frames += 1
         sctp = self._classify(bytes(frame), result)
@@ -304,6 +315,22 @@ class ReceiveEngineModel:
         self.sinks[key].rearm(first)
         self.reports_discarded += len(self._waiting[key])
         self._waiting[key].clear()
+
+    def write_sack(self, association: int, cumulative_tsn: int, delay_ticks: int, window: int, held_bytes: int,
+                   enabled: bool) -> None:
+        """The host writes the acknowledgement unit's row (`hdl.abi.sack_row_layout`): with `enabled` the engine
+        SACKs the association's DATA from now on (its ack records no longer reach the host)."""
+        self.sack.reset(association, cumulative_tsn, delay_ticks, window=window, held_bytes=held_bytes,
+                        enabled=enabled)
+        if enabled:
+            self._engine_sacks.add(association)
+        else:
+            self._engine_sacks.discard(association)
+
+    def next_sacks(self) -> list[SackRecord]:
+        """The SACKs the unit sent since the last call (by frames and timers), in order."""
+        sacks, self._sacks = self._sacks, []
+        return sacks
 
     def write_association(self, entry: AssociationEntry, valid: bool = True) -> None:
         """The host writes association row ``entry.index``: ``entry`` from now on, or no association when
@@ -364,11 +391,13 @@ class ReceiveEngineModel:
         return []
 
     def next_timeout(self) -> float | None:
-        """None: the receive engine has no timers."""
-        return None
+        """When the next delayed SACK is due (its tick's time), or None."""
+        deadline = self.sack.next_deadline()
+        return None if deadline is None else deadline * TICK_SECONDS
 
     def handle_timeout(self, now: float) -> None:
-        """Nothing to do: the receive engine has no timers."""
+        """The delayed SACKs due by `now` (`next_sacks`)."""
+        self._sacks += self.sack.tick(_tick(now))
 
     # -- frame stage ------------------------------------------------------
 
@@ -455,7 +484,12 @@ class ReceiveEngineModel:
             user_data = len(chunk.data) - DataChunk.HEADER_LENGTH
             if user_data >= 0:  # RFC 4960 3.3.1: the whole DATA header, TSN included
                 end = chunk.offset + (len(chunk.data) + 3) // 4 * 4
-                result.acks.append(ChunkAck(index, chunk.data_tsn, disposition, user_data, end >= len(sctp)))
+                if index in self._engine_sacks:   # RFC 4960 6.2: the engine's own SACKs
+                    sacks = self.sack.chunk(index, chunk.data_tsn, _tick(result.time), end >= len(sctp))
+                    result.sacks += sacks
+                    self._sacks += sacks
+                else:
+                    result.acks.append(ChunkAck(index, chunk.data_tsn, disposition, user_data, end >= len(sctp)))
 
         for chunk in walk_chunks(sctp[COMMON_HEADER_LENGTH:], COMMON_HEADER_LENGTH):
             if isinstance(chunk, BrokenChunk):
@@ -585,3 +619,8 @@ def _header_fields(raw: bytes) -> dict:
     if header.tagged:
         return fields | {"stag": header.stag, "to": header.to}
     return fields | {"qn": header.qn, "msn": header.msn, "mo": header.mo}
+
+
+def _tick(now: float) -> int:
+    """The timer tick `now` falls in (tick n starts at n * TICK_SECONDS)."""
+    return int(now / TICK_SECONDS + 1e-9)   # a deadline's own time (n * TICK_SECONDS) reaches tick n

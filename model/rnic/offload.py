@@ -84,6 +84,7 @@ from model.ddp.session import Message, SegmentReceived
 from model.ddp.session import StreamReleased as SessionStreamReleased
 from model.ddp.sink import Delivered, UntaggedBuffer
 from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, RegionEntry, StreamEntry
+from model.engine.sack import SackRecord
 # the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.rx import (SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, FrameAction, FrameResult,
                              ReceiveEngineModel, SegmentStatus, SegmentVerdict)
@@ -144,7 +145,19 @@ class QueueRevoke:
     qn: int
 
 
-EngineCommand = Union[FrameIn, AssociationRow, RegionRow, StreamRow, BufferPost, QueueRevoke]
+@dataclass(frozen=True)
+class SackRow:
+    """The acknowledgement unit's row (`hdl.abi.sack_row_layout`)."""
+
+    association: int
+    cumulative_tsn: int
+    delay_ticks: int
+    window: int
+    held_bytes: int
+    enabled: bool
+
+
+EngineCommand = Union[FrameIn, AssociationRow, RegionRow, StreamRow, BufferPost, QueueRevoke, SackRow]
 
 
 @dataclass(frozen=True)
@@ -174,6 +187,8 @@ class EngineOutput:
     chunk_errors: int = 0
     reports_waiting: int = 0
     """The engine's `reports_waiting` after the frame: records of placed segments held for an earlier DDP-SSN."""
+    sacks: list[SackRecord] = field(default_factory=list)
+    """The acknowledgement unit's SACKs for the frame's packet, for the transmit engine."""
 
 
 class ReceiveEngine(Protocol):
@@ -208,6 +223,9 @@ class ModelEngine:
         elif isinstance(command, BufferPost):
             entry = command.entry
             model.post_buffer(entry.association, entry.stream_id, entry.qn, entry.host_address, entry.length)
+        elif isinstance(command, SackRow):
+            model.write_sack(command.association, command.cumulative_tsn, command.delay_ticks, command.window,
+                             command.held_bytes, command.enabled)
         else:
             model.reset_queue(command.association, command.stream_id, command.qn)
         return None
@@ -220,7 +238,7 @@ def output_of(result: FrameResult, frame: bytes, reports_waiting: int = 0) -> En
     return EngineOutput(chunks=[c.chunk for c in result.chunks_to_host],
                         acks=[Ack(a.tsn, a.disposition, a.length) for a in result.acks],
                         reports=list(result.segments), chunk_errors=len(result.chunk_faults),
-                        reports_waiting=reports_waiting)
+                        reports_waiting=reports_waiting, sacks=list(result.sacks))
 
 
 # -- per-stream receive state -------------------------------------------------------------------

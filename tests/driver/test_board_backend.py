@@ -6,18 +6,24 @@ refuse what they must. The gateware board (under Verilator, over a pty and
 a socket) is tests/boards/test_board_backend.py.
 """
 
+import ipaddress
 import socket
 import threading
 import time
 
 import pytest
+from scapy.layers.l2 import Ether
+from scapy.layers.sctp import SCTP, SCTPChunkSACK
 
 from driver import CMEventType, InvalidArgument, OutOfResources, open_fabric
 from driver.backends.board import BoardError, BoardFabric, BoardMismatch, LinkMemory, board_memory_map
 from driver.device import Fabric
 from driver.ethernet import EthernetError, SocketPort, open_port
-from hdl.abi import TxOutput
+from hdl.abi import TX_REGISTER_BASE, TxOutput
 from hdl.abi import ID_OFFSET
+from model.engine.sack import TICK_SECONDS
+from model.net.frames import build_frame
+from model.sctp.packet import PPID_DDP_SESSION_CONTROL, DataChunk, SctpPacket
 from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import IPS, MACS
 from scripts.driver_example import example
@@ -296,3 +302,49 @@ def test_the_host_never_reads_the_payload_of_what_the_board_sends(monkeypatch):
     # Each Write of two non-empty halves: the halves, read once each (a 1-byte Write is one piece).
     assert sorted(length for _, length in gathered) == sorted(
         length for size in sizes if size >= 2 for length in (size // 2, size - size // 2))
+
+
+def test_the_model_board_sacks_an_association_once_its_sack_row_is_enabled_rfc4960_6_2():
+    """The model board as the gateware's: with the SACK row written enabled, DATA the peer sends is SACKed by
+    the board itself (every second packet at once, the last on the delayed-SACK timer, RFC 4960 6.2), with
+    the transmit row's ports and tag; no ack record waits for the host."""
+    clock = [0.0]
+    board = ModelBoard(MACS[Side.A], IPS[Side.A], clock=lambda: clock[0])
+    control, tag = board.control, 0x600DF00D
+    peer_mac, peer_ip = MACS[Side.B], IPS[Side.B]
+    control.write_table(control.rx_map.tables["association"], {
+        "index": 0, "valid": 1, "ddp": 1, "local_port": 5000, "peer_port": 6000,
+        "peer_ip": int(ipaddress.IPv4Address(peer_ip)), "tag": 0x1111})
+    control.write_table(control.tx_map.tables["tx_association"], {
+        "index": 0, "peer_mac": int.from_bytes(peer_mac, "big"), "peer_ip": int(ipaddress.IPv4Address(peer_ip)),
+        "local_port": 5000, "peer_port": 6000, "tag": tag, "udp": 0, "peer_udp_port": 0, "mulpdu": 1434,
+        "next_tsn": 1}, base=TX_REGISTER_BASE)
+    control.write_table(control.rx_map.tables["sack"], {
+        "association": 0, "cumulative_tsn": 99, "delay": 5, "window": 30000, "held_bytes": 1434, "enabled": 1})
+
+    def data(tsn: int) -> bytes:
+        chunk = DataChunk(tsn, 0, 0, PPID_DDP_SESSION_CONTROL, b"\1\2\3\4", unordered=True)
+        return build_frame(SctpPacket(6000, 5000, 0x1111, [chunk]).encode(), peer_mac, MACS[Side.A], peer_ip,
+                           IPS[Side.A])
+
+    def sacks() -> list:
+        out = []
+        for frame in board.port.receive():
+            packet = Ether(frame)[SCTP]
+            assert (packet.sport, packet.dport, packet.tag) == (5000, 6000, tag)
+            out.append((packet[SCTPChunkSACK].cumul_tsn_ack, packet[SCTPChunkSACK].a_rwnd))
+        return out
+
+    board.port.send(data(100))
+    assert sacks() == []
+    board.port.send(data(101))
+    assert sacks() == [(101, 30000)]                       # the second packet
+    board.port.send(data(103))
+    assert sacks() == [(101, 30000 - 1434)]                # a gap: at once, TSN 103 held past it
+    board.port.send(data(102))
+    assert sacks() == [(103, 30000)]                       # the gap closed: at once
+    board.port.send(data(104))
+    assert sacks() == []
+    clock[0] += 6 * TICK_SECONDS                           # the delayed SACK (5 ticks)
+    assert sacks() == [(104, 30000)]
+    assert not board.acks and len(board.exceptions) == 5   # the PPID 17 chunks still go to the host

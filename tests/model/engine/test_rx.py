@@ -18,6 +18,7 @@ from model.engine.rx import (
     ReceiveEngineModel,
     SegmentStatus,
 )
+from model.engine.sack import TICK_SECONDS, SackRecord
 from model.errors import DdpError, RdmapError
 from model.net.frames import build_frame
 from model.net.pcap import read_capture
@@ -183,7 +184,8 @@ def test_rdmap_opcode_on_wrong_queue_rfc5040_4_2(engine):
 
 
 def test_sans_io_interface(engine):
-    """receive() queues, next_events() drains everything queued, in order; nothing to send, no timers."""
+    """receive() queues, next_events() drains everything queued, in order; nothing to send, no timers
+    without an acknowledgement unit's row."""
     good, bad = frame(SackChunk(1, 1)), frame(SackChunk(1, 1), tag=TAG + 1)
     engine.receive(good, 1.5)
     engine.receive(bad, 2.5)
@@ -223,6 +225,50 @@ def test_every_data_chunk_with_its_header_is_acknowledged_rfc4960_6_2(engine):
     ))
     assert acks(result) == [(0, 4, AckDisposition.SEGMENT, 20), (0, 5, AckDisposition.REFUSED, 20),
                             (0, 7, AckDisposition.TO_HOST, 4), (0, 8, AckDisposition.TO_HOST, 5)]
+
+
+def test_the_packets_last_data_chunk_ends_it_rfc4960_6_10(engine):
+    """Each ack record says whether its chunk, padded, ends the packet: DATA chunks come last (6.10), so only
+    the last one's does; a control chunk after it (against 6.10) leaves no record ending the packet."""
+    header, payload = write(0x8000, b"abcde")
+    result = engine.receive_one(frame(segment_chunk(header, payload, tsn=4), segment_chunk(header, payload, tsn=5)))
+    assert [a.packet_end for a in result.acks] == [False, True]
+    result = engine.receive_one(frame(segment_chunk(header, payload, tsn=6), SackChunk(1, 1)))
+    assert [a.packet_end for a in result.acks] == [False]
+
+
+def test_engine_sacks_replace_the_hosts_ack_records_rfc4960_6_2(engine):
+    """An association whose SACK row is enabled: no ack record for the host, the unit's SACKs instead (every
+    second packet, at once on a gap), and the delayed SACK when its tick comes (`next_timeout`)."""
+    header, payload = write(0x8000, b"abcd")
+    engine.write_sack(0, 3, 5, 9000, 1000, True)
+    times = itertools.count(1)
+
+    def receive_one(data):            # 1 ms apart: within the 5-tick (4.2 ms) delay
+        engine.receive(data, next(times) * 1e-3)
+        (result,) = engine.next_events()
+        return result
+
+    first = receive_one(frame(segment_chunk(header, payload, tsn=4)))
+    assert first.acks == [] and first.sacks == []
+    second = receive_one(frame(segment_chunk(header, payload, tsn=5)))
+    assert second.sacks == [SackRecord(0, 5, (), (), 9000)]
+    gap = receive_one(frame(segment_chunk(header, payload, tsn=7)))
+    assert gap.sacks == [SackRecord(0, 5, ((2, 2),), (), 8000)]
+    assert engine.next_sacks() == second.sacks + gap.sacks
+    filled = receive_one(frame(segment_chunk(header, payload, tsn=6)))   # the gap closed: at once
+    assert filled.sacks == [SackRecord(0, 7, (), (), 9000)]
+    last = receive_one(frame(segment_chunk(header, payload, tsn=8)))
+    assert last.sacks == [] and engine.next_sacks() == filled.sacks
+    due = engine.next_timeout()
+    assert due == pytest.approx((int(last.time / TICK_SECONDS) + 5) * TICK_SECONDS)
+    engine.handle_timeout(due - TICK_SECONDS)
+    assert engine.next_sacks() == []
+    engine.handle_timeout(due)
+    assert engine.next_sacks() == [SackRecord(0, 8, (), (), 9000)] and engine.next_timeout() is None
+    engine.write_sack(0, 8, 5, 9000, 1000, False)       # the host SACKs again: its ack records come back
+    assert acks(receive_one(frame(segment_chunk(header, payload, tsn=9)))) == [
+        (0, 9, AckDisposition.SEGMENT, 20)]
 
 
 def test_data_chunks_shorter_than_their_header_are_not_acknowledged_rfc4960_3_3_1(engine):
