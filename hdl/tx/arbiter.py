@@ -1,5 +1,5 @@
-"""The engine's SACKs, then the control plane's requests, then Read Responses, then local work requests, one
-message at a time, into the segmenter.
+"""The control plane's requests, then Read Responses, then local work requests, one message at a time, into
+the segmenter.
 
 Local and control requests come from :class:`~hdl.stream.queue.Queue` LUT RAMs
 (their opcode and association from flip-flops), the Read Responses from the
@@ -16,12 +16,6 @@ Write delays a response by its own length). A peer that keeps the IRD queue
 from emptying holds back local requests: it is bounded by IRD and by its own
 round trips (its ORD, RFC 6581 9).
 
-A SACK of the receive engine's acknowledgement unit (RFC 4960 6.2: sent at
-once when due) goes ahead of everything else waiting, as a
-:attr:`~hdl.abi.ControlOpcode.PACKET` of ``length`` bytes with ``sack`` set
-(its chunk comes from :class:`~hdl.tx.sack_sender.SackSender`, not from
-memory).
-
 A Read Response becomes the message the segmenter knows: tagged, RDMAP
 opcode :data:`~hdl.abi.READ_RESPONSE_OPCODE`, to the Data Sink STag and TO
 (RFC 5040 4.4, 4.5), ``length`` bytes read from ``host_address``; a control
@@ -32,30 +26,28 @@ from amaranth.hdl import Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ADDRESS_BITS, READ_RESPONSE_OPCODE, ControlOpcode, control_request_layout, \
-    read_response_layout, work_request_layout
-from hdl.tx.layouts import message_layout, sack_message_layout
+from hdl.abi import ADDRESS_BITS, READ_RESPONSE_OPCODE, control_request_layout, read_response_layout, \
+    work_request_layout
+from hdl.tx.layouts import message_layout
 
 __all__ = ["WorkArbiter"]
 
 
 class WorkArbiter(wiring.Component):
-    """``sacks`` first, then ``control``, then ``responses``, else ``local``, onto ``work``.
+    """``control`` first, then ``responses``, else ``local``, onto ``work``.
 
     Ports
     -----
-    sacks : ``In(stream.Signature(sack_message_layout()))``
     control : ``In(stream.Signature(control_request_layout()))``
     responses : ``In(stream.Signature(read_response_layout()))``
     local : ``In(stream.Signature(work_request_layout()))``
-        Each from a queue: ``sacks.valid``, ``control.valid`` and ``responses.valid`` are the choice.
+        Each from a queue: ``control.valid`` and ``responses.valid`` are the choice.
     work : ``Out(stream.Signature(message_layout()))``
         ``ready`` reaches the inputs' ``ready`` through one gate.
     """
 
     def __init__(self, address_bits: int = ADDRESS_BITS):
         super().__init__({
-            "sacks": In(stream.Signature(sack_message_layout())),
             "control": In(stream.Signature(control_request_layout(address_bits))),
             "responses": In(stream.Signature(read_response_layout(address_bits))),
             "local": In(stream.Signature(work_request_layout(address_bits))),
@@ -66,8 +58,7 @@ class WorkArbiter(wiring.Component):
         m = Module()
         control, response, local, work = self.control.payload, self.responses.payload, self.local.payload, \
             self.work.payload
-        sack = self.sacks.payload
-        choose_sack, choose_control, choose_response = self.sacks.valid, self.control.valid, self.responses.valid
+        choose_control, choose_response = self.control.valid, self.responses.valid
         as_work = {
             "opcode": READ_RESPONSE_OPCODE, "association": response.association, "stream_id": response.stream_id,
             "host_address": response.host_address, "length": response.length,
@@ -79,19 +70,14 @@ class WorkArbiter(wiring.Component):
             "host_address": control.host_address, "length": control.length, "tag": control.tag,
             "wr_id": control.wr_id,
         }
-        sack_as_work = {"opcode": ControlOpcode.PACKET, "association": sack.association, "length": sack.length,
-                        "sack": 1}
         for name in work.shape().members:
             local_value = getattr(local, name) if name in local.shape().members else 0
-            m.d.comb += getattr(work, name).eq(
-                Mux(choose_sack, sack_as_work.get(name, 0),
-                    Mux(choose_control, control_as_work.get(name, 0),
-                        Mux(choose_response, as_work.get(name, 0), local_value))))
+            m.d.comb += getattr(work, name).eq(Mux(choose_control, control_as_work.get(name, 0),
+                                                   Mux(choose_response, as_work[name], local_value)))
         m.d.comb += [
-            self.work.valid.eq(choose_sack | choose_control | choose_response | self.local.valid),
-            self.sacks.ready.eq(self.work.ready),
-            self.control.ready.eq(self.work.ready & ~choose_sack),
-            self.responses.ready.eq(self.work.ready & ~choose_sack & ~choose_control),
-            self.local.ready.eq(self.work.ready & ~choose_sack & ~choose_control & ~choose_response),
+            self.work.valid.eq(choose_control | choose_response | self.local.valid),
+            self.control.ready.eq(self.work.ready),
+            self.responses.ready.eq(self.work.ready & ~choose_control),
+            self.local.ready.eq(self.work.ready & ~choose_control & ~choose_response),
         ]
         return m

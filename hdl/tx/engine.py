@@ -209,7 +209,7 @@ class TxEngine(wiring.Component):
             sack_sender.records.valid.eq(self.s_axis_sack.tvalid),
             self.s_axis_sack.tready.eq(sack_sender.records.ready),
         ]
-        connect(m, sack_sender.messages, arbiter.sacks)
+
         connect(m, arbiter.work, segmenter.work)
 
         # Tables and addresses.
@@ -231,9 +231,22 @@ class TxEngine(wiring.Component):
         connect(m, numbered_queue.source, ring.segments)
         segment_queue = m.submodules.segment_queue = Queue(segment_layout())
         fetch_queue = m.submodules.fetch_queue = Queue(fetch_layout(ADDRESS_BITS))
-        connect(m, ring.sent, segment_queue.sink)
+        # The SACK sender's segments beside the ring's output, first when one waits (RFC 4960 6.2: a SACK is
+        # due at once; it never waits behind DATA the window holds back). Its choice is a flip-flop, the
+        # valid of the sender's queue; a segment and its fetch enter their queues together.
+        sack_first = sack_sender.segments.valid
+        both_ready = segment_queue.sink.ready & fetch_queue.sink.ready
+        m.d.comb += [
+            segment_queue.sink.payload.eq(Mux(sack_first, sack_sender.segments.payload, ring.sent.payload)),
+            segment_queue.sink.valid.eq(Mux(sack_first, fetch_queue.sink.ready, ring.sent.valid)),
+            fetch_queue.sink.payload.eq(Mux(sack_first, sack_sender.fetches.payload, ring.fetches.payload)),
+            fetch_queue.sink.valid.eq(Mux(sack_first, segment_queue.sink.ready, ring.fetches.valid)),
+            ring.sent.ready.eq(~sack_first & segment_queue.sink.ready),
+            ring.fetches.ready.eq(~sack_first & fetch_queue.sink.ready),
+            sack_sender.segments.ready.eq(both_ready),
+            sack_sender.fetches.ready.eq(both_ready),
+        ]
         connect(m, segment_queue.source, headers.segments)
-        connect(m, ring.fetches, fetch_queue.sink)
         connect(m, fetcher.axi, wiring.flipped(self.m_axi))
 
         # Payloads: a fetch from memory to the fetcher, a SACK's (local) from the SACK sender; the order

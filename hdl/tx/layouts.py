@@ -16,8 +16,7 @@ from amaranth.lib import data
 from hdl.abi import ADDRESS_BITS, ASSOCIATION_BITS, STREAM_BITS, work_request_layout
 from hdl.stream.bits import index_bits
 
-__all__ = ["message_layout", "sack_message_layout", "segment_layout", "fetch_layout", "stream_row",
-           "SEGMENT_PAYLOAD_BITS"]
+__all__ = ["message_layout", "segment_layout", "fetch_layout", "stream_row", "SEGMENT_PAYLOAD_BITS"]
 
 #: Bits of a segment's payload length (a MULPDU is 16 bits).
 SEGMENT_PAYLOAD_BITS = 16
@@ -26,16 +25,8 @@ SEGMENT_PAYLOAD_BITS = 16
 def message_layout(address_bits: int = ADDRESS_BITS) -> data.StructLayout:
     """The segmenter's next message: a work request's fields, its ``opcode`` a
     :class:`~hdl.abi.WorkOpcode`, :data:`~hdl.abi.READ_RESPONSE_OPCODE` or a
-    :class:`~hdl.abi.ControlOpcode`, the verification tag of a control packet, and whether it is the
-    engine's own SACK (``sack``: a :attr:`~hdl.abi.ControlOpcode.PACKET` of one SACK chunk, from
-    :class:`~hdl.tx.sack_sender.SackSender`, with the row's verification tag)."""
-    return data.StructLayout({**dict(work_request_layout(address_bits).members), "tag": unsigned(32),
-                              "sack": unsigned(1)})
-
-
-def sack_message_layout() -> data.StructLayout:
-    """The SACK sender's message to the arbiter: the association and the SACK chunk's length."""
-    return data.StructLayout({"association": unsigned(ASSOCIATION_BITS), "length": unsigned(16)})
+    :class:`~hdl.abi.ControlOpcode`, and the verification tag of a control packet."""
+    return data.StructLayout({**dict(work_request_layout(address_bits).members), "tag": unsigned(32)})
 
 
 def segment_layout(address_bits: int = ADDRESS_BITS) -> data.StructLayout:
@@ -61,7 +52,7 @@ def segment_layout(address_bits: int = ADDRESS_BITS) -> data.StructLayout:
         "sink_to": unsigned(64),
         "size": unsigned(32),                  # Read Request: RDMA Read Message Size
         "tag": unsigned(32),                   # ControlOpcode.PACKET: the verification tag to send
-        "sack": unsigned(1),                   # the engine's SACK: its chunk from the SACK sender
+        "sack": unsigned(1),                   # the engine's SACK (a PACKET): its chunk from the SACK sender
         "payload_length": unsigned(SEGMENT_PAYLOAD_BITS),
     })
 

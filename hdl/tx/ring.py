@@ -128,7 +128,6 @@ class RetransmitRing(wiring.Component):
         m.d.comb += [
             sent.payload.eq(out),
             fetches.payload.address.eq(out.address), fetches.payload.length.eq(out.payload_length),
-            fetches.payload.local.eq(out.sack),
             sent.valid.eq((replaying | (self.segments.valid & ~blocked)) & (fetches.ready | ~out.fetch)),
             fetches.valid.eq((replaying | (self.segments.valid & ~blocked)) & out.fetch & sent.ready),
             self.segments.ready.eq(~replaying & ~blocked & sent.ready & (fetches.ready | ~head.fetch)),

@@ -1,29 +1,33 @@
 """The receive engine's SACKs into the transmit path: one control packet of one SACK chunk each.
 
 For each SACK record (:func:`hdl.rx.sack_unit.sack_record_layout`) the
-sender emits a message for the arbiter (:func:`hdl.tx.layouts.sack_message_layout`:
-the association, the chunk's length) and keeps the record; the segmenter
-makes it one unnumbered segment (a :attr:`~hdl.abi.ControlOpcode.PACKET`
-with ``sack`` set: the row's verification tag, no TSN, RFC 4960 6.2), and
-when its payload's turn comes (a ``local`` fetch) the sender sends the SACK
-chunk's bytes (RFC 4960 3.3.4: type 3, flags 0, length, Cumulative TSN Ack,
-a_rwnd, the counts, the Gap Ack Blocks' start and end offsets, the
+sender emits one segment record (:func:`hdl.tx.layouts.segment_layout`: a
+:attr:`~hdl.abi.ControlOpcode.PACKET` with ``sack`` set, unnumbered: the
+row's verification tag, no TSN) with its fetch (``local``: the payload is
+the sender's, not host memory's), and keeps the record. The engine puts
+them beside the retransmission ring's output, not behind its messages: a
+SACK is due at once (RFC 4960 6.2) and must not wait for the window of the
+DATA it would unblock. When the payload's turn comes the sender sends the
+SACK chunk's bytes (RFC 4960 3.3.4: type 3, flags 0, length, Cumulative
+TSN Ack, a_rwnd, the counts, the Gap Ack Blocks' start and end offsets, the
 duplicate TSNs, all big-endian) as one packet on ``payload``, in record
 order.
 
-A record is taken when both the kept records (``depth``) and the messages
+A record is taken when both the kept records (``depth``) and the segments
 have room; the chunk leaves at one beat per cycle.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.abi import ASSOCIATION_BITS
 from hdl.rx.sack_unit import sack_record_layout
 from hdl.stream.bits import thermometer
 from hdl.stream.packet import packet_signature
 from hdl.stream.queue import Queue
-from hdl.tx.layouts import sack_message_layout
+from hdl.abi import ControlOpcode
+from hdl.tx.layouts import fetch_layout, segment_layout
 
 __all__ = ["SackSender", "SACK_CHUNK_TYPE", "sack_chunk_length"]
 
@@ -52,7 +56,8 @@ class SackSender(wiring.Component):
             width_bytes, gap_blocks, duplicate_tsns, depth
         super().__init__({
             "records": In(stream.Signature(sack_record_layout(gap_blocks, duplicate_tsns))),
-            "messages": Out(stream.Signature(sack_message_layout())),
+            "segments": Out(stream.Signature(segment_layout())),
+            "fetches": Out(stream.Signature(fetch_layout())),
             "payload": Out(packet_signature(width_bytes)),
         })
 
@@ -61,18 +66,34 @@ class SackSender(wiring.Component):
         width = self.width_bytes
         layout = sack_record_layout(self.gap_blocks, self.duplicate_tsns)
         kept = m.submodules.kept = Queue(layout, self.depth)
-        messages = m.submodules.messages = Queue(sack_message_layout(), 2)
+        # The segment record's few variable fields; the engine's merge takes segment and fetch together.
+        pending = m.submodules.pending = Queue(data.StructLayout({"association": ASSOCIATION_BITS,
+                                                                  "length": 16}), 2)
         record = self.records.payload
-        both = kept.sink.ready & messages.sink.ready
+        both = kept.sink.ready & pending.sink.ready
         m.d.comb += [
             kept.sink.payload.eq(record),
-            messages.sink.payload.association.eq(record.association),
-            messages.sink.payload.length.eq(sack_chunk_length(record.gap_count, record.duplicate_count)),
-            kept.sink.valid.eq(self.records.valid & messages.sink.ready),
-            messages.sink.valid.eq(self.records.valid & kept.sink.ready),
+            pending.sink.payload.association.eq(record.association),
+            pending.sink.payload.length.eq(sack_chunk_length(record.gap_count, record.duplicate_count)),
+            kept.sink.valid.eq(self.records.valid & pending.sink.ready),
+            pending.sink.valid.eq(self.records.valid & kept.sink.ready),
             self.records.ready.eq(both),
         ]
-        wiring.connect(m, messages.source, wiring.flipped(self.messages))
+        head = pending.source.payload
+        m.d.comb += [
+            self.segments.payload.opcode.eq(ControlOpcode.PACKET),
+            self.segments.payload.sack.eq(1),
+            self.segments.payload.fetch.eq(1),
+            self.segments.payload.association.eq(head.association),
+            self.segments.payload.payload_length.eq(head.length),
+            self.fetches.payload.local.eq(1),
+            self.fetches.payload.length.eq(head.length),
+            # One transfer: the consumer takes the segment and its fetch in the same cycle (their valids are
+            # the queue's flip-flop).
+            self.segments.valid.eq(pending.source.valid),
+            self.fetches.valid.eq(pending.source.valid),
+            pending.source.ready.eq(self.segments.ready & self.fetches.ready),
+        ]
 
         # The chunk's bytes from the kept record at the head: the header, then the blocks in use, then
         # the duplicates listed (their place depends on the number of blocks).

@@ -194,7 +194,6 @@ class Segmenter(wiring.Component):
             segment.sink_to.eq(request.sink_to),
             segment.size.eq(request.length),
             segment.tag.eq(request.tag),
-            segment.sack.eq(request.sack),
             segment.wr_id.eq(request.wr_id),
             segment.address.eq(address),
             segment.fetch.eq(has_payload),

@@ -15,12 +15,14 @@ Sans-I/O: the `post_*` calls queue requests, `tsn_request` acts at once,
 and `next_events()` drains completions and refusals. The engine's order, as
 the RTL has it:
 
+* the receive engine's SACKs (`post_sack`: one packet of the SACK chunk,
+  the row's verification tag, RFC 4960 6.2) go before anything else, between
+  two frames of a message too, and never wait for the window: a SACK is due
+  at once, and the peer's window may be waiting for it;
 * messages one at a time, each finished before the next starts; an idle
-  engine starts the request it is offered at once; between messages the
-  receive engine's SACKs go first (`post_sack`: one packet of the SACK chunk,
-  the row's verification tag, RFC 4960 6.2), then control requests, then
-  Read Responses, then local work (RFC 5040 5.5: Read Responses in the order
-  of their requests);
+  engine starts the request it is offered at once; between messages control
+  requests go first, then Read Responses, then local work (RFC 5040 5.5:
+  Read Responses in the order of their requests);
 * each DATA chunk takes the association's next TSN (RFC 4960 6.1) and
   enters the retransmission ring; a new chunk waits while its row has
   `ring_tsns` chunks unacknowledged or its TSN is beyond the row's LIMIT
@@ -188,7 +190,7 @@ class TransmitEngineModel:
         self._rows: dict[int, _Row] = {}
         self._ssn: dict[tuple[int, int], int] = {}
         self._sources: dict[tuple[int, int], DdpSource] = {}
-        self._sacks: deque[SackRecord] = deque()
+        self._sacks: deque[bytes] = deque()   # SACK frames, sent first
         self._controls: deque[ControlRequest] = deque()
         self._responses: deque[ReadResponseRequest] = deque()
         self._works: deque[WorkRequest] = deque()
@@ -232,11 +234,10 @@ class TransmitEngineModel:
         return True
 
     def post_sack(self, record: SackRecord) -> None:
-        """A SACK of the receive engine's acknowledgement unit (`model.engine.sack`), sent ahead of every message
-        waiting."""
-        self._row(record.association)
-        self._sacks.append(record)
-        self._take()
+        """A SACK of the receive engine's acknowledgement unit (`model.engine.sack`), sent before any other frame."""
+        row = self._row(record.association)
+        packet = SctpPacket(row.config.local_port, row.config.peer_port, row.config.tag, [record.chunk()])
+        self._sacks.append(self._wrap(row, packet.encode()))
 
     def post_control(self, request: ControlRequest) -> None:
         self._check_stream(request.association, request.stream_id)
@@ -282,6 +283,9 @@ class TransmitEngineModel:
         way, then the next messages in the engine's order, until a chunk's row is full or past its limit."""
         frames = []
         while limit is None or len(frames) < limit:
+            if self._sacks:
+                frames.append(self._sacks.popleft())
+                continue
             if self._resends:
                 frames.append(self._resends.popleft())
                 continue
@@ -309,7 +313,7 @@ class TransmitEngineModel:
     def accepts_next(self) -> bool:
         """No request is waiting unstarted: one offered now starts right after the message under way, so
         requests offered one at a time this way are sent in the order offered, whatever their port."""
-        return not (self._sacks or self._controls or self._responses or self._works)
+        return not (self._controls or self._responses or self._works)
 
     def waiting(self) -> bool:
         """Anything posted and not yet sent (RESENDs included)."""
@@ -319,12 +323,7 @@ class TransmitEngineModel:
     # -- segmentation -----------------------------------------------------------
 
     def _start_next(self) -> bool:
-        if self._sacks:
-            record = self._sacks.popleft()
-            row = self._row(record.association)
-            packet = SctpPacket(row.config.local_port, row.config.peer_port, row.config.tag, [record.chunk()])
-            self._current.append(self._wrap(row, packet.encode()))
-        elif self._controls:
+        if self._controls:
             self._current.extend(self._control_message(self._controls.popleft()))
         elif self._responses:
             request = self._responses.popleft()

@@ -13,7 +13,9 @@ from scapy.layers.sctp import SCTP, SCTPChunkSACK
 
 from hdl.abi import WorkOpcode
 from model.engine.sack import SackRecord
-from tests.hdl.tx.harness import PAGE_END, Association, Work, check, random_memory
+from hdl.abi import TsnOpcode
+from tests.hdl.tx.harness import (PAGE_END, Association, TsnRequest, Work, check, engine_model_run, model_messages,
+                                  random_memory, simulate)
 
 WIDTHS = [8, 64]
 
@@ -60,15 +62,21 @@ def test_sacks_between_segments_match_the_model(width):
     assert [list(d.dup_tsn_list) for d in decoded] == [list(s.duplicate_tsns) for s in sacks]
 
 
-def test_a_sack_goes_ahead_of_waiting_work():
-    """Offered together while a Write is under way, the SACK leaves before the Write that waits (the arbiter's
-    order: a message under way is finished first)."""
+def test_a_sack_never_waits_for_the_window():
+    """A Write held back by the window (LIMIT: its first chunk only, RFC 4960 6.1 A, B) does not hold back
+    the SACKs: they leave while its other chunks wait (RFC 4960 6.2: at once). Two engines each waiting for
+    the other's SACK to open its window would otherwise wait for ever."""
     rng = random.Random(3)
     associations = [Association(0, 1480, rng.getrandbits(32))]
     memory = random_memory(rng, 8)
-    works = [Work(WorkOpcode.RDMA_WRITE, 0, 0, PAGE_END - 0x2000, 3000, stag=0x100, to=0, wr_id=1),
-             Work(WorkOpcode.RDMA_WRITE, 0, 0, PAGE_END - 0x1000, 100, stag=0x100, to=0, wr_id=2)]
-    sacks = sack_records(rng, 0, 1)
-    # The first Write's first segment has left when both arrive; the SACK goes before the second Write.
-    check(8, associations, {(0, 0): 1}, works, memory, sacks=sacks, order=[works[0], sacks[0], works[1]],
-          work_after_frames=[0, 1], sack_after_frames=[1])
+    works = [Work(WorkOpcode.RDMA_WRITE, 0, 0, PAGE_END - 0x2000, 3000, stag=0x100, to=0, wr_id=1)]
+    sacks = sack_records(rng, 0, 3)
+    first = associations[0].next_tsn
+    requests = [TsnRequest(TsnOpcode.LIMIT, 0, first)]
+    run = simulate(8, associations, {(0, 0): 1}, works, memory, 4, tsn_requests=requests, tsn_after_frames=[0],
+                   acknowledge_after=None, work_delay=50, sacks=sacks, sack_after_frames=[1, 1, 1])
+    model = engine_model_run(associations, {(0, 0): 1}, memory, [*works, *sacks], after_frames=[0, 1, 1, 1],
+                             tsn_requests=requests, tsn_after_frames=[0])
+    expected = model_messages(associations, {(0, 0): 1}, [*works, *sacks], memory)
+    data_frames, sack_frames = expected[0], [frames[0] for frames in expected[1:]]
+    assert run.frames == model.frames == [data_frames[0], *sack_frames]   # the Write's other two wait
