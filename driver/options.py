@@ -90,12 +90,16 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
     for name in options:
         if name not in known:
             raise InvalidArgument(f"option {name} is none of the fabric's: {', '.join(sorted(known))}")
+    if backend == "soft" and options.get("engine_sacks"):
+        raise InvalidArgument("engine_sacks: the soft backend has no receive engine to SACK (backend 'engine', "
+                              "'sim' or 'board')")
     checks = {
         "link": lambda name, value: value is None or instance(name, value, ModelLinkConfig),
         "seed": lambda name, value: whole(name, value, -SEED_LIMIT, SEED_LIMIT - 1),
         "resources": _resources,
         "udp": boolean,
         "ddp": boolean,
+        "engine_sacks": boolean,
         # RFC 4960 3.3.2: 1 to 65535 streams; an engine's table holds 4 per association
         "streams": lambda name, value: whole(name, value, 1, 0xFFFF if backend == "soft" else ENGINE_STREAMS),
         "path_mtu": lambda name, value: whole(name, value, minimum_path_mtu(options.get("udp") is True), 0xFFFF),

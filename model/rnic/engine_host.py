@@ -55,7 +55,10 @@ from model.errors import RnicError
 from model.rdmap.endpoint import Outbound, WorkCompleted
 from model.rdmap.messages import Opcode
 from model.rnic.host import RnicConfig, SessionPolicy, accept_every_session
-from model.rnic.offload import ASSOCIATION_INDEX, OffloadedEndpoint, OffloadRnic, ReceiveEngine
+from model.engine.sack import DELAY_BITS as SACK_DELAY_BITS
+from model.engine.sack import TICK_SECONDS, SackRecord
+from model.rnic.offload import (ASSOCIATION_INDEX, WINDOW_SLOTS, EngineOutput, OffloadedEndpoint, OffloadRnic,
+                                ReceiveEngine, SackRow)
 from model.sctp.association import AssociationError, EngineRequestKind
 from model.sctp.events import AssociationEstablished
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL
@@ -82,6 +85,7 @@ class TransmitEngine(Protocol):
     def post_work(self, request: WorkRequest) -> None: ...
     def post_read_response(self, request: ReadResponseRequest) -> bool: ...
     def post_control(self, request: ControlRequest) -> None: ...
+    def post_sack(self, record: SackRecord) -> None: ...
     def tsn_request(self, opcode: TsnOpcode, association: int, tsn: int) -> None: ...
     def accepts_next(self) -> bool: ...
     def data_to_send(self) -> list[bytes]: ...
@@ -101,12 +105,16 @@ class EngineRnic(OffloadRnic):
 
     `transmit`: the engine; by default `TransmitEngineModel` over the host's memory. `scratch_base`: host
     memory for the messages the host builds for the engine, `scratch_slots` of `SCRATCH_SLOT` bytes;
-    `bounce_base`, `bounce_bytes`: host memory where a gather list of several pieces is copied whole."""
+    `bounce_base`, `bounce_bytes`: host memory where a gather list of several pieces is copied whole.
+    With `config.engine_sacks` the receive engine SACKs the peer's DATA itself (its SACK row written when
+    the association is up, `Association.hand_sacks_to_engine`), through the transmit engine; the host then
+    sees no ack record."""
 
     def __init__(self, config: RnicConfig, memory: SparseMemory, rng: random.Random,
                  engine: ReceiveEngine | None = None, session_policy: SessionPolicy | None = accept_every_session,
                  *, transmit: TransmitEngine | None = None, scratch_base: int = 0x30000,
-                 scratch_slots: int = SCRATCH_SLOTS, bounce_base: int = 0x4000_0000, bounce_bytes: int = 1 << 24, **options) -> None:
+                 scratch_slots: int = SCRATCH_SLOTS, bounce_base: int = 0x4000_0000, bounce_bytes: int = 1 << 24,
+                 **options) -> None:
         super().__init__(config, memory, rng, engine, session_policy, **options)
         self.transmit = transmit if transmit is not None else TransmitEngineModel(
             TransmitConfig(config.mac, str(config.ip), ird=self.buffers_per_queue), memory)
@@ -296,6 +304,34 @@ class EngineRnic(OffloadRnic):
                     association.config.peer_port, association.peer_tag, association.mulpdu,
                     association.next_tsn, self.config.udp))
                 self._tx_row = True
+                if self.config.engine_sacks:
+                    self._hand_sacks_over(association)
+
+    def _hand_sacks_over(self, association) -> None:
+        """The receive engine's SACK row (RFC 4960 6.2): from the association's Cumulative TSN Ack, its
+        delayed-ACK time in the engine's ticks, a window of `WINDOW_SLOTS` full chunks less one per TSN held
+        past a gap (the host's own rule, see `model.rnic.offload`)."""
+        chunk = association.config.max_user_data
+        delay = min((1 << SACK_DELAY_BITS) - 1, max(1, round(association.config.delayed_ack_time / TICK_SECONDS)))
+        self.command(SackRow(ASSOCIATION_INDEX, association.hand_sacks_to_engine(), delay,
+                             min(association.config.receive_buffer, WINDOW_SLOTS * chunk), chunk, True))
+
+    def _on_output(self, output: EngineOutput, now: float) -> None:
+        for record in output.sacks:       # a model receive engine's SACKs go to the transmit engine
+            self.transmit.post_sack(record)
+        super()._on_output(output, now)
+        self._pump()
+
+    def next_timeout(self) -> float | None:
+        times = [super().next_timeout(), self.engine.next_timeout() if self.engine is not None else None]
+        return min((t for t in times if t is not None), default=None)
+
+    def handle_timeout(self, now: float) -> None:
+        if self.engine is not None:
+            for record in self.engine.handle_timeout(now):
+                self.transmit.post_sack(record)
+            self._pump()
+        super().handle_timeout(now)
 
     def _arm(self, stream_id: int, first_ssn: int, ird: int, ord: int,
              pd: ProtectionDomain | None = None) -> OffloadedEndpoint:

@@ -234,6 +234,9 @@ class RnicConfig:
     send_buffer: int = 65536
     """Bytes of DDP segments the host hands its association ahead of what the association has sent, like a
     socket's send buffer: posted messages are segmented and read from memory only as this room allows."""
+    engine_sacks: bool = False
+    """A host on the engines (`EngineRnic`): the receive engine SACKs the peer's DATA itself (RFC 4960 6.2,
+    `hdl/rx/sack_unit.py`) and the host sees no ack record; a software host has no such engine."""
 
     def __post_init__(self) -> None:
         if len(self.mac) != 6:

@@ -192,15 +192,18 @@ class EngineOutput:
 
 
 class ReceiveEngine(Protocol):
-    """A receive engine that runs a command at once."""
+    """A receive engine that runs a command at once, with the acknowledgement unit's timer."""
 
     memory: SparseMemory
 
     def execute(self, command: EngineCommand) -> EngineOutput | None: ...
+    def next_timeout(self) -> float | None: ...
+    def handle_timeout(self, now: float) -> list[SackRecord]: ...
 
 
 class ModelEngine:
-    """The golden model of the receive engine (`ReceiveEngineModel`) behind the command interface."""
+    """The golden model of the receive engine (`ReceiveEngineModel`) behind the command interface; its one timer,
+    the acknowledgement unit's delayed SACK, runs by `next_timeout` / `handle_timeout`."""
 
     def __init__(self, local_mac: bytes, local_ip: str, memory: SparseMemory) -> None:
         self.memory = memory
@@ -213,7 +216,9 @@ class ModelEngine:
         if isinstance(command, FrameIn):
             model.receive(command.frame, command.now)
             (self.last_result,) = model.next_events()
-            return output_of(self.last_result, command.frame, model.reports_waiting)
+            output = output_of(self.last_result, command.frame, model.reports_waiting)
+            output.sacks = model.next_sacks()   # the delayed ones due before the frame, then the frame's
+            return output
         if isinstance(command, AssociationRow):
             model.write_association(command.entry, command.valid)
         elif isinstance(command, RegionRow):
@@ -229,6 +234,14 @@ class ModelEngine:
         else:
             model.reset_queue(command.association, command.stream_id, command.qn)
         return None
+
+    def next_timeout(self) -> float | None:
+        return self.model.next_timeout()
+
+    def handle_timeout(self, now: float) -> list[SackRecord]:
+        """The delayed SACKs due by `now`, for the transmit engine."""
+        self.model.handle_timeout(now)
+        return self.model.next_sacks()
 
 
 def output_of(result: FrameResult, frame: bytes, reports_waiting: int = 0) -> EngineOutput:
@@ -472,9 +485,14 @@ class OffloadRnic(SoftRnic):
         association = self._association
         if association is None or association.is_closed:
             return
-        placed = [PlacedData(ack.tsn, ack.length) for ack in output.acks
-                  if ack.disposition is not AckDisposition.TO_HOST]
-        association.hold_placed(output.reports_waiting * association.config.max_user_data)
+        if association.sacks_by_engine:
+            # The engine SACKs (`hand_sacks_to_engine`): the TSNs of its reports keep the association's record
+            # of what arrived (for its SHUTDOWN's Cumulative TSN Ack, RFC 4960 9.2); the window is the engine's.
+            placed = [PlacedData(record.tsn, record.payload_length) for record in output.reports]
+        else:
+            placed = [PlacedData(ack.tsn, ack.length) for ack in output.acks
+                      if ack.disposition is not AckDisposition.TO_HOST]
+            association.hold_placed(output.reports_waiting * association.config.max_user_data)
         association.receive_offloaded(b"".join(c + bytes(-len(c) % 4) for c in output.chunks), placed, now)
         self._drain_association(now)
         for record in output.reports:
@@ -601,5 +619,5 @@ class OffloadRnic(SoftRnic):
 
 
 __all__ = ["Ack", "AssociationRow", "BufferPost", "EngineCommand", "EngineOutput", "FrameIn", "ModelEngine",
-           "OffloadRnic", "OffloadedEndpoint", "QueueRevoke", "ReceiveEngine", "RegionRow", "StreamRow",
+           "OffloadRnic", "OffloadedEndpoint", "QueueRevoke", "ReceiveEngine", "RegionRow", "SackRow", "StreamRow",
            "output_of", "reported_segment"]

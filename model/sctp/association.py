@@ -195,6 +195,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         """SACKs built when a received packet called for one at once (6.2), waiting for `data_to_send`."""
         self._buffered = 0
         self._held_by_engine = 0
+        self._sacks_by_engine = False
         """Bytes of placed data an offload engine still holds (`hold_placed`)."""
         self._last_advertised_rwnd = config.receive_buffer
         self._next_ssn_in: dict[int, int] = {}
@@ -283,6 +284,25 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         if not 0 <= nbytes <= self._buffered:
             raise ValueError(f"consume({nbytes}) with {self._buffered} bytes held")
         self._release_buffer(nbytes)
+
+    def hand_sacks_to_engine(self) -> int:
+        """From now on a receive offload engine SACKs the peer's DATA itself (RFC 4960 6.2, `hdl/rx/sack_unit.py`):
+        the association sends no SACK, keeps no delayed-ACK timer and leaves the receive window to the
+        engine, but still records the TSNs it learns (`receive_offloaded`: the engine's reports and the
+        chunks it passes up), for duplicate chunks passed up and for the Cumulative TSN Ack its SHUTDOWN
+        carries (9.2). Returns the Cumulative TSN Ack the engine starts from."""
+        if self._tracker is None:
+            raise AssociationError("no peer TSN yet: hand the SACKs over once the association is up")
+        self._sacks_by_engine = True
+        self._sacks_due.clear()
+        self._ack_now = False
+        self._data_packets_since_sack = 0
+        self._timers.pop(Trigger.DELAYED_ACK, None)
+        return self._tracker.cumulative_tsn
+
+    @property
+    def sacks_by_engine(self) -> bool:
+        return self._sacks_by_engine
 
     def hold_placed(self, nbytes: int) -> None:
         """An offload engine now holds `nbytes` of buffer for data it placed (records waiting for an earlier
@@ -408,7 +428,8 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
             current_size += size
             if index < len(sacks_due) - 1:
                 flush()
-        if self._tracker is not None and (self._ack_now or (self._data_packets_since_sack and self._has_data_to_send())):
+        if self._tracker is not None and not self._sacks_by_engine and (
+                self._ack_now or (self._data_packets_since_sack and self._has_data_to_send())):
             sack = self._make_sack(self.config.max_packet_size - 12)
             # A packet holds one SACK (3.3.4, 6.2: the latest state); one built on receipt goes in its own
             # packet before this fresher one, never bundled ahead of it.

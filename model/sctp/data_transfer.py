@@ -400,7 +400,7 @@ class DataTransferMixin:
             return False
         if not tracker.within_window(tsn):
             return False
-        if size > self._receive_window() and (
+        if not self._sacks_by_engine and size > self._receive_window() and (
                 tracker.highest_received is None or serial_gt(tsn, tracker.highest_received, TSN_BITS)):
             self._ack_now = True  # 6.2: no buffer space; drop new data beyond the highest TSN received
             return False
@@ -446,6 +446,10 @@ class DataTransferMixin:
             self._queue_control(ShutdownChunk(self._tracker.cumulative_tsn))
             self._timers[Trigger.T2_SHUTDOWN] = now + self._rto.rto
             self._ack_now = True
+        if self._sacks_by_engine:                # the engine SACKs (`hand_sacks_to_engine`)
+            self._ack_now, self._data_packets_since_sack = False, 0
+            self._tracker.take_duplicates()
+            return
         if (self._data_packets_since_sack >= 2 or self._tracker.has_gaps or self._tracker.has_duplicates):
             self._ack_now = True
         if self._ack_now:
