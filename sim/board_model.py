@@ -82,6 +82,8 @@ class ModelControl:
             return 8 | IRD << 8 | 64 << 16
         if offset == self.rx_map.counters["reports_waiting"]:
             return self.board.rx.reports_waiting
+        if offset == TX_REGISTER_BASE + self.tx_map.counters["sacks_sent"]:
+            return self.board.sacks_sent & 0xFFFFFFFF
         return self.registers.get(offset, 0)
 
     def write_register(self, offset: int, value: int) -> None:
@@ -345,7 +347,7 @@ class ModelBoard:
         self.exceptions: deque[ExceptionPacket] = deque()
         self.tx_records: dict[TxOutput, deque[bytes]] = {output: deque() for output in TxOutput}
         self.wire: list[bytes] = []
-        self.rx_frames = self.tx_frames = 0
+        self.rx_frames = self.tx_frames = self.sacks_sent = 0
         self.control = ModelControl(self)
         self.port = ModelPort(self)
         self.serial = ModelSerial(self)
@@ -367,6 +369,7 @@ class ModelBoard:
         """The acknowledgement unit's SACKs to the transmit engine (`m_axis_sack` to `s_axis_sack`)."""
         for record in self.rx.next_sacks():
             self.tx.post_sack(record)
+            self.sacks_sent += 1
 
     def receive(self, frame: bytes) -> None:
         self.rx_frames += 1

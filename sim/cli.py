@@ -338,6 +338,8 @@ def _perf(args: argparse.Namespace) -> int:
                                    DIRECTIONS, LARGEST_SIZE, SIM_SIZES, TESTS, BoardOptions, PerfPlan, perf_command,
                                    perf_link)
 
+    if args.engine_sacks and args.backend not in ("engine", "board"):
+        args.usage_error("argument --engine-sacks: only with --backend engine or board (the receive engine SACKs)")
     if args.backend != "board":
         given = [name for name in BOARD_ONLY if getattr(args, name) is not None]
         if given:
@@ -359,8 +361,8 @@ def _perf(args: argparse.Namespace) -> int:
         defaults = BoardOptions()
         board = BoardOptions(args.serial, args.ethernet, args.baud or defaults.baud,
                              args.latency or defaults.latency, args.time_scale or defaults.time_scale,
-                             DIRECTIONS[args.direction or "both"])
-    return perf_command(args.backend, plan, link, args.seed, board=board)
+                             DIRECTIONS[args.direction or "both"], args.engine_sacks)
+    return perf_command(args.backend, plan, link, args.seed, board=board, engine_sacks=args.engine_sacks)
 
 
 DEFAULT_PLOT = "bench-e2e.png"
@@ -502,6 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="board: where the data lands, on the board (the peer Writes and Sends into it, the "
                            "board Reads), from it (the board Writes and Sends, the peer Reads), or both in turn "
                            "(default both)")
+    perf.add_argument("--engine-sacks", action="store_true",
+                      help="engine and board: the receive engine SACKs the peer's DATA itself (RFC 4960 6.2), the "
+                           "host sees no ack record")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

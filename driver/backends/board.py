@@ -316,7 +316,9 @@ class BoardEnd:
         self.map = register_map(self.associations, self.stream_ids, self.regions)
         self.truncated = 0
         self._raw_sent = 0
-        self._tx_base = 0
+        self._tx_base = self._sacks_base = 0
+        self._engine_sacks = False
+        self._tx_map = tx_register_map(1, 1)   # its counters' offsets do not depend on the table sizes
         self._reports_waiting = 0
         self._reset(local_mac, local_ip)
         self.transmit = BoardTransmit(control, TransmitConfig(
@@ -347,11 +349,18 @@ class BoardEnd:
                 pass
         counters = control.mac_counters()
         self._tx_base = counters["tx_frames"]
+        self._sacks_base = control.read_register(TX_REGISTER_BASE + self._tx_map.counters["sacks_sent"])
 
     def engine_frames_sent(self) -> int:
-        """Frames the transmit engine has sent since the opening: the MAC's, less the host's own."""
+        """Frames of the host's requests the transmit engine has sent since the opening: the MAC's, less the
+        host's own and, once the receive engine SACKs (a `sack` row written enabled), less its SACKs
+        (the transmit engine's `sacks_sent`, counted as they enter its frame path, so never late)."""
         tx_frames = self.control.mac_counters()["tx_frames"]
-        return (tx_frames - self._tx_base - self._raw_sent) & 0xFFFFFFFF
+        sacks = 0
+        if self._engine_sacks:
+            sacks = (self.control.read_register(TX_REGISTER_BASE + self._tx_map.counters["sacks_sent"])
+                     - self._sacks_base)
+        return (tx_frames - self._tx_base - self._raw_sent - sacks) & 0xFFFFFFFF
 
     # -- records in -----------------------------------------------------------------------------
 
@@ -369,9 +378,11 @@ class BoardEnd:
     def _records(self, host: EngineRnic, now: float, waiting: LinkQueue) -> None:
         control = self.control
         reports = control.pop_reports(RECORD_BATCH_BYTES) if waiting & LinkQueue.REPORT else []
-        # A report's chunks and acks were queued before it: popped after it, they are in this round.
+        # A report's chunks and acks were queued before it: popped after it, they are in this round (no acks
+        # when the engine SACKs the association).
         exceptions = control.pop_exceptions(EXCEPTION_BATCH_BYTES) if reports or waiting & LinkQueue.EXCEPTION else []
-        acks = control.pop_acks(RECORD_BATCH_BYTES) if reports or waiting & LinkQueue.ACK else []
+        acks_follow = reports and host.expects_acks
+        acks = control.pop_acks(RECORD_BATCH_BYTES) if acks_follow or waiting & LinkQueue.ACK else []
         if not (reports or exceptions or acks):
             return
         output = EngineOutput()
@@ -404,6 +415,8 @@ class BoardEnd:
         while (command := host.take_engine_work()) is not None:
             for table, fields in receive_row_writes(command, self.stream_ids):
                 self.control.write_table(self.map.tables[table], fields)
+                if table == "sack" and fields["enabled"]:
+                    self._engine_sacks = True
         self.transmit.settle()
         for frame in frames:
             self.control.send_frame(frame)

@@ -129,6 +129,7 @@ class TxEngine(wiring.Component):
             "m_axi": Out(Axi4ReadSignature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
             "m_axis": Out(AxiStreamSignature(width_bytes)),
             "s_axis_sack": In(AxiStreamSignature(sack_record_bytes())),
+            "sacks_sent": Out(32),
         })
 
     def elaborate(self, platform):
@@ -246,6 +247,8 @@ class TxEngine(wiring.Component):
             sack_sender.segments.ready.eq(both_ready),
             sack_sender.fetches.ready.eq(both_ready),
         ]
+        with m.If(sack_first & both_ready):
+            m.d.sync += self.sacks_sent.eq(self.sacks_sent + 1)
         connect(m, segment_queue.source, headers.segments)
         connect(m, fetcher.axi, wiring.flipped(self.m_axi))
 

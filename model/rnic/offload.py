@@ -425,6 +425,12 @@ class OffloadRnic(SoftRnic):
                              f"(RFC 5040 4.2), the engine holds {buffers_per_queue} per queue")
 
     @property
+    def expects_acks(self) -> bool:
+        """Whether the engine sends ack records for the association's DATA (not when it SACKs it itself)."""
+        association = self._association
+        return association is None or not association.sacks_by_engine
+
+    @property
     def own_areas(self) -> list[tuple[int, int]]:
         """(address, length) of the host memory the host keeps for itself, beside the user's regions and
         buffers: its QN 1 and QN 2 buffers (RFC 5040 4.2)."""

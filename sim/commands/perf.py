@@ -711,6 +711,7 @@ class BoardOptions:
     latency: float = 0.05
     time_scale: float = 1.0
     sinks: tuple[int, ...] = DIRECTIONS["both"]
+    engine_sacks: bool = False
 
     def describe(self) -> str:
         if self.serial is None:
@@ -734,9 +735,11 @@ def open_board(options: BoardOptions, link: LinkConfig, seed: int) -> Fabric:
         board = ModelBoard(MACS[Side.A], IPS[Side.A])
         control = SerialLink(board.serial, baud=options.baud, latency=options.latency)
         return Fabric(BoardFabric(control, board.port, link=link, seed=seed, baud=options.baud,
-                                  latency=options.latency, time_scale=options.time_scale))
+                                  latency=options.latency, time_scale=options.time_scale,
+                                  engine_sacks=options.engine_sacks))
     return open_fabric("board", serial=options.serial, ethernet=options.ethernet, baud=options.baud,
-                       latency=options.latency, time_scale=options.time_scale, link=link, seed=seed)
+                       latency=options.latency, time_scale=options.time_scale, link=link, seed=seed,
+                       engine_sacks=options.engine_sacks)
 
 
 def perf_link(rate_gbps: float | None, delay_usec: float, loss: float, seed: int) -> LinkConfig:
@@ -745,9 +748,10 @@ def perf_link(rate_gbps: float | None, delay_usec: float, loss: float, seed: int
 
 
 def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, out: TextIO | None = None,
-                 board: BoardOptions | None = None) -> int:
+                 board: BoardOptions | None = None, engine_sacks: bool = False) -> int:
     """Print the header and the tables; 0 when every measurement finished and every byte landed, else 1 after
-    one line on stderr. `board`: the board backend's options (default: both directions on the model board)."""
+    one line on stderr. `board`: the board backend's options (default: both directions on the model board);
+    `engine_sacks`: on `engine`, the receive engines SACK (on `board`, `board.engine_sacks`)."""
     out = out if out is not None else sys.stdout
     if backend == "board" and board is None:
         board = BoardOptions()
@@ -761,7 +765,8 @@ def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, 
         elif backend == "board":
             _run_on_board(plan, link, seed, board, report)
         else:
-            run(lambda fabric: measure(fabric, plan, report.row), backend, link=link, seed=seed)
+            extra = {"engine_sacks": True} if engine_sacks else {}
+            run(lambda fabric: measure(fabric, plan, report.row), backend, link=link, seed=seed, **extra)
     except (PerfFailed, DriverError) as error:
         report.close()
         print(f"rnic perf: {type(error).__name__}: {error}", file=sys.stderr)
