@@ -87,3 +87,13 @@ def test_end_to_end_on_the_rtl(tmp_path, loss, largest, width_bytes):
 def test_end_to_end_between_two_gateware_hosts(tmp_path):
     """Both hosts on RNIC tops in one simulation, every operation both ways at 1%, up to 16 KiB."""
     run_on_rtl(tmp_path, 0.01, 16 * KIB, gateware_peer=True)
+
+
+def test_end_to_end_on_engine_with_engine_sacks():
+    """The receive engines' acknowledgement units SACK each host's DATA (RFC 4960 6.2) and the transmit
+    engines send the SACKs: the hosts see no ack record and send no SACK, over the impaired link."""
+    fabric = open_fabric("engine", link=impaired(0.01, seed=1), seed=1, engine_sacks=True)
+    report = fabric.backend.run(lambda: end_to_end_checked(fabric, largest=64 * KIB))
+    assert report.sizes[-1] == 64 * KIB
+    for host in fabric.backend.pair.hosts.values():
+        assert host.association.sacks_by_engine
