@@ -54,6 +54,7 @@ from model.sctp.events import (
     DataReceived,
     PeerShutdownStarted,
 )
+from model.engine.sack import TICK_SECONDS, SackUnit
 from model.sctp.listener import Listener
 from model.sctp.out_of_the_blue import out_of_the_blue_reply
 from model.sctp.packet import (
@@ -140,6 +141,11 @@ class Pair:
     usrsctp_reads: bool = True
     """False: usrsctp's application stops reading its socket (what arrives fills usrsctp's receive buffer)."""
     now_ms: int = 0
+    unit: SackUnit | None = None
+    unit_since_ms: int = 0
+    unit_sent: int = 0
+    """Once `hand_sacks_to_unit` is called, the receive engine's acknowledgement unit (model/engine/sack.py) SACKs
+    the DATA usrsctp sends to the model, as the gateware's does, and the model's association sends no SACK."""
     model: Association | None = None
     listener: Listener | None = None
     sock: Socket | None = None
@@ -222,10 +228,36 @@ class Pair:
         if self.sock is not None and self.usrsctp_reads:
             self.usrsctp_items += self.sock.receive_all()
 
+    def hand_sacks_to_unit(self) -> None:
+        """The engine's acknowledgement unit SACKs from now on (`Association.hand_sacks_to_engine`), its delay the
+        association's delayed-ACK time in the unit's ticks, its window the association's receive buffer."""
+        self.unit, self.unit_since_ms = SackUnit(1), self.now_ms
+        delay = round(self.model.config.delayed_ack_time / TICK_SECONDS)
+        self.unit.reset(0, self.model.hand_sacks_to_engine(), delay, window=self.model.config.receive_buffer,
+                        held_bytes=self.model.config.max_user_data)
+
+    def _unit_sacks(self, records) -> None:
+        for record in records:
+            self.unit_sent += 1
+            packet = SctpPacket(MODEL_PORT, USRSCTP_PORT, self.model.peer_tag, [record.chunk()])
+            self._put(TO_USRSCTP, packet.encode())
+
+    def _tick(self) -> int:
+        return int(self.seconds / TICK_SECONDS + 1e-9)
+
+    def _unit_timer_ms(self) -> int | None:
+        if self.unit is None or (deadline := self.unit.next_deadline()) is None:
+            return None
+        return math.ceil(deadline * TICK_SECONDS * 1000 - 1e-6)
+
     def _deliver(self, direction: str, data: bytes) -> None:
         if direction == TO_USRSCTP:
             self.conn.input(data)
             return
+        if self.unit is not None:   # the engine's records: each DATA chunk's TSN, the packet's last ends it
+            tsns = [chunk.tsn for chunk in SctpPacket.decode(data).chunks if isinstance(chunk, DataChunk)]
+            for index, tsn in enumerate(tsns):
+                self._unit_sacks(self.unit.chunk(0, tsn, self._tick(), index == len(tsns) - 1))
         if self.model is not None and not self.model.is_closed:
             self.model.receive(data, self.seconds)
             self.model_events += self.model.next_events()
@@ -253,8 +285,9 @@ class Pair:
             if self.now_ms >= limit:
                 raise AssertionError(f"not reached within {within_ms} ms (at {self.now_ms} ms)")
             candidates = [self.now_ms + STEP_MS] + [arrival for arrival, *_ in self._wire]
-            if (timer := self._model_timer_ms()) is not None:
-                candidates.append(timer)
+            for timer in (self._model_timer_ms(), self._unit_timer_ms()):
+                if timer is not None:
+                    candidates.append(timer)
             step = max(1, min(candidates) - self.now_ms)
             self.now_ms += step
             self.stack.advance(step)  # usrsctp's timers due by now fire (and may send)
@@ -263,6 +296,8 @@ class Pair:
                 self._deliver(item[2], item[3])
             if (timer := self._model_timer_ms()) is not None and timer <= self.now_ms:
                 self.model.handle_timeout(max(self.seconds, self.model.next_timeout()))
+            if self.unit is not None:
+                self._unit_sacks(self.unit.tick(self._tick()))
             self._pump()
 
     def settle(self, ms: int) -> None:
@@ -588,6 +623,54 @@ def test_rfc4960_6_2_6_3_7_2_data_both_ways_with_loss(pairs, model_initiates: bo
                 if any(time_ms + DELAY_MS == resent and reported_missing(sack, tsn) for time_ms, sack in sacks)
                 and sum(reported_missing(sack, tsn) for time_ms, sack in sacks if time_ms + DELAY_MS <= resent) >= 3]
         assert fast, f"{sender}: no retransmission driven by the peer's Gap Ack Blocks"
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.05], ids=["lossless", "5%"])
+def test_rfc4960_6_2_the_engines_acknowledgement_unit_sacks_usrsctps_data(pairs, loss: float) -> None:
+    """The receive engine's acknowledgement unit (model/engine/sack.py, the gateware's golden model) SACKs what
+    usrsctp sends, in the unit's bounds (64 TSNs past the Cumulative TSN Ack, 4 Gap Ack Blocks, 4 duplicates)
+    and ticks: usrsctp delivers every message once, its window and timers kept going by those SACKs alone
+    (the model's association sends none); under loss the unit's Gap Ack Blocks drive usrsctp's fast
+    retransmissions (RFC 4960 7.2.4), and at the end usrsctp has nothing unacknowledged."""
+    pair = established(pairs, model_initiates=True, seed=6)
+    pair.hand_sacks_to_unit()
+    pair.loss = loss
+    to_model = workload(11, 120, pair.sock.status().fragmentation_point)
+    for message in to_model:
+        assert pair.sock.send(message.payload, message.ppid, message.stream, message.unordered) == len(message.payload)
+    pair.run(lambda: len(pair.model_received()) >= len(to_model), within_ms=120_000)
+    pair.run(lambda: pair.sock.status().unacked == 0, within_ms=10_000)
+    check_delivery(pair, [], to_model)
+    # Every SACK on the wire since the hand-over is one of the unit's (the association sends none).
+    sacks = [(time, chunk) for time, chunk in pair.chunks(TO_USRSCTP, SackChunk) if time >= pair.unit_since_ms]
+    assert len(sacks) == pair.unit_sent > 0
+    sacks = [(time, chunk) for time, chunk in sacks if not any(  # those that arrived
+        s.lost and chunk in s.packet.chunks and s.time_ms == time for s in pair.log)]
+    new_tsns = list(dict.fromkeys(chunk.tsn for _, chunk in data_chunks(pair, TO_MODEL)))
+    assert sacks[-1][1].cumulative_tsn_ack == new_tsns[-1]    # the last TSN usrsctp sent, all before it too
+    # RFC 4960 6.2, 3.3.4: a SACK acknowledges only TSNs that arrived, by its Cumulative TSN Ack (every TSN up
+    # to it) and its Gap Ack Blocks.
+    arrived: dict[int, int] = {}
+    for sent in pair.log:
+        if sent.direction == TO_MODEL and not sent.lost:
+            for chunk in sent.packet.chunks:
+                if isinstance(chunk, DataChunk):
+                    arrived.setdefault(chunk.tsn, sent.time_ms + DELAY_MS)
+    for time_ms, sack in sacks:
+        acknowledged = [(sack.cumulative_tsn_ack + offset) & 0xFFFFFFFF
+                        for start, end in sack.gap_blocks for offset in range(start, end + 1)]
+        if sack.cumulative_tsn_ack in arrived or acknowledged:
+            acknowledged += [tsn for tsn in new_tsns if not serial_gt(tsn, sack.cumulative_tsn_ack, 32)]
+        assert all(arrived.get(tsn, time_ms + 1) <= time_ms for tsn in acknowledged), sack
+    assert all(len(s.gap_blocks) <= 4 and len(s.duplicate_tsns) <= 4 for _, s in sacks)
+    if loss:
+        again = retransmissions(pair, TO_MODEL)
+        assert again and any(s.gap_blocks for _, s in sacks)
+        fast = [tsn for tsn, _first, resent in again
+                if sum(reported_missing(sack, tsn) for time_ms, sack in sacks if time_ms + DELAY_MS <= resent) >= 3]
+        assert fast, "no retransmission driven by the unit's Gap Ack Blocks"
+    else:
+        assert retransmissions(pair, TO_MODEL) == []
 
 
 @pytest.mark.parametrize("receiver", ["usrsctp", "model"])
