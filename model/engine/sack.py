@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 from hdl.abi import SACK_DELAY_BITS as DELAY_BITS
 from hdl.abi import SACK_TICK_CYCLES
+from model.engine.rows import check_row, written_row
 from model.sctp.packet import TSN_BITS, SackChunk, serial_add, serial_le
 
 __all__ = ["SackRecord", "SackUnit", "DEFAULT_DELAY_TICKS", "DEFAULT_WINDOW", "DELAY_BITS", "TICK_SECONDS"]
@@ -196,11 +197,7 @@ class SackUnit:
         return record
 
     def _row(self, association: int) -> _Row:
-        self._check(association)
-        if association not in self._rows:
-            raise ValueError(f"association row {association} was never written")
-        return self._rows[association]
+        return written_row(self._rows, association, self.associations)
 
     def _check(self, association: int) -> None:
-        if not 0 <= association < self.associations:
-            raise ValueError(f"association {association} is not one of the unit's {self.associations} rows")
+        check_row(association, self.associations)
