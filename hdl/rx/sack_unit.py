@@ -139,6 +139,11 @@ class SackUnit(wiring.Component):
         parts = [Signal(range(9), name=f"held_part_{i}") for i in range((window_bits + 7) // 8)]
         held = Signal(range(window_bits + 1))
         held_total = Signal(len(held) + 16)
+        row_held_bytes, row_window = Signal(16), Signal(32)
+        slot_bits = max(1, (self.duplicate_tsns - 1).bit_length())
+        duplicate_slot = Signal(rows << slot_bits)   # one-hot: the (row, slot) a duplicate would take
+        duplicate_room = Signal()
+        duplicate_next = Signal(range(self.duplicate_tsns + 2))
         due_any = Signal()
         due_row = Signal(range(rows))
         for index in reversed(range(rows)):          # the lowest due association
@@ -189,7 +194,12 @@ class SackUnit(wiring.Component):
                         m.next = "LOOKUP_1"
             with m.State("LOOKUP_1"):
                 m.next = "LOOKUP_2"
-            with m.State("LOOKUP_2"):
+            with m.State("LOOKUP_2"):     # the row's duplicate slot, decoded a cycle before it is written
+                count = duplicate_count[record.association]
+                m.d.sync += [duplicate_room.eq(count < self.duplicate_tsns),
+                             duplicate_slot.eq(Mux(count < self.duplicate_tsns,
+                                                   1 << Cat(count[:slot_bits], record.association), 0)),
+                             duplicate_next.eq(count + 1)]
                 m.next = "DECIDE"
             with m.State("DECIDE"):
                 a = record.association
@@ -200,9 +210,12 @@ class SackUnit(wiring.Component):
                 m.d.comb += [gap_at_start.eq(Mux(in_packet[a], gap_start[a], tsn_map.pending)),
                              urgent.eq(at_once[a] | duplicate | beyond)]
                 with m.If(duplicate):
-                    with m.If(duplicate_count[a] < self.duplicate_tsns):
-                        m.d.sync += [duplicates[a][duplicate_count[a]].eq(record.tsn),
-                                     duplicate_count[a].eq(duplicate_count[a] + 1)]
+                    for index in range(rows):
+                        for slot in range(self.duplicate_tsns):
+                            with m.If(duplicate_slot[index * (1 << slot_bits) + slot]):
+                                m.d.sync += duplicates[index][slot].eq(record.tsn)
+                    with m.If(duplicate_room):
+                        m.d.sync += duplicate_count[a].eq(duplicate_next)
                     with m.Else():
                         m.d.sync += self.duplicates_unlisted.eq(self.duplicates_unlisted + 1)
                 with m.If(record.packet_end):
@@ -229,13 +242,13 @@ class SackUnit(wiring.Component):
                              for i, part in enumerate(parts)]
                 m.next = "COUNT"
             with m.State("COUNT"):       # a_rwnd (RFC 4960 6.2): the window less what waits past a gap
-                m.d.sync += held.eq(sum(parts))
+                m.d.sync += [held.eq(sum(parts)), row_held_bytes.eq(held_bytes[row]), row_window.eq(window[row])]
                 m.next = "PRODUCT"
             with m.State("PRODUCT"):
-                m.d.sync += held_total.eq(held * held_bytes[row])
+                m.d.sync += held_total.eq(held * row_held_bytes)   # both factors flip-flops
                 m.next = "WINDOW"
             with m.State("WINDOW"):
-                m.d.sync += sack.a_rwnd.eq(Mux(held_total > window[row], 0, window[row] - held_total))
+                m.d.sync += sack.a_rwnd.eq(Mux(held_total > row_window, 0, row_window - held_total))
                 m.next = "FIND"
             with m.State("FIND"):
                 with m.If((rest == 0) | (sack.gap_count == self.gap_blocks)):

@@ -65,7 +65,7 @@ class SackSender(wiring.Component):
         m = Module()
         width = self.width_bytes
         layout = sack_record_layout(self.gap_blocks, self.duplicate_tsns)
-        kept = m.submodules.kept = Queue(layout, self.depth)
+        kept = m.submodules.kept = Queue(layout, self.depth, memory_output=True)   # LUT RAM, not flip-flops
         # The segment record's few variable fields; the engine's merge takes segment and fetch together.
         pending = m.submodules.pending = Queue(data.StructLayout({"association": ASSOCIATION_BITS,
                                                                   "length": 16}), 2)
