@@ -14,7 +14,9 @@ the property it breaks:
 * a ring whose ACK walks to the ACK's TSN even past the last TSN recorded when it was taken (RFC 4960
   6.2.1 D): property 3; the first the outputs show of it is a completion of a record the ACK did not
   cover (recorded after it was taken), which property 1's bound (``acked``, the ACK's TSN capped at
-  the last TSN recorded) refuses, seven steps from reset.
+  the last TSN recorded) refuses, seven steps from reset; in the same step the ring, idle again, has
+  retired past the shadow's ack point, which property 3 refuses. Both asserts fail in that step, and
+  which one the solver names depends on its model, so either counts.
 """
 
 import inspect
@@ -29,6 +31,7 @@ DEPTH = 16  # each mutant's trace from reset is shorter (ack-past-last: 7 steps,
 COMPLETED = "Assert(busy & is_ack & (completion.association == pending.association))"  # property 1
 RESENT = "m.d.comb += Assert(busy & is_resend & in_window"                                # property 2
 COVERED = "Assert(_wrap(completion_tsn - acked_from - 1) < _wrap(acked_q - acked_from))"  # property 1 (and 3)
+IDLE = "Assert((retired[row] == acked[row]) & (outstanding[row] =="                        # property 3
 
 
 class CompletesOnResendRing(RetransmitRing):
@@ -65,7 +68,7 @@ class AckPastLastRing(RetransmitRing):
         return m
 
 
-MUTANTS = [(CompletesOnResendRing, COMPLETED), (ResendBelowAckRing, RESENT), (AckPastLastRing, COVERED)]
+MUTANTS = [(CompletesOnResendRing, (COMPLETED,)), (ResendBelowAckRing, (RESENT,)), (AckPastLastRing, (COVERED, IDLE))]
 MUTANT_IDS = ["completes-on-resend", "resend-below-ack", "ack-past-last"]
 
 
@@ -91,10 +94,11 @@ def test_a_mutant_fails_the_ring_proof(tmp_path, mutant):
 
 
 @pytest.mark.slow  # a solver run of a minute or less
-@pytest.mark.parametrize("mutant, assert_text", MUTANTS, ids=MUTANT_IDS)
-def test_a_mutant_breaks_its_property_from_reset(tmp_path, mutant, assert_text):
+@pytest.mark.parametrize("mutant, assert_texts", MUTANTS, ids=MUTANT_IDS)
+def test_a_mutant_breaks_its_property_from_reset(tmp_path, mutant, assert_texts):
     harness = ring.RingHarness(strengthen=False, ring=mutant)
     passed, _, _ = run_proof(Proof("mutant", "bmc", DEPTH, None, "mutant"), workdir=tmp_path, harness=harness)
     log = (tmp_path / "mutant.out").read_text()
     assert not passed, log[-2000:]
-    assert f"ring.py:{_line_of(assert_text)}" in log, log[-2000:]
+    assert any(f"ring.py:{_line_of(text)}:" in log or f"ring.py:{_line_of(text)} " in log for text in assert_texts), \
+        log[-2000:]
