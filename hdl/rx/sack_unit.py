@@ -38,7 +38,7 @@ Cumulative TSN Ack, down to 0: the model's rule) and whether the unit SACKs
 the association at all (``enabled``; if not, its records are ignored).
 
 Rate: a record takes 4 cycles (the map's three-stage lookup and the
-decision), a SACK 7 cycles and 2 more per Gap Ack Block. At W = 8 a DATA
+decision), a SACK 7 cycles and 3 more per Gap Ack Block. At W = 8 a DATA
 chunk carrying a DDP segment is at least 36 bytes, 5 beats (RFC 5043 5.2.2:
 16 bytes of DATA header, at least 18 of DDP header), so the unit keeps up
 with one beat per cycle; at wider W the receive engine's ack queue absorbs
@@ -151,9 +151,10 @@ class SackUnit(wiring.Component):
                 m.d.comb += [due_any.eq(1), due_row.eq(index)]
 
         # Gap Ack Block from rest's lowest run: map bit i is TSN Cumulative TSN Ack + 1 + i (offset i + 1).
+        # FIND takes the lowest bit (a carry chain), SPAN the bit past its run (another), RUN encodes both.
         total = Signal(window_bits + 1)
         above = Signal(window_bits + 1)      # the bit just past the run (bit window_bits: the run reaches the top)
-        m.d.comb += [total.eq(rest + lowest), above.eq(total & ~Cat(rest, Const(0, 1)))]
+        m.d.comb += total.eq(rest + lowest)
         start_index, end_index = _position(lowest, window_bits), _position(above, window_bits + 1)
 
         def start_sack(m, which):
@@ -255,11 +256,14 @@ class SackUnit(wiring.Component):
                     m.next = "SEND"
                 with m.Else():
                     m.d.sync += lowest.eq(rest & -rest)
-                    m.next = "RUN"
+                    m.next = "SPAN"
+            with m.State("SPAN"):
+                m.d.sync += [above.eq(total & ~Cat(rest, Const(0, 1))), rest.eq(total[:window_bits] & rest)]
+                m.next = "RUN"
             with m.State("RUN"):
                 gap = sack.gaps[sack.gap_count]
                 m.d.sync += [gap.start.eq(start_index + 1), gap.end.eq(end_index),
-                             rest.eq(total[:window_bits] & rest), sack.gap_count.eq(sack.gap_count + 1)]
+                             sack.gap_count.eq(sack.gap_count + 1)]
                 m.next = "FIND"
             with m.State("SEND"):
                 m.d.comb += self.sacks.valid.eq(1)

@@ -140,6 +140,9 @@ class Segmenter(wiring.Component):
                                     Mux(work.opcode == WorkOpcode.TERMINATE, 2, 0))),
             ]
         unlimited = (1 << SEGMENT_PAYLOAD_BITS) - 1   # a control request: one segment
+        # `length <= room` as a compare of the room's width and a zero test of the bits above it, in
+        # parallel: a 32-bit compare (the room zero-extended) is a carry chain twice as long.
+        length_fits_room_width = staged.length[SEGMENT_PAYLOAD_BITS:] == 0
 
         def by_room(function):
             # `function(room)` for every room of every association, chosen by the staged row and kind
@@ -161,7 +164,9 @@ class Segmenter(wiring.Component):
                 per_segment.eq(by_room(lambda room: room)),
                 remaining.eq(Mux(staged_read_request, 0, staged.length)),
                 rest.eq(by_room(lambda room: Cat(staged.length, Const(0, 1)).as_signed() - room)),
-                last.eq(staged_read_request | by_room(lambda room: staged.length <= room)),
+                last.eq(staged_read_request
+                        | (length_fits_room_width
+                           & by_room(lambda room: staged.length[:SEGMENT_PAYLOAD_BITS] <= room))),
                 has_payload.eq(~staged_read_request & (staged.length != 0)),
                 tsn.eq(next_tsn[staged_row]),
                 ssn.eq(next_ssn[staged_stream_row]),
@@ -207,7 +212,8 @@ class Segmenter(wiring.Component):
             m.d.sync += [
                 remaining.eq(rest),
                 rest.eq(rest - per_segment),
-                last.eq(rest <= per_segment),
+                # Before the last segment rest > 0, so its sign bit is among the high bits tested.
+                last.eq((rest[SEGMENT_PAYLOAD_BITS:] == 0) & (rest[:SEGMENT_PAYLOAD_BITS] <= per_segment)),
                 tsn.eq(tsn + 1),
                 ssn.eq(ssn + 1),
                 mo.eq(mo + per_segment),
