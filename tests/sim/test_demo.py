@@ -347,7 +347,7 @@ def test_demo_on_the_rtl_at_1pct_loss(tmp_path: Path, capsys) -> None:
 @pytest.mark.slow
 def test_demo_between_two_gateware_hosts(tmp_path: Path, capsys) -> None:
     """`--peer gateware`: both hosts on RNIC tops in one simulation, through the impaired link."""
-    status, out = _sim_demo(["--peer", "gateware", "--loss", "0.02", "--size", "5000", "--seed", "2"], tmp_path,
+    status, out = _sim_demo(["--peer", "gateware", "--loss", "0.02", "--size", "2000", "--seed", "2"], tmp_path,
                             capsys)
     assert status == 0, out
     assert "RTL simulation (W = 8, both hosts) goodput:" in out and "0 failed" in out and "result: PASS" in out
