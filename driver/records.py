@@ -27,7 +27,7 @@ from model.ddp.memory import Access
 from model.engine.rx import SegmentVerdict
 from model.engine.tx import ControlRequest, ReadResponseRequest, TsnOpcode, TxAssociationRow, WorkRequest
 from model.errors import ErrorNumber
-from model.rnic.offload import (AssociationRow, BufferPost, EngineCommand, QueueRevoke, RegionRow, SackRow,
+from model.rnic.offload import (AssociationRow, BufferPost, EngineCommand, QueueRevoke, RegionRow, SackFlush, SackRow,
                                 StreamRow)
 
 __all__ = ["record_fields", "record_bytes", "segment_verdict", "receive_row_writes", "tx_association_fields",
@@ -107,6 +107,8 @@ def receive_row_writes(command: EngineCommand, stream_ids: int) -> list[tuple[st
         return [("sack", {"association": command.association, "cumulative_tsn": command.cumulative_tsn,
                           "delay": command.delay_ticks, "window": command.window,
                           "held_bytes": command.held_bytes, "enabled": int(command.enabled)})]
+    if isinstance(command, SackFlush):
+        return [("sack", {"association": command.association, "flush": 1})]
     raise TypeError(f"{type(command).__name__} is not a table write")
 
 

@@ -281,6 +281,12 @@ def sack_row_layout() -> data.StructLayout:
     is ``window`` less ``held_bytes`` for each TSN received past a gap, down to 0 (RFC 4960 6.2). Without
     ``enabled`` the association's ack records go to the host as before and the unit sends nothing for it.
     Write a row while no DATA of the association is arriving (at set-up, before the peer's first DATA).
+
+    With ``flush`` the write changes nothing of the row (its other fields are ignored): the SACK the
+    association owes, if a packet waits for its delayed SACK, leaves now. A host writes it before a
+    message whose receiver must see that SACK first (a Terminate after a refused Write, RFC 5040 5.5: the
+    Write completes at the peer before the Terminate's error), as a host SCTP bundles its SACK ahead of
+    the DATA (RFC 4960 6.10); the engine sends it as a packet of its own.
     """
     return data.StructLayout({
         "association": unsigned(ASSOCIATION_BITS),
@@ -289,6 +295,7 @@ def sack_row_layout() -> data.StructLayout:
         "window": unsigned(32),
         "held_bytes": unsigned(16),
         "enabled": unsigned(1),
+        "flush": unsigned(1),
     })
 
 

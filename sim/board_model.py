@@ -445,6 +445,10 @@ class ModelBoard:
         self.rx.reset_queue(association, stream_id, f["qn"])
 
     def _sack(self, f: dict) -> None:
+        if f["flush"]:
+            self.rx.flush_sack(f["association"])
+            self._post_sacks()
+            return
         self.rx.write_sack(f["association"], f["cumulative_tsn"], f["delay"], f["window"], f["held_bytes"],
                            bool(f["enabled"]))
 

@@ -242,7 +242,8 @@ class RxEngine(wiring.Component):
         ]
         engine_sacks = Signal(self.associations)
         row = registers.table_sack.payload
-        with m.If(registers.table_sack.valid & registers.table_sack.ready & (row.association < self.associations)):
+        with m.If(registers.table_sack.valid & registers.table_sack.ready & (row.association < self.associations)
+                  & ~row.flush):
             m.d.sync += engine_sacks.bit_select(row.association[:max(1, association_bits)], 1).eq(row.enabled)
         ticks = Signal(range(self.tick_cycles))
         m.d.sync += [ticks.eq(Mux(ticks == self.tick_cycles - 1, 0, ticks + 1)),

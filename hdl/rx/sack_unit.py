@@ -31,7 +31,8 @@ TSN Ack, the lowest ``gap_blocks`` Gap Ack Blocks (offsets from it, RFC 4960
 3.3.4) and the duplicates listed. Sending clears the duplicates, the packet
 count and the countdown.
 
-``resets`` writes an association's row (RFC 4960 5.1: the peer's initial TSN
+``resets`` with ``flush`` sends the SACK the association owes now (if its
+countdown runs) and changes nothing else; without, it writes an association's row (RFC 4960 5.1: the peer's initial TSN
 minus one, nothing received after it), its delayed-SACK time in ticks, its
 a_rwnd (the ``window`` less ``held_bytes`` for each TSN received past the
 Cumulative TSN Ack, down to 0: the model's rule) and whether the unit SACKs
@@ -174,6 +175,10 @@ class SackUnit(wiring.Component):
                                 m.d.sync += remaining[index].eq(remaining[index] - 1)
                 with m.Elif(due_any):
                     start_sack(m, due_row)
+                with m.Elif(self.resets.valid & self.resets.payload.flush):
+                    m.d.comb += self.resets.ready.eq(1)      # the owed SACK now; the row unchanged
+                    with m.If(armed[self.resets.payload.association] & enabled[self.resets.payload.association]):
+                        start_sack(m, self.resets.payload.association)
                 with m.Elif(self.resets.valid):
                     reset = self.resets.payload
                     m.d.comb += [self.resets.ready.eq(1), tsn_map.reset.eq(1),

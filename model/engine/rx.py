@@ -327,6 +327,11 @@ class ReceiveEngineModel:
         else:
             self._engine_sacks.discard(association)
 
+    def flush_sack(self, association: int) -> None:
+        """The host's flush write of the SACK row (`hdl.abi.sack_row_layout` ``flush``): the SACK the
+        association owes goes to the transmit engine now (`next_sacks`); nothing else of the row changes."""
+        self._sacks += self.sack.flush(association)
+
     def next_sacks(self) -> list[SackRecord]:
         """The SACKs the unit sent since the last call (by frames and timers), in order."""
         sacks, self._sacks = self._sacks, []

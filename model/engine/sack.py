@@ -174,6 +174,15 @@ class SackUnit:
             row.deadline = now + row.delay_ticks
         return []
 
+    def flush(self, association: int) -> list[SackRecord]:
+        """The SACK the association owes, now: one if a packet of its DATA waits for its delayed SACK (RFC
+        4960 6.2), else none. A host asks for it before a message whose receiver must see that SACK first
+        (the host SCTP bundled it ahead of the DATA; the engine sends it as a packet of its own)."""
+        row = self._row(association)
+        if not row.enabled or row.deadline is None:
+            return []
+        return [self._send(association, row)]
+
     def tick(self, now: int) -> list[SackRecord]:
         """The delayed SACKs due by tick `now`, by association."""
         return [self._send(association, row) for association, row in sorted(self._rows.items())

@@ -58,7 +58,7 @@ from model.rnic.host import RnicConfig, SessionPolicy, accept_every_session
 from model.engine.sack import DELAY_BITS as SACK_DELAY_BITS
 from model.engine.sack import TICK_SECONDS, SackRecord
 from model.rnic.offload import (ASSOCIATION_INDEX, WINDOW_SLOTS, EngineOutput, OffloadedEndpoint, OffloadRnic,
-                                ReceiveEngine, SackRow)
+                                ReceiveEngine, SackFlush, SackRow)
 from model.sctp.association import AssociationError, EngineRequestKind
 from model.sctp.events import AssociationEstablished
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL
@@ -129,6 +129,7 @@ class EngineRnic(OffloadRnic):
         self._next_wr_id = 1
         self._tx_row = False
         self._engine_frames: list[bytes] = []
+        self._sending = False   # in `data_to_send`: see `_terminate_waits`
 
     @property
     def own_areas(self) -> list[tuple[int, int]]:
@@ -254,9 +255,11 @@ class EngineRnic(OffloadRnic):
         engine = self.transmit
         while True:
             progressed = False
-            while self._posts and self._tx_row and engine.accepts_next():
+            while self._posts and self._tx_row and engine.accepts_next() and not self._terminate_waits():
                 post = self._posts.popleft()
                 if isinstance(post.request, WorkRequest):
+                    if post.request.opcode is WorkOpcode.TERMINATE:
+                        self._owed_sack_first()
                     engine.post_work(post.request)
                 elif isinstance(post.request, ReadResponseRequest):
                     engine.post_read_response(post.request)
@@ -286,7 +289,11 @@ class EngineRnic(OffloadRnic):
     def data_to_send(self, now: float) -> list[bytes]:
         frames = super().data_to_send(now)
         self._forward_engine_requests()
-        self._pump()
+        self._sending = True
+        try:
+            self._pump()
+        finally:
+            self._sending = False
         sent, self._engine_frames = self._engine_frames, []
         self._counters.frames_sent += len(sent)
         return frames + sent
@@ -315,6 +322,28 @@ class EngineRnic(OffloadRnic):
         delay = min((1 << SACK_DELAY_BITS) - 1, max(1, round(association.config.delayed_ack_time / TICK_SECONDS)))
         self.command(SackRow(ASSOCIATION_INDEX, association.hand_sacks_to_engine(), delay,
                              min(association.config.receive_buffer, WINDOW_SLOTS * chunk), chunk, True))
+
+    def _terminate_waits(self) -> bool:
+        """A Terminate next waits for the host's turn to send (`data_to_send`), after every frame that arrived
+        with the one it answers, so that the SACK sent ahead of it covers them all, as the host SCTP's SACK
+        bundled with it would (RFC 4960 6.10)."""
+        request = self._posts[0].request
+        return (self.config.engine_sacks and not self._sending and isinstance(request, WorkRequest)
+                and request.opcode is WorkOpcode.TERMINATE)
+
+    def _owed_sack_first(self) -> None:
+        """Before a Terminate, the SACK the receive engine owes (RFC 5040 5.5: a Write the peer sent before the
+        error completes there before the Terminate's error; the host SCTP bundled its SACK ahead of the DATA,
+        RFC 4960 6.10): the model engine's at once, to the transmit engine ahead of the Terminate; the
+        gateware's by the `sack` row's flush write, which goes ahead of the transmit requests."""
+        association = self._association
+        if not self.config.engine_sacks or association is None or not association.sacks_by_engine:
+            return
+        if self.engine is None:
+            self.command(SackFlush(ASSOCIATION_INDEX))
+            return
+        for record in self.engine.flush_sack(ASSOCIATION_INDEX):
+            self.transmit.post_sack(record)
 
     def _on_output(self, output: EngineOutput, now: float) -> None:
         for record in output.sacks:       # a model receive engine's SACKs go to the transmit engine

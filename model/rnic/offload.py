@@ -157,7 +157,15 @@ class SackRow:
     enabled: bool
 
 
-EngineCommand = Union[FrameIn, AssociationRow, RegionRow, StreamRow, BufferPost, QueueRevoke, SackRow]
+@dataclass(frozen=True)
+class SackFlush:
+    """The SACK the association owes (a packet waiting for its delayed SACK), sent now (`hdl.abi.sack_row_layout`
+    ``flush``); nothing else of the row changes."""
+
+    association: int
+
+
+EngineCommand = Union[FrameIn, AssociationRow, RegionRow, StreamRow, BufferPost, QueueRevoke, SackRow, SackFlush]
 
 
 @dataclass(frozen=True)
@@ -199,6 +207,7 @@ class ReceiveEngine(Protocol):
     def execute(self, command: EngineCommand) -> EngineOutput | None: ...
     def next_timeout(self) -> float | None: ...
     def handle_timeout(self, now: float) -> list[SackRecord]: ...
+    def flush_sack(self, association: int) -> list[SackRecord]: ...
 
 
 class ModelEngine:
@@ -231,6 +240,8 @@ class ModelEngine:
         elif isinstance(command, SackRow):
             model.write_sack(command.association, command.cumulative_tsn, command.delay_ticks, command.window,
                              command.held_bytes, command.enabled)
+        elif isinstance(command, SackFlush):
+            model.flush_sack(command.association)   # its SACK waits in next_sacks: see `flush_sack`
         else:
             model.reset_queue(command.association, command.stream_id, command.qn)
         return None
@@ -241,6 +252,11 @@ class ModelEngine:
     def handle_timeout(self, now: float) -> list[SackRecord]:
         """The delayed SACKs due by `now`, for the transmit engine."""
         self.model.handle_timeout(now)
+        return self.model.next_sacks()
+
+    def flush_sack(self, association: int) -> list[SackRecord]:
+        """`SackFlush` at once: the SACK the association owes, if any, for the transmit engine."""
+        self.execute(SackFlush(association))
         return self.model.next_sacks()
 
 
@@ -625,5 +641,6 @@ class OffloadRnic(SoftRnic):
 
 
 __all__ = ["Ack", "AssociationRow", "BufferPost", "EngineCommand", "EngineOutput", "FrameIn", "ModelEngine",
-           "OffloadRnic", "OffloadedEndpoint", "QueueRevoke", "ReceiveEngine", "RegionRow", "SackRow", "StreamRow",
+           "OffloadRnic", "OffloadedEndpoint", "QueueRevoke", "ReceiveEngine", "RegionRow", "SackFlush", "SackRow",
+           "StreamRow",
            "output_of", "reported_segment"]

@@ -347,4 +347,14 @@ def test_the_model_board_sacks_an_association_once_its_sack_row_is_enabled_rfc49
     assert sacks() == []
     clock[0] += 6 * TICK_SECONDS                           # the delayed SACK (5 ticks)
     assert sacks() == [(104, 30000)]
-    assert not board.acks and len(board.exceptions) == 5   # the PPID 17 chunks still go to the host
+    board.port.send(data(105))
+    assert sacks() == []
+    flush = {"association": 0, "flush": 1}                 # the host's flush: the owed SACK now, the row kept
+    control.write_table(control.rx_map.tables["sack"], flush)
+    assert sacks() == [(105, 30000)]
+    control.write_table(control.rx_map.tables["sack"], flush)
+    assert sacks() == []                                   # none owed
+    board.port.send(data(106))
+    board.port.send(data(107))
+    assert sacks() == [(107, 30000)]                       # the row as before: every second packet
+    assert not board.acks and len(board.exceptions) == 8   # the PPID 17 chunks still go to the host

@@ -1,6 +1,7 @@
 """hdl.rx.sack_unit.SackUnit in Amaranth's simulator against its golden model (model/engine/sack.py, itself
 tested against RFC 4960 6.2, 6.7 and 3.3.4): the same SACKs, in the same order, for the same records and
-ticks, under loss, reordering, duplication, TSNs beyond the map, wrapping TSNs and a slow transmit path."""
+ticks, under loss, reordering, duplication, TSNs beyond the map, wrapping TSNs, the host's flushes and a slow
+transmit path."""
 
 import random
 
@@ -16,21 +17,22 @@ ASSOCIATIONS = 4
 TICK_SPACING = 60   # cycles: more than the unit needs to send the SACKs a tick makes due
 
 
-def peer_traffic(rng: random.Random, start: int, packets: int, map_tsns: int) -> list[list[int]]:
-    """One association's packets of DATA TSNs as a lossy, reordering, duplicating network delivers them."""
+def peer_traffic(rng: random.Random, start: int, packets: int, map_tsns: int, impaired: bool = True) -> list[list[int]]:
+    """One association's packets of DATA TSNs as a lossy, reordering, duplicating network delivers them (or a
+    clean one, not `impaired`)."""
     tsns = [(start + 1 + i) & 0xFFFFFFFF for i in range(packets * 3)]
     for i in range(len(tsns) - 1):                 # reordering
-        if rng.random() < 0.2:
+        if impaired and rng.random() < 0.2:
             j = min(len(tsns) - 1, i + rng.randint(1, 6))
             tsns[i], tsns[j] = tsns[j], tsns[i]
     delivered = []
     for tsn in tsns:
-        if rng.random() < 0.1:
+        if impaired and rng.random() < 0.1:
             continue                               # lost: sent again later
         delivered.append(tsn)
-        if rng.random() < 0.1:
+        if impaired and rng.random() < 0.1:
             delivered.append(rng.choice(delivered))                                        # duplicate
-        if rng.random() < 0.03:
+        if impaired and rng.random() < 0.03:
             delivered.append((tsn + map_tsns + rng.randint(1, 40)) & 0xFFFFFFFF)           # beyond the map
     lost = [tsn for tsn in tsns if tsn not in delivered]
     delivered += lost                              # the retransmissions
@@ -42,7 +44,7 @@ def peer_traffic(rng: random.Random, start: int, packets: int, map_tsns: int) ->
     return out
 
 
-def scenario(seed: int, map_tsns: int) -> list[tuple]:
+def scenario(seed: int, map_tsns: int, impaired: bool = True) -> list[tuple]:
     """Resets, then every association's packets interleaved with ticks; each event as the model takes it."""
     rng = random.Random(seed)
     starts = [rng.randrange(1 << 32) for _ in range(ASSOCIATIONS)]
@@ -50,7 +52,7 @@ def scenario(seed: int, map_tsns: int) -> list[tuple]:
     # Association 1's window closes past a few held TSNs (a_rwnd 0); association 3: the host SACKs it.
     events = [("reset", a, starts[a], rng.randint(1, 4), 5000 if a == 1 else rng.randrange(1 << 32),
                1452 if a == 1 else rng.randrange(1 << 16), a != 3) for a in range(ASSOCIATIONS)]
-    queues = {a: peer_traffic(rng, starts[a], 25, map_tsns) for a in range(ASSOCIATIONS)}
+    queues = {a: peer_traffic(rng, starts[a], 25, map_tsns, impaired) for a in range(ASSOCIATIONS)}
     while any(queues.values()):
         if rng.random() < 0.25:
             events.append(("tick",))
@@ -59,11 +61,14 @@ def scenario(seed: int, map_tsns: int) -> list[tuple]:
         packet = queues[a].pop(0)
         for index, tsn in enumerate(packet):
             events.append(("chunk", a, tsn, index == len(packet) - 1))
+        if rng.random() < 0.2:                     # the host's flush write, a SACK owed or not
+            events.append(("flush", rng.choice([a, a, rng.randrange(ASSOCIATIONS)])))
     events += [("tick",)] * 6                      # every delayed SACK leaves
     return events
 
 
-def model_sacks(events, **options) -> tuple[list[SackRecord], int]:
+def model_sacks(events, flushed: list[int] | None = None, **options) -> tuple[list[SackRecord], int]:
+    """The model's SACKs and unlisted duplicates; `flushed` gets each flush's SACK count."""
     unit = ModelSackUnit(ASSOCIATIONS, **options)
     now, sacks = 0, []
     for event in events:
@@ -72,6 +77,10 @@ def model_sacks(events, **options) -> tuple[list[SackRecord], int]:
         elif event[0] == "tick":
             now += 1
             sacks += unit.tick(now)
+        elif event[0] == "flush":
+            sacks += (flush := unit.flush(event[1]))
+            if flushed is not None:
+                flushed.append(len(flush))
         else:
             sacks += unit.chunk(event[1], event[2], now, event[3])
     written = {event[1] for event in events if event[0] == "reset"}
@@ -89,6 +98,8 @@ def rtl_sacks(events, pace: Pace, **options) -> tuple[list[SackRecord], int]:
                 await stream_put(ctx, dut.resets, {"association": event[1], "cumulative_tsn": event[2],
                                                    "delay": event[3], "window": event[4],
                                                    "held_bytes": event[5], "enabled": event[6]})
+            elif event[0] == "flush":
+                await stream_put(ctx, dut.resets, {"association": event[1], "flush": 1})
             elif event[0] == "tick":             # ticks come 2**17 cycles apart: one is taken before the next
                 ctx.set(dut.tick, 1)
                 await ctx.tick()
@@ -139,8 +150,28 @@ def test_rtl_sends_the_models_sacks(options, seed):
     assert unlisted == expected_unlisted
 
 
+def test_rtl_sends_the_models_sacks_on_a_clean_link_with_flushes():
+    """No loss: SACKs every second packet and after the delay, and the host's flushes of the delayed ones."""
+    events, flushed = scenario(3, 64, impaired=False), []
+    expected, _ = model_sacks(events, flushed)
+    assert not any(sack.gap_blocks or sack.duplicate_tsns for sack in expected)
+    assert 0 in flushed and 1 in flushed           # some flushes found a SACK owed, some none
+    got, _ = rtl_sacks(events, Pace(0.3, seed=3))
+    assert got == expected
+
+
 def test_a_delayed_sack_leaves_after_the_rows_delay_rfc4960_6_2():
     """One packet, then ticks: the SACK comes with the row's delay-th tick, not before (RFC 4960 6.2)."""
     events = [("reset", 1, 99, 3, 5000, 1500, True), ("chunk", 1, 100, True), ("tick",), ("tick",)]
     assert rtl_sacks(events, Pace())[0] == []
     assert rtl_sacks(events + [("tick",)], Pace())[0] == [SackRecord(1, 100, (), (), 5000)]
+
+
+def test_a_flush_sends_the_owed_sack_at_once_and_nothing_else():
+    """A packet waiting for its delayed SACK (RFC 4960 6.2): the flush write sends that SACK now, and the row
+    is as before (the next packet again waits, its SACK acknowledging both); no SACK owed, no SACK."""
+    events = [("reset", 1, 99, 3, 5000, 1500, True), ("flush", 1), ("chunk", 1, 100, True), ("flush", 1),
+              ("flush", 1), ("chunk", 1, 101, True), ("tick",), ("tick",)]
+    assert rtl_sacks(events, Pace())[0] == [SackRecord(1, 100, (), (), 5000)]
+    assert rtl_sacks(events + [("tick",)], Pace())[0] == [SackRecord(1, 100, (), (), 5000),
+                                                          SackRecord(1, 101, (), (), 5000)]

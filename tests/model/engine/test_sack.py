@@ -117,6 +117,20 @@ def test_a_rwnd_is_the_window_less_what_waits_past_a_gap_rfc4960_6_2():
     assert sack.chunk(1, tsn(1), 0) == [SackRecord(1, tsn(3), ((2, 2),), (), 2500)]
 
 
+def test_a_flush_sends_only_an_owed_delayed_sack_rfc4960_6_2():
+    """The host's flush before a Terminate: the delayed SACK of a waiting packet leaves now, its countdown
+    stops; with no packet waiting, or on a disabled row, nothing is sent."""
+    sack = unit()
+    assert sack.flush(1) == []                            # nothing received
+    assert sack.chunk(1, tsn(1), now=10) == []
+    assert sack.flush(1) == [SackRecord(1, tsn(1), (), (), WINDOW)]
+    assert sack.flush(1) == [] and sack.next_deadline() is None and sack.tick(10 ** 6) == []
+    assert sack.chunk(1, tsn(2), now=11) == []            # the packet count started again from the flush
+    assert sack.chunk(1, tsn(3), now=12) == [SackRecord(1, tsn(3), (), (), WINDOW)]
+    sack.reset(0, START, enabled=False)
+    assert sack.chunk(0, tsn(1), 0) == [] and sack.flush(0) == []
+
+
 def test_a_row_written_disabled_takes_no_records():
     """The host SACKs such an association itself: the unit neither records its TSNs nor sends SACKs for it."""
     sack = SackUnit(2)
