@@ -390,7 +390,8 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     (a `model.rnic.link.LinkConfig`), `seed`, `RnicConfig` fields) or "engine" (the same, receiving through
     the receive engine's model) or "board" (the RNIC core on a board: `serial`, the control link's device,
     and `ethernet`, the port cabled to the board: an interface name or tcp:HOST:PORT; `baud`, `latency`,
-    `time_scale`)."""
+    `time_scale`). On "engine" and "board" the receive engine SACKs the peer's DATA (`engine_sacks`, default
+    True; False: the host SACKs from the engine's ack records)."""
     instance("backend", backend, str)
     check_fabric_options(options, backend)
     if backend == "soft":

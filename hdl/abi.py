@@ -737,9 +737,10 @@ def tx_register_map(associations: int = 2, stream_ids: int = 4) -> RegisterMap:
     own addresses are the receive engine's configuration words (one MAC, IP and UDP port per RNIC)."""
     return RegisterMap(
         config=[],
-        # sacks_sent: the receive engine's SACKs the engine has taken for sending (each one frame), so a host
-        # that counts the engine's frames on the MAC can tell them from its DDP segments'.
-        counters=["sacks_sent"],
+        # sacks_sent: the receive engine's SACKs the engine has taken for sending (each one frame).
+        # request_frames: the frames of the host's requests the engine has put out on m_axis (its frames out
+        # less the SACKs taken in, so never ahead of them): a host paces its own frames by it, one read.
+        counters=["sacks_sent", "request_frames"],
         tables=[
             ("tx_association", tx_association_write_layout()),
             ("tx_stream", tx_stream_write_layout(associations * stream_ids)),

@@ -108,7 +108,8 @@ class Rnic(wiring.Component):
         connect(m, split.sub_1, tx_registers.axil)
         connect(m, tx_registers.table_tx_association, tx.association_write)
         connect(m, tx_registers.table_tx_stream, tx.stream_write)
-        m.d.comb += tx_registers.counter_sacks_sent.eq(tx.sacks_sent)
+        m.d.comb += [tx_registers.counter_sacks_sent.eq(tx.sacks_sent),
+                     tx_registers.counter_request_frames.eq(tx.request_frames)]
         connect(m, rx.m_axis_sack, tx.s_axis_sack)   # the receive engine's SACKs leave through the transmit path
         m.d.comb += [
             tx_registers.params.eq(self.width_bytes | (self.ird << 8) | (self.ring_tsns << 16)),

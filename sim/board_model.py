@@ -84,6 +84,8 @@ class ModelControl:
             return self.board.rx.reports_waiting
         if offset == TX_REGISTER_BASE + self.tx_map.counters["sacks_sent"]:
             return self.board.sacks_sent & 0xFFFFFFFF
+        if offset == TX_REGISTER_BASE + self.tx_map.counters["request_frames"]:
+            return (self.board.engine_frames - self.board.sacks_sent) & 0xFFFFFFFF
         return self.registers.get(offset, 0)
 
     def write_register(self, offset: int, value: int) -> None:
@@ -347,7 +349,7 @@ class ModelBoard:
         self.exceptions: deque[ExceptionPacket] = deque()
         self.tx_records: dict[TxOutput, deque[bytes]] = {output: deque() for output in TxOutput}
         self.wire: list[bytes] = []
-        self.rx_frames = self.tx_frames = self.sacks_sent = 0
+        self.rx_frames = self.tx_frames = self.sacks_sent = self.engine_frames = 0
         self.control = ModelControl(self)
         self.port = ModelPort(self)
         self.serial = ModelSerial(self)
@@ -397,6 +399,7 @@ class ModelBoard:
         self._post_sacks()
         frames = self.tx.data_to_send()
         self.tx_frames += len(frames)
+        self.engine_frames += len(frames)
         self.wire += frames
         for event in self.tx.next_events():
             if isinstance(event, Completion):

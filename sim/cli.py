@@ -338,8 +338,9 @@ def _perf(args: argparse.Namespace) -> int:
                                    DIRECTIONS, LARGEST_SIZE, SIM_SIZES, TESTS, BoardOptions, PerfPlan, perf_command,
                                    perf_link)
 
-    if args.engine_sacks and args.backend not in ("engine", "board"):
-        args.usage_error("argument --engine-sacks: only with --backend engine or board (the receive engine SACKs)")
+    if args.host_sacks and args.backend not in ("engine", "board"):
+        args.usage_error("argument --host-sacks: only with --backend engine or board (where the receive engine "
+                         "SACKs by default)")
     if args.backend != "board":
         given = [name for name in BOARD_ONLY if getattr(args, name) is not None]
         if given:
@@ -361,8 +362,8 @@ def _perf(args: argparse.Namespace) -> int:
         defaults = BoardOptions()
         board = BoardOptions(args.serial, args.ethernet, args.baud or defaults.baud,
                              args.latency or defaults.latency, args.time_scale or defaults.time_scale,
-                             DIRECTIONS[args.direction or "both"], args.engine_sacks)
-    return perf_command(args.backend, plan, link, args.seed, board=board, engine_sacks=args.engine_sacks)
+                             DIRECTIONS[args.direction or "both"], not args.host_sacks)
+    return perf_command(args.backend, plan, link, args.seed, board=board, engine_sacks=not args.host_sacks)
 
 
 DEFAULT_PLOT = "bench-e2e.png"
@@ -504,9 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="board: where the data lands, on the board (the peer Writes and Sends into it, the "
                            "board Reads), from it (the board Writes and Sends, the peer Reads), or both in turn "
                            "(default both)")
-    perf.add_argument("--engine-sacks", action="store_true",
-                      help="engine and board: the receive engine SACKs the peer's DATA itself (RFC 4960 6.2), the "
-                           "host sees no ack record")
+    perf.add_argument("--host-sacks", action="store_true",
+                      help="engine and board: the host SACKs the peer's DATA from the engine's ack records, not "
+                           "the receive engine itself (RFC 4960 6.2; the engine's SACKs are the default)")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

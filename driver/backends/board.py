@@ -41,8 +41,8 @@ waiting control request or Read Response ahead of waiting work, so the host
 offers a request only when the engine has none waiting unstarted.  A shadow
 `TransmitEngineModel` (blank memory: what it sends is not compared, only
 counted) answers `accepts_next` and says how many frames each request
-sends; each request is pushed once the board's MAC has sent every frame
-the model sent before it (the MAC's `tx_frames`, less the host's own).  The
+sends; each request is pushed once the board's transmit engine has sent every frame
+the model sent before it (its `request_frames`, one register read).  The
 board's completions and refusals are popped while the model has sent some
 the board has not, and must equal the model's (`BoardMismatch`).
 
@@ -315,9 +315,7 @@ class BoardEnd:
         self.ird = (tx_params >> 8) & 0xFF
         self.map = register_map(self.associations, self.stream_ids, self.regions)
         self.truncated = 0
-        self._raw_sent = 0
-        self._tx_base = self._sacks_base = 0
-        self._engine_sacks = False
+        self._tx_base = 0
         self._tx_map = tx_register_map(1, 1)   # its counters' offsets do not depend on the table sizes
         self._reports_waiting = 0
         self._reset(local_mac, local_ip)
@@ -347,20 +345,16 @@ class BoardEnd:
         for output in TxOutput:
             while control.pop_records(output, HOLD_BYTES):
                 pass
-        counters = control.mac_counters()
-        self._tx_base = counters["tx_frames"]
-        self._sacks_base = control.read_register(TX_REGISTER_BASE + self._tx_map.counters["sacks_sent"])
+        self._tx_base = self._request_frames()
+
+    def _request_frames(self) -> int:
+        return self.control.read_register(TX_REGISTER_BASE + self._tx_map.counters["request_frames"])
 
     def engine_frames_sent(self) -> int:
-        """Frames of the host's requests the transmit engine has sent since the opening: the MAC's, less the
-        host's own and, once the receive engine SACKs (a `sack` row written enabled), less its SACKs
-        (the transmit engine's `sacks_sent`, counted as they enter its frame path, so never late)."""
-        tx_frames = self.control.mac_counters()["tx_frames"]
-        sacks = 0
-        if self._engine_sacks:
-            sacks = (self.control.read_register(TX_REGISTER_BASE + self._tx_map.counters["sacks_sent"])
-                     - self._sacks_base)
-        return (tx_frames - self._tx_base - self._raw_sent - sacks) & 0xFFFFFFFF
+        """Frames of the host's requests the transmit engine has sent since the opening, one register read:
+        its `request_frames` (its frames out less the receive engine's SACKs taken in, so never ahead;
+        the host's own frames go to the MAC beside the engine, not through it)."""
+        return (self._request_frames() - self._tx_base) & 0xFFFFFFFF
 
     # -- records in -----------------------------------------------------------------------------
 
@@ -415,12 +409,9 @@ class BoardEnd:
         while (command := host.take_engine_work()) is not None:
             for table, fields in receive_row_writes(command, self.stream_ids):
                 self.control.write_table(self.map.tables[table], fields)
-                if table == "sack" and fields["enabled"]:
-                    self._engine_sacks = True
         self.transmit.settle()
         for frame in frames:
             self.control.send_frame(frame)
-            self._raw_sent += 1
 
 
 class BoardPair(HostPair):
@@ -519,6 +510,7 @@ class BoardFabric(FabricBackend):
         # IRD: as many Read Responses as the transmit engine queues (RFC 6581 9, RFC 5040 6.4).
         options.setdefault("resources", replace(ENGINE_RESOURCES, ird=min(ENGINE_RESOURCES.ird, self.board.ird)))
         options.setdefault("streams", STREAM_IDS)
+        options.setdefault("engine_sacks", True)   # the board's receive engine SACKs (RFC 4960 6.2); False: the host
         configs = {side: host_config(side, **options) for side in Side}
         memory_map = self.board.memory_map
         if self.board.stream_ids < configs[BOARD_SIDE].streams:

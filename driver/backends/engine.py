@@ -51,6 +51,7 @@ class EngineFabric(SoftFabric):
 
     def __init__(self, link: LinkConfig | None = None, seed: int = 1, **options: object) -> None:
         options.setdefault("streams", STREAM_IDS)
+        options.setdefault("engine_sacks", True)   # the receive engines SACK (RFC 4960 6.2); False: the hosts
         super().__init__(link, seed, **options)
 
     @staticmethod

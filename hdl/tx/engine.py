@@ -130,6 +130,7 @@ class TxEngine(wiring.Component):
             "m_axis": Out(AxiStreamSignature(width_bytes)),
             "s_axis_sack": In(AxiStreamSignature(sack_record_bytes())),
             "sacks_sent": Out(32),
+            "request_frames": Out(32),
         })
 
     def elaborate(self, platform):
@@ -247,8 +248,16 @@ class TxEngine(wiring.Component):
             sack_sender.segments.ready.eq(both_ready),
             sack_sender.fetches.ready.eq(both_ready),
         ]
-        with m.If(sack_first & both_ready):
+        sack_taken = sack_first & both_ready
+        with m.If(sack_taken):
             m.d.sync += self.sacks_sent.eq(self.sacks_sent + 1)
+        # Frames out of m_axis less SACKs taken in: the frames of the host's requests sent, never ahead of
+        # them (a SACK counts from when it is taken, before its frame leaves).
+        frame_out = self.m_axis.tvalid & self.m_axis.tready & self.m_axis.tlast
+        with m.If(frame_out & ~sack_taken):
+            m.d.sync += self.request_frames.eq(self.request_frames + 1)
+        with m.Elif(sack_taken & ~frame_out):
+            m.d.sync += self.request_frames.eq(self.request_frames - 1)
         connect(m, segment_queue.source, headers.segments)
         connect(m, fetcher.axi, wiring.flipped(self.m_axi))
 

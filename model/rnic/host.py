@@ -236,7 +236,8 @@ class RnicConfig:
     socket's send buffer: posted messages are segmented and read from memory only as this room allows."""
     engine_sacks: bool = False
     """A host on the engines (`EngineRnic`): the receive engine SACKs the peer's DATA itself (RFC 4960 6.2,
-    `hdl/rx/sack_unit.py`) and the host sees no ack record; a software host has no such engine."""
+    `hdl/rx/sack_unit.py`) and the host sees no ack record; a software host has no such engine. The driver's
+    `engine` and `board` backends turn it on unless told `engine_sacks=False`."""
 
     def __post_init__(self) -> None:
         if len(self.mac) != 6:

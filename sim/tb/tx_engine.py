@@ -129,6 +129,8 @@ class Run:
     first_response_cycle: int = -1   # cycle the first Read Request record was taken
     frame_cycles: list = field(default_factory=list)   # cycle of each frame's first beat
     tsn_taken: list = field(default_factory=list)      # (cycle, TsnRequest) of each record s_axis_tsn took
+    sacks_sent: int = -1       # the engine's counters at the end
+    request_frames: int = -1
 
 
 def simulate(width: int, associations: list[Association], first_ssn: dict, works: list[Work], memory: ReadMemory,
@@ -354,6 +356,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 break
             await ctx.tick()
         await ctx.tick().repeat(30)
+        run.sacks_sent, run.request_frames = ctx.get(dut.sacks_sent), ctx.get(dut.request_frames)
 
     sim.add_testbench(watch)
     sim.run()

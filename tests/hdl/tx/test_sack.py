@@ -58,6 +58,9 @@ def test_sacks_between_segments_match_the_model(width):
     decoded = [packet[SCTPChunkSACK] for packet in map(sctp_of, run.frames) if SCTPChunkSACK in packet]
     assert [(d.cumul_tsn_ack, d.a_rwnd, d.n_gap_ack, d.n_dup_tsn) for d in decoded] == \
         [(s.cumulative_tsn_ack, s.a_rwnd, len(s.gap_blocks), len(s.duplicate_tsns)) for s in sacks]
+    # The counters a host paces by: SACK frames, and the frames of its requests (the DATA ones, by scapy).
+    assert run.sacks_sent == len(decoded)
+    assert run.request_frames == len(run.frames) - len(decoded) > 0
     assert [d.gap_ack_list for d in decoded] == [[f"{a}:{b}" for a, b in s.gap_blocks] for s in sacks]
     assert [list(d.dup_tsn_list) for d in decoded] == [list(s.duplicate_tsns) for s in sacks]
 
