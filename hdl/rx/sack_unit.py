@@ -32,7 +32,8 @@ TSN Ack, the lowest ``gap_blocks`` Gap Ack Blocks (offsets from it, RFC 4960
 count and the countdown.
 
 ``resets`` with ``flush`` sends the SACK the association owes now (if its
-countdown runs) and changes nothing else; without, it writes an association's row (RFC 4960 5.1: the peer's initial TSN
+countdown runs) and changes nothing else; without, it writes an
+association's row (RFC 4960 5.1: the peer's initial TSN
 minus one, nothing received after it), its delayed-SACK time in ticks, its
 a_rwnd (the ``window`` less ``held_bytes`` for each TSN received past the
 Cumulative TSN Ack, down to 0: the model's rule) and whether the unit SACKs
