@@ -147,7 +147,7 @@ class DdpHeaderValidator(wiring.Component):
         beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
         desc_layout = data.StructLayout({"discard": unsigned(1), "drop": range(UNTAGGED_HEADER_BYTES + 1)})
         descs = m.submodules.descs = Queue(desc_layout, _RECORD_DEPTH)
-        records = m.submodules.records = Queue(segment_info_layout(), _RECORD_DEPTH)
+        records = m.submodules.records = Queue(segment_info_layout(), _RECORD_DEPTH, block_ram=True)
         wiring.connect(m, records.source, wiring.flipped(self.segment))
 
         # ---- capture -------------------------------------------------------

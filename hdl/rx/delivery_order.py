@@ -118,7 +118,7 @@ class DeliveryOrder(wiring.Component):
         ]
         writes = m.submodules.writes = Queue(stream_write_layout(streams))
         connect(m, writes.source, wiring.flipped(self.stream_write_out))
-        outbound = m.submodules.outbound = Queue(layout, depth=8)
+        outbound = m.submodules.outbound = Queue(layout, depth=8, block_ram=True)
         connect(m, outbound.source, wiring.flipped(self.records_out))
 
         # A record is read only in RUN, and stores happen on the cycle after a TAKE decision: never both

@@ -330,7 +330,7 @@ class PlacementCheck(wiring.Component):
         # every queue has room for it and for every segment in stages 1-3 (a credit
         # check on flip-flops), so the pipeline never stalls: no path from the
         # consumers' ready into the tables.
-        verdicts = m.submodules.verdicts = Queue(verdict_layout(self._address_bits), depth=8)
+        verdicts = m.submodules.verdicts = Queue(verdict_layout(self._address_bits), depth=8, block_ram=True)
         commands = m.submodules.commands = Queue(dma_command_layout(self._address_bits), depth=8)
         decisions = m.submodules.decisions = Queue(unsigned(1), depth=self._decisions + 4)
         # Stage 4 holds the committed records, so the queues' inputs start at flip-flops.

@@ -117,7 +117,7 @@ class ReportEngine(wiring.Component):
 
         # Room in the output queue for this cycle's record and the two before it still on
         # their way (the record register, the queue's input), from last cycle's level.
-        outlet = m.submodules.outlet = Queue(report.payload.shape(), depth=_OUTLET_DEPTH)
+        outlet = m.submodules.outlet = Queue(report.payload.shape(), depth=_OUTLET_DEPTH, block_ram=True)
         connect(m, outlet.source, wiring.flipped(report))
         room = Signal()
         m.d.sync += room.eq(outlet.level < outlet.depth - 2)

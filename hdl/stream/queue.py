@@ -31,6 +31,16 @@ of payloads in and of payloads out, so a consumer's late ``ready`` steps a
 counter of its own instead of an adder. The skid buffer keeps the
 memory's read path away from the consumer's logic.
 
+Block RAM (``block_ram=True``, depth at least 3): the FIFO's memory is
+read synchronously, so the synthesis tools place it in block RAM (an ECP5
+DP16KD) instead of LUT RAM: for wide payloads, whose LUT RAM would crowd
+the slices that can hold it. The RAM's output register is the FIFO's head;
+it is loaded whenever it is empty or taken and the memory holds a payload,
+so a transfer per cycle is sustained as before, and its enable and read
+address start at flip-flops. A payload behind others is on ``source`` three
+edges after it was taken (one more than from LUT RAM); a drained queue's
+bypass is unchanged.
+
 Memory output (``memory_output=True``, depth at least 3): no skid stage;
 ``source.payload`` is the LUT RAM read at the read address, a counter, and
 ``source.valid`` a flip-flop. The consumer's ``ready`` then reaches only
@@ -102,6 +112,9 @@ class Queue(wiring.Component):
     memory_output : bool
         ``source.payload`` read straight from the FIFO's LUT RAM at a registered
         address, with no output register (see the module docs); depth at least 3.
+    block_ram : bool
+        Hold the FIFO in block RAM, read synchronously (see the module docs); depth
+        at least 3, not with ``memory_output``.
     registered_fields : tuple of str
         With ``memory_output``: fields of a ``data.StructLayout`` payload (dotted
         paths for nested ones) that ``source`` shows from flip-flops instead, for
@@ -121,12 +134,16 @@ class Queue(wiring.Component):
     """With ``memory_output``: payload bits per LUT RAM bank, each bank with its own read address."""
 
     def __init__(self, shape, depth: int = 2, *, lookahead: bool = False, memory_output: bool = False,
-                 registered_fields: tuple = ()):
+                 registered_fields: tuple = (), block_ram: bool = False):
         if not isinstance(depth, int) or depth < 2:
             raise ValueError(f"Queue depth must be an integer of at least 2, not {depth!r}")
         if memory_output and (depth < 3 or lookahead):
             raise ValueError(f"a Queue with memory_output needs depth >= 3 and no lookahead, not depth {depth!r}"
                              f"{' with lookahead' if lookahead else ''}")
+        if block_ram and (depth < 3 or memory_output):
+            raise ValueError(f"a Queue in block RAM needs depth >= 3 and no memory_output, not depth {depth!r}"
+                             f"{' with memory_output' if memory_output else ''}")
+        self._block_ram = block_ram
         if registered_fields and not memory_output:
             raise ValueError("registered_fields needs memory_output")
         self._memory_output = memory_output
@@ -193,7 +210,10 @@ class Queue(wiring.Component):
         outlet = stream.Signature(self._shape).create()
         bypass = Signal(init=1)
         to_memory = entering & ~(bypass & outlet.ready)
-        fifo = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
+        if self._block_ram:
+            fifo = self._elaborate_block_memory(m, to_memory, outlet.ready & ~bypass)
+        else:
+            fifo = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
         read_data, readable = fifo.read_data, fifo.readable
         reading = outlet.ready & readable & ~bypass
         stored = _tally(m, to_memory, reading, depth.bit_length(), "stored")    # staged or in the memory
@@ -247,6 +267,39 @@ class Queue(wiring.Component):
             read_addresses.append(read_address)
         return SimpleNamespace(read_data=read_data, readable=readable, staged=staged, staged_valid=staged_valid,
                                write_address=write_address, read_address=read_addresses[0], writing=writing,
+                               reading=reading, in_memory=in_memory)
+
+    def _elaborate_block_memory(self, m, writing, taking):
+        """The block RAM FIFO: as :meth:`_elaborate_memory`, but ``read_data`` is the RAM's
+        output register (a synchronous read), loaded (``fetching``) while it is empty or
+        taken and the memory holds a payload. ``readable`` says the register holds the head."""
+        depth = self._depth
+        staged, staged_valid = Signal(self._shape), Signal()
+        readable, held = Signal(), Signal()    # a head in the output register; payloads in the memory
+        write_address, fetch_address = Signal(range(depth)), Signal(range(depth))
+        reading = taking & readable
+        fetching = (reading | ~readable) & held
+        in_memory = _tally(m, staged_valid, fetching, depth.bit_length(), "in_memory")
+        m.d.sync += [
+            readable.eq(fetching | (readable & ~reading)),
+            held.eq(staged_valid | Mux(fetching, in_memory != 1, held)),
+            staged.eq(self.sink.payload), staged_valid.eq(writing),
+        ]
+        with m.If(staged_valid):
+            m.d.sync += write_address.eq(Mux(write_address == depth - 1, 0, write_address + 1))
+        with m.If(fetching):
+            m.d.sync += fetch_address.eq(Mux(fetch_address == depth - 1, 0, fetch_address + 1))
+        # A write and a fetch never meet at one address: the memory then holds none or all
+        # `depth` payloads, and `held` or the queue's count rules each out.
+        storage = m.submodules.storage = memory.Memory(shape=Value.cast(staged).shape().width, depth=depth,
+                                                       init=[], attrs={"ram_style": "block"})
+        write, read = storage.write_port(), storage.read_port(domain="sync")
+        m.d.comb += [
+            write.en.eq(staged_valid), write.addr.eq(write_address), write.data.eq(staged),
+            read.en.eq(fetching), read.addr.eq(fetch_address),
+        ]
+        return SimpleNamespace(read_data=read.data, readable=readable, staged=staged, staged_valid=staged_valid,
+                               write_address=write_address, read_address=fetch_address, writing=writing,
                                reading=reading, in_memory=in_memory)
 
     def _elaborate_skid(self, m, sink, source, level):

@@ -144,8 +144,8 @@ class HeaderBuilder(wiring.Component):
         fixed_sums = Array(fixed_sums)
 
         # Output queues, with room for every segment in flight.
-        sctp_queue = m.submodules.sctp_queue = Queue(self.sctp_header.payload.shape(), self._sctp_depth)
-        prefix_queue = m.submodules.prefix_queue = Queue(self.prefix.payload.shape(), self._prefix_depth)
+        sctp_queue = m.submodules.sctp_queue = Queue(self.sctp_header.payload.shape(), self._sctp_depth, block_ram=True)
+        prefix_queue = m.submodules.prefix_queue = Queue(self.prefix.payload.shape(), self._prefix_depth, block_ram=True)
         wiring.connect(m, sctp_queue.source, wiring.flipped(self.sctp_header))
         wiring.connect(m, prefix_queue.source, wiring.flipped(self.prefix))
         # Room is registered from the levels a cycle old, with one place more kept free for the payload

@@ -24,13 +24,16 @@ def simulate(dut, *testbenches, background=()):
     sim.run()
 
 
-VARIANTS = [(2, False, ()), (3, False, ()), (8, False, ()), (3, True, ()), (8, True, ()),
-            (4, True, ("flag",))]  # (depth, memory_output, registered_fields)
+# The FIFO's memory: LUT RAM behind a skid stage, LUT RAM as the output, block RAM behind a skid stage.
+OPTIONS = {"lut": {}, "memory_output": {"memory_output": True}, "block_ram": {"block_ram": True}}
+
+VARIANTS = [(2, "lut", ()), (3, "lut", ()), (8, "lut", ()), (3, "memory_output", ()), (8, "memory_output", ()),
+            (4, "memory_output", ("flag",)), (3, "block_ram", ()), (8, "block_ram", ())]
 
 
-@pytest.mark.parametrize("depth,memory_output,registered_fields", VARIANTS)
-def test_order_under_random_backpressure(depth, memory_output, registered_fields):
-    dut = Queue(LAYOUT, depth, memory_output=memory_output, registered_fields=registered_fields)
+@pytest.mark.parametrize("depth,memory,registered_fields", VARIANTS)
+def test_order_under_random_backpressure(depth, memory, registered_fields):
+    dut = Queue(LAYOUT, depth, registered_fields=registered_fields, **OPTIONS[memory])
     rng = random.Random(depth)
     values = [{"value": rng.randrange(1 << 16), "flag": rng.randrange(2)} for _ in range(300)]
     received = []
@@ -50,10 +53,11 @@ def test_order_under_random_backpressure(depth, memory_output, registered_fields
     assert received == values
 
 
-@pytest.mark.parametrize("depth,memory_output", [(2, False), (3, False), (4, False), (5, False), (3, True), (4, True)])
-def test_one_transfer_per_cycle(depth, memory_output):
+@pytest.mark.parametrize("depth,memory", [(2, "lut"), (3, "lut"), (4, "lut"), (5, "lut"), (3, "memory_output"),
+                                          (4, "memory_output"), (3, "block_ram"), (4, "block_ram")])
+def test_one_transfer_per_cycle(depth, memory):
     """Both sides always ready: a transfer on every cycle on both sides, no bubble."""
-    dut = Queue(unsigned(16), depth, memory_output=memory_output)
+    dut = Queue(unsigned(16), depth, **OPTIONS[memory])
     count = 100
     taken = []
 
@@ -77,10 +81,11 @@ def test_one_transfer_per_cycle(depth, memory_output):
     assert taken[-1][0] - taken[0][0] == count - 1
 
 
-@pytest.mark.parametrize("depth,memory_output", [(2, False), (3, False), (5, False), (3, True), (5, True)])
-def test_level_and_backpressure(depth, memory_output):
+@pytest.mark.parametrize("depth,memory", [(2, "lut"), (3, "lut"), (5, "lut"), (3, "memory_output"),
+                                          (5, "memory_output"), (3, "block_ram"), (5, "block_ram")])
+def test_level_and_backpressure(depth, memory):
     """With the consumer stalled the queue takes exactly ``depth`` payloads, ``level`` counting them."""
-    dut = Queue(unsigned(8), depth, memory_output=memory_output)
+    dut = Queue(unsigned(8), depth, **OPTIONS[memory])
 
     async def bench(ctx):
         ctx.set(dut.source.ready, 0)
@@ -99,11 +104,11 @@ def test_level_and_backpressure(depth, memory_output):
     simulate(dut, bench)
 
 
-@pytest.mark.parametrize("depth,memory_output", [(2, False), (4, False), (4, True)])
-def test_ready_and_valid_come_from_flip_flops(depth, memory_output):
+@pytest.mark.parametrize("depth,memory", [(2, "lut"), (4, "lut"), (4, "memory_output"), (4, "block_ram")])
+def test_ready_and_valid_come_from_flip_flops(depth, memory):
     """Flipping ``source.ready`` or ``sink.valid`` without a clock edge changes neither ``sink.ready``
     nor ``source.valid``: no combinational path crosses the queue."""
-    dut = Queue(unsigned(8), depth, memory_output=memory_output)
+    dut = Queue(unsigned(8), depth, **OPTIONS[memory])
 
     async def bench(ctx):
         for fill in range(depth + 1):
@@ -130,6 +135,10 @@ def test_depth_below_two_is_refused():
         Queue(unsigned(8), 1)
     with pytest.raises(ValueError, match="memory_output"):
         Queue(unsigned(8), 2, memory_output=True)
+    with pytest.raises(ValueError, match="block RAM needs depth >= 3"):
+        Queue(unsigned(8), 2, block_ram=True)
+    with pytest.raises(ValueError, match="with memory_output"):
+        Queue(unsigned(8), 4, block_ram=True, memory_output=True)
     with pytest.raises(ValueError, match="needs memory_output"):
         Queue(LAYOUT, 4, registered_fields=("flag",))
     with pytest.raises(ValueError, match="'missing' is not a field"):
