@@ -380,7 +380,7 @@ def run_cocotb(
     build_args = [*_VERILATOR_ARGS, f"--trace-{trace_format}", "--no-trace-top", *verilator_args]
     runtime_key = "\0".join([_verilator_version(executable), str(executable), f"trace={trace_format}",
                              f"cocotb {version('cocotb')}", f"cocotb-test {version('cocotb-test')}"])
-    key_text = "\0".join([source, _TRACE_CONTROL, runtime_key, repr(build_args)])
+    key_text = "\0".join([source, _TRACE_CONTROL, runtime_key, repr(build_args), verilator_make_flags()])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
 
     build_root = (build_root or default_build_root()).resolve()
