@@ -74,6 +74,8 @@ from amaranth.hdl import Array, Module, Mux, Signal, Value
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.synthesis import NO_RW_CHECK
+
 __all__ = ["Queue"]
 
 
@@ -290,14 +292,16 @@ class Queue(wiring.Component):
         with m.If(fetching):
             m.d.sync += fetch_address.eq(Mux(fetch_address == depth - 1, 0, fetch_address + 1))
         # A write and a fetch never meet at one address: the memory then holds none or all
-        # `depth` payloads, and `held` or the queue's count rules each out.
+        # `depth` payloads, and `held` or the queue's count rules each out (so NO_RW_CHECK).
         storage = m.submodules.storage = memory.Memory(shape=Value.cast(staged).shape().width, depth=depth,
-                                                       init=[], attrs={"ram_style": "block"})
+                                                       init=[], attrs={**NO_RW_CHECK, "ram_style": "block"})
         write, read = storage.write_port(), storage.read_port(domain="sync")
         m.d.comb += [
             write.en.eq(staged_valid), write.addr.eq(write_address), write.data.eq(staged),
             read.en.eq(fetching), read.addr.eq(fetch_address),
         ]
+        self._block_memory = SimpleNamespace(writing=staged_valid, write_address=write_address,
+                                             fetching=fetching, fetch_address=fetch_address)
         return SimpleNamespace(read_data=read.data, readable=readable, staged=staged, staged_valid=staged_valid,
                                write_address=write_address, read_address=fetch_address, writing=writing,
                                reading=reading, in_memory=in_memory)

@@ -49,8 +49,19 @@ def test_order_under_random_backpressure(depth, memory, registered_fields):
             payload = await stream_get(ctx, dut.source, pace=pace)
             received.append({"value": payload.value, "flag": payload.flag})
 
-    simulate(dut, consumer, background=[producer])
+    collisions = []
+
+    async def block_memory(ctx):
+        # The block RAM's NO_RW_CHECK: a fetch never reads the address written on the same edge.
+        async for _, _, writing, write_address, fetching, fetch_address in ctx.tick().sample(
+                *vars(dut._block_memory).values()):
+            if writing and fetching and write_address == fetch_address:
+                collisions.append(write_address)
+
+    checks = [block_memory] if memory == "block_ram" else []
+    simulate(dut, consumer, background=[producer, *checks])
     assert received == values
+    assert collisions == []
 
 
 @pytest.mark.parametrize("depth,memory", [(2, "lut"), (3, "lut"), (4, "lut"), (5, "lut"), (3, "memory_output"),
