@@ -38,12 +38,12 @@ def run_on_simulated_board(workdir, program, link: LinkConfig, **options) -> dic
 
 @pytest.mark.cocotb
 @pytest.mark.slow   # the board's Verilator build is minutes, and the link's requests take 0.3 s each
-@pytest.mark.parametrize("engine_sacks", [False, True], ids=["host_sacks", "engine_sacks"])
-def test_the_readme_example_on_the_simulated_board(tmp_path, capsys, engine_sacks):
-    """With engine_sacks the gateware's acknowledgement unit SACKs the peer's DATA (RFC 4960 6.2) and its
-    transmit engine sends the SACKs: no ack record reaches the host."""
+def test_the_readme_example_on_the_simulated_board(tmp_path, capsys):
+    """With ``engine_sacks=False`` the board's ack records reach the host, which SACKs the peer's DATA (RFC
+    4960 6.2); the default, the gateware's acknowledgement unit SACKing and its transmit engine sending
+    them, is the next test's (the model board runs both in the default suite)."""
     counters = run_on_simulated_board(tmp_path, example, LinkConfig(duplication=0.05, reordering=0.05, seed=2),
-                                      engine_sacks=engine_sacks)
+                                      engine_sacks=False)
     out = capsys.readouterr().out
     assert all(line in out for line in EXAMPLE_LINES), out
     assert counters["rx_frames"] > 0 and counters["tx_frames"] > 0

@@ -41,14 +41,17 @@ EXAMPLE_LINES = ("completion: wr_id 10 SEND SUCCESS 21 bytes", "completion: wr_i
                  "client read b\"the server's own bytes\"")
 
 
-def open_board(loss: float = 0.0, seed: int = 1) -> tuple[ModelBoard, Fabric]:
+def open_board(loss: float = 0.0, seed: int = 1, **options) -> tuple[ModelBoard, Fabric]:
     board = ModelBoard(MACS[Side.A], IPS[Side.A])
-    return board, Fabric(BoardFabric(board.control, board.port, link=LinkConfig(loss=loss, seed=seed)))
+    return board, Fabric(BoardFabric(board.control, board.port, link=LinkConfig(loss=loss, seed=seed), **options))
 
 
-@pytest.mark.parametrize("loss", [0.0, 0.01])
-def test_the_readme_example_runs_unchanged(loss, capsys):
-    board, fabric = open_board(loss)
+@pytest.mark.parametrize("loss, engine_sacks", [(0.0, True), (0.01, True), (0.01, False)],
+                         ids=["clean", "1%", "1%-host-sacks"])
+def test_the_readme_example_runs_unchanged(loss, engine_sacks, capsys):
+    """The board's receive engine SACKs by default; with ``engine_sacks=False`` its ack records go to the
+    host, which SACKs (RFC 4960 6.2)."""
+    board, fabric = open_board(loss, engine_sacks=engine_sacks)
     fabric.backend.run(lambda: example(fabric))
     out = capsys.readouterr().out
     assert all(line in out for line in EXAMPLE_LINES), out
