@@ -37,6 +37,18 @@ the RTL has it:
 * a Read Request record beyond IRD for its stream (RFC 6581 4.1) is refused;
   a request counts until its response's last segment has been sent.
 
+Transport (`write_transport`): a row may hand the peer's SACKs to the engine's
+transport unit (`model.engine.transport.TransportUnit`, held here: RFC 4960
+6.2.1, 6.3, 7.2, 8.1). The engine then tells the unit of every new chunk it
+sends (`sent`, its user data and the tick), the peer's SACK chunks come to
+`peer_sack` and the timers to `tick`, and the unit's records act as the
+host's requests did: a `Retirement` is an ACK up to its last TSN, a
+`Retransmission` a RESEND, a `Limit` a LIMIT. Its `AssociationFailure` and
+`ProtocolViolation` go to the host as `TransportStopped`; the row then sends
+no new chunk until written again. The host's own ACK, RESEND and LIMIT for
+such a row are refused (`RefusedTsn`): one owner of the window at a time.
+Time comes in the unit's ticks (`ticks_at`).
+
 The RTL runs its ports concurrently, so this order is the RTL's whenever the
 host offers a request only once the engine has sent everything before it, as
 the driver does; the differential tests pace the RTL that way.
@@ -54,18 +66,26 @@ from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import DdpSegment
 from model.ddp.source import DdpSource
 from model.net.frames import build_frame
-from model.engine.sack import SackRecord
+from model.engine.sack import TICK_SECONDS, SackRecord
+from model.engine.transport import (AssociationFailure, Limit, ProtocolViolation, Retirement, Retransmission,
+                                    TransportRecord, TransportUnit)
 from model.rdmap.messages import Opcode, QueueNumber, ReadRequest, tagged_rsvd_ulp, untagged_rsvd_ulp
 from model.sctp.packet import (
-    PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL, DataChunk, SctpPacket, decode_chunks, serial_add,
+    PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL, DataChunk, SackChunk, SctpPacket, decode_chunks, serial_add,
 )
 
 __all__ = ["TransmitConfig", "TxAssociationRow", "WorkRequest", "ReadResponseRequest", "ControlRequest",
-           "Completion", "RefusedRead", "RefusedTsn", "TransmitEngineModel",
+           "Completion", "RefusedRead", "RefusedTsn", "TransportStopped", "TransmitEngineModel", "ticks_at",
            # the ABI's names for the model's users (model/ reaches hdl.abi only in model/engine)
            "ControlOpcode", "TsnOpcode", "WorkOpcode"]
 
 TSN_MOD = 1 << 32
+_DDP_SSN_BYTES = 2   # RFC 5043 5.2.2: the DDP-SSN ahead of the segment in a PPID 16 chunk's user data
+
+
+def ticks_at(now: float) -> int:
+    """The transport unit's tick count at `now` seconds: the ticks begun since time 0."""
+    return int(now // TICK_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -158,6 +178,13 @@ class RefusedTsn:
 
 
 @dataclass(frozen=True)
+class TransportStopped:
+    """The transport unit stopped the row: the peer is unreachable (`AssociationFailure`, RFC 4960 8.1) or a
+    SACK acknowledged a TSN never sent (`ProtocolViolation`); the host aborts the association."""
+    record: AssociationFailure | ProtocolViolation
+
+
+@dataclass(frozen=True)
 class _Chunk:
     """One DATA chunk as the ring records it: enough to send it again byte for byte."""
     association: int
@@ -179,6 +206,8 @@ class _Row:
     retired: int
     ring: dict[int, _Chunk] = field(default_factory=dict)
     limit: int | None = None
+    transport: bool = False
+    stopped: bool = False
 
 
 class TransmitEngineModel:
@@ -198,7 +227,8 @@ class TransmitEngineModel:
         self._current: deque[_Chunk | bytes] = deque()   # the message under way: chunks, or a PACKET's frame
         self._current_response: tuple[int, int] | None = None
         self._resends: deque[bytes] = deque()
-        self._events: list[Completion | RefusedRead | RefusedTsn] = []
+        self._events: list[Completion | RefusedRead | RefusedTsn | TransportStopped] = []
+        self.transport = TransportUnit(config.associations, ring_tsns=config.ring_tsns)
 
     # -- tables ---------------------------------------------------------------
 
@@ -206,6 +236,47 @@ class TransmitEngineModel:
         """A new row: its TSN counter loaded, its ring emptied, its limit lifted."""
         self._check_row(row.index)
         self._rows[row.index] = _Row(row, row.next_tsn, (row.next_tsn - 1) % TSN_MOD)
+
+    def write_transport(self, association: int, peer_a_rwnd: int, **parameters) -> None:
+        """The peer's SACKs go to the transport unit for this row from now on: its row written from the
+        engine's next TSN and the peer's a_rwnd (`TransportUnit.reset`'s `parameters`: mtu, chunk_bytes, RTO
+        ticks, max_retrans, max_burst), its first LIMIT taken. The row's ring must be empty."""
+        row = self._row(association)
+        if row.ring:
+            raise ValueError(f"association row {association}: {len(row.ring)} chunks unacknowledged; the "
+                             "transport takes a row whose ring is empty")
+        row.transport, row.stopped = True, False
+        self._apply(association, self.transport.reset(association, row.next_tsn, peer_a_rwnd, **parameters))
+
+    def peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
+        """A SACK chunk from the peer of a row with the transport, arrived at tick `now` (RFC 4960 6.2.1)."""
+        row = self._row(association)
+        if not row.transport:
+            raise ValueError(f"association row {association} has no transport: its SACKs are the host's")
+        self._apply(association, self.transport.sack(association, sack.cumulative_tsn_ack, sack.a_rwnd,
+                                                     sack.gap_blocks, sack.duplicate_tsns, now))
+
+    def tick(self, now: int) -> None:
+        """The transport unit's timers due by tick `now` (RFC 4960 6.3.3, 7.2.1)."""
+        for record in self.transport.tick(now):
+            self._apply(record.association, [record])
+
+    def next_deadline(self) -> int | None:
+        """The tick at which `tick` next has something to do."""
+        return self.transport.next_deadline()
+
+    def _apply(self, association: int, records: list[TransportRecord]) -> None:
+        row = self._rows[association]
+        for record in records:
+            if isinstance(record, Retirement):
+                self._acknowledge(row, association, record.last_tsn)
+            elif isinstance(record, Retransmission):
+                self._resends.append(self._frame(row, record.tsn, row.ring[record.tsn]))
+            elif isinstance(record, Limit):
+                row.limit = record.tsn
+            else:
+                row.stopped = True
+                self._events.append(TransportStopped(record))
 
     def write_stream(self, association: int, stream_id: int, first_ssn: int) -> None:
         """A new DDP stream: DDP-SSN from `first_ssn` (RFC 5043 6.1), MSNs from 1 (RFC 5041 4.3)."""
@@ -251,7 +322,9 @@ class TransmitEngineModel:
 
     def tsn_request(self, opcode: TsnOpcode, association: int, tsn: int) -> None:
         row = self._row(association)
-        if opcode is TsnOpcode.LIMIT:
+        if row.transport:   # the transport unit owns the row's window and ring
+            self._events.append(RefusedTsn(opcode, association, tsn))
+        elif opcode is TsnOpcode.LIMIT:
             row.limit = tsn
         elif opcode is TsnOpcode.RESEND:
             if tsn in row.ring:   # sent before the next request is taken, as the RTL replays it at once
@@ -274,13 +347,14 @@ class TransmitEngineModel:
 
     # -- outputs --------------------------------------------------------------
 
-    def next_events(self) -> list[Completion | RefusedRead | RefusedTsn]:
+    def next_events(self) -> list[Completion | RefusedRead | RefusedTsn | TransportStopped]:
         events, self._events = self._events, []
         return events
 
-    def data_to_send(self, limit: int | None = None) -> list[bytes]:
+    def data_to_send(self, limit: int | None = None, now: int = 0) -> list[bytes]:
         """Every frame the engine sends before it must wait (at most `limit`): resends, then the message under
-        way, then the next messages in the engine's order, until a chunk's row is full or past its limit."""
+        way, then the next messages in the engine's order, until a chunk's row is full or past its limit (or
+        stopped by its transport). `now`: the tick, for a row with the transport (`TransportUnit.sent`)."""
         frames = []
         while limit is None or len(frames) < limit:
             if self._sacks:
@@ -299,12 +373,15 @@ class TransmitEngineModel:
             row = self._rows[item.association]
             tsn = row.next_tsn
             beyond_limit = row.limit is not None and (tsn - row.limit - 1) % TSN_MOD < TSN_MOD // 2
-            if len(row.ring) >= self.config.ring_tsns or beyond_limit:
+            if len(row.ring) >= self.config.ring_tsns or beyond_limit or row.stopped:
                 return frames
             self._current.popleft()
             row.ring[tsn] = item
             row.next_tsn = serial_add(tsn, 1, 32)
-            frames.append(self._frame(row, tsn, item))
+            frame = self._frame(row, tsn, item)
+            frames.append(frame)
+            if row.transport:
+                self.transport.sent(item.association, tsn, self._user_data_length(item), now)
             if item.last and self._current_response is not None and not self._current:
                 self._ird_held[self._current_response] -= 1
                 self._current_response = None
@@ -392,6 +469,14 @@ class TransmitEngineModel:
         data = DataChunk(tsn, chunk.stream_id, 0, chunk.ppid, body, unordered=True)
         return self._wrap(row, SctpPacket(row.config.local_port, row.config.peer_port, row.config.tag,
                                           [data]).encode())
+
+    @staticmethod
+    def _user_data_length(chunk: _Chunk) -> int:
+        """The DATA chunk's user data (RFC 4960 3.3.1): the DDP-SSN and the segment (RFC 5043 5.2.1), or the
+        session-control message."""
+        if chunk.ppid != PPID_DDP_SEGMENT:
+            return chunk.length
+        return _DDP_SSN_BYTES + len(chunk.header) + chunk.length
 
     def _wrap(self, row: _Row, packet: bytes) -> bytes:
         c, config = row.config, self.config
