@@ -211,9 +211,9 @@ class _ObservedBuffers(UntaggedBuffers):
 
 class _ObservedQueue(Queue):
     """A Queue with ``fifo_used``: its FIFO (depth 3 and more: the staging register and the LUT
-    RAM) is written, holds a staged payload or is read on this cycle, and ``held``: the payloads
-    in its output and skid registers and in its FIFO (``level`` counts the same payloads by the
-    transfers at its ports)."""
+    RAM, or the block RAM and its output register) is written, holds a staged payload or is read
+    on this cycle, and ``held``: the payloads in its output and skid registers and in its FIFO
+    (``level`` counts the same payloads by the transfers at its ports)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -229,9 +229,27 @@ class _ObservedQueue(Queue):
         self._fifo = super()._elaborate_memory(m, writing, taking)
         return self._fifo
 
+    def _elaborate_block_memory(self, m, writing, taking):
+        self._fifo = super()._elaborate_block_memory(m, writing, taking)
+        return self._fifo
+
     def elaborate(self, platform):
         m = super().elaborate(platform)
-        if self.depth > 2:
+        if self.depth > 2 and self._block_ram:
+            fifo, counters = self._fifo, self._counters  # the staging register, the block RAM, its output
+            stored = fifo.staged_valid + fifo.in_memory + fifo.readable
+            m.d.comb += [
+                self.fifo_used.eq(fifo.writing | fifo.staged_valid | fifo.fetching | fifo.readable),
+                self.held.eq(self._skid_level + stored),
+                # The flags kept equal to compares of the counters: ready, bypass, held (payloads in the
+                # memory); the memory never holds more than the queue's depth.
+                self.consistent.eq((counters.ready == (counters.count != self.depth))
+                                   & (counters.bypass == (counters.stored == 0))
+                                   & (fifo.held == (fifo.in_memory != 0))
+                                   & (fifo.in_memory <= self.depth)
+                                   & (counters.stored == stored)),
+            ]
+        elif self.depth > 2:
             fifo, counters = self._fifo, self._counters  # the staging register and the LUT RAM
             stored = fifo.staged_valid + fifo.in_memory
             m.d.comb += [

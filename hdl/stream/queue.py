@@ -304,7 +304,7 @@ class Queue(wiring.Component):
                                              fetching=fetching, fetch_address=fetch_address)
         return SimpleNamespace(read_data=read.data, readable=readable, staged=staged, staged_valid=staged_valid,
                                write_address=write_address, read_address=fetch_address, writing=writing,
-                               reading=reading, in_memory=in_memory)
+                               reading=reading, in_memory=in_memory, held=held, fetching=fetching)
 
     def _elaborate_skid(self, m, sink, source, level):
         skid = Signal(self._shape, name="skid")
