@@ -56,7 +56,7 @@ from model.ddp.memory import ProtectionDomain, SparseMemory
 from model.ddp.negotiation import RtrType, rtr_segment
 from model.ddp.session import EngineChunk, EngineSegment
 # the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
-from model.engine.transport import AssociationFailure, ticks
+from model.engine.transport import DATA_CHUNK_OVERHEAD, AssociationFailure, ticks
 from model.engine.tx import (
     Completion, ControlOpcode, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig,
     TransmitEngineModel, TransportStopped, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest, tick_time, ticks_at,
@@ -356,7 +356,8 @@ class EngineRnic(OffloadRnic):
         rwnd = association.hand_transport_to_engine()
         self.transmit.write_transport(
             ASSOCIATION_INDEX, rwnd, mtu=config.max_packet_size,
-            chunk_bytes=min(config.max_user_data, config.max_packet_size - 28), rto_initial=ticks(config.rto_initial),
+            chunk_bytes=min(config.max_user_data, config.max_packet_size - DATA_CHUNK_OVERHEAD),
+            rto_initial=ticks(config.rto_initial),
             rto_min=ticks(config.rto_min), rto_max=ticks(config.rto_max),
             max_retrans=config.association_max_retrans, max_burst=config.max_burst)
         self._transport = True
