@@ -391,7 +391,8 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     the receive engine's model) or "board" (the RNIC core on a board: `serial`, the control link's device,
     and `ethernet`, the port cabled to the board: an interface name or tcp:HOST:PORT; `baud`, `latency`,
     `time_scale`). On "engine" and "board" the receive engine SACKs the peer's DATA (`engine_sacks`, default
-    True; False: the host SACKs from the engine's ack records)."""
+    True; False: the host SACKs from the engine's ack records). On "engine", `engine_transport=True` has the
+    transmit engine's transport unit process the peer's SACKs and retransmit (RFC 4960 6, 7)."""
     instance("backend", backend, str)
     check_fabric_options(options, backend)
     if backend == "soft":

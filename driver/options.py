@@ -93,6 +93,9 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
     if backend == "soft" and options.get("engine_sacks"):
         raise InvalidArgument("engine_sacks: the soft backend has no receive engine to SACK (backend 'engine', "
                               "'sim' or 'board')")
+    if options.get("engine_transport") and backend != "engine":
+        raise InvalidArgument("engine_transport: only the engine backend's transmit engine model has the transport "
+                              "unit (not yet the gateware)")
     checks = {
         "link": lambda name, value: value is None or instance(name, value, ModelLinkConfig),
         "seed": lambda name, value: whole(name, value, -SEED_LIMIT, SEED_LIMIT - 1),
@@ -100,6 +103,7 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         "udp": boolean,
         "ddp": boolean,
         "engine_sacks": boolean,
+        "engine_transport": boolean,
         # RFC 4960 3.3.2: 1 to 65535 streams; an engine's table holds 4 per association
         "streams": lambda name, value: whole(name, value, 1, 0xFFFF if backend == "soft" else ENGINE_STREAMS),
         "path_mtu": lambda name, value: whole(name, value, minimum_path_mtu(options.get("udp") is True), 0xFFFF),

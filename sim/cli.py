@@ -341,6 +341,9 @@ def _perf(args: argparse.Namespace) -> int:
     if args.host_sacks and args.backend not in ("engine", "board"):
         args.usage_error("argument --host-sacks: only with --backend engine or board (where the receive engine "
                          "SACKs by default)")
+    if args.engine_transport and args.backend != "engine":
+        args.usage_error("argument --engine-transport: only with --backend engine (the gateware has no transport "
+                         "unit yet)")
     if args.backend != "board":
         given = [name for name in BOARD_ONLY if getattr(args, name) is not None]
         if given:
@@ -363,7 +366,8 @@ def _perf(args: argparse.Namespace) -> int:
         board = BoardOptions(args.serial, args.ethernet, args.baud or defaults.baud,
                              args.latency or defaults.latency, args.time_scale or defaults.time_scale,
                              DIRECTIONS[args.direction or "both"], not args.host_sacks)
-    return perf_command(args.backend, plan, link, args.seed, board=board, engine_sacks=not args.host_sacks)
+    return perf_command(args.backend, plan, link, args.seed, board=board, engine_sacks=not args.host_sacks,
+                        engine_transport=args.engine_transport)
 
 
 DEFAULT_PLOT = "bench-e2e.png"
@@ -508,6 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--host-sacks", action="store_true",
                       help="engine and board: the host SACKs the peer's DATA from the engine's ack records, not "
                            "the receive engine itself (RFC 4960 6.2; the engine's SACKs are the default)")
+    perf.add_argument("--engine-transport", action="store_true",
+                      help="engine: the transmit engine's transport unit processes the peer's SACKs and "
+                           "retransmits (RFC 4960 6, 7), not the host's SCTP")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

@@ -29,8 +29,9 @@ Sans-I/O, like `model.engine.sack`: `reset(association, initial_tsn,
 peer_a_rwnd, ...)` writes a row and returns its first `Limit`;
 `sent(association, tsn, size, now)` tells the unit a new DATA chunk left;
 `sack(association, cumulative_tsn_ack, a_rwnd, gap_blocks, duplicate_tsns,
-now)` processes a SACK chunk's fields; `tick(now)` runs the timers of every
-row. `sack` and `tick` return their records in the order the engine acts on
+now)` processes a SACK chunk's fields, `shutdown(association,
+cumulative_tsn_ack, now)` a SHUTDOWN's (RFC 4960 9.2); `tick(now)` runs the
+timers of every row. `sack`, `shutdown` and `tick` return their records in the order the engine acts on
 them: the `Retirement`, then `Retransmission`s, then the `Limit` (only when
 it changed); a row's records are never interleaved with another's. `state`
 and `chunks` show a row's variables and ring.
@@ -294,6 +295,8 @@ class _Row:
     rwnd: int
     rto: int
     limit: int
+    peer_a_rwnd: int
+    """The a_rwnd of the peer's last SACK (of `reset` before one): a SHUTDOWN's acknowledgement keeps it."""
     ring: list[_Chunk] = field(default_factory=list)
     """The chunks of TSNs cumulative_tsn + 1, + 2, ... (no holes)."""
     partial_bytes_acked: int = 0
@@ -366,7 +369,7 @@ class TransportUnit:
         cumulative = (initial_tsn - 1) & _TSN_MASK
         row = _Row(cumulative, mtu, chunk_bytes, rto_min, rto_max, max_retrans, max_burst,
                    cwnd=initial_cwnd(mtu), ssthresh=peer_a_rwnd, rwnd=peer_a_rwnd,
-                   rto=min(max(rto_initial, rto_min), rto_max), limit=cumulative)
+                   rto=min(max(rto_initial, rto_min), rto_max), limit=cumulative, peer_a_rwnd=peer_a_rwnd)
         self._rows[association] = row
         records: list[TransportRecord] = []
         self._release(association, row, 0, records, packets=0, always=True)
@@ -449,6 +452,7 @@ class TransportUnit:
                 chunk.gap_acked = False                           # 6.2.1 D iii: reneged
                 reneged.append(index)
         row.rwnd = max(a_rwnd - row.outstanding_bytes, 0)         # 6.2.1 D ii
+        row.peer_a_rwnd = a_rwnd
         if newly_acked_bytes:
             row.one_packet_until_ack = False                      # 7.2.3: data delivered
 
@@ -499,6 +503,12 @@ class TransportUnit:
                 row.t3_deadline = now + row.rto                   # 7.2.4 step 4
         self._release(association, row, now, records, packets=0)
         return records
+
+    def shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> list[TransportRecord]:
+        """A SHUTDOWN's Cumulative TSN Ack (RFC 4960 9.2), arrived at tick `now`: taken as a SACK of no Gap
+        Ack Block and the peer's last a_rwnd (the host's SCTP reads it so too)."""
+        row = self._row(association)
+        return self.sack(association, cumulative_tsn_ack, row.peer_a_rwnd, (), (), now)
 
     def tick(self, now: int) -> list[TransportRecord]:
         """The timers due by tick `now`, by association: T3-rtx expiries (RFC 4960 6.3.3) and idle decay."""

@@ -56,6 +56,7 @@ the driver does; the differential tests pace the RTL that way.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -76,6 +77,7 @@ from model.sctp.packet import (
 
 __all__ = ["TransmitConfig", "TxAssociationRow", "WorkRequest", "ReadResponseRequest", "ControlRequest",
            "Completion", "RefusedRead", "RefusedTsn", "TransportStopped", "TransmitEngineModel", "ticks_at",
+           "tick_time",
            # the ABI's names for the model's users (model/ reaches hdl.abi only in model/engine)
            "ControlOpcode", "TsnOpcode", "WorkOpcode"]
 
@@ -84,8 +86,14 @@ _DDP_SSN_BYTES = 2   # RFC 5043 5.2.2: the DDP-SSN ahead of the segment in a PPI
 
 
 def ticks_at(now: float) -> int:
-    """The transport unit's tick count at `now` seconds: the ticks begun since time 0."""
-    return int(now // TICK_SECONDS)
+    """The transport unit's tick count at `now` seconds: the ticks begun since time 0 (`tick_time(n)` maps
+    back to tick n, whatever the float's rounding)."""
+    return math.floor(now / TICK_SECONDS + 1e-6)
+
+
+def tick_time(tick: int) -> float:
+    """The time in seconds at which tick `tick` begins."""
+    return tick * TICK_SECONDS
 
 
 @dataclass(frozen=True)
@@ -229,6 +237,8 @@ class TransmitEngineModel:
         self._resends: deque[bytes] = deque()
         self._events: list[Completion | RefusedRead | RefusedTsn | TransportStopped] = []
         self.transport = TransportUnit(config.associations, ring_tsns=config.ring_tsns)
+        self.transport_resends = 0
+        """Chunks sent again on the transport unit's order (T3-rtx or fast retransmit)."""
 
     # -- tables ---------------------------------------------------------------
 
@@ -256,6 +266,17 @@ class TransmitEngineModel:
         self._apply(association, self.transport.sack(association, sack.cumulative_tsn_ack, sack.a_rwnd,
                                                      sack.gap_blocks, sack.duplicate_tsns, now))
 
+    def peer_shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> None:
+        """A SHUTDOWN's Cumulative TSN Ack for a row with the transport (RFC 4960 9.2), at tick `now`."""
+        row = self._row(association)
+        if not row.transport:
+            raise ValueError(f"association row {association} has no transport: its SACKs are the host's")
+        self._apply(association, self.transport.shutdown(association, cumulative_tsn_ack, now))
+
+    def cumulative_tsn_ack(self, association: int) -> int:
+        """The row's Cumulative TSN Ack: the last TSN retired (what the host reads when it shuts down)."""
+        return self._row(association).retired
+
     def tick(self, now: int) -> None:
         """The transport unit's timers due by tick `now` (RFC 4960 6.3.3, 7.2.1)."""
         for record in self.transport.tick(now):
@@ -272,6 +293,7 @@ class TransmitEngineModel:
                 self._acknowledge(row, association, record.last_tsn)
             elif isinstance(record, Retransmission):
                 self._resends.append(self._frame(row, record.tsn, row.ring[record.tsn]))
+                self.transport_resends += 1
             elif isinstance(record, Limit):
                 row.limit = record.tsn
             else:

@@ -30,6 +30,15 @@ control plane.
   peer's addresses and tag, MULPDU, the association's next TSN), a stream row
   (first DDP-SSN 1, MSNs from 1) when a stream is armed for a session.
 
+* Transport (`config.engine_transport`, the engine's model only): the
+  transmit engine's transport unit takes the peer's SACKs (the chunks the
+  receive engine passes up, split off before the association sees the
+  packet) and a SHUTDOWN's Cumulative TSN Ack, runs the windows and T3-rtx
+  in its ticks and retransmits (RFC 4960 6.1, 6.2.1, 6.3, 7.2, 8.1); the
+  association only numbers the chunks, learns the Cumulative TSN Ack the
+  engine reached after each of its events (for the DDP streams, RFC 5043
+  6.6, and SHUTDOWN, RFC 4960 9.2) and fails when the engine stops the row.
+
 An engine request has one address: a gather list of several pieces is copied
 whole into a bounce area of host memory when its message is handed over, and
 kept there until it completes. Only the RDMA Write RTR is sent (the host's
@@ -40,18 +49,19 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from model.ddp.memory import ProtectionDomain, SparseMemory
 from model.ddp.negotiation import RtrType, rtr_segment
 from model.ddp.session import EngineChunk, EngineSegment
 # the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
+from model.engine.transport import DATA_CHUNK_OVERHEAD, AssociationFailure, ticks
 from model.engine.tx import (
     Completion, ControlOpcode, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig,
-    TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest,
+    TransmitEngineModel, TransportStopped, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest, tick_time, ticks_at,
 )
-from model.errors import RnicError
+from model.errors import DecodeError, RnicError
 from model.rdmap.endpoint import Outbound, WorkCompleted
 from model.rdmap.messages import Opcode
 from model.rnic.host import RnicConfig, SessionPolicy, accept_every_session
@@ -61,7 +71,7 @@ from model.rnic.offload import (ASSOCIATION_INDEX, WINDOW_SLOTS, EngineOutput, O
                                 ReceiveEngine, SackFlush, SackRow)
 from model.sctp.association import AssociationError, EngineRequestKind
 from model.sctp.events import AssociationEstablished
-from model.sctp.packet import PPID_DDP_SESSION_CONTROL
+from model.sctp.packet import PPID_DDP_SESSION_CONTROL, ChunkType, SackChunk, decode_chunks
 
 __all__ = ["EngineRnic", "TransmitEngine"]
 
@@ -130,6 +140,11 @@ class EngineRnic(OffloadRnic):
         self._tx_row = False
         self._engine_frames: list[bytes] = []
         self._sending = False   # in `data_to_send`: see `_terminate_waits`
+        self._transport = False   # the transmit engine's transport unit holds the association's row
+        self._now = 0.0           # the time of the call under way, for the transport unit's ticks
+        if config.engine_transport and not isinstance(self.transmit, TransmitEngineModel):
+            raise RnicError("engine_transport needs the transmit engine's model: the gateware has no transport "
+                            "unit yet")
 
     @property
     def own_areas(self) -> list[tuple[int, int]]:
@@ -246,7 +261,17 @@ class EngineRnic(OffloadRnic):
         if association is None or not self._tx_row:
             return
         for request in association.engine_requests():
-            self.transmit.tsn_request(_KIND[request.kind], ASSOCIATION_INDEX, request.tsn)
+            if request.kind is EngineRequestKind.PEER_ACK:
+                self.transmit.peer_shutdown(ASSOCIATION_INDEX, request.tsn, ticks_at(self._now))
+                self._engine_acknowledged()
+            else:
+                self.transmit.tsn_request(_KIND[request.kind], ASSOCIATION_INDEX, request.tsn)
+
+    def _engine_acknowledged(self) -> None:
+        """The Cumulative TSN Ack the transport unit reached, for the association (RFC 5043 6.6, RFC 4960 9.2)."""
+        association = self._association
+        if association is not None and not association.is_closed:
+            association.engine_acknowledged(self.transmit.cumulative_tsn_ack(ASSOCIATION_INDEX), self._now)
 
     def _pump(self) -> None:
         """Offer the waiting requests one at a time, as the engine takes them; its frames wait for
@@ -266,7 +291,7 @@ class EngineRnic(OffloadRnic):
                 else:
                     engine.post_control(post.request)
                 progressed = True
-            sent = engine.data_to_send()
+            sent = engine.data_to_send(now=ticks_at(self._now)) if self._transport else engine.data_to_send()
             frames += sent
             if not (progressed or sent):
                 break
@@ -278,6 +303,12 @@ class EngineRnic(OffloadRnic):
                     self._on_rdmap_events(stream_id, [completion])
             elif isinstance(event, (RefusedRead, RefusedTsn)):
                 raise RnicError(f"the transmit engine refused {event}: the host and the engine disagree")
+            elif isinstance(event, TransportStopped) and self._association is not None:
+                record = event.record
+                if isinstance(record, AssociationFailure):
+                    self._association.engine_peer_unreachable(record.error_count, self._now)
+                else:
+                    self._association.engine_protocol_violation(record.cumulative_tsn_ack, self._now)
 
     def _drain_association(self, now: float) -> None:
         """An ACK reaches the engine as the SACK is processed, so a Write completes before a Terminate that
@@ -287,6 +318,7 @@ class EngineRnic(OffloadRnic):
         self._pump()
 
     def data_to_send(self, now: float) -> list[bytes]:
+        self._now = now
         frames = super().data_to_send(now)
         self._forward_engine_requests()
         self._sending = True
@@ -313,6 +345,22 @@ class EngineRnic(OffloadRnic):
                 self._tx_row = True
                 if self.config.engine_sacks:
                     self._hand_sacks_over(association)
+                if self.config.engine_transport:
+                    self._hand_transport_over(association)
+
+    def _hand_transport_over(self, association) -> None:
+        """The transport unit's row (RFC 4960 6.2.1 A, 7.2.1, 15): from the association's next TSN and the
+        peer's rwnd, its MTU and largest chunk, its RTO parameters in the unit's ticks, Association.Max.Retrans
+        and Max.Burst."""
+        config = association.config
+        rwnd = association.hand_transport_to_engine()
+        self.transmit.write_transport(
+            ASSOCIATION_INDEX, rwnd, mtu=config.max_packet_size,
+            chunk_bytes=min(config.max_user_data, config.max_packet_size - DATA_CHUNK_OVERHEAD),
+            rto_initial=ticks(config.rto_initial),
+            rto_min=ticks(config.rto_min), rto_max=ticks(config.rto_max),
+            max_retrans=config.association_max_retrans, max_burst=config.max_burst)
+        self._transport = True
 
     def _hand_sacks_over(self, association) -> None:
         """The receive engine's SACK row (RFC 4960 6.2): from the association's Cumulative TSN Ack, its
@@ -346,16 +394,47 @@ class EngineRnic(OffloadRnic):
             self.transmit.post_sack(record)
 
     def _on_output(self, output: EngineOutput, now: float) -> None:
+        self._now = now
         for record in output.sacks:       # a model receive engine's SACKs go to the transmit engine
             self.transmit.post_sack(record)
+        if self._transport and output.chunks:
+            output = self._take_peer_sacks(output, now)
         super()._on_output(output, now)
         self._pump()
 
+    def _take_peer_sacks(self, output: EngineOutput, now: float) -> EngineOutput:
+        """The peer's SACK chunks of a delivered packet go to the transport unit (RFC 4960 6.2.1), the
+        packet's other chunks to the association; then the association learns what was retired."""
+        kept, taken = [], False
+        for chunk in output.chunks:
+            sack = None
+            if chunk[:1] == bytes([ChunkType.SACK]):
+                try:
+                    sack, = decode_chunks(chunk + bytes(-len(chunk) % 4))
+                except DecodeError:
+                    pass                     # a malformed SACK: the association's to judge
+            if isinstance(sack, SackChunk):
+                self.transmit.peer_sack(ASSOCIATION_INDEX, sack, ticks_at(now))
+                taken = True
+            else:
+                kept.append(chunk)
+        if taken:
+            self._pump()
+            self._engine_acknowledged()
+        return replace(output, chunks=kept)
+
     def next_timeout(self) -> float | None:
         times = [super().next_timeout(), self.engine.next_timeout() if self.engine is not None else None]
+        if self._transport:
+            deadline = self.transmit.next_deadline()
+            times.append(None if deadline is None else tick_time(deadline))
         return min((t for t in times if t is not None), default=None)
 
     def handle_timeout(self, now: float) -> None:
+        self._now = now
+        if self._transport:
+            self.transmit.tick(ticks_at(now))
+            self._pump()
         if self.engine is not None:
             for record in self.engine.handle_timeout(now):
                 self.transmit.post_sack(record)

@@ -238,6 +238,11 @@ class RnicConfig:
     """A host on the engines (`EngineRnic`): the receive engine SACKs the peer's DATA itself (RFC 4960 6.2,
     `hdl/rx/sack_unit.py`) and the host sees no ack record; a software host has no such engine. The driver's
     `engine` and `board` backends turn it on unless told `engine_sacks=False`."""
+    engine_transport: bool = False
+    """A host on the engines' models (`EngineRnic` over `model.engine.tx.TransmitEngineModel`): the transmit
+    engine's transport unit processes the peer's SACKs and runs the windows and T3-rtx (RFC 4960 6.1, 6.2.1,
+    6.3, 7.2, 8.1, `model.engine.transport`); the host's association only numbers the chunks. The gateware's
+    transport unit is not built yet, so only the `engine` backend offers it."""
 
     def __post_init__(self) -> None:
         if len(self.mac) != 6:

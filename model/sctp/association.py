@@ -61,10 +61,11 @@ from model.sctp.cookie import CookieSigner
 from model.sctp.data_transfer import (
     DataTransferMixin, EngineRequest, EngineRequestKind, OffloadedData, PlacedData, _SentChunk,
 )
-from model.sctp.events import AssociationEvent
+from model.sctp.events import AssociationEvent, DataAcknowledged, RetransmissionLimit
 from model.sctp.fault_management import FaultManagementMixin
 from model.sctp.handshake import HandshakeMixin, random_tag
 from model.sctp.packet import (
+    TSN_BITS,
     AbortChunk,
     Chunk,
     ChunkType,
@@ -79,6 +80,7 @@ from model.sctp.packet import (
     ShutdownCompleteChunk,
     UnknownChunk,
     decode_chunks,
+    serial_gt,
 )
 from model.sctp.rto import RtoEstimator
 from model.sctp.shutdown import ShutdownMixin
@@ -162,6 +164,11 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         self._engine_requests: list[EngineRequest] = []
         """For a transmit engine sending the `OffloadedData` chunks: see `engine_requests()`."""
         self._offloading = False
+        self._transport_by_engine = False
+        self._engine_unacked: deque[tuple[int, int, int]] = deque()
+        """With the engine's transport: (TSN, stream, user data bytes) of the chunks numbered and not yet
+        acknowledged."""
+        self._engine_unacked_bytes = 0
         self._queued_bytes = 0
         """User data bytes in `_send_queue`: accepted by `send()`, not sent yet."""
         self._outstanding: dict[int, _SentChunk] = {}
@@ -248,13 +255,14 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
 
     @property
     def queued_bytes(self) -> int:
-        """User data accepted by `send()` and not sent yet: what a user bounds to keep a send buffer."""
-        return self._queued_bytes
+        """User data accepted by `send()` and not sent yet: what a user bounds to keep a send buffer. With the
+        engine's transport (`hand_transport_to_engine`), the user data handed to it and not yet acknowledged."""
+        return self._queued_bytes + self._engine_unacked_bytes
 
     @property
     def outstanding_chunks(self) -> int:
         """DATA chunks sent and not yet covered by the Cumulative TSN Ack, plus those still queued."""
-        return len(self._outstanding) + len(self._send_queue)
+        return len(self._outstanding) + len(self._send_queue) + len(self._engine_unacked)
 
     def connect(self, now: float) -> None:
         """Active open: send INIT and start T1-init (RFC 4960 5.1 A)."""
@@ -303,6 +311,64 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
     @property
     def sacks_by_engine(self) -> bool:
         return self._sacks_by_engine
+
+    def hand_transport_to_engine(self) -> int:
+        """From now on the transmit engine's transport unit sends, windows and retransmits the offloaded DATA
+        and processes the peer's SACKs (RFC 4960 6.1, 6.2.1, 6.3, 7.2, `model.engine.transport`):
+        `send_offloaded` only numbers a chunk (6.1), the association keeps no outstanding chunk, cwnd or
+        T3-rtx and asks the engine for nothing but a SHUTDOWN's Cumulative TSN Ack (`EngineRequestKind.PEER_ACK`,
+        9.2); `engine_acknowledged` tells it what the engine retired (for the DDP streams' acknowledgements and
+        SHUTDOWN), `engine_peer_unreachable` and `engine_protocol_violation` what stopped it. Only with
+        nothing queued or outstanding. Returns the peer's rwnd, where the engine's starts (6.2.1 A)."""
+        if self._tracker is None:
+            raise AssociationError("no peer yet: hand the transport over once the association is up")
+        if self._outstanding or self._send_queue:
+            raise AssociationError("DATA queued or outstanding: hand the transport over before any is sent")
+        self._transport_by_engine = True
+        self._timers.pop(Trigger.T3_RTX, None)
+        return self._peer_rwnd
+
+    @property
+    def transport_by_engine(self) -> bool:
+        return self._transport_by_engine
+
+    def engine_acknowledged(self, cumulative_tsn_ack: int, now: float) -> None:
+        """The engine's transport unit retired the chunks up to `cumulative_tsn_ack` (RFC 4960 6.2.1 D): their
+        streams count them acknowledged (`DataAcknowledged`, RFC 5043 6.6), and a SHUTDOWN waiting for them
+        goes (9.2)."""
+        if not self._transport_by_engine:
+            raise AssociationError("the association processes its own SACKs")
+        acked: Counter[int] = Counter()
+        unacked = self._engine_unacked
+        while unacked and not serial_gt(unacked[0][0], cumulative_tsn_ack, TSN_BITS):
+            _, stream_id, length = unacked.popleft()
+            acked[stream_id] += 1
+            self._engine_unacked_bytes -= length
+        if not acked:
+            return
+        self._peer_is_alive()                      # 8.1, 8.2: the peer acknowledged DATA
+        self._last_cum_ack = cumulative_tsn_ack
+        for stream_id in sorted(acked):
+            self._events.append(DataAcknowledged(stream_id, acked[stream_id]))
+        self._progress_shutdown(now)
+
+    def engine_peer_unreachable(self, error_count: int, now: float) -> None:
+        """The engine's T3-rtx expired `error_count` times in a row, past Association.Max.Retrans (RFC 4960
+        8.1): the association fails as when its own timer does."""
+        if self.state is AssociationState.CLOSED:
+            return
+        self._events.append(self._failure(
+            f"T3-rtx expired in the transmit engine {error_count} times in a row: Association.Max.Retrans exceeded "
+            "(RFC 4960 8.1)", RetransmissionLimit.ASSOCIATION_MAX_RETRANS))
+        self._close_with_abort()
+
+    def engine_protocol_violation(self, cumulative_tsn_ack: int, now: float) -> None:
+        """The engine took a SACK acknowledging TSN `cumulative_tsn_ack`, never sent: abort as the
+        association's own SACK processing does (RFC 9260 6.2.1)."""
+        if self.state is AssociationState.CLOSED:
+            return
+        self._events.append(self._failure("SACK acknowledges a TSN never sent (RFC 9260 6.2.1)"))
+        self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"cumulative TSN ack beyond TSNs sent"))
 
     def hold_placed(self, nbytes: int) -> None:
         """An offload engine now holds `nbytes` of buffer for data it placed (records waiting for an earlier

@@ -82,6 +82,7 @@ class EngineRequestKind(Enum):
     LIMIT = "send new chunks up to the TSN"
     RESEND = "send the chunk of the TSN again"
     ACK = "the chunks up to the TSN are acknowledged"
+    PEER_ACK = "a SHUTDOWN's Cumulative TSN Ack, for the engine's transport unit (RFC 4960 9.2)"
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,11 @@ class DataTransferMixin:
             raise ValueError("a transmit engine sends unordered DATA only (U = 1, RFC 5043 10)")
         tsn = self._next_tsn
         self._next_tsn = serial_add(tsn, 1, TSN_BITS)
+        if self._transport_by_engine:   # numbered only: the engine sends, windows and retransmits it
+            self._engine_unacked.append((tsn, stream_id, length))
+            self._engine_unacked_bytes += length
+            self._stats["data_chunks_sent"] += 1
+            return tsn
         self._send_queue.append(OffloadedData(tsn, stream_id, ppid, length))
         self._queued_bytes += length
         self._offloading = True
@@ -473,6 +479,12 @@ class DataTransferMixin:
     def _process_ack(self, now: float, cum_ack: int, a_rwnd: int, gap_blocks: tuple[tuple[int, int], ...]) -> None:
         """6.2.1 D: the Cumulative TSN Ack, Gap Ack Blocks and a_rwnd of a SACK (or of a SHUTDOWN, 9.2)."""
         events = self._events
+        if self._transport_by_engine:
+            # The engine's transport unit processes the peer's acknowledgements (`hand_transport_to_engine`):
+            # a SHUTDOWN's goes to it, and `engine_acknowledged` brings back what it retired.
+            self._engine_requests.append(EngineRequest(EngineRequestKind.PEER_ACK, cum_ack))
+            self._peer_is_alive()
+            return
         assert self._cc is not None
         if serial_lt(cum_ack, self._last_cum_ack, TSN_BITS):
             return  # 6.2.1 D i): an older SACK, out of order

@@ -64,7 +64,12 @@ class FaultManagementMixin:
         self._timers[Trigger.HEARTBEAT] = now + self.config.heartbeat_interval + self._rto.rto * jitter
 
     def _on_heartbeat_timer(self, now: float) -> None:
-        """8.3: send a HEARTBEAT; one still unanswered counts as an error first."""
+        """8.3: send a HEARTBEAT; one still unanswered counts as an error first. While the engine's transport
+        has DATA outstanding the destination is not idle: no HEARTBEAT (its T3-rtx counts the errors, 8.1)."""
+        if self._engine_unacked:
+            self._heartbeat_unanswered = False
+            self._restart_heartbeat(now)
+            return
         if self._heartbeat_unanswered:
             self._count_error("HEARTBEAT unanswered")
             if self.state is AssociationState.CLOSED:

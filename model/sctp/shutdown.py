@@ -59,7 +59,7 @@ class ShutdownMixin:
 
     def _progress_shutdown(self, now: float) -> None:
         """Fire ALL_ACKED once nothing is queued or outstanding (9.2)."""
-        if self._outstanding or self._send_queue or self._tracker is None:
+        if self._outstanding or self._send_queue or self._engine_unacked or self._tracker is None:
             return
         self._fire(Trigger.ALL_ACKED, now)
 

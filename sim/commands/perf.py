@@ -748,10 +748,11 @@ def perf_link(rate_gbps: float | None, delay_usec: float, loss: float, seed: int
 
 
 def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, out: TextIO | None = None,
-                 board: BoardOptions | None = None, engine_sacks: bool = True) -> int:
+                 board: BoardOptions | None = None, engine_sacks: bool = True, engine_transport: bool = False) -> int:
     """Print the header and the tables; 0 when every measurement finished and every byte landed, else 1 after
     one line on stderr. `board`: the board backend's options (default: both directions on the model board);
-    `engine_sacks`: on `engine`, the receive engines SACK, not the hosts (on `board`, `board.engine_sacks`)."""
+    `engine_sacks`: on `engine`, the receive engines SACK, not the hosts (on `board`, `board.engine_sacks`);
+    `engine_transport`: on `engine`, the transmit engines' transport units take the peer's SACKs."""
     out = out if out is not None else sys.stdout
     if backend == "board" and board is None:
         board = BoardOptions()
@@ -765,7 +766,7 @@ def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, 
         elif backend == "board":
             _run_on_board(plan, link, seed, board, report)
         else:
-            extra = {"engine_sacks": engine_sacks} if backend == "engine" else {}
+            extra = {"engine_sacks": engine_sacks, "engine_transport": engine_transport} if backend == "engine" else {}
             run(lambda fabric: measure(fabric, plan, report.row), backend, link=link, seed=seed, **extra)
     except (PerfFailed, DriverError) as error:
         report.close()

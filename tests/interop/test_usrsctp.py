@@ -55,6 +55,7 @@ from model.sctp.events import (
     PeerShutdownStarted,
 )
 from model.engine.sack import TICK_SECONDS, SackUnit
+from model.engine.transport import Limit, Retirement, Retransmission, TransportUnit, ticks
 from model.sctp.listener import Listener
 from model.sctp.out_of_the_blue import out_of_the_blue_reply
 from model.sctp.packet import (
@@ -146,6 +147,15 @@ class Pair:
     unit_sent: int = 0
     """Once `hand_sacks_to_unit` is called, the receive engine's acknowledgement unit (model/engine/sack.py) SACKs
     the DATA usrsctp sends to the model, as the gateware's does, and the model's association sends no SACK."""
+    transport: TransportUnit | None = None
+    """Once `hand_transport_to_unit` is called, the transmit engine's transport unit (model/engine/transport.py)
+    sends, windows and retransmits the model's DATA (`send_through_unit`) on usrsctp's SACKs, as the
+    gateware's will; the model's association only numbers the chunks."""
+    transport_packets: dict[int, tuple[bytes, int]] = field(default_factory=dict)
+    """TSN -> the DATA packet the unit's engine sends for it, and its user data bytes."""
+    transport_waiting: list[int] = field(default_factory=list)
+    transport_limit: int = 0
+    transport_stopped: list = field(default_factory=list)
     model: Association | None = None
     listener: Listener | None = None
     sock: Socket | None = None
@@ -217,6 +227,10 @@ class Pair:
         if self.model is not None:
             outgoing += self.model.data_to_send(self.seconds)
             self.model_events += self.model.next_events()
+            if self.transport is not None:
+                for request in self.model.engine_requests():   # a SHUTDOWN's Cumulative TSN Ack (9.2)
+                    self._transport_records(self.transport.shutdown(0, request.tsn, self._tick()))
+                self._transport_send()
         for data in outgoing:
             self._put(TO_USRSCTP, data)
         for data in self.conn.output():
@@ -236,6 +250,53 @@ class Pair:
         self.unit.reset(0, self.model.hand_sacks_to_engine(), delay, window=self.model.config.receive_buffer,
                         held_bytes=self.model.config.max_user_data)
 
+    def hand_transport_to_unit(self) -> None:
+        """The transport unit's row from the association (`Association.hand_transport_to_engine`): its next TSN,
+        the peer's rwnd, its MTU and largest chunk, RTO parameters in the unit's ticks, Max.Retrans, Max.Burst."""
+        config = self.model.config
+        rwnd = self.model.hand_transport_to_engine()
+        self.transport = TransportUnit(1)
+        self._transport_records(self.transport.reset(
+            0, self.model.next_tsn, rwnd, mtu=config.max_packet_size, chunk_bytes=config.max_user_data,
+            rto_initial=ticks(config.rto_initial), rto_min=ticks(config.rto_min), rto_max=ticks(config.rto_max),
+            max_retrans=config.association_max_retrans, max_burst=config.max_burst))
+
+    def send_through_unit(self, message: Outgoing) -> None:
+        """One unordered message as the engine sends it: numbered by the association, sent as the unit allows."""
+        tsn = self.model.send_offloaded(message.stream, message.ppid, len(message.payload))
+        chunk = DataChunk(tsn, message.stream, 0, message.ppid, message.payload, unordered=True)
+        packet = SctpPacket(MODEL_PORT, USRSCTP_PORT, self.model.peer_tag, [chunk]).encode()
+        self.transport_packets[tsn] = (packet, len(message.payload))
+        self.transport_waiting.append(tsn)
+
+    def _transport_send(self) -> None:
+        """New chunks up to the unit's LIMIT and within its ring, each told to the unit as it leaves."""
+        while self.transport_waiting and not serial_gt(self.transport_waiting[0], self.transport_limit, 32):
+            state = self.transport.state(0)
+            if (state.highest_tsn_sent - state.cumulative_tsn_ack) & 0xFFFFFFFF >= self.transport.ring_tsns:
+                return
+            tsn = self.transport_waiting.pop(0)
+            packet, size = self.transport_packets[tsn]
+            self.transport.sent(0, tsn, size, self._tick())
+            self._put(TO_USRSCTP, packet)
+
+    def _transport_records(self, records) -> None:
+        for record in records:
+            if isinstance(record, Retirement):
+                self.model.engine_acknowledged(record.last_tsn, self.seconds)
+                self.model_events += self.model.next_events()
+            elif isinstance(record, Retransmission):
+                self._put(TO_USRSCTP, self.transport_packets[record.tsn][0])
+            elif isinstance(record, Limit):
+                self.transport_limit = record.tsn
+            else:
+                self.transport_stopped.append(record)
+
+    def _transport_timer_ms(self) -> int | None:
+        if self.transport is None or (deadline := self.transport.next_deadline()) is None:
+            return None
+        return math.ceil(deadline * TICK_SECONDS * 1000 - 1e-6)
+
     def _unit_sacks(self, records) -> None:
         for record in records:
             self.unit_sent += 1
@@ -254,6 +315,19 @@ class Pair:
         if direction == TO_USRSCTP:
             self.conn.input(data)
             return
+        if self.transport is not None and self.model is not None:
+            # The receive engine hands the SACK chunks of a packet with the association's tag to the transport
+            # unit; the packet's other chunks go to the association.
+            packet = SctpPacket.decode(data)
+            sacks = [chunk for chunk in packet.chunks if isinstance(chunk, SackChunk)]
+            if sacks and packet.verification_tag == self.model.local_tag:
+                for sack in sacks:
+                    self._transport_records(self.transport.sack(0, sack.cumulative_tsn_ack, sack.a_rwnd,
+                                                                 sack.gap_blocks, sack.duplicate_tsns, self._tick()))
+                rest = [chunk for chunk in packet.chunks if not isinstance(chunk, SackChunk)]
+                if not rest:
+                    return
+                data = SctpPacket(packet.src_port, packet.dst_port, packet.verification_tag, rest).encode()
         if self.unit is not None:   # the engine's records: each DATA chunk's TSN, the packet's last ends it
             tsns = [chunk.tsn for chunk in SctpPacket.decode(data).chunks if isinstance(chunk, DataChunk)]
             for index, tsn in enumerate(tsns):
@@ -285,7 +359,7 @@ class Pair:
             if self.now_ms >= limit:
                 raise AssertionError(f"not reached within {within_ms} ms (at {self.now_ms} ms)")
             candidates = [self.now_ms + STEP_MS] + [arrival for arrival, *_ in self._wire]
-            for timer in (self._model_timer_ms(), self._unit_timer_ms()):
+            for timer in (self._model_timer_ms(), self._unit_timer_ms(), self._transport_timer_ms()):
                 if timer is not None:
                     candidates.append(timer)
             step = max(1, min(candidates) - self.now_ms)
@@ -298,6 +372,8 @@ class Pair:
                 self.model.handle_timeout(max(self.seconds, self.model.next_timeout()))
             if self.unit is not None:
                 self._unit_sacks(self.unit.tick(self._tick()))
+            if self.transport is not None:
+                self._transport_records(self.transport.tick(self._tick()))
             self._pump()
 
     def settle(self, ms: int) -> None:
@@ -671,6 +747,41 @@ def test_rfc4960_6_2_the_engines_acknowledgement_unit_sacks_usrsctps_data(pairs,
         assert fast, "no retransmission driven by the unit's Gap Ack Blocks"
     else:
         assert retransmissions(pair, TO_MODEL) == []
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.05], ids=["lossless", "5%"])
+def test_rfc4960_6_7_the_engines_transport_unit_sends_to_usrsctp(pairs, loss: float) -> None:
+    """The transmit engine's transport unit (model/engine/transport.py, the gateware's golden model) sends the
+    model's DATA on usrsctp's SACKs alone: every message arrives once; under loss the unit retransmits, on
+    usrsctp's Gap Ack Blocks (three miss indications, RFC 4960 7.2.4) or T3-rtx (6.3.3); the unit retires
+    every TSN, the association learns it and shuts down (9.2); the association itself sends no DATA."""
+    pair = established(pairs, model_initiates=True, seed=8)
+    pair.hand_transport_to_unit()
+    pair.loss = loss
+    to_usrsctp = [Outgoing(m.stream, m.ppid, True, m.payload)     # DDP's chunks are unordered (RFC 5043 10)
+                  for m in workload(13, 150, pair.model.config.max_user_data)]
+    for message in to_usrsctp:
+        pair.send_through_unit(message)
+    pair.run(lambda: len(pair.messages()) >= len(to_usrsctp), within_ms=180_000)
+    last_tsn = (pair.model.next_tsn - 1) & 0xFFFFFFFF
+    pair.run(lambda: pair.transport.state(0).cumulative_tsn_ack == last_tsn, within_ms=30_000)
+    check_delivery(pair, to_usrsctp, [])
+    assert pair.model.outstanding_chunks == 0 and pair.transport_stopped == []
+    # Every DATA chunk on the wire is one the unit's engine sent: first transmissions in TSN order.
+    new_tsns = list(dict.fromkeys(chunk.tsn for _, chunk in data_chunks(pair, TO_USRSCTP)))
+    assert new_tsns == sorted(pair.transport_packets, key=lambda tsn: (tsn - new_tsns[0]) & 0xFFFFFFFF)
+    sacks = pair.chunks(TO_MODEL, SackChunk, include_lost=False)
+    again = retransmissions(pair, TO_USRSCTP)
+    if loss:
+        assert again and any(sack.gap_blocks for _, sack in sacks)
+        fast = [tsn for tsn, _first, resent in again
+                if sum(reported_missing(sack, tsn) for time_ms, sack in sacks if time_ms + DELAY_MS <= resent) >= 3]
+        assert fast, "no retransmission driven by usrsctp's Gap Ack Blocks"
+    else:
+        assert again == []
+    pair.model.shutdown(pair.seconds)
+    pair.run(lambda: pair.model.is_closed, within_ms=30_000)
+    assert pair.notifications(ShutdownEvent)
 
 
 @pytest.mark.parametrize("receiver", ["usrsctp", "model"])

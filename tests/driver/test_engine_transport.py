@@ -1,0 +1,70 @@
+"""`engine_transport`: the transmit engine's transport unit (model/engine/transport.py) processes the peer's
+SACKs and runs the windows, T3-rtx and fast retransmit (RFC 4960 6.1, 6.2.1, 6.3, 7.2); the host's association
+only numbers the chunks it hands over.
+
+Over a link that loses, duplicates and reorders, every RDMAP operation both ways completes with the right bytes
+and the association shuts down (RFC 4960 9.2) as it does with the host's SCTP, and the transport unit, not the
+host, retransmitted. A peer that goes silent fails the association after Association.Max.Retrans expiries in
+the engine (RFC 4960 8.1).
+"""
+
+import pytest
+
+import random
+
+from driver import InvalidArgument, open_fabric
+from model.ddp.memory import SparseMemory
+from model.rnic.engine_host import EngineRnic
+from model.rnic.offload import ModelEngine
+from model.rnic.pair import IPS, MACS, HostPair, host_config
+from model.rnic.events import Failed
+from model.rnic.link import Link, LinkConfig, Side
+from model.sctp.events import RetransmissionLimit
+from model.sctp.state import AssociationState
+from sim.commands.demo import impaired
+from sim.e2e_program import KIB, end_to_end_checked
+
+
+def test_every_operation_both_ways_over_the_impaired_link():
+    fabric = open_fabric("engine", link=impaired(0.02, seed=3), seed=3, engine_transport=True)
+    report = fabric.backend.run(lambda: end_to_end_checked(fabric, largest=16 * KIB))
+    assert report.sizes[-1] == 16 * KIB
+    hosts = fabric.backend.pair.hosts.values()
+    for host in hosts:
+        association = host.association
+        assert association.transport_by_engine and association.state is AssociationState.CLOSED
+        # The host's SCTP sent no DATA again: the transport unit did (T3-rtx or fast retransmit).
+        assert association.statistics.retransmitted_by_timeout == association.statistics.fast_retransmitted == 0
+    assert sum(host.transmit.transport_resends for host in hosts) > 0
+
+
+@pytest.mark.parametrize("backend", ["soft", "sim", "board"])
+def test_only_the_engine_backend_has_the_transport(backend):
+    ports = {"serial": "/dev/null", "ethernet": "tcp:localhost:1"} if backend == "board" else {}
+    with pytest.raises(InvalidArgument, match="engine_transport: only the engine backend"):
+        open_fabric(backend, engine_transport=True, **ports)
+
+
+def test_a_silent_peer_fails_the_association_in_the_engine():
+    """RFC 4960 8.1: the link goes dead once the session is open; A's Send leaves, the engine resends it at
+    each T3-rtx expiry (6.3.3, RTO doubling to RTO.Max), and the expiry past Association.Max.Retrans (10)
+    fails the association: the host reports it as its own SCTP would, and sends its ABORT."""
+    hosts = {}
+    for side in Side:
+        memory = SparseMemory()
+        hosts[side] = EngineRnic(host_config(side, engine_transport=True, engine_sacks=True), memory,
+                                 random.Random(5 + (side is Side.B)), ModelEngine(MACS[side], IPS[side], memory))
+    pair = HostPair(hosts, Link(None))
+    pair.connect()
+    pair.open_stream(0)
+    a = pair.a
+    a.memory.write(0x100000, b"x" * 100)
+    pair.link.config = LinkConfig(loss=1.0)
+    started = pair.now
+    a.post_send(0, 0x100000, 100)
+    pair.run_until(lambda: pair.seen(Side.A, Failed), limit=started + 3600)
+    failed, = pair.of(Side.A, Failed)
+    assert failed.limit is RetransmissionLimit.ASSOCIATION_MAX_RETRANS and "transmit engine 11 times" in failed.reason
+    assert a.transmit.transport_resends == 10
+    # RTO.Initial 3 s doubled per expiry up to RTO.Max 60 s: 3 + 6 + 12 + 24 + 48 + 60 * 6 s, within a tick each.
+    assert abs(pair.now - started - (3 + 6 + 12 + 24 + 48 + 60 * 6)) < 0.1
