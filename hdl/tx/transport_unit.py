@@ -1,0 +1,678 @@
+"""The transmit engine's transport unit: the peer's SACKs processed in gateware, per association (RFC 4960
+6.1, 6.2.1, 6.3, 7.2, 8.1; RFC 9260 7.2.4). Its golden model is :class:`model.engine.transport.TransportUnit`,
+whose docstring says what the unit decides where the RFC leaves room; the two make the same records in the
+same order, tick for tick, and keep the same state.
+
+Inputs, each a stream taken while the unit is idle:
+
+* ``resets`` writes an association's row (the model's ``reset``): nothing sent, the first new chunk takes
+  ``initial_tsn``; the row's first LIMIT follows.
+* ``sent``: a new DATA chunk left (the model's ``sent``), at the unit's current tick.
+* ``sacks``: a SACK chunk's fields (the model's ``sack``: the first ``gap_blocks`` Gap Ack Blocks, with
+  ``gap_count`` the number the chunk carried so the unit knows when it read only some) or, with
+  ``shutdown``, a SHUTDOWN's Cumulative TSN Ack (the model's ``shutdown``: the row's last a_rwnd, no block).
+* ``tick``: one cycle per tick of the engine's timer (:data:`hdl.abi.SACK_TICK_CYCLES` cycles); the unit
+  counts it and, before the next input, runs every row's timers (T3-rtx expiry, the idle decay of cwnd),
+  lowest association first.
+
+``records`` carries one :func:`transport_record_layout` per decision, in the model's order: RETIRE (the
+Cumulative TSN Ack advanced: the ring's ACK), RESEND (the ring's RESEND), LIMIT (the ring's LIMIT), and
+the two that stop a row and go to the host: FAILURE (RFC 4960 8.1) and VIOLATION (a Cumulative TSN Ack past
+the highest TSN sent). ``peek`` selects the row shown on ``state`` (its variables, as the model's
+``state``), ``now`` is the tick count.
+
+Structure: per row a :func:`transport_row_layout` register, copied to a working register when an input
+or a timer concerns the row and back when the unit is done with it (so one set of arithmetic serves every
+row; rows in block RAM, for the tables of issue 30, keep this shape). Per chunk in flight a
+:func:`chunk_layout` word in one memory of ``associations * ring_tsns`` words, addressed by (association,
+TSN mod ``ring_tsns``) as the ring's records are. The rules that look at chunks walk them in TSN order,
+two cycles a chunk (the read, then the decision and the write): the retirement walk over the chunks the
+Cumulative TSN Ack passes; the gap walk up to the highest block end read or the highest chunk a block had
+acknowledged, whichever is further; the miss walk up to the highest TSN newly acknowledged (or the last
+block's end in Fast Recovery, or the last chunk reneged); the retransmission walks from the lowest chunk
+until the first marked one, or until cwnd or Max.Burst stops them. The window for new data (6.1 A, B) is
+counted chunk by chunk, at most Max.Burst of them, with a comparison each instead of a division.
+
+Rate: a SACK of no Gap Ack Block that acknowledges k chunks takes about 2k + 20 cycles (the common case, two
+chunks: under 30 cycles, a tenth of the 370 cycles two full-size packets take at W = 8); with blocks, two
+more walks of up to ``ring_tsns`` chunks. A SACK waits in the receive engine's queue while the unit works.
+
+Bounds: TSNs, byte counts and ticks are 32 bits; SRTT and RTTVAR are kept in eighths of a tick in 32 bits
+(an RTT of up to 2**29 ticks, over five days); the error counter saturates at 255 (Association.Max.Retrans
+is at most 254).
+"""
+
+from amaranth.lib import enum
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.abi import ASSOCIATION_BITS
+
+__all__ = ["TransportUnit", "TransportOpcode", "RetransmitCause", "transport_reset_layout", "transport_sent_layout",
+           "transport_sack_layout", "transport_record_layout", "transport_row_layout", "chunk_layout"]
+
+_TSN_BITS = 32
+_BYTES_BITS = 32
+_TICK_BITS = 32
+_EIGHTHS = 8                  # SRTT, RTTVAR in eighths of a tick (the model's _EIGHTHS)
+
+
+class TransportOpcode(enum.IntEnum, shape=3):
+    """``transport_record.opcode``."""
+    RETIRE = 0      #: chunks ``first_tsn`` .. ``tsn`` leave the ring (the model's Retirement)
+    RESEND = 1      #: send the chunk of ``tsn`` again, for ``cause`` (Retransmission)
+    LIMIT = 2       #: new DATA may take TSNs up to ``tsn`` (Limit)
+    FAILURE = 3     #: RFC 4960 8.1: ``error_count`` expiries; ``first_tsn`` the Cumulative TSN Ack, ``tsn`` the highest sent
+    VIOLATION = 4   #: a Cumulative TSN Ack ``first_tsn`` past ``tsn``, the highest TSN sent
+
+
+class RetransmitCause(enum.IntEnum, shape=2):
+    """Why a chunk waits for retransmission (``chunk.marked``, ``transport_record.cause``)."""
+    NONE = 0
+    FAST = 1        #: three miss indications (RFC 4960 7.2.4)
+    TIMEOUT = 2     #: T3-rtx expiry (RFC 4960 6.3.3)
+
+
+def transport_reset_layout() -> data.StructLayout:
+    """A row write: the association's parameters (the model's ``reset``; RTO values in ticks)."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "initial_tsn": unsigned(_TSN_BITS),
+        "peer_a_rwnd": unsigned(_BYTES_BITS),
+        "mtu": unsigned(16),
+        "chunk_bytes": unsigned(16),
+        "rto_initial": unsigned(_TICK_BITS),
+        "rto_min": unsigned(_TICK_BITS),
+        "rto_max": unsigned(_TICK_BITS),
+        "max_retrans": unsigned(8),
+        "max_burst": unsigned(4),
+    })
+
+
+def transport_sent_layout() -> data.StructLayout:
+    """A new DATA chunk of ``size`` bytes of user data took ``tsn`` (the model's ``sent``)."""
+    return data.StructLayout({"association": unsigned(ASSOCIATION_BITS), "tsn": unsigned(_TSN_BITS),
+                              "size": unsigned(16)})
+
+
+def transport_sack_layout(gap_blocks: int = 4) -> data.StructLayout:
+    """A SACK chunk's fields (RFC 4960 3.3.4), or with ``shutdown`` a SHUTDOWN's Cumulative TSN Ack (9.2)."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "shutdown": unsigned(1),
+        "cumulative_tsn_ack": unsigned(_TSN_BITS),
+        "a_rwnd": unsigned(_BYTES_BITS),
+        "gap_count": unsigned(16),          # Gap Ack Blocks in the chunk; the first gap_blocks are in gaps
+        "gaps": data.ArrayLayout(data.StructLayout({"start": unsigned(16), "end": unsigned(16)}), gap_blocks),
+        "duplicate_count": unsigned(16),    # Duplicate TSNs in the chunk
+    })
+
+
+def transport_record_layout() -> data.StructLayout:
+    """One decision of the unit (:class:`TransportOpcode`)."""
+    return data.StructLayout({
+        "opcode": TransportOpcode,
+        "association": unsigned(ASSOCIATION_BITS),
+        "tsn": unsigned(_TSN_BITS),
+        "first_tsn": unsigned(_TSN_BITS),
+        "cause": RetransmitCause,
+        "error_count": unsigned(8),
+    })
+
+
+def transport_row_layout() -> data.StructLayout:
+    """One association's variables (the model's ``_Row`` less its ring)."""
+    bytes_, ticks, tsn = unsigned(_BYTES_BITS), unsigned(_TICK_BITS), unsigned(_TSN_BITS)
+    return data.StructLayout({
+        "written": 1, "failed": 1,
+        "cumulative_tsn": tsn, "length": unsigned(16), "limit": tsn,
+        "mtu": unsigned(16), "chunk_bytes": unsigned(16),
+        "rto_min": ticks, "rto_max": ticks, "max_retrans": unsigned(8), "max_burst": unsigned(4),
+        "cwnd": bytes_, "ssthresh": bytes_, "rwnd": bytes_, "peer_a_rwnd": bytes_, "partial_bytes_acked": bytes_,
+        "flight_size": bytes_, "outstanding_bytes": bytes_,
+        "fast_recovery": 1, "fast_recovery_exit": tsn,
+        "srtt_valid": 1, "srtt_eighths": unsigned(32), "rttvar_eighths": unsigned(32), "rto": ticks,
+        "timed": 1, "timed_tsn": tsn,
+        "t3_running": 1, "t3_deadline": ticks,
+        "one_packet_until_ack": 1, "error_count": unsigned(8),
+        "idle_running": 1, "idle_deadline": ticks,
+        "duplicate_tsns_reported": unsigned(32),
+        "gap_acked_count": unsigned(16),    # chunks a Gap Ack Block acknowledges
+        "marked_count": unsigned(16),       # chunks waiting for retransmission
+        "gap_extent": unsigned(16),         # one past the highest gap-acknowledged chunk's index
+    })
+
+
+def chunk_layout() -> data.StructLayout:
+    """One chunk in flight (the model's ``_Chunk``); ``reneged`` lives from a SACK's gap walk to its miss walk."""
+    return data.StructLayout({
+        "size": unsigned(16), "sent_tick": unsigned(_TICK_BITS),
+        "retransmitted": 1, "in_flight": 1, "gap_acked": 1, "marked": RetransmitCause,
+        "miss_indications": unsigned(2), "fast_retransmitted": 1, "reneged": 1,
+    })
+
+
+def _serial_lt(a, b):
+    """RFC 1982 3.2 for 32-bit serial numbers (model.sctp.packet.serial_lt): b - a in 1 .. 2**31 - 1."""
+    difference = (b - a)[:_TSN_BITS]
+    return (difference != 0) & ~difference[_TSN_BITS - 1]
+
+
+def _at_most(value, bound):
+    return Mux(value > bound, bound, value)
+
+
+def _at_least(value, bound):
+    return Mux(value < bound, bound, value)
+
+
+def _less_floor(value, amount):
+    """max(value - amount, 0)."""
+    return Mux(value > amount, value - amount, 0)
+
+
+class _Walk(enum.IntEnum, shape=3):
+    RETIRE = 0         # the chunks the Cumulative TSN Ack passes
+    GAP = 1            # Gap Ack Blocks: newly acknowledged, reneged
+    MISS = 2           # miss indications, fast retransmit marks
+    FIRST_MARKED = 3   # retransmit the lowest marked chunk
+    MARK_ALL = 4       # T3-rtx expiry: every chunk not gap-acknowledged
+    RELEASE = 5        # retransmissions as cwnd and Max.Burst allow
+
+
+class TransportUnit(wiring.Component):
+    """The transport unit of ``associations`` rows, ``ring_tsns`` chunks in flight each (see the module docs)."""
+
+    def __init__(self, associations: int = 2, *, ring_tsns: int = 64, gap_blocks: int = 4):
+        if ring_tsns < 2 or ring_tsns & (ring_tsns - 1):
+            raise ValueError(f"ring_tsns must be a power of two of at least 2, not {ring_tsns}")
+        if not 1 <= associations <= 1 << ASSOCIATION_BITS or gap_blocks < 1:
+            raise ValueError(f"associations {associations} (1..{1 << ASSOCIATION_BITS}), gap_blocks {gap_blocks} (>= 1)")
+        self.associations, self.ring_tsns, self.gap_blocks = associations, ring_tsns, gap_blocks
+        super().__init__({
+            "resets": In(stream.Signature(transport_reset_layout())),
+            "sent": In(stream.Signature(transport_sent_layout())),
+            "sacks": In(stream.Signature(transport_sack_layout(gap_blocks))),
+            "tick": In(1),
+            "records": Out(stream.Signature(transport_record_layout())),
+            "peek": In(range(associations)),
+            "state": Out(transport_row_layout()),
+            "now": Out(_TICK_BITS),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        rows, ring = self.associations, self.ring_tsns
+        slot_bits = (ring - 1).bit_length()
+        row_regs = Array(Signal(transport_row_layout(), name=f"row_{index}") for index in range(rows))
+        m.d.comb += self.state.eq(row_regs[self.peek])
+
+        chunks = m.submodules.chunks = memory.Memory(shape=chunk_layout(), depth=rows * ring, init=[])
+        chunk_read, chunk_write = chunks.read_port(), chunks.write_port()
+
+        now = Signal(_TICK_BITS)
+        tick_pending = Signal()
+        m.d.comb += self.now.eq(now)
+        with m.If(self.tick):
+            m.d.sync += tick_pending.eq(1)
+
+        w = Signal(transport_row_layout())           # the working copy of row `a`
+        a = Signal(range(rows))
+        sack = Signal(transport_sack_layout(self.gap_blocks))
+        sent = Signal(transport_sent_layout())
+        record = Signal(transport_record_layout())
+        m.d.comb += [self.records.payload.eq(record), self.records.payload.association.eq(a)]
+
+        # Per event.
+        advance = Signal(_TSN_BITS)
+        flight_before = Signal(_BYTES_BITS)
+        in_fast_recovery = Signal()
+        newly_acked = Signal(_BYTES_BITS)
+        gap_newly_acked, highest_newly_acked = Signal(), Signal(16)
+        newly_marked, reneged_any = Signal(), Signal()
+        reneged_extent = Signal(16)
+        block_valid = Signal(self.gap_blocks)
+        block_end = Array(Signal(16, name=f"block_end_{b}") for b in range(self.gap_blocks))
+        highest_block_end, judged = Signal(16), Signal(16)
+        sample_valid, sample = Signal(), Signal(32)
+        packets = Signal(5)
+        always_limit = Signal()
+        first_marked = Signal(16)
+        new_chunks, chunk_total = Signal(5), Signal(_BYTES_BITS + 5)
+        all_acknowledged = Signal()
+        scan = Signal(range(rows + 1))             # the timer sweep's row
+
+        # The walk: chunk `index` of row `a` (TSN cumulative + 1 + index), read on WALK_READ, decided on
+        # WALK_EDIT.
+        walk = Signal(_Walk)
+        index, walk_end = Signal(16), Signal(16)
+        after_walk = Signal(8)
+        chunk_tsn = Signal(_TSN_BITS)
+        m.d.comb += [chunk_tsn.eq(w.cumulative_tsn + 1 + index),
+                     chunk_read.addr.eq(Cat(chunk_tsn[:slot_bits], a)),
+                     chunk_write.addr.eq(chunk_read.addr)]
+        chunk = chunk_read.data
+        edited = Signal(chunk_layout())
+        m.d.comb += chunk_write.data.eq(edited)
+
+        def covered(offset):
+            """A read Gap Ack Block covers TSN Cumulative TSN Ack + `offset`."""
+            return Cat(*(block_valid[b] & (sack.gaps[b].start <= offset) & (offset <= block_end[b])
+                         for b in range(self.gap_blocks))).any()
+
+        def deadline():
+            return (now + w.rto)[:_TICK_BITS]
+
+        def due(running, when):
+            return running & ~_serial_lt(now, when)      # when <= now (serial)
+
+        def measure(tsn, sent_tick):
+            """6.3.1: the timed chunk, acknowledged for the first time, gives the RTT sample."""
+            with m.If(w.timed & (w.timed_tsn == tsn)):
+                m.d.sync += [w.timed.eq(0), sample_valid.eq(1),
+                             sample.eq(Cat(Const(0, 3), (now - sent_tick)[:29]))]
+
+        def retransmit(tsn):
+            """The model's ``_retransmit`` of `chunk` (marked, so not gap-acknowledged)."""
+            m.d.comb += [self.records.valid.eq(1), record.opcode.eq(TransportOpcode.RESEND),
+                         record.tsn.eq(tsn), record.cause.eq(chunk.marked)]
+            with m.If(self.records.ready):
+                m.d.comb += [chunk_write.en.eq(1), edited.eq(chunk), edited.marked.eq(RetransmitCause.NONE),
+                             edited.in_flight.eq(1), edited.retransmitted.eq(1), edited.sent_tick.eq(now)]
+                m.d.sync += [w.marked_count.eq(w.marked_count - 1), w.flight_size.eq(w.flight_size + chunk.size),
+                             w.outstanding_bytes.eq(w.outstanding_bytes + chunk.size),
+                             w.rwnd.eq(_less_floor(w.rwnd, chunk.size))]
+                with m.If(w.timed & ((tsn == w.timed_tsn) | _serial_lt(tsn, w.timed_tsn))):
+                    m.d.sync += w.timed.eq(0)                              # 6.3.1 C5
+                with m.If(~w.t3_running):
+                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline())]   # 6.3.2 R1
+            return self.records.ready
+
+        def mark(cause):
+            """The model's ``_mark``: out of the flight, its bytes back in rwnd (6.2.1 C)."""
+            m.d.comb += [edited.marked.eq(cause), edited.in_flight.eq(0)]
+            with m.If(chunk.in_flight):
+                m.d.sync += w.flight_size.eq(w.flight_size - chunk.size)
+            with m.If(chunk.marked == RetransmitCause.NONE):
+                m.d.sync += [w.rwnd.eq(w.rwnd + chunk.size), w.marked_count.eq(w.marked_count + 1),
+                             w.outstanding_bytes.eq(w.outstanding_bytes - chunk.size)]
+
+        def start_walk(kind, end, then, start=0):
+            m.d.sync += [walk.eq(kind), index.eq(start), walk_end.eq(end), after_walk.eq(then)]
+            m.next = "WALK_CHECK"
+
+        def emit(opcode, tsn, first_tsn=0, error_count=0):
+            m.d.comb += [self.records.valid.eq(1), record.opcode.eq(opcode), record.tsn.eq(tsn),
+                         record.first_tsn.eq(first_tsn), record.error_count.eq(error_count)]
+            return self.records.ready
+
+        # After a walk the FSM goes to the state numbered `after_walk`.
+        AFTER = {name: number for number, name in enumerate([
+            "SACK_RETIRED", "SACK_GAPS_DONE", "SACK_MISSES_DONE", "SACK_FAST_DONE", "RELEASE_COUNT",
+            "EXPIRE_MARKED", "EXPIRE_RETRANSMITTED"])}
+
+        m.d.comb += self.idle.eq(0)
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.idle.eq(~tick_pending)
+                with m.If(tick_pending):
+                    m.d.sync += [tick_pending.eq(self.tick), now.eq(now + 1), scan.eq(0)]
+                    m.next = "TIMER_SCAN"
+                with m.Elif(self.resets.valid):
+                    m.d.comb += self.resets.ready.eq(1)
+                    reset = self.resets.payload
+                    cwnd = Signal(_BYTES_BITS)     # 7.2.1: min(4*MTU, max(2*MTU, 4380))
+                    m.d.comb += cwnd.eq(_at_most(_at_least(reset.mtu * 2, 4380), reset.mtu * 4))
+                    initial = Signal(transport_row_layout())
+                    m.d.comb += [
+                        initial.written.eq(1), initial.cumulative_tsn.eq(reset.initial_tsn - 1),
+                        initial.limit.eq(reset.initial_tsn - 1),
+                        initial.mtu.eq(reset.mtu), initial.chunk_bytes.eq(reset.chunk_bytes),
+                        initial.rto_min.eq(reset.rto_min), initial.rto_max.eq(reset.rto_max),
+                        initial.max_retrans.eq(reset.max_retrans), initial.max_burst.eq(reset.max_burst),
+                        initial.cwnd.eq(cwnd), initial.ssthresh.eq(reset.peer_a_rwnd),
+                        initial.rwnd.eq(reset.peer_a_rwnd), initial.peer_a_rwnd.eq(reset.peer_a_rwnd),
+                        initial.rto.eq(_at_most(_at_least(reset.rto_initial, reset.rto_min), reset.rto_max)),
+                    ]
+                    m.d.sync += [a.eq(reset.association), w.eq(initial), packets.eq(0), always_limit.eq(1)]
+                    m.next = "RELEASE"
+                with m.Elif(self.sent.valid):
+                    m.d.comb += self.sent.ready.eq(1)
+                    row = row_regs[self.sent.payload.association]
+                    m.d.sync += [a.eq(self.sent.payload.association), w.eq(row), sent.eq(self.sent.payload),
+                                 index.eq(row.length)]               # the chunk's place: TSN mod ring_tsns
+                    m.next = "SENT"
+                with m.Elif(self.sacks.valid):
+                    m.d.comb += self.sacks.ready.eq(1)
+                    row = row_regs[self.sacks.payload.association]
+                    m.d.sync += [a.eq(self.sacks.payload.association), w.eq(row), sack.eq(self.sacks.payload)]
+                    with m.If(self.sacks.payload.shutdown):                 # 9.2: the last a_rwnd, no block
+                        m.d.sync += [sack.a_rwnd.eq(row.peer_a_rwnd), sack.gap_count.eq(0),
+                                     sack.duplicate_count.eq(0)]
+                    m.next = "SACK_CHECK"
+
+            # -- sent ------------------------------------------------------------------
+            with m.State("SENT"):
+                tsn, size = sent.tsn, sent.size
+                # The engine sends a new TSN only below the LIMIT and in order (the model raises otherwise).
+                in_order = (tsn == chunk_tsn) & (w.length < ring) & ~_serial_lt(w.limit, tsn)
+                with m.If(w.written & ~w.failed & in_order):
+                    m.d.comb += [chunk_write.en.eq(1), edited.size.eq(size),
+                                 edited.sent_tick.eq(now), edited.in_flight.eq(1)]
+                    m.d.sync += [w.length.eq(w.length + 1), w.rwnd.eq(_less_floor(w.rwnd, size)),   # 6.2.1 B
+                                 w.flight_size.eq(w.flight_size + size),
+                                 w.outstanding_bytes.eq(w.outstanding_bytes + size), w.idle_running.eq(0)]
+                    with m.If(~w.timed):
+                        m.d.sync += [w.timed.eq(1), w.timed_tsn.eq(tsn)]                    # 6.3.1 C4
+                    with m.If(~w.t3_running):
+                        m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline())]      # 6.3.2 R1
+                m.next = "STORE"
+
+            # -- SACK ------------------------------------------------------------------
+            with m.State("SACK_CHECK"):
+                m.d.sync += [advance.eq(sack.cumulative_tsn_ack - w.cumulative_tsn), flight_before.eq(w.flight_size),
+                             in_fast_recovery.eq(w.fast_recovery), newly_acked.eq(0), gap_newly_acked.eq(0),
+                             newly_marked.eq(0), reneged_any.eq(0), reneged_extent.eq(0), sample_valid.eq(0),
+                             packets.eq(0), always_limit.eq(0)]
+                with m.If(~w.written | w.failed | _serial_lt(sack.cumulative_tsn_ack, w.cumulative_tsn)):
+                    m.next = "IDLE"                                         # 6.2.1 D i: dropped
+                with m.Else():
+                    m.next = "SACK_VIOLATION_CHECK"
+            with m.State("SACK_VIOLATION_CHECK"):
+                with m.If(advance > w.length):
+                    with m.If(emit(TransportOpcode.VIOLATION, w.cumulative_tsn + w.length, sack.cumulative_tsn_ack)):
+                        m.d.sync += [w.failed.eq(1), w.t3_running.eq(0), w.idle_running.eq(0)]
+                        m.next = "STORE"
+                with m.Else():
+                    m.d.sync += [w.error_count.eq(0),                                        # 8.1
+                                 w.duplicate_tsns_reported.eq(w.duplicate_tsns_reported + sack.duplicate_count)]
+                    start_walk(_Walk.RETIRE, advance, AFTER["SACK_RETIRED"])
+            with m.State("SACK_RETIRED"):
+                with m.If(advance == 0):
+                    m.next = "SACK_BLOCKS"
+                with m.Elif(self.records.ready):
+                    m.d.sync += [w.cumulative_tsn.eq(sack.cumulative_tsn_ack), w.length.eq(w.length - advance),
+                                 w.gap_extent.eq(_less_floor(w.gap_extent, advance))]
+                    m.next = "SACK_BLOCKS"
+                with m.If(advance != 0):
+                    emit(TransportOpcode.RETIRE, sack.cumulative_tsn_ack, w.cumulative_tsn + 1)
+            with m.State("SACK_BLOCKS"):      # the blocks read: 1 <= start <= end, start within the chunks sent
+                for b in range(self.gap_blocks):
+                    gap = sack.gaps[b]
+                    m.d.sync += [block_valid[b].eq((b < sack.gap_count) & (gap.start != 0) & (gap.start <= gap.end)
+                                                   & (gap.start <= w.length)),
+                                 block_end[b].eq(_at_most(gap.end, w.length))]
+                m.next = "SACK_BLOCK_END"
+            with m.State("SACK_BLOCK_END"):
+                highest = Const(0, 16)
+                for b in range(self.gap_blocks):
+                    highest = Mux(block_valid[b] & (block_end[b] > highest), block_end[b], highest)
+                m.d.sync += [highest_block_end.eq(highest),
+                             judged.eq(Mux(sack.gap_count > self.gap_blocks, highest, w.length))]
+                m.next = "SACK_GAP_START"
+            with m.State("SACK_GAP_START"):
+                start_walk(_Walk.GAP, _at_least(highest_block_end, w.gap_extent), AFTER["SACK_GAPS_DONE"])
+                m.d.sync += w.gap_extent.eq(0)          # counted again by the walk
+            with m.State("SACK_GAPS_DONE"):             # 6.2.1 D ii; 7.2.3
+                m.d.sync += [w.rwnd.eq(_less_floor(sack.a_rwnd, w.outstanding_bytes)), w.peer_a_rwnd.eq(sack.a_rwnd)]
+                with m.If(newly_acked != 0):
+                    m.d.sync += w.one_packet_until_ack.eq(0)
+                m.next = "MEASURE"
+            with m.State("MEASURE"):                    # 6.3.1 C2, C3: the RTT sample, in eighths
+                srtt, rttvar = w.srtt_eighths, w.rttvar_eighths
+                difference = Mux(srtt > sample, srtt - sample, sample - srtt)
+                with m.If(sample_valid):
+                    with m.If(~w.srtt_valid):
+                        m.d.sync += [w.srtt_valid.eq(1), w.srtt_eighths.eq(sample), w.rttvar_eighths.eq(sample >> 1)]
+                    with m.Else():
+                        m.d.sync += [w.rttvar_eighths.eq(rttvar - (rttvar >> 2) + (difference >> 2)),
+                                     w.srtt_eighths.eq(srtt - (srtt >> 3) + (sample >> 3))]
+                    m.next = "MEASURE_RTO"
+                with m.Else():
+                    m.next = "SACK_MISS_START"
+            with m.State("MEASURE_RTO"):                # C3's G, then C6, C7
+                rttvar = Mux(w.rttvar_eighths == 0, _EIGHTHS, w.rttvar_eighths)
+                total = Signal(35)
+                m.d.comb += total.eq(w.srtt_eighths + (rttvar << 2) + _EIGHTHS - 1)
+                m.d.sync += [w.rttvar_eighths.eq(rttvar), w.rto.eq(total >> 3)]
+                m.next = "MEASURE_CLAMP"
+            with m.State("MEASURE_CLAMP"):
+                m.d.sync += w.rto.eq(_at_most(_at_least(w.rto, w.rto_min), w.rto_max))
+                m.next = "SACK_MISS_START"
+            with m.State("SACK_MISS_START"):            # 7.2.4 with HTNA: below the highest TSN newly acknowledged
+                below = Mux(gap_newly_acked, highest_newly_acked, 0)
+                below = Mux(in_fast_recovery & (advance != 0) & (highest_block_end != 0),
+                            _at_least(below, highest_block_end - 1), below)
+                start_walk(_Walk.MISS, _at_least(below, reneged_extent), AFTER["SACK_MISSES_DONE"])
+                m.d.sync += highest_newly_acked.eq(below)       # the bound of "missing"
+            with m.State("SACK_MISSES_DONE"):           # 6.2.1 D iv
+                with m.If(w.fast_recovery & ~_serial_lt(sack.cumulative_tsn_ack, w.fast_recovery_exit)):
+                    m.d.sync += w.fast_recovery.eq(0)
+                m.next = "SACK_GROW"
+            with m.State("SACK_GROW"):                  # 7.2.1, 7.2.2 (7.2.4's Note: before the reduction)
+                fully_utilized = flight_before + w.mtu > w.cwnd
+                with m.If((advance != 0) & ~w.fast_recovery):
+                    with m.If(w.cwnd <= w.ssthresh):
+                        with m.If(fully_utilized):
+                            m.d.sync += w.cwnd.eq(w.cwnd + _at_most(newly_acked, w.mtu))
+                        m.next = "SACK_ALL_ACKED"
+                    with m.Else():
+                        m.d.sync += w.partial_bytes_acked.eq(w.partial_bytes_acked + newly_acked)
+                        m.next = "SACK_AVOIDANCE"
+                with m.Else():
+                    m.next = "SACK_ALL_ACKED"
+            with m.State("SACK_AVOIDANCE"):
+                fully_utilized = flight_before + w.mtu > w.cwnd
+                with m.If((w.partial_bytes_acked > w.cwnd) & ~fully_utilized):
+                    m.d.sync += w.partial_bytes_acked.eq(w.cwnd)              # RFC 9260 7.2.2
+                with m.If((w.partial_bytes_acked >= w.cwnd) & fully_utilized):
+                    m.d.sync += [w.partial_bytes_acked.eq(w.partial_bytes_acked - w.cwnd), w.cwnd.eq(w.cwnd + w.mtu)]
+                m.next = "SACK_ALL_ACKED"
+            with m.State("SACK_ALL_ACKED"):
+                m.d.comb += all_acknowledged.eq(w.gap_acked_count == w.length)
+                with m.If(all_acknowledged):
+                    m.d.sync += w.partial_bytes_acked.eq(0)                  # 7.2.2
+                with m.If(newly_marked & ~w.fast_recovery):                   # 7.2.4 step 2, 7.2.3
+                    ssthresh = _at_least(w.cwnd >> 1, w.mtu << 2)
+                    m.d.sync += [w.ssthresh.eq(ssthresh), w.cwnd.eq(ssthresh), w.partial_bytes_acked.eq(0),
+                                 w.fast_recovery.eq(1), w.fast_recovery_exit.eq(w.cumulative_tsn + w.length)]
+                with m.If(all_acknowledged):                                  # 6.3.2 R2, R3, R4
+                    m.d.sync += w.t3_running.eq(0)
+                with m.Elif((advance != 0) | (reneged_any & ~w.t3_running)):
+                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline())]
+                with m.If(w.length != 0):
+                    m.d.sync += w.idle_running.eq(0)
+                with m.Elif(~w.idle_running):
+                    m.d.sync += [w.idle_running.eq(1), w.idle_deadline.eq(deadline())]
+                with m.If(newly_marked):                                      # 7.2.4 step 3
+                    start_walk(_Walk.FIRST_MARKED, w.length, AFTER["SACK_FAST_DONE"])
+                with m.Else():
+                    m.next = "RELEASE"
+            with m.State("SACK_FAST_DONE"):
+                with m.If(first_marked == 0):
+                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline())]   # 7.2.4 step 4
+                m.next = "RELEASE"
+
+            # -- 6.1 C, D: retransmissions as cwnd allows, then the LIMIT (A, B) --------
+            with m.State("RELEASE"):
+                with m.If(w.one_packet_until_ack | (w.marked_count == 0)):
+                    m.next = "RELEASE_COUNT"
+                with m.Else():
+                    start_walk(_Walk.RELEASE, w.length, AFTER["RELEASE_COUNT"])
+            with m.State("RELEASE_COUNT"):
+                m.d.sync += [new_chunks.eq(0), chunk_total.eq(0)]
+                m.next = "RELEASE_CHUNK"
+            with m.State("RELEASE_CHUNK"):              # one more chunk while cwnd, rwnd, Max.Burst and the ring allow
+                room = Mux(w.max_burst > packets, w.max_burst - packets, 0)
+                room = _at_most(room, ring - w.length)
+                by_cwnd = (w.flight_size < w.cwnd) & (w.cwnd - w.flight_size > chunk_total)
+                by_rwnd = (w.rwnd >= chunk_total + w.chunk_bytes) | ((w.flight_size == 0) & (new_chunks == 0))
+                with m.If(~w.one_packet_until_ack & (w.marked_count == 0) & (new_chunks < room) & by_cwnd & by_rwnd):
+                    m.d.sync += [new_chunks.eq(new_chunks + 1), chunk_total.eq(chunk_total + w.chunk_bytes)]
+                with m.Else():
+                    m.next = "RELEASE_LIMIT"
+            with m.State("RELEASE_LIMIT"):
+                limit = (w.cumulative_tsn + w.length + new_chunks)[:_TSN_BITS]
+                with m.If(~always_limit & (limit == w.limit)):
+                    m.next = "STORE"
+                with m.Else():
+                    with m.If(emit(TransportOpcode.LIMIT, limit)):
+                        m.d.sync += w.limit.eq(limit)
+                        m.next = "STORE"
+
+            # -- timers ----------------------------------------------------------------
+            with m.State("TIMER_SCAN"):
+                with m.If(scan == rows):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [a.eq(scan), w.eq(row_regs[scan[:max(1, (rows - 1).bit_length())]]),
+                                 scan.eq(scan + 1), packets.eq(0), always_limit.eq(0)]
+                    m.next = "TIMER_ROW"
+            with m.State("TIMER_ROW"):
+                with m.If(w.failed):
+                    m.next = "TIMER_SCAN"
+                with m.Elif(due(w.t3_running, w.t3_deadline)):
+                    m.next = "EXPIRE"
+                with m.Elif(due(w.idle_running, w.idle_deadline)):
+                    m.next = "DECAY"
+                with m.Else():
+                    m.next = "TIMER_SCAN"
+            with m.State("DECAY"):                      # 7.2.1, 7.2.2: per RTO without data
+                with m.If(due(1, w.idle_deadline)):
+                    with m.If(w.cwnd > w.mtu << 2):
+                        m.d.sync += w.cwnd.eq(_at_least(w.cwnd >> 1, w.mtu << 2))
+                    m.d.sync += w.idle_deadline.eq(w.idle_deadline + w.rto)
+                with m.Else():
+                    m.next = "RELEASE"
+            with m.State("EXPIRE"):                     # 6.3.3 E1-E3, 7.2.3, 8.1
+                with m.If(w.error_count >= w.max_retrans):
+                    error_count = _at_most(w.error_count + 1, 255)
+                    with m.If(emit(TransportOpcode.FAILURE, w.cumulative_tsn + w.length, w.cumulative_tsn,
+                                   error_count)):
+                        m.d.sync += [w.error_count.eq(error_count), w.failed.eq(1), w.t3_running.eq(0),
+                                     w.idle_running.eq(0)]
+                        m.next = "STORE"
+                with m.Else():
+                    m.d.sync += [w.error_count.eq(w.error_count + 1), w.ssthresh.eq(_at_least(w.cwnd >> 1, w.mtu << 2)),
+                                 w.cwnd.eq(w.mtu), w.partial_bytes_acked.eq(0), w.fast_recovery.eq(0),
+                                 w.rto.eq(_at_most(w.rto << 1, w.rto_max)), w.timed.eq(0), w.t3_running.eq(0)]
+                    start_walk(_Walk.MARK_ALL, w.length, AFTER["EXPIRE_MARKED"])
+            with m.State("EXPIRE_MARKED"):
+                start_walk(_Walk.FIRST_MARKED, w.length, AFTER["EXPIRE_RETRANSMITTED"])
+            with m.State("EXPIRE_RETRANSMITTED"):
+                m.d.sync += [w.one_packet_until_ack.eq(1), packets.eq(1)]
+                m.next = "RELEASE"
+
+            with m.State("STORE"):
+                m.d.sync += row_regs[a].eq(w)
+                with m.If(scan != 0):
+                    m.next = "TIMER_SCAN"               # the sweep goes on with the next row
+                with m.Else():
+                    m.next = "IDLE"
+
+            # -- the walk --------------------------------------------------------------
+            with m.State("WALK_CHECK"):
+                with m.If(index >= walk_end):
+                    m.next = "WALK_DONE"
+                with m.Else():
+                    m.next = "WALK_EDIT"               # the read address is set: the word is there next cycle
+            with m.State("WALK_EDIT"):
+                self._edit(m, walk, chunk, edited, chunk_write, chunk_tsn, index, w, sack, covered, measure,
+                           retransmit, mark, advance, newly_acked, gap_newly_acked, highest_newly_acked,
+                           judged, reneged_any, reneged_extent, newly_marked, first_marked, packets)
+            with m.State("WALK_DONE"):
+                with m.Switch(after_walk):
+                    for name, number in AFTER.items():
+                        with m.Case(number):
+                            m.next = name
+        # STORE also ends a sweep: scan is 0 outside it.
+        with m.If(self.idle & ~tick_pending):
+            m.d.sync += scan.eq(0)
+        return m
+
+    def _edit(self, m, walk, chunk, edited, chunk_write, chunk_tsn, index, w, sack, covered, measure, retransmit,
+              mark, advance, newly_acked, gap_newly_acked, highest_newly_acked, judged, reneged_any,
+              reneged_extent, newly_marked, first_marked, packets):
+        """WALK_EDIT: the decision on chunk `index` of the working row, by walk."""
+        next_chunk = [index.eq(index + 1)]
+
+        def step():
+            m.d.sync += next_chunk
+            m.next = "WALK_CHECK"
+
+        def stop():
+            m.next = "WALK_DONE"
+
+        m.d.comb += edited.eq(chunk)
+        with m.Switch(walk):
+            with m.Case(_Walk.RETIRE):                 # 6.2.1 D: up to the Cumulative TSN Ack
+                with m.If(~chunk.gap_acked):
+                    m.d.sync += newly_acked.eq(newly_acked + chunk.size)
+                    measure(chunk_tsn, chunk.sent_tick)
+                with m.Else():
+                    m.d.sync += w.gap_acked_count.eq(w.gap_acked_count - 1)
+                with m.If(chunk.in_flight):
+                    m.d.sync += w.flight_size.eq(w.flight_size - chunk.size)
+                with m.If(~chunk.gap_acked & (chunk.marked == RetransmitCause.NONE)):
+                    m.d.sync += w.outstanding_bytes.eq(w.outstanding_bytes - chunk.size)
+                with m.If(chunk.marked != RetransmitCause.NONE):
+                    m.d.sync += w.marked_count.eq(w.marked_count - 1)
+                step()
+            with m.Case(_Walk.GAP):                    # 3.3.4; 6.2.1 D iii
+                # After the retirement the chunk's offset from the new Cumulative TSN Ack is index + 1.
+                is_covered = covered(index + 1)
+                with m.If(is_covered & ~chunk.gap_acked):
+                    m.d.comb += [chunk_write.en.eq(1), edited.gap_acked.eq(1), edited.in_flight.eq(0),
+                                 edited.marked.eq(RetransmitCause.NONE)]
+                    m.d.sync += [newly_acked.eq(newly_acked + chunk.size), gap_newly_acked.eq(1),
+                                 highest_newly_acked.eq(index), w.gap_acked_count.eq(w.gap_acked_count + 1)]
+                    with m.If(chunk.in_flight):
+                        m.d.sync += w.flight_size.eq(w.flight_size - chunk.size)
+                    with m.If(chunk.marked == RetransmitCause.NONE):
+                        m.d.sync += w.outstanding_bytes.eq(w.outstanding_bytes - chunk.size)
+                    with m.Else():
+                        m.d.sync += w.marked_count.eq(w.marked_count - 1)
+                    measure(chunk_tsn, chunk.sent_tick)
+                with m.Elif(~is_covered & chunk.gap_acked & (index < judged)):
+                    m.d.comb += [chunk_write.en.eq(1), edited.gap_acked.eq(0), edited.reneged.eq(1)]
+                    m.d.sync += [w.gap_acked_count.eq(w.gap_acked_count - 1), reneged_any.eq(1),
+                                 reneged_extent.eq(index + 1),
+                                 w.outstanding_bytes.eq(w.outstanding_bytes + chunk.size)]
+                with m.If((is_covered | chunk.gap_acked) & ~(~is_covered & (index < judged))):
+                    m.d.sync += w.gap_extent.eq(index + 1)
+                step()
+            with m.Case(_Walk.MISS):                   # 7.2.4 steps 1 and 5
+                below = highest_newly_acked
+                missed = chunk.reneged | ((index < below) & ~covered(index + 1))
+                m.d.comb += [chunk_write.en.eq(1), edited.reneged.eq(0)]
+                with m.If(missed & ~chunk.gap_acked & ~chunk.fast_retransmitted):
+                    m.d.comb += edited.miss_indications.eq(chunk.miss_indications + 1)
+                    with m.If(chunk.miss_indications == 2):
+                        m.d.comb += edited.fast_retransmitted.eq(1)
+                        mark(RetransmitCause.FAST)
+                        m.d.sync += newly_marked.eq(1)
+                step()
+            with m.Case(_Walk.FIRST_MARKED):           # the lowest marked chunk goes again
+                with m.If(chunk.marked != RetransmitCause.NONE):
+                    with m.If(retransmit(chunk_tsn)):
+                        m.d.sync += first_marked.eq(index)
+                        stop()
+                with m.Else():
+                    step()
+            with m.Case(_Walk.MARK_ALL):               # 6.3.3 E3: every chunk not gap-acknowledged
+                with m.If(~chunk.gap_acked & (chunk.marked == RetransmitCause.NONE)):
+                    m.d.comb += chunk_write.en.eq(1)
+                    mark(RetransmitCause.TIMEOUT)
+                step()
+            with m.Case(_Walk.RELEASE):                # 6.1 C, D: marked chunks while cwnd and Max.Burst allow
+                with m.If((packets >= w.max_burst) | (w.flight_size >= w.cwnd)):
+                    stop()
+                with m.Elif(chunk.marked != RetransmitCause.NONE):
+                    with m.If(retransmit(chunk_tsn)):
+                        m.d.sync += packets.eq(packets + 1)
+                        step()
+                with m.Else():
+                    step()
