@@ -46,7 +46,8 @@ __all__ = [
     "WorkOpcode", "work_request_layout", "work_request_bytes", "READ_RESPONSE_OPCODE", "read_response_layout",
     "read_response_bytes", "ControlOpcode", "control_request_layout", "control_request_bytes",
     "TsnOpcode", "tsn_request_layout", "tsn_request_bytes", "CompletionStatus", "completion_layout",
-    "completion_bytes",
+    "completion_bytes", "TransportOpcode", "RetransmitCause", "transport_write_layout", "transport_write_bytes",
+    "peer_sack_layout", "peer_sack_bytes", "transport_record_layout", "transport_record_bytes",
     "tx_association_write_layout", "tx_stream_write_layout", "TX_MIN_MULPDU", "TX_REGISTER_BASE", "tx_register_map",
     "MAC_RX_EVENTS", "MAC_TX_EVENTS", "DEVICE_ID", "ID_OFFSET", "PARAMS_OFFSET",
     "END", "ESC", "ESC_END", "ESC_ESC", "Op", "TxInput", "TxOutput", "tx_input_bytes", "tx_output_bytes", "Status",
@@ -281,6 +282,8 @@ def sack_row_layout() -> data.StructLayout:
     is ``window`` less ``held_bytes`` for each TSN received past a gap, down to 0 (RFC 4960 6.2). Without
     ``enabled`` the association's ack records go to the host as before and the unit sends nothing for it.
     Write a row while no DATA of the association is arriving (at set-up, before the peer's first DATA).
+    With ``peer_sacks`` the peer's SACK chunks of the association go to the transmit engine's transport unit
+    (``m_axis_peer_sack``, :mod:`hdl.rx.sack_reader`) instead of the host, from the next packet on.
 
     With ``flush`` the write changes nothing of the row (its other fields are ignored): the SACK the
     association owes, if a packet waits for its delayed SACK, leaves now. A host writes it before a
@@ -296,6 +299,7 @@ def sack_row_layout() -> data.StructLayout:
         "held_bytes": unsigned(16),
         "enabled": unsigned(1),
         "flush": unsigned(1),
+        "peer_sacks": unsigned(1),
     })
 
 
@@ -407,7 +411,7 @@ FRAME_COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "cr
 #: whose write then failed counts as accepted, and in ``dma_errors``), chunk errors, ack records.
 SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "segments_no_stream",
                     "segments_duplicate", "segments_invalid_ssn", "chunk_errors", "dma_errors", "acks",
-                    "reports_waiting", "reports_discarded")
+                    "reports_waiting", "reports_discarded", "peer_sacks_malformed")
 #: ``reports_waiting`` is a level, not a count: report records of accepted segments that wait for an
 #: earlier DDP-SSN of their stream (their segments are placed; the records leave when the gap fills).
 #: ``reports_discarded`` counts such records dropped when the host rewrote their stream's row (left
@@ -665,6 +669,87 @@ def tsn_request_bytes() -> int:
     return (tsn_request_layout().size + 7) // 8
 
 
+def transport_write_layout() -> data.StructLayout:
+    """One beat of the transmit engine's ``s_axis_transport``: the association row ``association`` hands the
+    peer's SACKs to the engine's transport unit (:mod:`hdl.tx.transport_unit`, RFC 4960 6.1-6.3, 7.2, 8.1)
+    from its next TSN on, with the peer's a_rwnd, the path's ``mtu`` (the SCTP packet size of 7.2's
+    formulas), the largest DATA chunk's user data ``chunk_bytes``, RTO.Initial/Min/Max in ticks of the
+    engine's timer (:data:`SACK_TICK_CYCLES` cycles), Association.Max.Retrans and Max.Burst (RFC 4960 15).
+    Write it while the row has no DATA chunk unacknowledged. From then on the host's ACK, RESEND and
+    LIMIT for the row are refused, and the row's SACK chunks go to ``s_axis_peer_sack``; an association
+    row write (:func:`tx_association_write_layout`) gives the row back to the host."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "peer_a_rwnd": unsigned(32),
+        "mtu": unsigned(16),
+        "chunk_bytes": unsigned(16),
+        "rto_initial": unsigned(32),
+        "rto_min": unsigned(32),
+        "rto_max": unsigned(32),
+        "max_retrans": unsigned(8),
+        "max_burst": unsigned(4),
+    })
+
+
+def transport_write_bytes() -> int:
+    return (transport_write_layout().size + 7) // 8
+
+
+def peer_sack_layout(gap_blocks: int = 4) -> data.StructLayout:
+    """One beat of ``s_axis_peer_sack``: a SACK chunk of the peer (RFC 4960 3.3.4) for a row with the
+    transport: its Cumulative TSN Ack, a_rwnd, the number of Gap Ack Blocks it carried (``gap_count``) and
+    the first ``gap_blocks`` of them, and the number of Duplicate TSNs; or, with ``shutdown``, a SHUTDOWN's
+    Cumulative TSN Ack (RFC 4960 9.2; a_rwnd and the blocks are then not read)."""
+    return data.StructLayout({
+        "association": unsigned(ASSOCIATION_BITS),
+        "shutdown": unsigned(1),
+        "cumulative_tsn_ack": unsigned(32),
+        "a_rwnd": unsigned(32),
+        "gap_count": unsigned(16),
+        "gaps": data.ArrayLayout(data.StructLayout({"start": unsigned(16), "end": unsigned(16)}), gap_blocks),
+        "duplicate_count": unsigned(16),
+    })
+
+
+def peer_sack_bytes() -> int:
+    return (peer_sack_layout().size + 7) // 8
+
+
+class TransportOpcode(enum.IntEnum, shape=3):
+    """``transport_record.opcode``: the transport unit's decisions. The first three act on the
+    retransmission ring as the host's ``TsnOpcode`` do; the last two stop the row and go to the host on
+    ``m_axis_transport_stopped``, which aborts the association."""
+    RETIRE = 0      #: the chunks ``first_tsn`` .. ``tsn`` are acknowledged (the ring's ACK)
+    RESEND = 1      #: the chunk of ``tsn`` goes again, for ``cause`` (RESEND)
+    LIMIT = 2       #: new DATA may take TSNs up to ``tsn`` (LIMIT)
+    FAILURE = 3     #: RFC 4960 8.1: ``error_count`` T3-rtx expiries in a row; ``first_tsn`` the Cumulative TSN Ack, ``tsn`` the highest TSN sent
+    VIOLATION = 4   #: a SACK's Cumulative TSN Ack ``first_tsn`` is past ``tsn``, the highest TSN sent
+
+
+class RetransmitCause(enum.IntEnum, shape=2):
+    """Why a chunk waits for retransmission (``transport_record.cause``)."""
+    NONE = 0
+    FAST = 1        #: three miss indications (RFC 4960 7.2.4)
+    TIMEOUT = 2     #: T3-rtx expiry (RFC 4960 6.3.3)
+
+
+def transport_record_layout() -> data.StructLayout:
+    """One decision of the transport unit (:class:`TransportOpcode`); ``m_axis_transport_stopped`` carries the
+    FAILURE and VIOLATION ones."""
+    return data.StructLayout({
+        "opcode": TransportOpcode,
+        "association": unsigned(ASSOCIATION_BITS),
+        "tsn": unsigned(32),
+        "first_tsn": unsigned(32),
+        "cause": RetransmitCause,
+        "error_count": unsigned(8),
+    })
+
+
+def transport_record_bytes() -> int:
+    return (transport_record_layout().size + 7) // 8
+
+
 class CompletionStatus(enum.IntEnum, shape=2):
     """``completion.status``."""
     SUCCESS = 0  #: every DATA chunk of the request was acknowledged by the peer's SCTP
@@ -744,6 +829,7 @@ def tx_register_map(associations: int = 2, stream_ids: int = 4) -> RegisterMap:
         tables=[
             ("tx_association", tx_association_write_layout()),
             ("tx_stream", tx_stream_write_layout(associations * stream_ids)),
+            ("tx_transport", transport_write_layout()),
         ],
     )
 

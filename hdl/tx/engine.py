@@ -28,6 +28,10 @@
 * :class:`~hdl.tx.ring.RetransmitRing`: every DATA chunk not yet acknowledged,
   by TSN, sent again on request; acknowledgements retire them and complete
   the work requests;
+* :class:`~hdl.tx.transport_unit.TransportUnit`: for a row the host hands it,
+  the peer's SACKs, the retransmission timer and the windows (RFC 4960 6.1-6.3,
+  7.2, 8.1): its decisions reach the ring as the host's ACK, RESEND and LIMIT
+  did;
 * :class:`~hdl.tx.payload_fetcher.PayloadFetcher`: each segment's payload over
   AXI4 reads, realigned to lane 0;
 * :class:`~hdl.tx.headers.HeaderBuilder`: the SCTP packet's headers and the
@@ -55,6 +59,15 @@ Ports:
   not in the ring, same layout; ``m_axis_completion``: one beat per work
   request (or session-control message) whose last DATA chunk is acknowledged,
   :func:`hdl.abi.completion_layout`;
+* ``s_axis_transport``: one beat per transport row write
+  (:func:`hdl.abi.transport_write_layout`): the row's window is the transport
+  unit's from its next TSN on, and the host's ACK, RESEND and LIMIT for it are
+  refused (on ``m_axis_tsn_refused``) until an association row write gives it
+  back; ``s_axis_peer_sack``: the peer's SACK chunks of such a row
+  (:func:`hdl.abi.peer_sack_layout`); ``m_axis_transport_stopped``: the unit's
+  FAILURE and VIOLATION records (:func:`hdl.abi.transport_record_layout`), after
+  which the row sends no new chunk; ``tick``: the unit's timer, one cycle per
+  tick;
 * ``association_write``, ``stream_write``: table rows
   (:func:`hdl.abi.tx_association_write_layout`,
   :func:`hdl.abi.tx_stream_write_layout`), always ready; ``local_mac``,
@@ -76,9 +89,11 @@ from amaranth.lib.wiring import In, Out, connect
 from amaranth.lib import stream
 
 from hdl.abi import (
-    ADDRESS_BITS, completion_bytes, control_request_bytes, control_request_layout, read_response_bytes,
-    tsn_request_bytes, tsn_request_layout, read_response_layout, tx_association_write_layout, tx_stream_write_layout,
-    work_request_bytes, work_request_layout,
+    ADDRESS_BITS, TransportOpcode, TsnOpcode, completion_bytes, control_request_bytes, control_request_layout,
+    peer_sack_bytes, peer_sack_layout, read_response_bytes, tsn_request_bytes, tsn_request_layout,
+    read_response_layout, transport_record_bytes, transport_record_layout, transport_write_bytes,
+    transport_write_layout, tx_association_write_layout, tx_stream_write_layout, work_request_bytes,
+    work_request_layout,
 )
 from hdl.bus.axi import Axi4ReadSignature
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream
@@ -88,13 +103,14 @@ from hdl.stream.prepend import Prepend
 from hdl.stream.queue import Queue
 from hdl.tx.arbiter import WorkArbiter
 from hdl.tx.crc_insert import CrcInsert
-from hdl.tx.headers import PREFIX_LENGTHS, SCTP_HEADER_LENGTHS, HeaderBuilder
+from hdl.tx.headers import PREFIX_LENGTHS, SCTP_HEADER_LENGTHS, HeaderBuilder, user_data_bytes
 from hdl.tx.layouts import fetch_layout, segment_layout
 from hdl.tx.payload_fetcher import PayloadFetcher
 from hdl.tx.read_queue import ReadRequestQueue
 from hdl.tx.ring import RetransmitRing
 from hdl.tx.sack_sender import SackSender
 from hdl.tx.segmenter import Segmenter
+from hdl.tx.transport_unit import TransportUnit, transport_sent_layout
 from hdl.rx.sack_unit import sack_record_bytes, sack_record_layout
 
 __all__ = ["TxEngine"]
@@ -113,6 +129,7 @@ class TxEngine(wiring.Component):
         self.width_bytes = width_bytes
         self.associations, self.stream_ids, self.ird = associations, stream_ids, ird
         self.buffer_bytes, self.ring_tsns = buffer_bytes, ring_tsns
+        self.transport = TransportUnit(associations, ring_tsns=ring_tsns)
         super().__init__({
             "s_axis_wr": In(AxiStreamSignature(work_request_bytes())),
             "s_axis_rr": In(AxiStreamSignature(read_response_bytes())),
@@ -129,6 +146,10 @@ class TxEngine(wiring.Component):
             "m_axi": Out(Axi4ReadSignature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
             "m_axis": Out(AxiStreamSignature(width_bytes)),
             "s_axis_sack": In(AxiStreamSignature(sack_record_bytes())),
+            "s_axis_transport": In(AxiStreamSignature(transport_write_bytes())),
+            "s_axis_peer_sack": In(AxiStreamSignature(peer_sack_bytes())),
+            "m_axis_transport_stopped": Out(AxiStreamSignature(transport_record_bytes())),
+            "tick": In(1),
             "sacks_sent": Out(32),
             "request_frames": Out(32),
         })
@@ -185,8 +206,18 @@ class TxEngine(wiring.Component):
             tsn_queue.sink.valid.eq(self.s_axis_tsn.tvalid),
             self.s_axis_tsn.tready.eq(tsn_queue.sink.ready),
         ]
-        connect(m, tsn_queue.source, ring.tsn_requests)
-        for port, source in ((self.m_axis_tsn_refused, ring.refused), (self.m_axis_completion, ring.completions)):
+        host_refused = self._elaborate_transport(m, ring, tsn_queue.source)
+        # Refusals: the ring's (a RESEND of a TSN it does not hold), then the host's requests for a row
+        # whose window is the transport unit's.
+        refused = self.m_axis_tsn_refused
+        m.d.comb += [
+            refused.tdata.eq(Mux(ring.refused.valid, ring.refused.payload, host_refused.payload)),
+            refused.tkeep.eq(-1), refused.tlast.eq(1),
+            refused.tvalid.eq(ring.refused.valid | host_refused.valid),
+            ring.refused.ready.eq(refused.tready),
+            host_refused.ready.eq(refused.tready & ~ring.refused.valid),
+        ]
+        for port, source in ((self.m_axis_completion, ring.completions),):
             m.d.comb += [port.tdata.eq(source.payload), port.tkeep.eq(-1), port.tlast.eq(1),
                          port.tvalid.eq(source.valid), source.ready.eq(port.tready)]
 
@@ -340,3 +371,93 @@ class TxEngine(wiring.Component):
                      out_queue.source.ready.eq(out.packets.ready)]
         connect(m, out.axis, wiring.flipped(self.m_axis))
         return m
+
+    def _elaborate_transport(self, m, ring, host_requests):
+        """The transport unit (:mod:`hdl.tx.transport_unit`) beside the host's TSN requests: for a row the host
+        handed to it (``s_axis_transport``) it hears of each new chunk the ring records, takes the row's peer
+        SACKs (``s_axis_peer_sack``) and the timer's ticks, and its decisions go to the ring as the host's
+        ACK, RESEND and LIMIT did, first when both wait; a FAILURE or VIOLATION also stops the row's new
+        chunks (a LIMIT at the highest TSN sent) and goes to the host on ``m_axis_transport_stopped``. The
+        host's own requests for such a row are refused. Returns the stream of those refusals."""
+        associations = self.associations
+        transport = m.submodules.transport = self.transport
+        owned = Signal(associations)      # rows whose window is the transport unit's
+        m.d.comb += transport.tick.eq(self.tick)
+
+        # A row write: the unit's first TSN is the ring's next, and the row's new chunks wait for the
+        # unit's first LIMIT. Not on a cycle the ring records a chunk of that row (it would be the first).
+        writes = m.submodules.transport_writes = Queue(transport_write_layout(), 2)
+        m.d.comb += [writes.sink.payload.eq(self.s_axis_transport.tdata[:transport_write_layout().size]),
+                     writes.sink.valid.eq(self.s_axis_transport.tvalid),
+                     self.s_axis_transport.tready.eq(writes.sink.ready)]
+        write = writes.source.payload
+        recording_row = ring.recorded & (ring.recorded_segment.association == write.association)
+        reset = transport.resets.payload
+        m.d.comb += [
+            ring.peek_row.eq(write.association),
+            *(getattr(reset, name).eq(getattr(write, name)) for name in transport_write_layout().members),
+            reset.initial_tsn.eq(ring.peek_next_tsn),
+            transport.resets.valid.eq(writes.source.valid & ~recording_row),
+            writes.source.ready.eq(transport.resets.ready & ~recording_row),
+            ring.hold.eq(writes.source.valid & writes.source.ready), ring.hold_row.eq(write.association),
+        ]
+        for row in range(associations):
+            with m.If(self.association_write.valid & (self.association_write.payload.index == row)):
+                m.d.sync += owned[row].eq(0)          # the row is the host's again
+            with m.Elif(writes.source.valid & writes.source.ready & (write.association == row)):
+                m.d.sync += owned[row].eq(1)
+
+        # Each new chunk of an owned row, at the unit's tick. The ring records at most Max.Burst (15)
+        # chunks of a row past what the unit knows (its LIMIT), so the queue never fills.
+        sent = m.submodules.transport_sent = Queue(transport_sent_layout(), 16 * associations)
+        segment = ring.recorded_segment
+        m.d.comb += [
+            sent.sink.valid.eq(ring.recorded & owned.bit_select(segment.association, 1)),
+            sent.sink.payload.association.eq(segment.association), sent.sink.payload.tsn.eq(segment.tsn),
+            sent.sink.payload.size.eq(user_data_bytes(segment)), sent.sink.payload.sent_tick.eq(transport.now),
+        ]
+        wiring.connect(m, sent.source, transport.sent)
+
+        # The peer's SACKs; one for a row the host owns is dropped.
+        sacks = m.submodules.peer_sacks = Queue(peer_sack_layout(), 4)
+        m.d.comb += [sacks.sink.payload.eq(self.s_axis_peer_sack.tdata[:peer_sack_layout().size]),
+                     sacks.sink.valid.eq(self.s_axis_peer_sack.tvalid),
+                     self.s_axis_peer_sack.tready.eq(sacks.sink.ready)]
+        sack_owned = owned.bit_select(sacks.source.payload.association, 1)
+        m.d.comb += [transport.sacks.payload.eq(sacks.source.payload),
+                     transport.sacks.valid.eq(sacks.source.valid & sack_owned),
+                     sacks.source.ready.eq(transport.sacks.ready | ~sack_owned)]
+
+        # The unit's records to the ring, ahead of the host's requests; a stop also to the host.
+        stops = m.submodules.transport_stops = Queue(transport_record_layout(), 4)
+        port = self.m_axis_transport_stopped
+        m.d.comb += [port.tdata.eq(stops.source.payload), port.tkeep.eq(-1), port.tlast.eq(1),
+                     port.tvalid.eq(stops.source.valid), stops.source.ready.eq(port.tready)]
+        record = transport.records.payload
+        record_owned = owned.bit_select(record.association, 1)
+        stop = record.opcode >= TransportOpcode.FAILURE
+        unit_request = Signal(tsn_request_layout())
+        with m.Switch(record.opcode):
+            with m.Case(TransportOpcode.RETIRE):
+                m.d.comb += unit_request.opcode.eq(TsnOpcode.ACK)
+            with m.Case(TransportOpcode.RESEND):
+                m.d.comb += unit_request.opcode.eq(TsnOpcode.RESEND)
+            with m.Default():
+                m.d.comb += unit_request.opcode.eq(TsnOpcode.LIMIT)
+        m.d.comb += [unit_request.association.eq(record.association), unit_request.tsn.eq(record.tsn)]
+        unit_first = transport.records.valid
+        room = ~stop | stops.sink.ready
+        host_owned = owned.bit_select(host_requests.payload.association, 1)
+        host_refused = m.submodules.host_refused = Queue(tsn_request_layout(), 2)
+        requests = ring.tsn_requests
+        m.d.comb += [
+            requests.payload.eq(Mux(unit_first, unit_request, host_requests.payload)),
+            requests.valid.eq(Mux(unit_first, record_owned & room, host_requests.valid & ~host_owned)),
+            transport.records.ready.eq(~record_owned | (requests.ready & room)),
+            stops.sink.payload.eq(record),
+            stops.sink.valid.eq(unit_first & record_owned & stop & requests.ready),
+            host_refused.sink.payload.eq(host_requests.payload),
+            host_refused.sink.valid.eq(~unit_first & host_requests.valid & host_owned),
+            host_requests.ready.eq(~unit_first & Mux(host_owned, host_refused.sink.ready, requests.ready)),
+        ]
+        return host_refused.source

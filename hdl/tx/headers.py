@@ -39,7 +39,7 @@ from hdl.stream.prepend import prepend_header_layout
 from hdl.stream.queue import Queue
 from hdl.tx.layouts import segment_layout
 
-__all__ = ["HeaderBuilder", "SCTP_HEADER_LENGTHS", "PREFIX_LENGTHS"]
+__all__ = ["HeaderBuilder", "SCTP_HEADER_LENGTHS", "PREFIX_LENGTHS", "user_data_bytes"]
 
 ETHERTYPE_IPV4 = 0x0800
 IP_PROTOCOL_SCTP, IP_PROTOCOL_UDP = 132, 17
@@ -65,6 +65,17 @@ ETHERNET_HEADER, IPV4_HEADER, UDP_HEADER = 14, 20, 8
 PREFIX_LENGTHS = (ETHERNET_HEADER + IPV4_HEADER, ETHERNET_HEADER + IPV4_HEADER + UDP_HEADER)
 
 _STAGES = 2      # registered stages between taking a segment and the output queues' sink
+
+
+def user_data_bytes(segment):
+    """A numbered segment's DATA chunk user data (RFC 4960 3.3.1): its payload behind the DDP-SSN and DDP
+    header (RFC 5043 5.2.1), or the session-control message."""
+    tagged = (segment.opcode == WorkOpcode.RDMA_WRITE) | (segment.opcode == READ_RESPONSE_OPCODE)
+    header = Mux(segment.opcode == ControlOpcode.SESSION_CONTROL, SESSION_SCTP_HEADER,
+                 Mux(tagged, TAGGED_SCTP_HEADER,
+                     Mux(segment.opcode == WorkOpcode.RDMA_READ_REQUEST, READ_REQUEST_SCTP_HEADER,
+                         UNTAGGED_SCTP_HEADER)))
+    return segment.payload_length + header - SESSION_SCTP_HEADER
 
 
 def _wire(value, size: int) -> list:

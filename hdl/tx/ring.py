@@ -85,6 +85,14 @@ class RetransmitRing(wiring.Component):
             "fetches": Out(stream.Signature(fetch_layout(address_bits))),
             "refused": Out(stream.Signature(tsn_request_layout())),
             "completions": Out(stream.Signature(completion_layout())),
+            # For the transport unit: each new numbered segment as it is recorded (a strobe with the
+            # segment); a row's new segments held until its next LIMIT; a row's next TSN.
+            "recorded": Out(1),
+            "recorded_segment": Out(segment_layout(address_bits)),
+            "hold": In(1),
+            "hold_row": In(range(associations)),
+            "peek_row": In(range(associations)),
+            "peek_next_tsn": Out(32),
         })
 
     def elaborate(self, platform):
@@ -135,7 +143,8 @@ class RetransmitRing(wiring.Component):
         taken = self.segments.valid & self.segments.ready
         recording = taken & numbered
         m.d.comb += [write.addr.eq(slot(head.association, head.tsn)), write.data.eq(head),
-                     write.en.eq(recording)]
+                     write.en.eq(recording), self.recorded.eq(recording), self.recorded_segment.eq(head)]
+        m.d.comb += self.peek_next_tsn.eq(Array(retired)[self.peek_row] + Array(outstanding)[self.peek_row] + 1)
 
         # TSN requests, one at a time: TAKE -> MEASURE -> COMPARE -> DECIDE -> (REPLAY | WALK_READ <-> WALK_EMIT).
         request = Signal(tsn_request_layout())
@@ -246,6 +255,8 @@ class RetransmitRing(wiring.Component):
                 m.d.sync += stopped[row].eq(Mux(spent[row], credit[row] == 2, credit[row] == 1))
             with m.If(limit_load & (request_row == row)):
                 m.d.sync += holding[row].eq(0)
+            with m.Elif(self.hold & (self.hold_row == row)):
+                m.d.sync += holding[row].eq(1)
         # The registers the safety proof (formal/ring.py) ties to its shadow, and the request's states.
         self._registers = {
             "request": request, "count": count, "in_ring": in_ring, "walk_left": walk_left, "replaying": replaying,

@@ -48,10 +48,12 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS
+from hdl.abi import (
+    ASSOCIATION_BITS, RetransmitCause, TransportOpcode, peer_sack_layout, transport_record_layout,
+    transport_write_layout,
+)
 
-__all__ = ["TransportUnit", "TransportOpcode", "RetransmitCause", "transport_reset_layout", "transport_sent_layout",
-           "transport_sack_layout", "transport_record_layout", "transport_row_layout", "chunk_layout"]
+__all__ = ["TransportUnit", "transport_reset_layout", "transport_sent_layout", "transport_row_layout", "chunk_layout"]
 
 _TSN_BITS = 32
 _BYTES_BITS = 32
@@ -59,67 +61,15 @@ _TICK_BITS = 32
 _EIGHTHS = 8                  # SRTT, RTTVAR in eighths of a tick (the model's _EIGHTHS)
 
 
-class TransportOpcode(enum.IntEnum, shape=3):
-    """``transport_record.opcode``."""
-    RETIRE = 0      #: chunks ``first_tsn`` .. ``tsn`` leave the ring (the model's Retirement)
-    RESEND = 1      #: send the chunk of ``tsn`` again, for ``cause`` (Retransmission)
-    LIMIT = 2       #: new DATA may take TSNs up to ``tsn`` (Limit)
-    FAILURE = 3     #: RFC 4960 8.1: ``error_count`` expiries; ``first_tsn`` the Cumulative TSN Ack, ``tsn`` the highest sent
-    VIOLATION = 4   #: a Cumulative TSN Ack ``first_tsn`` past ``tsn``, the highest TSN sent
-
-
-class RetransmitCause(enum.IntEnum, shape=2):
-    """Why a chunk waits for retransmission (``chunk.marked``, ``transport_record.cause``)."""
-    NONE = 0
-    FAST = 1        #: three miss indications (RFC 4960 7.2.4)
-    TIMEOUT = 2     #: T3-rtx expiry (RFC 4960 6.3.3)
-
-
 def transport_reset_layout() -> data.StructLayout:
-    """A row write: the association's parameters (the model's ``reset``; RTO values in ticks)."""
-    return data.StructLayout({
-        "association": unsigned(ASSOCIATION_BITS),
-        "initial_tsn": unsigned(_TSN_BITS),
-        "peer_a_rwnd": unsigned(_BYTES_BITS),
-        "mtu": unsigned(16),
-        "chunk_bytes": unsigned(16),
-        "rto_initial": unsigned(_TICK_BITS),
-        "rto_min": unsigned(_TICK_BITS),
-        "rto_max": unsigned(_TICK_BITS),
-        "max_retrans": unsigned(8),
-        "max_burst": unsigned(4),
-    })
+    """A row write (the model's ``reset``): :func:`hdl.abi.transport_write_layout` and the first new TSN."""
+    return data.StructLayout({**dict(transport_write_layout().members), "initial_tsn": unsigned(_TSN_BITS)})
 
 
 def transport_sent_layout() -> data.StructLayout:
-    """A new DATA chunk of ``size`` bytes of user data took ``tsn`` (the model's ``sent``)."""
+    """A new DATA chunk of ``size`` bytes of user data took ``tsn`` at tick ``sent_tick`` (the model's ``sent``)."""
     return data.StructLayout({"association": unsigned(ASSOCIATION_BITS), "tsn": unsigned(_TSN_BITS),
-                              "size": unsigned(16)})
-
-
-def transport_sack_layout(gap_blocks: int = 4) -> data.StructLayout:
-    """A SACK chunk's fields (RFC 4960 3.3.4), or with ``shutdown`` a SHUTDOWN's Cumulative TSN Ack (9.2)."""
-    return data.StructLayout({
-        "association": unsigned(ASSOCIATION_BITS),
-        "shutdown": unsigned(1),
-        "cumulative_tsn_ack": unsigned(_TSN_BITS),
-        "a_rwnd": unsigned(_BYTES_BITS),
-        "gap_count": unsigned(16),          # Gap Ack Blocks in the chunk; the first gap_blocks are in gaps
-        "gaps": data.ArrayLayout(data.StructLayout({"start": unsigned(16), "end": unsigned(16)}), gap_blocks),
-        "duplicate_count": unsigned(16),    # Duplicate TSNs in the chunk
-    })
-
-
-def transport_record_layout() -> data.StructLayout:
-    """One decision of the unit (:class:`TransportOpcode`)."""
-    return data.StructLayout({
-        "opcode": TransportOpcode,
-        "association": unsigned(ASSOCIATION_BITS),
-        "tsn": unsigned(_TSN_BITS),
-        "first_tsn": unsigned(_TSN_BITS),
-        "cause": RetransmitCause,
-        "error_count": unsigned(8),
-    })
+                              "size": unsigned(16), "sent_tick": unsigned(_TICK_BITS)})
 
 
 def transport_row_layout() -> data.StructLayout:
@@ -194,7 +144,7 @@ class TransportUnit(wiring.Component):
         super().__init__({
             "resets": In(stream.Signature(transport_reset_layout())),
             "sent": In(stream.Signature(transport_sent_layout())),
-            "sacks": In(stream.Signature(transport_sack_layout(gap_blocks))),
+            "sacks": In(stream.Signature(peer_sack_layout(gap_blocks))),
             "tick": In(1),
             "records": Out(stream.Signature(transport_record_layout())),
             "peek": In(range(associations)),
@@ -221,7 +171,7 @@ class TransportUnit(wiring.Component):
 
         w = Signal(transport_row_layout())           # the working copy of row `a`
         a = Signal(range(rows))
-        sack = Signal(transport_sack_layout(self.gap_blocks))
+        sack = Signal(peer_sack_layout(self.gap_blocks))
         sent = Signal(transport_sent_layout())
         record = Signal(transport_record_layout())
         m.d.comb += [self.records.payload.eq(record), self.records.payload.association.eq(a)]
@@ -361,7 +311,7 @@ class TransportUnit(wiring.Component):
                 in_order = (tsn == chunk_tsn) & (w.length < ring) & ~_serial_lt(w.limit, tsn)
                 with m.If(w.written & ~w.failed & in_order):
                     m.d.comb += [chunk_write.en.eq(1), edited.size.eq(size),
-                                 edited.sent_tick.eq(now), edited.in_flight.eq(1)]
+                                 edited.sent_tick.eq(sent.sent_tick), edited.in_flight.eq(1)]
                     m.d.sync += [w.length.eq(w.length + 1), w.rwnd.eq(_less_floor(w.rwnd, size)),   # 6.2.1 B
                                  w.flight_size.eq(w.flight_size + size),
                                  w.outstanding_bytes.eq(w.outstanding_bytes + size), w.idle_running.eq(0)]

@@ -35,7 +35,7 @@ from sim.tb.tx_engine import (
     LOCAL_IP, LOCAL_MAC, STREAM_IDS, UDP_PORT, Association, Control, ReadResponse, Work, data_tsn,
 )
 
-__all__ = ["SOURCE_STAG", "SOURCE_BASE_TO", "ModelResponder", "model_messages", "model_frames", "frame_of",
+__all__ = ["MemoryReader", "SOURCE_STAG", "SOURCE_BASE_TO", "ModelResponder", "model_messages", "model_frames", "frame_of",
            "local_segments", "EngineModelRun", "engine_model_run"]
 
 #: The test memory as one region at the model's responder: the STag and TO its Read Requests name.
@@ -151,7 +151,9 @@ class EngineModelRun:
     refused: list = field(default_factory=list)       # ReadResponseRequest
 
 
-class _MemoryReader:
+class MemoryReader:
+    """A :class:`~sim.tb.axi_read_memory.ReadMemory` as the transmit engine model reads host memory."""
+
     def __init__(self, memory) -> None:
         self.memory = memory
 
@@ -169,7 +171,7 @@ def engine_model_run(associations: list[Association], first_ssn: dict, memory, m
     at once without it), each of ``tsn_requests`` once its ``tsn_after_frames`` have (TSN requests due go
     first); with ``acknowledge`` every DATA chunk is acknowledged as it leaves (a peer that never lags)."""
     model = TransmitEngineModel(TransmitConfig(LOCAL_MAC, str(LOCAL_IP), UDP_PORT, stream_ids=STREAM_IDS, ird=ird,
-                                               ring_tsns=ring_tsns), _MemoryReader(memory))
+                                               ring_tsns=ring_tsns), MemoryReader(memory))
     for a in associations:
         model.write_association(TxAssociationRow(a.index, a.peer_mac, a.peer_ip, a.local_port, a.peer_port, a.tag,
                                                  a.mulpdu, a.next_tsn, a.udp, a.peer_udp_port))

@@ -10,8 +10,9 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.tx.transport_unit import RetransmitCause as RtlCause
-from hdl.tx.transport_unit import TransportOpcode, TransportUnit
+from hdl.abi import RetransmitCause as RtlCause
+from hdl.abi import TransportOpcode
+from hdl.tx.transport_unit import TransportUnit
 from model.engine.transport import (
     AssociationFailure, Limit, ProtocolViolation, RetransmitCause, Retirement, Retransmission,
     TransportUnit as ModelTransportUnit,
@@ -210,7 +211,8 @@ def rtl_run(steps, ring_tsns: int, seed: int):
                     "max_burst": p["max_burst"]}, records)
             elif kind == "sent":
                 _, association, tsn, size = event
-                await put(ctx, dut.sent, {"association": association, "tsn": tsn, "size": size}, records)
+                await put(ctx, dut.sent, {"association": association, "tsn": tsn, "size": size,
+                                          "sent_tick": ctx.get(dut.now)}, records)
             elif kind == "sack":
                 _, association, cumulative, a_rwnd, blocks, duplicate_count = event
                 gaps = [{"start": start & 0xFFFF, "end": end & 0xFFFF} for start, end in blocks[:GAP_BLOCKS]]
