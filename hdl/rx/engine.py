@@ -68,6 +68,7 @@ from hdl.abi import (
     ack_bytes,
     ack_layout,
     exception_record_layout,
+    peer_sack_bytes,
     register_map,
     report_bytes,
 )
@@ -75,6 +76,7 @@ from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream, axis_payload_layout
 from hdl.bus.register_file import RegisterFile
 from hdl.rx.chunk_parser import ChunkParser
+from hdl.rx.sack_reader import SackReader
 from hdl.rx.ddp_header import DdpHeaderValidator
 from hdl.rx.delivery_order import DeliveryOrder
 from hdl.rx.dma_writer import DmaWriter
@@ -117,6 +119,8 @@ class RxEngine(wiring.Component):
             "local_ip": Out(32),
             "udp_port": Out(16),
             "m_axis_sack": Out(AxiStreamSignature(sack_record_bytes())),
+            "tick": Out(1),          # the timer's tick: one cycle every `tick_cycles`
+            "m_axis_peer_sack": Out(AxiStreamSignature(peer_sack_bytes())),
         })
 
     def elaborate(self, platform):
@@ -184,7 +188,18 @@ class RxEngine(wiring.Component):
                      "rready"):
             m.d.comb += getattr(self.m_axi, name).eq(0)
 
-        # Exceptions: whole frames and single chunks, one stream for the host.
+        # The peer's SACK chunks of the rows whose transport is the transmit engine's leave for it; the
+        # other chunks, and whole frames, make one stream of exceptions for the host.
+        peer_sack_rows = Signal(self.associations)
+        m.submodules.peer_sacks = reader = SackReader(width, self.associations)
+        connect(m, chunks.exc, reader.chunks)
+        connect(m, chunks.exc_meta, reader.meta)
+        m.d.comb += [
+            reader.rows.eq(peer_sack_rows),
+            self.m_axis_peer_sack.tdata.eq(reader.sacks.payload.as_value()), self.m_axis_peer_sack.tkeep.eq(-1),
+            self.m_axis_peer_sack.tlast.eq(1), self.m_axis_peer_sack.tvalid.eq(reader.sacks.valid),
+            reader.sacks.ready.eq(self.m_axis_peer_sack.tready),
+        ]
         frame_meta = Signal(exception_record_layout())
         chunk_meta = Signal(exception_record_layout())
         m.d.comb += [
@@ -192,12 +207,12 @@ class RxEngine(wiring.Component):
             frame_meta.reason.eq(frames.exc_meta.payload.reason),
             frame_meta.length.eq(frames.exc_meta.payload.length),
             chunk_meta.source.eq(ExceptionSource.CHUNK),
-            chunk_meta.reason.eq(chunks.exc_meta.payload.reason),
-            chunk_meta.association.eq(chunks.exc_meta.payload.association),
-            chunk_meta.length.eq(chunks.exc_meta.payload.length),
+            chunk_meta.reason.eq(reader.host_meta.payload.reason),
+            chunk_meta.association.eq(reader.host_meta.payload.association),
+            chunk_meta.length.eq(reader.host_meta.payload.length),
         ]
         for index, (packets, meta, record) in enumerate(
-                ((frames.exc, frames.exc_meta, frame_meta), (chunks.exc, chunks.exc_meta, chunk_meta))):
+                ((frames.exc, frames.exc_meta, frame_meta), (reader.host_chunks, reader.host_meta, chunk_meta))):
             connect(m, packets, getattr(exceptions, f"packets_{index}"))
             port = getattr(exceptions, f"meta_{index}")
             m.d.comb += [port.payload.eq(record), port.valid.eq(meta.valid), meta.ready.eq(port.ready)]
@@ -244,10 +259,12 @@ class RxEngine(wiring.Component):
         row = registers.table_sack.payload
         with m.If(registers.table_sack.valid & registers.table_sack.ready & (row.association < self.associations)
                   & ~row.flush):
-            m.d.sync += engine_sacks.bit_select(row.association[:max(1, association_bits)], 1).eq(row.enabled)
+            m.d.sync += [engine_sacks.bit_select(row.association[:max(1, association_bits)], 1).eq(row.enabled),
+                         peer_sack_rows.bit_select(row.association[:max(1, association_bits)], 1).eq(row.peer_sacks)]
         ticks = Signal(range(self.tick_cycles))
         m.d.sync += [ticks.eq(Mux(ticks == self.tick_cycles - 1, 0, ticks + 1)),
                      sack.tick.eq(ticks == self.tick_cycles - 1)]
+        m.d.comb += self.tick.eq(sack.tick)
         sack_queue = m.submodules.sack_in = Queue(sack_chunk_layout(), 8)
         connect(m, sack_queue.source, sack.chunks)
         ack = chunks.acks.payload
@@ -283,6 +300,7 @@ class RxEngine(wiring.Component):
         for name in FRAME_COUNTERS:
             m.d.comb += getattr(registers, f"counter_{name}").eq(getattr(frames, name))
         counted = {name: Signal(32, name=name) for name in SEGMENT_COUNTERS if not name.startswith("reports_")}
+        counted["peer_sacks_malformed"] = reader.malformed
         m.d.comb += [registers.counter_reports_waiting.eq(delivery.waiting),
                      registers.counter_reports_discarded.eq(delivery.discarded)]
         verdict = placement.verdict

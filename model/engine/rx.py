@@ -112,6 +112,7 @@ from model.sctp.packet import (
     ChunkWalkStop,
     CommonHeader,
     DataChunk,
+    SackChunk,
     checksum_ok,
     walk_chunks,
 )
@@ -163,6 +164,14 @@ class ChunkToHost:
 
 
 @dataclass(frozen=True)
+class PeerSack:
+    """A SACK chunk of the peer for the transmit engine's transport unit (`hdl.abi.peer_sack_layout`): the
+    association's SACK row says ``peer_sacks``, so it does not reach the host."""
+    association: int
+    sack: SackChunk
+
+
+@dataclass(frozen=True)
 class ChunkAck:
     """A DATA chunk taken by the engine, for the host's SACKs (RFC 4960 6.2)."""
 
@@ -200,6 +209,7 @@ class FrameResult:
     acks: list[ChunkAck] = field(default_factory=list)  # of the associations the host SACKs
     arrivals: list[SegmentVerdict] = field(default_factory=list)  # every segment's verdict, in arrival order
     sacks: list[SackRecord] = field(default_factory=list)  # the acknowledgement unit's, for this frame's packet
+    peer_sacks: list[PeerSack] = field(default_factory=list)  # the peer's SACK chunks for the transport unit
 
 
 @dataclass
@@ -212,6 +222,8 @@ class Counters:
     tag_errors: int = 0
     length_errors: int = 0
     overflow: int = 0
+    peer_sacks_malformed: int = 0
+    """SACK chunks for the transport unit whose length is not 16 + 4 * (blocks + duplicates), dropped."""
 
 
 _DROP_COUNTER = {
@@ -244,6 +256,7 @@ class ReceiveEngineModel:
         self._events: list[FrameResult] = []
         self.sack = SackUnit(1 << ASSOCIATION_BITS)
         self._engine_sacks: set[int] = set()
+        self._peer_sack_rows: set[int] = set()
         self._sacks: list[SackRecord] = []
         self._local_ip = ipaddress.IPv4Address(config.local_ip)
         self._associations: dict[tuple[int, int, ipaddress.IPv4Address], AssociationEntry] = {}
@@ -317,11 +330,16 @@ class ReceiveEngineModel:
         self._waiting[key].clear()
 
     def write_sack(self, association: int, cumulative_tsn: int, delay_ticks: int, window: int, held_bytes: int,
-                   enabled: bool) -> None:
+                   enabled: bool, peer_sacks: bool = False) -> None:
         """The host writes the acknowledgement unit's row (`hdl.abi.sack_row_layout`): with `enabled` the engine
-        SACKs the association's DATA from now on (its ack records no longer reach the host)."""
+        SACKs the association's DATA from now on (its ack records no longer reach the host); with `peer_sacks`
+        the peer's SACK chunks go to the transmit engine's transport unit (`FrameResult.peer_sacks`)."""
         self.sack.reset(association, cumulative_tsn, delay_ticks, window=window, held_bytes=held_bytes,
                         enabled=enabled)
+        if peer_sacks:
+            self._peer_sack_rows.add(association)
+        else:
+            self._peer_sack_rows.discard(association)
         if enabled:
             self._engine_sacks.add(association)
         else:
@@ -499,6 +517,14 @@ class ReceiveEngineModel:
         for chunk in walk_chunks(sctp[COMMON_HEADER_LENGTH:], COMMON_HEADER_LENGTH):
             if isinstance(chunk, BrokenChunk):
                 return fault(_WALK_STOP_ERROR[chunk.reason], 0)
+            if chunk.chunk_type == ChunkType.SACK and index in self._peer_sack_rows:
+                try:
+                    sack = chunk.decode()
+                except DecodeError:   # RFC 4960 3.3.4: length 16 + 4 * (blocks + duplicates)
+                    self.counters.peer_sacks_malformed += 1
+                    continue
+                result.peer_sacks.append(PeerSack(index, sack))
+                continue
             if chunk.chunk_type != ChunkType.DATA:
                 to_host(ChunkException.CONTROL, chunk)
                 continue
