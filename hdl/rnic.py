@@ -7,8 +7,10 @@
                  │ local MAC, IP, UDP port  ├──► m_axi (host memory)
                  ▼                          │
     s_axis_wr, s_axis_rr, s_axis_ctl,       │
-    s_axis_tsn ──► TxEngine ──m_axi (AR, R)─┘
-                     │  └─► m_axis_completion, m_axis_tsn_refused, m_axis_rr_refused
+    s_axis_tsn,                             │
+    s_axis_peer_sack ──► TxEngine ──m_axi (AR, R)─┘
+                     │  └─► m_axis_completion, m_axis_tsn_refused, m_axis_rr_refused,
+                     │      m_axis_transport_stopped
                      └─► m_axis
 
     s_axil ─► AxiLiteSplit ─┬─ 0x0000: the receive engine's registers (hdl.abi.register_map)
@@ -25,14 +27,22 @@ Ports (all AXI, so cocotbext-axi and FPGA shells bind them):
 * ``s_axil``: AXI4-Lite, 13-bit addresses: the receive engine's
   :func:`hdl.abi.register_map` at 0 (this end's MAC, IPv4 address and UDP
   port among its configuration words serve both engines), the transmit
-  engine's association and stream rows at :data:`hdl.abi.TX_REGISTER_BASE`
-  (:func:`hdl.abi.tx_register_map`);
+  engine's association, stream and transport rows at
+  :data:`hdl.abi.TX_REGISTER_BASE` (:func:`hdl.abi.tx_register_map`);
 * receive records: ``m_axis_report``, ``m_axis_ack``, ``m_axis_exc``
   (:class:`hdl.rx.engine.RxEngine`);
 * transmit requests and records: ``s_axis_wr``, ``s_axis_rr``,
   ``s_axis_ctl``, ``s_axis_tsn``, ``m_axis_completion``,
   ``m_axis_tsn_refused``, ``m_axis_rr_refused``
-  (:class:`hdl.tx.engine.TxEngine`).
+  (:class:`hdl.tx.engine.TxEngine`);
+* the transport unit (:mod:`hdl.tx.transport_unit`, RFC 4960 6.1-6.3, 7.2,
+  8.1) of a row the host hands it (the ``tx_transport`` table row): the
+  receive engine sends it the peer's SACK chunks of the rows whose SACK row
+  says ``peer_sacks`` (:mod:`hdl.rx.sack_reader`); ``s_axis_peer_sack`` takes
+  the host's (a SHUTDOWN's Cumulative TSN Ack, RFC 4960 9.2);
+  ``m_axis_transport_stopped`` tells the host the unit stopped a row
+  (association failure, protocol violation). Its timer ticks with the
+  receive engine's acknowledgement unit.
 
 An inbound RDMA Read Request reaches the host as a report record (its
 untagged segment placed in a posted Read Request buffer, RFC 5040 5.2.2);
@@ -40,13 +50,14 @@ the host checks its Data Source against the region it registered and
 writes the ``s_axis_rr`` record, or sends the Terminate (RFC 5040 7.2).
 """
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hdl.abi import (
     ADDRESS_BITS, SACK_TICK_CYCLES, ack_bytes, completion_bytes, control_request_bytes, exception_record_layout,
-    read_response_bytes, report_bytes, tsn_request_bytes, tx_register_map, work_request_bytes,
+    peer_sack_bytes, read_response_bytes, report_bytes, transport_record_bytes, tsn_request_bytes, tx_register_map,
+    work_request_bytes,
 )
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axil_split import AxiLiteSplit
@@ -60,7 +71,7 @@ __all__ = ["Rnic"]
 #: Ports that pass straight through to the engine of the same name.
 RX_PORTS = ("s_axis", "m_axis_report", "m_axis_ack", "m_axis_exc")
 TX_PORTS = ("m_axis", "s_axis_wr", "s_axis_rr", "s_axis_ctl", "s_axis_tsn", "m_axis_completion",
-            "m_axis_tsn_refused", "m_axis_rr_refused")
+            "m_axis_tsn_refused", "m_axis_rr_refused", "m_axis_transport_stopped")
 
 
 class Rnic(wiring.Component):
@@ -94,6 +105,8 @@ class Rnic(wiring.Component):
             "m_axis_completion": Out(AxiStreamSignature(completion_bytes())),
             "m_axis_tsn_refused": Out(AxiStreamSignature(tsn_request_bytes())),
             "m_axis_rr_refused": Out(AxiStreamSignature(read_response_bytes())),
+            "s_axis_peer_sack": In(AxiStreamSignature(peer_sack_bytes())),
+            "m_axis_transport_stopped": Out(AxiStreamSignature(transport_record_bytes())),
         }
         super().__init__(members)
 
@@ -111,6 +124,18 @@ class Rnic(wiring.Component):
         m.d.comb += [tx_registers.counter_sacks_sent.eq(tx.sacks_sent),
                      tx_registers.counter_request_frames.eq(tx.request_frames)]
         connect(m, rx.m_axis_sack, tx.s_axis_sack)   # the receive engine's SACKs leave through the transmit path
+        # A transport row write; the transport unit's timer ticks with the acknowledgement unit's.
+        transport_row = tx_registers.table_tx_transport
+        m.d.comb += [tx.s_axis_transport.tdata.eq(transport_row.payload.as_value()), tx.s_axis_transport.tkeep.eq(-1),
+                     tx.s_axis_transport.tlast.eq(1), tx.s_axis_transport.tvalid.eq(transport_row.valid),
+                     transport_row.ready.eq(tx.s_axis_transport.tready), tx.tick.eq(rx.tick)]
+        # The peer's SACKs from the receive engine, ahead of the host's (a SHUTDOWN's Cumulative TSN Ack).
+        from_rx, from_host, into = rx.m_axis_peer_sack, self.s_axis_peer_sack, tx.s_axis_peer_sack
+        m.d.comb += [
+            into.tdata.eq(Mux(from_rx.tvalid, from_rx.tdata, from_host.tdata)), into.tkeep.eq(-1), into.tlast.eq(1),
+            into.tvalid.eq(from_rx.tvalid | from_host.tvalid),
+            from_rx.tready.eq(into.tready), from_host.tready.eq(into.tready & ~from_rx.tvalid),
+        ]
         m.d.comb += [
             tx_registers.params.eq(self.width_bytes | (self.ird << 8) | (self.ring_tsns << 16)),
             tx.local_mac.eq(rx.local_mac), tx.local_ip.eq(rx.local_ip), tx.udp_port.eq(rx.udp_port),

@@ -333,3 +333,112 @@ def test_loopback_engine_sacks_acknowledge_the_data_rfc4960_6_2():
     assert len(sack_frames) == len(expected) and got["acks"] == 0
     assert sorted(c["wr_id"] for c in got["completions"]) == [21, 22, 23]
     assert sink.read(SINK_BASE + 3, 4000) == source.data[5:4005]
+
+
+@pytest.mark.parametrize("drops", [(), pytest.param((2, 3, 8, 13), marks=pytest.mark.slow)], ids=["clean", "lossy"])
+def test_loopback_transport_in_gateware_completes_every_request_without_the_host(drops):
+    """The SCTP data transfer of the association in gateware (RFC 4960 6, 7): the receive side SACKs the DATA
+    it takes (6.2), the SACKs leave through the transmit side, come back, and the receive side hands them to
+    the transmit side's transport unit (its SACK row says ``peer_sacks``), which retires the ring, completes
+    the requests and resends what the wire lost (``drops``: the frames the wire loses, by their order on it;
+    T3-rtx and fast retransmit, 6.3.3, 7.2.4). The host writes
+    the rows and the requests and reads the completions: no ack record, no chunk, no TSN request passes
+    through it. The bytes placed are the source's, exactly."""
+    rng = random.Random(11)
+    source = ReadMemory(SOURCE_BASE, rng.randbytes(0x4000), WIDTH, seed=11)
+    sink = WriteMemory(SINK_BASE, SINK_BYTES, WIDTH)
+    works = [Work(WorkOpcode.RDMA_WRITE, 0, 0, SOURCE_BASE + 0x800 * index + 3, 2500, stag=STAG,
+                  to=0x1000 + 0x1000 * index, wr_id=40 + index) for index in range(6)]
+    top = rnic = Rnic(WIDTH, tick_cycles=64)     # its output back to its input by the wire below, less its losses
+    got = {"frames": [], "completions": [], "host_records": 0}
+
+    async def host(ctx):
+        await configure(ctx, rnic)
+        await write_table(ctx, rnic.s_axil, register_map().tables["sack"], {
+            "association": 0, "cumulative_tsn": (FIRST_TSN - 1) & 0xFFFFFFFF, "delay": 4, "window": 60000,
+            "held_bytes": 1452, "enabled": 1, "peer_sacks": 1})
+        await write_table(ctx, rnic.s_axil, tx_register_map().tables["tx_transport"], {
+            "association": 0, "peer_a_rwnd": 60000, "mtu": 1480, "chunk_bytes": 1452, "rto_initial": 40,
+            "rto_min": 20, "rto_max": 400, "max_retrans": 10, "max_burst": 4}, base=TX_REGISTER_BASE)
+        layout = work_request_layout()
+        for work in works:
+            ctx.set(rnic.s_axis_wr.tdata, layout.const({
+                "opcode": int(work.opcode), "association": 0, "stream_id": 0, "host_address": work.host_address,
+                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}).as_bits())
+            ctx.set(rnic.s_axis_wr.tvalid, 1)
+            await ctx.tick().until(rnic.s_axis_wr.tready)
+        ctx.set(rnic.s_axis_wr.tvalid, 0)
+
+    wire_frames = []
+
+    async def wire_out(ctx):
+        ctx.set(rnic.m_axis.tready, 1)
+        current = b""
+        while True:
+            _, _, valid, data, keep, last = await ctx.tick().sample(
+                rnic.m_axis.tvalid, rnic.m_axis.tdata, rnic.m_axis.tkeep, rnic.m_axis.tlast)
+            if valid:
+                current += data.to_bytes(WIDTH, "little")[:bin(keep).count("1")]
+                if last:
+                    if len(got["frames"]) not in drops:
+                        wire_frames.append(current)
+                    got["frames"].append(current)
+                    current = b""
+
+    async def wire_in(ctx):
+        while True:
+            if not wire_frames:
+                await ctx.tick()
+                continue
+            frame = wire_frames.pop(0)
+            for start in range(0, len(frame), WIDTH):
+                beat = frame[start:start + WIDTH]
+                ctx.set(rnic.s_axis.tdata, int.from_bytes(beat, "little"))
+                ctx.set(rnic.s_axis.tkeep, (1 << len(beat)) - 1)
+                ctx.set(rnic.s_axis.tlast, start + WIDTH >= len(frame))
+                ctx.set(rnic.s_axis.tvalid, 1)
+                await ctx.tick().until(rnic.s_axis.tready)
+            ctx.set(rnic.s_axis.tvalid, 0)
+
+    async def records(ctx):
+        ports = (rnic.m_axis_report, rnic.m_axis_ack, rnic.m_axis_completion, rnic.m_axis_exc,
+                 rnic.m_axis_tsn_refused, rnic.m_axis_transport_stopped)
+        for port in ports:
+            ctx.set(port.tready, 1)
+        while True:
+            _, _, ack_valid, exc_valid, refused_valid, stopped_valid, done_valid, done = await ctx.tick().sample(
+                rnic.m_axis_ack.tvalid, rnic.m_axis_exc.tvalid, rnic.m_axis_tsn_refused.tvalid,
+                rnic.m_axis_transport_stopped.tvalid, rnic.m_axis_completion.tvalid, rnic.m_axis_completion.tdata)
+            got["host_records"] += ack_valid + exc_valid + refused_valid + stopped_valid
+            if done_valid:
+                got["completions"].append(_fields(completion_layout(), done))
+
+    async def watch(ctx):
+        for _ in range(400000):
+            if len(got["completions"]) >= len(works):
+                break
+            await ctx.tick()
+        await ctx.tick().repeat(50)
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    for process in (wire_out, wire_in, records, *source.processes(rnic.m_axi), *sink.processes(rnic.m_axi)):
+        sim.add_testbench(process, background=True)
+    sim.add_testbench(host, background=True)
+    sim.add_testbench(watch)
+    sim.run()
+
+    # RFC 5041 5.4: each request completes once its last chunk is acknowledged, in order, exactly once.
+    assert [(c["wr_id"], c["status"]) for c in got["completions"]] == [
+        (work.wr_id, CompletionStatus.SUCCESS) for work in works]
+    for work in works:
+        assert sink.read(SINK_BASE + work.to - 0x1000, work.length) == \
+            source.data[work.host_address - SOURCE_BASE:work.host_address - SOURCE_BASE + work.length]
+    assert got["host_records"] == 0
+    chunks = [decode_chunks(frame[14 + 20 + 12:])[0] for frame in got["frames"]]
+    data_tsns = [chunk.tsn for chunk in chunks if chunk.CHUNK_TYPE == 0]
+    assert any(chunk.CHUNK_TYPE == 3 for chunk in chunks)           # the receive side's SACKs went out
+    if drops:
+        assert len(data_tsns) > len(set(data_tsns))                  # lost chunks were sent again
+    else:
+        assert len(data_tsns) == len(set(data_tsns)) == 6 * 2        # 2500 B at MULPDU 1434: two segments each
