@@ -70,8 +70,12 @@ the invariants): a record is retransmitted (step 4); an ACK beyond the last
 TSN sent gives a completion (step 5); a completion leaves (step 7); a RESEND
 of the TSN whose completion left is refused (step 11).
 
-Not covered: the sending limit (LIMIT requests are free, and their effect
-only holds segments back); the records' other fields (carried, not decided
+The requests may come from the host or from the transmit engine's transport
+unit (:mod:`hdl.tx.transport_unit`): whatever their source, the ring
+completes only what an ACK covers and resends only what it holds.
+
+Not covered: the sending limit (LIMIT requests and the transport unit's
+``hold`` are free, and their effect only holds segments back); the records' other fields (carried, not decided
 on); liveness (a request is answered, a full row drains).
 """
 
@@ -153,6 +157,9 @@ class RingHarness(Elaboratable):
             PlacementHarness._drive_stream(m, port)
         for port in (dut.sent, dut.fetches, dut.refused, dut.completions):
             m.d.comb += port.ready.eq(AnySeq(1))
+        # The transport unit's hold of a row (until its LIMIT), free as the LIMITs are: it only holds back.
+        m.d.comb += [dut.hold.eq(AnySeq(1)), dut.hold_row.eq(AnySeq(len(dut.hold_row))),
+                     dut.peek_row.eq(AnySeq(len(dut.peek_row)))]
         segment, request, row_write = dut.segments.payload, dut.tsn_requests.payload, dut.association_write.payload
         m.d.comb += [Assume(segment.association < associations), Assume(request.association < associations),
                      Assume(request.opcode <= TsnOpcode.LIMIT), Assume(row_write.index < associations)]

@@ -283,7 +283,8 @@ def sack_row_layout() -> data.StructLayout:
     ``enabled`` the association's ack records go to the host as before and the unit sends nothing for it.
     Write a row while no DATA of the association is arriving (at set-up, before the peer's first DATA).
     With ``peer_sacks`` the peer's SACK chunks of the association go to the transmit engine's transport unit
-    (``m_axis_peer_sack``, :mod:`hdl.rx.sack_reader`) instead of the host, from the next packet on.
+    (``m_axis_peer_sack``, :mod:`hdl.rx.sack_reader`) instead of the host, from the next packet on; only in
+    an RNIC built with the unit (``Rnic(transport=True)``), the field is ignored otherwise.
 
     With ``flush`` the write changes nothing of the row (its other fields are ignored): the SACK the
     association owes, if a packet waits for its delayed SACK, leaves now. A host writes it before a
@@ -816,10 +817,11 @@ def tx_stream_write_layout(streams: int) -> data.StructLayout:
 TX_REGISTER_BASE = 0x1000
 
 
-def tx_register_map(associations: int = 2, stream_ids: int = 4) -> RegisterMap:
+def tx_register_map(associations: int = 2, stream_ids: int = 4, transport: bool = False) -> RegisterMap:
     """The transmit engine's AXI4-Lite register map in the RNIC top level, at :data:`TX_REGISTER_BASE`
     (see :mod:`hdl.bus.register_file`; PARAMS: W in bits 7:0, IRD 15:8, ring TSNs 31:16). The engine's
-    own addresses are the receive engine's configuration words (one MAC, IP and UDP port per RNIC)."""
+    own addresses are the receive engine's configuration words (one MAC, IP and UDP port per RNIC). With
+    ``transport`` (an RNIC built with the transport unit) the ``tx_transport`` row follows the others."""
     return RegisterMap(
         config=[],
         # sacks_sent: the receive engine's SACKs the engine has taken for sending (each one frame).
@@ -829,7 +831,7 @@ def tx_register_map(associations: int = 2, stream_ids: int = 4) -> RegisterMap:
         tables=[
             ("tx_association", tx_association_write_layout()),
             ("tx_stream", tx_stream_write_layout(associations * stream_ids)),
-            ("tx_transport", transport_write_layout()),
+            *([("tx_transport", transport_write_layout())] if transport else []),
         ],
     )
 

@@ -71,25 +71,29 @@ __all__ = ["Rnic"]
 #: Ports that pass straight through to the engine of the same name.
 RX_PORTS = ("s_axis", "m_axis_report", "m_axis_ack", "m_axis_exc")
 TX_PORTS = ("m_axis", "s_axis_wr", "s_axis_rr", "s_axis_ctl", "s_axis_tsn", "m_axis_completion",
-            "m_axis_tsn_refused", "m_axis_rr_refused", "m_axis_transport_stopped")
+            "m_axis_tsn_refused", "m_axis_rr_refused")
 
 
 class Rnic(wiring.Component):
     """The receive and transmit engines for a ``width_bytes`` datapath (8, 16, 32 or 64) with their
     tables sized alike: ``associations`` of ``stream_ids`` streams, ``regions`` memory regions,
     ``buffers_per_queue`` posted buffers, IRD ``ird``, ``ring_tsns`` DATA chunks in flight per
-    association."""
+    association; with ``transport``, the transmit engine's transport unit and its ports (not yet by
+    default: it does not meet the core clock, README "The transport in the gateware")."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768, ird: int = 4,
-                 tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES):
+                 tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES,
+                 transport: bool = False):
         self.width_bytes = width_bytes
         self.associations, self.stream_ids, self.ird, self.ring_tsns = associations, stream_ids, ird, ring_tsns
         self.rx = RxEngine(width_bytes, associations=associations, stream_ids=stream_ids, regions=regions,
-                           buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes, tick_cycles=tick_cycles)
+                           buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes, tick_cycles=tick_cycles,
+                           peer_sacks=transport)
         self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
-                           buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns)
-        self.tx_map = tx_register_map(associations, stream_ids)
+                           buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns, transport=transport)
+        self.transport = transport
+        self.tx_map = tx_register_map(associations, stream_ids, transport)
         members = {
             "s_axil": In(Axi4LiteSignature(addr_width=13, data_width=32)),
             "m_axi": Out(Axi4Signature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
@@ -105,9 +109,10 @@ class Rnic(wiring.Component):
             "m_axis_completion": Out(AxiStreamSignature(completion_bytes())),
             "m_axis_tsn_refused": Out(AxiStreamSignature(tsn_request_bytes())),
             "m_axis_rr_refused": Out(AxiStreamSignature(read_response_bytes())),
-            "s_axis_peer_sack": In(AxiStreamSignature(peer_sack_bytes())),
-            "m_axis_transport_stopped": Out(AxiStreamSignature(transport_record_bytes())),
         }
+        if transport:
+            members |= {"s_axis_peer_sack": In(AxiStreamSignature(peer_sack_bytes())),
+                        "m_axis_transport_stopped": Out(AxiStreamSignature(transport_record_bytes()))}
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -124,6 +129,29 @@ class Rnic(wiring.Component):
         m.d.comb += [tx_registers.counter_sacks_sent.eq(tx.sacks_sent),
                      tx_registers.counter_request_frames.eq(tx.request_frames)]
         connect(m, rx.m_axis_sack, tx.s_axis_sack)   # the receive engine's SACKs leave through the transmit path
+        if self.transport:
+            self._elaborate_transport(m, rx, tx, tx_registers)
+        m.d.comb += [
+            tx_registers.params.eq(self.width_bytes | (self.ird << 8) | (self.ring_tsns << 16)),
+            tx.local_mac.eq(rx.local_mac), tx.local_ip.eq(rx.local_ip), tx.udp_port.eq(rx.udp_port),
+        ]
+
+        for name in RX_PORTS:
+            connect(m, wiring.flipped(getattr(self, name)), getattr(rx, name))
+        for name in TX_PORTS + (("m_axis_transport_stopped",) if self.transport else ()):
+            connect(m, wiring.flipped(getattr(self, name)), getattr(tx, name))
+
+        # Host memory: the receive engine's write channels, the transmit engine's read channels.
+        host = self.m_axi
+        for name, member in host.signature.members.items():
+            source = rx.m_axi if name.startswith(("aw", "w", "b")) else tx.m_axi
+            if member.flow is Out:
+                m.d.comb += getattr(host, name).eq(getattr(source, name))
+            else:
+                m.d.comb += getattr(source, name).eq(getattr(host, name))
+        return m
+
+    def _elaborate_transport(self, m, rx, tx, tx_registers):
         # A transport row write; the transport unit's timer ticks with the acknowledgement unit's.
         transport_row = tx_registers.table_tx_transport
         m.d.comb += [tx.s_axis_transport.tdata.eq(transport_row.payload.as_value()), tx.s_axis_transport.tkeep.eq(-1),
@@ -136,22 +164,3 @@ class Rnic(wiring.Component):
             into.tvalid.eq(from_rx.tvalid | from_host.tvalid),
             from_rx.tready.eq(into.tready), from_host.tready.eq(into.tready & ~from_rx.tvalid),
         ]
-        m.d.comb += [
-            tx_registers.params.eq(self.width_bytes | (self.ird << 8) | (self.ring_tsns << 16)),
-            tx.local_mac.eq(rx.local_mac), tx.local_ip.eq(rx.local_ip), tx.udp_port.eq(rx.udp_port),
-        ]
-
-        for name in RX_PORTS:
-            connect(m, wiring.flipped(getattr(self, name)), getattr(rx, name))
-        for name in TX_PORTS:
-            connect(m, wiring.flipped(getattr(self, name)), getattr(tx, name))
-
-        # Host memory: the receive engine's write channels, the transmit engine's read channels.
-        host = self.m_axi
-        for name, member in host.signature.members.items():
-            source = rx.m_axi if name.startswith(("aw", "w", "b")) else tx.m_axi
-            if member.flow is Out:
-                m.d.comb += getattr(host, name).eq(getattr(source, name))
-            else:
-                m.d.comb += getattr(source, name).eq(getattr(host, name))
-        return m

@@ -31,6 +31,7 @@ from hdl.rx.region_table import RegionTable  # noqa: E402
 from hdl.rx.report_engine import ReportEngine  # noqa: E402
 from hdl.rx.untagged_buffers import UntaggedBuffers  # noqa: E402
 from hdl.tx.engine import TxEngine  # noqa: E402
+from hdl.tx.transport_unit import TransportUnit  # noqa: E402
 from hdl.rnic import Rnic  # noqa: E402
 
 BLOCKS = {
@@ -47,6 +48,7 @@ BLOCKS = {
     "region_table": lambda width: RegionTable(16),
     "untagged_buffers": lambda width: UntaggedBuffers(8),
     "report_engine": lambda width: ReportEngine(),
+    "transport_unit": lambda width: TransportUnit(2),
 }
 
 

@@ -53,7 +53,7 @@ memory write 50 cycles (44 before) and the report 64 (58 before), at W = 64
 48 (42) and 55 (49); still one beat per cycle with no stall at W = 8 to 64.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -103,8 +103,9 @@ class RxEngine(wiring.Component):
     """
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
-                 buffers_per_queue: int = 8, buffer_bytes: int = 32768, tick_cycles: int = SACK_TICK_CYCLES):
-        self.width_bytes, self.tick_cycles = width_bytes, tick_cycles
+                 buffers_per_queue: int = 8, buffer_bytes: int = 32768, tick_cycles: int = SACK_TICK_CYCLES,
+                 peer_sacks: bool = False):
+        self.width_bytes, self.tick_cycles, self.peer_sacks = width_bytes, tick_cycles, peer_sacks
         self.associations, self.stream_ids, self.regions = associations, stream_ids, regions
         self._buffers_per_queue, self._buffer_bytes = buffers_per_queue, buffer_bytes
         self.map = register_map(associations, stream_ids, regions)
@@ -120,7 +121,8 @@ class RxEngine(wiring.Component):
             "udp_port": Out(16),
             "m_axis_sack": Out(AxiStreamSignature(sack_record_bytes())),
             "tick": Out(1),          # the timer's tick: one cycle every `tick_cycles`
-            "m_axis_peer_sack": Out(AxiStreamSignature(peer_sack_bytes())),
+            # With `peer_sacks`, for the transmit engine's transport unit (hdl/rx/sack_reader.py).
+            **({"m_axis_peer_sack": Out(AxiStreamSignature(peer_sack_bytes()))} if peer_sacks else {}),
         })
 
     def elaborate(self, platform):
@@ -191,15 +193,18 @@ class RxEngine(wiring.Component):
         # The peer's SACK chunks of the rows whose transport is the transmit engine's leave for it; the
         # other chunks, and whole frames, make one stream of exceptions for the host.
         peer_sack_rows = Signal(self.associations)
-        m.submodules.peer_sacks = reader = SackReader(width, self.associations)
-        connect(m, chunks.exc, reader.chunks)
-        connect(m, chunks.exc_meta, reader.meta)
-        m.d.comb += [
-            reader.rows.eq(peer_sack_rows),
-            self.m_axis_peer_sack.tdata.eq(reader.sacks.payload.as_value()), self.m_axis_peer_sack.tkeep.eq(-1),
-            self.m_axis_peer_sack.tlast.eq(1), self.m_axis_peer_sack.tvalid.eq(reader.sacks.valid),
-            reader.sacks.ready.eq(self.m_axis_peer_sack.tready),
-        ]
+        host_chunks, host_meta, malformed = chunks.exc, chunks.exc_meta, Const(0, 32)
+        if self.peer_sacks:
+            m.submodules.peer_sacks = reader = SackReader(width, self.associations)
+            connect(m, chunks.exc, reader.chunks)
+            connect(m, chunks.exc_meta, reader.meta)
+            m.d.comb += [
+                reader.rows.eq(peer_sack_rows),
+                self.m_axis_peer_sack.tdata.eq(reader.sacks.payload.as_value()), self.m_axis_peer_sack.tkeep.eq(-1),
+                self.m_axis_peer_sack.tlast.eq(1), self.m_axis_peer_sack.tvalid.eq(reader.sacks.valid),
+                reader.sacks.ready.eq(self.m_axis_peer_sack.tready),
+            ]
+            host_chunks, host_meta, malformed = reader.host_chunks, reader.host_meta, reader.malformed
         frame_meta = Signal(exception_record_layout())
         chunk_meta = Signal(exception_record_layout())
         m.d.comb += [
@@ -207,12 +212,12 @@ class RxEngine(wiring.Component):
             frame_meta.reason.eq(frames.exc_meta.payload.reason),
             frame_meta.length.eq(frames.exc_meta.payload.length),
             chunk_meta.source.eq(ExceptionSource.CHUNK),
-            chunk_meta.reason.eq(reader.host_meta.payload.reason),
-            chunk_meta.association.eq(reader.host_meta.payload.association),
-            chunk_meta.length.eq(reader.host_meta.payload.length),
+            chunk_meta.reason.eq(host_meta.payload.reason),
+            chunk_meta.association.eq(host_meta.payload.association),
+            chunk_meta.length.eq(host_meta.payload.length),
         ]
         for index, (packets, meta, record) in enumerate(
-                ((frames.exc, frames.exc_meta, frame_meta), (reader.host_chunks, reader.host_meta, chunk_meta))):
+                ((frames.exc, frames.exc_meta, frame_meta), (host_chunks, host_meta, chunk_meta))):
             connect(m, packets, getattr(exceptions, f"packets_{index}"))
             port = getattr(exceptions, f"meta_{index}")
             m.d.comb += [port.payload.eq(record), port.valid.eq(meta.valid), meta.ready.eq(port.ready)]
@@ -300,7 +305,7 @@ class RxEngine(wiring.Component):
         for name in FRAME_COUNTERS:
             m.d.comb += getattr(registers, f"counter_{name}").eq(getattr(frames, name))
         counted = {name: Signal(32, name=name) for name in SEGMENT_COUNTERS if not name.startswith("reports_")}
-        counted["peer_sacks_malformed"] = reader.malformed
+        counted["peer_sacks_malformed"] = malformed
         m.d.comb += [registers.counter_reports_waiting.eq(delivery.waiting),
                      registers.counter_reports_discarded.eq(delivery.discarded)]
         verdict = placement.verdict

@@ -120,16 +120,25 @@ class TxEngine(wiring.Component):
     """The transmit engine for a ``width_bytes`` datapath (8, 16, 32 or 64), ``associations``
     associations of ``stream_ids`` streams each (a power of two; stream row ``association *
     stream_ids + stream_id``), answering up to ``ird`` inbound RDMA Read Requests per stream row, with
-    ``ring_tsns`` DATA chunks per association in flight."""
+    ``ring_tsns`` DATA chunks per association in flight. With ``transport`` it holds the transport unit and
+    its ports (``s_axis_transport``, ``s_axis_peer_sack``, ``m_axis_transport_stopped``, ``tick``); without,
+    the host's SCTP keeps every row's window. The unit does not meet the core clock yet (README,
+    "The transport in the gateware"), so it is not built by default."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, ird: int = 4,
-                 buffer_bytes: int = 8192, ring_tsns: int = 64):
+                 buffer_bytes: int = 8192, ring_tsns: int = 64, transport: bool = False):
         if stream_ids & (stream_ids - 1):
             raise ValueError(f"stream_ids must be a power of two, not {stream_ids}")
         self.width_bytes = width_bytes
         self.associations, self.stream_ids, self.ird = associations, stream_ids, ird
         self.buffer_bytes, self.ring_tsns = buffer_bytes, ring_tsns
-        self.transport = TransportUnit(associations, ring_tsns=ring_tsns)
+        self.transport = TransportUnit(associations, ring_tsns=ring_tsns) if transport else None
+        transport_ports = {
+            "s_axis_transport": In(AxiStreamSignature(transport_write_bytes())),
+            "s_axis_peer_sack": In(AxiStreamSignature(peer_sack_bytes())),
+            "m_axis_transport_stopped": Out(AxiStreamSignature(transport_record_bytes())),
+            "tick": In(1),
+        } if transport else {}
         super().__init__({
             "s_axis_wr": In(AxiStreamSignature(work_request_bytes())),
             "s_axis_rr": In(AxiStreamSignature(read_response_bytes())),
@@ -146,10 +155,7 @@ class TxEngine(wiring.Component):
             "m_axi": Out(Axi4ReadSignature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
             "m_axis": Out(AxiStreamSignature(width_bytes)),
             "s_axis_sack": In(AxiStreamSignature(sack_record_bytes())),
-            "s_axis_transport": In(AxiStreamSignature(transport_write_bytes())),
-            "s_axis_peer_sack": In(AxiStreamSignature(peer_sack_bytes())),
-            "m_axis_transport_stopped": Out(AxiStreamSignature(transport_record_bytes())),
-            "tick": In(1),
+            **transport_ports,
             "sacks_sent": Out(32),
             "request_frames": Out(32),
         })
@@ -206,18 +212,22 @@ class TxEngine(wiring.Component):
             tsn_queue.sink.valid.eq(self.s_axis_tsn.tvalid),
             self.s_axis_tsn.tready.eq(tsn_queue.sink.ready),
         ]
-        host_refused = self._elaborate_transport(m, ring, tsn_queue.source)
-        # Refusals: the ring's (a RESEND of a TSN it does not hold), then the host's requests for a row
-        # whose window is the transport unit's.
         refused = self.m_axis_tsn_refused
-        m.d.comb += [
-            refused.tdata.eq(Mux(ring.refused.valid, ring.refused.payload, host_refused.payload)),
-            refused.tkeep.eq(-1), refused.tlast.eq(1),
-            refused.tvalid.eq(ring.refused.valid | host_refused.valid),
-            ring.refused.ready.eq(refused.tready),
-            host_refused.ready.eq(refused.tready & ~ring.refused.valid),
-        ]
-        for port, source in ((self.m_axis_completion, ring.completions),):
+        if self.transport is not None:
+            host_refused = self._elaborate_transport(m, ring, tsn_queue.source)
+            # Refusals: the ring's (a RESEND of a TSN it does not hold), then the host's requests for a row
+            # whose window is the transport unit's.
+            m.d.comb += [
+                refused.tdata.eq(Mux(ring.refused.valid, ring.refused.payload, host_refused.payload)),
+                refused.tkeep.eq(-1), refused.tlast.eq(1),
+                refused.tvalid.eq(ring.refused.valid | host_refused.valid),
+                ring.refused.ready.eq(refused.tready),
+                host_refused.ready.eq(refused.tready & ~ring.refused.valid),
+            ]
+        else:
+            connect(m, tsn_queue.source, ring.tsn_requests)
+        for port, source in (((refused, ring.refused),) if self.transport is None else ()) + (
+                (self.m_axis_completion, ring.completions),):
             m.d.comb += [port.tdata.eq(source.payload), port.tkeep.eq(-1), port.tlast.eq(1),
                          port.tvalid.eq(source.valid), source.ready.eq(port.tready)]
 

@@ -196,7 +196,9 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
         frame.acks = [Ack(a.association, a.tsn, a.disposition.name, a.length) for a in result.acks]
         outputs.frames.append(frame)
     arrivals = [v for result in results for v in result.arrivals]
-    outputs.counters = asdict(engine.counters) | {
+    counted = asdict(engine.counters)
+    malformed = counted.pop("peer_sacks_malformed")     # a segment counter's register, in its place below
+    outputs.counters = counted | {
         # segment counters count placement decisions: a failed write was accepted
         "segments_accepted": sum(v.status is SegmentStatus.ACCEPTED or v.dma_error for v in arrivals),
         "segments_error": sum(v.status is SegmentStatus.ERROR and not v.dma_error for v in arrivals),
@@ -209,6 +211,7 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
         "acks": sum(len(f.acks) for f in outputs.frames),
         "reports_waiting": engine.reports_waiting,
         "reports_discarded": engine.reports_discarded,
+        "peer_sacks_malformed": malformed,
     }
     outputs.writes = written_runs(engine.memory, engine.memory.writes)
     return outputs

@@ -349,7 +349,7 @@ def test_loopback_transport_in_gateware_completes_every_request_without_the_host
     sink = WriteMemory(SINK_BASE, SINK_BYTES, WIDTH)
     works = [Work(WorkOpcode.RDMA_WRITE, 0, 0, SOURCE_BASE + 0x800 * index + 3, 2500, stag=STAG,
                   to=0x1000 + 0x1000 * index, wr_id=40 + index) for index in range(6)]
-    top = rnic = Rnic(WIDTH, tick_cycles=64)     # its output back to its input by the wire below, less its losses
+    top = rnic = Rnic(WIDTH, tick_cycles=64, transport=True)   # output to input by the wire below, less its losses
     got = {"frames": [], "completions": [], "host_records": 0}
 
     async def host(ctx):
@@ -357,7 +357,7 @@ def test_loopback_transport_in_gateware_completes_every_request_without_the_host
         await write_table(ctx, rnic.s_axil, register_map().tables["sack"], {
             "association": 0, "cumulative_tsn": (FIRST_TSN - 1) & 0xFFFFFFFF, "delay": 4, "window": 60000,
             "held_bytes": 1452, "enabled": 1, "peer_sacks": 1})
-        await write_table(ctx, rnic.s_axil, tx_register_map().tables["tx_transport"], {
+        await write_table(ctx, rnic.s_axil, rnic.tx_map.tables["tx_transport"], {
             "association": 0, "peer_a_rwnd": 60000, "mtu": 1480, "chunk_bytes": 1452, "rto_initial": 40,
             "rto_min": 20, "rto_max": 400, "max_retrans": 10, "max_burst": 4}, base=TX_REGISTER_BASE)
         layout = work_request_layout()

@@ -21,7 +21,7 @@ AXI_LITE = ("awaddr", "awprot", "awvalid", "awready", "wdata", "wstrb", "wvalid"
             "bready", "araddr", "arprot", "arvalid", "arready", "rdata", "rresp", "rvalid", "rready")
 OUTPUTS = {"s_axis": {"tready"}, "m_axis_exc": set(AXIS) - {"tready"} | {"tuser"},
            "m_axis_report": set(AXIS) - {"tready"}, "m_axis_ack": set(AXIS) - {"tready"},
-           "m_axis_sack": set(AXIS) - {"tready"}, "m_axis_peer_sack": set(AXIS) - {"tready"},
+           "m_axis_sack": set(AXIS) - {"tready"},
            "s_axil": {"awready", "wready", "bresp", "bvalid", "arready", "rdata", "rresp", "rvalid"}}
 
 
@@ -49,7 +49,6 @@ def test_engine_ports_follow_the_axi_convention(width):
     expected |= {f"m_axis_report_{signal}" for signal in AXIS}
     expected |= {f"m_axis_ack_{signal}" for signal in AXIS}
     expected |= {f"m_axis_sack_{signal}" for signal in AXIS}   # the SACKs, for the transmit engine
-    expected |= {f"m_axis_peer_sack_{signal}" for signal in AXIS}   # the peer's, for its transport unit
     expected |= {f"m_axi_{signal}" for signal in AXI_WRITE + AXI_READ}
     expected |= {f"s_axil_{signal}" for signal in AXI_LITE}
     expected |= {"local_mac", "local_ip", "udp_port", "tick"}   # the addresses and the timer, for the transmit engine

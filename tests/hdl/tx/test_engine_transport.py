@@ -58,7 +58,7 @@ def test_engine_transport_matches_the_model():
     for work in works:
         model.post_work(work)
 
-    dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, ring_tsns=ring_tsns)
+    dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, ring_tsns=ring_tsns, transport=True)
     peer = Peer(rng, association.next_tsn, loss=0.15)
     log = []
 
