@@ -114,6 +114,9 @@ _BUFFER_LENGTH_BITS = 32
 _PIECE_BITS = 8
 """Stage 1 compares the buffer length, from the descriptor RAM's output, a piece of this many bits at a time:
 a carry chain of a byte after the RAM, not of the whole length. Stage 2 joins the pieces."""
+_MSN_PIECE_BITS = 4
+"""Likewise the descriptor's MSN against the lookup's, equal a piece of this many bits at a time: two levels of
+logic after the RAM (and its read-through mux) instead of a 32-bit equality's four."""
 
 
 def _piece_compares(value, length, *, strict: bool):
@@ -483,7 +486,9 @@ class UntaggedBuffers(wiring.Component):
         pieces = _BUFFER_LENGTH_BITS // _PIECE_BITS
         s2 = Signal(data.StructLayout({
             "from_next": _MSN_BITS,
-            "present": 1, "delivered": 1, "second_last": 1, "nonzero": 1, "mo": 32,
+            # present = live & msn equal, the MSN's equality in pieces (_MSN_PIECE_BITS), joined on stage 2.
+            "live": 1, "msn_equal": _MSN_BITS // _MSN_PIECE_BITS,
+            "delivered": 1, "second_last": 1, "nonzero": 1, "mo": 32,
             # mo >= length and mo + payload > length, each as its pieces' comparisons (_PIECE_BITS),
             # joined on stage 2; the end's carry out of 32 bits is past any length.
             "mo_above": pieces, "mo_equal": pieces - 1,
@@ -493,10 +498,13 @@ class UntaggedBuffers(wiring.Component):
         length = desc_r.data.length
         mo_above, mo_equal = _piece_compares(s1.mo, length, strict=False)
         end_above, end_equal = _piece_compares(s1_mo_end[:_BUFFER_LENGTH_BITS], length, strict=True)
+        msn_equal = [desc_r.data.msn[start:start + _MSN_PIECE_BITS] == s1.msn[start:start + _MSN_PIECE_BITS]
+                     for start in range(0, _MSN_BITS, _MSN_PIECE_BITS)]
         with m.If(self.en):
             m.d.sync += [
                 s2.from_next.eq(s1.msn - next_r.data),
-                s2.present.eq(live_now & (desc_r.data.msn == s1.msn)),
+                s2.live.eq(live_now),
+                s2.msn_equal.eq(Cat(*msn_equal)),
                 s2.delivered.eq((state_now == Completion.RETIRED)
                                 | (pending_now & (ssn_now - self.base)[_SSN_BITS - 1])),
                 s2.second_last.eq(pending_now & s1.last),
@@ -511,12 +519,13 @@ class UntaggedBuffers(wiring.Component):
         # Stage 2: the window start bound, the fault in model order, the address. The window starts
         # at next_post - depth: msn - start = from_next + depth.
         behind = (s2.from_next + depth)[_MSN_BITS - 1] if depth < _HALF else 0
+        present = s2.live & s2.msn_equal.all()                              # a live slot holds the MSN
         mo_past = _joined(s2.mo_above, s2.mo_equal)                         # mo >= length
         end_past = s2.end_carry | _joined(s2.end_above, s2.end_equal)       # mo + payload > length
         fault = Signal(UntaggedFault)
         with m.If(behind):
             m.d.comb += fault.eq(UntaggedFault.MSN_RANGE)
-        with m.Elif(~s2.present | s2.delivered):
+        with m.Elif(~present | s2.delivered):
             # A delivered buffer's MSN lies below next_post: MSN range.
             m.d.comb += fault.eq(Mux(s2.from_next[_MSN_BITS - 1], UntaggedFault.MSN_RANGE, UntaggedFault.NO_BUFFER))
         with m.Elif(s2.second_last):
