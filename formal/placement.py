@@ -211,7 +211,7 @@ class _ObservedBuffers(UntaggedBuffers):
 
 class _ObservedQueue(Queue):
     """A Queue with ``fifo_used``: its FIFO (depth 3 and more: the staging register and the LUT
-    RAM, or the block RAM and its output register) is written, holds a staged payload or is read
+    RAM, or the block RAM and the payload fetched from it) is written, holds a staged payload or is read
     on this cycle, and ``held``: the payloads in its output and skid registers and in its FIFO
     (``level`` counts the same payloads by the transfers at its ports)."""
 
@@ -229,25 +229,28 @@ class _ObservedQueue(Queue):
         self._fifo = super()._elaborate_memory(m, writing, taking)
         return self._fifo
 
-    def _elaborate_block_memory(self, m, writing, taking):
-        self._fifo = super()._elaborate_block_memory(m, writing, taking)
+    def _elaborate_block_memory(self, m, writing, room):
+        self._fifo = super()._elaborate_block_memory(m, writing, room)
         return self._fifo
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
+        skid = self._skid_flags
         if self.depth > 2 and self._block_ram:
-            fifo, counters = self._fifo, self._counters  # the staging register, the block RAM, its output
+            fifo, counters = self._fifo, self._counters  # the staging register, the block RAM, the fetched payload
             stored = fifo.staged_valid + fifo.in_memory + fifo.readable
             m.d.comb += [
                 self.fifo_used.eq(fifo.writing | fifo.staged_valid | fifo.fetching | fifo.readable),
                 self.held.eq(self._skid_level + stored),
                 # The flags kept equal to compares of the counters: ready, bypass, held (payloads in the
-                # memory); the memory never holds more than the queue's depth.
+                # memory); the memory never holds more than the queue's depth; a payload is
+                # fetched only when the skid will take it.
                 self.consistent.eq((counters.ready == (counters.count != self.depth))
                                    & (counters.bypass == (counters.stored == 0))
                                    & (fifo.held == (fifo.in_memory != 0))
                                    & (fifo.in_memory <= self.depth)
-                                   & (counters.stored == stored)),
+                                   & (counters.stored == stored)
+                                   & (~fifo.readable | skid.free)),
             ]
         elif self.depth > 2:
             fifo, counters = self._fifo, self._counters  # the staging register and the LUT RAM
@@ -265,7 +268,6 @@ class _ObservedQueue(Queue):
         else:
             m.d.comb += [self.held.eq(self._skid_level), self.consistent.eq(1)]
         # The skid's `free` flag is the complement of its `valid` (ready is a flip-flop of its own).
-        skid = self._skid_flags
         m.d.comb += Assert(self.consistent & (skid.free == ~skid.valid))
         return m
 

@@ -25,8 +25,9 @@ and ``seen``, one bit per DDP-SSN ``base + i`` for ``i < window`` (bit 0,
 
 Pipeline (the placement check's, which never stalls): a lookup of
 ``index``/``ssn`` on one cycle has ``duplicate``/``beyond`` three cycles
-later, on the cycle its ``commit`` is given. Stage 1 subtracts ``base``,
-stage 2 tests the bit and finds how far ``base`` moves if the DDP-SSN is
+later, on the cycle its ``commit`` is given. Stage 1 subtracts ``base``
+(and picks the bit at the slot's low bits in each group of slots), stage 2
+tests the bit and finds how far ``base`` moves if the DDP-SSN is
 ``base`` (the first zero of ``seen``), stage 3 shifts and writes. The
 caller must not look up a stream while an earlier lookup of it is in stages
 1-2; a lookup on the commit's own cycle reads the written state
@@ -104,11 +105,17 @@ class SequenceWindow(wiring.Component):
         index_1, ssn_1 = Signal.like(self.index), Signal(bits)
         m.d.sync += [index_1.eq(self.index), ssn_1.eq(self.ssn)]
 
-        # Stage 1: how far ahead of base.
+        # Stage 1: how far ahead of base. The bit of `seen` at the slot is chosen half here, by the slot's
+        # low bits (a subtraction of their own), so stage 2's choice is among groups, not `window` bits.
         index_2, ahead_2 = Signal.like(self.index), Signal(bits)
         base_2, seen_2 = Signal(bits), Signal(window)
+        low_bits = slot_bits // 2
+        low_1 = (ssn_1[:low_bits] - read.data.base[:low_bits])[:low_bits]
+        chosen_2 = Signal(window >> low_bits)      # per group of 2 ** low_bits slots, the bit at the low bits
         m.d.sync += [index_2.eq(index_1), ahead_2.eq(ssn_1 - read.data.base),
-                     base_2.eq(read.data.base), seen_2.eq(read.data.seen)]
+                     base_2.eq(read.data.base), seen_2.eq(read.data.seen),
+                     chosen_2.eq(Cat(read.data.seen[start:start + (1 << low_bits)].bit_select(low_1, 1)
+                                     for start in range(0, window, 1 << low_bits)))]
 
         # Stage 2: classify; the advance if this is base: the first zero of seen above bit 0.
         behind = ahead_2[-1]
@@ -123,7 +130,7 @@ class SequenceWindow(wiring.Component):
         index_3, base_3 = Signal.like(self.index), Signal(bits)
         marked_3, advance_3 = Signal(window), Signal(range(window + 1))
         m.d.sync += [
-            self.duplicate.eq(behind | (inside & seen_2.bit_select(slot, 1))),
+            self.duplicate.eq(behind | (inside & chosen_2.bit_select(slot[low_bits:], 1))),
             self.beyond.eq(~behind & ~inside),
             self.in_order.eq(ahead_2 == 0),
             self.releases.eq((ahead_2 == 0) & seen_2[1]),

@@ -111,6 +111,32 @@ _MSN_BITS = 32
 _SSN_BITS = 16
 _HALF = 1 << (_MSN_BITS - 1)
 _BUFFER_LENGTH_BITS = 32
+_PIECE_BITS = 8
+"""Stage 1 compares the buffer length, from the descriptor RAM's output, a piece of this many bits at a time:
+a carry chain of a byte after the RAM, not of the whole length. Stage 2 joins the pieces."""
+_MSN_PIECE_BITS = 4
+"""Likewise the descriptor's MSN against the lookup's, equal a piece of this many bits at a time: two levels of
+logic after the RAM (and its read-through mux) instead of a 32-bit equality's four."""
+
+
+def _piece_compares(value, length, *, strict: bool):
+    """``value``'s pieces against ``length``'s (``_BUFFER_LENGTH_BITS``), lowest first: above (the lowest
+    piece: at or above unless ``strict``) and, from the second piece on, equal. :func:`_joined` joins them."""
+    above, equal = [], []
+    for start in range(0, _BUFFER_LENGTH_BITS, _PIECE_BITS):
+        piece, limit = value[start:start + _PIECE_BITS], length[start:start + _PIECE_BITS]
+        above.append(piece > limit if strict or start else piece >= limit)
+        if start:
+            equal.append(piece == limit)
+    return Cat(*above), Cat(*equal)
+
+
+def _joined(above, equal):
+    """``value > length`` (``>=`` if not strict) from :func:`_piece_compares`: the highest piece that differs."""
+    result = above[0]
+    for piece in range(1, len(above)):
+        result = above[piece] | (equal[piece - 1] & result)
+    return result
 
 
 class UntaggedFault(enum.Enum, shape=3):
@@ -457,42 +483,49 @@ class UntaggedBuffers(wiring.Component):
         state_now = Mux(completing_now, Completion.PENDING, completion_r.data.state)
         ssn_now = Mux(completing_now, complete.ssn, completion_r.data.ssn)
         pending_now = state_now == Completion.PENDING
+        pieces = _BUFFER_LENGTH_BITS // _PIECE_BITS
         s2 = Signal(data.StructLayout({
             "from_next": _MSN_BITS,
-            "present": 1, "delivered": 1, "second_last": 1, "nonzero": 1, "mo": 32,
-            # mo >= length and mo + payload > length, each as its halves' comparisons (the length
-            # comes from the descriptor RAM's output: no 32-bit carry chain after it), joined on stage 2.
-            "mo_high_above": 1, "mo_high_equal": 1, "mo_low_at_or_above": 1,
-            "end_high_above": 1, "end_high_equal": 1, "end_low_above": 1,
+            # present = live & msn equal, the MSN's equality in pieces (_MSN_PIECE_BITS), joined on stage 2.
+            "live": 1, "msn_equal": _MSN_BITS // _MSN_PIECE_BITS,
+            "delivered": 1, "second_last": 1, "nonzero": 1, "mo": 32,
+            # mo >= length and mo + payload > length, each as its pieces' comparisons (_PIECE_BITS),
+            # joined on stage 2; the end's carry out of 32 bits is past any length.
+            "mo_above": pieces, "mo_equal": pieces - 1,
+            "end_above": pieces, "end_equal": pieces - 1, "end_carry": 1,
             "buffer_address": self._address_bits,
         }))
         length = desc_r.data.length
+        mo_above, mo_equal = _piece_compares(s1.mo, length, strict=False)
+        end_above, end_equal = _piece_compares(s1_mo_end[:_BUFFER_LENGTH_BITS], length, strict=True)
+        msn_equal = [desc_r.data.msn[start:start + _MSN_PIECE_BITS] == s1.msn[start:start + _MSN_PIECE_BITS]
+                     for start in range(0, _MSN_BITS, _MSN_PIECE_BITS)]
         with m.If(self.en):
             m.d.sync += [
                 s2.from_next.eq(s1.msn - next_r.data),
-                s2.present.eq(live_now & (desc_r.data.msn == s1.msn)),
+                s2.live.eq(live_now),
+                s2.msn_equal.eq(Cat(*msn_equal)),
                 s2.delivered.eq((state_now == Completion.RETIRED)
                                 | (pending_now & (ssn_now - self.base)[_SSN_BITS - 1])),
                 s2.second_last.eq(pending_now & s1.last),
                 s2.nonzero.eq(s1.length != 0),
                 s2.mo.eq(s1.mo),
-                s2.mo_high_above.eq(s1.mo[16:] > length[16:]), s2.mo_high_equal.eq(s1.mo[16:] == length[16:]),
-                s2.mo_low_at_or_above.eq(s1.mo[:16] >= length[:16]),
-                s2.end_high_above.eq(s1_mo_end[16:] > length[16:]),
-                s2.end_high_equal.eq(s1_mo_end[16:] == length[16:]),
-                s2.end_low_above.eq(s1_mo_end[:16] > length[:16]),
+                s2.mo_above.eq(mo_above), s2.mo_equal.eq(mo_equal),
+                s2.end_above.eq(end_above), s2.end_equal.eq(end_equal),
+                s2.end_carry.eq(s1_mo_end[_BUFFER_LENGTH_BITS]),
                 s2.buffer_address.eq(desc_r.data.address),
             ]
 
         # Stage 2: the window start bound, the fault in model order, the address. The window starts
         # at next_post - depth: msn - start = from_next + depth.
         behind = (s2.from_next + depth)[_MSN_BITS - 1] if depth < _HALF else 0
-        mo_past = s2.mo_high_above | (s2.mo_high_equal & s2.mo_low_at_or_above)      # mo >= length
-        end_past = s2.end_high_above | (s2.end_high_equal & s2.end_low_above)     # mo + payload > length
+        present = s2.live & s2.msn_equal.all()                              # a live slot holds the MSN
+        mo_past = _joined(s2.mo_above, s2.mo_equal)                         # mo >= length
+        end_past = s2.end_carry | _joined(s2.end_above, s2.end_equal)       # mo + payload > length
         fault = Signal(UntaggedFault)
         with m.If(behind):
             m.d.comb += fault.eq(UntaggedFault.MSN_RANGE)
-        with m.Elif(~s2.present | s2.delivered):
+        with m.Elif(~present | s2.delivered):
             # A delivered buffer's MSN lies below next_post: MSN range.
             m.d.comb += fault.eq(Mux(s2.from_next[_MSN_BITS - 1], UntaggedFault.MSN_RANGE, UntaggedFault.NO_BUFFER))
         with m.Elif(s2.second_last):

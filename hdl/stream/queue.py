@@ -34,12 +34,16 @@ memory's read path away from the consumer's logic.
 Block RAM (``block_ram=True``, depth at least 3): the FIFO's memory is
 read synchronously, so the synthesis tools place it in block RAM (an ECP5
 DP16KD) instead of LUT RAM: for wide payloads, whose LUT RAM would crowd
-the slices that can hold it. The RAM's output register is the FIFO's head;
-it is loaded whenever it is empty or taken and the memory holds a payload,
-so a transfer per cycle is sustained as before, and its enable and read
-address start at flip-flops. A payload behind others is on ``source`` three
-edges after it was taken (one more than from LUT RAM); a drained queue's
-bypass is unchanged.
+the slices that can hold it. A wide payload spreads over a row of block
+RAMs, so every pin they share is driven by a flip-flop with no logic
+between: the write side by the staging registers, the read side by the
+fetch address, and the read is enabled on every edge. A payload is fetched
+(the fetch address steps) on a cycle the skid stage will take it on the
+next one: its output register is free or its skid stays free. The fetched
+payload is on the RAM's output on that next cycle and the skid stage takes
+it, so the consumer's ready reaches the fetch address, not the RAMs. A
+payload behind others is on ``source`` three edges after it was taken (one
+more than from LUT RAM); a drained queue's bypass is unchanged.
 
 Memory output (``memory_output=True``, depth at least 3): no skid stage;
 ``source.payload`` is the LUT RAM read at the read address, a counter, and
@@ -213,12 +217,12 @@ class Queue(wiring.Component):
         bypass = Signal(init=1)
         to_memory = entering & ~(bypass & outlet.ready)
         if self._block_ram:
-            fifo = self._elaborate_block_memory(m, to_memory, outlet.ready & ~bypass)
+            room = Signal()     # the skid stage takes a payload fetched now (below)
+            fifo = self._elaborate_block_memory(m, to_memory, room)
         else:
             fifo = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
-        read_data, readable = fifo.read_data, fifo.readable
-        reading = outlet.ready & readable & ~bypass
-        stored = _tally(m, to_memory, reading, depth.bit_length(), "stored")    # staged or in the memory
+        read_data, readable, reading = fifo.read_data, fifo.readable, fifo.reading
+        stored = _tally(m, to_memory, reading, depth.bit_length(), "stored")    # staged, in the memory or fetched
         self._counters = SimpleNamespace(count=count, ready=ready, stored=stored, bypass=bypass)
         m.d.sync += bypass.eq(~to_memory & Mux(reading, stored == 1, bypass))
         m.d.comb += [
@@ -226,6 +230,10 @@ class Queue(wiring.Component):
             outlet.valid.eq(Mux(bypass, entering, readable)),
         ]
         self._elaborate_skid(m, outlet, self.source, Signal(range(3)))
+        if self._block_ram:
+            # Its output register is free now, or its skid is free and no fetched payload arrives
+            # now. A fetch needs a payload in the memory, so none bypasses it from the sink then.
+            m.d.comb += room.eq(~self.source.valid | self.source.ready | (self._skid_flags.free & ~readable))
         return m
 
     def _elaborate_memory(self, m, writing, taking):
@@ -271,19 +279,19 @@ class Queue(wiring.Component):
                                write_address=write_address, read_address=read_addresses[0], writing=writing,
                                reading=reading, in_memory=in_memory)
 
-    def _elaborate_block_memory(self, m, writing, taking):
-        """The block RAM FIFO: as :meth:`_elaborate_memory`, but ``read_data`` is the RAM's
-        output register (a synchronous read), loaded (``fetching``) while it is empty or
-        taken and the memory holds a payload. ``readable`` says the register holds the head."""
+    def _elaborate_block_memory(self, m, writing, room):
+        """The block RAM FIFO: as :meth:`_elaborate_memory`, but the RAM is read on every edge at
+        ``fetch_address``, a flip-flop. A payload is fetched (``fetching``) while the memory holds
+        one and ``room`` says the skid stage takes it on the next cycle; ``readable`` (a flip-flop)
+        then says ``read_data`` is that payload, and ``reading`` that it is taken (always)."""
         depth = self._depth
         staged, staged_valid = Signal(self._shape), Signal()
-        readable, held = Signal(), Signal()    # a head in the output register; payloads in the memory
+        readable, held = Signal(), Signal()    # a fetched payload on the RAM's output; payloads in the memory
         write_address, fetch_address = Signal(range(depth)), Signal(range(depth))
-        reading = taking & readable
-        fetching = (reading | ~readable) & held
+        fetching = held & room
         in_memory = _tally(m, staged_valid, fetching, depth.bit_length(), "in_memory")
         m.d.sync += [
-            readable.eq(fetching | (readable & ~reading)),
+            readable.eq(fetching),
             held.eq(staged_valid | Mux(fetching, in_memory != 1, held)),
             staged.eq(self.sink.payload), staged_valid.eq(writing),
         ]
@@ -292,19 +300,20 @@ class Queue(wiring.Component):
         with m.If(fetching):
             m.d.sync += fetch_address.eq(Mux(fetch_address == depth - 1, 0, fetch_address + 1))
         # A write and a fetch never meet at one address: the memory then holds none or all
-        # `depth` payloads, and `held` or the queue's count rules each out (so NO_RW_CHECK).
+        # `depth` payloads, and `held` or the queue's count rules each out (so NO_RW_CHECK). The
+        # reads of other cycles are dropped.
         storage = m.submodules.storage = memory.Memory(shape=Value.cast(staged).shape().width, depth=depth,
                                                        init=[], attrs={**NO_RW_CHECK, "ram_style": "block"})
         write, read = storage.write_port(), storage.read_port(domain="sync")
         m.d.comb += [
             write.en.eq(staged_valid), write.addr.eq(write_address), write.data.eq(staged),
-            read.en.eq(fetching), read.addr.eq(fetch_address),
+            read.en.eq(1), read.addr.eq(fetch_address),
         ]
         self._block_memory = SimpleNamespace(writing=staged_valid, write_address=write_address,
                                              fetching=fetching, fetch_address=fetch_address)
         return SimpleNamespace(read_data=read.data, readable=readable, staged=staged, staged_valid=staged_valid,
                                write_address=write_address, read_address=fetch_address, writing=writing,
-                               reading=reading, in_memory=in_memory, held=held, fetching=fetching)
+                               reading=readable, in_memory=in_memory, held=held, fetching=fetching)
 
     def _elaborate_skid(self, m, sink, source, level):
         skid = Signal(self._shape, name="skid")

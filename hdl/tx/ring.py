@@ -118,11 +118,15 @@ class RetransmitRing(wiring.Component):
         limited = [Signal(name=f"limited_{i}") for i in range(associations)]
         credit = [Signal(32, name=f"credit_{i}") for i in range(associations)]
         stopped = [Signal(name=f"stopped_{i}") for i in range(associations)]
+        # A TSN that takes the last credit sets `exhausted`, which halts the row at once and sets `stopped`
+        # on the next edge: the late `adding` then reaches one flip-flop's input, not `stopped`'s enable
+        # behind the row write's and the LIMIT's priority.
+        exhausted = [Signal(name=f"exhausted_{i}") for i in range(associations)]
         holding = [Signal(name=f"holding_{i}") for i in range(associations)]   # a LIMIT of the row is taken
         # A TSN taken under the limit, counted off `credit` the cycle after: the 32-bit count's enable is
         # then a flip-flop, and `stopped` is decided in the adding cycle from the credit less this one.
         spent = [Signal(name=f"spent_{i}") for i in range(associations)]
-        halted = Cat(*full) | Cat(*stopped) | Cat(*holding)
+        halted = Cat(*full) | Cat(*stopped) | Cat(*exhausted) | Cat(*holding)
 
         # The outputs: a replayed record (the read port's data, held) ahead of the input queue's head.
         replaying = Signal()
@@ -142,6 +146,9 @@ class RetransmitRing(wiring.Component):
         ]
         taken = self.segments.valid & self.segments.ready
         recording = taken & numbered
+        # `recording` less the head row's choice of the halted flags: a row adds the head's record
+        # when it is the head's row and not halted itself (one level of logic less before its counters).
+        flowing = self.segments.valid & numbered & ~replaying & sent.ready & (fetches.ready | ~head.fetch)
         m.d.comb += [write.addr.eq(slot(head.association, head.tsn)), write.data.eq(head),
                      write.en.eq(recording), self.recorded.eq(recording), self.recorded_segment.eq(head)]
         m.d.comb += self.peek_next_tsn.eq(Array(retired)[self.peek_row] + Array(outstanding)[self.peek_row] + 1)
@@ -231,9 +238,11 @@ class RetransmitRing(wiring.Component):
         m.d.comb += self.association_write.ready.eq(1)
         no_headroom = headroom[-1] | (headroom == 0)
         for row in range(associations):
-            adding = recording & (head_row == row)
+            adding = flowing & (head_row == row) & ~halted[row]
             removing = retire_step & (request_row == row)
-            with m.If(self.association_write.valid & (row_write.index == row)):
+            row_written = self.association_write.valid & (row_write.index == row)
+            row_limited = limit_load & (request_row == row)
+            with m.If(row_written):
                 m.d.sync += [retired[row].eq(row_write.next_tsn - 1), outstanding[row].eq(0), full[row].eq(0)]
             with m.Elif(adding & ~removing):
                 m.d.sync += [outstanding[row].eq(outstanding[row] + 1), full[row].eq(outstanding[row] == ring_tsns - 1)]
@@ -246,14 +255,18 @@ class RetransmitRing(wiring.Component):
             m.d.sync += spent[row].eq(adding & limited[row])
             with m.If(spent[row]):
                 m.d.sync += credit[row].eq(credit[row] - 1)
-            with m.If(self.association_write.valid & (row_write.index == row)):
+            with m.If(row_written):
                 m.d.sync += [limited[row].eq(0), stopped[row].eq(0)]
-            with m.Elif(limit_load & (request_row == row)):
+            with m.Elif(row_limited):
                 m.d.sync += [limited[row].eq(1), credit[row].eq(Mux(no_headroom, 0, headroom[:32])),
                              stopped[row].eq(no_headroom)]
-            with m.Elif(adding & limited[row]):
-                m.d.sync += stopped[row].eq(Mux(spent[row], credit[row] == 2, credit[row] == 1))
-            with m.If(limit_load & (request_row == row)):
+            with m.Elif(exhausted[row]):
+                m.d.sync += stopped[row].eq(1)
+            # The last credit: 1 left once the TSN still to be counted off is. A row write or a LIMIT of
+            # the row comes first, as for the other flags.
+            last_credit = limited[row] & Mux(spent[row], credit[row] == 2, credit[row] == 1)
+            m.d.sync += exhausted[row].eq(adding & last_credit & ~row_written & ~row_limited)
+            with m.If(row_limited):
                 m.d.sync += holding[row].eq(0)
             with m.Elif(self.hold & (self.hold_row == row)):
                 m.d.sync += holding[row].eq(1)
