@@ -23,19 +23,28 @@ the highest TSN sent). ``peek`` selects the row shown on ``state`` (its variable
 
 Structure: per row a :func:`transport_row_layout` register, copied to a working register when an input
 or a timer concerns the row and back when the unit is done with it (so one set of arithmetic serves every
-row; rows in block RAM, for the tables of issue 30, keep this shape). Per chunk in flight a
+row; rows in block RAM keep this shape). Per chunk in flight a
 :func:`chunk_layout` word in one memory of ``associations * ring_tsns`` words, addressed by (association,
 TSN mod ``ring_tsns``) as the ring's records are. The rules that look at chunks walk them in TSN order,
-two cycles a chunk (the read, then the decision and the write): the retirement walk over the chunks the
+three cycles a chunk (the address, then the word registered with the flags the rule needs, then the
+decision and the write): the retirement walk over the chunks the
 Cumulative TSN Ack passes; the gap walk up to the highest block end read or the highest chunk a block had
 acknowledged, whichever is further; the miss walk up to the highest TSN newly acknowledged (or the last
 block's end in Fast Recovery, or the last chunk reneged); the retransmission walks from the lowest chunk
 until the first marked one, or until cwnd or Max.Burst stops them. The window for new data (6.1 A, B) is
-counted chunk by chunk, at most Max.Burst of them, with a comparison each instead of a division.
+counted down chunk by chunk from cwnd less the flight and from rwnd, at most Max.Burst of them, instead
+of divided.
 
-Rate: a SACK of no Gap Ack Block that acknowledges k chunks takes about 2k + 20 cycles (the common case, two
-chunks: under 30 cycles, a tenth of the 370 cycles two full-size packets take at W = 8); with blocks, two
-more walks of up to ``ring_tsns`` chunks. A SACK waits in the receive engine's queue while the unit works.
+Timing: every state computes from flip-flops (the row, the event's registered input, the walk's registered
+word and flags) and does at most one carry chain before a register: a formula of several additions or
+bounds (RTO from SRTT and RTTVAR and its clamp, 7.2.1's initial cwnd, the miss walk's bound) spreads over
+states; the T3-rtx deadline a timer would start with is a register of its own (``now`` + RTO); the
+records leave through a skid :class:`~hdl.stream.queue.Queue`, so the consumer's ``ready`` reaches no
+decision.
+
+Rate: a SACK of no Gap Ack Block that acknowledges k chunks takes about 3k + 36 cycles (the common case, two
+chunks: 42 cycles, a ninth of the 370 cycles two full-size packets take at W = 8); with blocks, two more
+walks of up to ``ring_tsns`` chunks. A SACK waits in the receive engine's queue while the unit works.
 
 Bounds: TSNs, byte counts and ticks are 32 bits; SRTT and RTTVAR are kept in eighths of a tick in 32 bits
 (an RTT of up to 2**29 ticks, over five days); the error counter saturates at 255 (Association.Max.Retrans
@@ -44,7 +53,7 @@ is at most 254).
 
 from amaranth.lib import enum
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -52,6 +61,7 @@ from hdl.abi import (
     ASSOCIATION_BITS, RetransmitCause, TransportOpcode, peer_sack_layout, transport_record_layout,
     transport_write_layout,
 )
+from hdl.stream.queue import Queue
 
 __all__ = ["TransportUnit", "transport_reset_layout", "transport_sent_layout", "transport_row_layout", "chunk_layout"]
 
@@ -171,14 +181,25 @@ class TransportUnit(wiring.Component):
 
         w = Signal(transport_row_layout())           # the working copy of row `a`
         a = Signal(range(rows))
+        reset = Signal(transport_reset_layout())
         sack = Signal(peer_sack_layout(self.gap_blocks))
         sent = Signal(transport_sent_layout())
-        record = Signal(transport_record_layout())
-        m.d.comb += [self.records.payload.eq(record), self.records.payload.association.eq(a)]
+
+        # The records leave through a skid queue, whose ready is a flip-flop.
+        out = m.submodules.out = Queue(transport_record_layout(), 2)
+        wiring.connect(m, out.source, wiring.flipped(self.records))
+        record = out.sink.payload
+        m.d.comb += record.association.eq(a)
+
+        # The T3-rtx deadline a timer started now would have; registered, so it is read two cycles or more
+        # after the row is loaded or its RTO changes (every state that reads it is).
+        deadline = Signal(_TICK_BITS)
+        m.d.sync += deadline.eq(now + w.rto)
 
         # Per event.
-        advance = Signal(_TSN_BITS)
-        flight_before = Signal(_BYTES_BITS)
+        advance, advanced = Signal(_TSN_BITS), Signal()
+        utilized_sum = Signal(_BYTES_BITS + 1)         # the flight before the SACK and one MTU (7.2.1, 7.2.2)
+        fully_utilized, increment = Signal(), Signal(_BYTES_BITS)
         in_fast_recovery = Signal()
         newly_acked = Signal(_BYTES_BITS)
         gap_newly_acked, highest_newly_acked = Signal(), Signal(16)
@@ -186,60 +207,72 @@ class TransportUnit(wiring.Component):
         reneged_extent = Signal(16)
         block_valid = Signal(self.gap_blocks)
         block_end = Array(Signal(16, name=f"block_end_{b}") for b in range(self.gap_blocks))
-        highest_block_end, judged = Signal(16), Signal(16)
+        judged, highest_less_one = Signal(16), Signal(16)
         sample_valid, sample = Signal(), Signal(32)
+        difference, srtt_part, rttvar_part = Signal(32), Signal(32), Signal(32)
+        rto_sum = Signal(33)
         packets = Signal(5)
         always_limit = Signal()
         first_marked = Signal(16)
-        new_chunks, chunk_total = Signal(5), Signal(_BYTES_BITS + 5)
+        # 6.1 A, B: the chunks the windows still allow, counted down from cwnd - flight and rwnd.
+        new_chunks, room = Signal(5), Signal(5)
+        cwnd_left, rwnd_left = Signal(signed(_BYTES_BITS + 2)), Signal(signed(_BYTES_BITS + 2))
+        flight_empty = Signal()
+        in_order = Signal()                        # the chunk sent is the row's next, below its LIMIT
+        limit_next = Signal(_TSN_BITS)
+        decay_due, cwnd_above_floor, halved = Signal(), Signal(), Signal(_BYTES_BITS)
         all_acknowledged = Signal()
         scan = Signal(range(rows + 1))             # the timer sweep's row
 
-        # The walk: chunk `index` of row `a` (TSN cumulative + 1 + index), read on WALK_READ, decided on
-        # WALK_EDIT.
+        # The walk: chunk `index` of row `a`, TSN `walk_tsn` (cumulative + 1 + index), at `offset` (index + 1)
+        # from the Cumulative TSN Ack; its address is set on WALK_CHECK, its word registered on WALK_READ with
+        # the flags the decision needs, and decided on WALK_EDIT.
         walk = Signal(_Walk)
-        index, walk_end = Signal(16), Signal(16)
+        index, offset, walk_end = Signal(16), Signal(16), Signal(16)
+        walk_tsn = Signal(_TSN_BITS)
         after_walk = Signal(8)
-        chunk_tsn = Signal(_TSN_BITS)
-        m.d.comb += [chunk_tsn.eq(w.cumulative_tsn + 1 + index),
-                     chunk_read.addr.eq(Cat(chunk_tsn[:slot_bits], a)),
-                     chunk_write.addr.eq(chunk_read.addr)]
-        chunk = chunk_read.data
+        m.d.comb += [chunk_read.addr.eq(Cat(walk_tsn[:slot_bits], a)), chunk_write.addr.eq(chunk_read.addr)]
+        chunk = Signal(chunk_layout())
+        flags = Signal(data.StructLayout({
+            "covered": 1,       # a read Gap Ack Block covers the chunk
+            "below": 1,         # index < highest_newly_acked (the miss walk's bound)
+            "judged": 1,        # index < judged (a block read could have covered it)
+            "timed": 1,         # the chunk is the one timed (6.3.1)
+            "timed_after": 1,   # the timed chunk is this one or a later one (6.3.1 C5)
+            "stop": 1,          # Max.Burst or cwnd stops the release walk (6.1 C, D)
+        }))
         edited = Signal(chunk_layout())
         m.d.comb += chunk_write.data.eq(edited)
 
-        def covered(offset):
-            """A read Gap Ack Block covers TSN Cumulative TSN Ack + `offset`."""
-            return Cat(*(block_valid[b] & (sack.gaps[b].start <= offset) & (offset <= block_end[b])
+        def covered(at):
+            """A read Gap Ack Block covers TSN Cumulative TSN Ack + `at`."""
+            return Cat(*(block_valid[b] & (sack.gaps[b].start <= at) & (at <= block_end[b])
                          for b in range(self.gap_blocks))).any()
-
-        def deadline():
-            return (now + w.rto)[:_TICK_BITS]
 
         def due(running, when):
             return running & ~_serial_lt(now, when)      # when <= now (serial)
 
-        def measure(tsn, sent_tick):
+        def measure():
             """6.3.1: the timed chunk, acknowledged for the first time, gives the RTT sample."""
-            with m.If(w.timed & (w.timed_tsn == tsn)):
+            with m.If(flags.timed):
                 m.d.sync += [w.timed.eq(0), sample_valid.eq(1),
-                             sample.eq(Cat(Const(0, 3), (now - sent_tick)[:29]))]
+                             sample.eq(Cat(Const(0, 3), (now - chunk.sent_tick)[:29]))]
 
-        def retransmit(tsn):
+        def retransmit():
             """The model's ``_retransmit`` of `chunk` (marked, so not gap-acknowledged)."""
-            m.d.comb += [self.records.valid.eq(1), record.opcode.eq(TransportOpcode.RESEND),
-                         record.tsn.eq(tsn), record.cause.eq(chunk.marked)]
-            with m.If(self.records.ready):
-                m.d.comb += [chunk_write.en.eq(1), edited.eq(chunk), edited.marked.eq(RetransmitCause.NONE),
+            m.d.comb += [out.sink.valid.eq(1), record.opcode.eq(TransportOpcode.RESEND),
+                         record.tsn.eq(walk_tsn), record.cause.eq(chunk.marked)]
+            with m.If(out.sink.ready):
+                m.d.comb += [chunk_write.en.eq(1), edited.marked.eq(RetransmitCause.NONE),
                              edited.in_flight.eq(1), edited.retransmitted.eq(1), edited.sent_tick.eq(now)]
                 m.d.sync += [w.marked_count.eq(w.marked_count - 1), w.flight_size.eq(w.flight_size + chunk.size),
                              w.outstanding_bytes.eq(w.outstanding_bytes + chunk.size),
                              w.rwnd.eq(_less_floor(w.rwnd, chunk.size))]
-                with m.If(w.timed & ((tsn == w.timed_tsn) | _serial_lt(tsn, w.timed_tsn))):
+                with m.If(flags.timed_after):
                     m.d.sync += w.timed.eq(0)                              # 6.3.1 C5
                 with m.If(~w.t3_running):
-                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline())]   # 6.3.2 R1
-            return self.records.ready
+                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline)]     # 6.3.2 R1
+            return out.sink.ready
 
         def mark(cause):
             """The model's ``_mark``: out of the flight, its bytes back in rwnd (6.2.1 C)."""
@@ -250,14 +283,15 @@ class TransportUnit(wiring.Component):
                 m.d.sync += [w.rwnd.eq(w.rwnd + chunk.size), w.marked_count.eq(w.marked_count + 1),
                              w.outstanding_bytes.eq(w.outstanding_bytes - chunk.size)]
 
-        def start_walk(kind, end, then, start=0):
-            m.d.sync += [walk.eq(kind), index.eq(start), walk_end.eq(end), after_walk.eq(then)]
+        def start_walk(kind, end, then):
+            m.d.sync += [walk.eq(kind), index.eq(0), offset.eq(1), walk_end.eq(end), after_walk.eq(then),
+                         walk_tsn.eq(w.cumulative_tsn + 1)]
             m.next = "WALK_CHECK"
 
         def emit(opcode, tsn, first_tsn=0, error_count=0):
-            m.d.comb += [self.records.valid.eq(1), record.opcode.eq(opcode), record.tsn.eq(tsn),
+            m.d.comb += [out.sink.valid.eq(1), record.opcode.eq(opcode), record.tsn.eq(tsn),
                          record.first_tsn.eq(first_tsn), record.error_count.eq(error_count)]
-            return self.records.ready
+            return out.sink.ready
 
         # After a walk the FSM goes to the state numbered `after_walk`.
         AFTER = {name: number for number, name in enumerate([
@@ -267,63 +301,77 @@ class TransportUnit(wiring.Component):
         m.d.comb += self.idle.eq(0)
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.idle.eq(~tick_pending)
+                m.d.comb += self.idle.eq(~tick_pending & (out.level == 0))
                 with m.If(tick_pending):
                     m.d.sync += [tick_pending.eq(self.tick), now.eq(now + 1), scan.eq(0)]
                     m.next = "TIMER_SCAN"
                 with m.Elif(self.resets.valid):
                     m.d.comb += self.resets.ready.eq(1)
-                    reset = self.resets.payload
-                    cwnd = Signal(_BYTES_BITS)     # 7.2.1: min(4*MTU, max(2*MTU, 4380))
-                    m.d.comb += cwnd.eq(_at_most(_at_least(reset.mtu * 2, 4380), reset.mtu * 4))
-                    initial = Signal(transport_row_layout())
-                    m.d.comb += [
-                        initial.written.eq(1), initial.cumulative_tsn.eq(reset.initial_tsn - 1),
-                        initial.limit.eq(reset.initial_tsn - 1),
-                        initial.mtu.eq(reset.mtu), initial.chunk_bytes.eq(reset.chunk_bytes),
-                        initial.rto_min.eq(reset.rto_min), initial.rto_max.eq(reset.rto_max),
-                        initial.max_retrans.eq(reset.max_retrans), initial.max_burst.eq(reset.max_burst),
-                        initial.cwnd.eq(cwnd), initial.ssthresh.eq(reset.peer_a_rwnd),
-                        initial.rwnd.eq(reset.peer_a_rwnd), initial.peer_a_rwnd.eq(reset.peer_a_rwnd),
-                        initial.rto.eq(_at_most(_at_least(reset.rto_initial, reset.rto_min), reset.rto_max)),
-                    ]
-                    m.d.sync += [a.eq(reset.association), w.eq(initial), packets.eq(0), always_limit.eq(1)]
-                    m.next = "RELEASE"
+                    m.d.sync += [a.eq(self.resets.payload.association), reset.eq(self.resets.payload)]
+                    m.next = "RESET_LOAD"
                 with m.Elif(self.sent.valid):
                     m.d.comb += self.sent.ready.eq(1)
-                    row = row_regs[self.sent.payload.association]
-                    m.d.sync += [a.eq(self.sent.payload.association), w.eq(row), sent.eq(self.sent.payload),
-                                 index.eq(row.length)]               # the chunk's place: TSN mod ring_tsns
-                    m.next = "SENT"
+                    m.d.sync += [a.eq(self.sent.payload.association), sent.eq(self.sent.payload),
+                                 walk_tsn.eq(self.sent.payload.tsn)]      # the chunk's place: TSN mod ring_tsns
+                    m.next = "SENT_LOAD"
                 with m.Elif(self.sacks.valid):
                     m.d.comb += self.sacks.ready.eq(1)
-                    row = row_regs[self.sacks.payload.association]
-                    m.d.sync += [a.eq(self.sacks.payload.association), w.eq(row), sack.eq(self.sacks.payload)]
-                    with m.If(self.sacks.payload.shutdown):                 # 9.2: the last a_rwnd, no block
-                        m.d.sync += [sack.a_rwnd.eq(row.peer_a_rwnd), sack.gap_count.eq(0),
-                                     sack.duplicate_count.eq(0)]
-                    m.next = "SACK_CHECK"
+                    m.d.sync += [a.eq(self.sacks.payload.association), sack.eq(self.sacks.payload)]
+                    m.next = "SACK_LOAD"
+
+            # -- reset: the row's first values, then its first LIMIT -------------------
+            with m.State("RESET_LOAD"):
+                initial = Signal(transport_row_layout())
+                m.d.comb += [
+                    initial.written.eq(1), initial.cumulative_tsn.eq(reset.initial_tsn - 1),
+                    initial.limit.eq(reset.initial_tsn - 1),
+                    initial.mtu.eq(reset.mtu), initial.chunk_bytes.eq(reset.chunk_bytes),
+                    initial.rto_min.eq(reset.rto_min), initial.rto_max.eq(reset.rto_max),
+                    initial.max_retrans.eq(reset.max_retrans), initial.max_burst.eq(reset.max_burst),
+                    initial.cwnd.eq(_at_least(reset.mtu * 2, 4380)), initial.ssthresh.eq(reset.peer_a_rwnd),
+                    initial.rwnd.eq(reset.peer_a_rwnd), initial.peer_a_rwnd.eq(reset.peer_a_rwnd),
+                    initial.rto.eq(_at_least(reset.rto_initial, reset.rto_min)),
+                ]
+                m.d.sync += [w.eq(initial), packets.eq(0), always_limit.eq(1)]
+                m.next = "RESET_CLAMP"
+            with m.State("RESET_CLAMP"):               # 7.2.1: cwnd min(4*MTU, max(2*MTU, 4380)); RTO.Max
+                m.d.sync += [w.cwnd.eq(_at_most(w.cwnd, w.mtu * 4)), w.rto.eq(_at_most(w.rto, w.rto_max))]
+                m.next = "RELEASE"
 
             # -- sent ------------------------------------------------------------------
-            with m.State("SENT"):
-                tsn, size = sent.tsn, sent.size
+            with m.State("SENT_LOAD"):
+                m.d.sync += w.eq(row_regs[a])
+                m.next = "SENT_CHECK"
+            with m.State("SENT_CHECK"):
                 # The engine sends a new TSN only below the LIMIT and in order (the model raises otherwise).
-                in_order = (tsn == chunk_tsn) & (w.length < ring) & ~_serial_lt(w.limit, tsn)
-                with m.If(w.written & ~w.failed & in_order):
+                m.d.sync += in_order.eq(w.written & ~w.failed & (w.length < ring)
+                                             & (sent.tsn == (w.cumulative_tsn + 1 + w.length)[:_TSN_BITS])
+                                             & ~_serial_lt(w.limit, sent.tsn))
+                m.next = "SENT_APPLY"
+            with m.State("SENT_APPLY"):
+                size = sent.size
+                with m.If(in_order):
                     m.d.comb += [chunk_write.en.eq(1), edited.size.eq(size),
                                  edited.sent_tick.eq(sent.sent_tick), edited.in_flight.eq(1)]
                     m.d.sync += [w.length.eq(w.length + 1), w.rwnd.eq(_less_floor(w.rwnd, size)),   # 6.2.1 B
                                  w.flight_size.eq(w.flight_size + size),
                                  w.outstanding_bytes.eq(w.outstanding_bytes + size), w.idle_running.eq(0)]
                     with m.If(~w.timed):
-                        m.d.sync += [w.timed.eq(1), w.timed_tsn.eq(tsn)]                    # 6.3.1 C4
+                        m.d.sync += [w.timed.eq(1), w.timed_tsn.eq(sent.tsn)]               # 6.3.1 C4
                     with m.If(~w.t3_running):
-                        m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline())]      # 6.3.2 R1
+                        m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline)]        # 6.3.2 R1
                 m.next = "STORE"
 
             # -- SACK ------------------------------------------------------------------
+            with m.State("SACK_LOAD"):
+                row = row_regs[a]
+                m.d.sync += w.eq(row)
+                with m.If(sack.shutdown):                                   # 9.2: the last a_rwnd, no block
+                    m.d.sync += [sack.a_rwnd.eq(row.peer_a_rwnd), sack.gap_count.eq(0), sack.duplicate_count.eq(0)]
+                m.next = "SACK_CHECK"
             with m.State("SACK_CHECK"):
-                m.d.sync += [advance.eq(sack.cumulative_tsn_ack - w.cumulative_tsn), flight_before.eq(w.flight_size),
+                m.d.sync += [advance.eq(sack.cumulative_tsn_ack - w.cumulative_tsn),
+                             utilized_sum.eq(w.flight_size + w.mtu),
                              in_fast_recovery.eq(w.fast_recovery), newly_acked.eq(0), gap_newly_acked.eq(0),
                              newly_marked.eq(0), reneged_any.eq(0), reneged_extent.eq(0), sample_valid.eq(0),
                              packets.eq(0), always_limit.eq(0)]
@@ -332,6 +380,7 @@ class TransportUnit(wiring.Component):
                 with m.Else():
                     m.next = "SACK_VIOLATION_CHECK"
             with m.State("SACK_VIOLATION_CHECK"):
+                m.d.sync += advanced.eq(advance != 0)
                 with m.If(advance > w.length):
                     with m.If(emit(TransportOpcode.VIOLATION, w.cumulative_tsn + w.length, sack.cumulative_tsn_ack)):
                         m.d.sync += [w.failed.eq(1), w.t3_running.eq(0), w.idle_running.eq(0)]
@@ -341,31 +390,39 @@ class TransportUnit(wiring.Component):
                                  w.duplicate_tsns_reported.eq(w.duplicate_tsns_reported + sack.duplicate_count)]
                     start_walk(_Walk.RETIRE, advance, AFTER["SACK_RETIRED"])
             with m.State("SACK_RETIRED"):
-                with m.If(advance == 0):
+                with m.If(~advanced):
                     m.next = "SACK_BLOCKS"
-                with m.Elif(self.records.ready):
-                    m.d.sync += [w.cumulative_tsn.eq(sack.cumulative_tsn_ack), w.length.eq(w.length - advance),
-                                 w.gap_extent.eq(_less_floor(w.gap_extent, advance))]
-                    m.next = "SACK_BLOCKS"
-                with m.If(advance != 0):
-                    emit(TransportOpcode.RETIRE, sack.cumulative_tsn_ack, w.cumulative_tsn + 1)
+                with m.Else():
+                    with m.If(emit(TransportOpcode.RETIRE, sack.cumulative_tsn_ack, w.cumulative_tsn + 1)):
+                        m.d.sync += [w.cumulative_tsn.eq(sack.cumulative_tsn_ack), w.length.eq(w.length - advance),
+                                     w.gap_extent.eq(_less_floor(w.gap_extent, advance))]
+                        m.next = "SACK_BLOCKS"
             with m.State("SACK_BLOCKS"):      # the blocks read: 1 <= start <= end, start within the chunks sent
                 for b in range(self.gap_blocks):
                     gap = sack.gaps[b]
                     m.d.sync += [block_valid[b].eq((b < sack.gap_count) & (gap.start != 0) & (gap.start <= gap.end)
                                                    & (gap.start <= w.length)),
                                  block_end[b].eq(_at_most(gap.end, w.length))]
-                m.next = "SACK_BLOCK_END"
-            with m.State("SACK_BLOCK_END"):
-                highest = Const(0, 16)
-                for b in range(self.gap_blocks):
-                    highest = Mux(block_valid[b] & (block_end[b] > highest), block_end[b], highest)
-                m.d.sync += [highest_block_end.eq(highest),
-                             judged.eq(Mux(sack.gap_count > self.gap_blocks, highest, w.length))]
-                m.next = "SACK_GAP_START"
+                m.next = "SACK_HIGHEST_0"
+            # The highest block end read: a tree of comparisons, a level a cycle.
+            ends = [Mux(block_valid[b], block_end[b], 0) for b in range(self.gap_blocks)]
+            level = 0
+            while True:
+                pairs = [ends[i:i + 2] for i in range(0, len(ends), 2)]
+                ends = [Signal(16, name=f"highest_{level}_{i}") for i in range(len(pairs))]
+                with m.State(f"SACK_HIGHEST_{level}"):
+                    m.d.sync += [end.eq(pair[0] if len(pair) == 1 else Mux(pair[0] > pair[1], pair[0], pair[1]))
+                                 for end, pair in zip(ends, pairs)]
+                    m.next = f"SACK_HIGHEST_{level + 1}" if len(ends) > 1 else "SACK_GAP_START"
+                level += 1
+                if len(ends) == 1:
+                    break
+            highest_block_end = ends[0]
             with m.State("SACK_GAP_START"):
+                m.d.sync += [judged.eq(Mux(sack.gap_count > self.gap_blocks, highest_block_end, w.length)),
+                             highest_less_one.eq(highest_block_end - 1),
+                             w.gap_extent.eq(0)]                    # counted again by the walk
                 start_walk(_Walk.GAP, _at_least(highest_block_end, w.gap_extent), AFTER["SACK_GAPS_DONE"])
-                m.d.sync += w.gap_extent.eq(0)          # counted again by the walk
             with m.State("SACK_GAPS_DONE"):             # 6.2.1 D ii; 7.2.3
                 m.d.sync += [w.rwnd.eq(_less_floor(sack.a_rwnd, w.outstanding_bytes)), w.peer_a_rwnd.eq(sack.a_rwnd)]
                 with m.If(newly_acked != 0):
@@ -373,41 +430,50 @@ class TransportUnit(wiring.Component):
                 m.next = "MEASURE"
             with m.State("MEASURE"):                    # 6.3.1 C2, C3: the RTT sample, in eighths
                 srtt, rttvar = w.srtt_eighths, w.rttvar_eighths
-                difference = Mux(srtt > sample, srtt - sample, sample - srtt)
-                with m.If(sample_valid):
-                    with m.If(~w.srtt_valid):
-                        m.d.sync += [w.srtt_valid.eq(1), w.srtt_eighths.eq(sample), w.rttvar_eighths.eq(sample >> 1)]
-                    with m.Else():
-                        m.d.sync += [w.rttvar_eighths.eq(rttvar - (rttvar >> 2) + (difference >> 2)),
-                                     w.srtt_eighths.eq(srtt - (srtt >> 3) + (sample >> 3))]
+                with m.If(~sample_valid):
+                    m.next = "SACK_MISS_BELOW"
+                with m.Elif(~w.srtt_valid):
+                    m.d.sync += [w.srtt_valid.eq(1), w.srtt_eighths.eq(sample), w.rttvar_eighths.eq(sample >> 1)]
                     m.next = "MEASURE_RTO"
                 with m.Else():
-                    m.next = "SACK_MISS_START"
+                    m.d.sync += [difference.eq(Mux(srtt > sample, srtt - sample, sample - srtt)),
+                                 rttvar_part.eq(rttvar - (rttvar >> 2)), srtt_part.eq(srtt - (srtt >> 3))]
+                    m.next = "MEASURE_SMOOTH"
+            with m.State("MEASURE_SMOOTH"):             # C3: RTTVAR from the SRTT before this sample
+                m.d.sync += [w.rttvar_eighths.eq(rttvar_part + (difference >> 2)),
+                             w.srtt_eighths.eq(srtt_part + (sample >> 3))]
+                m.next = "MEASURE_RTO"
             with m.State("MEASURE_RTO"):                # C3's G, then C6, C7
-                rttvar = Mux(w.rttvar_eighths == 0, _EIGHTHS, w.rttvar_eighths)
-                total = Signal(35)
-                m.d.comb += total.eq(w.srtt_eighths + (rttvar << 2) + _EIGHTHS - 1)
-                m.d.sync += [w.rttvar_eighths.eq(rttvar), w.rto.eq(total >> 3)]
-                m.next = "MEASURE_CLAMP"
-            with m.State("MEASURE_CLAMP"):
-                m.d.sync += w.rto.eq(_at_most(_at_least(w.rto, w.rto_min), w.rto_max))
-                m.next = "SACK_MISS_START"
-            with m.State("SACK_MISS_START"):            # 7.2.4 with HTNA: below the highest TSN newly acknowledged
+                m.d.sync += [w.rttvar_eighths.eq(Mux(w.rttvar_eighths == 0, _EIGHTHS, w.rttvar_eighths)),
+                             rto_sum.eq(w.srtt_eighths + _EIGHTHS - 1)]
+                m.next = "MEASURE_SUM"
+            with m.State("MEASURE_SUM"):
+                m.d.sync += w.rto.eq((rto_sum + (w.rttvar_eighths << 2)) >> 3)
+                m.next = "MEASURE_FLOOR"
+            with m.State("MEASURE_FLOOR"):
+                m.d.sync += w.rto.eq(_at_least(w.rto, w.rto_min))
+                m.next = "MEASURE_CEILING"
+            with m.State("MEASURE_CEILING"):
+                m.d.sync += w.rto.eq(_at_most(w.rto, w.rto_max))
+                m.next = "SACK_MISS_BELOW"
+            with m.State("SACK_MISS_BELOW"):            # 7.2.4 with HTNA: below the highest TSN newly acknowledged
                 below = Mux(gap_newly_acked, highest_newly_acked, 0)
-                below = Mux(in_fast_recovery & (advance != 0) & (highest_block_end != 0),
-                            _at_least(below, highest_block_end - 1), below)
-                start_walk(_Walk.MISS, _at_least(below, reneged_extent), AFTER["SACK_MISSES_DONE"])
+                below = Mux(in_fast_recovery & advanced & (highest_block_end != 0),
+                            _at_least(below, highest_less_one), below)
                 m.d.sync += highest_newly_acked.eq(below)       # the bound of "missing"
+                m.next = "SACK_MISS_START"
+            with m.State("SACK_MISS_START"):
+                start_walk(_Walk.MISS, _at_least(highest_newly_acked, reneged_extent), AFTER["SACK_MISSES_DONE"])
             with m.State("SACK_MISSES_DONE"):           # 6.2.1 D iv
                 with m.If(w.fast_recovery & ~_serial_lt(sack.cumulative_tsn_ack, w.fast_recovery_exit)):
                     m.d.sync += w.fast_recovery.eq(0)
+                m.d.sync += [fully_utilized.eq(utilized_sum > w.cwnd), increment.eq(_at_most(newly_acked, w.mtu))]
                 m.next = "SACK_GROW"
             with m.State("SACK_GROW"):                  # 7.2.1, 7.2.2 (7.2.4's Note: before the reduction)
-                fully_utilized = flight_before + w.mtu > w.cwnd
-                with m.If((advance != 0) & ~w.fast_recovery):
+                with m.If(advanced & ~w.fast_recovery):
                     with m.If(w.cwnd <= w.ssthresh):
                         with m.If(fully_utilized):
-                            m.d.sync += w.cwnd.eq(w.cwnd + _at_most(newly_acked, w.mtu))
+                            m.d.sync += w.cwnd.eq(w.cwnd + increment)
                         m.next = "SACK_ALL_ACKED"
                     with m.Else():
                         m.d.sync += w.partial_bytes_acked.eq(w.partial_bytes_acked + newly_acked)
@@ -415,7 +481,6 @@ class TransportUnit(wiring.Component):
                 with m.Else():
                     m.next = "SACK_ALL_ACKED"
             with m.State("SACK_AVOIDANCE"):
-                fully_utilized = flight_before + w.mtu > w.cwnd
                 with m.If((w.partial_bytes_acked > w.cwnd) & ~fully_utilized):
                     m.d.sync += w.partial_bytes_acked.eq(w.cwnd)              # RFC 9260 7.2.2
                 with m.If((w.partial_bytes_acked >= w.cwnd) & fully_utilized):
@@ -431,19 +496,19 @@ class TransportUnit(wiring.Component):
                                  w.fast_recovery.eq(1), w.fast_recovery_exit.eq(w.cumulative_tsn + w.length)]
                 with m.If(all_acknowledged):                                  # 6.3.2 R2, R3, R4
                     m.d.sync += w.t3_running.eq(0)
-                with m.Elif((advance != 0) | (reneged_any & ~w.t3_running)):
-                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline())]
+                with m.Elif(advanced | (reneged_any & ~w.t3_running)):
+                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline)]
                 with m.If(w.length != 0):
                     m.d.sync += w.idle_running.eq(0)
                 with m.Elif(~w.idle_running):
-                    m.d.sync += [w.idle_running.eq(1), w.idle_deadline.eq(deadline())]
+                    m.d.sync += [w.idle_running.eq(1), w.idle_deadline.eq(deadline)]
                 with m.If(newly_marked):                                      # 7.2.4 step 3
                     start_walk(_Walk.FIRST_MARKED, w.length, AFTER["SACK_FAST_DONE"])
                 with m.Else():
                     m.next = "RELEASE"
             with m.State("SACK_FAST_DONE"):
                 with m.If(first_marked == 0):
-                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline())]   # 7.2.4 step 4
+                    m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline)]     # 7.2.4 step 4
                 m.next = "RELEASE"
 
             # -- 6.1 C, D: retransmissions as cwnd allows, then the LIMIT (A, B) --------
@@ -453,24 +518,26 @@ class TransportUnit(wiring.Component):
                 with m.Else():
                     start_walk(_Walk.RELEASE, w.length, AFTER["RELEASE_COUNT"])
             with m.State("RELEASE_COUNT"):
-                m.d.sync += [new_chunks.eq(0), chunk_total.eq(0)]
+                burst_room = Mux(w.max_burst > packets, w.max_burst - packets, 0)
+                m.d.sync += [new_chunks.eq(0), room.eq(_at_most(burst_room, ring - w.length)),
+                             cwnd_left.eq(Cat(w.cwnd, Const(0, 2)).as_signed() - Cat(w.flight_size, Const(0, 2)).as_signed()),
+                             rwnd_left.eq(Cat(w.rwnd, Const(0, 2)).as_signed() - w.chunk_bytes),
+                             flight_empty.eq(w.flight_size == 0), limit_next.eq(w.cumulative_tsn + w.length)]
                 m.next = "RELEASE_CHUNK"
             with m.State("RELEASE_CHUNK"):              # one more chunk while cwnd, rwnd, Max.Burst and the ring allow
-                room = Mux(w.max_burst > packets, w.max_burst - packets, 0)
-                room = _at_most(room, ring - w.length)
-                by_cwnd = (w.flight_size < w.cwnd) & (w.cwnd - w.flight_size > chunk_total)
-                by_rwnd = (w.rwnd >= chunk_total + w.chunk_bytes) | ((w.flight_size == 0) & (new_chunks == 0))
+                by_cwnd = cwnd_left > 0                                     # cwnd - flight > the chunks counted
+                by_rwnd = (rwnd_left >= 0) | (flight_empty & (new_chunks == 0))
                 with m.If(~w.one_packet_until_ack & (w.marked_count == 0) & (new_chunks < room) & by_cwnd & by_rwnd):
-                    m.d.sync += [new_chunks.eq(new_chunks + 1), chunk_total.eq(chunk_total + w.chunk_bytes)]
+                    m.d.sync += [new_chunks.eq(new_chunks + 1), limit_next.eq(limit_next + 1),
+                                 cwnd_left.eq(cwnd_left - w.chunk_bytes), rwnd_left.eq(rwnd_left - w.chunk_bytes)]
                 with m.Else():
                     m.next = "RELEASE_LIMIT"
             with m.State("RELEASE_LIMIT"):
-                limit = (w.cumulative_tsn + w.length + new_chunks)[:_TSN_BITS]
-                with m.If(~always_limit & (limit == w.limit)):
+                with m.If(~always_limit & (limit_next == w.limit)):
                     m.next = "STORE"
                 with m.Else():
-                    with m.If(emit(TransportOpcode.LIMIT, limit)):
-                        m.d.sync += w.limit.eq(limit)
+                    with m.If(emit(TransportOpcode.LIMIT, limit_next)):
+                        m.d.sync += w.limit.eq(limit_next)
                         m.next = "STORE"
 
             # -- timers ----------------------------------------------------------------
@@ -487,14 +554,19 @@ class TransportUnit(wiring.Component):
                 with m.Elif(due(w.t3_running, w.t3_deadline)):
                     m.next = "EXPIRE"
                 with m.Elif(due(w.idle_running, w.idle_deadline)):
-                    m.next = "DECAY"
+                    m.next = "DECAY_CHECK"
                 with m.Else():
                     m.next = "TIMER_SCAN"
-            with m.State("DECAY"):                      # 7.2.1, 7.2.2: per RTO without data
-                with m.If(due(1, w.idle_deadline)):
-                    with m.If(w.cwnd > w.mtu << 2):
-                        m.d.sync += w.cwnd.eq(_at_least(w.cwnd >> 1, w.mtu << 2))
+            with m.State("DECAY_CHECK"):                # 7.2.1, 7.2.2: per RTO without data
+                m.d.sync += [decay_due.eq(due(1, w.idle_deadline)), cwnd_above_floor.eq(w.cwnd > w.mtu << 2),
+                             halved.eq(_at_least(w.cwnd >> 1, w.mtu << 2))]
+                m.next = "DECAY_APPLY"
+            with m.State("DECAY_APPLY"):
+                with m.If(decay_due):
+                    with m.If(cwnd_above_floor):
+                        m.d.sync += w.cwnd.eq(halved)
                     m.d.sync += w.idle_deadline.eq(w.idle_deadline + w.rto)
+                    m.next = "DECAY_CHECK"
                 with m.Else():
                     m.next = "RELEASE"
             with m.State("EXPIRE"):                     # 6.3.3 E1-E3, 7.2.3, 8.1
@@ -528,11 +600,22 @@ class TransportUnit(wiring.Component):
                 with m.If(index >= walk_end):
                     m.next = "WALK_DONE"
                 with m.Else():
-                    m.next = "WALK_EDIT"               # the read address is set: the word is there next cycle
+                    m.next = "WALK_READ"               # the read address is set: the word is there next cycle
+            with m.State("WALK_READ"):
+                m.d.sync += [
+                    chunk.eq(chunk_read.data),
+                    flags.covered.eq(covered(offset)), flags.below.eq(index < highest_newly_acked),
+                    flags.judged.eq(index < judged),
+                    flags.timed.eq(w.timed & (w.timed_tsn == walk_tsn)),
+                    flags.timed_after.eq(w.timed & ((walk_tsn == w.timed_tsn) | _serial_lt(walk_tsn, w.timed_tsn))),
+                    flags.stop.eq((packets >= w.max_burst) | (w.flight_size >= w.cwnd)),
+                ]
+                m.next = "WALK_EDIT"
             with m.State("WALK_EDIT"):
-                self._edit(m, walk, chunk, edited, chunk_write, chunk_tsn, index, w, sack, covered, measure,
-                           retransmit, mark, advance, newly_acked, gap_newly_acked, highest_newly_acked,
-                           judged, reneged_any, reneged_extent, newly_marked, first_marked, packets)
+                m.d.comb += edited.eq(chunk)
+                self._edit(m, walk, chunk, flags, edited, chunk_write, index, offset, walk_tsn, w, measure,
+                           retransmit, mark, newly_acked, gap_newly_acked, highest_newly_acked, reneged_any,
+                           reneged_extent, newly_marked, first_marked, packets)
             with m.State("WALK_DONE"):
                 with m.Switch(after_walk):
                     for name, number in AFTER.items():
@@ -543,25 +626,24 @@ class TransportUnit(wiring.Component):
             m.d.sync += scan.eq(0)
         return m
 
-    def _edit(self, m, walk, chunk, edited, chunk_write, chunk_tsn, index, w, sack, covered, measure, retransmit,
-              mark, advance, newly_acked, gap_newly_acked, highest_newly_acked, judged, reneged_any,
-              reneged_extent, newly_marked, first_marked, packets):
-        """WALK_EDIT: the decision on chunk `index` of the working row, by walk."""
-        next_chunk = [index.eq(index + 1)]
+    def _edit(self, m, walk, chunk, flags, edited, chunk_write, index, offset, walk_tsn, w, measure, retransmit,
+              mark, newly_acked, gap_newly_acked, highest_newly_acked, reneged_any, reneged_extent, newly_marked,
+              first_marked, packets):
+        """WALK_EDIT: the decision on chunk `index` of the working row, by walk, from the registered word and
+        flags."""
 
         def step():
-            m.d.sync += next_chunk
+            m.d.sync += [index.eq(index + 1), offset.eq(offset + 1), walk_tsn.eq(walk_tsn + 1)]
             m.next = "WALK_CHECK"
 
         def stop():
             m.next = "WALK_DONE"
 
-        m.d.comb += edited.eq(chunk)
         with m.Switch(walk):
             with m.Case(_Walk.RETIRE):                 # 6.2.1 D: up to the Cumulative TSN Ack
                 with m.If(~chunk.gap_acked):
                     m.d.sync += newly_acked.eq(newly_acked + chunk.size)
-                    measure(chunk_tsn, chunk.sent_tick)
+                    measure()
                 with m.Else():
                     m.d.sync += w.gap_acked_count.eq(w.gap_acked_count - 1)
                 with m.If(chunk.in_flight):
@@ -573,8 +655,7 @@ class TransportUnit(wiring.Component):
                 step()
             with m.Case(_Walk.GAP):                    # 3.3.4; 6.2.1 D iii
                 # After the retirement the chunk's offset from the new Cumulative TSN Ack is index + 1.
-                is_covered = covered(index + 1)
-                with m.If(is_covered & ~chunk.gap_acked):
+                with m.If(flags.covered & ~chunk.gap_acked):
                     m.d.comb += [chunk_write.en.eq(1), edited.gap_acked.eq(1), edited.in_flight.eq(0),
                                  edited.marked.eq(RetransmitCause.NONE)]
                     m.d.sync += [newly_acked.eq(newly_acked + chunk.size), gap_newly_acked.eq(1),
@@ -585,18 +666,17 @@ class TransportUnit(wiring.Component):
                         m.d.sync += w.outstanding_bytes.eq(w.outstanding_bytes - chunk.size)
                     with m.Else():
                         m.d.sync += w.marked_count.eq(w.marked_count - 1)
-                    measure(chunk_tsn, chunk.sent_tick)
-                with m.Elif(~is_covered & chunk.gap_acked & (index < judged)):
+                    measure()
+                with m.Elif(~flags.covered & chunk.gap_acked & flags.judged):
                     m.d.comb += [chunk_write.en.eq(1), edited.gap_acked.eq(0), edited.reneged.eq(1)]
                     m.d.sync += [w.gap_acked_count.eq(w.gap_acked_count - 1), reneged_any.eq(1),
-                                 reneged_extent.eq(index + 1),
+                                 reneged_extent.eq(offset),
                                  w.outstanding_bytes.eq(w.outstanding_bytes + chunk.size)]
-                with m.If((is_covered | chunk.gap_acked) & ~(~is_covered & (index < judged))):
-                    m.d.sync += w.gap_extent.eq(index + 1)
+                with m.If((flags.covered | chunk.gap_acked) & ~(~flags.covered & flags.judged)):
+                    m.d.sync += w.gap_extent.eq(offset)
                 step()
             with m.Case(_Walk.MISS):                   # 7.2.4 steps 1 and 5
-                below = highest_newly_acked
-                missed = chunk.reneged | ((index < below) & ~covered(index + 1))
+                missed = chunk.reneged | (flags.below & ~flags.covered)
                 m.d.comb += [chunk_write.en.eq(1), edited.reneged.eq(0)]
                 with m.If(missed & ~chunk.gap_acked & ~chunk.fast_retransmitted):
                     m.d.comb += edited.miss_indications.eq(chunk.miss_indications + 1)
@@ -607,7 +687,7 @@ class TransportUnit(wiring.Component):
                 step()
             with m.Case(_Walk.FIRST_MARKED):           # the lowest marked chunk goes again
                 with m.If(chunk.marked != RetransmitCause.NONE):
-                    with m.If(retransmit(chunk_tsn)):
+                    with m.If(retransmit()):
                         m.d.sync += first_marked.eq(index)
                         stop()
                 with m.Else():
@@ -618,10 +698,10 @@ class TransportUnit(wiring.Component):
                     mark(RetransmitCause.TIMEOUT)
                 step()
             with m.Case(_Walk.RELEASE):                # 6.1 C, D: marked chunks while cwnd and Max.Burst allow
-                with m.If((packets >= w.max_burst) | (w.flight_size >= w.cwnd)):
+                with m.If(flags.stop):
                     stop()
                 with m.Elif(chunk.marked != RetransmitCause.NONE):
-                    with m.If(retransmit(chunk_tsn)):
+                    with m.If(retransmit()):
                         m.d.sync += packets.eq(packets + 1)
                         step()
                 with m.Else():
