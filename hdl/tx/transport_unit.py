@@ -42,8 +42,8 @@ states; the T3-rtx deadline a timer would start with is a register of its own (`
 records leave through a skid :class:`~hdl.stream.queue.Queue`, so the consumer's ``ready`` reaches no
 decision.
 
-Rate: a SACK of no Gap Ack Block that acknowledges k chunks takes about 3k + 36 cycles (the common case, two
-chunks: 42 cycles, a ninth of the 370 cycles two full-size packets take at W = 8); with blocks, two more
+Rate: a SACK of no Gap Ack Block that acknowledges k chunks takes about 3k + 46 cycles (the common case, two
+chunks: 52 cycles, a seventh of the 370 cycles two full-size packets take at W = 8); with blocks, two more
 walks of up to ``ring_tsns`` chunks. A SACK waits in the receive engine's queue while the unit works.
 
 Bounds: TSNs, byte counts and ticks are 32 bits; SRTT and RTTVAR are kept in eighths of a tick in 32 bits
@@ -142,6 +142,12 @@ class _Walk(enum.IntEnum, shape=3):
     RELEASE = 5        # retransmissions as cwnd and Max.Burst allow
 
 
+class _Load(enum.IntEnum, shape=2):
+    SENT = 0
+    SACK = 1
+    TIMER = 2
+
+
 class TransportUnit(wiring.Component):
     """The transport unit of ``associations`` rows, ``ring_tsns`` chunks in flight each (see the module docs)."""
 
@@ -181,6 +187,7 @@ class TransportUnit(wiring.Component):
 
         w = Signal(transport_row_layout())           # the working copy of row `a`
         a = Signal(range(rows))
+        loading = Signal(_Load)                     # what the row is loaded for
         reset = Signal(transport_reset_layout())
         sack = Signal(peer_sack_layout(self.gap_blocks))
         sent = Signal(transport_sent_layout())
@@ -197,41 +204,78 @@ class TransportUnit(wiring.Component):
         m.d.sync += deadline.eq(now + w.rto)
 
         # Per event.
-        advance, advanced = Signal(_TSN_BITS), Signal()
+        advance = Signal(_TSN_BITS)
+        advanced = Signal()                             # advance != 0
+        violation = Signal()                            # advance > the chunks sent
         utilized_sum = Signal(_BYTES_BITS + 1)         # the flight before the SACK and one MTU (7.2.1, 7.2.2)
-        fully_utilized, increment = Signal(), Signal(_BYTES_BITS)
+        fully_utilized = Signal()
+        increment = Signal(_BYTES_BITS)
         in_fast_recovery = Signal()
         newly_acked = Signal(_BYTES_BITS)
-        gap_newly_acked, highest_newly_acked = Signal(), Signal(16)
-        newly_marked, reneged_any = Signal(), Signal()
+        gap_newly_acked = Signal()
+        highest_newly_acked = Signal(16)
+        newly_marked = Signal()
+        reneged_any = Signal()
         reneged_extent = Signal(16)
         block_valid = Signal(self.gap_blocks)
         block_end = Array(Signal(16, name=f"block_end_{b}") for b in range(self.gap_blocks))
-        judged, highest_less_one = Signal(16), Signal(16)
-        sample_valid, sample = Signal(), Signal(32)
-        difference, srtt_part, rttvar_part = Signal(32), Signal(32), Signal(32)
+        judged = Signal(16)
+        highest_less_one = Signal(16)
+        sample_valid = Signal()
+        sample = Signal(32)
+        difference = Signal(32)
+        srtt_part = Signal(32)
+        rttvar_part = Signal(32)
         rto_sum = Signal(33)
         packets = Signal(5)
         always_limit = Signal()
         first_marked = Signal(16)
         # 6.1 A, B: the chunks the windows still allow, counted down from cwnd - flight and rwnd.
-        new_chunks, room = Signal(5), Signal(5)
-        cwnd_left, rwnd_left = Signal(signed(_BYTES_BITS + 2)), Signal(signed(_BYTES_BITS + 2))
+        sending = Signal()                            # no retransmission waits, not one packet until an ack
+        burst_room = Signal(5)
+        ring_room = Signal(range(ring + 1))
+        room = Signal(5)
+        new_chunks = Signal(5)
+        cwnd_left = Signal(signed(_BYTES_BITS + 2))
+        rwnd_left = Signal(signed(_BYTES_BITS + 2))
+        one_more = Signal()                           # the windows take one more chunk
+        skip_walk = Signal()                          # no retransmission to release
         flight_empty = Signal()
         in_order = Signal()                        # the chunk sent is the row's next, below its LIMIT
+        sent_usable = Signal()                     # the row is written, not failed, has room, the TSN within the LIMIT
+        sent_previous = Signal(_TSN_BITS)          # the chunk sent's TSN less one
+        m.d.sync += sent_previous.eq(sent.tsn - 1)
         limit_next = Signal(_TSN_BITS)
-        decay_due, cwnd_above_floor, halved = Signal(), Signal(), Signal(_BYTES_BITS)
-        all_acknowledged = Signal()
+        decay_due = Signal()
+        cwnd_above_floor = Signal()
+        halved = Signal(_BYTES_BITS)
+        exhausted = Signal()                          # the error count has reached Association.Max.Retrans
+        all_acknowledged = Signal()                 # every chunk in flight gap-acknowledged
+        chunks_left = Signal()
+        reduce = Signal()                           # 7.2.4 step 2: a new Fast Recovery
+        t3_restart = Signal()
+        above_cwnd = Signal()                       # partial_bytes_acked > cwnd
+        reached_cwnd = Signal()                     # partial_bytes_acked >= cwnd
+        acked_less_cwnd = Signal(_BYTES_BITS)
+        cwnd_grown = Signal(_BYTES_BITS)
         scan = Signal(range(rows + 1))             # the timer sweep's row
 
         # The walk: chunk `index` of row `a`, TSN `walk_tsn` (cumulative + 1 + index), at `offset` (index + 1)
         # from the Cumulative TSN Ack; its address is set on WALK_CHECK, its word registered on WALK_READ with
         # the flags the decision needs, and decided on WALK_EDIT.
         walk = Signal(_Walk)
-        index, offset, walk_end = Signal(16), Signal(16), Signal(16)
-        walk_tsn = Signal(_TSN_BITS)
+        index = Signal(16)
+        offset = Signal(16)
+        walk_end = Signal(16)
         after_walk = Signal(8)
-        m.d.comb += [chunk_read.addr.eq(Cat(walk_tsn[:slot_bits], a)), chunk_write.addr.eq(chunk_read.addr)]
+        # Free-running registers of the row, read two cycles or more after the row is loaded or changes them.
+        walk_base = Signal(_TSN_BITS)                   # cumulative + 1
+        highest_sent = Signal(_TSN_BITS)                # cumulative + length
+        walk_tsn = Signal(_TSN_BITS)                    # walk_base + index, from WALK_READ on
+        m.d.sync += [walk_base.eq(w.cumulative_tsn + 1), highest_sent.eq(w.cumulative_tsn + w.length),
+                     walk_tsn.eq(walk_base + index)]
+        slot = Signal(slot_bits)
+        m.d.comb += [chunk_read.addr.eq(Cat(slot, a)), chunk_write.addr.eq(chunk_read.addr)]
         chunk = Signal(chunk_layout())
         flags = Signal(data.StructLayout({
             "covered": 1,       # a read Gap Ack Block covers the chunk
@@ -265,9 +309,8 @@ class TransportUnit(wiring.Component):
             with m.If(out.sink.ready):
                 m.d.comb += [chunk_write.en.eq(1), edited.marked.eq(RetransmitCause.NONE),
                              edited.in_flight.eq(1), edited.retransmitted.eq(1), edited.sent_tick.eq(now)]
-                m.d.sync += [w.marked_count.eq(w.marked_count - 1), w.flight_size.eq(w.flight_size + chunk.size),
-                             w.outstanding_bytes.eq(w.outstanding_bytes + chunk.size),
-                             w.rwnd.eq(_less_floor(w.rwnd, chunk.size))]
+                m.d.sync += [delta.marked_dec.eq(1), delta.flight_add.eq(1), delta.outstanding_add.eq(1),
+                             delta.rwnd_sub.eq(1)]
                 with m.If(flags.timed_after):
                     m.d.sync += w.timed.eq(0)                              # 6.3.1 C5
                 with m.If(~w.t3_running):
@@ -278,14 +321,12 @@ class TransportUnit(wiring.Component):
             """The model's ``_mark``: out of the flight, its bytes back in rwnd (6.2.1 C)."""
             m.d.comb += [edited.marked.eq(cause), edited.in_flight.eq(0)]
             with m.If(chunk.in_flight):
-                m.d.sync += w.flight_size.eq(w.flight_size - chunk.size)
+                m.d.sync += delta.flight_sub.eq(1)
             with m.If(chunk.marked == RetransmitCause.NONE):
-                m.d.sync += [w.rwnd.eq(w.rwnd + chunk.size), w.marked_count.eq(w.marked_count + 1),
-                             w.outstanding_bytes.eq(w.outstanding_bytes - chunk.size)]
+                m.d.sync += [delta.rwnd_add.eq(1), delta.marked_inc.eq(1), delta.outstanding_sub.eq(1)]
 
         def start_walk(kind, end, then):
-            m.d.sync += [walk.eq(kind), index.eq(0), offset.eq(1), walk_end.eq(end), after_walk.eq(then),
-                         walk_tsn.eq(w.cumulative_tsn + 1)]
+            m.d.sync += [walk.eq(kind), index.eq(0), offset.eq(1), walk_end.eq(end), after_walk.eq(then)]
             m.next = "WALK_CHECK"
 
         def emit(opcode, tsn, first_tsn=0, error_count=0):
@@ -298,8 +339,54 @@ class TransportUnit(wiring.Component):
             "SACK_RETIRED", "SACK_GAPS_DONE", "SACK_MISSES_DONE", "SACK_FAST_DONE", "RELEASE_COUNT",
             "EXPIRE_MARKED", "EXPIRE_RETRANSMITTED"])}
 
+        # Results computed every cycle from registers, each read by a state a cycle or more after its operands
+        # settle, so a row field's input is a register, not an adder or a bound.
+        reset_rto_floor, reset_rto = Signal(_TICK_BITS), Signal(_TICK_BITS)        # RTO.Initial within Min, Max
+        reset_cwnd_floor, reset_cwnd = Signal(_BYTES_BITS), Signal(_BYTES_BITS)    # 7.2.1's initial cwnd
+        rto_formula, rto_floor, rto_clamped = Signal(_TICK_BITS), Signal(_TICK_BITS), Signal(_TICK_BITS)
+        rto_doubled = Signal(_TICK_BITS)                                          # 6.3.3 E2
+        idle_next = Signal(_TICK_BITS)
+        m.d.sync += [
+            reset_rto_floor.eq(_at_least(reset.rto_initial, reset.rto_min)),
+            reset_rto.eq(_at_most(reset_rto_floor, reset.rto_max)),
+            reset_cwnd_floor.eq(_at_least(reset.mtu * 2, 4380)),
+            reset_cwnd.eq(_at_most(reset_cwnd_floor, reset.mtu * 4)),
+            rto_formula.eq((rto_sum + (w.rttvar_eighths << 2)) >> 3),                # 6.3.1 C3
+            rto_floor.eq(_at_least(rto_formula, w.rto_min)),
+            rto_clamped.eq(_at_most(rto_floor, w.rto_max)),
+            rto_doubled.eq(_at_most(w.rto << 1, w.rto_max)),
+            halved.eq(_at_least(w.cwnd >> 1, w.mtu << 2)),                          # 7.2.3
+            cwnd_above_floor.eq(w.cwnd > w.mtu << 2),
+            idle_next.eq(w.idle_deadline + w.rto),
+        ]
+
+        # A chunk's effect on the row's counts, decided on WALK_EDIT and applied on the next cycle (WALK_CHECK or
+        # WALK_DONE, which write none of them): one adder a field, its operands and choice from flip-flops.
+        delta = Signal(data.StructLayout({
+            "flight_add": 1, "flight_sub": 1, "outstanding_add": 1, "outstanding_sub": 1,
+            "marked_inc": 1, "marked_dec": 1, "gap_inc": 1, "gap_dec": 1, "rwnd_add": 1, "rwnd_sub": 1,
+            "acked": 1,
+        }))
+        m.d.sync += delta.eq(0)
+        size = chunk.size
+        with m.If(delta.flight_add | delta.flight_sub):
+            m.d.sync += w.flight_size.eq(Mux(delta.flight_add, w.flight_size + size, w.flight_size - size))
+        with m.If(delta.outstanding_add | delta.outstanding_sub):
+            m.d.sync += w.outstanding_bytes.eq(Mux(delta.outstanding_add, w.outstanding_bytes + size,
+                                                   w.outstanding_bytes - size))
+        with m.If(delta.marked_inc | delta.marked_dec):
+            m.d.sync += w.marked_count.eq(Mux(delta.marked_inc, w.marked_count + 1, w.marked_count - 1))
+        with m.If(delta.gap_inc | delta.gap_dec):
+            m.d.sync += w.gap_acked_count.eq(Mux(delta.gap_inc, w.gap_acked_count + 1, w.gap_acked_count - 1))
+        with m.If(delta.rwnd_add | delta.rwnd_sub):
+            m.d.sync += w.rwnd.eq(Mux(delta.rwnd_add, w.rwnd + size, _less_floor(w.rwnd, size)))
+        with m.If(delta.acked):
+            m.d.sync += newly_acked.eq(newly_acked + size)
+
         m.d.comb += self.idle.eq(0)
-        with m.FSM():
+        with m.FSM() as fsm:
+            # The chunk's slot: a new chunk's by its TSN, a walk's by walk_base + index (a few bits of an adder).
+            m.d.comb += slot.eq(Mux(fsm.ongoing("SENT_APPLY"), sent.tsn[:slot_bits], (walk_base + index)[:slot_bits]))
             with m.State("IDLE"):
                 m.d.comb += self.idle.eq(~tick_pending & (out.level == 0))
                 with m.If(tick_pending):
@@ -308,18 +395,23 @@ class TransportUnit(wiring.Component):
                 with m.Elif(self.resets.valid):
                     m.d.comb += self.resets.ready.eq(1)
                     m.d.sync += [a.eq(self.resets.payload.association), reset.eq(self.resets.payload)]
-                    m.next = "RESET_LOAD"
+                    m.next = "RESET_FLOOR"
                 with m.Elif(self.sent.valid):
                     m.d.comb += self.sent.ready.eq(1)
-                    m.d.sync += [a.eq(self.sent.payload.association), sent.eq(self.sent.payload),
-                                 walk_tsn.eq(self.sent.payload.tsn)]      # the chunk's place: TSN mod ring_tsns
-                    m.next = "SENT_LOAD"
+                    m.d.sync += [a.eq(self.sent.payload.association), sent.eq(self.sent.payload)]
+                    m.d.sync += loading.eq(_Load.SENT)
+                    m.next = "LOAD"
                 with m.Elif(self.sacks.valid):
                     m.d.comb += self.sacks.ready.eq(1)
                     m.d.sync += [a.eq(self.sacks.payload.association), sack.eq(self.sacks.payload)]
-                    m.next = "SACK_LOAD"
+                    m.d.sync += loading.eq(_Load.SACK)
+                    m.next = "LOAD"
 
             # -- reset: the row's first values, then its first LIMIT -------------------
+            with m.State("RESET_FLOOR"):               # reset_rto_floor, reset_cwnd_floor
+                m.next = "RESET_CEILING"
+            with m.State("RESET_CEILING"):             # reset_rto, reset_cwnd
+                m.next = "RESET_LOAD"
             with m.State("RESET_LOAD"):
                 initial = Signal(transport_row_layout())
                 m.d.comb += [
@@ -328,25 +420,30 @@ class TransportUnit(wiring.Component):
                     initial.mtu.eq(reset.mtu), initial.chunk_bytes.eq(reset.chunk_bytes),
                     initial.rto_min.eq(reset.rto_min), initial.rto_max.eq(reset.rto_max),
                     initial.max_retrans.eq(reset.max_retrans), initial.max_burst.eq(reset.max_burst),
-                    initial.cwnd.eq(_at_least(reset.mtu * 2, 4380)), initial.ssthresh.eq(reset.peer_a_rwnd),
+                    initial.cwnd.eq(reset_cwnd), initial.ssthresh.eq(reset.peer_a_rwnd),
                     initial.rwnd.eq(reset.peer_a_rwnd), initial.peer_a_rwnd.eq(reset.peer_a_rwnd),
-                    initial.rto.eq(_at_least(reset.rto_initial, reset.rto_min)),
+                    initial.rto.eq(reset_rto),
                 ]
                 m.d.sync += [w.eq(initial), packets.eq(0), always_limit.eq(1)]
-                m.next = "RESET_CLAMP"
-            with m.State("RESET_CLAMP"):               # 7.2.1: cwnd min(4*MTU, max(2*MTU, 4380)); RTO.Max
-                m.d.sync += [w.cwnd.eq(_at_most(w.cwnd, w.mtu * 4)), w.rto.eq(_at_most(w.rto, w.rto_max))]
                 m.next = "RELEASE"
 
             # -- sent ------------------------------------------------------------------
-            with m.State("SENT_LOAD"):
+            # -- the row of an input or of the timer sweep: one load, then its rules -----
+            with m.State("LOAD"):
                 m.d.sync += w.eq(row_regs[a])
-                m.next = "SENT_CHECK"
+                with m.Switch(loading):
+                    with m.Case(_Load.SENT):
+                        m.next = "SENT_CHECK"
+                    with m.Case(_Load.SACK):
+                        m.next = "SACK_CHECK"
+                    with m.Case(_Load.TIMER):
+                        m.next = "TIMER_ROW"
             with m.State("SENT_CHECK"):
                 # The engine sends a new TSN only below the LIMIT and in order (the model raises otherwise).
-                m.d.sync += in_order.eq(w.written & ~w.failed & (w.length < ring)
-                                             & (sent.tsn == (w.cumulative_tsn + 1 + w.length)[:_TSN_BITS])
-                                             & ~_serial_lt(w.limit, sent.tsn))
+                m.d.sync += sent_usable.eq(w.written & ~w.failed & (w.length < ring) & ~_serial_lt(w.limit, sent.tsn))
+                m.next = "SENT_ORDER"
+            with m.State("SENT_ORDER"):                 # (highest_sent follows the row loaded)
+                m.d.sync += in_order.eq(sent_usable & (sent_previous == highest_sent))
                 m.next = "SENT_APPLY"
             with m.State("SENT_APPLY"):
                 size = sent.size
@@ -363,13 +460,9 @@ class TransportUnit(wiring.Component):
                 m.next = "STORE"
 
             # -- SACK ------------------------------------------------------------------
-            with m.State("SACK_LOAD"):
-                row = row_regs[a]
-                m.d.sync += w.eq(row)
-                with m.If(sack.shutdown):                                   # 9.2: the last a_rwnd, no block
-                    m.d.sync += [sack.a_rwnd.eq(row.peer_a_rwnd), sack.gap_count.eq(0), sack.duplicate_count.eq(0)]
-                m.next = "SACK_CHECK"
             with m.State("SACK_CHECK"):
+                with m.If(sack.shutdown):                                   # 9.2: the last a_rwnd, no block
+                    m.d.sync += [sack.a_rwnd.eq(w.peer_a_rwnd), sack.gap_count.eq(0), sack.duplicate_count.eq(0)]
                 m.d.sync += [advance.eq(sack.cumulative_tsn_ack - w.cumulative_tsn),
                              utilized_sum.eq(w.flight_size + w.mtu),
                              in_fast_recovery.eq(w.fast_recovery), newly_acked.eq(0), gap_newly_acked.eq(0),
@@ -380,9 +473,11 @@ class TransportUnit(wiring.Component):
                 with m.Else():
                     m.next = "SACK_VIOLATION_CHECK"
             with m.State("SACK_VIOLATION_CHECK"):
-                m.d.sync += advanced.eq(advance != 0)
-                with m.If(advance > w.length):
-                    with m.If(emit(TransportOpcode.VIOLATION, w.cumulative_tsn + w.length, sack.cumulative_tsn_ack)):
+                m.d.sync += [advanced.eq(advance != 0), violation.eq(advance > w.length)]
+                m.next = "SACK_RETIRE"
+            with m.State("SACK_RETIRE"):
+                with m.If(violation):
+                    with m.If(emit(TransportOpcode.VIOLATION, highest_sent, sack.cumulative_tsn_ack)):
                         m.d.sync += [w.failed.eq(1), w.t3_running.eq(0), w.idle_running.eq(0)]
                         m.next = "STORE"
                 with m.Else():
@@ -393,7 +488,7 @@ class TransportUnit(wiring.Component):
                 with m.If(~advanced):
                     m.next = "SACK_BLOCKS"
                 with m.Else():
-                    with m.If(emit(TransportOpcode.RETIRE, sack.cumulative_tsn_ack, w.cumulative_tsn + 1)):
+                    with m.If(emit(TransportOpcode.RETIRE, sack.cumulative_tsn_ack, walk_base)):
                         m.d.sync += [w.cumulative_tsn.eq(sack.cumulative_tsn_ack), w.length.eq(w.length - advance),
                                      w.gap_extent.eq(_less_floor(w.gap_extent, advance))]
                         m.next = "SACK_BLOCKS"
@@ -447,14 +542,14 @@ class TransportUnit(wiring.Component):
                 m.d.sync += [w.rttvar_eighths.eq(Mux(w.rttvar_eighths == 0, _EIGHTHS, w.rttvar_eighths)),
                              rto_sum.eq(w.srtt_eighths + _EIGHTHS - 1)]
                 m.next = "MEASURE_SUM"
-            with m.State("MEASURE_SUM"):
-                m.d.sync += w.rto.eq((rto_sum + (w.rttvar_eighths << 2)) >> 3)
+            with m.State("MEASURE_SUM"):                # rto_formula
                 m.next = "MEASURE_FLOOR"
-            with m.State("MEASURE_FLOOR"):
-                m.d.sync += w.rto.eq(_at_least(w.rto, w.rto_min))
+            with m.State("MEASURE_FLOOR"):              # rto_floor: RTO.Min
                 m.next = "MEASURE_CEILING"
-            with m.State("MEASURE_CEILING"):
-                m.d.sync += w.rto.eq(_at_most(w.rto, w.rto_max))
+            with m.State("MEASURE_CEILING"):            # rto_clamped: RTO.Max
+                m.next = "MEASURE_SET"
+            with m.State("MEASURE_SET"):
+                m.d.sync += w.rto.eq(rto_clamped)
                 m.next = "SACK_MISS_BELOW"
             with m.State("SACK_MISS_BELOW"):            # 7.2.4 with HTNA: below the highest TSN newly acknowledged
                 below = Mux(gap_newly_acked, highest_newly_acked, 0)
@@ -474,31 +569,39 @@ class TransportUnit(wiring.Component):
                     with m.If(w.cwnd <= w.ssthresh):
                         with m.If(fully_utilized):
                             m.d.sync += w.cwnd.eq(w.cwnd + increment)
-                        m.next = "SACK_ALL_ACKED"
+                        m.next = "SACK_ALL_ACKED_CHECK"
                     with m.Else():
                         m.d.sync += w.partial_bytes_acked.eq(w.partial_bytes_acked + newly_acked)
-                        m.next = "SACK_AVOIDANCE"
+                        m.next = "SACK_AVOIDANCE_CHECK"
                 with m.Else():
-                    m.next = "SACK_ALL_ACKED"
+                    m.next = "SACK_ALL_ACKED_CHECK"
+            with m.State("SACK_AVOIDANCE_CHECK"):
+                m.d.sync += [above_cwnd.eq(w.partial_bytes_acked > w.cwnd),
+                             reached_cwnd.eq(w.partial_bytes_acked >= w.cwnd),
+                             acked_less_cwnd.eq(w.partial_bytes_acked - w.cwnd), cwnd_grown.eq(w.cwnd + w.mtu)]
+                m.next = "SACK_AVOIDANCE"
             with m.State("SACK_AVOIDANCE"):
-                with m.If((w.partial_bytes_acked > w.cwnd) & ~fully_utilized):
+                with m.If(above_cwnd & ~fully_utilized):
                     m.d.sync += w.partial_bytes_acked.eq(w.cwnd)              # RFC 9260 7.2.2
-                with m.If((w.partial_bytes_acked >= w.cwnd) & fully_utilized):
-                    m.d.sync += [w.partial_bytes_acked.eq(w.partial_bytes_acked - w.cwnd), w.cwnd.eq(w.cwnd + w.mtu)]
+                with m.If(reached_cwnd & fully_utilized):
+                    m.d.sync += [w.partial_bytes_acked.eq(acked_less_cwnd), w.cwnd.eq(cwnd_grown)]
+                m.next = "SACK_ALL_ACKED_CHECK"
+            with m.State("SACK_ALL_ACKED_CHECK"):       # (halved follows cwnd meanwhile)
+                m.d.sync += [all_acknowledged.eq(w.gap_acked_count == w.length), chunks_left.eq(w.length != 0),
+                             reduce.eq(newly_marked & ~w.fast_recovery),
+                             t3_restart.eq(advanced | (reneged_any & ~w.t3_running))]
                 m.next = "SACK_ALL_ACKED"
             with m.State("SACK_ALL_ACKED"):
-                m.d.comb += all_acknowledged.eq(w.gap_acked_count == w.length)
                 with m.If(all_acknowledged):
                     m.d.sync += w.partial_bytes_acked.eq(0)                  # 7.2.2
-                with m.If(newly_marked & ~w.fast_recovery):                   # 7.2.4 step 2, 7.2.3
-                    ssthresh = _at_least(w.cwnd >> 1, w.mtu << 2)
-                    m.d.sync += [w.ssthresh.eq(ssthresh), w.cwnd.eq(ssthresh), w.partial_bytes_acked.eq(0),
-                                 w.fast_recovery.eq(1), w.fast_recovery_exit.eq(w.cumulative_tsn + w.length)]
+                with m.If(reduce):                                            # 7.2.4 step 2, 7.2.3
+                    m.d.sync += [w.ssthresh.eq(halved), w.cwnd.eq(halved), w.partial_bytes_acked.eq(0),
+                                 w.fast_recovery.eq(1), w.fast_recovery_exit.eq(highest_sent)]
                 with m.If(all_acknowledged):                                  # 6.3.2 R2, R3, R4
                     m.d.sync += w.t3_running.eq(0)
-                with m.Elif(advanced | (reneged_any & ~w.t3_running)):
+                with m.Elif(t3_restart):
                     m.d.sync += [w.t3_running.eq(1), w.t3_deadline.eq(deadline)]
-                with m.If(w.length != 0):
+                with m.If(chunks_left):
                     m.d.sync += w.idle_running.eq(0)
                 with m.Elif(~w.idle_running):
                     m.d.sync += [w.idle_running.eq(1), w.idle_deadline.eq(deadline)]
@@ -513,23 +616,34 @@ class TransportUnit(wiring.Component):
 
             # -- 6.1 C, D: retransmissions as cwnd allows, then the LIMIT (A, B) --------
             with m.State("RELEASE"):
-                with m.If(w.one_packet_until_ack | (w.marked_count == 0)):
+                m.d.sync += skip_walk.eq(w.one_packet_until_ack | (w.marked_count == 0))
+                m.next = "RELEASE_START"
+            with m.State("RELEASE_START"):
+                with m.If(skip_walk):
                     m.next = "RELEASE_COUNT"
                 with m.Else():
                     start_walk(_Walk.RELEASE, w.length, AFTER["RELEASE_COUNT"])
             with m.State("RELEASE_COUNT"):
-                burst_room = Mux(w.max_burst > packets, w.max_burst - packets, 0)
-                m.d.sync += [new_chunks.eq(0), room.eq(_at_most(burst_room, ring - w.length)),
+                m.d.sync += [new_chunks.eq(0), burst_room.eq(Mux(w.max_burst > packets, w.max_burst - packets, 0)),
+                             ring_room.eq(ring - w.length),
+                             sending.eq(~w.one_packet_until_ack & (w.marked_count == 0)),
                              cwnd_left.eq(Cat(w.cwnd, Const(0, 2)).as_signed() - Cat(w.flight_size, Const(0, 2)).as_signed()),
                              rwnd_left.eq(Cat(w.rwnd, Const(0, 2)).as_signed() - w.chunk_bytes),
-                             flight_empty.eq(w.flight_size == 0), limit_next.eq(w.cumulative_tsn + w.length)]
-                m.next = "RELEASE_CHUNK"
-            with m.State("RELEASE_CHUNK"):              # one more chunk while cwnd, rwnd, Max.Burst and the ring allow
+                             flight_empty.eq(w.flight_size == 0), limit_next.eq(highest_sent)]
+                m.next = "RELEASE_ROOM"
+            with m.State("RELEASE_ROOM"):
+                m.d.sync += room.eq(_at_most(burst_room, ring_room))
+                m.next = "RELEASE_TEST"
+            with m.State("RELEASE_TEST"):               # one more chunk while cwnd, rwnd, Max.Burst and the ring allow
                 by_cwnd = cwnd_left > 0                                     # cwnd - flight > the chunks counted
                 by_rwnd = (rwnd_left >= 0) | (flight_empty & (new_chunks == 0))
-                with m.If(~w.one_packet_until_ack & (w.marked_count == 0) & (new_chunks < room) & by_cwnd & by_rwnd):
+                m.d.sync += one_more.eq(sending & (new_chunks < room) & by_cwnd & by_rwnd)
+                m.next = "RELEASE_CHUNK"
+            with m.State("RELEASE_CHUNK"):
+                with m.If(one_more):
                     m.d.sync += [new_chunks.eq(new_chunks + 1), limit_next.eq(limit_next + 1),
                                  cwnd_left.eq(cwnd_left - w.chunk_bytes), rwnd_left.eq(rwnd_left - w.chunk_bytes)]
+                    m.next = "RELEASE_TEST"
                 with m.Else():
                     m.next = "RELEASE_LIMIT"
             with m.State("RELEASE_LIMIT"):
@@ -545,10 +659,11 @@ class TransportUnit(wiring.Component):
                 with m.If(scan == rows):
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += [a.eq(scan), w.eq(row_regs[scan[:max(1, (rows - 1).bit_length())]]),
-                                 scan.eq(scan + 1), packets.eq(0), always_limit.eq(0)]
-                    m.next = "TIMER_ROW"
+                    m.d.sync += [a.eq(scan), scan.eq(scan + 1), packets.eq(0), always_limit.eq(0)]
+                    m.d.sync += loading.eq(_Load.TIMER)
+                    m.next = "LOAD"
             with m.State("TIMER_ROW"):
+                m.d.sync += exhausted.eq(w.error_count >= w.max_retrans)
                 with m.If(w.failed):
                     m.next = "TIMER_SCAN"
                 with m.Elif(due(w.t3_running, w.t3_deadline)):
@@ -558,29 +673,28 @@ class TransportUnit(wiring.Component):
                 with m.Else():
                     m.next = "TIMER_SCAN"
             with m.State("DECAY_CHECK"):                # 7.2.1, 7.2.2: per RTO without data
-                m.d.sync += [decay_due.eq(due(1, w.idle_deadline)), cwnd_above_floor.eq(w.cwnd > w.mtu << 2),
-                             halved.eq(_at_least(w.cwnd >> 1, w.mtu << 2))]
+                m.d.sync += decay_due.eq(due(1, w.idle_deadline))      # (halved, idle_next follow the row)
                 m.next = "DECAY_APPLY"
             with m.State("DECAY_APPLY"):
                 with m.If(decay_due):
                     with m.If(cwnd_above_floor):
                         m.d.sync += w.cwnd.eq(halved)
-                    m.d.sync += w.idle_deadline.eq(w.idle_deadline + w.rto)
+                    m.d.sync += w.idle_deadline.eq(idle_next)
                     m.next = "DECAY_CHECK"
                 with m.Else():
                     m.next = "RELEASE"
             with m.State("EXPIRE"):                     # 6.3.3 E1-E3, 7.2.3, 8.1
-                with m.If(w.error_count >= w.max_retrans):
+                with m.If(exhausted):
                     error_count = _at_most(w.error_count + 1, 255)
-                    with m.If(emit(TransportOpcode.FAILURE, w.cumulative_tsn + w.length, w.cumulative_tsn,
+                    with m.If(emit(TransportOpcode.FAILURE, highest_sent, w.cumulative_tsn,
                                    error_count)):
                         m.d.sync += [w.error_count.eq(error_count), w.failed.eq(1), w.t3_running.eq(0),
                                      w.idle_running.eq(0)]
                         m.next = "STORE"
                 with m.Else():
-                    m.d.sync += [w.error_count.eq(w.error_count + 1), w.ssthresh.eq(_at_least(w.cwnd >> 1, w.mtu << 2)),
+                    m.d.sync += [w.error_count.eq(w.error_count + 1), w.ssthresh.eq(halved),
                                  w.cwnd.eq(w.mtu), w.partial_bytes_acked.eq(0), w.fast_recovery.eq(0),
-                                 w.rto.eq(_at_most(w.rto << 1, w.rto_max)), w.timed.eq(0), w.t3_running.eq(0)]
+                                 w.rto.eq(rto_doubled), w.timed.eq(0), w.t3_running.eq(0)]
                     start_walk(_Walk.MARK_ALL, w.length, AFTER["EXPIRE_MARKED"])
             with m.State("EXPIRE_MARKED"):
                 start_walk(_Walk.FIRST_MARKED, w.length, AFTER["EXPIRE_RETRANSMITTED"])
@@ -614,7 +728,7 @@ class TransportUnit(wiring.Component):
             with m.State("WALK_EDIT"):
                 m.d.comb += edited.eq(chunk)
                 self._edit(m, walk, chunk, flags, edited, chunk_write, index, offset, walk_tsn, w, measure,
-                           retransmit, mark, newly_acked, gap_newly_acked, highest_newly_acked, reneged_any,
+                           retransmit, mark, delta, gap_newly_acked, highest_newly_acked, reneged_any,
                            reneged_extent, newly_marked, first_marked, packets)
             with m.State("WALK_DONE"):
                 with m.Switch(after_walk):
@@ -627,13 +741,13 @@ class TransportUnit(wiring.Component):
         return m
 
     def _edit(self, m, walk, chunk, flags, edited, chunk_write, index, offset, walk_tsn, w, measure, retransmit,
-              mark, newly_acked, gap_newly_acked, highest_newly_acked, reneged_any, reneged_extent, newly_marked,
+              mark, delta, gap_newly_acked, highest_newly_acked, reneged_any, reneged_extent, newly_marked,
               first_marked, packets):
         """WALK_EDIT: the decision on chunk `index` of the working row, by walk, from the registered word and
         flags."""
 
         def step():
-            m.d.sync += [index.eq(index + 1), offset.eq(offset + 1), walk_tsn.eq(walk_tsn + 1)]
+            m.d.sync += [index.eq(index + 1), offset.eq(offset + 1)]
             m.next = "WALK_CHECK"
 
         def stop():
@@ -642,36 +756,35 @@ class TransportUnit(wiring.Component):
         with m.Switch(walk):
             with m.Case(_Walk.RETIRE):                 # 6.2.1 D: up to the Cumulative TSN Ack
                 with m.If(~chunk.gap_acked):
-                    m.d.sync += newly_acked.eq(newly_acked + chunk.size)
+                    m.d.sync += delta.acked.eq(1)
                     measure()
                 with m.Else():
-                    m.d.sync += w.gap_acked_count.eq(w.gap_acked_count - 1)
+                    m.d.sync += delta.gap_dec.eq(1)
                 with m.If(chunk.in_flight):
-                    m.d.sync += w.flight_size.eq(w.flight_size - chunk.size)
+                    m.d.sync += delta.flight_sub.eq(1)
                 with m.If(~chunk.gap_acked & (chunk.marked == RetransmitCause.NONE)):
-                    m.d.sync += w.outstanding_bytes.eq(w.outstanding_bytes - chunk.size)
+                    m.d.sync += delta.outstanding_sub.eq(1)
                 with m.If(chunk.marked != RetransmitCause.NONE):
-                    m.d.sync += w.marked_count.eq(w.marked_count - 1)
+                    m.d.sync += delta.marked_dec.eq(1)
                 step()
             with m.Case(_Walk.GAP):                    # 3.3.4; 6.2.1 D iii
                 # After the retirement the chunk's offset from the new Cumulative TSN Ack is index + 1.
                 with m.If(flags.covered & ~chunk.gap_acked):
                     m.d.comb += [chunk_write.en.eq(1), edited.gap_acked.eq(1), edited.in_flight.eq(0),
                                  edited.marked.eq(RetransmitCause.NONE)]
-                    m.d.sync += [newly_acked.eq(newly_acked + chunk.size), gap_newly_acked.eq(1),
-                                 highest_newly_acked.eq(index), w.gap_acked_count.eq(w.gap_acked_count + 1)]
+                    m.d.sync += [delta.acked.eq(1), gap_newly_acked.eq(1), highest_newly_acked.eq(index),
+                                 delta.gap_inc.eq(1)]
                     with m.If(chunk.in_flight):
-                        m.d.sync += w.flight_size.eq(w.flight_size - chunk.size)
+                        m.d.sync += delta.flight_sub.eq(1)
                     with m.If(chunk.marked == RetransmitCause.NONE):
-                        m.d.sync += w.outstanding_bytes.eq(w.outstanding_bytes - chunk.size)
+                        m.d.sync += delta.outstanding_sub.eq(1)
                     with m.Else():
-                        m.d.sync += w.marked_count.eq(w.marked_count - 1)
+                        m.d.sync += delta.marked_dec.eq(1)
                     measure()
                 with m.Elif(~flags.covered & chunk.gap_acked & flags.judged):
                     m.d.comb += [chunk_write.en.eq(1), edited.gap_acked.eq(0), edited.reneged.eq(1)]
-                    m.d.sync += [w.gap_acked_count.eq(w.gap_acked_count - 1), reneged_any.eq(1),
-                                 reneged_extent.eq(offset),
-                                 w.outstanding_bytes.eq(w.outstanding_bytes + chunk.size)]
+                    m.d.sync += [delta.gap_dec.eq(1), reneged_any.eq(1), reneged_extent.eq(offset),
+                                 delta.outstanding_add.eq(1)]
                 with m.If((flags.covered | chunk.gap_acked) & ~(~flags.covered & flags.judged)):
                     m.d.sync += w.gap_extent.eq(offset)
                 step()
