@@ -35,12 +35,17 @@ until the first marked one, or until cwnd or Max.Burst stops them. The window fo
 counted down chunk by chunk from cwnd less the flight and from rwnd, at most Max.Burst of them, instead
 of divided.
 
-Timing: every state computes from flip-flops (the row, the event's registered input, the walk's registered
-word and flags) and does at most one carry chain before a register: a formula of several additions or
-bounds (RTO from SRTT and RTTVAR and its clamp, 7.2.1's initial cwnd, the miss walk's bound) spreads over
-states; the T3-rtx deadline a timer would start with is a register of its own (``now`` + RTO); the
-records leave through a skid :class:`~hdl.stream.queue.Queue`, so the consumer's ``ready`` reaches no
-decision.
+Timing (the unit meets the RNIC's 156.25 MHz on the ECP5 alone): every state computes from flip-flops (the
+row, the event's registered input, the walk's registered word and flags) with at most one carry chain
+before a register, and a row field's input is a register wherever a field has many writers: a chunk's
+effect on the row's counts (flight, outstanding bytes, marked and gap-acknowledged chunks, rwnd, the bytes
+newly acknowledged) is decided on the walk's edit cycle as a set of registered choices and applied on the
+next one; a formula of several steps or a bound (RTO from SRTT and RTTVAR and its clamp, 7.2.1's initial
+cwnd, 7.2.3's halving, 6.3.3's back-off, the T3-rtx and idle deadlines, the walk's TSN) is a register
+computed every cycle from the row and copied by a state that comes once it has settled; a decision of
+several compares is registered a state before it is acted on; one state loads a row, for every input and
+the timer sweep; the records leave through a skid :class:`~hdl.stream.queue.Queue`, so the consumer's
+``ready`` reaches no decision.
 
 Rate: a SACK of no Gap Ack Block that acknowledges k chunks takes about 3k + 46 cycles (the common case, two
 chunks: 52 cycles, a seventh of the 370 cycles two full-size packets take at W = 8); with blocks, two more
