@@ -122,11 +122,12 @@ class SequenceWindow(wiring.Component):
         inside = ahead_2[slot_bits:] == 0
         slot = ahead_2[:slot_bits]
         filled = seen_2 | 1
-        first_zero = ~filled & (filled + 1)             # one-hot (bit `window`: all seen)
+        # One-hot (bit `window`: all seen), so its position is an OR of the bits at positions with each bit set.
+        first_zero = Cat(~filled[:window] & (filled + 1)[:window], (filled + 1)[window])
         advance = Signal(range(window + 1))
-        for position in range(1, window + 1):
-            with m.If(first_zero[position] if position < window else (filled + 1)[window]):
-                m.d.comb += advance.eq(position)
+        m.d.comb += advance.eq(Cat(*(Cat(*(first_zero[position] for position in range(1, window + 1)
+                                            if position >> bit & 1)).any()
+                                     for bit in range(len(advance)))))
         index_3, base_3 = Signal.like(self.index), Signal(bits)
         marked_3, advance_3 = Signal(window), Signal(range(window + 1))
         m.d.sync += [

@@ -303,29 +303,33 @@ class TxEngine(wiring.Component):
         connect(m, fetcher.axi, wiring.flipped(self.m_axi))
 
         # Payloads: a fetch from memory to the fetcher, a SACK's (local) from the SACK sender; the order
-        # of the two kinds kept, one bit per fetch, for the payload's turn.
-        order = m.submodules.payload_order = SyncFIFOBuffered(width=1, depth=32)
+        # of the two kinds kept, one bit per fetch, for the payload's turn. Both through queues, whose
+        # readies are flip-flops, so the fetch queue's consumer is two flip-flops and a bit.
+        fetches = m.submodules.fetcher_queue = Queue(fetch_layout(ADDRESS_BITS))
+        order = m.submodules.payload_order = Queue(unsigned(1), 32)
         fetch = fetch_queue.source
         m.d.comb += [
-            fetcher.fetches.payload.eq(fetch.payload),
-            fetcher.fetches.valid.eq(fetch.valid & ~fetch.payload.local & order.w_rdy),
-            fetch.ready.eq(order.w_rdy & (fetch.payload.local | fetcher.fetches.ready)),
-            order.w_data.eq(fetch.payload.local),
-            order.w_en.eq(fetch.valid & fetch.ready),
+            fetches.sink.payload.eq(fetch.payload),
+            fetches.sink.valid.eq(fetch.valid & ~fetch.payload.local & order.sink.ready),
+            fetch.ready.eq(order.sink.ready & (fetch.payload.local | fetches.sink.ready)),
+            order.sink.payload.eq(fetch.payload.local),
+            order.sink.valid.eq(fetch.valid & fetch.ready),
         ]
+        connect(m, fetches.source, fetcher.fetches)
 
         # The SCTP packet: headers, then the payload through a queue.
         payload_queue = m.submodules.payload_queue = Queue(packet_layout(width))
-        local = order.r_data
+        local = order.source.payload
         source_valid = Mux(local, sack_sender.payload.valid, fetcher.payload.valid)
         source_payload = packet_layout(width)(Mux(local, sack_sender.payload.payload, fetcher.payload.payload))
-        taken = order.r_rdy & source_valid & payload_queue.sink.ready
+        turn = order.source.valid
+        taken = turn & source_valid & payload_queue.sink.ready
         m.d.comb += [
             payload_queue.sink.payload.eq(source_payload),
-            payload_queue.sink.valid.eq(order.r_rdy & source_valid),
-            fetcher.payload.ready.eq(order.r_rdy & ~local & payload_queue.sink.ready),
-            sack_sender.payload.ready.eq(order.r_rdy & local & payload_queue.sink.ready),
-            order.r_en.eq(taken & source_payload.last),
+            payload_queue.sink.valid.eq(turn & source_valid),
+            fetcher.payload.ready.eq(turn & ~local & payload_queue.sink.ready),
+            sack_sender.payload.ready.eq(turn & local & payload_queue.sink.ready),
+            order.source.ready.eq(taken & source_payload.last),
         ]
         connect(m, payload_queue.source, sctp.sink)
         connect(m, headers.sctp_header, sctp.header)

@@ -99,7 +99,8 @@ class PayloadFetcher(wiring.Component):
         lane = fetch.address[:lane_bits] if lane_bits else Const(0, 1)
         end = Signal(SEGMENT_PAYLOAD_BITS + 1)
         m.d.comb += end.eq(lane + fetch.length)
-        beats = (end + width - 1) >> lane_bits
+        # ceil(end / W), with the lane's few bits added to W - 1 first: one carry chain after the fetch.
+        beats = (fetch.length + (lane + (width - 1))) >> lane_bits
         end_lanes = end[:lane_bits] if lane_bits else Const(0, 1)
         issued = requests.sink.valid & requests.sink.ready
         m.d.comb += self.fetches.ready.eq(taking | (issued & final))
@@ -108,7 +109,7 @@ class PayloadFetcher(wiring.Component):
                 taking.eq(0), sizing.eq(1), issuing.eq(0), first.eq(1),
                 address.eq(fetch.address >> lane_bits << lane_bits),
                 beats_left.eq(beats),
-                plan.beats.eq(beats), plan.single.eq(beats == 1), plan.double.eq(beats == 2),
+                plan.beats.eq(beats), plan.single.eq(end <= width), plan.double.eq((end > width) & (end <= 2 * width)),
                 plan.last_keep.eq(Mux(end_lanes == 0, (1 << width) - 1, thermometer(end_lanes, width))),
                 plan.drop.eq(lane),
             ]
