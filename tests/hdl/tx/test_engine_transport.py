@@ -12,6 +12,7 @@ compared with what the model sends for the same input, so the order of inputs is
 import ipaddress
 import random
 
+import pytest
 from amaranth.sim import Simulator
 
 from hdl.abi import (
@@ -37,9 +38,11 @@ def transport_parameters(rng: random.Random) -> dict:
                 max_burst=rng.choice([2, 4]))
 
 
-def test_engine_transport_matches_the_model():
+# W = 8 in the default suite, W = 64 (a frame's headers and payload in few beats) in the slow set.
+@pytest.mark.parametrize("width", [8, pytest.param(64, marks=pytest.mark.slow)])
+def test_engine_transport_matches_the_model(width):
     rng = random.Random(7)
-    width, ring_tsns = 8, 16
+    ring_tsns = 16
     association = Association(0, 300, 0xFFFFFFF0, tag=rng.getrandbits(32))     # the TSNs wrap
     memory = random_memory(rng, width, ar_ready=0.8, latency=(1, 6), r_gap=0.1)
     works = [Work(rng.choice([WorkOpcode.RDMA_WRITE, WorkOpcode.SEND]), 0, 0, PAGE_END - rng.randrange(3000),
