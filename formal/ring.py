@@ -113,7 +113,8 @@ def _ack_point(acked, tsn, last):
 def ring_registers(ring: RetransmitRing) -> dict:
     """The registers and states of an elaborated ring that the harness reads (``RetransmitRing._registers``):
     ``request``, ``count``, ``in_ring``, ``walk_left``, ``replaying``, ``offset``, ``walk_tsn``, ``retiring``,
-    ``retired_N``, ``outstanding_N``, ``full_N``, and ``state``, each state's ``ongoing`` flag."""
+    ``retired_N``, ``outstanding_N``, ``full_N``, ``halted_N`` (a flip-flop) and ``halted_flags_N`` (the OR of
+    the row's flags it stands for), and ``state``, each state's ``ongoing`` flag."""
     registers = ring._registers
     if tuple(registers["state"]) != _STATES:
         raise NameError(f"RetransmitRing's states are {tuple(registers['state'])}, not {_STATES}: update the harness")
@@ -276,6 +277,7 @@ class RingHarness(Elaboratable):
             m.d.comb += [
                 Assert(outstanding <= ring_tsns),
                 Assert(registers[f"full_{row}"] == (outstanding == ring_tsns)),
+                Assert(registers[f"halted_{row}"] == registers[f"halted_flags_{row}"]),
                 Assert(_wrap(last[row] - retired) == outstanding),
             ]
             with m.If(walking_row):

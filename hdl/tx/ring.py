@@ -126,7 +126,14 @@ class RetransmitRing(wiring.Component):
         # A TSN taken under the limit, counted off `credit` the cycle after: the 32-bit count's enable is
         # then a flip-flop, and `stopped` is decided in the adding cycle from the credit less this one.
         spent = [Signal(name=f"spent_{i}") for i in range(associations)]
-        halted = Cat(*full) | Cat(*stopped) | Cat(*exhausted) | Cat(*holding)
+        # The four flags' next values (assigned below, later assignments first as for `sync`), and a flip-flop
+        # of their OR: a halted row is one flip-flop, so the input queue's ready is a level of logic shorter.
+        flags = {"full": full, "stopped": stopped, "exhausted": exhausted, "holding": holding}
+        following = {name: [Signal(name=f"{name}_next_{i}") for i in range(associations)] for name in flags}
+        for name, values in flags.items():
+            m.d.comb += [next_value.eq(value) for next_value, value in zip(following[name], values)]
+        halted_rows = [Signal(name=f"halted_{i}") for i in range(associations)]
+        halted = Cat(*halted_rows)
 
         # The outputs: a replayed record (the read port's data, held) ahead of the input queue's head.
         replaying = Signal()
@@ -184,7 +191,7 @@ class RetransmitRing(wiring.Component):
                     m.d.sync += request.eq(taken_request)
                     for row in range(associations):
                         with m.If((taken_request.opcode == TsnOpcode.LIMIT) & (taken_request.association == row)):
-                            m.d.sync += holding[row].eq(1)
+                            m.d.comb += following["holding"][row].eq(1)
                     m.next = "MEASURE"
             with m.State("MEASURE"):
                 m.d.comb += read.en.eq(1)
@@ -242,12 +249,17 @@ class RetransmitRing(wiring.Component):
             removing = retire_step & (request_row == row)
             row_written = self.association_write.valid & (row_write.index == row)
             row_limited = limit_load & (request_row == row)
+            full_next, stopped_next = following["full"][row], following["stopped"][row]
+            exhausted_next, holding_next = following["exhausted"][row], following["holding"][row]
             with m.If(row_written):
-                m.d.sync += [retired[row].eq(row_write.next_tsn - 1), outstanding[row].eq(0), full[row].eq(0)]
+                m.d.sync += [retired[row].eq(row_write.next_tsn - 1), outstanding[row].eq(0)]
+                m.d.comb += full_next.eq(0)
             with m.Elif(adding & ~removing):
-                m.d.sync += [outstanding[row].eq(outstanding[row] + 1), full[row].eq(outstanding[row] == ring_tsns - 1)]
+                m.d.sync += outstanding[row].eq(outstanding[row] + 1)
+                m.d.comb += full_next.eq(outstanding[row] == ring_tsns - 1)
             with m.Elif(removing & ~adding):
-                m.d.sync += [outstanding[row].eq(outstanding[row] - 1), full[row].eq(0)]
+                m.d.sync += outstanding[row].eq(outstanding[row] - 1)
+                m.d.comb += full_next.eq(0)
             with m.If(removing):
                 m.d.sync += retired[row].eq(retired[row] + 1)
             # The limit: no segment of the row is added while its LIMIT is under way (holding), so no
@@ -256,20 +268,24 @@ class RetransmitRing(wiring.Component):
             with m.If(spent[row]):
                 m.d.sync += credit[row].eq(credit[row] - 1)
             with m.If(row_written):
-                m.d.sync += [limited[row].eq(0), stopped[row].eq(0)]
+                m.d.sync += limited[row].eq(0)
+                m.d.comb += stopped_next.eq(0)
             with m.Elif(row_limited):
-                m.d.sync += [limited[row].eq(1), credit[row].eq(Mux(no_headroom, 0, headroom[:32])),
-                             stopped[row].eq(no_headroom)]
+                m.d.sync += [limited[row].eq(1), credit[row].eq(Mux(no_headroom, 0, headroom[:32]))]
+                m.d.comb += stopped_next.eq(no_headroom)
             with m.Elif(exhausted[row]):
-                m.d.sync += stopped[row].eq(1)
+                m.d.comb += stopped_next.eq(1)
             # The last credit: 1 left once the TSN still to be counted off is. A row write or a LIMIT of
             # the row comes first, as for the other flags.
             last_credit = limited[row] & Mux(spent[row], credit[row] == 2, credit[row] == 1)
-            m.d.sync += exhausted[row].eq(adding & last_credit & ~row_written & ~row_limited)
+            m.d.comb += exhausted_next.eq(adding & last_credit & ~row_written & ~row_limited)
             with m.If(row_limited):
-                m.d.sync += holding[row].eq(0)
+                m.d.comb += holding_next.eq(0)
             with m.Elif(self.hold & (self.hold_row == row)):
-                m.d.sync += holding[row].eq(1)
+                m.d.comb += holding_next.eq(1)
+            m.d.sync += [full[row].eq(full_next), stopped[row].eq(stopped_next), exhausted[row].eq(exhausted_next),
+                         holding[row].eq(holding_next),
+                         halted_rows[row].eq(full_next | stopped_next | exhausted_next | holding_next)]
         # The registers the safety proof (formal/ring.py) ties to its shadow, and the request's states.
         self._registers = {
             "request": request, "count": count, "in_ring": in_ring, "walk_left": walk_left, "replaying": replaying,
@@ -277,6 +293,9 @@ class RetransmitRing(wiring.Component):
             **{f"retired_{row}": retired[row] for row in range(associations)},
             **{f"outstanding_{row}": outstanding[row] for row in range(associations)},
             **{f"full_{row}": full[row] for row in range(associations)},
+            **{f"halted_{row}": halted_rows[row] for row in range(associations)},
+            **{f"halted_flags_{row}": full[row] | stopped[row] | exhausted[row] | holding[row]
+               for row in range(associations)},
             "state": {name: fsm.ongoing(name) for name in fsm.encoding},
         }
         return m
