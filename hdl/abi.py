@@ -409,7 +409,8 @@ FRAME_COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "cr
 
 
 #: Counters kept beside the frame receiver's: segment verdicts as placement decided them (a segment
-#: whose write then failed counts as accepted, and in ``dma_errors``), chunk errors, ack records.
+#: whose write then failed counts as accepted, and in ``dma_errors``), chunk errors, ack records (those
+#: on ``m_axis_ack``: not the ones of an association the acknowledgement unit SACKs).
 SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "segments_no_stream",
                     "segments_duplicate", "segments_invalid_ssn", "chunk_errors", "dma_errors", "acks",
                     "reports_waiting", "reports_discarded", "peer_sacks_malformed")

@@ -104,8 +104,9 @@ class RxEngine(wiring.Component):
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  buffers_per_queue: int = 8, buffer_bytes: int = 32768, tick_cycles: int = SACK_TICK_CYCLES,
-                 peer_sacks: bool = False):
+                 peer_sacks: bool = False, external_tick: bool = False):
         self.width_bytes, self.tick_cycles, self.peer_sacks = width_bytes, tick_cycles, peer_sacks
+        self.external_tick = external_tick
         self.associations, self.stream_ids, self.regions = associations, stream_ids, regions
         self._buffers_per_queue, self._buffer_bytes = buffers_per_queue, buffer_bytes
         self.map = register_map(associations, stream_ids, regions)
@@ -121,6 +122,9 @@ class RxEngine(wiring.Component):
             "udp_port": Out(16),
             "m_axis_sack": Out(AxiStreamSignature(sack_record_bytes())),
             "tick": Out(1),          # the timer's tick: one cycle every `tick_cycles`
+            # With `external_tick` (a simulation's clock, which advances the timer with its own time), the
+            # tick is `tick_in`'s, and `tick_busy` says the last one is not yet taken.
+            **({"tick_in": In(1), "tick_busy": Out(1)} if external_tick else {}),
             # With `peer_sacks`, for the transmit engine's transport unit (hdl/rx/sack_reader.py).
             **({"m_axis_peer_sack": Out(AxiStreamSignature(peer_sack_bytes()))} if peer_sacks else {}),
         })
@@ -266,9 +270,13 @@ class RxEngine(wiring.Component):
                   & ~row.flush):
             m.d.sync += [engine_sacks.bit_select(row.association[:max(1, association_bits)], 1).eq(row.enabled),
                          peer_sack_rows.bit_select(row.association[:max(1, association_bits)], 1).eq(row.peer_sacks)]
-        ticks = Signal(range(self.tick_cycles))
-        m.d.sync += [ticks.eq(Mux(ticks == self.tick_cycles - 1, 0, ticks + 1)),
-                     sack.tick.eq(ticks == self.tick_cycles - 1)]
+        if self.external_tick:
+            m.d.sync += sack.tick.eq(self.tick_in)
+            m.d.comb += self.tick_busy.eq(self.tick_in | sack.tick | sack.tick_pending)
+        else:
+            ticks = Signal(range(self.tick_cycles))
+            m.d.sync += [ticks.eq(Mux(ticks == self.tick_cycles - 1, 0, ticks + 1)),
+                         sack.tick.eq(ticks == self.tick_cycles - 1)]
         m.d.comb += self.tick.eq(sack.tick)
         sack_queue = m.submodules.sack_in = Queue(sack_chunk_layout(), 8)
         connect(m, sack_queue.source, sack.chunks)
@@ -318,7 +326,7 @@ class RxEngine(wiring.Component):
             m.d.sync += counted["chunk_errors"].eq(counted["chunk_errors"] + 1)
         with m.If(dma.done.valid & dma.done.ready & dma.done.payload.error):
             m.d.sync += counted["dma_errors"].eq(counted["dma_errors"] + 1)
-        with m.If(chunks.acks.valid & chunks.acks.ready):
+        with m.If(host_acks.valid & host_acks.ready):   # the host's: those of `m_axis_ack`, as the model's
             m.d.sync += counted["acks"].eq(counted["acks"] + 1)
         for name, signal in counted.items():
             m.d.comb += getattr(registers, f"counter_{name}").eq(signal)
