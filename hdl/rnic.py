@@ -79,17 +79,20 @@ class Rnic(wiring.Component):
     tables sized alike: ``associations`` of ``stream_ids`` streams, ``regions`` memory regions,
     ``buffers_per_queue`` posted buffers, IRD ``ird``, ``ring_tsns`` DATA chunks in flight per
     association; with ``transport``, the transmit engine's transport unit and its ports (not yet by
-    default: it does not meet the core clock, README "The transport in the gateware")."""
+    default: it does not meet the core clock, README "The transport in the gateware"); with
+    ``external_tick``, the timer ticks once per cycle of the ``tick`` input instead of every
+    ``tick_cycles``, and ``tick_busy`` says the last tick is not yet taken by the acknowledgement and
+    transport units (for a simulation whose own clock advances the timer, ``sim.driver_sim``)."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768, ird: int = 4,
                  tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES,
-                 transport: bool = False):
-        self.width_bytes = width_bytes
+                 transport: bool = False, external_tick: bool = False):
+        self.width_bytes, self.external_tick = width_bytes, external_tick
         self.associations, self.stream_ids, self.ird, self.ring_tsns = associations, stream_ids, ird, ring_tsns
         self.rx = RxEngine(width_bytes, associations=associations, stream_ids=stream_ids, regions=regions,
                            buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes, tick_cycles=tick_cycles,
-                           peer_sacks=transport)
+                           peer_sacks=transport, external_tick=external_tick)
         self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
                            buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns, transport=transport)
         self.transport = transport
@@ -113,6 +116,8 @@ class Rnic(wiring.Component):
         if transport:
             members |= {"s_axis_peer_sack": In(AxiStreamSignature(peer_sack_bytes())),
                         "m_axis_transport_stopped": Out(AxiStreamSignature(transport_record_bytes()))}
+        if external_tick:
+            members |= {"tick": In(1), "tick_busy": Out(1)}
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -136,6 +141,9 @@ class Rnic(wiring.Component):
             tx.local_mac.eq(rx.local_mac), tx.local_ip.eq(rx.local_ip), tx.udp_port.eq(rx.udp_port),
         ]
 
+        if self.external_tick:
+            busy = rx.tick_busy | (~self.tx.transport.idle if self.transport else 0)
+            m.d.comb += [rx.tick_in.eq(self.tick), self.tick_busy.eq(busy)]
         for name in RX_PORTS:
             connect(m, wiring.flipped(getattr(self, name)), getattr(rx, name))
         for name in TX_PORTS + (("m_axis_transport_stopped",) if self.transport else ()):

@@ -23,7 +23,8 @@ since the last SACK (6.2); otherwise the association's countdown starts
 
 ``tick`` is one cycle per tick of the engine's timer (the model's
 :data:`~model.engine.sack.TICK_SECONDS`); the unit takes it between
-records (a tick that comes while one is pending is the same tick). Due
+records (a tick that comes while one is pending is the same tick:
+``tick_pending`` says one is). Due
 SACKs leave lowest association first, before the next record is taken.
 
 ``sacks`` carries one :func:`sack_record_layout` per SACK: the Cumulative
@@ -104,6 +105,7 @@ class SackUnit(wiring.Component):
             "chunks": In(stream.Signature(sack_chunk_layout())),
             "resets": In(stream.Signature(sack_row_layout())),
             "tick": In(1),
+            "tick_pending": Out(1),
             "sacks": Out(stream.Signature(sack_record_layout(gap_blocks, duplicate_tsns))),
             "duplicates_unlisted": Out(32),
         })
@@ -127,6 +129,7 @@ class SackUnit(wiring.Component):
         tick_pending = Signal()
         with m.If(self.tick):
             m.d.sync += tick_pending.eq(1)
+        m.d.comb += self.tick_pending.eq(tick_pending)
 
         record = Signal(sack_chunk_layout())
         m.d.comb += [tsn_map.index.eq(self.chunks.payload.association), tsn_map.ssn.eq(self.chunks.payload.tsn)]
