@@ -83,7 +83,7 @@ from enum import Enum
 
 from hdl.abi import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException,
                      FrameDrop, FrameException, SegmentStatus)
-from model.engine.sack import TICK_SECONDS, SackRecord, SackUnit
+from model.engine.sack import SackRecord, SackUnit, tick_time, ticks_at
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import UNTAGGED_HEADER_LENGTH, DdpSegment, decode_header
@@ -416,11 +416,11 @@ class ReceiveEngineModel:
     def next_timeout(self) -> float | None:
         """When the next delayed SACK is due (its tick's time), or None."""
         deadline = self.sack.next_deadline()
-        return None if deadline is None else deadline * TICK_SECONDS
+        return None if deadline is None else tick_time(deadline)
 
     def handle_timeout(self, now: float) -> None:
         """The delayed SACKs due by `now` (`next_sacks`)."""
-        self._sacks += self.sack.tick(_tick(now))
+        self._sacks += self.sack.tick(ticks_at(now))
 
     # -- frame stage ------------------------------------------------------
 
@@ -508,7 +508,7 @@ class ReceiveEngineModel:
             if user_data >= 0:  # RFC 4960 3.3.1: the whole DATA header, TSN included
                 end = chunk.offset + (len(chunk.data) + 3) // 4 * 4
                 if index in self._engine_sacks:   # RFC 4960 6.2: the engine's own SACKs
-                    sacks = self.sack.chunk(index, chunk.data_tsn, _tick(result.time), end >= len(sctp))
+                    sacks = self.sack.chunk(index, chunk.data_tsn, ticks_at(result.time), end >= len(sctp))
                     result.sacks += sacks
                     self._sacks += sacks
                 else:
@@ -650,8 +650,3 @@ def _header_fields(raw: bytes) -> dict:
     if header.tagged:
         return fields | {"stag": header.stag, "to": header.to}
     return fields | {"qn": header.qn, "msn": header.msn, "mo": header.mo}
-
-
-def _tick(now: float) -> int:
-    """The timer tick `now` falls in (tick n starts at n * TICK_SECONDS)."""
-    return int(now / TICK_SECONDS + 1e-9)   # a deadline's own time (n * TICK_SECONDS) reaches tick n

@@ -53,6 +53,7 @@ unit's ``delay_ticks`` unless given).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from hdl.abi import SACK_DELAY_BITS as DELAY_BITS
@@ -60,12 +61,26 @@ from hdl.abi import SACK_TICK_CYCLES
 from model.engine.rows import check_row, written_row
 from model.sctp.packet import TSN_BITS, SackChunk, serial_add, serial_le
 
-__all__ = ["SackRecord", "SackUnit", "DEFAULT_DELAY_TICKS", "DEFAULT_WINDOW", "DELAY_BITS", "TICK_SECONDS"]
+__all__ = ["SackRecord", "SackUnit", "DEFAULT_DELAY_TICKS", "DEFAULT_WINDOW", "DELAY_BITS", "TICK_SECONDS", "ticks_at",
+           "tick_time"]
 
 _TSN_MASK = (1 << TSN_BITS) - 1
 
 TICK_SECONDS = SACK_TICK_CYCLES / 156.25e6
 """The gateware timer unit's tick: 2**17 cycles of the 156.25 MHz core clock, about 0.84 ms."""
+
+
+def ticks_at(now: float) -> int:
+    """The timer's tick count at `now` seconds: the ticks begun since time 0 (`tick_time(n)` maps back to tick
+    n, whatever the float's rounding). The acknowledgement and transport units count the same ticks."""
+    return math.floor(now / TICK_SECONDS + 1e-6)
+
+
+def tick_time(tick: int) -> float:
+    """The time in seconds at which tick `tick` begins."""
+    return tick * TICK_SECONDS
+
+
 DEFAULT_DELAY_TICKS = 238
 """The delayed-SACK time in ticks: 199.7 ms, within RFC 4960 6.2's 200 ms default."""
 DEFAULT_WINDOW = 65536

@@ -56,7 +56,6 @@ the driver does; the differential tests pace the RTL that way.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -67,7 +66,7 @@ from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import DdpSegment
 from model.ddp.source import DdpSource
 from model.net.frames import build_frame
-from model.engine.sack import TICK_SECONDS, SackRecord
+from model.engine.sack import SackRecord, tick_time, ticks_at
 from model.engine.transport import (AssociationFailure, Limit, ProtocolViolation, Retirement, Retransmission,
                                     TransportRecord, TransportUnit)
 from model.rdmap.messages import Opcode, QueueNumber, ReadRequest, tagged_rsvd_ulp, untagged_rsvd_ulp
@@ -83,17 +82,6 @@ __all__ = ["TransmitConfig", "TxAssociationRow", "WorkRequest", "ReadResponseReq
 
 TSN_MOD = 1 << 32
 _DDP_SSN_BYTES = 2   # RFC 5043 5.2.2: the DDP-SSN ahead of the segment in a PPID 16 chunk's user data
-
-
-def ticks_at(now: float) -> int:
-    """The transport unit's tick count at `now` seconds: the ticks begun since time 0 (`tick_time(n)` maps
-    back to tick n, whatever the float's rounding)."""
-    return math.floor(now / TICK_SECONDS + 1e-6)
-
-
-def tick_time(tick: int) -> float:
-    """The time in seconds at which tick `tick` begins."""
-    return tick * TICK_SECONDS
 
 
 @dataclass(frozen=True)
