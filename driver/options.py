@@ -93,9 +93,9 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
     if backend == "soft" and options.get("engine_sacks"):
         raise InvalidArgument("engine_sacks: the soft backend has no receive engine to SACK (backend 'engine', "
                               "'sim' or 'board')")
-    if options.get("engine_transport") and backend != "engine":
-        raise InvalidArgument("engine_transport: only the engine backend's transmit engine model has the transport "
-                              "unit (not yet the gateware)")
+    if options.get("engine_transport") and backend not in ("engine", "sim"):
+        raise InvalidArgument("engine_transport: only the engine and sim backends' transmit engines have the "
+                              "transport unit (the board's build is without it)")
     checks = {
         "link": lambda name, value: value is None or instance(name, value, ModelLinkConfig),
         "seed": lambda name, value: whole(name, value, -SEED_LIMIT, SEED_LIMIT - 1),

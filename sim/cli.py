@@ -14,8 +14,8 @@
     rnic bench tx [--widths 8 64] [--payloads BYTES ...] [--loads write read-response] [--synth] [--target-mhz F]
                                       RTL transmit engine: fraction of line rate, doorbell latency, Fmax
     rnic perf [--backend soft|engine|sim|board] [--test write_bw|send_bw|send_lat|read_bw|all] [--sizes BYTES ...]
-              [--iters N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N]
-              [--serial DEV --ethernet IFACE|tcp:HOST:PORT] [--baud B] [--latency S] [--time-scale X]
+              [--iters N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N] [--host-sacks] [--engine-transport]
+              [--peer model|gateware] [--serial DEV --ethernet IFACE|tcp:HOST:PORT] [--baud B] [--latency S] [--time-scale X]
               [--direction to-board|from-board|both]
                                       perftest-shaped bandwidth and latency through the host driver; on the
                                       board backend also its control link's requests and bytes per message
@@ -338,12 +338,14 @@ def _perf(args: argparse.Namespace) -> int:
                                    DIRECTIONS, LARGEST_SIZE, SIM_SIZES, TESTS, BoardOptions, PerfPlan, perf_command,
                                    perf_link)
 
-    if args.host_sacks and args.backend not in ("engine", "board"):
-        args.usage_error("argument --host-sacks: only with --backend engine or board (where the receive engine "
-                         "SACKs by default)")
-    if args.engine_transport and args.backend != "engine":
-        args.usage_error("argument --engine-transport: only with --backend engine (the gateware has no transport "
-                         "unit yet)")
+    if args.host_sacks and args.backend not in ("engine", "sim", "board"):
+        args.usage_error("argument --host-sacks: only with --backend engine, sim or board (where the receive "
+                         "engine SACKs by default)")
+    if args.engine_transport and args.backend not in ("engine", "sim"):
+        args.usage_error("argument --engine-transport: only with --backend engine or sim (the board's build is "
+                         "without the transport unit)")
+    if args.peer != "model" and args.backend != "sim":
+        args.usage_error("argument --peer: only with --backend sim (host B on a second RNIC top)")
     if args.backend != "board":
         given = [name for name in BOARD_ONLY if getattr(args, name) is not None]
         if given:
@@ -367,7 +369,7 @@ def _perf(args: argparse.Namespace) -> int:
                              args.latency or defaults.latency, args.time_scale or defaults.time_scale,
                              DIRECTIONS[args.direction or "both"], not args.host_sacks)
     return perf_command(args.backend, plan, link, args.seed, board=board, engine_sacks=not args.host_sacks,
-                        engine_transport=args.engine_transport)
+                        engine_transport=args.engine_transport, gateware_peer=args.peer == "gateware")
 
 
 DEFAULT_PLOT = "bench-e2e.png"
@@ -510,11 +512,14 @@ def build_parser() -> argparse.ArgumentParser:
                            "board Reads), from it (the board Writes and Sends, the peer Reads), or both in turn "
                            "(default both)")
     perf.add_argument("--host-sacks", action="store_true",
-                      help="engine and board: the host SACKs the peer's DATA from the engine's ack records, not "
-                           "the receive engine itself (RFC 4960 6.2; the engine's SACKs are the default)")
+                      help="engine, sim and board: the host SACKs the peer's DATA from the engine's ack records, "
+                           "not the receive engine itself (RFC 4960 6.2; the engine's SACKs are the default)")
     perf.add_argument("--engine-transport", action="store_true",
-                      help="engine: the transmit engine's transport unit processes the peer's SACKs and "
+                      help="engine and sim: the transmit engine's transport unit processes the peer's SACKs and "
                            "retransmits (RFC 4960 6, 7), not the host's SCTP")
+    perf.add_argument("--peer", choices=("model", "gateware"), default="model",
+                      help="sim: host B on the engines' golden models (default), or on a second RNIC top in the "
+                           "same simulation")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

@@ -20,9 +20,19 @@ reusable testbench `sim.tb.rnic_tb.RnicTB`:
   stay below it.
 
 Device 1 (host B) is the `engine` backend's host, an `EngineRnic` over both
-engines' golden models. One simulation builds one top; the W = 8 build is
-the one the top's own cocotb tests use (same build root, same parameters,
-`sim.tb.rnic_tb.rnic_top`).
+engines' golden models. One simulation builds one top,
+`sim.tb.rnic_tb.rnic_driver_top`: the RNIC top with the transport unit, its
+timer ticked by the fabric (`external_tick`).
+
+SACKs and the transport, as on `engine`: the receive engine SACKs the peer's
+DATA (`engine_sacks`, the default; RFC 4960 6.2) and, with
+`engine_transport`, the transmit engine's transport unit takes the peer's
+SACKs and retransmits (6.1-6.3, 7.2, 8.1). The gateware's timer is not its
+own clock here: before the RTL is given anything at the fabric's time t, its
+timer is ticked to t's tick (`model.engine.sack.ticks_at`), one tick at a
+time, each taken before the next, so its delayed SACKs and T3-rtx expire in
+the ticks its models count; the fabric's clock stops at the receive model's
+delayed-SACK deadline as at the hosts' timers.
 
 Every frame the RTL takes is also given to a shadow `ReceiveEngineModel`
 with the same table writes, and the records are compared (the testbench's
@@ -64,12 +74,14 @@ from driver.errors import BackendUnavailable, InvalidArgument, SimulationStalled
 from driver.records import receive_row_writes, segment_verdict
 from hdl.abi import AckDisposition
 from model.ddp.memory import SparseMemory
+from model.engine.sack import SackRecord
+from model.engine.tx import ticks_at
 from model.rnic.engine_host import EngineRnic, TransmitEngine
 from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import Ack, EngineCommand, EngineOutput, FrameIn, ModelEngine
 from model.rnic.pair import IPS, MACS, HostPair, host_config
 from sim.runner import SimulationResult, default_build_root, run_cocotb
-from sim.tb.rnic_tb import rnic_top
+from sim.tb.rnic_tb import rnic_driver_top
 from sim.tb.rx_engine_tb import CANARY, RxEngineTB, _compare_acks, _compare_chunk_errors, _compare_segments
 from sim.traffic.rx import EngineShape
 
@@ -109,17 +121,42 @@ class AsyncEngine(Protocol):
     """A receive engine that takes time to run a command (the RTL under the simulator)."""
 
     memory: RamMemory | SparseMemory
+    sacks: Callable[[SackRecord], None] | None
 
     async def execute(self, command: EngineCommand) -> EngineOutput | None: ...
+    def next_timeout(self) -> float | None: ...
+    async def catch_up(self, now: float) -> None: ...
 
 
 class RtlEngine:
-    """`RxEngineTB` behind the host's command interface, checked against a shadow golden model."""
+    """`RxEngineTB` behind the host's command interface, checked against a shadow golden model.
+
+    The acknowledgement unit's SACKs (RFC 4960 6.2) go from the RTL's receive engine to its transmit engine
+    by themselves; the model's (after a frame, a `SackFlush`, or its delayed-SACK timer in `catch_up`) go to
+    `sacks`, the transmit side's `post_sack`, so that the RTL's SACK frames are expected there."""
 
     def __init__(self, tb: RxEngineTB, local_mac: bytes = MACS[RTL_SIDE], local_ip: str = IPS[RTL_SIDE]) -> None:
         self.tb = tb
         self.memory = RamMemory(tb)
         self.shadow = ModelEngine(local_mac, local_ip, SparseMemory(CANARY))
+        self.sacks: Callable[[SackRecord], None] | None = None
+
+    def next_timeout(self) -> float | None:
+        """When the acknowledgement unit's next delayed SACK is due (the model's timer)."""
+        return self.shadow.next_timeout()
+
+    async def catch_up(self, now: float) -> None:
+        """The timer to `now`: the model's delayed SACKs due by then are expected, and a top whose timer the
+        testbench ticks (`external_tick`) is ticked to `now`'s tick (`model.engine.tx.ticks_at`)."""
+        self._pass_sacks(self.shadow.handle_timeout(now))
+        if getattr(self.tb, "external_tick", False):
+            await self.tb.tick_to(ticks_at(now))
+
+    def _pass_sacks(self, records: list[SackRecord]) -> None:
+        if records and self.sacks is None:
+            raise EngineMismatch(f"the engine SACKs ({records[0]}) and nothing takes its SACKs")
+        for record in records:
+            self.sacks(record)
 
     def time(self) -> tuple[int, float]:
         """(cycles, nanoseconds) of the simulator's clock so far."""
@@ -132,6 +169,7 @@ class RtlEngine:
         if isinstance(command, FrameIn):
             return await self._frame(command)
         self.shadow.execute(command)
+        self._pass_sacks(self.shadow.model.next_sacks())     # a SackFlush's
         for table, fields in receive_row_writes(command, tb.shape.stream_ids):
             await tb.write_table(table, fields)
         return None
@@ -139,7 +177,10 @@ class RtlEngine:
     async def _frame(self, command: FrameIn) -> EngineOutput:
         tb, shadow = self.tb, self.shadow
         written, model_writes = len(tb.written), len(shadow.memory.writes)
+        await self.catch_up(command.now)
         expected = shadow.execute(command)
+        assert expected is not None
+        self._pass_sacks(expected.sacks)
         await tb.send_frames([command.frame])
         await tb.drain()
         results = await tb.results()
@@ -199,13 +240,19 @@ class SimFabric(FabricBackend):
                  peer: RtlHost | None = None, **options: object) -> None:
         options.setdefault("resources", ENGINE_RESOURCES)
         options.setdefault("streams", STREAM_IDS)
-        if options.get("engine_sacks"):
-            # The comparison of every RTL frame with the models' (RtlTransmit) does not follow the receive
-            # engine's SACK timer; the RTL's SACKs are tested in tests/hdl/test_rnic.py and on the board.
-            raise InvalidArgument("engine_sacks: not on the sim backend (backend 'engine' or 'board')")
+        options.setdefault("engine_sacks", True)   # as on `engine`: the receive engines SACK (RFC 4960 6.2)
         self.rtl_hosts = {RTL_SIDE: RtlHost(engine, transmit, memory_bytes)}
         if peer is not None:
             self.rtl_hosts[Side.B] = peer
+        for option in ("engine_sacks", "engine_transport"):
+            if options.get(option) and not all(getattr(getattr(rtl.engine, "tb", None), "external_tick", False)
+                                               and rtl.transmit is not None for rtl in self.rtl_hosts.values()):
+                raise InvalidArgument(f"{option}: needs RTL hosts on `sim.tb.rnic_tb.rnic_driver_top` (the "
+                                      "transport unit, the timer ticked by the fabric) with their transmit engines")
+        for rtl in self.rtl_hosts.values():
+            if rtl.transmit is not None:
+                rtl.engine.sacks = rtl.transmit.post_sack
+                rtl.transmit.clock = lambda: ticks_at(self.pair.now)
         hosts = {}
         for side in Side:
             config = host_config(side, **options)
@@ -260,7 +307,9 @@ class SimFabric(FabricBackend):
                     return
                 if self._kicked:  # the predicate's routing posted something (a session opened): send it first
                     continue
-                next_time = pair.next_time()
+                next_time = min((t for t in (pair.next_time(), *(rtl.engine.next_timeout()
+                                                                  for rtl in self.rtl_hosts.values()))
+                                 if t is not None), default=None)
                 if next_time is None:
                     raise SimulationStalled("nothing is in flight and no timer runs: the wait can never end")
                 if deadline is not None and next_time > deadline:
@@ -272,6 +321,8 @@ class SimFabric(FabricBackend):
         """The RTL hosts' engine work (receive, then transmit), then what is due, until nothing is left to do
         now."""
         self._kicked = False
+        for rtl in self.rtl_hosts.values():   # the RTL's timer to the fabric's clock, before what happens now
+            await rtl.engine.catch_up(self.pair.now)
         while True:
             busy = False
             for side, rtl in self.rtl_hosts.items():
@@ -311,24 +362,27 @@ def program_reference(main: Callable) -> dict[str, str]:
 
 def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1, log_file: Path | None = None,
                 width_bytes: int = WIDTH_BYTES, memory_bytes: int = MEMORY_BYTES, record: bool = False,
-                arguments: dict | None = None, gateware_peer: bool = False) -> SimulationResult:
+                arguments: dict | None = None, gateware_peer: bool = False,
+                options: dict | None = None) -> SimulationResult:
     """Run the coroutine function `main(fabric, **arguments)` on the `sim` fabric, in a cocotb test on the
-    RNIC top of `width_bytes` (the build its own tests use: same build root and parameters) with
+    RNIC top of `width_bytes` (`sim.tb.rnic_tb.rnic_driver_top`: the transport unit in it, its timer ticked
+    by the fabric's clock) with
     `memory_bytes` of host memory for host A (its top quarter the bounce area); `gateware_peer`: host B on an
     RNIC top of its own too, in the same simulation (`sim.tb.rnic_pair.RnicPair`, a build of its own);
     `record` keeps the link's frames. `SimulationFailed` when `main` raises or an engine differs from its
-    model. `main`'s prints go to the simulator's log (stdout, or `log_file`); `arguments` must be
-    JSON-serialisable."""
+    model. `main`'s prints go to the simulator's log (stdout, or `log_file`); `options`: the fabric's
+    (`RnicConfig` fields, as `open_fabric` takes them: `engine_sacks`, `engine_transport`, ...); `arguments`
+    and `options` must be JSON-serialisable."""
     parameters = {**program_reference(main), "seed": seed,
                   "link": dataclasses.asdict(link) if link is not None else None,
                   "width_bytes": width_bytes, "memory_bytes": memory_bytes, "record": record,
-                  "arguments": arguments or {}, "gateware_peer": gateware_peer}
+                  "arguments": arguments or {}, "gateware_peer": gateware_peer, "options": options or {}}
     if gateware_peer:
         from sim.tb.rnic_pair import RnicPair
 
         top, name = RnicPair(width_bytes, SHAPE), f"rnic_pair_w{width_bytes}"
     else:
-        top, name = rnic_top(width_bytes, SHAPE), f"rnic_w{width_bytes}"
+        top, name = rnic_driver_top(width_bytes, SHAPE), f"rnic_driver_w{width_bytes}"
     return run_cocotb(top, test_module="sim.tb.driver_program", toplevel=name,
                       build_root=default_build_root() / name.rsplit("_w", 1)[0], parameters=parameters,
                       log_file=log_file, waves_name=f"{name}-driver-{main.__name__}")

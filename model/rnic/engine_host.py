@@ -73,7 +73,7 @@ from model.sctp.association import AssociationError, EngineRequestKind
 from model.sctp.events import AssociationEstablished
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL, ChunkType, SackChunk, decode_chunks
 
-__all__ = ["EngineRnic", "TransmitEngine"]
+__all__ = ["EngineRnic", "TransmitEngine", "TransportEngine"]
 
 SCRATCH_SLOT = 1024
 """Host memory per message the host builds for the engine (a session-control message or a Terminate)."""
@@ -100,6 +100,17 @@ class TransmitEngine(Protocol):
     def accepts_next(self) -> bool: ...
     def data_to_send(self) -> list[bytes]: ...
     def next_events(self) -> list: ...
+
+
+class TransportEngine(TransmitEngine, Protocol):
+    """A transmit engine with the transport unit (`TransmitEngineModel` has these calls; `now` in its ticks)."""
+
+    def write_transport(self, association: int, peer_a_rwnd: int, **parameters) -> None: ...
+    def peer_sack(self, association: int, sack: SackChunk, now: int) -> None: ...
+    def peer_shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> None: ...
+    def cumulative_tsn_ack(self, association: int) -> int: ...
+    def tick(self, now: int) -> None: ...
+    def next_deadline(self) -> int | None: ...
 
 
 @dataclass
@@ -142,9 +153,9 @@ class EngineRnic(OffloadRnic):
         self._sending = False   # in `data_to_send`: see `_terminate_waits`
         self._transport = False   # the transmit engine's transport unit holds the association's row
         self._now = 0.0           # the time of the call under way, for the transport unit's ticks
-        if config.engine_transport and not isinstance(self.transmit, TransmitEngineModel):
-            raise RnicError("engine_transport needs the transmit engine's model: the gateware has no transport "
-                            "unit yet")
+        if config.engine_transport and not hasattr(self.transmit, "write_transport"):
+            raise RnicError("engine_transport needs a transmit engine with the transport unit (`TransportEngine`: "
+                            "its model, or the gateware built with it)")
 
     @property
     def own_areas(self) -> list[tuple[int, int]]:

@@ -748,11 +748,13 @@ def perf_link(rate_gbps: float | None, delay_usec: float, loss: float, seed: int
 
 
 def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, out: TextIO | None = None,
-                 board: BoardOptions | None = None, engine_sacks: bool = True, engine_transport: bool = False) -> int:
+                 board: BoardOptions | None = None, engine_sacks: bool = True, engine_transport: bool = False,
+                 gateware_peer: bool = False) -> int:
     """Print the header and the tables; 0 when every measurement finished and every byte landed, else 1 after
     one line on stderr. `board`: the board backend's options (default: both directions on the model board);
     `engine_sacks`: on `engine`, the receive engines SACK, not the hosts (on `board`, `board.engine_sacks`);
-    `engine_transport`: on `engine`, the transmit engines' transport units take the peer's SACKs."""
+    `engine_transport`: on `engine` and `sim`, the transmit engines' transport units take the peer's SACKs;
+    `gateware_peer`: on `sim`, device 1 on a second RNIC top too."""
     out = out if out is not None else sys.stdout
     if backend == "board" and board is None:
         board = BoardOptions()
@@ -760,7 +762,8 @@ def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, 
     report.header(backend, link, plan.iters, board.describe() if backend == "board" else None)
     try:
         if backend == "sim":
-            rows = _run_on_sim(plan, link, seed)
+            rows = _run_on_sim(plan, link, seed, {"engine_sacks": engine_sacks, "engine_transport": engine_transport},
+                               gateware_peer)
             for row in rows:
                 report.row(row)
         elif backend == "board":
@@ -785,7 +788,7 @@ def _run_on_board(plan: PerfPlan, link: LinkConfig, seed: int, options: BoardOpt
         fabric.backend.close()
 
 
-def _run_on_sim(plan: PerfPlan, link: LinkConfig, seed: int) -> list[Row]:
+def _run_on_sim(plan: PerfPlan, link: LinkConfig, seed: int, options: dict, gateware_peer: bool) -> list[Row]:
     from sim.driver_sim import run_program
     from sim.runner import SimulationFailed
 
@@ -793,7 +796,8 @@ def _run_on_sim(plan: PerfPlan, link: LinkConfig, seed: int) -> list[Row]:
         output, log = Path(directory) / "rows.json", Path(directory) / "simulation.log"
         arguments = {"tests": list(plan.tests), "sizes": list(plan.sizes), "iters": plan.iters, "output": str(output)}
         try:
-            run_program(perf_program, link=link, seed=seed, log_file=log, arguments=arguments)
+            run_program(perf_program, link=link, seed=seed, log_file=log, arguments=arguments, options=options,
+                        gateware_peer=gateware_peer)
         except SimulationFailed as error:
             failures = [line for line in log.read_text(errors="replace").splitlines()
                         if "PerfFailed" in line or "Error" in line] if log.exists() else []

@@ -5,7 +5,7 @@ Parameters (:func:`sim.runner.test_parameters`): ``module`` or ``file``, and
 ``seed``; ``link`` (`model.rnic.link.LinkConfig` fields, or null); ``width_bytes`` (the DUT's),
 ``gateware_peer`` (the DUT is a `sim.tb.rnic_pair.RnicPair`: host B on the RTL too),
 ``memory_bytes`` (each RTL host's memory), ``record`` (keep the link's frames), ``arguments`` (keyword
-arguments of the program).
+arguments of the program), ``options`` (the fabric's, `sim.driver_sim.SimFabric`'s keywords).
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ async def driver_program(dut):
     link = LinkConfig(**parameters["link"]) if parameters.get("link") else None
     a = hosts[Side.A]
     backend = SimFabric(a.engine, link=link, seed=seed, record=bool(parameters.get("record")),
-                        transmit=a.transmit, memory_bytes=memory_bytes, peer=hosts.get(Side.B))
+                        transmit=a.transmit, memory_bytes=memory_bytes, peer=hosts.get(Side.B),
+                        **parameters.get("options", {}))
     await program(Fabric(backend), **parameters.get("arguments", {}))
     for side, rtl in backend.rtl_hosts.items():
         assert rtl.frames_received, f"no frame went through host {side.name}'s RTL receive engine"
@@ -77,3 +78,6 @@ async def driver_program(dut):
         dut._log.info(f"host {side.name}: {rtl.frames_received} frames through the RTL receive engine, every "
                       f"record as its model's; {rtl.transmit.frames_sent} frames from the RTL transmit engine, "
                       "each as its model's")
+        dut._log.info(f"host {side.name}: {rtl.transmit.sack_frames_sent} SACK frames from the RTL's "
+                      f"acknowledgement unit, {rtl.transmit.transport_resends} chunks resent by its transport unit; "
+                      f"{rtl.engine.tb.ticks} timer ticks")

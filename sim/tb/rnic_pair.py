@@ -1,7 +1,7 @@
 """Two RNIC tops in one simulation, and each one's ports seen as a top of its own.
 
 `RnicPair` is the simulation top of the `sim` backend's two gateware hosts: two
-`hdl.rnic.Rnic` (``a`` and ``b``, built by `sim.tb.rnic_tb.rnic_top`) on one
+`hdl.rnic.Rnic` (``a`` and ``b``, built by `sim.tb.rnic_tb.rnic_driver_top`) on one
 clock and reset, every port of each exported as ``a_<port>`` or ``b_<port>``
 (``a_s_axis_tdata``, ``b_m_axi_araddr``). Nothing connects them: the
 testbench carries each one's frames over the simulated link.
@@ -18,7 +18,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import connect
 
-from sim.tb.rnic_tb import rnic_top
+from sim.tb.rnic_tb import rnic_driver_top
 from sim.traffic.rx import EngineShape
 
 __all__ = ["RnicPair", "PortPrefix", "SIDES"]
@@ -31,7 +31,7 @@ class RnicPair(wiring.Component):
     """Two RNIC tops of ``width_bytes`` (see the module docstring)."""
 
     def __init__(self, width_bytes: int, shape: EngineShape = EngineShape()) -> None:
-        self.rnics = {side: rnic_top(width_bytes, shape) for side in SIDES}
+        self.rnics = {side: rnic_driver_top(width_bytes, shape) for side in SIDES}
         members = self.rnics["a"].signature.members
         super().__init__({f"{side}_{name}": member for side in SIDES for name, member in members.items()})
 

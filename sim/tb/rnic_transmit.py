@@ -19,7 +19,21 @@ next request). A command that sends nothing gets `QUIET_CYCLES` to be taken.
 Each frame, completion and refusal the RTL sends is compared with the
 model's as it arrives; the host gets the RTL's, never the model's. A
 difference, or an RTL that sends nothing for `STALL_CYCLES` while the model
-says it should, raises `TransmitMismatch`.
+says it should, raises `TransmitMismatch`. The receive engine's SACKs (RFC 4960
+6.2) leave between the requests' frames as the gateware merges them, so the
+SACK frames and the others are compared each in their own order.
+
+On a top with the transport unit (`sim.tb.rnic_tb.rnic_driver_top`) the
+transport's calls are there too: `write_transport` (the ``tx_transport``
+row), `peer_sack` and `peer_shutdown` (``s_axis_peer_sack``), `tick`; the
+unit's FAILURE and VIOLATION records come from ``m_axis_transport_stopped``.
+`post_sack` and `tick` give the RTL nothing: its acknowledgement unit hands
+it the SACKs, and its timer is ticked by the fabric (`RnicTB.tick_to`) before
+the RTL is given the commands of a later tick; they only tell the model, so
+that the frames and records the RTL sends for them are expected. The
+model's time is `clock()`, the tick the fabric's clock is in.
+`cumulative_tsn_ack` is the model's: the RTL's Cumulative TSN Ack shows only
+in its completions, compared with the model's.
 """
 
 from __future__ import annotations
@@ -33,9 +47,12 @@ from cocotb.triggers import ClockCycles
 
 from driver.records import (control_request_fields, read_response_fields, tsn_request_fields,
                             tx_association_fields, work_request_fields)
-from hdl.abi import CompletionStatus, TsnOpcode, tsn_request_layout
+from hdl.abi import CompletionStatus, TransportOpcode, TsnOpcode, tsn_request_layout
+from model.engine.sack import SackRecord
+from model.engine.transport import AssociationFailure, ProtocolViolation
 from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
-                             TransmitConfig, TransmitEngineModel, TxAssociationRow, WorkRequest)
+                             TransmitConfig, TransmitEngineModel, TransportStopped, TxAssociationRow, WorkRequest)
+from model.sctp.packet import ChunkType, SackChunk
 from sim.tb.rnic_tb import RnicTB
 from sim.tb.rx_engine_tb import _fields
 
@@ -46,7 +63,17 @@ QUIET_CYCLES = 32
 STALL_CYCLES = 100_000
 """Cycles without any frame or record from the RTL, while its model has sent more, that fail the run."""
 
-Event = Completion | RefusedRead | RefusedTsn
+Event = Completion | RefusedRead | RefusedTsn | TransportStopped
+_GAP_BLOCKS = 4    # hdl.abi.peer_sack_layout's
+
+
+def is_sack_frame(frame: bytes) -> bool:
+    """Whether an Ethernet frame the engine sent carries a SACK chunk first (the acknowledgement unit's SACK,
+    alone in its packet) rather than DATA: past IPv4's header (and UDP's, RFC 6951) and SCTP's common header."""
+    offset = 14 + 4 * (frame[14] & 0x0F)
+    if frame[23] == 17:      # IPv4 protocol: SCTP over UDP
+        offset += 8
+    return len(frame) > offset + 12 and frame[offset + 12] == ChunkType.SACK
 
 
 class TransmitMismatch(AssertionError):
@@ -61,20 +88,27 @@ class RtlTransmit:
         self.tb = tb
         self.shadow = TransmitEngineModel(config, memory)
         self.stream_ids = config.stream_ids
-        # (what the RTL is given, the model's frame and event totals once the RTL has taken it)
-        self._commands: deque[tuple[Callable[[], Awaitable[Any]], int, int]] = deque()
-        self._expected_frames: deque[bytes] = deque()
+        self.clock: Callable[[], int] = lambda: 0
+        """The tick the fabric's clock is in: the model's time for a row with the transport."""
+        # (what the RTL is given, None: nothing; the model's frame and event totals once the RTL has taken it)
+        self._commands: deque[tuple[Callable[[], Awaitable[Any]] | None, int, int]] = deque()
+        # SACK frames and the others apart (True: SACK): the gateware merges the two
+        self._expected_frames: dict[bool, deque[bytes]] = {False: deque(), True: deque()}
         # per kind: the RTL's completion and refusal streams are separate ports
         self._expected_events: dict[type, deque[Event]] = {kind: deque() for kind in (Completion, RefusedRead,
-                                                                                      RefusedTsn)}
+                                                                                      RefusedTsn, TransportStopped)}
         self._model_frames = self._model_events = 0
         self._rtl_frames = self._rtl_events = 0
         self._frames: list[bytes] = []     # the RTL's, checked, for the host
         self._events: list[Event] = []
         self._problems: list[str] = []
         self.frames_sent = 0
-        for collect in (self._collect_frames, self._collect_completions, self._collect_refused_reads,
-                        self._collect_refused_tsns):
+        self.sack_frames_sent = 0
+        collectors = [self._collect_frames, self._collect_completions, self._collect_refused_reads,
+                      self._collect_refused_tsns]
+        if tb.transport:
+            collectors.append(self._collect_transport_stopped)
+        for collect in collectors:
             cocotb.start_soon(collect())
 
     # -- the host's calls (model.rnic.engine_host.TransmitEngine) -------------------------------------
@@ -110,12 +144,56 @@ class RtlTransmit:
         fields = tsn_request_fields(opcode, association, tsn)
         self._command(lambda: self.tb.post_tsn(fields))
 
+    def post_sack(self, record: SackRecord) -> None:
+        """A SACK of the receive engine's acknowledgement unit: the RTL's goes from its unit to its transmit
+        path by itself, so only the model is told, and its frame is expected."""
+        self.shadow.post_sack(record)
+        self._command(None)
+
+    def write_transport(self, association: int, peer_a_rwnd: int, **parameters) -> None:
+        self.shadow.write_transport(association, peer_a_rwnd, **parameters)
+        fields = {"association": association, "peer_a_rwnd": peer_a_rwnd, **parameters}
+        self._command(lambda: self.tb.write_tx_table("tx_transport", fields))
+
+    def peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
+        self.shadow.peer_sack(association, sack, now)
+        blocks = list(sack.gap_blocks[:_GAP_BLOCKS])
+        fields = {"association": association, "shutdown": 0, "cumulative_tsn_ack": sack.cumulative_tsn_ack,
+                  "a_rwnd": sack.a_rwnd, "gap_count": len(sack.gap_blocks),
+                  "gaps": [{"start": start, "end": end} for start, end in blocks]
+                  + [{"start": 0, "end": 0}] * (_GAP_BLOCKS - len(blocks)),
+                  "duplicate_count": len(sack.duplicate_tsns)}
+        self._command(lambda: self.tb.post_peer_sack(fields))
+
+    def peer_shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> None:
+        self.shadow.peer_shutdown(association, cumulative_tsn_ack, now)
+        fields = {"association": association, "shutdown": 1, "cumulative_tsn_ack": cumulative_tsn_ack,
+                  "a_rwnd": 0, "gap_count": 0, "gaps": [{"start": 0, "end": 0}] * _GAP_BLOCKS,
+                  "duplicate_count": 0}
+        self._command(lambda: self.tb.post_peer_sack(fields))
+
+    def cumulative_tsn_ack(self, association: int) -> int:
+        return self.shadow.cumulative_tsn_ack(association)
+
+    def tick(self, now: int) -> None:
+        """The transport unit's timers due by tick `now`: the RTL's are ticked by the fabric."""
+        self.shadow.tick(now)
+        self._command(None)
+
+    def next_deadline(self) -> int | None:
+        return self.shadow.next_deadline()
+
+    @property
+    def transport_resends(self) -> int:
+        return self.shadow.transport_resends
+
     def accepts_next(self) -> bool:
         """The model takes a request now and the RTL has caught up with it: nothing is waiting unstarted in
         either (an offered request is the next one both start)."""
         return not self.busy and self.shadow.accepts_next()
 
-    def data_to_send(self) -> list[bytes]:
+    def data_to_send(self, now: int | None = None) -> list[bytes]:
+        """The RTL's frames so far (`now`, the tick, is the model's, given at each command)."""
         self._raise_problems()
         frames, self._frames = self._frames, []
         return frames
@@ -130,12 +208,15 @@ class RtlTransmit:
     @property
     def busy(self) -> bool:
         """Commands not yet given to the RTL, or frames and records the model sent and the RTL not yet."""
-        return bool(self._commands or self._expected_frames or any(self._expected_events.values()))
+        return bool(self._commands or any(self._expected_frames.values()) or any(self._expected_events.values()))
 
     async def settle(self) -> None:
         """Give the RTL the commands one by one, each once the RTL has sent what the model sent before it."""
         while self._commands:
             send, frames, events = self._commands.popleft()
+            if send is None:           # the model's alone: wait for what it expects of the RTL
+                await self._reach(frames, events)
+                continue
             await send()
             if frames == self._rtl_frames and events == self._rtl_events:
                 await ClockCycles(self.tb.dut.clk, QUIET_CYCLES)
@@ -144,9 +225,10 @@ class RtlTransmit:
 
     def _command(self, send: Callable[[], Awaitable[Any]]) -> None:
         """A call taken by the model: what the model sends now is what the RTL must send for it."""
-        frames = self.shadow.data_to_send()
+        frames = self.shadow.data_to_send(now=self.clock())
         events = self.shadow.next_events()
-        self._expected_frames.extend(frames)
+        for frame in frames:
+            self._expected_frames[is_sack_frame(frame)].append(frame)
         for event in events:
             self._expected_events[type(event)].append(event)
         self._model_frames += len(frames)
@@ -177,12 +259,14 @@ class RtlTransmit:
         while True:
             frame = await self.tb.next_frame()
             self._rtl_frames += 1
-            expected = self._expected_frames.popleft() if self._expected_frames else None
+            waiting = self._expected_frames[is_sack_frame(frame)]
+            expected = waiting.popleft() if waiting else None
             if frame != expected:
                 self._problems.append(f"frame {self._rtl_frames}: the RTL sent {frame.hex()}, its model "
                                       + (expected.hex() if expected is not None else "nothing"))
             self._frames.append(frame)
             self.frames_sent += 1
+            self.sack_frames_sent += is_sack_frame(frame)
 
     def _event(self, event: Event) -> None:
         self._rtl_events += 1
@@ -207,3 +291,13 @@ class RtlTransmit:
             frame = await self.tb.tsn_refused_sink.recv()
             fields = _fields(tsn_request_layout(), int.from_bytes(bytes(frame.tdata), "little"))
             self._event(RefusedTsn(TsnOpcode(fields["opcode"]), fields["association"], fields["tsn"]))
+
+    async def _collect_transport_stopped(self) -> None:
+        while True:
+            fields = await self.tb.next_transport_stopped()
+            association, tsn, first = fields["association"], fields["tsn"], fields["first_tsn"]
+            if TransportOpcode(fields["opcode"]) is TransportOpcode.FAILURE:
+                record = AssociationFailure(association, fields["error_count"], first, tsn)
+            else:
+                record = ProtocolViolation(association, first, tsn)
+            self._event(TransportStopped(record))

@@ -8,9 +8,10 @@ host, retransmitted. A peer that goes silent fails the association after Associa
 the engine (RFC 4960 8.1).
 """
 
-import pytest
-
 import random
+import re
+
+import pytest
 
 from driver import InvalidArgument, open_fabric
 from model.ddp.memory import SparseMemory
@@ -38,10 +39,10 @@ def test_every_operation_both_ways_over_the_impaired_link():
     assert sum(host.transmit.transport_resends for host in hosts) > 0
 
 
-@pytest.mark.parametrize("backend", ["soft", "sim", "board"])
-def test_only_the_engine_backend_has_the_transport(backend):
+@pytest.mark.parametrize("backend", ["soft", "board"])
+def test_only_the_engine_and_sim_backends_have_the_transport(backend):
     ports = {"serial": "/dev/null", "ethernet": "tcp:localhost:1"} if backend == "board" else {}
-    with pytest.raises(InvalidArgument, match="engine_transport: only the engine backend"):
+    with pytest.raises(InvalidArgument, match="engine_transport: only the engine and sim backends"):
         open_fabric(backend, engine_transport=True, **ports)
 
 
@@ -68,3 +69,21 @@ def test_a_silent_peer_fails_the_association_in_the_engine():
     assert a.transmit.transport_resends == 10
     # RTO.Initial 3 s doubled per expiry up to RTO.Max 60 s: 3 + 6 + 12 + 24 + 48 + 60 * 6 s, within a tick each.
     assert abs(pair.now - started - (3 + 6 + 12 + 24 + 48 + 60 * 6)) < 0.1
+
+
+@pytest.mark.slow
+@pytest.mark.cocotb
+def test_every_operation_both_ways_with_the_gateware_transport(tmp_path):
+    """The same on `sim`: host A's SACKs (RFC 4960 6.2) and its transport (6.1, 6.2.1, 6.3, 7.2) are the RTL's,
+    its delayed SACKs and T3-rtx on the timer the fabric ticks; every frame and record as the models'."""
+    from sim.driver_sim import run_program
+
+    log = tmp_path / "sim.log"
+    run_program(end_to_end_checked, link=impaired(0.02, seed=3), seed=3, memory_bytes=1 << 24,
+                arguments={"largest": 16 * KIB}, log_file=log,
+                options={"engine_sacks": True, "engine_transport": True})
+    text = log.read_text()
+    assert "frames from the RTL transmit engine, each as its model's" in text
+    sacks, resends = map(int, re.search(r"host A: (\d+) SACK frames from the RTL's acknowledgement unit, (\d+) "
+                                        r"chunks resent by its transport unit", text).groups())
+    assert sacks > 0 and resends > 0
