@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import connect
+from amaranth.lib.wiring import Out, connect
 
 from sim.tb.rnic_tb import rnic_driver_top
 from sim.traffic.rx import EngineShape
@@ -39,8 +39,12 @@ class RnicPair(wiring.Component):
         m = Module()
         for side, rnic in self.rnics.items():
             m.submodules[side] = rnic
-            for name in rnic.signature.members:
-                connect(m, wiring.flipped(getattr(self, f"{side}_{name}")), getattr(rnic, name))
+            for name, member in rnic.signature.members.items():
+                outer, inner = getattr(self, f"{side}_{name}"), getattr(rnic, name)
+                if member.is_port:      # a lone signal (the timer's tick), not an interface
+                    m.d.comb += outer.eq(inner) if member.flow is Out else inner.eq(outer)
+                else:
+                    connect(m, wiring.flipped(outer), inner)
         return m
 
 

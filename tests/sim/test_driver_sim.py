@@ -1,6 +1,6 @@
 """The driver's `sim` backend: the README's example program and the driver tests' programs on the RTL.
 
-Each run is a cocotb test on the W = 8 RNIC top (the build the top's own
+Each run is a cocotb test on the W = 8 RNIC top (`rnic_driver_top`, the build the top's own
 tests use) in which host A's data plane is the RTL both ways: every frame's
 records are compared with the receive engine's golden model
 (`sim.driver_sim.RtlEngine`), every frame sent and completion with the

@@ -2,7 +2,8 @@
 
 At the narrowest and the widest datapath (W = 8 and 64; a Verilator build of the whole RNIC takes minutes
 per width, and Amaranth's simulator runs the transmit engine's own differential at every width,
-tests/hdl/tx/). In the slow set.
+tests/hdl/tx/). In the slow set. The top is the `sim` backend's build (`rnic_driver_top`, one build for
+both): the transport unit is in it and idle here, every row the host's.
 
 For the same work requests (every opcode, sizes 0 B to a few KiB around
 MULPDU and beat edges, TSNs and a DDP-SSN about to wrap, IPv4 and UDP
@@ -25,7 +26,7 @@ import pytest
 from hdl.abi import CompletionStatus, WorkOpcode
 from model.net.pcap import write_pcap
 from sim.runner import default_build_root, run_cocotb
-from sim.tb.rnic_tb import RNIC_IRD, rnic_top
+from sim.tb.rnic_tb import RNIC_IRD, rnic_driver_top
 from sim.tb.tx_engine import LOCAL_IP, LOCAL_MAC, STREAM_IDS, Association, ReadResponse, Work
 from sim.traffic.rx import EngineShape
 from sim.traffic.tx import ModelResponder, model_messages
@@ -62,9 +63,9 @@ def run(width, associations, first_ssn, memory, *, works=(), responses=(), frame
         name="transmit", requests_after=0, read_stall=0.3, network_stall=0.2):
     result_file = default_build_root() / f"tx_run_w{width}_{name}.json"
     run_cocotb(
-        rnic_top(width, SHAPE),
-        test_module="sim.tb.tx_run", toplevel=f"rnic_w{width}", build_root=default_build_root() / "rnic",
-        waves_name=f"rnic_w{width}-{name}",
+        rnic_driver_top(width, SHAPE),   # the sim backend's build: the transport unit in it, idle here
+        test_module="sim.tb.tx_run", toplevel=f"rnic_driver_w{width}", build_root=default_build_root() / "rnic_driver",
+        waves_name=f"rnic_driver_w{width}-{name}",
         parameters={
             "width_bytes": width, "seed": width, "local_mac": LOCAL_MAC.hex(), "local_ip": str(LOCAL_IP),
             "memory_base": memory.base, "memory_seed": memory.seed, "memory_size": len(memory.data),
