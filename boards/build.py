@@ -11,6 +11,7 @@ and exits 1 if any clock misses its constraint. The build files stay in
 ``top.tim``).
 
     python -m boards.build --board ecpix5 [--seed N] [--router router1|router2] [--build-dir DIR]
+                           [--nextpnr-option OPTION ...]
 """
 
 from __future__ import annotations
@@ -87,16 +88,26 @@ def summarize(report: dict) -> BuildSummary:
 #: (:data:`boards.synth.PLACER_OPTIONS`). The core runs at 62.5 MHz here, so the board is a routing
 #: problem, not a timing one: at weight 60 two builds of the same netlist (seeds 1 and 2) placed and
 #: then never routed, router2's overuse falling to 155 wires and growing again past iteration 35.
+#: (``--placer-heap-beta`` does nothing here: nextpnr-ecp5 sets HeAP's beta to 0.75 over it, and a
+#: build of this tree at 0.7 placed and routed exactly as one without, overuse 5650 at iteration 13.)
+#: This tree (61563 LUT4, 51772 FF, 186 DP16KD, seed 1) routes with none of these, measured: this
+#: placement (clk 70.8 MHz estimated) with ``--router2-alt-weights``: overuse 8000-9000 wires from
+#: iteration 28 to 53, flat; ``--placer static``: clk 51.6 MHz estimated after placement, short of
+#: 62.5; ``--no-tmdriv``: clk 42.3 MHz estimated, and router2 without timing still turned at
+#: iteration 13 (overuse 3642, 5734 at 19), so the congestion is the placement's, not timing's.
 BOARD_PLACER_OPTIONS = ("--placer-heap-timingweight", "10")
 
 
-def build(board: str, build_dir: Path, *, seed: int = 1, router: str = "router2") -> BuildSummary:
-    """Build ``board``'s bitstream in ``build_dir`` with nextpnr's ``router``; its summary."""
+def build(board: str, build_dir: Path, *, seed: int = 1, router: str = "router2",
+          nextpnr_options: tuple[str, ...] = ()) -> BuildSummary:
+    """Build ``board``'s bitstream in ``build_dir`` with nextpnr's ``router``; its summary.
+
+    ``nextpnr_options`` go to nextpnr after the defaults (a later option overrides an earlier one)."""
     platform_class, top = BOARDS[board]
     for variable, tool in _TOOLS.items():
         os.environ.setdefault(variable, _tool(tool))
     options = ["--report report.json --timing-allow-fail", f"--seed {seed}", f"--router {router}",
-               *BOARD_PLACER_OPTIONS]
+               *BOARD_PLACER_OPTIONS, *nextpnr_options]
     platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
                            script_after_read=COLLISION_PASSES, nextpnr_opts=" ".join(options))
     return summarize(json.loads((build_dir / "report.json").read_text()))
@@ -109,10 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--router", choices=("router1", "router2"), default="router2",
                         help="nextpnr's router (router2: router1 never finished the ECPIX-5 build)")
     parser.add_argument("--build-dir", type=Path, help="where the build files go (build/<board>)")
+    parser.add_argument("--nextpnr-option", action="append", default=[], metavar="OPTION",
+                        help="one more option for nextpnr, e.g. --nextpnr-option='--placer static' (repeatable)")
     arguments = parser.parse_args(argv)
     build_dir = arguments.build_dir or Path("build") / arguments.board
     started = time.monotonic()
-    summary = build(arguments.board, build_dir, seed=arguments.seed, router=arguments.router)
+    summary = build(arguments.board, build_dir, seed=arguments.seed, router=arguments.router,
+                    nextpnr_options=tuple(arguments.nextpnr_option))
     print(summary.table())
     print(f"\n{build_dir / 'top.bit'}: built in {time.monotonic() - started:.0f} s"
           f"{'' if summary.met else '; a clock missed its constraint'}")
