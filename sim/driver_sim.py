@@ -78,6 +78,7 @@ from model.engine.sack import SackRecord
 from model.engine.tx import ticks_at
 from model.rnic.engine_host import EngineRnic, TransmitEngine
 from model.rnic.link import Link, LinkConfig, Side
+from model.sctp.packet import SackChunk
 from model.rnic.offload import Ack, EngineCommand, EngineOutput, FrameIn, ModelEngine
 from model.rnic.pair import IPS, MACS, HostPair, host_config
 from sim.runner import SimulationResult, default_build_root, run_cocotb
@@ -133,13 +134,17 @@ class RtlEngine:
 
     The acknowledgement unit's SACKs (RFC 4960 6.2) go from the RTL's receive engine to its transmit engine
     by themselves; the model's (after a frame, a `SackFlush`, or its delayed-SACK timer in `catch_up`) go to
-    `sacks`, the transmit side's `post_sack`, so that the RTL's SACK frames are expected there."""
+    `sacks`, the transmit side's `post_sack`, so that the RTL's SACK frames are expected there. So do the
+    peer's SACK chunks of a SACK row with ``peer_sacks`` (6.2.1): the RTL's reach its transport unit by
+    themselves, the model's go to `peer_sacks`, the transmit side's `take_peer_sack`, before the frame goes
+    in, so that what the unit sends for them is expected."""
 
     def __init__(self, tb: RxEngineTB, local_mac: bytes = MACS[RTL_SIDE], local_ip: str = IPS[RTL_SIDE]) -> None:
         self.tb = tb
         self.memory = RamMemory(tb)
         self.shadow = ModelEngine(local_mac, local_ip, SparseMemory(CANARY))
         self.sacks: Callable[[SackRecord], None] | None = None
+        self.peer_sacks: Callable[[int, SackChunk, int], None] | None = None
 
     def next_timeout(self) -> float | None:
         """When the acknowledgement unit's next delayed SACK is due (the model's timer)."""
@@ -181,6 +186,10 @@ class RtlEngine:
         expected = shadow.execute(command)
         assert expected is not None
         self._pass_sacks(expected.sacks)
+        for peer_sack in expected.peer_sacks:   # the RTL's receive engine hands them to its transport unit
+            if self.peer_sacks is None:
+                raise EngineMismatch(f"the engine takes the peer's SACK ({peer_sack}) and nothing has a transport unit")
+            self.peer_sacks(peer_sack.association, peer_sack.sack, ticks_at(command.now))
         await tb.send_frames([command.frame])
         await tb.drain()
         results = await tb.results()
@@ -252,6 +261,7 @@ class SimFabric(FabricBackend):
         for rtl in self.rtl_hosts.values():
             if rtl.transmit is not None:
                 rtl.engine.sacks = rtl.transmit.post_sack
+                rtl.engine.peer_sacks = rtl.transmit.take_peer_sack
                 rtl.transmit.clock = lambda: ticks_at(self.pair.now)
         hosts = {}
         for side in Side:

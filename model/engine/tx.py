@@ -226,6 +226,10 @@ class TransmitEngineModel:
         self._events: list[Completion | RefusedRead | RefusedTsn | TransportStopped] = []
         self.transport = TransportUnit(config.associations, ring_tsns=config.ring_tsns)
         self.transport_resends = 0
+        self.peer_sacks_from_host = 0
+        """The peer's SACK chunks the host gave the transport unit (`peer_sack`)."""
+        self.peer_sacks_from_receive_engine = 0
+        """The peer's SACK chunks the receive engine handed the transport unit (`take_peer_sack`)."""
         """Chunks sent again on the transport unit's order (T3-rtx or fast retransmit)."""
 
     # -- tables ---------------------------------------------------------------
@@ -248,11 +252,21 @@ class TransmitEngineModel:
 
     def peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
         """A SACK chunk from the peer of a row with the transport, arrived at tick `now` (RFC 4960 6.2.1)."""
+        self.peer_sacks_from_host += 1
+        self._peer_sack(association, sack, now)
+
+    def _peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
         row = self._row(association)
         if not row.transport:
             raise ValueError(f"association row {association} has no transport: its SACKs are the host's")
         self._apply(association, self.transport.sack(association, sack.cumulative_tsn_ack, sack.a_rwnd,
                                                      sack.gap_blocks, sack.duplicate_tsns, now))
+
+    def take_peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
+        """A SACK chunk the receive engine handed the transport unit itself (its SACK row's ``peer_sacks``):
+        taken as `peer_sack`; the gateware's goes from engine to engine without the host."""
+        self.peer_sacks_from_receive_engine += 1
+        self._peer_sack(association, sack, now)
 
     def peer_shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> None:
         """A SHUTDOWN's Cumulative TSN Ack for a row with the transport (RFC 4960 9.2), at tick `now`."""

@@ -80,4 +80,5 @@ async def driver_program(dut):
                       "each as its model's")
         dut._log.info(f"host {side.name}: {rtl.transmit.sack_frames_sent} SACK frames from the RTL's "
                       f"acknowledgement unit, {rtl.transmit.transport_resends} chunks resent by its transport unit; "
-                      f"{rtl.engine.tb.ticks} timer ticks")
+                      f"{rtl.engine.tb.ticks} timer ticks; {rtl.transmit.peer_sacks_from_receive_engine} of the "
+                      f"peer's SACKs from its receive engine, {rtl.transmit.peer_sacks_from_host} from the host")
