@@ -70,6 +70,7 @@ from cocotb.triggers import Lock
 
 from driver.backends.base import FabricBackend
 from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, EngineDevice
+from driver.backends.soft import SoftDevice
 from driver.errors import BackendUnavailable, InvalidArgument, SimulationStalled, WaitTimeout
 from driver.records import receive_row_writes, segment_verdict
 from hdl.abi import AckDisposition
@@ -77,6 +78,7 @@ from model.ddp.memory import SparseMemory
 from model.engine.sack import SackRecord
 from model.engine.tx import ticks_at
 from model.rnic.engine_host import EngineRnic, TransmitEngine
+from model.rnic.host import RnicConfig, SoftRnic
 from model.rnic.link import Link, LinkConfig, Side
 from model.sctp.packet import SackChunk
 from model.rnic.offload import Ack, EngineCommand, EngineOutput, FrameIn, ModelEngine
@@ -241,12 +243,15 @@ class SimFabric(FabricBackend):
     (see the module docstring).
 
     `engine`, `transmit`, `memory_bytes`: host A's (`RtlHost`); `peer`: host B's RTL (None: the golden
-    models); `lock`: serialises the waits that drive the fabric (a cocotb `Lock` by default); `record`:
-    keep the link's frames (`pair.pcap()`)."""
+    models); `peer_host`: makes host B instead, as `driver.backends.soft.SoftFabric`'s does (a `SoftRnic`
+    over usrsctp: `sim.usrsctp_host.usrsctp_host`); `lock`: serialises the waits that drive the fabric (a
+    cocotb `Lock` by default); `record`: keep the link's frames (`pair.pcap()`)."""
 
     def __init__(self, engine: AsyncEngine, link: LinkConfig | None = None, seed: int = 1, lock=None,
                  record: bool = False, *, transmit: AsyncTransmit | None = None, memory_bytes: int | None = None,
-                 peer: RtlHost | None = None, **options: object) -> None:
+                 peer: RtlHost | None = None,
+                 peer_host: Callable[[RnicConfig, random.Random], SoftRnic] | None = None,
+                 **options: object) -> None:
         options.setdefault("resources", ENGINE_RESOURCES)
         options.setdefault("streams", STREAM_IDS)
         options.setdefault("engine_sacks", True)   # as on `engine`: the receive engines SACK (RFC 4960 6.2)
@@ -268,7 +273,9 @@ class SimFabric(FabricBackend):
             config = host_config(side, **options)
             rng = random.Random(seed * 2 + (side is Side.B))
             rtl = self.rtl_hosts.get(side)
-            if rtl is not None:
+            if side is Side.B and peer_host is not None:    # another host than the backend's (see SoftFabric)
+                hosts[side] = peer_host(config, rng)
+            elif rtl is not None:
                 bounce = ({} if rtl.memory_bytes is None
                           else dict(zip(("bounce_base", "bounce_bytes"), bounce_area(rtl.memory_bytes))))
                 hosts[side] = EngineRnic(config, rtl.engine.memory, rng, None,  # type: ignore[arg-type]
@@ -281,7 +288,8 @@ class SimFabric(FabricBackend):
                                          buffers_per_queue=SHAPE.buffers_per_queue)
         self.pair = HostPair(hosts, Link(link, record=record), record=record)
         self.rtl = engine
-        self.devices = (EngineDevice(self, Side.A), EngineDevice(self, Side.B))  # type: ignore[arg-type]
+        self.devices = (EngineDevice(self, Side.A),  # type: ignore[arg-type]
+                        (SoftDevice if peer_host is not None else EngineDevice)(self, Side.B))  # type: ignore[arg-type]
         for side, rtl in self.rtl_hosts.items():
             if rtl.memory_bytes is not None:
                 self.devices[side is Side.B].memory_end = bounce_area(rtl.memory_bytes)[0]
@@ -372,13 +380,14 @@ def program_reference(main: Callable) -> dict[str, str]:
 
 def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1, log_file: Path | None = None,
                 width_bytes: int = WIDTH_BYTES, memory_bytes: int = MEMORY_BYTES, record: bool = False,
-                arguments: dict | None = None, gateware_peer: bool = False,
+                arguments: dict | None = None, gateware_peer: bool = False, usrsctp_peer: bool = False,
                 options: dict | None = None) -> SimulationResult:
     """Run the coroutine function `main(fabric, **arguments)` on the `sim` fabric, in a cocotb test on the
     RNIC top of `width_bytes` (`sim.tb.rnic_tb.rnic_driver_top`: the transport unit in it, its timer ticked
     by the fabric's clock) with
     `memory_bytes` of host memory for host A (its top quarter the bounce area); `gateware_peer`: host B on an
     RNIC top of its own too, in the same simulation (`sim.tb.rnic_pair.RnicPair`, a build of its own);
+    `usrsctp_peer`: host B a software host over usrsctp (`sim.usrsctp_host.usrsctp_host`);
     `record` keeps the link's frames. `SimulationFailed` when `main` raises or an engine differs from its
     model. `main`'s prints go to the simulator's log (stdout, or `log_file`); `options`: the fabric's
     (`RnicConfig` fields, as `open_fabric` takes them: `engine_sacks`, `engine_transport`, ...); `arguments`
@@ -386,7 +395,10 @@ def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1
     parameters = {**program_reference(main), "seed": seed,
                   "link": dataclasses.asdict(link) if link is not None else None,
                   "width_bytes": width_bytes, "memory_bytes": memory_bytes, "record": record,
-                  "arguments": arguments or {}, "gateware_peer": gateware_peer, "options": options or {}}
+                  "arguments": arguments or {}, "gateware_peer": gateware_peer, "usrsctp_peer": usrsctp_peer,
+                  "options": options or {}}
+    if gateware_peer and usrsctp_peer:
+        raise InvalidArgument("host B is either on the RTL (gateware_peer) or over usrsctp (usrsctp_peer)")
     if gateware_peer:
         from sim.tb.rnic_pair import RnicPair
 
