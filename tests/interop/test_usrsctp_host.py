@@ -79,13 +79,14 @@ def test_the_engines_sacks_and_transport_and_a_host_over_usrsctp(peers, loss: fl
 
 @pytest.mark.slow
 @pytest.mark.cocotb
-def test_the_rtl_and_a_host_over_usrsctp(usrsctp, tmp_path) -> None:
-    """The same with host A on the RTL (`sim`): its SACKs and transport in the gateware, every frame and record as
-    its models'."""
+@pytest.mark.parametrize("width_bytes", [8, 64])
+def test_the_rtl_and_a_host_over_usrsctp(usrsctp, tmp_path, width_bytes: int) -> None:
+    """The same with host A on the RTL (`sim`) at W = 8 and 64: its SACKs and transport in the gateware, every
+    frame and record as its models'."""
     from sim.driver_sim import run_program
 
     log = tmp_path / "sim.log"
-    run_program(end_to_end_checked, link=impaired(0.02, seed=3), seed=3, memory_bytes=1 << 24,
+    run_program(end_to_end_checked, link=impaired(0.02, seed=3), seed=3, memory_bytes=1 << 24, width_bytes=width_bytes,
                 arguments={"largest": 16 * KIB}, log_file=log, usrsctp_peer=True,
                 options={"engine_sacks": True, "engine_transport": True})
     text = log.read_text()
