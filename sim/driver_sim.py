@@ -213,7 +213,7 @@ class RtlEngine:
             raise EngineMismatch("; ".join(problems[:8]))
         return EngineOutput(
             frame=got_frames[0] if got_frames else None, chunks=got_chunks,
-            acks=[Ack(r.tsn, AckDisposition(r.disposition), r.length) for r in results.acks],
+            acks=[Ack(r.tsn, AckDisposition(r.disposition), r.length, bool(r.immediate)) for r in results.acks],
             reports=[segment_verdict(r.fields) for r in results.segments], chunk_errors=len(results.chunk_errors),
             reports_waiting=results.counters["reports_waiting"])
 

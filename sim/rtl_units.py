@@ -164,10 +164,12 @@ class RtlSackUnit:
                "window": window, "held_bytes": held_bytes, "enabled": enabled}
         self._run(f"reset of row {association}", [], lambda ctx: _put(ctx, self.design.resets, row))
 
-    def chunk(self, association: int, tsn: int, now: int, packet_end: bool = True) -> list[SackRecord]:
+    def chunk(self, association: int, tsn: int, now: int, packet_end: bool = True,
+              immediate: bool = False) -> list[SackRecord]:
         made = self._catch_up(now)
-        record = {"association": association, "tsn": tsn, "packet_end": packet_end}
-        return made + self._run(f"TSN {tsn} of row {association}", self.model.chunk(association, tsn, now, packet_end),
+        record = {"association": association, "tsn": tsn, "packet_end": packet_end, "immediate": immediate}
+        expected = self.model.chunk(association, tsn, now, packet_end, immediate)
+        return made + self._run(f"TSN {tsn} of row {association}", expected,
                                 lambda ctx: _put(ctx, self.design.chunks, record))
 
     def flush(self, association: int) -> list[SackRecord]:

@@ -195,6 +195,14 @@ class _Chunk:
     last: bool
 
 
+def _asks_sack(chunk: _Chunk) -> bool:
+    """The I bit (RFC 9260 3.3.1, RFC 7053 4): set on the last DATA chunk of a work request's message, whose
+    completion waits for the SACK that covers it when the transport is the engine's, and which a receiver
+    would otherwise hold for its delayed SACK (RFC 4960 6.2) when it ends an odd packet; not on a Read
+    Response's or a session-control message's."""
+    return chunk.last and chunk.ppid == PPID_DDP_SEGMENT and chunk.opcode != READ_RESPONSE_OPCODE
+
+
 @dataclass
 class _Row:
     config: TxAssociationRow
@@ -490,7 +498,7 @@ class TransmitEngineModel:
         body = self._read(chunk.address, chunk.length)
         if chunk.ppid == PPID_DDP_SEGMENT:
             body = DdpSegmentChunkData(chunk.ssn, chunk.header + body).encode()
-        data = DataChunk(tsn, chunk.stream_id, 0, chunk.ppid, body, unordered=True)
+        data = DataChunk(tsn, chunk.stream_id, 0, chunk.ppid, body, unordered=True, immediate=_asks_sack(chunk))
         return self._wrap(row, SctpPacket(row.config.local_port, row.config.peer_port, row.config.tag,
                                           [data]).encode())
 

@@ -177,6 +177,8 @@ class Ack:
     tsn: int
     disposition: AckDisposition
     length: int
+    immediate: bool = False
+    """The DATA chunk's I bit (RFC 9260 3.3.1)."""
 
 
 WINDOW_SLOTS = SEQUENCE_WINDOW // 2
@@ -270,7 +272,7 @@ def output_of(result: FrameResult, frame: bytes, reports_waiting: int = 0) -> En
     if result.action is FrameAction.EXCEPTION:
         return EngineOutput(frame=frame, reports_waiting=reports_waiting)
     return EngineOutput(chunks=[c.chunk for c in result.chunks_to_host],
-                        acks=[Ack(a.tsn, a.disposition, a.length) for a in result.acks],
+                        acks=[Ack(a.tsn, a.disposition, a.length, a.immediate) for a in result.acks],
                         reports=list(result.segments), chunk_errors=len(result.chunk_faults),
                         reports_waiting=reports_waiting, sacks=list(result.sacks),
                         peer_sacks=list(result.peer_sacks))
@@ -518,7 +520,7 @@ class OffloadRnic(SoftRnic):
             # of what arrived (for its SHUTDOWN's Cumulative TSN Ack, RFC 4960 9.2); the window is the engine's.
             placed = [PlacedData(record.tsn, record.payload_length) for record in output.reports]
         else:
-            placed = [PlacedData(ack.tsn, ack.length) for ack in output.acks
+            placed = [PlacedData(ack.tsn, ack.length, ack.immediate) for ack in output.acks
                       if ack.disposition is not AckDisposition.TO_HOST]
             association.hold_placed(output.reports_waiting * association.config.max_user_data)
         association.receive_offloaded(b"".join(c + bytes(-len(c) % 4) for c in output.chunks), placed, now)

@@ -337,10 +337,11 @@ class Pair:
                 if not rest:
                     return
                 data = SctpPacket(packet.src_port, packet.dst_port, packet.verification_tag, rest).encode()
-        if self.unit is not None:   # the engine's records: each DATA chunk's TSN, the packet's last ends it
-            tsns = [chunk.tsn for chunk in SctpPacket.decode(data).chunks if isinstance(chunk, DataChunk)]
-            for index, tsn in enumerate(tsns):
-                self._unit_sacks(self.unit.chunk(0, tsn, self._tick(), index == len(tsns) - 1))
+        if self.unit is not None:   # the engine's records: each DATA chunk's TSN and I bit, the packet's last ends it
+            chunks = [chunk for chunk in SctpPacket.decode(data).chunks if isinstance(chunk, DataChunk)]
+            for index, chunk in enumerate(chunks):
+                self._unit_sacks(self.unit.chunk(0, chunk.tsn, self._tick(), index == len(chunks) - 1,
+                                                 chunk.immediate))
         if self.model is not None and not self.model.is_closed:
             self.model.receive(data, self.seconds)
             self.model_events += self.model.next_events()
