@@ -80,9 +80,9 @@ from model.engine.tx import ticks_at
 from model.rnic.engine_host import EngineRnic, TransmitEngine
 from model.rnic.host import RnicConfig, SoftRnic
 from model.rnic.link import Link, LinkConfig, Side
-from model.sctp.packet import SackChunk
 from model.rnic.offload import Ack, EngineCommand, EngineOutput, FrameIn, ModelEngine
 from model.rnic.pair import IPS, MACS, HostPair, host_config
+from model.sctp.packet import SackChunk
 from sim.runner import SimulationResult, default_build_root, run_cocotb
 from sim.tb.rnic_tb import rnic_driver_top
 from sim.tb.rx_engine_tb import CANARY, RxEngineTB, _compare_acks, _compare_chunk_errors, _compare_segments
