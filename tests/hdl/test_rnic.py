@@ -33,7 +33,8 @@ from sim.tb.axi_read_memory import ReadMemory
 from sim.tb.axi_write_memory import WriteMemory
 from sim.tb.rx_engine_tb import ReportRecord, _compare_acks, _compare_segments, _fields
 from sim.tb.tx_engine import LOCAL_IP, LOCAL_MAC, Association, Work
-from model.sctp.packet import decode_chunks
+from model.net.frames import Frame
+from model.sctp.packet import SctpPacket, decode_chunks
 from sim.traffic.tx import model_frames
 
 WIDTH = 8
@@ -252,9 +253,12 @@ def test_loopback_engine_sacks_acknowledge_the_data_rfc4960_6_2():
     window, held_bytes, delay = 20000, 1452, 40     # 40 ticks of 64 cycles: longer than any gap in the traffic
     unit = SackUnit(1)
     unit.reset(0, (FIRST_TSN - 1) & 0xFFFFFFFF, delay, window=window, held_bytes=held_bytes)
-    expected = [record for index in range(len(data_frames))
-                for record in unit.chunk(0, (FIRST_TSN + index) & 0xFFFFFFFF, 0)] + unit.tick(delay)
-    assert len(expected) == 3            # after packets 2 and 4, and the fifth's delayed SACK
+    # Each request's last DATA chunk carries the I bit (RFC 9260 3.3.1): its packet is SACKed at once (6.2).
+    immediate = [SctpPacket.decode(Frame.decode(frame).sctp).chunks[0].immediate for frame in data_frames]
+    assert immediate == [False, False, True, True, True]
+    expected = [record for index, flag in enumerate(immediate)
+                for record in unit.chunk(0, (FIRST_TSN + index) & 0xFFFFFFFF, 0, True, flag)] + unit.tick(delay)
+    assert len(expected) == 4            # after packet 2 (the second), and after packets 3, 4 and 5 (the I bit)
 
     top = Loopback(tick_cycles=64)
     rnic = top.rnic
