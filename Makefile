@@ -12,7 +12,7 @@ JOBS   ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[sim,synth,plot,test,formal,board]'
+	$(PY) -m pip install --quiet -e '.[hdl,sim,synth,plot,test,formal,board]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -81,7 +81,7 @@ waits (``post.ready`` low) until a retirement frees that slot; a host that
 gives up (drops ``valid``, outside the stream rules) leaves no trace. A post
 takes four cycles; lookups are never held up by posts.
 
-Revocation (:func:`hdl.abi.buffer_revoke_layout`), by the same state
+Revocation (:func:`abi.rx.buffer_revoke_layout`), by the same state
 machine, so posts and revocations take turns: one buffer (its MSN) is
 revoked by clearing its slot's live bit if the slot still holds that MSN,
 i.e. the bit is set and ``next_post - depth <= msn < next_post``; a whole
@@ -99,7 +99,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import buffer_post_layout, buffer_revoke_layout
+from abi.rx import buffer_post_layout, buffer_revoke_layout
+from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
 
 __all__ = [
@@ -241,13 +242,13 @@ class UntaggedBuffers(wiring.Component):
         self._streams, self._queues, self._depth = streams, queues, depth
         self._address_bits = address_bits
         super().__init__({
-            "post": In(stream.Signature(buffer_post_layout(streams, queues, address_bits))),
+            "post": In(stream.Signature(struct_layout(buffer_post_layout(streams, queues, address_bits)))),
             "en": In(1),
             "lookup": In(untagged_lookup_layout(streams, queues)),
             "result": Out(untagged_result_layout(address_bits)),
             "retire_en": In(1),
             "retire": In(untagged_retire_layout(streams, queues)),
-            "revoke": In(stream.Signature(buffer_revoke_layout(streams, queues))),
+            "revoke": In(stream.Signature(struct_layout(buffer_revoke_layout(streams, queues)))),
             "complete_en": In(1),
             "complete": In(untagged_complete_layout(streams, queues)),
             "base": In(_SSN_BITS),
