@@ -1,7 +1,7 @@
 """The placement decision of the receive path: tagged and untagged checks, error latching.
 
 :class:`PlacementCheck` sits between the DDP header validator and the DMA
-writer (DESIGN.md, receive path). For every DDP segment it decides, before
+writer (:class:`hdl.rx.engine.RxEngine`'s receive path). For every DDP segment it decides, before
 any byte is placed (RFC 5041 7.1), whether the payload may be written and
 where; it emits one ``verdict`` per segment, one DMA ``cmd`` per segment that
 places bytes, and forwards the payload of those segments only.
@@ -13,7 +13,7 @@ Decision, in the order of the golden model (``model.ddp.sink.DdpSink``):
    latched: there is no DDP Stream to report to);
 2. a stream already in error drops every later segment silently: status
    ``DROPPED`` (RFC 5041 7.1, last paragraph);
-2a. the DDP-SSN (:class:`hdl.rx.sequence_window.SequenceWindow`): seen
+   2a. the DDP-SSN (:class:`hdl.rx.sequence_window.SequenceWindow`): seen
    before -> ``DUPLICATE``, dropped before placement with no error (RFC
    5043 10, RFC 5041 5.3); beyond the stream's window -> ``INVALID_SSN``,
    nothing placed, the error bit latched (RFC 5043 10: the stream ends);

@@ -17,7 +17,7 @@ model (``model.ddp.sink.DdpSink._validate_untagged``):
    ``(msn - next_post) mod 2**32 < 2**31`` the ULP has not posted it -> no
    buffer (item 2; 0x2/0x02), else it is inside the window but already
    consumed -> MSN range (0x2/0x03);
-2a. an L = 1 segment for a buffer whose last segment has already been
+   2a. an L = 1 segment for a buffer whose last segment has already been
    accepted -> MSN range (5.3: delivered at most once);
 3. for a non-zero payload, ``mo >= buffer length`` -> invalid MO (item 3;
    0x2/0x04), then ``mo + length > buffer length`` -> message too long

@@ -35,7 +35,7 @@ Frame stage (the SCTP receiver), first rule that applies decides:
    or past the frame -> drop LENGTH; 8. neither SCTP (132) nor UDP to our
    SCTP-over-UDP port (RFC 6951) -> exception NOT_SCTP; 9. UDP length bad or
    SCTP packet shorter than 12 bytes -> drop LENGTH;
-10.-14. then the CRC32c (RFC 4960 6.8): a failure drops (CRC); otherwise a
+   10.-14. then the CRC32c (RFC 4960 6.8): a failure drops (CRC); otherwise a
    first chunk INIT -> exception INIT, a first chunk ABORT / SHUTDOWN
    COMPLETE with T=1 -> exception TAG_REFLECTED (RFC 4960 8.5.1), no
    association for (dst port, src port, src address) -> exception
