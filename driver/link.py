@@ -1,4 +1,4 @@
-"""The host's end of the board's control link (README "The board"): framed, checksummed requests over a UART.
+"""The host's end of the board's control link (docs/architecture/control-link.md): framed, checksummed requests over a UART.
 
 The protocol (:mod:`abi.link`): SLIP frames (RFC 1055), a CRC-32
 (``zlib.crc32``) at the end of each, a sequence number per request. Every

@@ -78,7 +78,7 @@ class Rnic(wiring.Component):
     tables sized alike: ``associations`` of ``stream_ids`` streams, ``regions`` memory regions,
     ``buffers_per_queue`` posted buffers, IRD ``ird``, ``ring_tsns`` DATA chunks in flight per
     association; with ``transport``, the transmit engine's transport unit and its ports (not yet by
-    default: it does not meet the core clock, README "The transport in the gateware"); with
+    default: it does not meet the core clock, docs/architecture/transport.md); with
     ``external_tick``, the timer ticks once per cycle of the ``tick`` input instead of every
     ``tick_cycles``, and ``tick_busy`` says the last tick is not yet taken by the acknowledgement and
     transport units (for a simulation whose own clock advances the timer, ``sim.driver_sim``)."""

@@ -396,7 +396,7 @@ def _hex_lines(address: int, data: bytes, per_line: int = 32) -> list[str]:
 
 
 def format_replay(capture: bytes, outputs: ReplayOutputs, as_json: bool = False, with_bytes: bool = False) -> str:
-    """Per captured frame its outputs, then the counters and host memory (README: `rnic replay`);
+    """Per captured frame its outputs, then the counters and host memory (docs/cli/replay.md);
     ``with_bytes`` adds every written run's final contents in hex."""
     lengths = [len(record.data) for record in read_capture(capture)]
     digest = memory_digest(outputs.writes)

@@ -1,6 +1,6 @@
 """The `board` backend's host side against a board made of the engines' golden models (sim/board_model.py).
 
-The README's example program and the end-to-end program run unchanged on
+The driver's example program and the end-to-end program run unchanged on
 it, over a clean and a lossy link; the backend's opening, pacing and checks
 refuse what they must. The gateware board (under Verilator, over a pty and
 a socket) is tests/boards/test_board_backend.py.

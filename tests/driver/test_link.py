@@ -53,7 +53,7 @@ def test_a_record_of_the_wrong_length_is_not_sent():
         next(client.push_record(TxInput.TSN, bytes(tsn_request_bytes() - 1)))
     record = bytes(range(1, tsn_request_bytes() + 1))
     (frame,) = SlipFrames().feed(next(client.push_record(TxInput.TSN, record)).data)
-    # seq u8, op u8, address u32le (the stream), length u16le, the record, the CRC (README "The control link")
+    # seq u8, op u8, address u32le (the stream), length u16le, the record, the CRC (docs/architecture/control-link.md)
     assert frame[1] == Op.PUSH_RECORD and struct.unpack_from("<I", frame, 2)[0] == TxInput.TSN
     assert frame[8:-4] == record
 
