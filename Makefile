@@ -31,7 +31,7 @@ formal: $(STAMP)
 	$(PY) -m formal.run
 
 docs: $(STAMP)
-	$(PY) -m sphinx -b html -W --keep-going -q docs build/docs
+	$(PY) -m sphinx -b html -W --keep-going docs build/docs
 
 bench: $(STAMP)
 	$(VENV)/bin/rnic bench model

@@ -85,3 +85,30 @@ def test_the_base_install_is_without_amaranth():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [dependency for dependency in project["dependencies"] if dependency.startswith("amaranth")]
     assert [dependency for dependency in project["optional-dependencies"]["hdl"] if dependency.startswith("amaranth")]
+
+
+# Runs `rnic` with the arguments given on the command line, Amaranth made unimportable.
+_RNIC_WITHOUT_AMARANTH = """
+import sys
+
+class NoAmaranth:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "amaranth":
+            raise ImportError(f"{name} is blocked")
+
+sys.meta_path.insert(0, NoAmaranth())
+from sim.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("arguments", [
+    ["demo", "--size", "4096", "--no-progress"],
+    ["dissect", "sim/samples/sample.pcap"],
+    ["replay", "sim/samples/sample.pcap", "--config", "sim/samples/sample_rx.json", "--model"],
+], ids=["demo", "dissect", "replay-model"])
+def test_the_commands_the_readme_promises_the_base_install_run_without_amaranth(arguments):
+    assert f"`rnic {arguments[0]}" in readme_section("Install and extras")
+    result = subprocess.run([sys.executable, "-c", _RNIC_WITHOUT_AMARANTH, *arguments], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
