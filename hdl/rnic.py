@@ -57,11 +57,11 @@ from amaranth.lib.wiring import In, Out, connect
 from abi.rx import ADDRESS_BITS, SACK_TICK_CYCLES, ack_bytes, exception_record_layout, report_bytes
 from abi.tx import (TX_PARAMS, completion_bytes, control_request_bytes, peer_sack_bytes, read_response_bytes,
                     transport_record_bytes, tsn_request_bytes, tx_register_map, work_request_bytes)
-from hdl.layout import struct_layout
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axil_split import AxiLiteSplit
 from hdl.bus.axis import AxiStreamSignature
 from hdl.bus.register_file import RegisterFile
+from hdl.layout import struct_layout
 from hdl.rx.engine import RxEngine
 from hdl.tx.engine import TxEngine
 

@@ -39,9 +39,9 @@ from abi.link import (CRC_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY
                       REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput,
                       tx_input_bytes, tx_output_bytes)
 from abi.rx import ack_bytes, exception_record_layout, report_bytes
-from hdl.layout import struct_layout
 from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
+from hdl.layout import struct_layout
 from hdl.link.host_memory import byte_port_signature
 from hdl.link.slip import SlipDecoder, SlipEncoder, frame_byte_layout
 from hdl.link.uart import UartRx, UartTx

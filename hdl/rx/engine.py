@@ -61,10 +61,10 @@ from abi.rx import (ADDRESS_BITS, FRAME_COUNTERS, RX_PARAMS, SACK_TICK_CYCLES, S
                     ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout, register_map,
                     report_bytes)
 from abi.tx import peer_sack_bytes
-from hdl.layout import struct_layout
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream, axis_payload_layout
 from hdl.bus.register_file import RegisterFile
+from hdl.layout import struct_layout
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.rx.sack_reader import SackReader
 from hdl.rx.ddp_header import DdpHeaderValidator

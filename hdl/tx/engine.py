@@ -94,9 +94,9 @@ from abi.tx import (TransportOpcode, TsnOpcode, completion_bytes, control_reques
                     transport_record_bytes, transport_record_layout, transport_write_bytes, transport_write_layout,
                     tsn_request_bytes, tsn_request_layout, tx_association_write_layout, tx_stream_write_layout,
                     work_request_bytes, work_request_layout)
-from hdl.layout import struct_layout
 from hdl.bus.axi import Axi4ReadSignature
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream
+from hdl.layout import struct_layout
 from hdl.stream.crc32c import Crc32c
 from hdl.stream.packet import packet_layout
 from hdl.stream.prepend import Prepend

@@ -7,10 +7,10 @@ import zlib
 import pytest
 import serial
 
-from driver.link import LinkClient, LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
 from abi.link import Op, TxInput
 from abi.rx import register_map
 from abi.tx import tsn_request_bytes
+from driver.link import LinkClient, LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
 
 
 def test_slip_escapes_end_and_esc_and_brackets_frames():

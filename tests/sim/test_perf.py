@@ -20,8 +20,8 @@ from collections import Counter
 
 import pytest
 
-from driver import LinkConfig, open_fabric
 from abi.link import END, ESC, ESC_END, ESC_ESC, Op
+from driver import LinkConfig, open_fabric
 from sim import board_model
 from sim.cli import main
 from sim.commands import perf
