@@ -33,9 +33,9 @@ from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC,
                       MAC_TX_EVENTS, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue,
                       Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes, tx_output_bytes)
 from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
-from abi.rx import (ExceptionSource, ReportKind, ack_bytes, ack_layout, exception_record_layout, register_map,
-                    report_bytes, report_layout)
-from abi.tx import (TX_REGISTER_BASE, completion_layout, control_request_layout, read_response_layout,
+from abi.rx import (RX_PARAMS, ExceptionSource, ReportKind, ack_bytes, ack_layout, exception_record_layout,
+                    register_map, report_bytes, report_layout)
+from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, completion_layout, control_request_layout, read_response_layout,
                     tsn_request_layout, tx_register_map, work_request_layout)
 from model.ddp.memory import Access, SparseMemory
 from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
@@ -77,9 +77,10 @@ class ModelControl:
         if offset == ID_OFFSET:
             return DEVICE_ID
         if offset == PARAMS_OFFSET:
-            return 8 | ASSOCIATIONS << 8 | REGIONS << 16 | (ASSOCIATIONS * STREAM_IDS) << 24
+            return RX_PARAMS.pack({"width_bytes": 8, "associations": ASSOCIATIONS, "regions": REGIONS,
+                                   "streams": ASSOCIATIONS * STREAM_IDS})
         if offset == TX_REGISTER_BASE + PARAMS_OFFSET:
-            return 8 | IRD << 8 | 64 << 16
+            return TX_PARAMS.pack({"width_bytes": 8, "ird": IRD, "ring_tsns": 64})
         if offset == self.rx_map.counters["reports_waiting"]:
             return self.board.rx.reports_waiting
         if offset == TX_REGISTER_BASE + self.tx_map.counters["sacks_sent"]:
