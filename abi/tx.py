@@ -318,7 +318,9 @@ class TransportOpcode(enum.IntEnum):
     RETIRE = 0      #: the chunks ``first_tsn`` .. ``tsn`` are acknowledged (the ring's ACK)
     RESEND = 1      #: the chunk of ``tsn`` goes again, for ``cause`` (RESEND)
     LIMIT = 2       #: new DATA may take TSNs up to ``tsn`` (LIMIT)
-    FAILURE = 3     #: RFC 4960 8.1: ``error_count`` T3-rtx expiries in a row; ``first_tsn`` the Cumulative TSN Ack, ``tsn`` the highest TSN sent
+    #: RFC 4960 8.1: ``error_count`` T3-rtx expiries in a row; ``first_tsn`` the Cumulative TSN Ack, ``tsn`` the
+    #: highest TSN sent
+    FAILURE = 3
     VIOLATION = 4   #: a SACK's Cumulative TSN Ack ``first_tsn`` is past ``tsn``, the highest TSN sent
 
 

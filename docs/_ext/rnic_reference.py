@@ -182,8 +182,8 @@ class EnumsDirective(_GeneratedDirective):
             if not (isinstance(value, type) and issubclass(value, enum.Enum)):
                 continue
             summary = (inspect.getdoc(value) or "").split("\n\n")[0]
-            rows = [[f"``{member.name}``", f"{int(member.value)} (0x{int(member.value):X})", docs.get((name, member.name), "")]
-                    for member in value]
+            rows = [[f"``{member.name}``", f"{int(member.value)} (0x{int(member.value):X})",
+                     docs.get((name, member.name), "")] for member in value]
             lines += [".. rubric:: " + name, "", summary, ""]
             lines += _list_table(f":class:`~{dotted}.{name}`", ["member", "value", "meaning"], rows, "30 15 55")
         return lines
