@@ -9,7 +9,7 @@ uses, field for field, so the gateware's bits are the host's. An enum field
 import enum
 from functools import cache
 
-from amaranth.hdl import Const, ShapeCastable, unsigned
+from amaranth.hdl import Const, Format, ShapeCastable, unsigned
 from amaranth.lib import data
 
 from abi.layout import Array, Member, Struct, member_width
@@ -19,7 +19,8 @@ __all__ = ["struct_layout", "member_shape", "enum_shape", "EnumShape"]
 
 class EnumShape(ShapeCastable):
     """An ABI enum (a plain :class:`enum.Enum`) as a field's shape: unsigned, as wide as the ABI says
-    (:func:`abi.layout.member_width`); a constant of it reads back as the enum's member."""
+    (:func:`abi.layout.member_width`); a constant of it reads back as the enum's member, and waveforms name
+    its values."""
 
     def __init__(self, enum_class: type[enum.Enum]):
         self.enum_class = enum_class
@@ -38,6 +39,12 @@ class EnumShape(ShapeCastable):
 
     def from_bits(self, raw: int):
         return self.enum_class(raw)
+
+    def format(self, obj, spec: str):
+        """The member's name in waveforms and prints, as Amaranth's own enums give it."""
+        if spec != "":
+            raise ValueError(f"format specifier {spec!r} is not supported for enums")
+        return Format.Enum(obj, self.enum_class, name=self.enum_class.__qualname__)
 
     def __eq__(self, other):
         return isinstance(other, EnumShape) and other.enum_class is self.enum_class

@@ -73,3 +73,17 @@ def test_the_params_words_hold_what_the_engines_are_built_with():
         "width_bytes": 64, "associations": 2, "regions": 16, "streams": 8}
     assert abi.rx.RX_PARAMS.size == 32 and abi.tx.TX_PARAMS.size == 32
     assert abi.tx.TX_PARAMS.unpack(0x0040_0708) == {"width_bytes": 8, "ird": 7, "ring_tsns": 64}
+
+
+def test_an_enum_field_s_values_are_named_in_the_netlist_as_amaranth_s_own_enums_are():
+    from amaranth.back import rtlil
+    from amaranth.hdl import Module, Signal
+
+    from hdl.layout import enum_shape
+
+    m = Module()
+    status = Signal(enum_shape(abi.rx.SegmentStatus))
+    m.d.sync += status.eq(abi.rx.SegmentStatus.ERROR)
+    netlist = rtlil.convert(m, ports=[status])
+    assert 'attribute \\enum_base_type "SegmentStatus"' in netlist
+    assert 'attribute \\enum_value_101 "INVALID_SSN"' in netlist
