@@ -151,6 +151,8 @@ def ack_layout() -> Struct:
     chunks come after a packet's control chunks (6.10), so this marks the
     packet's last DATA chunk, where the SACK decisions are made (6.2). A
     packet whose last chunk is not a whole DATA chunk has no such record.
+    ``immediate``: the chunk's I bit (RFC 9260 3.3.1): its sender asks for
+    the SACK without delay (6.2).
     A chunk shorter than its DATA header or running past the packet has no
     record (it has a CHUNK_ERROR report). No record is dropped: when
     ``m_axis_ack`` is not ready, the engine stops taking chunks, and
@@ -162,6 +164,7 @@ def ack_layout() -> Struct:
         "tsn": 32,
         "length": 16,
         "packet_end": 1,
+        "immediate": 1,
     })
 
 

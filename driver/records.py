@@ -98,7 +98,8 @@ def receive_row_writes(command: EngineCommand, stream_ids: int) -> list[tuple[st
     if isinstance(command, SackRow):
         return [("sack", {"association": command.association, "cumulative_tsn": command.cumulative_tsn,
                           "delay": command.delay_ticks, "window": command.window,
-                          "held_bytes": command.held_bytes, "enabled": int(command.enabled)})]
+                          "held_bytes": command.held_bytes, "enabled": int(command.enabled),
+                          "peer_sacks": int(command.peer_sacks)})]
     if isinstance(command, SackFlush):
         return [("sack", {"association": command.association, "flush": 1})]
     raise TypeError(f"{type(command).__name__} is not a table write")

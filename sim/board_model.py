@@ -388,7 +388,8 @@ class ModelBoard:
             self.acks.append(record_bytes(ack_layout(), {"association": ack.association,
                                                          "disposition": int(ack.disposition),
                                                          "tsn": ack.tsn, "length": ack.length,
-                                                         "packet_end": int(ack.packet_end)}))
+                                                         "packet_end": int(ack.packet_end),
+                                                         "immediate": int(ack.immediate)}))
         for fault in result.chunk_faults:
             self.reports.append(record_bytes(report_layout(), {"kind": int(ReportKind.CHUNK_ERROR),
                                                                "chunk_error": int(fault.kind), "tsn": fault.tsn,

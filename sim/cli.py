@@ -344,8 +344,11 @@ def _perf(args: argparse.Namespace) -> int:
     if args.engine_transport and args.backend not in ("engine", "sim"):
         args.usage_error("argument --engine-transport: only with --backend engine or sim (the board's build is "
                          "without the transport unit)")
-    if args.peer != "model" and args.backend != "sim":
-        args.usage_error("argument --peer: only with --backend sim (host B on a second RNIC top)")
+    if args.peer == "gateware" and args.backend != "sim":
+        args.usage_error("argument --peer gateware: only with --backend sim (host B on a second RNIC top)")
+    if args.peer == "usrsctp" and args.backend == "board":
+        args.usage_error("argument --peer usrsctp: only with --backend soft, engine or sim (the board's peer is "
+                         "its own)")
     if args.backend != "board":
         given = [name for name in BOARD_ONLY if getattr(args, name) is not None]
         if given:
@@ -369,7 +372,7 @@ def _perf(args: argparse.Namespace) -> int:
                              args.latency or defaults.latency, args.time_scale or defaults.time_scale,
                              DIRECTIONS[args.direction or "both"], not args.host_sacks)
     return perf_command(args.backend, plan, link, args.seed, board=board, engine_sacks=not args.host_sacks,
-                        engine_transport=args.engine_transport, gateware_peer=args.peer == "gateware")
+                        engine_transport=args.engine_transport, peer=args.peer)
 
 
 DEFAULT_PLOT = "bench-e2e.png"
@@ -517,9 +520,10 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--engine-transport", action="store_true",
                       help="engine and sim: the transmit engine's transport unit processes the peer's SACKs and "
                            "retransmits (RFC 4960 6, 7), not the host's SCTP")
-    perf.add_argument("--peer", choices=("model", "gateware"), default="model",
-                      help="sim: host B on the engines' golden models (default), or on a second RNIC top in the "
-                           "same simulation")
+    perf.add_argument("--peer", choices=("model", "gateware", "usrsctp"), default="model",
+                      help="host B: the backend's own (default: on sim the engines' golden models); gateware: on "
+                           "a second RNIC top in the same simulation (sim); usrsctp: a software host whose SCTP is "
+                           "usrsctp (soft, engine, sim; needs libusrsctp)")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

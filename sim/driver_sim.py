@@ -70,6 +70,7 @@ from cocotb.triggers import Lock
 
 from driver.backends.base import FabricBackend
 from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, EngineDevice
+from driver.backends.soft import SoftDevice
 from driver.errors import BackendUnavailable, InvalidArgument, SimulationStalled, WaitTimeout
 from driver.records import receive_row_writes, segment_verdict
 from abi.rx import AckDisposition
@@ -77,9 +78,11 @@ from model.ddp.memory import SparseMemory
 from model.engine.sack import SackRecord
 from model.engine.tx import ticks_at
 from model.rnic.engine_host import EngineRnic, TransmitEngine
+from model.rnic.host import RnicConfig, SoftRnic
 from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import Ack, EngineCommand, EngineOutput, FrameIn, ModelEngine
 from model.rnic.pair import IPS, MACS, HostPair, host_config
+from model.sctp.packet import SackChunk
 from sim.runner import SimulationResult, default_build_root, run_cocotb
 from sim.tb.rnic_tb import rnic_driver_top
 from sim.tb.rx_engine_tb import CANARY, RxEngineTB, _compare_acks, _compare_chunk_errors, _compare_segments
@@ -133,13 +136,17 @@ class RtlEngine:
 
     The acknowledgement unit's SACKs (RFC 4960 6.2) go from the RTL's receive engine to its transmit engine
     by themselves; the model's (after a frame, a `SackFlush`, or its delayed-SACK timer in `catch_up`) go to
-    `sacks`, the transmit side's `post_sack`, so that the RTL's SACK frames are expected there."""
+    `sacks`, the transmit side's `post_sack`, so that the RTL's SACK frames are expected there. So do the
+    peer's SACK chunks of a SACK row with ``peer_sacks`` (6.2.1): the RTL's reach its transport unit by
+    themselves, the model's go to `peer_sacks`, the transmit side's `take_peer_sack`, before the frame goes
+    in, so that what the unit sends for them is expected."""
 
     def __init__(self, tb: RxEngineTB, local_mac: bytes = MACS[RTL_SIDE], local_ip: str = IPS[RTL_SIDE]) -> None:
         self.tb = tb
         self.memory = RamMemory(tb)
         self.shadow = ModelEngine(local_mac, local_ip, SparseMemory(CANARY))
         self.sacks: Callable[[SackRecord], None] | None = None
+        self.peer_sacks: Callable[[int, SackChunk, int], None] | None = None
 
     def next_timeout(self) -> float | None:
         """When the acknowledgement unit's next delayed SACK is due (the model's timer)."""
@@ -181,6 +188,10 @@ class RtlEngine:
         expected = shadow.execute(command)
         assert expected is not None
         self._pass_sacks(expected.sacks)
+        for peer_sack in expected.peer_sacks:   # the RTL's receive engine hands them to its transport unit
+            if self.peer_sacks is None:
+                raise EngineMismatch(f"the engine takes the peer's SACK ({peer_sack}) and nothing has a transport unit")
+            self.peer_sacks(peer_sack.association, peer_sack.sack, ticks_at(command.now))
         await tb.send_frames([command.frame])
         await tb.drain()
         results = await tb.results()
@@ -202,7 +213,7 @@ class RtlEngine:
             raise EngineMismatch("; ".join(problems[:8]))
         return EngineOutput(
             frame=got_frames[0] if got_frames else None, chunks=got_chunks,
-            acks=[Ack(r.tsn, AckDisposition(r.disposition), r.length) for r in results.acks],
+            acks=[Ack(r.tsn, AckDisposition(r.disposition), r.length, bool(r.immediate)) for r in results.acks],
             reports=[segment_verdict(r.fields) for r in results.segments], chunk_errors=len(results.chunk_errors),
             reports_waiting=results.counters["reports_waiting"])
 
@@ -232,12 +243,15 @@ class SimFabric(FabricBackend):
     (see the module docstring).
 
     `engine`, `transmit`, `memory_bytes`: host A's (`RtlHost`); `peer`: host B's RTL (None: the golden
-    models); `lock`: serialises the waits that drive the fabric (a cocotb `Lock` by default); `record`:
-    keep the link's frames (`pair.pcap()`)."""
+    models); `peer_host`: makes host B instead, as `driver.backends.soft.SoftFabric`'s does (a `SoftRnic`
+    over usrsctp: `sim.usrsctp_host.usrsctp_host`); `lock`: serialises the waits that drive the fabric (a
+    cocotb `Lock` by default); `record`: keep the link's frames (`pair.pcap()`)."""
 
     def __init__(self, engine: AsyncEngine, link: LinkConfig | None = None, seed: int = 1, lock=None,
                  record: bool = False, *, transmit: AsyncTransmit | None = None, memory_bytes: int | None = None,
-                 peer: RtlHost | None = None, **options: object) -> None:
+                 peer: RtlHost | None = None,
+                 peer_host: Callable[[RnicConfig, random.Random], SoftRnic] | None = None,
+                 **options: object) -> None:
         options.setdefault("resources", ENGINE_RESOURCES)
         options.setdefault("streams", STREAM_IDS)
         options.setdefault("engine_sacks", True)   # as on `engine`: the receive engines SACK (RFC 4960 6.2)
@@ -252,13 +266,16 @@ class SimFabric(FabricBackend):
         for rtl in self.rtl_hosts.values():
             if rtl.transmit is not None:
                 rtl.engine.sacks = rtl.transmit.post_sack
+                rtl.engine.peer_sacks = rtl.transmit.take_peer_sack
                 rtl.transmit.clock = lambda: ticks_at(self.pair.now)
         hosts = {}
         for side in Side:
             config = host_config(side, **options)
             rng = random.Random(seed * 2 + (side is Side.B))
             rtl = self.rtl_hosts.get(side)
-            if rtl is not None:
+            if side is Side.B and peer_host is not None:    # another host than the backend's (see SoftFabric)
+                hosts[side] = peer_host(config, rng)
+            elif rtl is not None:
                 bounce = ({} if rtl.memory_bytes is None
                           else dict(zip(("bounce_base", "bounce_bytes"), bounce_area(rtl.memory_bytes))))
                 hosts[side] = EngineRnic(config, rtl.engine.memory, rng, None,  # type: ignore[arg-type]
@@ -271,7 +288,8 @@ class SimFabric(FabricBackend):
                                          buffers_per_queue=SHAPE.buffers_per_queue)
         self.pair = HostPair(hosts, Link(link, record=record), record=record)
         self.rtl = engine
-        self.devices = (EngineDevice(self, Side.A), EngineDevice(self, Side.B))  # type: ignore[arg-type]
+        self.devices = (EngineDevice(self, Side.A),  # type: ignore[arg-type]
+                        (SoftDevice if peer_host is not None else EngineDevice)(self, Side.B))  # type: ignore[arg-type]
         for side, rtl in self.rtl_hosts.items():
             if rtl.memory_bytes is not None:
                 self.devices[side is Side.B].memory_end = bounce_area(rtl.memory_bytes)[0]
@@ -362,13 +380,14 @@ def program_reference(main: Callable) -> dict[str, str]:
 
 def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1, log_file: Path | None = None,
                 width_bytes: int = WIDTH_BYTES, memory_bytes: int = MEMORY_BYTES, record: bool = False,
-                arguments: dict | None = None, gateware_peer: bool = False,
+                arguments: dict | None = None, gateware_peer: bool = False, usrsctp_peer: bool = False,
                 options: dict | None = None) -> SimulationResult:
     """Run the coroutine function `main(fabric, **arguments)` on the `sim` fabric, in a cocotb test on the
     RNIC top of `width_bytes` (`sim.tb.rnic_tb.rnic_driver_top`: the transport unit in it, its timer ticked
     by the fabric's clock) with
     `memory_bytes` of host memory for host A (its top quarter the bounce area); `gateware_peer`: host B on an
     RNIC top of its own too, in the same simulation (`sim.tb.rnic_pair.RnicPair`, a build of its own);
+    `usrsctp_peer`: host B a software host over usrsctp (`sim.usrsctp_host.usrsctp_host`);
     `record` keeps the link's frames. `SimulationFailed` when `main` raises or an engine differs from its
     model. `main`'s prints go to the simulator's log (stdout, or `log_file`); `options`: the fabric's
     (`RnicConfig` fields, as `open_fabric` takes them: `engine_sacks`, `engine_transport`, ...); `arguments`
@@ -376,7 +395,10 @@ def run_program(main: Callable, *, link: LinkConfig | None = None, seed: int = 1
     parameters = {**program_reference(main), "seed": seed,
                   "link": dataclasses.asdict(link) if link is not None else None,
                   "width_bytes": width_bytes, "memory_bytes": memory_bytes, "record": record,
-                  "arguments": arguments or {}, "gateware_peer": gateware_peer, "options": options or {}}
+                  "arguments": arguments or {}, "gateware_peer": gateware_peer, "usrsctp_peer": usrsctp_peer,
+                  "options": options or {}}
+    if gateware_peer and usrsctp_peer:
+        raise InvalidArgument("host B is either on the RTL (gateware_peer) or over usrsctp (usrsctp_peer)")
     if gateware_peer:
         from sim.tb.rnic_pair import RnicPair
 

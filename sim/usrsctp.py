@@ -99,6 +99,7 @@ SCTP_INITMSG = 0x03
 SCTP_STATUS = 0x100
 SPP_HB_ENABLE = 0x01
 SPP_HB_DISABLE = 0x02
+SPP_PMTUD_DISABLE = 0x10
 
 # sctp_sndinfo snd_flags, sctp_rcvinfo rcv_flags.
 SCTP_ABORT = 0x0200
@@ -647,6 +648,16 @@ class Socket:
         params = _PaddrParams()
         params.spp_address.ss_family = AF_CONN  # every path (sconn_addr NULL)
         params.spp_flags = SPP_HB_ENABLE if on else SPP_HB_DISABLE
+        self._set(IPPROTO_SCTP, SCTP_PEER_ADDR_PARAMS, params)
+
+    def set_path_mtu(self, mtu: int) -> None:
+        """SCTP_PEER_ADDR_PARAMS SPP_PMTUD_DISABLE with ``spp_pathmtu`` (RFC 6458 8.1): every path of the socket's
+        association (or its future ones) carries SCTP packets of at most `mtu` bytes (AF_CONN puts no IP header
+        in front, so this is the whole SCTP packet); usrsctp's fragmentation point follows."""
+        params = _PaddrParams()
+        params.spp_address.ss_family = AF_CONN  # every path (sconn_addr NULL)
+        params.spp_flags = SPP_PMTUD_DISABLE
+        params.spp_pathmtu = mtu
         self._set(IPPROTO_SCTP, SCTP_PEER_ADDR_PARAMS, params)
 
     # -- association set-up

@@ -391,7 +391,7 @@ class BoardEnd:
                 output.chunks.append(packet.data)
         for body in acks:
             f = record_fields(ack_layout(), int.from_bytes(body, "little"))
-            output.acks.append(Ack(f["tsn"], AckDisposition(f["disposition"]), f["length"]))
+            output.acks.append(Ack(f["tsn"], AckDisposition(f["disposition"]), f["length"], bool(f["immediate"])))
         for body in reports:
             f = record_fields(report_layout(), int.from_bytes(body, "little"))
             if f["kind"] == ReportKind.SEGMENT:

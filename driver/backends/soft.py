@@ -20,6 +20,7 @@ flight or running, the waits end with `SimulationStalled`.
 from __future__ import annotations
 
 import asyncio
+import random
 import selectors
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -226,15 +227,23 @@ class SoftFabric(FabricBackend):
     """Two soft devices on one simulated link (see the module docstring).
 
     `link`: the link's impairments and seed; `seed`: the hosts' random generators (STag keys, SCTP tags
-    and TSNs); `options`: `RnicConfig` fields for both hosts (udp, path_mtu, streams...)."""
+    and TSNs); `options`: `RnicConfig` fields for both hosts (udp, path_mtu, streams...). `peer_host`: makes
+    host B (device 1) from its `RnicConfig` and random generator instead of the backend's own: a `SoftRnic`
+    (a software host over another SCTP stack, say; `sim.usrsctp_host.usrsctp_host`), with session requests
+    left to the driver."""
 
     device_class: type[SoftDevice] = SoftDevice
 
-    def __init__(self, link: LinkConfig | None = None, seed: int = 1, **options: object) -> None:
+    def __init__(self, link: LinkConfig | None = None, seed: int = 1, *,
+                 peer_host: Callable[[RnicConfig, random.Random], SoftRnic] | None = None,
+                 **options: object) -> None:
         options.setdefault("resources", self.default_resources())
         configs = {side: host_config(side, **options) for side in Side}
         self.pair = self._pair(link, seed, configs)
-        self.devices = (self.device_class(self, Side.A), self.device_class(self, Side.B))
+        if peer_host is not None:    # before anything moved: the pair's hosts are only kept, not yet used
+            self.pair.hosts[Side.B] = peer_host(configs[Side.B], random.Random(seed * 2 + 1))
+        self.devices = (self.device_class(self, Side.A),
+                        (SoftDevice if peer_host is not None else self.device_class)(self, Side.B))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._soon = False

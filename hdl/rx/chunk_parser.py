@@ -82,7 +82,7 @@ PPID_DDP_SESSION_CONTROL = 17   # RFC 5043 5.2
 _COMMON_HEADER = 12             # RFC 4960 3.1
 _DATA_HEADER = 16               # RFC 4960 3.3.1
 _SEGMENT_OFFSET = _DATA_HEADER + 2  # DDP-SSN, RFC 5043 5.2.2
-_FLAG_U, _FLAG_B, _FLAG_E = 0x04, 0x02, 0x01
+_FLAG_I, _FLAG_U, _FLAG_B, _FLAG_E = 0x08, 0x04, 0x02, 0x01   # RFC 9260 3.3.1
 
 
 
@@ -558,6 +558,7 @@ class ChunkParser(wiring.Component):
             ack.tsn.eq(tsn),
             ack.length.eq(length - _DATA_HEADER),
             ack.packet_end.eq(classified.final),
+            ack.immediate.eq((flags & _FLAG_I).any()),
         ]
 
         # 3d. write the FIFOs from the registered decision.

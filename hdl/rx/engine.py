@@ -278,6 +278,7 @@ class RxEngine(wiring.Component):
             sack_queue.sink.payload.association.eq(ack.association),
             sack_queue.sink.payload.tsn.eq(ack.tsn),
             sack_queue.sink.payload.packet_end.eq(ack.packet_end),
+            sack_queue.sink.payload.immediate.eq(ack.immediate),
             sack_queue.sink.valid.eq(chunks.acks.valid & to_unit),
             host_acks.payload.eq(ack),
             host_acks.valid.eq(chunks.acks.valid & ~to_unit),

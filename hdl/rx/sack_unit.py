@@ -15,8 +15,9 @@ ends its packet). A TSN at or before the Cumulative TSN Ack, or already in
 the map, is a duplicate (listed in the next SACK while there is room,
 counted in ``duplicates_unlisted`` after); one more than ``map_tsns`` past
 it is dropped unrecorded (RFC 4960 6.2: a receiver without room drops new
-DATA); both call for a SACK at once. At a packet's end a SACK goes at once
-if the packet held a duplicate or a dropped chunk, if a gap remains or was
+DATA); both call for a SACK at once, as does a chunk with the I bit (RFC 9260
+3.3.1, 6.2). At a packet's end a SACK goes at once
+if the packet held a duplicate, a dropped chunk or an I bit, if a gap remains or was
 open when the packet began (6.7), or if it is the second packet with DATA
 since the last SACK (6.2); otherwise the association's countdown starts
 (if it is not running): the SACK goes ``delay`` ticks later.
@@ -67,6 +68,7 @@ def sack_chunk_layout() -> data.StructLayout:
         "association": unsigned(ASSOCIATION_BITS),
         "tsn": unsigned(_TSN_BITS),
         "packet_end": unsigned(1),   # the chunk is its packet's last DATA chunk (RFC 4960 6.10)
+        "immediate": unsigned(1),    # its I bit (RFC 9260 3.3.1): the packet's SACK goes without delay (6.2)
     })
 
 
@@ -219,7 +221,7 @@ class SackUnit(wiring.Component):
                 gap_at_start = Signal()
                 urgent = Signal()
                 m.d.comb += [gap_at_start.eq(Mux(in_packet[a], gap_start[a], tsn_map.pending)),
-                             urgent.eq(at_once[a] | duplicate | beyond)]
+                             urgent.eq(at_once[a] | duplicate | beyond | record.immediate)]
                 with m.If(duplicate):
                     for index in range(rows):
                         for slot in range(self.duplicate_tsns):

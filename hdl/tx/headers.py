@@ -9,7 +9,8 @@ For each segment record two headers leave, in the same cycle, for the two
   (:attr:`~abi.tx.ControlOpcode.PACKET`) the request's (the row's for the
   engine's own SACK) and nothing more (its chunks are the body); for a session-control message one DATA chunk header
   (U = B = E = 1, PPID 17, RFC 5043 5.2.3) before the message; else one
-  DATA chunk header (RFC 4960 3.3.1: U = B = E = 1, stream sequence number 0,
+  DATA chunk header (RFC 4960 3.3.1: U = B = E = 1, I = 1 on the last segment of
+  a work request's message (RFC 9260 3.3.1), stream sequence number 0,
   PPID 16, RFC 5043 5.2, 9, 10; length without padding), the DDP-SSN (RFC 5043
   5.2.1) and the DDP header with the RDMAP control field in its RsvdULP:
   tagged (RFC 5041 4.2, RFC 5040 4.1: 14 bytes; RDMA Write and Read Response,
@@ -48,6 +49,7 @@ TTL = 64
 PPID_DDP_SEGMENT = 16                 # RFC 5043 5.2
 PPID_DDP_SESSION_CONTROL = 17
 DATA_FLAGS = 0b0111                   # U, B, E (RFC 4960 3.3.1)
+FLAG_I_BIT = 3                        # I (RFC 9260 3.3.1): on a work request's last segment
 RDMAP_VERSION = 1                     # RFC 5040 4.1
 DDP_VERSION = 1                       # RFC 5041 4.1
 QN_READ_REQUEST = 1                   # RFC 5040 4.2
@@ -189,6 +191,7 @@ class HeaderBuilder(wiring.Component):
         segment, row = Signal(segment_layout()), Signal(struct_layout(tx_association_write_layout()))
         valid_1, tagged, read_request, packet, session = Signal(), Signal(), Signal(), Signal(), Signal()
         terminate, terminate_2 = Signal(), Signal()
+        immediate, immediate_2 = Signal(), Signal()
         sctp_length = Signal(range(READ_REQUEST_SCTP_HEADER + 1))
         chunk_length, ip_length, udp_length, fixed_sum = Signal(16), Signal(16), Signal(16), Signal(16)
         m.d.sync += [
@@ -196,6 +199,10 @@ class HeaderBuilder(wiring.Component):
             segment.eq(incoming), row.eq(incoming_row),
             tagged.eq(incoming_tagged), read_request.eq(incoming_read_request),
             terminate.eq(incoming.opcode == WorkOpcode.TERMINATE),
+            # RFC 9260 3.3.1 (RFC 7053 4): the last DATA chunk of a work request's message asks for its SACK
+            # without delay (its completion waits for it); a Read Response's and session control's do not.
+            immediate.eq(incoming.last & ~incoming_packet & ~incoming_session
+                         & (incoming.opcode != READ_RESPONSE_OPCODE)),
             packet.eq(incoming_packet), session.eq(incoming_session), sctp_length.eq(header_length),
             # The chunk without padding; IPv4 and UDP with it (RFC 4960 3.2): header lengths are
             # multiples of 4, so rounding the sum rounds the payload.
@@ -214,6 +221,7 @@ class HeaderBuilder(wiring.Component):
         m.d.sync += [
             valid_2.eq(valid_1), segment_2.eq(segment), row_2.eq(row),
             tagged_2.eq(tagged), read_request_2.eq(read_request), terminate_2.eq(terminate),
+            immediate_2.eq(immediate),
             packet_2.eq(packet), session_2.eq(session), sctp_length_2.eq(sctp_length),
             chunk_length_2.eq(chunk_length), ip_length_2.eq(ip_length), udp_length_2.eq(udp_length),
             ip_sum.eq(fixed_sum + ip_length),
@@ -224,7 +232,8 @@ class HeaderBuilder(wiring.Component):
         rdmap_control = _wire(Cat(segment.opcode, Const(0, 2), Const(RDMAP_VERSION, 2)), 1)
         common = (_wire(row.local_port, 2) + _wire(row.peer_port, 2)
                   + _wire(Mux(packet_2 & ~segment.sack, segment.tag, row.tag), 4) + _wire(0, 4))
-        data_chunk = (_wire(0, 1) + _wire(DATA_FLAGS, 1) + _wire(chunk_length_2, 2) + _wire(segment.tsn, 4)
+        flags = Cat(Const(DATA_FLAGS, FLAG_I_BIT), immediate_2, Const(0, 7 - FLAG_I_BIT))
+        data_chunk = (_wire(0, 1) + _wire(flags, 1) + _wire(chunk_length_2, 2) + _wire(segment.tsn, 4)
                       + _wire(segment.stream_id, 2) + _wire(0, 2)
                       + _wire(Mux(session_2, PPID_DDP_SESSION_CONTROL, PPID_DDP_SEGMENT), 4))
         ddp = ~packet_2 & ~session_2

@@ -180,6 +180,7 @@ class ChunkAck:
     disposition: AckDisposition
     length: int  # user data bytes
     packet_end: bool = False  # the chunk, padded, ends its packet (RFC 4960 3.2)
+    immediate: bool = False   # the chunk's I bit: its sender asks for the SACK without delay (RFC 9260 3.3.1)
 
 
 @dataclass(frozen=True)
@@ -507,12 +508,14 @@ class ReceiveEngineModel:
             user_data = len(chunk.data) - DataChunk.HEADER_LENGTH
             if user_data >= 0:  # RFC 4960 3.3.1: the whole DATA header, TSN included
                 end = chunk.offset + (len(chunk.data) + 3) // 4 * 4
+                immediate = bool(chunk.data[1] & DataChunk.FLAG_I)
                 if index in self._engine_sacks:   # RFC 4960 6.2: the engine's own SACKs
-                    sacks = self.sack.chunk(index, chunk.data_tsn, ticks_at(result.time), end >= len(sctp))
+                    sacks = self.sack.chunk(index, chunk.data_tsn, ticks_at(result.time), end >= len(sctp), immediate)
                     result.sacks += sacks
                     self._sacks += sacks
                 else:
-                    result.acks.append(ChunkAck(index, chunk.data_tsn, disposition, user_data, end >= len(sctp)))
+                    result.acks.append(ChunkAck(index, chunk.data_tsn, disposition, user_data, end >= len(sctp),
+                                                immediate))
 
         for chunk in walk_chunks(sctp[COMMON_HEADER_LENGTH:], COMMON_HEADER_LENGTH):
             if isinstance(chunk, BrokenChunk):

@@ -25,7 +25,9 @@ out at once (RFC 4960 6.2, 6.7) if the packet held a duplicate or a chunk
 dropped beyond the map, if a gap remains (6.7: "after receipt of each SCTP
 packet that doesn't fill the gap") or one was open when the packet began (so
 the SACK that shows it closed goes at once), or if it is the second packet
-with DATA since the last SACK. Otherwise the first packet not yet
+with DATA since the last SACK, or if one of its DATA chunks has the I bit set
+(RFC 9260 3.3.1 and 6.2, from RFC 7053 4.2: the sender asks for the SACK without
+delay). Otherwise the first packet not yet
 acknowledged starts the association's delayed-SACK timer: ``delay_ticks``
 ticks (RFC 4960 6.2: at most 500 ms, 200 ms by default) after the tick it
 ended in, the SACK goes (`tick`); each row holds its own delay (`reset`).
@@ -45,7 +47,7 @@ Sending it clears the duplicates and the count, and stops the timer.
 A row written with ``enabled`` false takes no records: the host SACKs that
 association itself.
 
-Sans-I/O: `chunk(association, tsn, now, packet_end)` and `tick(now)` return the SACKs
+Sans-I/O: `chunk(association, tsn, now, packet_end, immediate)` and `tick(now)` return the SACKs
 due, in order; `reset(association, cumulative_tsn, delay_ticks)` writes a row (the
 association's set-up, RFC 4960 5.1: the peer's initial TSN minus one; the
 unit's ``delay_ticks`` unless given).
@@ -120,7 +122,7 @@ class _Row:
     """A packet's chunks are coming: the next record does not start one."""
     gap_at_packet_start: bool = False
     at_once: bool = False
-    """The packet so far calls for a SACK at once (a duplicate, a chunk dropped)."""
+    """The packet so far calls for a SACK at once (a duplicate, a chunk dropped, a chunk with the I bit)."""
 
 
 class SackUnit:
@@ -154,14 +156,17 @@ class SackUnit:
         """Duplicates received beyond the list's room since the row was written (counted, never listed)."""
         return self._row(association).duplicates_dropped
 
-    def chunk(self, association: int, tsn: int, now: int, packet_end: bool = True) -> list[SackRecord]:
-        """One DATA chunk's TSN, taken at tick `now`; `packet_end`: it ends its packet. The SACK due at once,
-        if any (at a packet's end only)."""
+    def chunk(self, association: int, tsn: int, now: int, packet_end: bool = True,
+              immediate: bool = False) -> list[SackRecord]:
+        """One DATA chunk's TSN, taken at tick `now`; `packet_end`: it ends its packet; `immediate`: its I bit
+        (RFC 9260 3.3.1). The SACK due at once, if any (at a packet's end only)."""
         row = self._row(association)
         if not row.enabled:
             return []
         if not row.in_packet:
             row.in_packet, row.gap_at_packet_start = True, bool(row.received)
+        if immediate:
+            row.at_once = True                                  # RFC 9260 6.2 (RFC 7053 4.2): no delay
         offset = (tsn - row.cumulative_tsn) & _TSN_MASK
         if serial_le(tsn, row.cumulative_tsn, TSN_BITS) or offset in row.received:
             if len(row.duplicates) < self.duplicate_tsns:     # RFC 4960 6.2: listed in the next SACK

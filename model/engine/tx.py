@@ -193,6 +193,14 @@ class _Chunk:
     last: bool
 
 
+def _asks_sack(chunk: _Chunk) -> bool:
+    """The I bit (RFC 9260 3.3.1, RFC 7053 4): set on the last DATA chunk of a work request's message, whose
+    completion waits for the SACK that covers it when the transport is the engine's, and which a receiver
+    would otherwise hold for its delayed SACK (RFC 4960 6.2) when it ends an odd packet; not on a Read
+    Response's or a session-control message's."""
+    return chunk.last and chunk.ppid == PPID_DDP_SEGMENT and chunk.opcode != READ_RESPONSE_OPCODE
+
+
 @dataclass
 class _Row:
     config: TxAssociationRow
@@ -224,6 +232,10 @@ class TransmitEngineModel:
         self._events: list[Completion | RefusedRead | RefusedTsn | TransportStopped] = []
         self.transport = TransportUnit(config.associations, ring_tsns=config.ring_tsns)
         self.transport_resends = 0
+        self.peer_sacks_from_host = 0
+        """The peer's SACK chunks the host gave the transport unit (`peer_sack`)."""
+        self.peer_sacks_from_receive_engine = 0
+        """The peer's SACK chunks the receive engine handed the transport unit (`take_peer_sack`)."""
         """Chunks sent again on the transport unit's order (T3-rtx or fast retransmit)."""
 
     # -- tables ---------------------------------------------------------------
@@ -246,11 +258,21 @@ class TransmitEngineModel:
 
     def peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
         """A SACK chunk from the peer of a row with the transport, arrived at tick `now` (RFC 4960 6.2.1)."""
+        self.peer_sacks_from_host += 1
+        self._peer_sack(association, sack, now)
+
+    def _peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
         row = self._row(association)
         if not row.transport:
             raise ValueError(f"association row {association} has no transport: its SACKs are the host's")
         self._apply(association, self.transport.sack(association, sack.cumulative_tsn_ack, sack.a_rwnd,
                                                      sack.gap_blocks, sack.duplicate_tsns, now))
+
+    def take_peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
+        """A SACK chunk the receive engine handed the transport unit itself (its SACK row's ``peer_sacks``):
+        taken as `peer_sack`; the gateware's goes from engine to engine without the host."""
+        self.peer_sacks_from_receive_engine += 1
+        self._peer_sack(association, sack, now)
 
     def peer_shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> None:
         """A SHUTDOWN's Cumulative TSN Ack for a row with the transport (RFC 4960 9.2), at tick `now`."""
@@ -474,7 +496,7 @@ class TransmitEngineModel:
         body = self._read(chunk.address, chunk.length)
         if chunk.ppid == PPID_DDP_SEGMENT:
             body = DdpSegmentChunkData(chunk.ssn, chunk.header + body).encode()
-        data = DataChunk(tsn, chunk.stream_id, 0, chunk.ppid, body, unordered=True)
+        data = DataChunk(tsn, chunk.stream_id, 0, chunk.ppid, body, unordered=True, immediate=_asks_sack(chunk))
         return self._wrap(row, SctpPacket(row.config.local_port, row.config.peer_port, row.config.tag,
                                           [data]).encode())
 

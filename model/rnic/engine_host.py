@@ -107,6 +107,7 @@ class TransportEngine(TransmitEngine, Protocol):
 
     def write_transport(self, association: int, peer_a_rwnd: int, **parameters) -> None: ...
     def peer_sack(self, association: int, sack: SackChunk, now: int) -> None: ...
+    def take_peer_sack(self, association: int, sack: SackChunk, now: int) -> None: ...
     def peer_shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> None: ...
     def cumulative_tsn_ack(self, association: int) -> int: ...
     def tick(self, now: int) -> None: ...
@@ -354,10 +355,12 @@ class EngineRnic(OffloadRnic):
                     association.config.peer_port, association.peer_tag, association.mulpdu,
                     association.next_tsn, self.config.udp))
                 self._tx_row = True
-                if self.config.engine_sacks:
-                    self._hand_sacks_over(association)
+                # The transport row first: once the SACK row says `peer_sacks`, the receive engine hands the
+                # peer's SACKs to a unit that already owns the row (those of frames before it reach the host).
                 if self.config.engine_transport:
                     self._hand_transport_over(association)
+                if self.config.engine_sacks or self.config.engine_transport:
+                    self._write_sack_row(association)
 
     def _hand_transport_over(self, association) -> None:
         """The transport unit's row (RFC 4960 6.2.1 A, 7.2.1, 15): from the association's next TSN and the
@@ -373,14 +376,18 @@ class EngineRnic(OffloadRnic):
             max_retrans=config.association_max_retrans, max_burst=config.max_burst)
         self._transport = True
 
-    def _hand_sacks_over(self, association) -> None:
-        """The receive engine's SACK row (RFC 4960 6.2): from the association's Cumulative TSN Ack, its
-        delayed-ACK time in the engine's ticks, a window of `WINDOW_SLOTS` full chunks less one per TSN held
-        past a gap (the host's own rule, see `model.rnic.offload`)."""
+    def _write_sack_row(self, association) -> None:
+        """The receive engine's SACK row. With `engine_sacks` (RFC 4960 6.2): from the association's Cumulative
+        TSN Ack, its delayed-ACK time in the engine's ticks, a window of `WINDOW_SLOTS` full chunks less one per
+        TSN held past a gap (the host's own rule, see `model.rnic.offload`). With `engine_transport`,
+        `peer_sacks`: the peer's SACK chunks go to the transport unit (6.2.1), not the host."""
         chunk = association.config.max_user_data
         delay = min((1 << SACK_DELAY_BITS) - 1, max(1, round(association.config.delayed_ack_time / TICK_SECONDS)))
-        self.command(SackRow(ASSOCIATION_INDEX, association.hand_sacks_to_engine(), delay,
-                             min(association.config.receive_buffer, WINDOW_SLOTS * chunk), chunk, True))
+        engine_sacks = self.config.engine_sacks
+        cumulative = association.hand_sacks_to_engine() if engine_sacks else 0
+        self.command(SackRow(ASSOCIATION_INDEX, cumulative, delay,
+                             min(association.config.receive_buffer, WINDOW_SLOTS * chunk), chunk, engine_sacks,
+                             peer_sacks=self.config.engine_transport))
 
     def _terminate_waits(self) -> bool:
         """A Terminate next waits for the host's turn to send (`data_to_send`), after every frame that arrived
@@ -408,14 +415,19 @@ class EngineRnic(OffloadRnic):
         self._now = now
         for record in output.sacks:       # a model receive engine's SACKs go to the transmit engine
             self.transmit.post_sack(record)
+        for peer_sack in output.peer_sacks:   # and the peer's SACKs it hands the transport unit
+            self.transmit.take_peer_sack(peer_sack.association, peer_sack.sack, ticks_at(now))
         if self._transport and output.chunks:
             output = self._take_peer_sacks(output, now)
         super()._on_output(output, now)
         self._pump()
+        if self._transport:   # what the unit retired on the SACKs the engine handed it
+            self._engine_acknowledged()
 
     def _take_peer_sacks(self, output: EngineOutput, now: float) -> EngineOutput:
-        """The peer's SACK chunks of a delivered packet go to the transport unit (RFC 4960 6.2.1), the
-        packet's other chunks to the association; then the association learns what was retired."""
+        """The peer's SACK chunks of a delivered packet that reached the host (the engine took the packet
+        before the SACK row said `peer_sacks`) go to the transport unit (RFC 4960 6.2.1), the packet's other
+        chunks to the association; then the association learns what was retired."""
         kept, taken = [], False
         for chunk in output.chunks:
             sack = None

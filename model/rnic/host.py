@@ -100,7 +100,7 @@ from __future__ import annotations
 import ipaddress
 import random
 from dataclasses import dataclass, replace
-from typing import Callable, Union
+from typing import Callable, Protocol, Union
 
 from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics
 from model.sctp.listener import Listener
@@ -299,6 +299,27 @@ class _Stream:
     """The stream's Protection Domain (RFC 5041 8.2); None: the host's."""
 
 
+class Sctp(Protocol):
+    """The SCTP a host runs over: what makes its associations (active open) and listeners (passive open) from
+    the host's `AssociationConfig`. The model's (`MODEL_SCTP`) by default; another stack behind the same calls
+    (usrsctp's, in `sim.usrsctp_host`) makes the host's DDP and RDMAP run over it unchanged."""
+
+    def association(self, config: AssociationConfig) -> Association: ...
+    def listener(self, config: AssociationConfig) -> Listener: ...
+
+
+class _ModelSctp:
+    def association(self, config: AssociationConfig) -> Association:
+        return Association(config)
+
+    def listener(self, config: AssociationConfig) -> Listener:
+        return Listener(config)
+
+
+MODEL_SCTP: Sctp = _ModelSctp()
+"""`model.sctp`'s associations and listeners."""
+
+
 @dataclass
 class _Counters:
     frames_sent: int = 0
@@ -323,11 +344,13 @@ class SoftRnic:
         memory: SparseMemory,
         rng: random.Random,
         session_policy: SessionPolicy | None = accept_every_session,
+        sctp: Sctp = MODEL_SCTP,
     ) -> None:
         self.config = config
         self.memory = memory
         self.rng = rng
         self.session_policy = session_policy
+        self.sctp = sctp
         self.pd = ProtectionDomain(config.pd_id)
         self.memory_table = MemoryTable()
         self._hmac_secret = bytes(rng.getrandbits(8) for _ in range(32))
@@ -355,13 +378,13 @@ class SoftRnic:
         several ports; it still has one association at a time, on the port its INIT came to."""
         local_port = self.config.port if port is None else port
         config = replace(self._association_config(peer_port=0), local_port=local_port)
-        self._listeners[local_port] = Listener(config)
+        self._listeners[local_port] = self.sctp.listener(config)
 
     def connect(self, now: float, peer_mac: bytes, peer_ip: ipaddress.IPv4Address | str, peer_port: int) -> None:
         """Active open: send INIT to the peer (RFC 4960 5.1)."""
         if self._association is not None and not self._association.is_closed:
             raise RnicStateError("the host already has an association; close it first")
-        association = Association(self._association_config(peer_port))
+        association = self.sctp.association(self._association_config(peer_port))
         self._new_association(association, _Peer(bytes(peer_mac), ipaddress.IPv4Address(peer_ip)))
         association.connect(now)
 

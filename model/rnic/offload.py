@@ -87,7 +87,7 @@ from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, Re
 from model.engine.sack import SackRecord
 # the engine ABI's names (abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.rx import (SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, FrameAction, FrameResult,
-                             ReceiveEngineModel, SegmentStatus, SegmentVerdict)
+                             PeerSack, ReceiveEngineModel, SegmentStatus, SegmentVerdict)
 from model.errors import DdpError, RdmapError, RnicError
 from model.rdmap.endpoint import RdmapEndpoint
 from model.rdmap.messages import Opcode, QueueNumber, RdmapControl
@@ -155,6 +155,8 @@ class SackRow:
     window: int
     held_bytes: int
     enabled: bool
+    peer_sacks: bool = False
+    """The peer's SACK chunks of the association go to the transmit engine's transport unit, not the host."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,8 @@ class Ack:
     tsn: int
     disposition: AckDisposition
     length: int
+    immediate: bool = False
+    """The DATA chunk's I bit (RFC 9260 3.3.1)."""
 
 
 WINDOW_SLOTS = SEQUENCE_WINDOW // 2
@@ -197,6 +201,9 @@ class EngineOutput:
     """The engine's `reports_waiting` after the frame: records of placed segments held for an earlier DDP-SSN."""
     sacks: list[SackRecord] = field(default_factory=list)
     """The acknowledgement unit's SACKs for the frame's packet, for the transmit engine."""
+    peer_sacks: list[PeerSack] = field(default_factory=list)
+    """The peer's SACK chunks of a SACK row with ``peer_sacks``, for the transmit engine's transport unit
+    (they do not reach the host's association)."""
 
 
 class ReceiveEngine(Protocol):
@@ -239,7 +246,7 @@ class ModelEngine:
             model.post_buffer(entry.association, entry.stream_id, entry.qn, entry.host_address, entry.length)
         elif isinstance(command, SackRow):
             model.write_sack(command.association, command.cumulative_tsn, command.delay_ticks, command.window,
-                             command.held_bytes, command.enabled)
+                             command.held_bytes, command.enabled, command.peer_sacks)
         elif isinstance(command, SackFlush):
             model.flush_sack(command.association)   # its SACK waits in next_sacks: see `flush_sack`
         else:
@@ -265,9 +272,10 @@ def output_of(result: FrameResult, frame: bytes, reports_waiting: int = 0) -> En
     if result.action is FrameAction.EXCEPTION:
         return EngineOutput(frame=frame, reports_waiting=reports_waiting)
     return EngineOutput(chunks=[c.chunk for c in result.chunks_to_host],
-                        acks=[Ack(a.tsn, a.disposition, a.length) for a in result.acks],
+                        acks=[Ack(a.tsn, a.disposition, a.length, a.immediate) for a in result.acks],
                         reports=list(result.segments), chunk_errors=len(result.chunk_faults),
-                        reports_waiting=reports_waiting, sacks=list(result.sacks))
+                        reports_waiting=reports_waiting, sacks=list(result.sacks),
+                        peer_sacks=list(result.peer_sacks))
 
 
 # -- per-stream receive state -------------------------------------------------------------------
@@ -512,7 +520,7 @@ class OffloadRnic(SoftRnic):
             # of what arrived (for its SHUTDOWN's Cumulative TSN Ack, RFC 4960 9.2); the window is the engine's.
             placed = [PlacedData(record.tsn, record.payload_length) for record in output.reports]
         else:
-            placed = [PlacedData(ack.tsn, ack.length) for ack in output.acks
+            placed = [PlacedData(ack.tsn, ack.length, ack.immediate) for ack in output.acks
                       if ack.disposition is not AckDisposition.TO_HOST]
             association.hold_placed(output.reports_waiting * association.config.max_user_data)
         association.receive_offloaded(b"".join(c + bytes(-len(c) % 4) for c in output.chunks), placed, now)

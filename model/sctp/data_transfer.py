@@ -61,6 +61,8 @@ class PlacedData:
 
     tsn: int
     length: int
+    immediate: bool = False
+    """The chunk's I bit (RFC 9260 3.3.1), from the ack record."""
     CHUNK_TYPE = ChunkType.DATA
 
 
@@ -370,6 +372,7 @@ class DataTransferMixin:
         events = self._events
         if isinstance(chunk, PlacedData):
             self._data_in_packet = True
+            self._ack_now |= chunk.immediate           # RFC 9260 6.2 (RFC 7053 4.2): the I bit, no delay
             self._take_tsn(chunk.tsn, chunk.length)
             return None
         if not chunk.user_data:
@@ -382,6 +385,7 @@ class DataTransferMixin:
             self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"fragmented DATA (RFC 5043 9)"))
             return None
         self._data_in_packet = True
+        self._ack_now |= chunk.immediate               # RFC 9260 6.2 (RFC 7053 4.2): the I bit, no delay
         if not self._take_tsn(chunk.tsn, len(chunk.user_data)):
             return None
         if chunk.stream_id >= self.inbound_streams:

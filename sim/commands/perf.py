@@ -581,10 +581,15 @@ class Report:
     def title(self, test: str, sink: int) -> str:
         return TITLES[test].format(sink=self.device(sink), source=self.device(1 - sink))
 
-    def header(self, backend: str, link: LinkConfig, iters: int, board: str | None = None) -> None:
+    def header(self, backend: str, link: LinkConfig, iters: int, board: str | None = None,
+               peer: str = "model") -> None:
         rate = f"{link.rate / 1e9:g} Gb/s each way" if link.rate else "no rate limit"
         lines = [f"rnic perf: backend {backend}; link {rate}, one-way delay {link.delay * 1e6:g} usec, "
                  f"loss {link.loss:g}, seed {link.seed}; {iters} iterations per size"]
+        if peer == "usrsctp":
+            lines.append("  device 1: a software host whose SCTP is usrsctp (its DDP and RDMAP the model's)")
+        elif peer == "gateware":
+            lines.append("  device 1: a second RNIC top in the same simulation")
         if board is not None:
             lines += [f"  board: {board}; device 1, its peer, a software RNIC on this computer",
                       "  simulated: seconds of the fabric's clock, on the board backend the wall clock (times "
@@ -749,28 +754,32 @@ def perf_link(rate_gbps: float | None, delay_usec: float, loss: float, seed: int
 
 def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, out: TextIO | None = None,
                  board: BoardOptions | None = None, engine_sacks: bool = True, engine_transport: bool = False,
-                 gateware_peer: bool = False) -> int:
+                 peer: str = "model") -> int:
     """Print the header and the tables; 0 when every measurement finished and every byte landed, else 1 after
     one line on stderr. `board`: the board backend's options (default: both directions on the model board);
     `engine_sacks`: on `engine`, the receive engines SACK, not the hosts (on `board`, `board.engine_sacks`);
     `engine_transport`: on `engine` and `sim`, the transmit engines' transport units take the peer's SACKs;
-    `gateware_peer`: on `sim`, device 1 on a second RNIC top too."""
+    `peer`: device 1, "model" (the backend's own), "gateware" (on `sim`, a second RNIC top) or "usrsctp" (a
+    software host whose SCTP is usrsctp, `sim.usrsctp_host`)."""
     out = out if out is not None else sys.stdout
     if backend == "board" and board is None:
         board = BoardOptions()
     report = Report(out, engine=backend == "sim", board=backend == "board")
-    report.header(backend, link, plan.iters, board.describe() if backend == "board" else None)
+    report.header(backend, link, plan.iters, board.describe() if backend == "board" else None, peer)
     try:
         if backend == "sim":
             rows = _run_on_sim(plan, link, seed, {"engine_sacks": engine_sacks, "engine_transport": engine_transport},
-                               gateware_peer)
+                               peer)
             for row in rows:
                 report.row(row)
         elif backend == "board":
             _run_on_board(plan, link, seed, board, report)
         else:
             extra = {"engine_sacks": engine_sacks, "engine_transport": engine_transport} if backend == "engine" else {}
-            run(lambda fabric: measure(fabric, plan, report.row), backend, link=link, seed=seed, **extra)
+            if peer == "usrsctp":
+                _run_with_usrsctp(backend, plan, link, seed, extra, report)
+            else:
+                run(lambda fabric: measure(fabric, plan, report.row), backend, link=link, seed=seed, **extra)
     except (PerfFailed, DriverError) as error:
         report.close()
         print(f"rnic perf: {type(error).__name__}: {error}", file=sys.stderr)
@@ -788,7 +797,28 @@ def _run_on_board(plan: PerfPlan, link: LinkConfig, seed: int, options: BoardOpt
         fabric.backend.close()
 
 
-def _run_on_sim(plan: PerfPlan, link: LinkConfig, seed: int, options: dict, gateware_peer: bool) -> list[Row]:
+def _run_with_usrsctp(backend: str, plan: PerfPlan, link: LinkConfig, seed: int, options: dict,
+                      report: Report) -> None:
+    from driver.backends.engine import EngineFabric
+    from driver.backends.soft import SoftFabric
+    from sim.usrsctp_host import usrsctp_host
+
+    hosts = []
+
+    def peer_host(config, rng):
+        hosts.append(usrsctp_host(config, rng))
+        return hosts[-1]
+
+    fabric_class = EngineFabric if backend == "engine" else SoftFabric
+    fabric = Fabric(fabric_class(link, seed, peer_host=peer_host, **options))
+    try:
+        fabric.backend.run(lambda: measure(fabric, plan, report.row))
+    finally:
+        for host in hosts:
+            host.sctp.close()
+
+
+def _run_on_sim(plan: PerfPlan, link: LinkConfig, seed: int, options: dict, peer: str) -> list[Row]:
     from sim.driver_sim import run_program
     from sim.runner import SimulationFailed
 
@@ -797,7 +827,7 @@ def _run_on_sim(plan: PerfPlan, link: LinkConfig, seed: int, options: dict, gate
         arguments = {"tests": list(plan.tests), "sizes": list(plan.sizes), "iters": plan.iters, "output": str(output)}
         try:
             run_program(perf_program, link=link, seed=seed, log_file=log, arguments=arguments, options=options,
-                        gateware_peer=gateware_peer)
+                        gateware_peer=peer == "gateware", usrsctp_peer=peer == "usrsctp")
         except SimulationFailed as error:
             failures = [line for line in log.read_text(errors="replace").splitlines()
                         if "PerfFailed" in line or "Error" in line] if log.exists() else []

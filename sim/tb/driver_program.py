@@ -4,8 +4,9 @@ Parameters (:func:`sim.runner.test_parameters`): ``module`` or ``file``, and
 ``function``: the program, a coroutine function taking the fabric;
 ``seed``; ``link`` (`model.rnic.link.LinkConfig` fields, or null); ``width_bytes`` (the DUT's),
 ``gateware_peer`` (the DUT is a `sim.tb.rnic_pair.RnicPair`: host B on the RTL too),
-``memory_bytes`` (each RTL host's memory), ``record`` (keep the link's frames), ``arguments`` (keyword
-arguments of the program), ``options`` (the fabric's, `sim.driver_sim.SimFabric`'s keywords).
+``memory_bytes`` (each RTL host's memory), ``record`` (keep the link's frames), ``usrsctp_peer`` (host B a
+software host over usrsctp, `sim.usrsctp_host.usrsctp_host`), ``arguments`` (keyword arguments of the
+program), ``options`` (the fabric's, `sim.driver_sim.SimFabric`'s keywords).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sim.runner import test_parameters
 from sim.tb.rnic_pair import PortPrefix
 from sim.tb.rnic_tb import RNIC_IRD, RnicTB
 from sim.tb.rnic_transmit import RtlTransmit
+from sim.usrsctp_host import usrsctp_host
 
 
 def _program(parameters: dict):
@@ -70,6 +72,7 @@ async def driver_program(dut):
     a = hosts[Side.A]
     backend = SimFabric(a.engine, link=link, seed=seed, record=bool(parameters.get("record")),
                         transmit=a.transmit, memory_bytes=memory_bytes, peer=hosts.get(Side.B),
+                        peer_host=usrsctp_host if parameters.get("usrsctp_peer") else None,
                         **parameters.get("options", {}))
     await program(Fabric(backend), **parameters.get("arguments", {}))
     for side, rtl in backend.rtl_hosts.items():
@@ -80,4 +83,12 @@ async def driver_program(dut):
                       "each as its model's")
         dut._log.info(f"host {side.name}: {rtl.transmit.sack_frames_sent} SACK frames from the RTL's "
                       f"acknowledgement unit, {rtl.transmit.transport_resends} chunks resent by its transport unit; "
-                      f"{rtl.engine.tb.ticks} timer ticks")
+                      f"{rtl.engine.tb.ticks} timer ticks; {rtl.transmit.peer_sacks_from_receive_engine} of the "
+                      f"peer's SACKs from its receive engine, {rtl.transmit.peer_sacks_from_host} from the host")
+    if parameters.get("usrsctp_peer"):
+        association = backend.pair.hosts[Side.B].association
+        if association is not None:
+            stats = association.statistics
+            dut._log.info(f"host B (usrsctp): {stats.data_chunks_sent} new DATA chunks sent, "
+                          f"{stats.data_chunks_resent} sent again, {stats.data_chunks_received} messages received, "
+                          f"{stats.sacks_received} SACKs of host A taken")

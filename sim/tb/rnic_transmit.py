@@ -165,6 +165,12 @@ class RtlTransmit:
                   "duplicate_count": len(sack.duplicate_tsns)}
         self._command(lambda: self.tb.post_peer_sack(fields))
 
+    def take_peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
+        """A SACK the receive engine handed the transport unit: the RTL's goes from its receive engine to its
+        unit by itself, so only the model is told, and what the unit sends for it is expected."""
+        self.shadow.take_peer_sack(association, sack, now)
+        self._command(None)
+
     def peer_shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> None:
         self.shadow.peer_shutdown(association, cumulative_tsn_ack, now)
         fields = {"association": association, "shutdown": 1, "cumulative_tsn_ack": cumulative_tsn_ack,
@@ -186,6 +192,14 @@ class RtlTransmit:
     @property
     def transport_resends(self) -> int:
         return self.shadow.transport_resends
+
+    @property
+    def peer_sacks_from_host(self) -> int:
+        return self.shadow.peer_sacks_from_host
+
+    @property
+    def peer_sacks_from_receive_engine(self) -> int:
+        return self.shadow.peer_sacks_from_receive_engine
 
     def accepts_next(self) -> bool:
         """The model takes a request now and the RTL has caught up with it: nothing is waiting unstarted in

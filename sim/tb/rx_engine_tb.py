@@ -539,14 +539,15 @@ def _compare_chunk_errors(records: list[ReportRecord], faults: list) -> list[str
 
 
 def _compare_acks(records: list[ReportRecord], acks: list) -> list[str]:
-    got = [(r.association, r.tsn, r.disposition, r.length, r.packet_end) for r in records]
-    want = [(a.association, a.tsn, int(a.disposition), a.length, int(a.packet_end)) for a in acks]
+    got = [(r.association, r.tsn, r.disposition, r.length, r.packet_end, r.immediate) for r in records]
+    want = [(a.association, a.tsn, int(a.disposition), a.length, int(a.packet_end), int(a.immediate)) for a in acks]
     if got == want:
         return []
     problems = [f"{len(got)} ack records from the engine, {len(want)} from the model"] if len(got) != len(want) else []
     for i, (engine, model) in enumerate(zip(got, want)):
         if engine != model:
-            problems.append(f"ack {i}: engine (assoc, TSN, disposition, length, packet end) {engine}, model {model}")
+            problems.append(f"ack {i}: engine (assoc, TSN, disposition, length, packet end, I bit) {engine}, "
+                            f"model {model}")
             if len(problems) > 10:
                 break
     return problems

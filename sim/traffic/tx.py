@@ -8,7 +8,8 @@ Read Request, checks the Data Source region and IRD, and hands over its
 response's segments); a control request's packet is the model's
 ``SctpPacket`` of its chunks, or of one ``DataChunk`` (PPID 17) of its
 session-control message. Each segment goes into a ``DdpSegmentChunkData``
-(DDP-SSN), a ``DataChunk`` (U = 1, PPID 16), an ``SctpPacket`` (CRC32c) and
+(DDP-SSN), a ``DataChunk`` (U = 1, PPID 16; I = 1 on a work request's last
+segment, RFC 9260 3.3.1), an ``SctpPacket`` (CRC32c) and
 ``build_frame`` (Ethernet, IPv4, optionally UDP with checksum 0, RFC 6951 5).
 The messages are :mod:`sim.tb.tx_engine`'s records; ``memory`` is anything
 with the ``base`` and ``data`` of the host memory the engine reads.
@@ -103,11 +104,13 @@ def model_messages(associations: list[Association], first_ssn: dict, messages: l
             segments = [segment.encode() for segment in
                         local_segments(sources.setdefault(key, DdpSource(association.mulpdu)), message, memory)]
         frames = []
-        for segment in segments:
+        for index, segment in enumerate(segments):
             user_data = DdpSegmentChunkData(ssn[key], segment).encode()
             ssn[key] = (ssn[key] + 1) & 0xFFFF
+            # RFC 9260 3.3.1: the last chunk of a work request's message asks for its SACK without delay.
+            immediate = isinstance(message, Work) and index == len(segments) - 1
             chunk = DataChunk(tsn[message.association], message.stream_id, 0, PPID_DDP_SEGMENT, user_data,
-                              unordered=True)
+                              unordered=True, immediate=immediate)
             tsn[message.association] = (tsn[message.association] + 1) & 0xFFFFFFFF
             packet = SctpPacket(association.local_port, association.peer_port, association.tag, [chunk]).encode()
             frames.append(frame_of(packet, association))

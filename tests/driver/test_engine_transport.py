@@ -36,6 +36,9 @@ def test_every_operation_both_ways_over_the_impaired_link():
         assert association.transport_by_engine and association.state is AssociationState.CLOSED
         # The host's SCTP sent no DATA again: the transport unit did (T3-rtx or fast retransmit).
         assert association.statistics.retransmitted_by_timeout == association.statistics.fast_retransmitted == 0
+        # RFC 4960 6.2.1 in the engines: the receive engine hands every SACK of the peer to the transport unit
+        # (the SACK row says so from the association's establishment, before any DATA); the host sees none.
+        assert host.transmit.peer_sacks_from_receive_engine > 0 and host.transmit.peer_sacks_from_host == 0
     assert sum(host.transmit.transport_resends for host in hosts) > 0
 
 
@@ -87,3 +90,6 @@ def test_every_operation_both_ways_with_the_gateware_transport(tmp_path):
     sacks, resends = map(int, re.search(r"host A: (\d+) SACK frames from the RTL's acknowledgement unit, (\d+) "
                                         r"chunks resent by its transport unit", text).groups())
     assert sacks > 0 and resends > 0
+    from_engine, from_host = map(int, re.search(r"(\d+) of the peer's SACKs from its receive engine, (\d+) from the "
+                                                r"host", text).groups())
+    assert from_engine > 0 and from_host == 0     # RFC 4960 6.2.1 in the gateware: the host sees no SACK

@@ -27,6 +27,11 @@ timing is jittered by random numbers) are off but in the heartbeat test, which
 loses nothing, so a seed gives the same sequence of packets every run,
 however loaded the host.
 
+The engine's acknowledgement and transport units face usrsctp twice: as
+their golden models (`model.engine`) and as the gateware itself in Amaranth's
+simulator (`sim.rtl_units`), where every SACK, transport record and row state
+is also compared with the model's.
+
 Every association here ends: the test's `pairs` fixture ABORTs what is still up
 and closes usrsctp's sockets, so that the session's stack can stop
 (``usrsctp_finish``).
@@ -81,6 +86,7 @@ from model.sctp.packet import (
     serial_gt,
     serial_lt,
 )
+from sim.rtl_units import RtlSackUnit, RtlTransportUnit
 from sim.usrsctp import (
     STRUCT_SIZES,
     AdaptationIndication,
@@ -142,12 +148,15 @@ class Pair:
     usrsctp_reads: bool = True
     """False: usrsctp's application stops reading its socket (what arrives fills usrsctp's receive buffer)."""
     now_ms: int = 0
-    unit: SackUnit | None = None
+    gateware: bool = False
+    """The engine's units are the gateware's, in Amaranth's simulator (`sim.rtl_units`), each checked record for
+    record and row for row against its golden model, instead of the models alone."""
+    unit: SackUnit | RtlSackUnit | None = None
     unit_since_ms: int = 0
     unit_sent: int = 0
     """Once `hand_sacks_to_unit` is called, the receive engine's acknowledgement unit (model/engine/sack.py) SACKs
     the DATA usrsctp sends to the model, as the gateware's does, and the model's association sends no SACK."""
-    transport: TransportUnit | None = None
+    transport: TransportUnit | RtlTransportUnit | None = None
     """Once `hand_transport_to_unit` is called, the transmit engine's transport unit (model/engine/transport.py)
     sends, windows and retransmits the model's DATA (`send_through_unit`) on usrsctp's SACKs, as the
     gateware's will; the model's association only numbers the chunks."""
@@ -245,7 +254,7 @@ class Pair:
     def hand_sacks_to_unit(self) -> None:
         """The engine's acknowledgement unit SACKs from now on (`Association.hand_sacks_to_engine`), its delay the
         association's delayed-ACK time in the unit's ticks, its window the association's receive buffer."""
-        self.unit, self.unit_since_ms = SackUnit(1), self.now_ms
+        self.unit, self.unit_since_ms = (RtlSackUnit if self.gateware else SackUnit)(1), self.now_ms
         delay = round(self.model.config.delayed_ack_time / TICK_SECONDS)
         self.unit.reset(0, self.model.hand_sacks_to_engine(), delay, window=self.model.config.receive_buffer,
                         held_bytes=self.model.config.max_user_data)
@@ -255,7 +264,7 @@ class Pair:
         the peer's rwnd, its MTU and largest chunk, RTO parameters in the unit's ticks, Max.Retrans, Max.Burst."""
         config = self.model.config
         rwnd = self.model.hand_transport_to_engine()
-        self.transport = TransportUnit(1)
+        self.transport = (RtlTransportUnit if self.gateware else TransportUnit)(1)
         self._transport_records(self.transport.reset(
             0, self.model.next_tsn, rwnd, mtu=config.max_packet_size, chunk_bytes=config.max_user_data,
             rto_initial=ticks(config.rto_initial), rto_min=ticks(config.rto_min), rto_max=ticks(config.rto_max),
@@ -328,10 +337,11 @@ class Pair:
                 if not rest:
                     return
                 data = SctpPacket(packet.src_port, packet.dst_port, packet.verification_tag, rest).encode()
-        if self.unit is not None:   # the engine's records: each DATA chunk's TSN, the packet's last ends it
-            tsns = [chunk.tsn for chunk in SctpPacket.decode(data).chunks if isinstance(chunk, DataChunk)]
-            for index, tsn in enumerate(tsns):
-                self._unit_sacks(self.unit.chunk(0, tsn, self._tick(), index == len(tsns) - 1))
+        if self.unit is not None:   # the engine's records: each DATA chunk's TSN and I bit, the packet's last ends it
+            chunks = [chunk for chunk in SctpPacket.decode(data).chunks if isinstance(chunk, DataChunk)]
+            for index, chunk in enumerate(chunks):
+                self._unit_sacks(self.unit.chunk(0, chunk.tsn, self._tick(), index == len(chunks) - 1,
+                                                 chunk.immediate))
         if self.model is not None and not self.model.is_closed:
             self.model.receive(data, self.seconds)
             self.model_events += self.model.next_events()
@@ -701,14 +711,20 @@ def test_rfc4960_6_2_6_3_7_2_data_both_ways_with_loss(pairs, model_initiates: bo
         assert fast, f"{sender}: no retransmission driven by the peer's Gap Ack Blocks"
 
 
+UNITS = [pytest.param(False, id="model"), pytest.param(True, id="gateware")]
+"""The engine's units as their golden models, or as the gateware itself (`Pair.gateware`)."""
+
+
 @pytest.mark.parametrize("loss", [0.0, 0.05], ids=["lossless", "5%"])
-def test_rfc4960_6_2_the_engines_acknowledgement_unit_sacks_usrsctps_data(pairs, loss: float) -> None:
-    """The receive engine's acknowledgement unit (model/engine/sack.py, the gateware's golden model) SACKs what
+@pytest.mark.parametrize("gateware", UNITS)
+def test_rfc4960_6_2_the_engines_acknowledgement_unit_sacks_usrsctps_data(pairs, loss: float, gateware: bool) -> None:
+    """The receive engine's acknowledgement unit (model/engine/sack.py, the gateware's golden model; with
+    `gateware`, hdl/rx/sack_unit.py itself, each SACK compared with its model's) SACKs what
     usrsctp sends, in the unit's bounds (64 TSNs past the Cumulative TSN Ack, 4 Gap Ack Blocks, 4 duplicates)
     and ticks: usrsctp delivers every message once, its window and timers kept going by those SACKs alone
     (the model's association sends none); under loss the unit's Gap Ack Blocks drive usrsctp's fast
     retransmissions (RFC 4960 7.2.4), and at the end usrsctp has nothing unacknowledged."""
-    pair = established(pairs, model_initiates=True, seed=6)
+    pair = established(pairs, model_initiates=True, seed=6, gateware=gateware)
     pair.hand_sacks_to_unit()
     pair.loss = loss
     to_model = workload(11, 120, pair.sock.status().fragmentation_point)
@@ -747,15 +763,19 @@ def test_rfc4960_6_2_the_engines_acknowledgement_unit_sacks_usrsctps_data(pairs,
         assert fast, "no retransmission driven by the unit's Gap Ack Blocks"
     else:
         assert retransmissions(pair, TO_MODEL) == []
+    if gateware:
+        pair.unit.close()
 
 
 @pytest.mark.parametrize("loss", [0.0, 0.05], ids=["lossless", "5%"])
-def test_rfc4960_6_7_the_engines_transport_unit_sends_to_usrsctp(pairs, loss: float) -> None:
-    """The transmit engine's transport unit (model/engine/transport.py, the gateware's golden model) sends the
+@pytest.mark.parametrize("gateware", UNITS)
+def test_rfc4960_6_7_the_engines_transport_unit_sends_to_usrsctp(pairs, loss: float, gateware: bool) -> None:
+    """The transmit engine's transport unit (model/engine/transport.py, the gateware's golden model; with
+    `gateware`, hdl/tx/transport_unit.py itself, each record and row state compared with its model's) sends the
     model's DATA on usrsctp's SACKs alone: every message arrives once; under loss the unit retransmits, on
     usrsctp's Gap Ack Blocks (three miss indications, RFC 4960 7.2.4) or T3-rtx (6.3.3); the unit retires
     every TSN, the association learns it and shuts down (9.2); the association itself sends no DATA."""
-    pair = established(pairs, model_initiates=True, seed=8)
+    pair = established(pairs, model_initiates=True, seed=8, gateware=gateware)
     pair.hand_transport_to_unit()
     pair.loss = loss
     to_usrsctp = [Outgoing(m.stream, m.ppid, True, m.payload)     # DDP's chunks are unordered (RFC 5043 10)
@@ -782,6 +802,8 @@ def test_rfc4960_6_7_the_engines_transport_unit_sends_to_usrsctp(pairs, loss: fl
     pair.model.shutdown(pair.seconds)
     pair.run(lambda: pair.model.is_closed, within_ms=30_000)
     assert pair.notifications(ShutdownEvent)
+    if gateware:
+        pair.transport.close()
 
 
 @pytest.mark.parametrize("receiver", ["usrsctp", "model"])

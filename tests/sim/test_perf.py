@@ -74,11 +74,23 @@ def test_the_cli_refuses_bad_arguments_before_running(capsys):
                           (["--serial", "/dev/ttyUSB1"], "only with --backend board"),
                           (["--backend", "engine", "--direction", "both"], "only with --backend board"),
                           (["--backend", "board", "--ethernet", "eth1"], "both name the board, or neither"),
-                          (["--backend", "board", "--sizes", "32641"], "above the maximum of 32640")):
+                          (["--backend", "board", "--sizes", "32641"], "above the maximum of 32640"),
+                          (["--peer", "gateware"], "only with --backend sim"),
+                          (["--backend", "board", "--peer", "usrsctp"], "only with --backend soft, engine or sim")):
         with pytest.raises(SystemExit) as exit_:
             main(["perf", *argv])
         assert exit_.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_device_1_can_be_a_host_over_usrsctp(usrsctp, capsys):
+    """`--peer usrsctp`: device 1's SCTP is usrsctp (`sim.usrsctp_host`); the engines' SACKs and transport meet
+    it, and every test completes with every byte."""
+    assert main(["perf", "--backend", "engine", "--engine-transport", "--peer", "usrsctp", "--sizes", "2", "4096",
+                 "--iters", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "device 1: a software host whose SCTP is usrsctp" in out
+    assert len(re.findall(r"^\s+4096\s+3\s", out, re.MULTILINE)) == 4    # a row per test
 
 
 def wire_bytes_to_device_0(recording, opcode: int) -> int:

@@ -59,8 +59,8 @@ def scenario(seed: int, map_tsns: int, impaired: bool = True) -> list[tuple]:
             continue
         a = rng.choice([a for a, packets in queues.items() if packets])
         packet = queues[a].pop(0)
-        for index, tsn in enumerate(packet):
-            events.append(("chunk", a, tsn, index == len(packet) - 1))
+        for index, tsn in enumerate(packet):       # now and then a sender's I bit (RFC 9260 3.3.1)
+            events.append(("chunk", a, tsn, index == len(packet) - 1, rng.random() < 0.08))
         if rng.random() < 0.2:                     # the host's flush write, a SACK owed or not
             events.append(("flush", rng.choice([a, a, rng.randrange(ASSOCIATIONS)])))
     events += [("tick",)] * 6                      # every delayed SACK leaves
@@ -82,7 +82,7 @@ def model_sacks(events, flushed: list[int] | None = None, **options) -> tuple[li
             if flushed is not None:
                 flushed.append(len(flush))
         else:
-            sacks += unit.chunk(event[1], event[2], now, event[3])
+            sacks += unit.chunk(event[1], event[2], now, event[3], event[4])
     written = {event[1] for event in events if event[0] == "reset"}
     return sacks, sum(unit.duplicates_dropped(a) for a in written)
 
@@ -108,7 +108,7 @@ def rtl_sacks(events, pace: Pace, **options) -> tuple[list[SackRecord], int]:
                     await ctx.tick()
             else:
                 await stream_put(ctx, dut.chunks, {"association": event[1], "tsn": event[2],
-                                                   "packet_end": event[3]}, pace=pace)
+                                                   "packet_end": event[3], "immediate": event[4]}, pace=pace)
 
     async def collector(ctx):
         while True:
@@ -162,16 +162,26 @@ def test_rtl_sends_the_models_sacks_on_a_clean_link_with_flushes():
 
 def test_a_delayed_sack_leaves_after_the_rows_delay_rfc4960_6_2():
     """One packet, then ticks: the SACK comes with the row's delay-th tick, not before (RFC 4960 6.2)."""
-    events = [("reset", 1, 99, 3, 5000, 1500, True), ("chunk", 1, 100, True), ("tick",), ("tick",)]
+    events = [("reset", 1, 99, 3, 5000, 1500, True), ("chunk", 1, 100, True, False), ("tick",), ("tick",)]
     assert rtl_sacks(events, Pace())[0] == []
     assert rtl_sacks(events + [("tick",)], Pace())[0] == [SackRecord(1, 100, (), (), 5000)]
+
+
+def test_a_packet_with_the_i_bit_is_sacked_at_once_rfc9260_6_2():
+    """RFC 9260 3.3.1 and 6.2 (RFC 7053 4.2): a packet one of whose DATA chunks has the I bit set is SACKed
+    without delay, where the same packet without it waits for the delayed SACK; the next packet waits again."""
+    reset = ("reset", 1, 99, 3, 5000, 1500, True)
+    assert rtl_sacks([reset, ("chunk", 1, 100, False, True), ("chunk", 1, 101, True, False)], Pace())[0] == [
+        SackRecord(1, 101, (), (), 5000)]
+    assert rtl_sacks([reset, ("chunk", 1, 100, True, True), ("chunk", 1, 101, True, False), ("tick",), ("tick",)],
+                     Pace())[0] == [SackRecord(1, 100, (), (), 5000)]
 
 
 def test_a_flush_sends_the_owed_sack_at_once_and_nothing_else():
     """A packet waiting for its delayed SACK (RFC 4960 6.2): the flush write sends that SACK now, and the row
     is as before (the next packet again waits, its SACK acknowledging both); no SACK owed, no SACK."""
-    events = [("reset", 1, 99, 3, 5000, 1500, True), ("flush", 1), ("chunk", 1, 100, True), ("flush", 1),
-              ("flush", 1), ("chunk", 1, 101, True), ("tick",), ("tick",)]
+    events = [("reset", 1, 99, 3, 5000, 1500, True), ("flush", 1), ("chunk", 1, 100, True, False), ("flush", 1),
+              ("flush", 1), ("chunk", 1, 101, True, False), ("tick",), ("tick",)]
     assert rtl_sacks(events, Pace())[0] == [SackRecord(1, 100, (), (), 5000)]
     assert rtl_sacks(events + [("tick",)], Pace())[0] == [SackRecord(1, 100, (), (), 5000),
                                                           SackRecord(1, 101, (), (), 5000)]

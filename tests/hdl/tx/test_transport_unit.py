@@ -13,39 +13,13 @@ from amaranth.sim import Simulator
 from abi.tx import RetransmitCause as RtlCause
 from abi.tx import TransportOpcode
 from hdl.tx.transport_unit import TransportUnit
-from model.engine.transport import (
-    AssociationFailure, Limit, ProtocolViolation, RetransmitCause, Retirement, Retransmission,
-    TransportUnit as ModelTransportUnit,
-)
+from model.engine.transport import Limit, Retransmission
+from model.engine.transport import TransportUnit as ModelTransportUnit
+from sim.rtl_units import rtl_row_fields, transport_record_fields, transport_state_fields
 
 ASSOCIATIONS = 3
 GAP_BLOCKS = 4
 _MASK = 0xFFFFFFFF
-
-
-def as_tuple(record) -> tuple:
-    """A model record as the unit's record fields: (opcode, association, tsn, first_tsn, cause, error_count)."""
-    if isinstance(record, Retirement):
-        return (TransportOpcode.RETIRE, record.association, record.last_tsn, record.first_tsn, 0, 0)
-    if isinstance(record, Retransmission):
-        cause = RtlCause.FAST if record.cause is RetransmitCause.FAST else RtlCause.TIMEOUT
-        return (TransportOpcode.RESEND, record.association, record.tsn, 0, cause, 0)
-    if isinstance(record, Limit):
-        return (TransportOpcode.LIMIT, record.association, record.tsn, 0, 0, 0)
-    if isinstance(record, AssociationFailure):
-        return (TransportOpcode.FAILURE, record.association, record.highest_tsn_sent, record.cumulative_tsn_ack,
-                0, record.error_count)
-    assert isinstance(record, ProtocolViolation)
-    return (TransportOpcode.VIOLATION, record.association, record.highest_tsn_sent, record.cumulative_tsn_ack, 0, 0)
-
-
-def state_tuple(state) -> tuple:
-    """The model's row state in the unit's units (SRTT, RTTVAR in eighths of a tick)."""
-    return (state.cumulative_tsn_ack, state.highest_tsn_sent, state.limit, state.flight_size,
-            state.outstanding_bytes, state.cwnd, state.ssthresh, state.partial_bytes_acked, state.rwnd,
-            state.fast_recovery_exit, None if state.srtt_ticks is None else round(state.srtt_ticks * 8),
-            None if state.rttvar_ticks is None else round(state.rttvar_ticks * 8), state.rto_ticks,
-            state.t3_deadline, state.error_count, state.duplicate_tsns_reported, state.failed)
 
 
 class Peer:
@@ -97,8 +71,8 @@ def scenario(seed: int, ring_tsns: int, events: int = 2000):
                 limits[record.association] = record.tsn
             elif isinstance(record, Retransmission):
                 peers[record.association].receive(record.tsn)
-        states = {association: state_tuple(model.state(association)) for association in peers}
-        steps.append((event, [as_tuple(record) for record in records], states))
+        states = {association: transport_state_fields(model.state(association)) for association in peers}
+        steps.append((event, [transport_record_fields(record) for record in records], states))
 
     for association in range(ASSOCIATIONS):
         initial = 0xFFFFFFF0 if association == 0 else rng.randrange(1 << 32)   # the TSNs wrap (RFC 4960 1.6)
@@ -231,13 +205,7 @@ def rtl_run(steps, ring_tsns: int, seed: int):
             states = {}
             for association in sorted(written):
                 row = state_of(ctx, association)
-                states[association] = (
-                    row.cumulative_tsn, (row.cumulative_tsn + row.length) & _MASK, row.limit, row.flight_size,
-                    row.outstanding_bytes, row.cwnd, row.ssthresh, row.partial_bytes_acked, row.rwnd,
-                    row.fast_recovery_exit if row.fast_recovery else None,
-                    row.srtt_eighths if row.srtt_valid else None, row.rttvar_eighths if row.srtt_valid else None,
-                    row.rto, row.t3_deadline if row.t3_running else None, row.error_count,
-                    row.duplicate_tsns_reported, bool(row.failed))
+                states[association] = rtl_row_fields(row)
             results.append((records, states))
 
     sim = Simulator(dut)

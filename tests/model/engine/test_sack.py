@@ -29,6 +29,17 @@ def tsn(offset: int) -> int:
     return (START + offset) & 0xFFFFFFFF
 
 
+def test_a_packet_with_the_i_bit_is_sacked_without_delay_rfc9260_6_2():
+    """RFC 9260 3.3.1 and 6.2 (RFC 7053 4.2): a packet one of whose DATA chunks has the I bit set is SACKed at
+    once, where the same lone packet without it waits for the delayed SACK; the bit asks for that packet's SACK
+    only."""
+    sack = unit()
+    assert sack.chunk(1, tsn(1), 0, packet_end=False, immediate=True) == []
+    assert sack.chunk(1, tsn(2), 0) == [SackRecord(1, tsn(2), (), (), WINDOW)]
+    assert sack.chunk(1, tsn(3), 1) == [] and sack.next_deadline() == 1 + DEFAULT_DELAY_TICKS
+    assert sack.chunk(1, tsn(4), 2, immediate=True) == [SackRecord(1, tsn(4), (), (), WINDOW)]
+
+
 def test_every_second_packet_and_the_delayed_sack_rfc4960_6_2():
     sack = unit()
     assert sack.chunk(1, tsn(1), now=10) == []            # the first packet waits ...

@@ -73,6 +73,26 @@ def test_a_write_is_segmented_and_numbered():
     assert model.next_events() == [] and not model.waiting()
 
 
+def test_the_last_chunk_of_a_work_request_asks_for_its_sack_at_once_rfc9260_3_3_1():
+    """RFC 9260 3.3.1 (RFC 7053 4): the I bit on the last DATA chunk of a Write, a Send and a Read Request
+    (their completions wait for the SACK that covers them), on no other chunk, and not on a Read Response's
+    last (scapy's ``delay_sack`` is the I bit)."""
+    model, _ = engine()
+    model.post_work(write(100))
+    model.post_work(WorkRequest(WorkOpcode.SEND, 0, 1, 0x1003, 50, wr_id=2))
+    model.post_work(WorkRequest(WorkOpcode.RDMA_READ_REQUEST, 0, 1, 0, 64, stag=0x12, to=0, sink_stag=0x34,
+                                sink_to=0, wr_id=3))
+    model.tsn_request(TsnOpcode.LIMIT, 0, tsn(20))
+    assert model.post_read_response(ReadResponseRequest(0, 1, 0x1000, 60, sink_stag=0x40, sink_to=0, msn=1))
+    frames = model.data_to_send()
+    ddp_last = [bool(bytes(data(frame).data)[2] & 0x40) for frame in frames]
+    opcodes = [bytes(data(frame).data)[3] & 0x0F for frame in frames]
+    flags = [data(frame).delay_sack for frame in frames]
+    assert len(frames) == 3 + 2 + 1 + 2 and ddp_last.count(True) == 4
+    assert flags == [int(last and opcode != READ_RESPONSE_OPCODE) for last, opcode in zip(ddp_last, opcodes)]
+    assert sum(flags) == 3
+
+
 def test_the_limit_holds_new_chunks_and_a_row_write_lifts_it():
     """RFC 4960 6.1 A, B through LIMIT: chunks up to the limit leave (serial arithmetic across the wrap), the
     next waits and with it the message behind; a resend of a held row still leaves; raising the limit lets

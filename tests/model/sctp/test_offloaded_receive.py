@@ -8,6 +8,7 @@ duplicate TSNs), count the same, and deliver nothing of the placed data.
 """
 
 import copy
+from dataclasses import replace
 
 from model.sctp.association import PlacedData
 from model.sctp.events import DataReceived
@@ -73,3 +74,25 @@ def test_control_chunks_passed_up_are_processed_with_the_placed_data():
     link.server.receive_offloaded(chunks, placed, link.now + 0.002)
     assert link.server.outstanding_chunks == 0
     assert link.server.statistics.data_chunks_received == 1
+
+
+def test_rfc9260_6_2_a_packet_with_the_i_bit_is_sacked_at_once_whole_or_placed():
+    """RFC 9260 3.3.1 and 6.2 (RFC 7053 4.2): the lone packet that would wait for the delayed SACK is SACKed at
+    once when its DATA chunk has the I bit set, whether the association takes the chunk or its engine placed it
+    (`PlacedData.immediate`, from the ack record)."""
+    link = established_link()
+    base = initial_tsn(link)
+    link.client.send(0, PPID_DDP_SEGMENT, b"x" * 100)
+    packet, = [SctpPacket.decode(p) for p in link.client.data_to_send(link.now)]
+    marked = SctpPacket(packet.src_port, packet.dst_port, packet.verification_tag,
+                        [replace(packet.chunks[0], immediate=True)])
+    for flagged, expect_sack in ((packet, False), (marked, True)):
+        whole, split = copy.deepcopy(link.server), copy.deepcopy(link.server)
+        whole.receive(flagged.encode(), link.now + 0.001)
+        kept, placed = offloaded(flagged)
+        split.receive_offloaded(kept, [PlacedData(p.tsn, p.length, flagged.chunks[0].immediate) for p in placed],
+                                link.now + 0.001)
+        for association in (whole, split):
+            sacks = [c for p in association.data_to_send(link.now + 0.001) for c in SctpPacket.decode(p).chunks
+                     if isinstance(c, SackChunk)]
+            assert sacks == ([SackChunk(base, sacks[0].a_rwnd, (), ())] if expect_sack else [])
