@@ -1,5 +1,6 @@
 # The two commands of the README: `make demo` (the main job) and `make test`;
-# `make formal` runs the placement-safety proofs (formal/).
+# `make formal` runs the placement-safety proofs (formal/); `make docs` builds the Sphinx site (docs/) into
+# build/docs, warnings as errors.
 # Each creates .venv and installs the project into it when needed.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -7,12 +8,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: demo test test-slow formal bench synth bitstream clean
+.PHONY: demo test test-slow formal docs bench synth bitstream clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[sim,synth,plot,test,formal,board]'
+	$(PY) -m pip install --quiet -e '.[hdl,sim,synth,plot,test,formal,board,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,6 +29,9 @@ test-slow: $(STAMP)
 
 formal: $(STAMP)
 	$(PY) -m formal.run
+
+docs: $(STAMP)
+	$(PY) -m sphinx -b html -W --keep-going docs build/docs
 
 bench: $(STAMP)
 	$(VENV)/bin/rnic bench model

@@ -86,15 +86,8 @@ def summarize(report: dict) -> BuildSummary:
 
 #: The board's placement: nextpnr's own timing weight (10), not the out-of-context runs' 60
 #: (:data:`boards.synth.PLACER_OPTIONS`). The core runs at 62.5 MHz here, so the board is a routing
-#: problem, not a timing one: at weight 60 two builds of the same netlist (seeds 1 and 2) placed and
-#: then never routed, router2's overuse falling to 155 wires and growing again past iteration 35.
-#: (``--placer-heap-beta`` does nothing here: nextpnr-ecp5 sets HeAP's beta to 0.75 over it, and a
-#: build of this tree at 0.7 placed and routed exactly as one without, overuse 5650 at iteration 13.)
-#: This tree (61563 LUT4, 51772 FF, 186 DP16KD, seed 1) routes with none of these either: this
-#: placement (clk 70.8 MHz estimated) with ``--router2-alt-weights``: overuse 8000-9000 wires from
-#: iteration 28 to 53, flat; ``--placer static``: clk 51.6 MHz estimated after placement, short of
-#: 62.5; ``--no-tmdriv``: clk 42.3 MHz estimated, and router2 without timing still turned at
-#: iteration 13 (overuse 3642, 5734 at 19), so the congestion is the placement's, not timing's.
+#: problem, not a timing one (the builds that showed it: the documentation's results page, "The ECPIX-5
+#: bitstream build").
 BOARD_PLACER_OPTIONS = ("--placer-heap-timingweight", "10")
 
 

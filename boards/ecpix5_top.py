@@ -18,7 +18,7 @@ puts it on :class:`amaranth_boards.ecpix5.ECPIX585Platform`:
   moves 8 bytes a clock, 500 MB/s, 4 times what gigabit Ethernet brings
   (125 MB/s), so the board need not run it at the 156.25 MHz the core is
   designed to close at out of context; on the 71%-full device the core's
-  longest routes did not make 100 MHz (README "Building and programming");
+  longest routes did not make 100 MHz (docs/boards.md, "Building and programming");
 * ``gmii_tx`` (125 MHz): the PLL's first output (:data:`PLL_SETTINGS`);
 * ``gmii_rx`` (125 MHz): the PHY's RX_CLK, made by :class:`hdl.mac.rgmii.RgmiiShell`.
 

@@ -29,10 +29,9 @@ from hdl.synthesis import COLLISION_PASSES
 
 __all__ = ["PLACER_OPTIONS", "SynthResult", "RegisteredPorts", "synthesize"]
 
-#: nextpnr's HeAP placer weighs timing at 60 instead of its default 10. On the receive engine
-#: at W = 8 this alone took one netlist from 132.3 MHz to 143.3 (weight 30) and 145.9 (60), and
-#: a later one from 146.5 to 159.9 (60) (README, Synthesis). The board builds keep nextpnr's
-#: default (:data:`boards.build.BOARD_PLACER_OPTIONS`).
+#: nextpnr's HeAP placer weighs timing at 60 instead of its default 10 (what it gained: the
+#: documentation's results page, "Synthesis"). The board builds keep nextpnr's default
+#: (:data:`boards.build.BOARD_PLACER_OPTIONS`).
 PLACER_OPTIONS = ("--placer-heap-timingweight", "60")
 
 

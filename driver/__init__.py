@@ -1,4 +1,4 @@
-"""The host driver: a verbs- and rdma_cm-shaped API over the RNIC's backends (README "Host driver").
+"""The host driver: a verbs- and rdma_cm-shaped API over the RNIC's backends (docs/driver.md).
 
 Every call that waits is a coroutine (`CQ.wait`, `CMID.get_cm_event`); the
 rest return at once.  `run(main, backend)` runs `main(fabric)` on the

@@ -5,7 +5,7 @@ association (RFC 4960), set up with the RFC 6581 enhanced negotiation:
 
 * passive side: `listen()` on a `CMID`; each Initiate arrives as a
   CONNECT_REQUEST event carrying a new `CMID` (`event.id`), the peer's
-  private data and its resources; that id `accept`s or `reject`s (private
+  private data and its resources; that id accepts or rejects it (`accept`, `reject`; private
   data in either, RFC 5043 6.2, 6.3);
 * active side: `connect((ip, port), ConnParam(...))` opens the association
   if the device has none (RFC 4960 5.1), then sends the Enhanced Initiate on

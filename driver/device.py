@@ -103,7 +103,7 @@ class Device:
 
     @property
     def address(self) -> tuple[str, int]:
-        """(IPv4 address, SCTP port): what a peer `connect`s to."""
+        """(IPv4 address, SCTP port): what a peer connects to (`connect`)."""
         return (self.backend.ip, self.backend.port)
 
     def query_device(self) -> DeviceAttr:

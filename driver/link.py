@@ -1,6 +1,6 @@
-"""The host's end of the board's control link (README "The board"): framed, checksummed requests over a UART.
+"""The host's end of the board's control link (docs/architecture/control-link.md): framed, checksummed requests over a UART.
 
-The protocol (:mod:`hdl.abi` (the control link)): SLIP frames (RFC 1055), a CRC-32
+The protocol (:mod:`abi.link`): SLIP frames (RFC 1055), a CRC-32
 (``zlib.crc32``) at the end of each, a sequence number per request. Every
 request waits for its response; a response that does not come within its
 time, or comes with a bad CRC, makes the request go again with the same
@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from driver.errors import DriverError
-from hdl.abi import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC, MAC_RX_EVENTS,
-                     MAC_TX_EVENTS, MAX_READ_BYTES, PING_BODY_BYTES, REQUEST_DATA_BYTES, RESPONSE_FLAG,
-                     POLL_BODY_BYTES, RESPONSE_HEADER_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, ack_bytes,
-                     report_bytes, tx_input_bytes, tx_output_bytes)
+from abi.link import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC, MAC_RX_EVENTS,
+                      MAC_TX_EVENTS, MAX_READ_BYTES, PING_BODY_BYTES, POLL_BODY_BYTES, REQUEST_DATA_BYTES,
+                      RESPONSE_FLAG, RESPONSE_HEADER_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, tx_input_bytes,
+                      tx_output_bytes)
+from abi.rx import ack_bytes, report_bytes
 
 __all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
            "Exchanged", "Polled", "slip_encode", "SlipFrames", "encode_request", "Response", "decode_response", "LinkClient",
@@ -148,7 +149,7 @@ class LinkInfo:
 
 @dataclass(frozen=True)
 class ExceptionPacket:
-    record: int        # hdl.abi.exception_record_layout() bits
+    record: int        # abi.rx.exception_record_layout() bits
     data: bytes        # the packet (a frame or a chunk), as much as the board kept
     truncated: bool    # the packet was longer than the board's buffer
 
@@ -251,7 +252,7 @@ class LinkClient:
 
     def write_table(self, window, fields: dict, *, base: int = 0, polls: int = 100) -> Exchange:
         """A row of an engine table (``hdl.bus.register_file.TableWindow``) of the register map at ``base``
-        (``hdl.abi.TX_REGISTER_BASE`` for the transmit engine's): staged, committed, taken. The register file
+        (``abi.tx.TX_REGISTER_BASE`` for the transmit engine's): staged, committed, taken. The register file
         keeps a table's staging words after a commit, so only the words that differ from the row written
         before are written (all of them after a PING, or after a write that failed)."""
         address, words = base + window.base, window.encode(fields)
@@ -278,7 +279,7 @@ class LinkClient:
             yield from self._ok(Op.MEM_WRITE, address + offset, data=data[offset:offset + CHUNK_BYTES])
 
     def _pop(self, op: Op, record_bytes: int, address: int = 0, limit: int = 0) -> Exchange:
-        """The records a pop took (`hdl.abi.pop_body_bytes`: as many as wait and fit in ``limit`` bytes, one
+        """The records a pop took (`abi.link.pop_body_bytes`: as many as wait and fit in ``limit`` bytes, one
         at least), [] if none waited."""
         response = yield from self.call(op, address, limit)
         if response.status == Status.EMPTY:
@@ -292,21 +293,21 @@ class LinkClient:
         return [body[offset:offset + record_bytes] for offset in range(0, len(body), stride)]
 
     def pop_reports(self, limit: int = 0) -> Exchange:
-        """Report records' bytes (``hdl.abi.report_layout``) in one request: as many as wait and fit in
+        """Report records' bytes (``abi.rx.report_layout``) in one request: as many as wait and fit in
         ``limit`` bytes (one at least), [] if none waits."""
         return (yield from self._pop(Op.POP_REPORT, report_bytes(), limit=limit))
 
     def pop_acks(self, limit: int = 0) -> Exchange:
-        """Ack records' bytes (``hdl.abi.ack_layout``) in one request, as :meth:`pop_reports`."""
+        """Ack records' bytes (``abi.rx.ack_layout``) in one request, as :meth:`pop_reports`."""
         return (yield from self._pop(Op.POP_ACK, ack_bytes(), limit=limit))
 
     def pop_report(self) -> Exchange:
-        """The next report record's bytes (``hdl.abi.report_layout``), or None."""
+        """The next report record's bytes (``abi.rx.report_layout``), or None."""
         records = yield from self.pop_reports()
         return records[0] if records else None
 
     def pop_ack(self) -> Exchange:
-        """The next ack record's bytes (``hdl.abi.ack_layout``), or None."""
+        """The next ack record's bytes (``abi.rx.ack_layout``), or None."""
         records = yield from self.pop_acks()
         return records[0] if records else None
 
@@ -321,7 +322,7 @@ class LinkClient:
 
     def pop_exceptions(self, limit: int = 0) -> Exchange:
         """Exception packets in one request: the first whatever its length, then the next while one waits and
-        fits whole in ``limit`` bytes (``hdl.abi.Op.POP_EXCEPTION``); [] if none waited."""
+        fits whole in ``limit`` bytes (``abi.link.Op.POP_EXCEPTION``); [] if none waited."""
         response = yield from self.call(Op.POP_EXCEPTION, 0, limit)
         if response.status == Status.EMPTY:
             return []

@@ -1,20 +1,20 @@
-"""The engine ABI (`hdl.abi`) in the host's terms: records as bytes and fields, host commands as table rows.
+"""The engine ABI (`abi`) in the host's terms: records as bytes and fields, host commands as table rows.
 
 One definition for every host of the RNIC core: the driver's `board`
 backend, which moves these bytes over the control link (`driver.link`),
 and the testbenches, which move them over AXI4-Lite and AXI4-Stream
 (`sim.tb`).
 
-* `record_fields` / `record_bytes`: a `data.StructLayout` value as a dict
+* `record_fields` / `record_bytes`: an `abi.layout.Struct` record as a dict
   of its fields and back, bit 0 in byte 0 (an AXI4-Stream beat, a table's
   staging words).
 * `segment_verdict`: a SEGMENT report record as the receive engine's model
   gives it (`model.engine.rx.SegmentVerdict`).
 * `receive_row_writes`: a host's command to the receive engine
   (`model.rnic.offload`: association, region, stream row, buffer post,
-  queue revoke) as the table writes that carry it (`hdl.abi.register_map`).
+  queue revoke) as the table writes that carry it (`abi.rx.register_map`).
 * `tx_association_fields` and the request fields: the transmit engine's rows
-  and records (`hdl.abi.tx_register_map`, `work_request_layout`...).
+  and records (`abi.tx.tx_register_map`, `work_request_layout`...).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import asdict
 
-from hdl.abi import SegmentStatus
+from abi.layout import Struct
+from abi.rx import SegmentStatus
 from model.ddp.memory import Access
 from model.engine.rx import SegmentVerdict
 from model.engine.tx import ControlRequest, ReadResponseRequest, TsnOpcode, TxAssociationRow, WorkRequest
@@ -34,27 +35,18 @@ __all__ = ["record_fields", "record_bytes", "segment_verdict", "receive_row_writ
            "work_request_fields", "read_response_fields", "control_request_fields", "tsn_request_fields"]
 
 
-def record_fields(layout, value: int, offset: int = 0) -> dict:
-    """The fields of a ``data.StructLayout`` value as a dict (nested layouts as dicts)."""
-    out = {}
-    for name, member in layout:
-        raw = (value >> (offset + member.offset)) & ((1 << member.width) - 1)
-        shape = member.shape
-        if hasattr(shape, "__iter__") and not isinstance(shape, type):
-            out[name] = record_fields(shape, value, offset + member.offset)
-        else:
-            out[name] = raw
-    return out
+def record_fields(layout: Struct, value: int) -> dict:
+    """The fields of a record's value as a dict (nested records as dicts)."""
+    return layout.unpack(value)
 
 
-def record_bytes(layout, fields: dict) -> bytes:
+def record_bytes(layout: Struct, fields: dict) -> bytes:
     """One record of ``layout`` as the bytes of its AXI4-Stream beat (bit 0 in byte 0)."""
-    value = layout.const(fields).as_value().value
-    return value.to_bytes((layout.size + 7) // 8, "little")
+    return layout.to_bytes(fields)
 
 
 def segment_verdict(f: dict) -> SegmentVerdict:
-    """A SEGMENT report record's fields (`hdl.abi.report_layout`) as the model's `SegmentVerdict`."""
+    """A SEGMENT report record's fields (`abi.rx.report_layout`) as the model's `SegmentVerdict`."""
     status = SegmentStatus(f["status"])
     error = f["error"]
     accepted = status is SegmentStatus.ACCEPTED
@@ -114,7 +106,7 @@ def receive_row_writes(command: EngineCommand, stream_ids: int) -> list[tuple[st
 
 
 def tx_association_fields(row: TxAssociationRow) -> dict:
-    """The ``tx_association`` table row's fields (``hdl.abi.tx_association_write_layout``) for ``row``."""
+    """The ``tx_association`` table row's fields (``abi.tx.tx_association_write_layout``) for ``row``."""
     return {"index": row.index, "peer_mac": int.from_bytes(row.peer_mac, "big"),
             "peer_ip": int(ipaddress.IPv4Address(row.peer_ip)), "local_port": row.local_port,
             "peer_port": row.peer_port, "tag": row.tag, "udp": int(row.udp),
@@ -122,20 +114,20 @@ def tx_association_fields(row: TxAssociationRow) -> dict:
 
 
 def work_request_fields(request: WorkRequest) -> dict:
-    """The ``s_axis_wr`` record's fields (``hdl.abi.work_request_layout``) for ``request``."""
+    """The ``s_axis_wr`` record's fields (``abi.tx.work_request_layout``) for ``request``."""
     return {**asdict(request), "opcode": int(request.opcode)}
 
 
 def read_response_fields(request: ReadResponseRequest) -> dict:
-    """The ``s_axis_rr`` record's fields (``hdl.abi.read_response_layout``)."""
+    """The ``s_axis_rr`` record's fields (``abi.tx.read_response_layout``)."""
     return asdict(request)
 
 
 def control_request_fields(request: ControlRequest) -> dict:
-    """The ``s_axis_ctl`` record's fields (``hdl.abi.control_request_layout``)."""
+    """The ``s_axis_ctl`` record's fields (``abi.tx.control_request_layout``)."""
     return {**asdict(request), "opcode": int(request.opcode)}
 
 
 def tsn_request_fields(opcode: TsnOpcode, association: int, tsn: int) -> dict:
-    """The ``s_axis_tsn`` record's fields (``hdl.abi.tsn_request_layout``)."""
+    """The ``s_axis_tsn`` record's fields (``abi.tx.tsn_request_layout``)."""
     return {"opcode": int(opcode), "association": association, "tsn": tsn}

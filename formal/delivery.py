@@ -97,7 +97,7 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Module, Mux, ResetSignal, Signal
 
 import hdl.rx.placement_check as placement_check
-from hdl.abi import SegmentStatus
+from abi.rx import SegmentStatus
 from hdl.rx.sequence_window import SequenceWindow
 from hdl.rx.untagged_buffers import Completion
 from hdl.stream.bits import index_bits

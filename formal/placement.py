@@ -88,7 +88,8 @@ from amaranth.hdl import (Assert, Assume, Cat, Cover, Elaboratable, Fragment, Mo
 from amaranth.lib import data
 
 import hdl.rx.placement_check as placement_check
-from hdl.abi import STAG_KEY_BITS, region_entry_layout, stream_entry_layout
+from abi.rx import STAG_KEY_BITS, region_entry_layout, stream_entry_layout
+from hdl.layout import struct_layout
 from hdl.rx.region_table import RegionTable
 from hdl.rx.untagged_buffers import UntaggedBuffers
 from hdl.stream.bits import index_bits
@@ -112,7 +113,7 @@ class _ObservedRegionTable(RegionTable):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.observe_index = Signal(index_bits(self.entries))
-        self.observed = Signal(region_entry_layout(self._pd_bits, self._address_bits))
+        self.observed = Signal(struct_layout(region_entry_layout(self._pd_bits, self._address_bits)))
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
@@ -127,7 +128,7 @@ class _ObservedStreamTable(placement_check.StreamTable):
     def __init__(self, streams, **kwargs):
         super().__init__(streams, **kwargs)
         self.observe_index = Signal(index_bits(streams))
-        self.observed = Signal(stream_entry_layout(self._pd_bits))
+        self.observed = Signal(struct_layout(stream_entry_layout(self._pd_bits)))
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
@@ -377,8 +378,8 @@ class PlacementHarness(Elaboratable):
         ]
 
         # Shadows of the watched rows (memories start at zero) and of the watched queue's posts.
-        region_shadow = Signal(region_entry_layout(p["pd_bits"], address_bits))
-        stream_shadow = Signal(stream_entry_layout(p["pd_bits"]))
+        region_shadow = Signal(struct_layout(region_entry_layout(p["pd_bits"], address_bits)))
+        stream_shadow = Signal(struct_layout(stream_entry_layout(p["pd_bits"])))
         next_msn = Signal(32, init=1)
         watched_buffer = Signal(data.StructLayout({"posted": 1, "address": address_bits, "length": 32}))
         with m.If(region_in & (region_write.payload.index == r0)):

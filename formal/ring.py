@@ -82,7 +82,8 @@ on); liveness (a request is answered, a full row drains).
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 
-from hdl.abi import TsnOpcode, tsn_request_layout
+from abi.tx import TsnOpcode, tsn_request_layout
+from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
 from hdl.tx.ring import RetransmitRing
 
@@ -168,7 +169,7 @@ class RingHarness(Elaboratable):
         # The shadow (module docs).
         last = [Signal(32, name=f"shadow_last_{row}") for row in range(associations)]
         acked = [Signal(32, name=f"shadow_acked_{row}") for row in range(associations)]
-        pending = Signal(tsn_request_layout())          # the request under way
+        pending = Signal(struct_layout(tsn_request_layout()))          # the request under way
         acked_from, last_at_take = Signal(32, name="acked_from"), Signal(32, name="last_at_take")
         floor, in_window = Signal(32, name="floor"), Signal(name="in_window")
         busy = ~dut.tsn_requests.ready                  # a request is under way

@@ -13,8 +13,8 @@
                      │      m_axis_transport_stopped
                      └─► m_axis
 
-    s_axil ─► AxiLiteSplit ─┬─ 0x0000: the receive engine's registers (hdl.abi.register_map)
-                            └─ 0x1000: the transmit engine's tables (hdl.abi.tx_register_map)
+    s_axil ─► AxiLiteSplit ─┬─ 0x0000: the receive engine's registers (abi.rx.register_map)
+                            └─ 0x1000: the transmit engine's tables (abi.tx.tx_register_map)
 
 Ports (all AXI, so cocotbext-axi and FPGA shells bind them):
 
@@ -25,10 +25,10 @@ Ports (all AXI, so cocotbext-axi and FPGA shells bind them):
   engine's payload reads on AR and R (each half has the channels to itself,
   so nothing is arbitrated and neither waits for the other);
 * ``s_axil``: AXI4-Lite, 13-bit addresses: the receive engine's
-  :func:`hdl.abi.register_map` at 0 (this end's MAC, IPv4 address and UDP
+  :func:`abi.rx.register_map` at 0 (this end's MAC, IPv4 address and UDP
   port among its configuration words serve both engines), the transmit
   engine's association, stream and transport rows at
-  :data:`hdl.abi.TX_REGISTER_BASE` (:func:`hdl.abi.tx_register_map`);
+  :data:`abi.tx.TX_REGISTER_BASE` (:func:`abi.tx.tx_register_map`);
 * receive records: ``m_axis_report``, ``m_axis_ack``, ``m_axis_exc``
   (:class:`hdl.rx.engine.RxEngine`);
 * transmit requests and records: ``s_axis_wr``, ``s_axis_rr``,
@@ -54,15 +54,14 @@ from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from hdl.abi import (
-    ADDRESS_BITS, SACK_TICK_CYCLES, ack_bytes, completion_bytes, control_request_bytes, exception_record_layout,
-    peer_sack_bytes, read_response_bytes, report_bytes, transport_record_bytes, tsn_request_bytes, tx_register_map,
-    work_request_bytes,
-)
+from abi.rx import ADDRESS_BITS, SACK_TICK_CYCLES, ack_bytes, exception_record_layout, report_bytes
+from abi.tx import (TX_PARAMS, completion_bytes, control_request_bytes, peer_sack_bytes, read_response_bytes,
+                    transport_record_bytes, tsn_request_bytes, tx_register_map, work_request_bytes)
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axil_split import AxiLiteSplit
 from hdl.bus.axis import AxiStreamSignature
 from hdl.bus.register_file import RegisterFile
+from hdl.layout import struct_layout
 from hdl.rx.engine import RxEngine
 from hdl.tx.engine import TxEngine
 
@@ -79,7 +78,7 @@ class Rnic(wiring.Component):
     tables sized alike: ``associations`` of ``stream_ids`` streams, ``regions`` memory regions,
     ``buffers_per_queue`` posted buffers, IRD ``ird``, ``ring_tsns`` DATA chunks in flight per
     association; with ``transport``, the transmit engine's transport unit and its ports (not yet by
-    default: it does not meet the core clock, README "The transport in the gateware"); with
+    default: it does not meet the core clock, docs/architecture/transport.md); with
     ``external_tick``, the timer ticks once per cycle of the ``tick`` input instead of every
     ``tick_cycles``, and ``tick_busy`` says the last tick is not yet taken by the acknowledgement and
     transport units (for a simulation whose own clock advances the timer, ``sim.driver_sim``)."""
@@ -137,7 +136,8 @@ class Rnic(wiring.Component):
         if self.transport:
             self._elaborate_transport(m, rx, tx, tx_registers)
         m.d.comb += [
-            tx_registers.params.eq(self.width_bytes | (self.ird << 8) | (self.ring_tsns << 16)),
+            tx_registers.params.eq(TX_PARAMS.pack({"width_bytes": self.width_bytes, "ird": self.ird,
+                                                   "ring_tsns": self.ring_tsns})),
             tx.local_mac.eq(rx.local_mac), tx.local_ip.eq(rx.local_ip), tx.udp_port.eq(rx.udp_port),
         ]
 

@@ -2,7 +2,8 @@
 
 Pure Python, sans-I/O: bytes (and, for timers, the current time) in; events,
 structures and bytes out.  Nothing here opens a socket, sleeps or reads a
-clock.  It never imports `hdl`, `sim` or `driver`.
+clock.  Of the project it imports only `abi` (the engine ABI, plain Python);
+never `hdl`, `sim` or `driver`, nor Amaranth.
 
 One calling convention for every protocol object (the SCTP `Association`
 and `Listener`, `DdpSessions`, `RdmapEndpoint`, the software RNIC

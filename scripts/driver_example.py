@@ -1,4 +1,4 @@
-"""The host driver's example program (README "Host driver"): two RNICs, one connection, every kind of work.
+"""The host driver's example program (docs/driver.md): two RNICs, one connection, every kind of work.
 
     python scripts/driver_example.py [--backend soft|engine|sim|board] [--loss 0.01] [--seed 1]
     python scripts/driver_example.py --backend board --serial /dev/ttyUSB1 --ethernet eth1

@@ -5,12 +5,12 @@ register file's ID and PARAMS, table writes, record pops and pushes, host
 memory, raw frames, the MAC's counters), from `ReceiveEngineModel` and
 `TransmitEngineModel` over one `SparseMemory`; `ModelBoard.port` is the
 board's Ethernet as `driver.ethernet.EthernetPort` sees it. Table writes and
-records pass through their ABI layouts (`hdl.abi`) both ways, so the
+records pass through their ABI layouts (`abi`) both ways, so the
 backend's encodings meet an independent decoding.
 
 `ModelBoard.serial` is the same board one level down, as a pyserial port:
 the bytes `driver.link.SerialLink` writes are taken as the control link's
-requests (SLIP, CRC-32, `hdl.abi` (the control link)), decoded here, not by
+requests (SLIP, CRC-32, `abi` (the control link)), decoded here, not by
 the driver's code, executed by `ModelControl` (a table row as the register
 file takes it: staging words, then COMMIT), and answered with the bytes the
 gateware's link would send (`hdl/link/link.py`), so the link client's own
@@ -29,14 +29,14 @@ from collections import deque
 
 from driver.link import ExceptionPacket, LinkInfo, Polled, SlipFrames, slip_encode
 from driver.records import record_bytes, record_fields
-from hdl.abi import (CRC_BYTES, DEVICE_ID, EXCEPTION_HEADER_BYTES, HOLD_BYTES, ID_OFFSET, LINK_MAGIC, LINK_VERSION, LinkQueue,
-                     MAC_RX_EVENTS, MAC_TX_EVENTS, PARAMS_OFFSET, REPLAYED_OPS, REQUEST_DATA_BYTES,
-                     REQUEST_HEADER_BYTES, RESPONSE_FLAG, TX_REGISTER_BASE, ExceptionSource, Op, ReportKind, Status,
-                     TxInput, TxOutput, ack_layout, completion_layout, exception_record_layout, control_request_layout, read_response_layout,
-                     register_map, report_layout, tsn_request_layout, tx_input_bytes, tx_register_map, ack_bytes,
-                     pop_body_bytes, report_bytes, tx_output_bytes,
-                     work_request_layout)
-from hdl.bus.register_file import COMMIT_OFFSET
+from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, MAC_RX_EVENTS,
+                      MAC_TX_EVENTS, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue,
+                      Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes, tx_output_bytes)
+from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
+from abi.rx import (RX_PARAMS, ExceptionSource, ReportKind, ack_bytes, ack_layout, exception_record_layout,
+                    register_map, report_bytes, report_layout)
+from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, completion_layout, control_request_layout, read_response_layout,
+                    tsn_request_layout, tx_register_map, work_request_layout)
 from model.ddp.memory import Access, SparseMemory
 from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentVerdict
@@ -77,9 +77,10 @@ class ModelControl:
         if offset == ID_OFFSET:
             return DEVICE_ID
         if offset == PARAMS_OFFSET:
-            return 8 | ASSOCIATIONS << 8 | REGIONS << 16 | (ASSOCIATIONS * STREAM_IDS) << 24
+            return RX_PARAMS.pack({"width_bytes": 8, "associations": ASSOCIATIONS, "regions": REGIONS,
+                                   "streams": ASSOCIATIONS * STREAM_IDS})
         if offset == TX_REGISTER_BASE + PARAMS_OFFSET:
-            return 8 | IRD << 8 | 64 << 16
+            return TX_PARAMS.pack({"width_bytes": 8, "ird": IRD, "ring_tsns": 64})
         if offset == self.rx_map.counters["reports_waiting"]:
             return self.board.rx.reports_waiting
         if offset == TX_REGISTER_BASE + self.tx_map.counters["sacks_sent"]:
@@ -112,7 +113,7 @@ class ModelControl:
         self.board.memory.write(address, data)
 
     def _pop(self, queue: deque, record_bytes: int, limit: int) -> list:
-        """As many records as wait and fit in `limit` bytes and the hold RAM (`hdl.abi.pop_body_bytes`), one
+        """As many records as wait and fit in `limit` bytes and the hold RAM (`abi.link.pop_body_bytes`), one
         at least."""
         self.operations += 1
         records = []
@@ -141,7 +142,7 @@ class ModelControl:
 
     def pop_exceptions(self, limit: int = 0) -> list[ExceptionPacket]:
         """The first packet waiting, then the next while one waits and fits whole, by its record's length, in
-        `limit` bytes and the hold RAM (`hdl.abi.Op.POP_EXCEPTION`; packets here are never cut)."""
+        `limit` bytes and the hold RAM (`abi.link.Op.POP_EXCEPTION`; packets here are never cut)."""
         self.operations += 1
         queue, packets, used = self.board.exceptions, [], 0
         while queue:
@@ -192,7 +193,7 @@ class ModelSerial:
     """The board's UART as a pyserial port on the computer (`write`, `flush`, `read`, `in_waiting`, `timeout`):
     each request written is executed at once and its response waits to be read (see the module docs). A
     request whose CRC does not match is dropped, as the gateware drops it; a retry of the last request of a
-    replayed op (`hdl.abi.REPLAYED_OPS`) is answered again without being executed."""
+    replayed op (`abi.link.REPLAYED_OPS`) is answered again without being executed."""
 
     def __init__(self, board: ModelBoard) -> None:
         self.board, self.control = board, board.control
@@ -285,7 +286,7 @@ class ModelSerial:
                 return Status.BAD_REQUEST, b""
             records = (control.pop_reports(length) if op == Op.POP_REPORT else control.pop_acks(length)
                        if op == Op.POP_ACK else control.pop_records(TxOutput(address), length))
-            # Each record but the last padded to whole 8-byte words (hdl.abi.pop_body_bytes).
+            # Each record but the last padded to whole 8-byte words (abi.link.pop_body_bytes).
             body = b"".join(record + bytes(-len(record) % 8) for record in records[:-1]) + b"".join(records[-1:])
             return (Status.OK, body) if records else (Status.EMPTY, b"")
         if op == Op.POLL:
@@ -358,7 +359,7 @@ class ModelBoard:
 
     @staticmethod
     def _exception(source: ExceptionSource, packet: bytes) -> ExceptionPacket:
-        """A packet for the host with its record (`hdl.abi.exception_record_layout`: source and length)."""
+        """A packet for the host with its record (`abi.rx.exception_record_layout`: source and length)."""
         record = record_fields(exception_record_layout(), 0) | {"source": int(source), "length": len(packet)}
         return ExceptionPacket(int.from_bytes(record_bytes(exception_record_layout(), record), "little"),
                                packet, False)

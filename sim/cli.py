@@ -2,7 +2,7 @@
 
     rnic dissect CAPTURE [--json] [--udp-port N]
                                       decode a capture down to DDP, RDMAP and session control
-    rnic sample-capture OUT.pcap      write the sample capture the README's demo dissects
+    rnic sample-capture OUT.pcap      write the sample capture the model generates
     rnic bench model [--seconds S]    golden-model throughput table (encode, validate, place)
     rnic demo [--backend soft|sim] [--peer model|gateware] [--loss P] [--pcap FILE] [--seed N] [--udp] [--size BYTES] [--no-progress]
                                       two RNICs run every RDMAP operation over a lossy link (sim: host A on the RTL)
@@ -417,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dissect", help="decode a pcap/pcapng capture down to DDP, RDMAP and session control"
     )
     dissect.add_argument("capture", help="libpcap or pcapng file (Ethernet or raw IPv4 link type)")
-    dissect.add_argument("--json", action="store_true", help="one JSON object per frame (keys in README)")
+    dissect.add_argument("--json", action="store_true", help="one JSON object per frame (keys: docs/cli/dissect.md)")
     dissect.add_argument("--udp-port", type=_port, action="append", default=[], metavar="N",
                          help="also decode UDP port N as SCTP over UDP (besides 9899, RFC 6951); repeatable")
     dissect.set_defaults(handler=_dissect)
@@ -445,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = commands.add_parser("replay", help="run a capture through the receive engine (RTL or model)")
     replay.add_argument("capture", help="libpcap or pcapng file of Ethernet frames")
-    replay.add_argument("--config", required=True, help="receive-engine configuration (JSON, see README)")
+    replay.add_argument("--config", required=True, help="receive-engine configuration (JSON, see docs/cli/replay.md)")
     replay.add_argument("--width", type=int, choices=(8, 16, 32, 64), default=8, help="datapath bytes (RTL)")
     replay.add_argument("--gap", type=cycles, default=0, metavar="CYCLES",
                         help="idle cycles on s_axis before every frame but the first (RTL; default 0, back to back)")
@@ -454,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(RTL; 0 to below 1, default 0)")
     replay.add_argument("--model", action="store_true", help="run the golden model instead of the RTL")
     replay.add_argument("--json", action="store_true",
-                        help="one JSON object per frame, then a summary (keys in README)")
+                        help="one JSON object per frame, then a summary (keys: docs/cli/replay.md)")
     replay.add_argument("--bytes", action="store_true", help="also print every written run of host memory in hex")
     replay.add_argument("--waves", choices=WAVE_FORMATS, help=WAVES_HELP)
     replay.set_defaults(handler=_replay)

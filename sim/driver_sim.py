@@ -73,7 +73,7 @@ from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, EngineDevice
 from driver.backends.soft import SoftDevice
 from driver.errors import BackendUnavailable, InvalidArgument, SimulationStalled, WaitTimeout
 from driver.records import receive_row_writes, segment_verdict
-from hdl.abi import AckDisposition
+from abi.rx import AckDisposition
 from model.ddp.memory import SparseMemory
 from model.engine.sack import SackRecord
 from model.engine.tx import ticks_at

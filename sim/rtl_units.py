@@ -30,8 +30,8 @@ from collections.abc import Awaitable, Callable
 
 from amaranth.sim import Simulator
 
-from hdl.abi import RetransmitCause as RtlCause
-from hdl.abi import TransportOpcode
+from abi.tx import RetransmitCause as RtlCause
+from abi.tx import TransportOpcode
 from hdl.rx.sack_unit import SackUnit as RtlSackDesign
 from hdl.tx.transport_unit import TransportUnit as RtlTransportDesign
 from model.engine.sack import DEFAULT_DELAY_TICKS, DEFAULT_WINDOW, SackRecord, SackUnit

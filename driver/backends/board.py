@@ -74,11 +74,12 @@ from driver.link import LinkInfo, open_serial_link
 from driver.records import (control_request_fields, read_response_fields, record_bytes, record_fields,
                             receive_row_writes, segment_verdict, tsn_request_fields, tx_association_fields,
                             work_request_fields)
-from hdl.abi import (DEVICE_ID, HOLD_BYTES, ID_OFFSET, PARAMS_OFFSET, TX_REGISTER_BASE, AckDisposition, CompletionStatus,
-                     ExceptionSource, LinkQueue, ReportKind, TxInput, TxOutput, ack_layout, completion_layout,
-                     control_request_layout, exception_record_layout, read_response_layout, register_map,
-                     pop_body_bytes, report_layout, tsn_request_layout, tx_output_bytes, tx_register_map,
-                     work_request_layout)
+from abi.link import HOLD_BYTES, LinkQueue, TxInput, TxOutput, pop_body_bytes, tx_output_bytes
+from abi.register_file import DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
+from abi.rx import (RX_PARAMS, AckDisposition, ExceptionSource, ReportKind, ack_layout, exception_record_layout,
+                    register_map, report_layout)
+from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, CompletionStatus, completion_layout, control_request_layout,
+                    read_response_layout, tsn_request_layout, tx_register_map, work_request_layout)
 from model.ddp.memory import Access, SparseMemory
 from model.engine.config import ReceiveConfig
 from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
@@ -99,7 +100,7 @@ DEFAULT_BAUD = 3_000_000
 POLL_SECONDS = 0.001
 """Sleep between two services of the fabric while a wait is not satisfied."""
 RECORD_BATCH_BYTES = 2048
-"""The body bytes one pop of reports, acks or transmit records asks for (`hdl.abi.pop_body_bytes`): about 7 ms
+"""The body bytes one pop of reports, acks or transmit records asks for (`abi.link.pop_body_bytes`): about 7 ms
 of the 3 Mbaud link, and one request's header and CRC for some 36 reports or 256 acks."""
 EXCEPTION_BATCH_BYTES = 4096
 """The body bytes one pop of exception packets asks for: a few frames, or some 50 SACK chunks."""
@@ -307,12 +308,11 @@ class BoardEnd:
         self.memory_map = board_memory_map(info.memory_bytes)
         if control.read_register(ID_OFFSET) != DEVICE_ID:
             raise BoardError("the board's register file does not answer as an RNIC core (ID register)")
-        params = control.read_register(PARAMS_OFFSET)
-        self.width_bytes, self.associations = params & 0xFF, (params >> 8) & 0xFF
-        self.regions, streams = (params >> 16) & 0xFF, params >> 24
-        self.stream_ids = streams // max(1, self.associations)
-        tx_params = control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET)
-        self.ird = (tx_params >> 8) & 0xFF
+        params = RX_PARAMS.unpack(control.read_register(PARAMS_OFFSET))
+        self.width_bytes, self.associations, self.regions = (params["width_bytes"], params["associations"],
+                                                             params["regions"])
+        self.stream_ids = params["streams"] // max(1, self.associations)
+        self.ird = TX_PARAMS.unpack(control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET))["ird"]
         self.map = register_map(self.associations, self.stream_ids, self.regions)
         self.truncated = 0
         self._tx_base = 0

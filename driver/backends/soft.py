@@ -49,7 +49,7 @@ REGION_ALIGNMENT = 4096
 """Buffers are allocated page-aligned, with a free page between them, so no two regions touch."""
 FIRST_BUFFER = 0x100000
 MAX_PD = 0xFFFF
-"""Protection domains: their ids fill the 16-bit PD field of the engine's rows (`hdl.abi`); the soft device keeps
+"""Protection domains: their ids fill the 16-bit PD field of the engine's rows (`abi`); the soft device keeps
 the same bound."""
 STAG_INDEX_BITS = 24
 """A soft STag is a 24-bit index and an 8-bit key (`SoftRnic.register_memory`)."""

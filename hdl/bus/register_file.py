@@ -1,78 +1,20 @@
 """AXI4-Lite register file: configuration words, read-only counters, table write windows.
 
-The register map is computed from plain data (names and layouts) by
-:class:`RegisterMap`, so the gateware, the testbenches and the host driver
-share one definition and never hard-code an offset. Registers are 32 bits
-wide at 4-byte aligned byte offsets:
-
-* ``0x000`` ``ID`` (read only, :data:`DEVICE_ID`), ``0x004`` ``PARAMS`` (read
-  only: W in bits 7:0, associations 15:8, regions 23:16, streams 31:24);
-* configuration words (read/write) from ``0x010``;
-* counters (read only, 32 bits, wrapping) from ``0x100``;
-* one window of 256 bytes per table from ``0x400``: the table's write layout
-  is staged in words ``+0x00, +0x04, ...`` (word 0 holds layout bits 31:0)
-  and a write to ``+0xFC`` (``COMMIT``) pushes the staged value into the
-  table's write stream; ``COMMIT`` reads 1 while that write is pending.
-
-Writes are whole words (``WSTRB`` is not used). Unmapped addresses read
-as 0 and ignore writes; every access gets OKAY.
+The map (offsets of the ID and PARAMS words, configuration words, counters and
+table windows) is :class:`abi.register_file.RegisterMap`, shared with the host
+driver; this module is its gateware. Writes are whole words (``WSTRB`` is not
+used). Unmapped addresses read as 0 and ignore writes; every access gets OKAY.
 """
 
-from dataclasses import dataclass
-
 from amaranth.hdl import Const, Module, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from abi.register_file import DEVICE_ID, ID_OFFSET, PARAMS_OFFSET, RegisterMap
 from hdl.bus.axi import Axi4LiteSignature, Resp
+from hdl.layout import struct_layout
 
-__all__ = ["DEVICE_ID", "RegisterMap", "TableWindow", "RegisterFile"]
-
-DEVICE_ID = 0x524E4943  # "RNIC"
-ID_OFFSET, PARAMS_OFFSET = 0x000, 0x004
-CONFIG_BASE, COUNTER_BASE, TABLE_BASE = 0x010, 0x100, 0x400
-TABLE_STRIDE, COMMIT_OFFSET = 0x100, 0xFC
-
-
-@dataclass(frozen=True)
-class TableWindow:
-    name: str
-    base: int
-    layout: data.StructLayout
-
-    @property
-    def words(self) -> int:
-        return (self.layout.size + 31) // 32
-
-    @property
-    def commit(self) -> int:
-        return self.base + COMMIT_OFFSET
-
-    def encode(self, fields: dict) -> list[int]:
-        """The staging words for one table write (a dict of the layout's fields)."""
-        value = self.layout.const(fields).as_value().value
-        return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(self.words)]
-
-
-class RegisterMap:
-    """Offsets of every register, from the names of the configuration words,
-    counters and tables (in order) and the tables' write layouts."""
-
-    def __init__(self, config: list[tuple[str, int]], counters: list[str], tables: list[tuple[str, data.Layout]]):
-        self.config = {name: (CONFIG_BASE + 4 * i, bits) for i, (name, bits) in enumerate(config)}
-        self.counters = {name: COUNTER_BASE + 4 * i for i, name in enumerate(counters)}
-        self.tables = {
-            name: TableWindow(name, TABLE_BASE + TABLE_STRIDE * i, data.Layout.cast(layout))
-            for i, (name, layout) in enumerate(tables)
-        }
-        if CONFIG_BASE + 4 * len(config) > COUNTER_BASE or COUNTER_BASE + 4 * len(counters) > TABLE_BASE:
-            raise ValueError("too many registers for the map's fixed bases")
-        for window in self.tables.values():
-            if window.words * 4 > COMMIT_OFFSET:
-                raise ValueError(f"table {window.name} layout is wider than its window")
-
-    def config_offset(self, name: str) -> int:
-        return self.config[name][0]
+__all__ = ["RegisterFile"]
 
 
 class RegisterFile(wiring.Component):
@@ -93,7 +35,7 @@ class RegisterFile(wiring.Component):
         for name in register_map.counters:
             members[f"counter_{name}"] = In(32)
         for name, window in register_map.tables.items():
-            members[f"table_{name}"] = Out(stream.Signature(window.layout))
+            members[f"table_{name}"] = Out(stream.Signature(struct_layout(window.layout)))
         super().__init__(members)
 
     def elaborate(self, platform):

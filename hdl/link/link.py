@@ -12,12 +12,12 @@
                                              ▼
     uart_tx ◄─ UartTx ◄─ SlipEncoder ◄─ CrcAppender ◄─ response bytes
 
-The wire format and the operations are :mod:`hdl.abi` (the control link)'s. One
+The wire format and the operations are :mod:`abi.link`'s. One
 request is handled at a time: bytes that arrive while one is executed or
 answered are dropped (the frame they belong to is not executed; the host
 retries). A request is executed only once its CRC matched, so a corrupted
 write never reaches the engine. A retry of the last request (same ``seq``
-and ``op``) of a :data:`~hdl.abi.REPLAYED_OPS` op is answered with
+and ``op``) of a :data:`~abi.link.REPLAYED_OPS` op is answered with
 the status and body the first execution left, without executing it again.
 
 Responses other than a memory read take their body from the hold RAM
@@ -26,20 +26,22 @@ many as wait and fit in the request's ``length`` and the hold RAM), a popped
 exception packet (cut, and flagged so, past the hold RAM), POLL's flags of
 the streams that hold a record and the register it names.
 
-The transmit engine's request streams (:class:`~hdl.abi.TxInput`) take a
+The transmit engine's request streams (:class:`~abi.link.TxInput`) take a
 record of PUSH_RECORD, gathered from the request's bytes into one register;
-its record streams (:class:`~hdl.abi.TxOutput`) give one to POP_RECORD.
+its record streams (:class:`~abi.link.TxOutput`) give one to POP_RECORD.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import crc, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import (CRC_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, POLL_BODY_BYTES, REPLAYED_OPS,
-                     REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput,
-                     ack_bytes, exception_record_layout, report_bytes, tx_input_bytes, tx_output_bytes)
+from abi.link import (CRC_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, POLL_BODY_BYTES, REPLAYED_OPS,
+                      REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput,
+                      tx_input_bytes, tx_output_bytes)
+from abi.rx import ack_bytes, exception_record_layout, report_bytes
 from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
+from hdl.layout import struct_layout
 from hdl.link.host_memory import byte_port_signature
 from hdl.link.slip import SlipDecoder, SlipEncoder, frame_byte_layout
 from hdl.link.uart import UartRx, UartTx
@@ -104,7 +106,7 @@ def _ping_word(memory_bytes: int) -> int:
 
 
 class ControlLink(wiring.Component):
-    """The board's end of the control link; see the module docs and :mod:`hdl.abi` (the control link).
+    """The board's end of the control link; see the module docs and :mod:`abi.link`.
 
     Parameters
     ----------
@@ -129,9 +131,9 @@ class ControlLink(wiring.Component):
         Raw frames of SEND_FRAME, to the MAC; ``tvalid`` and ``tdata`` from flip-flops.
     mac_counters : ``In(mac_counters_layout())``
     push_work, push_read_response, push_control, push_tsn : ``Out(AxiStreamSignature(...))``
-        The transmit engine's request streams (:class:`~hdl.abi.TxInput`), a record a transfer.
+        The transmit engine's request streams (:class:`~abi.link.TxInput`), a record a transfer.
     completions, tsn_refused, read_responses_refused : ``In(AxiStreamSignature(...))``
-        Its record streams (:class:`~hdl.abi.TxOutput`).
+        Its record streams (:class:`~abi.link.TxOutput`).
     """
 
     def __init__(self, *, divisor: int, memory_bytes: int, width_bytes: int = 8, hold_bytes: int = HOLD_BYTES,
@@ -244,7 +246,7 @@ class ControlLink(wiring.Component):
         exception_user = Signal(32)
         exception_bytes = Signal(16)
         packet_base = Signal(range(hold_words))     # the hold word of the current exception packet's header
-        length_field = exception_record_layout()["length"]
+        length_field = struct_layout(exception_record_layout())["length"]
         exception_length_field = slice(length_field.offset, length_field.offset + length_field.width)
         truncated = Signal()
         memory_bytes = self._memory_bytes
@@ -456,7 +458,7 @@ class ControlLink(wiring.Component):
 
             # Records and counters into the hold RAM, a word a clock; the record is taken on its last word.
             # A pop goes on with the next record while one waits and fits in `length` bytes and the hold
-            # RAM (hdl.abi.Op.POP_REPORT): records start at whole words, `index` is the next word.
+            # RAM (abi.link.Op.POP_REPORT): records start at whole words, `index` is the next word.
             with m.State("FILL"):
                 m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(index)]
                 with m.Switch(op):
@@ -496,7 +498,7 @@ class ControlLink(wiring.Component):
 
             # An exception packet into the hold RAM from the word after `packet_base`; its header into
             # that word after it. The next packet follows at the next word while one waits (its length is
-            # in its first beat's tuser) and fits whole in `length` and the hold RAM (hdl.abi.Op.POP_EXCEPTION);
+            # in its first beat's tuser) and fits whole in `length` and the hold RAM (abi.link.Op.POP_EXCEPTION);
             # the first is taken whatever its length, cut at the hold RAM's end.
             with m.State("EXCEPTION"):
                 stream_in = self.exceptions

@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import END, ESC, ESC_END, ESC_ESC
+from abi.link import END, ESC, ESC_END, ESC_ESC
 
 __all__ = ["SlipDecoder", "SlipEncoder", "decoded_layout", "frame_byte_layout"]
 

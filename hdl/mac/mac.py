@@ -31,7 +31,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.fifo import AsyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import MAC_RX_EVENTS, MAC_TX_EVENTS
+from abi.link import MAC_RX_EVENTS, MAC_TX_EVENTS
 from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream
 from hdl.mac.counters import COUNTER_BITS, EventCounters
 from hdl.mac.gmii import DEFAULT_MAX_FRAME_BYTES, MIN_IFG_BYTES, gmii_layout
@@ -45,7 +45,7 @@ from hdl.stream.queue import Queue
 
 __all__ = ["EthernetMac", "mac_counters_layout", "RX_EVENTS", "TX_EVENTS"]
 
-#: Receive and transmit events, each counted once per frame (the ABI's, :data:`hdl.abi.MAC_RX_EVENTS`).
+#: Receive and transmit events, each counted once per frame (the ABI's, :data:`abi.link.MAC_RX_EVENTS`).
 RX_EVENTS, TX_EVENTS = MAC_RX_EVENTS, MAC_TX_EVENTS
 
 # Beats in flight in each clock-domain crossing; enough that neither side waits for the

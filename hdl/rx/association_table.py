@@ -11,7 +11,8 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS, association_entry_layout
+from abi.rx import ASSOCIATION_BITS, association_entry_layout
+from hdl.layout import struct_layout
 
 __all__ = ["AssociationTable"]
 
@@ -44,7 +45,7 @@ class AssociationTable(wiring.Component):
             raise ValueError(f"Association table size must be 1..{2 ** ASSOCIATION_BITS}, not {entries}")
         self._entries = entries
         super().__init__({
-            "write": In(stream.Signature(association_entry_layout())),
+            "write": In(stream.Signature(struct_layout(association_entry_layout()))),
             "local_port": In(16),
             "peer_port": In(16),
             "peer_ip": In(32),
@@ -60,7 +61,7 @@ class AssociationTable(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        table = [Signal(association_entry_layout(), name=f"entry_{i}") for i in range(self._entries)]
+        table = [Signal(struct_layout(association_entry_layout()), name=f"entry_{i}") for i in range(self._entries)]
 
         m.d.comb += self.write.ready.eq(1)
         with m.If(self.write.valid):

@@ -13,7 +13,7 @@ multiple of 4 bytes (RFC 4960 3.2). For each chunk:
   association, every control chunk) goes to the host on ``exc``, intact from
   its type byte through its length (padding excluded), with ``exc_meta``;
 * every DATA chunk whose 16-byte header lies whole in the packet also
-  yields an ``acks`` record (:func:`hdl.abi.ack_layout`: association, TSN,
+  yields an ``acks`` record (:func:`abi.rx.ack_layout`: association, TSN,
   disposition, user data length, whether it is the packet's last chunk) for
   the SACKs (RFC 4960 6.2), in chunk order, written with the chunk's other
   records;
@@ -67,7 +67,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS, AckDisposition, ChunkError, ChunkException, ack_layout
+from abi.rx import ASSOCIATION_BITS, AckDisposition, ChunkError, ChunkException, ack_layout
+from hdl.layout import enum_shape, struct_layout
 from hdl.rx.layouts import packet_meta_layout, segment_meta_layout
 from hdl.stream.bits import big_endian, byte, check_width, thermometer
 from hdl.stream.packet import packet_layout, packet_signature
@@ -89,7 +90,7 @@ def exception_meta_layout() -> data.StructLayout:
     """One per chunk on ``exc``: its association, why it is there, its length field."""
     return data.StructLayout({
         "association": unsigned(ASSOCIATION_BITS),
-        "reason": ChunkException,
+        "reason": enum_shape(ChunkException),
         "length": unsigned(16),
     })
 
@@ -99,7 +100,7 @@ def chunk_error_layout() -> data.StructLayout:
     return data.StructLayout({
         "association": unsigned(ASSOCIATION_BITS),
         "tsn": unsigned(32),
-        "kind": ChunkError,
+        "kind": enum_shape(ChunkError),
     })
 
 
@@ -146,7 +147,7 @@ class ChunkParser(wiring.Component):
             "exc": Out(packet_signature(width_bytes)),
             "exc_meta": Out(stream.Signature(exception_meta_layout())),
             "errors": Out(stream.Signature(chunk_error_layout())),
-            "acks": Out(stream.Signature(ack_layout())),
+            "acks": Out(stream.Signature(struct_layout(ack_layout()))),
         })
 
     def elaborate(self, platform):
@@ -379,7 +380,7 @@ class ChunkParser(wiring.Component):
         seg_metas = m.submodules.seg_metas = Queue(segment_meta_layout(), depth)
         exc_metas = m.submodules.exc_metas = Queue(exception_meta_layout(), 8)
         errors = m.submodules.errors = Queue(chunk_error_layout(), 8)
-        acks = m.submodules.acks = Queue(ack_layout(), 8)
+        acks = m.submodules.acks = Queue(struct_layout(ack_layout()), 8)
         for port, queue in ((self.seg_meta, seg_metas), (self.exc_meta, exc_metas), (self.errors, errors),
                             (self.acks, acks)):
             wiring.connect(m, queue.source, wiring.flipped(port))
@@ -495,7 +496,7 @@ class ChunkParser(wiring.Component):
         ddp_ssn = classified.ddp_ssn
 
         dest = Signal(_Dest)
-        reason = Signal(ChunkException)
+        reason = Signal(enum_shape(ChunkException))
         error = Signal(3)
         m.d.comb += [dest.eq(_Dest.EXC), error.eq(0)]
         with m.If(classified.control):

@@ -56,7 +56,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from hdl.abi import ReportKind, SegmentStatus, report_layout, stream_write_layout
+from abi.rx import ReportKind, SegmentStatus, report_layout, stream_write_layout
+from hdl.layout import struct_layout
 from hdl.rx.layouts import ordered_record_layout
 from hdl.rx.untagged_buffers import untagged_retire_layout
 from hdl.stream.bits import index_bits
@@ -77,10 +78,10 @@ class DeliveryOrder(wiring.Component):
         self._window, self._address_bits = window, address_bits
         super().__init__({
             "records_in": In(stream.Signature(ordered_record_layout(address_bits))),
-            "records_out": Out(stream.Signature(report_layout(address_bits))),
+            "records_out": Out(stream.Signature(struct_layout(report_layout(address_bits)))),
             "retire": Out(stream.Signature(untagged_retire_layout(self._streams))),
-            "stream_write_in": In(stream.Signature(stream_write_layout(self._streams))),
-            "stream_write_out": Out(stream.Signature(stream_write_layout(self._streams))),
+            "stream_write_in": In(stream.Signature(struct_layout(stream_write_layout(self._streams)))),
+            "stream_write_out": Out(stream.Signature(struct_layout(stream_write_layout(self._streams)))),
             "waiting": Out(range(self._streams * window + 1)),
             "discarded": Out(32),
         })
@@ -96,7 +97,7 @@ class DeliveryOrder(wiring.Component):
         m = Module()
         window, streams = self._window, self._streams
         slot_bits = (window - 1).bit_length()
-        layout = report_layout(self._address_bits)
+        layout = struct_layout(report_layout(self._address_bits))
 
         # The head is read from the inbound queue's LUT RAM: taking it moves a read address,
         # not the enable of a wide output register. Its decision is decoded on the way in and
@@ -116,7 +117,7 @@ class DeliveryOrder(wiring.Component):
             inbound.sink.payload.releases.eq(arriving_accepted & arriving.sequence.in_order
                                              & arriving.sequence.releases),
         ]
-        writes = m.submodules.writes = Queue(stream_write_layout(streams))
+        writes = m.submodules.writes = Queue(struct_layout(stream_write_layout(streams)))
         connect(m, writes.source, wiring.flipped(self.stream_write_out))
         outbound = m.submodules.outbound = Queue(layout, depth=8, block_ram=True)
         connect(m, outbound.source, wiring.flipped(self.records_out))

@@ -1,6 +1,6 @@
 """DMA placement unit: writes payload bytes to host memory as an AXI4 write manager.
 
-Each command on ``cmd`` (:func:`hdl.abi.dma_command_layout`) asks for
+Each command on ``cmd`` (:func:`abi.dma_command_layout`) asks for
 its ``length`` payload bytes to be written from byte ``address`` on; the bytes
 arrive on ``payload``, command after command. The block realigns them to the
 address, cuts the write into INCR bursts and reports one ``done`` per command

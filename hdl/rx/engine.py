@@ -21,13 +21,13 @@ Ports (industry standard, so cocotbext-axi and FPGA shells bind directly):
   port binds whole, and tied off (``arvalid`` and ``rready`` 0);
 * ``s_axil``: AXI4-Lite, the :func:`register_map` (tables and counters);
 * ``m_axis_exc``: AXI4-Stream, W bytes, frames and chunks for the host's
-  control plane, ``tuser`` = :func:`hdl.abi.exception_record_layout`
+  control plane, ``tuser`` = :func:`abi.rx.exception_record_layout`
   on every beat;
 * ``m_axis_report``: AXI4-Stream, one beat per record of
-  :func:`hdl.abi.report_layout` (``tdata`` = the record's bits,
+  :func:`abi.rx.report_layout` (``tdata`` = the record's bits,
   padded to whole bytes);
 * ``m_axis_ack``: AXI4-Stream, one beat per record of
-  :func:`hdl.abi.ack_layout`, one per DATA chunk, for the host's SACKs
+  :func:`abi.rx.ack_layout`, one per DATA chunk, for the host's SACKs
   (RFC 4960 6.2). A port of its own, so that small segments (a report and
   an ack each) never need two records a cycle on one stream; back-pressure
   on it stops the chunk parser, never drops a record;
@@ -57,24 +57,14 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from hdl.abi import (
-    ADDRESS_BITS,
-    SACK_TICK_CYCLES,
-    SEQUENCE_WINDOW,
-    FRAME_COUNTERS,
-    SEGMENT_COUNTERS,
-    ExceptionSource,
-    SegmentStatus,
-    ack_bytes,
-    ack_layout,
-    exception_record_layout,
-    peer_sack_bytes,
-    register_map,
-    report_bytes,
-)
+from abi.rx import (ADDRESS_BITS, FRAME_COUNTERS, RX_PARAMS, SACK_TICK_CYCLES, SEGMENT_COUNTERS, SEQUENCE_WINDOW,
+                    ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout, register_map,
+                    report_bytes)
+from abi.tx import peer_sack_bytes
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream, axis_payload_layout
 from hdl.bus.register_file import RegisterFile
+from hdl.layout import struct_layout
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.rx.sack_reader import SackReader
 from hdl.rx.ddp_header import DdpHeaderValidator
@@ -141,7 +131,7 @@ class RxEngine(wiring.Component):
             width, regions=self.regions, associations=self.associations, stream_ids=self.stream_ids,
             depth=self._buffers_per_queue, address_bits=ADDRESS_BITS, window=SEQUENCE_WINDOW)
         m.submodules.dma = dma = DmaWriter(width, ADDRESS_BITS)
-        m.submodules.exceptions = exceptions = PacketArbiter(width, exception_record_layout(), inputs=2)
+        m.submodules.exceptions = exceptions = PacketArbiter(width, struct_layout(exception_record_layout()), inputs=2)
         m.submodules.reports = reports = ReportEngine(ADDRESS_BITS)
         m.submodules.delivery = delivery = DeliveryOrder(associations=self.associations, stream_ids=self.stream_ids,
                                                          window=SEQUENCE_WINDOW, address_bits=ADDRESS_BITS)
@@ -162,8 +152,9 @@ class RxEngine(wiring.Component):
             frames.local_ip.eq(self.local_ip),
             frames.udp_port.eq(self.udp_port),
             frames.drop_when_full.eq(registers.config_drop_when_full),
-            registers.params.eq(width | (self.associations << 8) | (self.regions << 16)
-                                | ((self.associations * self.stream_ids) << 24)),
+            registers.params.eq(RX_PARAMS.pack({"width_bytes": width, "associations": self.associations,
+                                                "regions": self.regions,
+                                                "streams": self.associations * self.stream_ids})),
         ]
         connect(m, wiring.flipped(self.s_axil), registers.axil)
         connect(m, registers.table_association, frames.assoc_write)
@@ -209,8 +200,8 @@ class RxEngine(wiring.Component):
                 reader.sacks.ready.eq(self.m_axis_peer_sack.tready),
             ]
             host_chunks, host_meta, malformed = reader.host_chunks, reader.host_meta, reader.malformed
-        frame_meta = Signal(exception_record_layout())
-        chunk_meta = Signal(exception_record_layout())
+        frame_meta = Signal(struct_layout(exception_record_layout()))
+        chunk_meta = Signal(struct_layout(exception_record_layout()))
         m.d.comb += [
             frame_meta.source.eq(ExceptionSource.FRAME),
             frame_meta.reason.eq(frames.exc_meta.payload.reason),
@@ -282,7 +273,7 @@ class RxEngine(wiring.Component):
         connect(m, sack_queue.source, sack.chunks)
         ack = chunks.acks.payload
         to_unit = engine_sacks.bit_select(ack.association[:max(1, association_bits)], 1)
-        host_acks = stream.Signature(ack_layout()).create()
+        host_acks = stream.Signature(struct_layout(ack_layout())).create()
         m.d.comb += [
             sack_queue.sink.payload.association.eq(ack.association),
             sack_queue.sink.payload.tsn.eq(ack.tsn),

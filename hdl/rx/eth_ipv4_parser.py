@@ -47,7 +47,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS, FrameDrop, FrameException, association_entry_layout
+from abi.rx import ASSOCIATION_BITS, FrameDrop, FrameException, association_entry_layout
+from hdl.layout import struct_layout
 from hdl.rx.association_table import AssociationTable
 from hdl.stream.bits import big_endian, index_bits, keep_count
 from hdl.stream.packet import packet_signature
@@ -131,7 +132,7 @@ class EthIpv4Parser(wiring.Component):
             "local_mac": In(48),
             "local_ip": In(32),
             "udp_port": In(16),
-            "assoc_write": In(stream.Signature(association_entry_layout())),
+            "assoc_write": In(stream.Signature(struct_layout(association_entry_layout()))),
             "over_udp": Out(1),
             "sctp_length": Out(16),
             "verdict": Out(stream.Signature(header_verdict_layout(width_bytes), always_ready=True)),

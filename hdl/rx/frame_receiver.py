@@ -45,7 +45,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import FRAME_COUNTERS, FrameDrop, association_entry_layout
+from abi.rx import FRAME_COUNTERS, FrameDrop, association_entry_layout
+from hdl.layout import struct_layout
 from hdl.rx.eth_ipv4_parser import (
     ETH_IPV4_SCTP_OFFSET,
     ETH_IPV4_UDP_SCTP_OFFSET,
@@ -307,7 +308,7 @@ class FrameReceiver(wiring.Component):
             "local_ip": In(32),
             "udp_port": In(16),
             "drop_when_full": In(1),
-            "assoc_write": In(stream.Signature(association_entry_layout())),
+            "assoc_write": In(stream.Signature(struct_layout(association_entry_layout()))),
             "pkt": Out(packet_signature(width_bytes)),
             "pkt_meta": Out(stream.Signature(packet_meta_layout())),
             "exc": Out(packet_signature(width_bytes)),

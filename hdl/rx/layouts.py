@@ -16,7 +16,8 @@ MSN and MO 32 bits (RFC 5041 4.3).
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
-from hdl.abi import ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, report_layout
+from abi.rx import ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, report_layout
+from hdl.layout import struct_layout
 
 __all__ = ["packet_meta_layout", "segment_meta_layout", "segment_info_layout", "dma_command_layout",
            "sequence_flags_layout", "ordered_record_layout"]
@@ -68,7 +69,7 @@ def segment_info_layout() -> data.StructLayout:
         "invalidate_stag": unsigned(32),
         "payload_length": unsigned(16),
         # header-level error found so far (DV, QN, RV, opcode, truncation)
-        "error": ERROR_NUMBER,
+        "error": struct_layout(ERROR_NUMBER),
     })
 
 
@@ -91,4 +92,5 @@ def sequence_flags_layout() -> data.StructLayout:
 
 def ordered_record_layout(address_bits: int = 64) -> data.StructLayout:
     """A report record with its segment's sequence flags, from the report engine to the delivery order."""
-    return data.StructLayout({"record": report_layout(address_bits), "sequence": sequence_flags_layout()})
+    return data.StructLayout({"record": struct_layout(report_layout(address_bits)),
+                              "sequence": sequence_flags_layout()})

@@ -1,7 +1,7 @@
 """The placement decision of the receive path: tagged and untagged checks, error latching.
 
 :class:`PlacementCheck` sits between the DDP header validator and the DMA
-writer (DESIGN.md, receive path). For every DDP segment it decides, before
+writer (:class:`hdl.rx.engine.RxEngine`'s receive path). For every DDP segment it decides, before
 any byte is placed (RFC 5041 7.1), whether the payload may be written and
 where; it emits one ``verdict`` per segment, one DMA ``cmd`` per segment that
 places bytes, and forwards the payload of those segments only.
@@ -13,7 +13,7 @@ Decision, in the order of the golden model (``model.ddp.sink.DdpSink``):
    latched: there is no DDP Stream to report to);
 2. a stream already in error drops every later segment silently: status
    ``DROPPED`` (RFC 5041 7.1, last paragraph);
-2a. the DDP-SSN (:class:`hdl.rx.sequence_window.SequenceWindow`): seen
+   2a. the DDP-SSN (:class:`hdl.rx.sequence_window.SequenceWindow`): seen
    before -> ``DUPLICATE``, dropped before placement with no error (RFC
    5043 10, RFC 5041 5.3); beyond the stream's window -> ``INVALID_SSN``,
    nothing placed, the error bit latched (RFC 5043 10: the stream ends);
@@ -100,18 +100,10 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import (
-    ASSOCIATION_BITS,
-    ERROR_NUMBER,
-    STREAM_BITS,
-    SegmentStatus,
-    buffer_post_layout,
-    buffer_revoke_layout,
-    region_write_layout,
-    segment_report_fields,
-    stream_entry_layout,
-    stream_write_layout,
-)
+from abi.rx import (ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, SegmentStatus, buffer_post_layout,
+                    buffer_revoke_layout, region_write_layout, segment_report_fields, stream_entry_layout,
+                    stream_write_layout)
+from hdl.layout import enum_shape, struct_layout
 from hdl.rx.layouts import dma_command_layout, segment_info_layout, sequence_flags_layout
 from hdl.rx.region_table import RegionTable
 from hdl.rx.sequence_window import SequenceWindow
@@ -133,8 +125,8 @@ def verdict_layout(address_bits: int = 64) -> data.StructLayout:
     return data.StructLayout({
         "tag": unsigned(16),             # equals the tag of the segment's cmd, if any
         **segment_report_fields(address_bits),
-        "status": SegmentStatus,
-        "error": ERROR_NUMBER,           # valid with status ERROR
+        "status": enum_shape(SegmentStatus),
+        "error": struct_layout(ERROR_NUMBER),           # valid with status ERROR
         "placed": unsigned(1),           # ACCEPTED with a payload: a DMA done follows
         "sequence": sequence_flags_layout(),
     })
@@ -157,11 +149,11 @@ class StreamTable(wiring.Component):
         self._streams, self._pd_bits = streams, pd_bits
         index_bits = max(1, (streams - 1).bit_length())
         super().__init__({
-            "write": In(stream.Signature(stream_write_layout(streams, pd_bits))),
+            "write": In(stream.Signature(struct_layout(stream_write_layout(streams, pd_bits)))),
             "hold": In(1),
             "en": In(1),
             "index": In(index_bits),
-            "entry": Out(stream_entry_layout(pd_bits)),
+            "entry": Out(struct_layout(stream_entry_layout(pd_bits))),
             "error": Out(1),
             "set_error": In(1),
             "set_error_index": In(index_bits),
@@ -170,8 +162,8 @@ class StreamTable(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        rows = m.submodules.rows = memory.Memory(shape=stream_entry_layout(self._pd_bits), depth=self._streams,
-                                                 init=[])
+        rows = m.submodules.rows = memory.Memory(shape=struct_layout(stream_entry_layout(self._pd_bits)),
+                                                 depth=self._streams, init=[])
         errors = m.submodules.errors = memory.Memory(shape=1, depth=self._streams, init=[])
         rows_w, errors_w = rows.write_port(), errors.write_port()
         rows_r = rows.read_port()
@@ -268,10 +260,10 @@ class PlacementCheck(wiring.Component):
             "cmd": Out(stream.Signature(dma_command_layout(address_bits))),
             "payload_out": Out(packet_signature(width_bytes)),
             "verdict": Out(stream.Signature(verdict_layout(address_bits))),
-            "region_write": In(stream.Signature(region_write_layout(regions, pd_bits, address_bits))),
-            "stream_write": In(stream.Signature(stream_write_layout(self._streams, pd_bits))),
-            "post": In(stream.Signature(buffer_post_layout(self._streams, queues, address_bits))),
-            "revoke": In(stream.Signature(buffer_revoke_layout(self._streams, queues))),
+            "region_write": In(stream.Signature(struct_layout(region_write_layout(regions, pd_bits, address_bits)))),
+            "stream_write": In(stream.Signature(struct_layout(stream_write_layout(self._streams, pd_bits)))),
+            "post": In(stream.Signature(struct_layout(buffer_post_layout(self._streams, queues, address_bits)))),
+            "revoke": In(stream.Signature(struct_layout(buffer_revoke_layout(self._streams, queues)))),
             "fault": In(stream.Signature(max(1, (self._streams - 1).bit_length()))),
             "retire": In(stream.Signature(untagged_retire_layout(self._streams, queues))),
         })
@@ -437,8 +429,8 @@ class PlacementCheck(wiring.Component):
         # Stage 3: commit.
         seg = s3.info
         region = regions.result
-        status = Signal(SegmentStatus)
-        error = Signal(ERROR_NUMBER)
+        status = Signal(enum_shape(SegmentStatus))
+        error = Signal(struct_layout(ERROR_NUMBER))
         address = Signal(self._address_bits)
         m.d.comb += address.eq(Mux(seg.tagged, region.address, buffers.result.address))
         with m.If(no_stream_3):

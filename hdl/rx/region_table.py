@@ -48,7 +48,8 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS, STAG_KEY_BITS, STREAM_BITS, region_entry_layout, region_write_layout
+from abi.rx import ASSOCIATION_BITS, STAG_KEY_BITS, STREAM_BITS, region_entry_layout, region_write_layout
+from hdl.layout import struct_layout
 
 __all__ = ["region_lookup_layout", "region_result_layout", "RegionTable"]
 
@@ -126,7 +127,7 @@ class RegionTable(wiring.Component):
         self._pd_bits = pd_bits
         self._address_bits = address_bits
         super().__init__({
-            "write": In(stream.Signature(region_write_layout(entries, pd_bits, address_bits))),
+            "write": In(stream.Signature(struct_layout(region_write_layout(entries, pd_bits, address_bits)))),
             "hold": In(1),
             "en": In(1),
             "lookup": In(region_lookup_layout()),
@@ -143,7 +144,7 @@ class RegionTable(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        entry_layout = region_entry_layout(self._pd_bits, self._address_bits)
+        entry_layout = struct_layout(region_entry_layout(self._pd_bits, self._address_bits))
         table = m.submodules.table = memory.Memory(shape=entry_layout, depth=self._entries, init=[])
         write_port = table.write_port()
         read_port = table.read_port()

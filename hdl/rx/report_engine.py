@@ -1,7 +1,7 @@
 """Completion engine of the receive path: verdicts joined with DMA completions.
 
 Each segment verdict (:func:`hdl.rx.placement_check.verdict_layout`) becomes one
-SEGMENT record (:func:`hdl.abi.report_layout`), with the segment's sequence flags
+SEGMENT record (:func:`abi.rx.report_layout`), with the segment's sequence flags
 for the delivery order (:func:`hdl.rx.layouts.ordered_record_layout`). A verdict whose
 segment placed bytes (status ACCEPTED, payload length > 0) waits for its
 DMA command's ``done`` (same ``tag``), so a record never announces bytes
@@ -11,7 +11,7 @@ Chunk errors from the chunk parser become CHUNK_ERROR records; the two
 kinds alternate when both wait.
 
 A placed segment whose ``done`` says a write response was not OKAY is
-reported with status ERROR, :data:`hdl.abi.DMA_ERROR` and ``dma_error``
+reported with status ERROR, :data:`abi.rx.DMA_ERROR` and ``dma_error``
 set, and its stream (association, stream id) leaves on ``stream_fault``
 for the placement check to latch the stream's error bit (RFC 5041 7.1: no
 more placement on the stream until the host re-arms it). ``stream_fault``
@@ -33,8 +33,9 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from hdl.abi import (ASSOCIATION_BITS, DMA_ERROR, STREAM_BITS, ReportKind, SegmentStatus, report_layout,
-                     segment_report_fields)
+from abi.rx import (ASSOCIATION_BITS, DMA_ERROR, STREAM_BITS, ReportKind, SegmentStatus, report_layout,
+                    segment_report_fields)
+from hdl.layout import struct_layout
 from hdl.rx.chunk_parser import chunk_error_layout
 from hdl.rx.dma_writer import dma_done_layout
 from hdl.rx.layouts import ordered_record_layout
@@ -85,8 +86,8 @@ class ReportEngine(wiring.Component):
         bus_fault = needs_done & done.payload.error
         prefer_errors = Signal()  # alternate when both kinds wait
 
-        segment_record = Signal(report_layout(len(head.host_address)))
-        error_record = Signal(report_layout(len(head.host_address)))
+        segment_record = Signal(struct_layout(report_layout(len(head.host_address))))
+        error_record = Signal(struct_layout(report_layout(len(head.host_address))))
         m.d.comb += [
             segment_record.eq(0),
             segment_record.kind.eq(ReportKind.SEGMENT),

@@ -5,7 +5,7 @@ take, intact from its type byte, with its association and length) and the
 exception records. A SACK chunk (type 3, RFC 4960 3.3.4) of a row in
 ``rows`` (the associations whose window the transport unit keeps) does not
 go to the host: its fields leave on ``sacks`` as one
-:func:`hdl.abi.peer_sack_layout` record (the Cumulative TSN Ack, a_rwnd, the
+:func:`abi.tx.peer_sack_layout` record (the Cumulative TSN Ack, a_rwnd, the
 numbers of Gap Ack Blocks and Duplicate TSNs, the first four blocks). Every
 other chunk passes to ``host_chunks`` / ``host_meta`` unchanged.
 
@@ -24,7 +24,9 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ChunkException, peer_sack_layout
+from abi.rx import ChunkException
+from abi.tx import peer_sack_layout
+from hdl.layout import struct_layout
 from hdl.rx.chunk_parser import exception_meta_layout
 from hdl.stream.bits import big_endian, byte
 from hdl.stream.packet import packet_signature
@@ -48,7 +50,7 @@ class SackReader(wiring.Component):
             "rows": In(associations),
             "host_chunks": Out(packet_signature(width_bytes)),
             "host_meta": Out(stream.Signature(exception_meta_layout())),
-            "sacks": Out(stream.Signature(peer_sack_layout(_GAP_BLOCKS))),
+            "sacks": Out(stream.Signature(struct_layout(peer_sack_layout(_GAP_BLOCKS)))),
             "malformed": Out(32),
         })
 

@@ -53,7 +53,8 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS, SACK_DELAY_BITS, sack_row_layout
+from abi.rx import ASSOCIATION_BITS, SACK_DELAY_BITS, sack_row_layout
+from hdl.layout import struct_layout
 from hdl.rx.sequence_window import SequenceWindow
 
 __all__ = ["SackUnit", "sack_chunk_layout", "sack_record_layout", "sack_record_bytes"]
@@ -105,7 +106,7 @@ class SackUnit(wiring.Component):
         self.gap_blocks, self.duplicate_tsns = gap_blocks, duplicate_tsns
         super().__init__({
             "chunks": In(stream.Signature(sack_chunk_layout())),
-            "resets": In(stream.Signature(sack_row_layout())),
+            "resets": In(stream.Signature(struct_layout(sack_row_layout()))),
             "tick": In(1),
             "tick_pending": Out(1),
             "sacks": Out(stream.Signature(sack_record_layout(gap_blocks, duplicate_tsns))),

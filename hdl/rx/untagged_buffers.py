@@ -17,7 +17,7 @@ model (``model.ddp.sink.DdpSink._validate_untagged``):
    ``(msn - next_post) mod 2**32 < 2**31`` the ULP has not posted it -> no
    buffer (item 2; 0x2/0x02), else it is inside the window but already
    consumed -> MSN range (0x2/0x03);
-2a. an L = 1 segment for a buffer whose last segment has already been
+   2a. an L = 1 segment for a buffer whose last segment has already been
    accepted -> MSN range (5.3: delivered at most once);
 3. for a non-zero payload, ``mo >= buffer length`` -> invalid MO (item 3;
    0x2/0x04), then ``mo + length > buffer length`` -> message too long
@@ -81,7 +81,7 @@ waits (``post.ready`` low) until a retirement frees that slot; a host that
 gives up (drops ``valid``, outside the stream rules) leaves no trace. A post
 takes four cycles; lookups are never held up by posts.
 
-Revocation (:func:`hdl.abi.buffer_revoke_layout`), by the same state
+Revocation (:func:`abi.rx.buffer_revoke_layout`), by the same state
 machine, so posts and revocations take turns: one buffer (its MSN) is
 revoked by clearing its slot's live bit if the slot still holds that MSN,
 i.e. the bit is set and ``next_post - depth <= msn < next_post``; a whole
@@ -99,7 +99,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import buffer_post_layout, buffer_revoke_layout
+from abi.rx import buffer_post_layout, buffer_revoke_layout
+from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
 
 __all__ = [
@@ -241,13 +242,13 @@ class UntaggedBuffers(wiring.Component):
         self._streams, self._queues, self._depth = streams, queues, depth
         self._address_bits = address_bits
         super().__init__({
-            "post": In(stream.Signature(buffer_post_layout(streams, queues, address_bits))),
+            "post": In(stream.Signature(struct_layout(buffer_post_layout(streams, queues, address_bits)))),
             "en": In(1),
             "lookup": In(untagged_lookup_layout(streams, queues)),
             "result": Out(untagged_result_layout(address_bits)),
             "retire_en": In(1),
             "retire": In(untagged_retire_layout(streams, queues)),
-            "revoke": In(stream.Signature(buffer_revoke_layout(streams, queues))),
+            "revoke": In(stream.Signature(struct_layout(buffer_revoke_layout(streams, queues)))),
             "complete_en": In(1),
             "complete": In(untagged_complete_layout(streams, queues)),
             "base": In(_SSN_BITS),

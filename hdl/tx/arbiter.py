@@ -17,17 +17,18 @@ from emptying holds back local requests: it is bounded by IRD and by its own
 round trips (its ORD, RFC 6581 9).
 
 A Read Response becomes the message the segmenter knows: tagged, RDMAP
-opcode :data:`~hdl.abi.READ_RESPONSE_OPCODE`, to the Data Sink STag and TO
+opcode :data:`~abi.tx.READ_RESPONSE_OPCODE`, to the Data Sink STag and TO
 (RFC 5040 4.4, 4.5), ``length`` bytes read from ``host_address``; a control
-request keeps its :class:`~hdl.abi.ControlOpcode`.
+request keeps its :class:`~abi.tx.ControlOpcode`.
 """
 
 from amaranth.hdl import Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ADDRESS_BITS, READ_RESPONSE_OPCODE, control_request_layout, read_response_layout, \
-    work_request_layout
+from abi.rx import ADDRESS_BITS
+from abi.tx import READ_RESPONSE_OPCODE, control_request_layout, read_response_layout, work_request_layout
+from hdl.layout import struct_layout
 from hdl.tx.layouts import message_layout
 
 __all__ = ["WorkArbiter"]
@@ -48,9 +49,9 @@ class WorkArbiter(wiring.Component):
 
     def __init__(self, address_bits: int = ADDRESS_BITS):
         super().__init__({
-            "control": In(stream.Signature(control_request_layout(address_bits))),
-            "responses": In(stream.Signature(read_response_layout(address_bits))),
-            "local": In(stream.Signature(work_request_layout(address_bits))),
+            "control": In(stream.Signature(struct_layout(control_request_layout(address_bits)))),
+            "responses": In(stream.Signature(struct_layout(read_response_layout(address_bits)))),
+            "local": In(stream.Signature(struct_layout(work_request_layout(address_bits)))),
             "work": Out(stream.Signature(message_layout(address_bits))),
         })
 

@@ -45,32 +45,32 @@
 Ports:
 
 * ``s_axis_wr``: AXI4-Stream, one beat per work request, ``tdata`` =
-  :func:`hdl.abi.work_request_layout` (see there for the fields);
+  :func:`abi.tx.work_request_layout` (see there for the fields);
 * ``s_axis_rr``: AXI4-Stream, one beat per inbound RDMA Read Request to
-  answer, ``tdata`` = :func:`hdl.abi.read_response_layout` (see there: who
+  answer, ``tdata`` = :func:`abi.tx.read_response_layout` (see there: who
   translates the Data Source, IRD, refusal); ``m_axis_rr_refused``: the
   records refused, one beat each, same layout;
 * ``s_axis_ctl``: AXI4-Stream, one beat per control request (a control
   packet's chunks or a session-control message to send), ``tdata`` =
-  :func:`hdl.abi.control_request_layout`;
+  :func:`abi.tx.control_request_layout`;
 * ``s_axis_tsn``: AXI4-Stream, one beat per acknowledgement, sending limit or
   retransmission request of the host's SCTP, ``tdata`` =
-  :func:`hdl.abi.tsn_request_layout`; ``m_axis_tsn_refused``: resends of TSNs
+  :func:`abi.tx.tsn_request_layout`; ``m_axis_tsn_refused``: resends of TSNs
   not in the ring, same layout; ``m_axis_completion``: one beat per work
   request (or session-control message) whose last DATA chunk is acknowledged,
-  :func:`hdl.abi.completion_layout`;
+  :func:`abi.tx.completion_layout`;
 * ``s_axis_transport``: one beat per transport row write
-  (:func:`hdl.abi.transport_write_layout`): the row's window is the transport
+  (:func:`abi.tx.transport_write_layout`): the row's window is the transport
   unit's from its next TSN on, and the host's ACK, RESEND and LIMIT for it are
   refused (on ``m_axis_tsn_refused``) until an association row write gives it
   back; ``s_axis_peer_sack``: the peer's SACK chunks of such a row
-  (:func:`hdl.abi.peer_sack_layout`); ``m_axis_transport_stopped``: the unit's
-  FAILURE and VIOLATION records (:func:`hdl.abi.transport_record_layout`), after
+  (:func:`abi.tx.peer_sack_layout`); ``m_axis_transport_stopped``: the unit's
+  FAILURE and VIOLATION records (:func:`abi.tx.transport_record_layout`), after
   which the row sends no new chunk; ``tick``: the unit's timer, one cycle per
   tick;
 * ``association_write``, ``stream_write``: table rows
-  (:func:`hdl.abi.tx_association_write_layout`,
-  :func:`hdl.abi.tx_stream_write_layout`), always ready; ``local_mac``,
+  (:func:`abi.tx.tx_association_write_layout`,
+  :func:`abi.tx.tx_stream_write_layout`), always ready; ``local_mac``,
   ``local_ip``, ``udp_port``: this end's addresses;
 * ``m_axi``: AXI4 read manager, 64-bit addresses, 8W-bit data;
 * ``m_axis``: AXI4-Stream, W bytes, Ethernet II frames without FCS.
@@ -88,15 +88,15 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
 from amaranth.lib import stream
 
-from hdl.abi import (
-    ADDRESS_BITS, TransportOpcode, TsnOpcode, completion_bytes, control_request_bytes, control_request_layout,
-    peer_sack_bytes, peer_sack_layout, read_response_bytes, tsn_request_bytes, tsn_request_layout,
-    read_response_layout, transport_record_bytes, transport_record_layout, transport_write_bytes,
-    transport_write_layout, tx_association_write_layout, tx_stream_write_layout, work_request_bytes,
-    work_request_layout,
-)
+from abi.rx import ADDRESS_BITS
+from abi.tx import (TransportOpcode, TsnOpcode, completion_bytes, control_request_bytes, control_request_layout,
+                    peer_sack_bytes, peer_sack_layout, read_response_bytes, read_response_layout,
+                    transport_record_bytes, transport_record_layout, transport_write_bytes, transport_write_layout,
+                    tsn_request_bytes, tsn_request_layout, tx_association_write_layout, tx_stream_write_layout,
+                    work_request_bytes, work_request_layout)
 from hdl.bus.axi import Axi4ReadSignature
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream
+from hdl.layout import struct_layout
 from hdl.stream.crc32c import Crc32c
 from hdl.stream.packet import packet_layout
 from hdl.stream.prepend import Prepend
@@ -122,8 +122,8 @@ class TxEngine(wiring.Component):
     stream_ids + stream_id``), answering up to ``ird`` inbound RDMA Read Requests per stream row, with
     ``ring_tsns`` DATA chunks per association in flight. With ``transport`` it holds the transport unit and
     its ports (``s_axis_transport``, ``s_axis_peer_sack``, ``m_axis_transport_stopped``, ``tick``); without,
-    the host's SCTP keeps every row's window. The unit does not meet the core clock yet (README,
-    "The transport in the gateware"), so it is not built by default."""
+    the host's SCTP keeps every row's window. It is not built by default (docs/architecture/transport.md,
+    "The transport in the gateware")."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, ird: int = 4,
                  buffer_bytes: int = 8192, ring_tsns: int = 64, transport: bool = False):
@@ -147,8 +147,8 @@ class TxEngine(wiring.Component):
             "s_axis_tsn": In(AxiStreamSignature(tsn_request_bytes())),
             "m_axis_tsn_refused": Out(AxiStreamSignature(tsn_request_bytes())),
             "m_axis_completion": Out(AxiStreamSignature(completion_bytes())),
-            "association_write": In(stream.Signature(tx_association_write_layout())),
-            "stream_write": In(stream.Signature(tx_stream_write_layout(associations * stream_ids))),
+            "association_write": In(stream.Signature(struct_layout(tx_association_write_layout()))),
+            "stream_write": In(stream.Signature(struct_layout(tx_stream_write_layout(associations * stream_ids)))),
             "local_mac": In(48),
             "local_ip": In(32),
             "udp_port": In(16),
@@ -178,8 +178,8 @@ class TxEngine(wiring.Component):
         # Read straight from LUT RAM (as every request queue into the arbiter): the segmenter's late
         # `ready` reaches a read counter, not a wide output register's enable; the fields the
         # segmenter decodes when it stages a request are kept in flip-flops too.
-        work_queue = m.submodules.work_queue = Queue(work_request_layout(ADDRESS_BITS), 4, memory_output=True,
-                                                     registered_fields=("opcode", "association"))
+        work_queue = m.submodules.work_queue = Queue(struct_layout(work_request_layout(ADDRESS_BITS)), 4,
+                                                     memory_output=True, registered_fields=("opcode", "association"))
         m.d.comb += [
             work_queue.sink.payload.eq(self.s_axis_wr.tdata[:work_request_layout(ADDRESS_BITS).size]),
             work_queue.sink.valid.eq(self.s_axis_wr.tvalid),
@@ -187,7 +187,7 @@ class TxEngine(wiring.Component):
         ]
 
         # Inbound Read Requests: one beat each, through a queue, into the IRD queue; refusals out.
-        layout = read_response_layout(ADDRESS_BITS)
+        layout = struct_layout(read_response_layout(ADDRESS_BITS))
         # From the queue's LUT RAM: no wide output register whose enable is the IRD stage's ready.
         request_queue = m.submodules.request_queue = Queue(layout, 4, memory_output=True)
         reads = m.submodules.reads = ReadRequestQueue(associations=self.associations, stream_ids=self.stream_ids,
@@ -206,7 +206,7 @@ class TxEngine(wiring.Component):
         connect(m, request_queue.source, reads.requests)
 
         # The host SCTP's ACKs and RESENDs, through a queue; refusals and completions out.
-        tsn_queue = m.submodules.tsn_queue = Queue(tsn_request_layout())
+        tsn_queue = m.submodules.tsn_queue = Queue(struct_layout(tsn_request_layout()))
         m.d.comb += [
             tsn_queue.sink.payload.eq(self.s_axis_tsn.tdata[:tsn_request_layout().size]),
             tsn_queue.sink.valid.eq(self.s_axis_tsn.tvalid),
@@ -232,7 +232,7 @@ class TxEngine(wiring.Component):
                          port.tvalid.eq(source.valid), source.ready.eq(port.tready)]
 
         # Control requests: one beat each, through a queue.
-        control_queue = m.submodules.control_queue = Queue(control_request_layout(ADDRESS_BITS), 4,
+        control_queue = m.submodules.control_queue = Queue(struct_layout(control_request_layout(ADDRESS_BITS)), 4,
                                                            memory_output=True,
                                                            registered_fields=("opcode", "association"))
         m.d.comb += [
@@ -400,7 +400,7 @@ class TxEngine(wiring.Component):
 
         # A row write: the unit's first TSN is the ring's next, and the row's new chunks wait for the
         # unit's first LIMIT. Not on a cycle the ring records a chunk of that row (it would be the first).
-        writes = m.submodules.transport_writes = Queue(transport_write_layout(), 2)
+        writes = m.submodules.transport_writes = Queue(struct_layout(transport_write_layout()), 2)
         m.d.comb += [writes.sink.payload.eq(self.s_axis_transport.tdata[:transport_write_layout().size]),
                      writes.sink.valid.eq(self.s_axis_transport.tvalid),
                      self.s_axis_transport.tready.eq(writes.sink.ready)]
@@ -433,7 +433,7 @@ class TxEngine(wiring.Component):
         wiring.connect(m, sent.source, transport.sent)
 
         # The peer's SACKs; one for a row the host owns is dropped.
-        sacks = m.submodules.peer_sacks = Queue(peer_sack_layout(), 4)
+        sacks = m.submodules.peer_sacks = Queue(struct_layout(peer_sack_layout()), 4)
         m.d.comb += [sacks.sink.payload.eq(self.s_axis_peer_sack.tdata[:peer_sack_layout().size]),
                      sacks.sink.valid.eq(self.s_axis_peer_sack.tvalid),
                      self.s_axis_peer_sack.tready.eq(sacks.sink.ready)]
@@ -443,14 +443,14 @@ class TxEngine(wiring.Component):
                      sacks.source.ready.eq(transport.sacks.ready | ~sack_owned)]
 
         # The unit's records to the ring, ahead of the host's requests; a stop also to the host.
-        stops = m.submodules.transport_stops = Queue(transport_record_layout(), 4)
+        stops = m.submodules.transport_stops = Queue(struct_layout(transport_record_layout()), 4)
         port = self.m_axis_transport_stopped
         m.d.comb += [port.tdata.eq(stops.source.payload), port.tkeep.eq(-1), port.tlast.eq(1),
                      port.tvalid.eq(stops.source.valid), stops.source.ready.eq(port.tready)]
         record = transport.records.payload
         record_owned = owned.bit_select(record.association, 1)
         stop = record.opcode >= TransportOpcode.FAILURE
-        unit_request = Signal(tsn_request_layout())
+        unit_request = Signal(struct_layout(tsn_request_layout()))
         with m.Switch(record.opcode):
             with m.Case(TransportOpcode.RETIRE):
                 m.d.comb += unit_request.opcode.eq(TsnOpcode.ACK)
@@ -462,7 +462,7 @@ class TxEngine(wiring.Component):
         unit_first = transport.records.valid
         room = ~stop | stops.sink.ready
         host_owned = owned.bit_select(host_requests.payload.association, 1)
-        host_refused = m.submodules.host_refused = Queue(tsn_request_layout(), 2)
+        host_refused = m.submodules.host_refused = Queue(struct_layout(tsn_request_layout()), 2)
         requests = ring.tsn_requests
         m.d.comb += [
             requests.payload.eq(Mux(unit_first, unit_request, host_requests.payload)),

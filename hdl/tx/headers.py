@@ -6,7 +6,7 @@ For each segment record two headers leave, in the same cycle, for the two
 * ``sctp_header`` (12, 28, 44, 48 or 76 bytes): the SCTP common header with its
   checksum field 0 (RFC 4960 3.1; the CRC32c is inserted on the way out) and
   the verification tag of the association's row, or for a control packet
-  (:attr:`~hdl.abi.ControlOpcode.PACKET`) the request's (the row's for the
+  (:attr:`~abi.tx.ControlOpcode.PACKET`) the request's (the row's for the
   engine's own SACK) and nothing more (its chunks are the body); for a session-control message one DATA chunk header
   (U = B = E = 1, PPID 17, RFC 5043 5.2.3) before the message; else one
   DATA chunk header (RFC 4960 3.3.1: U = B = E = 1, I = 1 on the last segment of
@@ -34,7 +34,8 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import READ_RESPONSE_OPCODE, ControlOpcode, WorkOpcode, tx_association_write_layout
+from abi.tx import READ_RESPONSE_OPCODE, ControlOpcode, WorkOpcode, tx_association_write_layout
+from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
 from hdl.stream.prepend import prepend_header_layout
 from hdl.stream.queue import Queue
@@ -109,7 +110,7 @@ class HeaderBuilder(wiring.Component):
         self._sctp_depth, self._prefix_depth = sctp_depth, prefix_depth
         super().__init__({
             "segments": In(stream.Signature(segment_layout())),
-            "association_write": In(stream.Signature(tx_association_write_layout())),
+            "association_write": In(stream.Signature(struct_layout(tx_association_write_layout()))),
             "local_mac": In(48),
             "local_ip": In(32),
             "udp_port": In(16),
@@ -120,12 +121,12 @@ class HeaderBuilder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         associations = self.associations
-        rows = Array(Signal(tx_association_write_layout(), name=f"row_{i}") for i in range(associations))
+        rows = Array(Signal(struct_layout(tx_association_write_layout()), name=f"row_{i}") for i in range(associations))
         m.d.comb += self.association_write.ready.eq(1)
         # A row write is decoded into one registered enable per row, so each row's wide load hangs
         # off a flip-flop of its own.
         write = self.association_write.payload
-        staged_write = Signal(tx_association_write_layout())
+        staged_write = Signal(struct_layout(tx_association_write_layout()))
         row_enables = Signal(associations)
         m.d.sync += [staged_write.eq(write),
                      row_enables.eq(Cat(*(self.association_write.valid & (write.index == index)
@@ -187,7 +188,7 @@ class HeaderBuilder(wiring.Component):
         header_length = by_header(lambda h: h)
         ip_offset = Mux(incoming_row.udp, by_header(lambda h: h + 3 + PREFIX_LENGTHS[1] - ETHERNET_HEADER),
                         by_header(lambda h: h + 3 + PREFIX_LENGTHS[0] - ETHERNET_HEADER))
-        segment, row = Signal(segment_layout()), Signal(tx_association_write_layout())
+        segment, row = Signal(segment_layout()), Signal(struct_layout(tx_association_write_layout()))
         valid_1, tagged, read_request, packet, session = Signal(), Signal(), Signal(), Signal(), Signal()
         terminate, terminate_2 = Signal(), Signal()
         immediate, immediate_2 = Signal(), Signal()
@@ -212,7 +213,7 @@ class HeaderBuilder(wiring.Component):
         ]
 
         # Stage 2: the checksum sum; the header bytes are wires from these registers.
-        segment_2, row_2 = Signal(segment_layout()), Signal(tx_association_write_layout())
+        segment_2, row_2 = Signal(segment_layout()), Signal(struct_layout(tx_association_write_layout()))
         valid_2, tagged_2, read_request_2, packet_2, session_2 = Signal(), Signal(), Signal(), Signal(), Signal()
         sctp_length_2 = Signal.like(sctp_length)
         chunk_length_2, ip_length_2, udp_length_2 = Signal(16), Signal(16), Signal(16)

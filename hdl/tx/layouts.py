@@ -13,7 +13,9 @@ and MO 32 bits (RFC 5041 4.3); a segment's payload is below 2**16 (MULPDU).
 from amaranth.hdl import Cat, unsigned
 from amaranth.lib import data
 
-from hdl.abi import ADDRESS_BITS, ASSOCIATION_BITS, STREAM_BITS, work_request_layout
+from abi.rx import ADDRESS_BITS, ASSOCIATION_BITS, STREAM_BITS
+from abi.tx import work_request_layout
+from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
 
 __all__ = ["message_layout", "segment_layout", "fetch_layout", "stream_row", "SEGMENT_PAYLOAD_BITS"]
@@ -24,9 +26,9 @@ SEGMENT_PAYLOAD_BITS = 16
 
 def message_layout(address_bits: int = ADDRESS_BITS) -> data.StructLayout:
     """The segmenter's next message: a work request's fields, its ``opcode`` a
-    :class:`~hdl.abi.WorkOpcode`, :data:`~hdl.abi.READ_RESPONSE_OPCODE` or a
-    :class:`~hdl.abi.ControlOpcode`, and the verification tag of a control packet."""
-    return data.StructLayout({**dict(work_request_layout(address_bits).members), "tag": unsigned(32)})
+    :class:`~abi.tx.WorkOpcode`, :data:`~abi.tx.READ_RESPONSE_OPCODE` or a
+    :class:`~abi.tx.ControlOpcode`, and the verification tag of a control packet."""
+    return data.StructLayout({**dict(struct_layout(work_request_layout(address_bits)).members), "tag": unsigned(32)})
 
 
 def segment_layout(address_bits: int = ADDRESS_BITS) -> data.StructLayout:

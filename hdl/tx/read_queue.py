@@ -1,6 +1,6 @@
 """The inbound RDMA Read Request queue (IRRQ, RFC 6581 3, 4.1): IRD requests per stream row, the rest refused.
 
-Each record (:func:`hdl.abi.read_response_layout`) is decided on in one
+Each record (:func:`abi.tx.read_response_layout`) is decided on in one
 registered stage: if its stream row already holds ``ird`` requests it is
 refused and leaves on ``refused``, otherwise it is counted and joins the one
 queue of accepted requests, ``responses``, in arrival order (RFC 5040 5.5:
@@ -27,7 +27,9 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ADDRESS_BITS, read_response_layout
+from abi.rx import ADDRESS_BITS
+from abi.tx import read_response_layout
+from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
 from hdl.stream.queue import Queue
 from hdl.tx.layouts import stream_row
@@ -56,7 +58,7 @@ class ReadRequestQueue(wiring.Component):
         if not isinstance(ird, int) or ird < 1:
             raise ValueError(f"IRD must be a positive integer, not {ird!r}")
         self.associations, self.stream_ids, self.ird = associations, stream_ids, ird
-        self._layout = read_response_layout(address_bits)
+        self._layout = struct_layout(read_response_layout(address_bits))
         streams = associations * stream_ids
         super().__init__({
             "requests": In(stream.Signature(self._layout)),

@@ -12,7 +12,7 @@ waits, as does one beyond the row's sending limit: the host's SCTP computes
 the window (RFC 4960 6.1 A, B) and the ring enforces it, counting down the
 new TSNs the last LIMIT still allows (``credit``).
 
-``tsn_requests`` (:func:`hdl.abi.tsn_request_layout`) are handled one at a
+``tsn_requests`` (:func:`abi.tx.tsn_request_layout`) are handled one at a
 time by one read port:
 
 * RESEND: the record of the TSN is read while the TSN's offset from
@@ -24,7 +24,7 @@ time by one read port:
 * ACK: the records from ``retired + 1`` up to the TSN (at most
   ``outstanding`` of them) are read one every two cycles and retired; a
   record that ends an RDMA Write, a Send or a session-control message gives
-  one :func:`hdl.abi.completion_layout` record (RFC 5041 5.4). A record is
+  one :func:`abi.tx.completion_layout` record (RFC 5041 5.4). A record is
   read only while the completion queue has room, so it is retired the cycle
   after, whatever it holds.
 * LIMIT: the row's new segments wait from the cycle after the request is
@@ -42,10 +42,10 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import (
-    ADDRESS_BITS, CompletionStatus, ControlOpcode, TsnOpcode, WorkOpcode,
-    completion_layout, tsn_request_layout, tx_association_write_layout,
-)
+from abi.rx import ADDRESS_BITS
+from abi.tx import (CompletionStatus, ControlOpcode, TsnOpcode, WorkOpcode, completion_layout, tsn_request_layout,
+                    tx_association_write_layout)
+from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
 from hdl.stream.queue import Queue
 from hdl.tx.layouts import fetch_layout, segment_layout
@@ -79,12 +79,12 @@ class RetransmitRing(wiring.Component):
         self._address_bits = address_bits
         super().__init__({
             "segments": In(stream.Signature(segment_layout(address_bits))),
-            "association_write": In(stream.Signature(tx_association_write_layout())),
-            "tsn_requests": In(stream.Signature(tsn_request_layout())),
+            "association_write": In(stream.Signature(struct_layout(tx_association_write_layout()))),
+            "tsn_requests": In(stream.Signature(struct_layout(tsn_request_layout()))),
             "sent": Out(stream.Signature(segment_layout(address_bits))),
             "fetches": Out(stream.Signature(fetch_layout(address_bits))),
-            "refused": Out(stream.Signature(tsn_request_layout())),
-            "completions": Out(stream.Signature(completion_layout())),
+            "refused": Out(stream.Signature(struct_layout(tsn_request_layout()))),
+            "completions": Out(stream.Signature(struct_layout(completion_layout()))),
             # For the transport unit: each new numbered segment as it is recorded (a strobe with the
             # segment); a row's new segments held until its next LIMIT; a row's next TSN.
             "recorded": Out(1),
@@ -103,8 +103,8 @@ class RetransmitRing(wiring.Component):
         store = m.submodules.store = memory.Memory(shape=layout, depth=associations * ring_tsns, init=[])
         write, read = store.write_port(), store.read_port(transparent_for=())
         # Both read straight from LUT RAM: their readers' ready (a port's) reaches a read counter.
-        refused = m.submodules.refused = Queue(tsn_request_layout(), 4, memory_output=True)
-        completions = m.submodules.completions = Queue(completion_layout(), 4, memory_output=True)
+        refused = m.submodules.refused = Queue(struct_layout(tsn_request_layout()), 4, memory_output=True)
+        completions = m.submodules.completions = Queue(struct_layout(completion_layout()), 4, memory_output=True)
         wiring.connect(m, refused.source, wiring.flipped(self.refused))
         wiring.connect(m, completions.source, wiring.flipped(self.completions))
 
@@ -161,7 +161,7 @@ class RetransmitRing(wiring.Component):
         m.d.comb += self.peek_next_tsn.eq(Array(retired)[self.peek_row] + Array(outstanding)[self.peek_row] + 1)
 
         # TSN requests, one at a time: TAKE -> MEASURE -> COMPARE -> DECIDE -> (REPLAY | WALK_READ <-> WALK_EMIT).
-        request = Signal(tsn_request_layout())
+        request = Signal(struct_layout(tsn_request_layout()))
         request_row = request.association[:association_bits] if association_bits else Const(0, 1)
         offset, count = Signal(32), Signal(range(ring_tsns + 1))
         in_ring = Signal()   # offset < count, registered: the 32-bit compare is a stage of its own

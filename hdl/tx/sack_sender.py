@@ -2,7 +2,7 @@
 
 For each SACK record (:func:`hdl.rx.sack_unit.sack_record_layout`) the
 sender emits one segment record (:func:`hdl.tx.layouts.segment_layout`: a
-:attr:`~hdl.abi.ControlOpcode.PACKET` with ``sack`` set, unnumbered: the
+:attr:`~abi.tx.ControlOpcode.PACKET` with ``sack`` set, unnumbered: the
 row's verification tag, no TSN) with its fetch (``local``: the payload is
 the sender's, not host memory's), and keeps the record. The engine puts
 them beside the retransmission ring's output, not behind its messages: a
@@ -21,12 +21,12 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import ASSOCIATION_BITS
+from abi.rx import ASSOCIATION_BITS
 from hdl.rx.sack_unit import sack_record_layout
 from hdl.stream.bits import thermometer
 from hdl.stream.packet import packet_signature
 from hdl.stream.queue import Queue
-from hdl.abi import ControlOpcode
+from abi.tx import ControlOpcode
 from hdl.tx.layouts import fetch_layout, segment_layout
 
 __all__ = ["SackSender", "SACK_CHUNK_TYPE", "sack_chunk_length"]

@@ -14,7 +14,7 @@ For each message (a work request, a Read Response or a control request) the segm
   from 1, mod 2**32 (4.3), and advances once per message;
 * every segment takes the stream's next DDP-SSN (RFC 5043 5.2.1) and the
   association's next TSN (RFC 4960 6.1), both mod their width;
-* a control request (:class:`~hdl.abi.ControlOpcode`) is one segment, its
+* a control request (:class:`~abi.tx.ControlOpcode`) is one segment, its
   bytes read from memory whole, no DDP-SSN or MSN: a session-control message
   takes the association's next TSN like a DDP segment (RFC 4960 6.1: one TSN
   space), a control packet none;
@@ -33,10 +33,9 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import (
-    ADDRESS_BITS, READ_RESPONSE_OPCODE, ControlOpcode, WorkOpcode, tx_association_write_layout,
-    tx_stream_write_layout,
-)
+from abi.rx import ADDRESS_BITS
+from abi.tx import READ_RESPONSE_OPCODE, ControlOpcode, WorkOpcode, tx_association_write_layout, tx_stream_write_layout
+from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
 from hdl.tx import layouts
 from hdl.tx.layouts import SEGMENT_PAYLOAD_BITS, message_layout, segment_layout
@@ -72,8 +71,8 @@ class Segmenter(wiring.Component):
         streams = associations * stream_ids
         super().__init__({
             "work": In(stream.Signature(message_layout(address_bits))),
-            "association_write": In(stream.Signature(tx_association_write_layout())),
-            "stream_write": In(stream.Signature(tx_stream_write_layout(streams))),
+            "association_write": In(stream.Signature(struct_layout(tx_association_write_layout()))),
+            "stream_write": In(stream.Signature(struct_layout(tx_stream_write_layout(streams)))),
             "segments": Out(stream.Signature(segment_layout(address_bits))),
             "response_sent": Out(1),
             "response_sent_row": Out(index_bits(streams)),

@@ -11,7 +11,7 @@ Inputs, each a stream taken while the unit is idle:
 * ``sacks``: a SACK chunk's fields (the model's ``sack``: the first ``gap_blocks`` Gap Ack Blocks, with
   ``gap_count`` the number the chunk carried so the unit knows when it read only some) or, with
   ``shutdown``, a SHUTDOWN's Cumulative TSN Ack (the model's ``shutdown``: the row's last a_rwnd, no block).
-* ``tick``: one cycle per tick of the engine's timer (:data:`hdl.abi.SACK_TICK_CYCLES` cycles); the unit
+* ``tick``: one cycle per tick of the engine's timer (:data:`abi.rx.SACK_TICK_CYCLES` cycles); the unit
   counts it and, before the next input, runs every row's timers (T3-rtx expiry, the idle decay of cwnd),
   lowest association first.
 
@@ -62,10 +62,9 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.abi import (
-    ASSOCIATION_BITS, RetransmitCause, TransportOpcode, peer_sack_layout, transport_record_layout,
-    transport_write_layout,
-)
+from abi.rx import ASSOCIATION_BITS
+from abi.tx import RetransmitCause, TransportOpcode, peer_sack_layout, transport_record_layout, transport_write_layout
+from hdl.layout import enum_shape, struct_layout
 from hdl.stream.queue import Queue
 
 __all__ = ["TransportUnit", "transport_reset_layout", "transport_sent_layout", "transport_row_layout", "chunk_layout"]
@@ -77,8 +76,8 @@ _EIGHTHS = 8                  # SRTT, RTTVAR in eighths of a tick (the model's _
 
 
 def transport_reset_layout() -> data.StructLayout:
-    """A row write (the model's ``reset``): :func:`hdl.abi.transport_write_layout` and the first new TSN."""
-    return data.StructLayout({**dict(transport_write_layout().members), "initial_tsn": unsigned(_TSN_BITS)})
+    """A row write (the model's ``reset``): :func:`abi.tx.transport_write_layout` and the first new TSN."""
+    return data.StructLayout({**transport_write_layout().members, "initial_tsn": unsigned(_TSN_BITS)})
 
 
 def transport_sent_layout() -> data.StructLayout:
@@ -114,7 +113,7 @@ def chunk_layout() -> data.StructLayout:
     """One chunk in flight (the model's ``_Chunk``); ``reneged`` lives from a SACK's gap walk to its miss walk."""
     return data.StructLayout({
         "size": unsigned(16), "sent_tick": unsigned(_TICK_BITS),
-        "retransmitted": 1, "in_flight": 1, "gap_acked": 1, "marked": RetransmitCause,
+        "retransmitted": 1, "in_flight": 1, "gap_acked": 1, "marked": enum_shape(RetransmitCause),
         "miss_indications": unsigned(2), "fast_retransmitted": 1, "reneged": 1,
     })
 
@@ -165,9 +164,9 @@ class TransportUnit(wiring.Component):
         super().__init__({
             "resets": In(stream.Signature(transport_reset_layout())),
             "sent": In(stream.Signature(transport_sent_layout())),
-            "sacks": In(stream.Signature(peer_sack_layout(gap_blocks))),
+            "sacks": In(stream.Signature(struct_layout(peer_sack_layout(gap_blocks)))),
             "tick": In(1),
-            "records": Out(stream.Signature(transport_record_layout())),
+            "records": Out(stream.Signature(struct_layout(transport_record_layout()))),
             "peek": In(range(associations)),
             "state": Out(transport_row_layout()),
             "now": Out(_TICK_BITS),
@@ -194,11 +193,11 @@ class TransportUnit(wiring.Component):
         a = Signal(range(rows))
         loading = Signal(_Load)                     # what the row is loaded for
         reset = Signal(transport_reset_layout())
-        sack = Signal(peer_sack_layout(self.gap_blocks))
+        sack = Signal(struct_layout(peer_sack_layout(self.gap_blocks)))
         sent = Signal(transport_sent_layout())
 
         # The records leave through a skid queue, whose ready is a flip-flop.
-        out = m.submodules.out = Queue(transport_record_layout(), 2)
+        out = m.submodules.out = Queue(struct_layout(transport_record_layout()), 2)
         wiring.connect(m, out.source, wiring.flipped(self.records))
         record = out.sink.payload
         m.d.comb += record.association.eq(a)

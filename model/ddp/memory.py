@@ -134,14 +134,17 @@ class MemoryTable:
         """Check a tagged access of `length` bytes at `to`; None if allowed.
 
         Order (RFC 5041 7.1 tagged list, with 8.2 inside item 1):
+
         1. STag valid: registered and not invalidated -> INVALID_STAG;
            same PD and, if bound, same stream -> STAG_NOT_ASSOCIATED (8.2);
         2. the buffer allows this placement: access rights -> ACCESS_RIGHTS;
-        3. TO >= base -> BASE_OR_BOUNDS;  4. TO+length <= end -> BASE_OR_BOUNDS;
+        3. TO >= base -> BASE_OR_BOUNDS;
+        4. TO+length <= end -> BASE_OR_BOUNDS;
         5. the 64-bit sum TO+length does not wrap -> TO_WRAP.  A carry out
            of the 64-bit adder counts as a wrap, so a segment whose last
            byte is TO 2^64-1 is refused; that is the only way item 5 can
            fire after item 4 has passed.
+
         Zero-length accesses are not checked (RFC 5041 5.2).
         """
         if length == 0:

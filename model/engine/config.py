@@ -5,7 +5,7 @@ This is what `rnic replay --config` reads and what the host driver writes
 into the engine's tables. JSON integers may also be written as strings in
 any base Python accepts ("0x5e6f7081"); MAC addresses as "02:00:00:00:00:02",
 IPv4 addresses dotted. Every field is checked; a bad file raises
-`ConfigError` naming the entry and the field.
+`ConfigError` naming the entry and the field. A file::
 
     {
       "local_mac": "02:00:00:00:00:02", "local_ip": "10.0.0.2", "udp_port": 9899,

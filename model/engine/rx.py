@@ -20,7 +20,7 @@ writes a host driver makes while it runs (`write_association`,
 `write_region`, `write_stream`); `refuse_writes`
 makes a range of host memory answer writes with an error (AXI SLVERR): its
 bytes are not written, and a segment placing any byte there is reported
-with the DDP Local Catastrophic Error (`hdl.abi.DMA_ERROR`) and latches its
+with the DDP Local Catastrophic Error (`abi.rx.DMA_ERROR`) and latches its
 stream's error, as the engine does when a write response is not OKAY.
 
 Frame stage (the SCTP receiver), first rule that applies decides:
@@ -35,7 +35,7 @@ Frame stage (the SCTP receiver), first rule that applies decides:
    or past the frame -> drop LENGTH; 8. neither SCTP (132) nor UDP to our
    SCTP-over-UDP port (RFC 6951) -> exception NOT_SCTP; 9. UDP length bad or
    SCTP packet shorter than 12 bytes -> drop LENGTH;
-10.-14. then the CRC32c (RFC 4960 6.8): a failure drops (CRC); otherwise a
+   10.-14. then the CRC32c (RFC 4960 6.8): a failure drops (CRC); otherwise a
    first chunk INIT -> exception INIT, a first chunk ABORT / SHUTDOWN
    COMPLETE with T=1 -> exception TAG_REFLECTED (RFC 4960 8.5.1), no
    association for (dst port, src port, src address) -> exception
@@ -61,7 +61,7 @@ host's SACKs (RFC 4960 6.2); shorter DATA chunks and broken ones do not.
 DDP stage, per configured stream: `DdpSink` with queues 0-2, the RDMAP
 header check (RFC 5040 4.1/4.2), the placement rights of RDMA Write and
 Read Response, and the DDP-SSN as its sequence number (RFC 5043 6.1, 10) in
-a window of `hdl.abi.SEQUENCE_WINDOW` from the stream's `first_ssn`. Per
+a window of `abi.rx.SEQUENCE_WINDOW` from the stream's `first_ssn`. Per
 segment a verdict on arrival: ACCEPTED (placed), ERROR (the stream's first
 error, RFC 5041 7.1), DROPPED (stream already in error), NO_STREAM (not a
 configured stream), DUPLICATE (DDP-SSN seen before: nothing placed) or
@@ -81,8 +81,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from enum import Enum
 
-from hdl.abi import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException,
-                     FrameDrop, FrameException, SegmentStatus)
+from abi.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException,
+                    FrameDrop, FrameException, SegmentStatus)
 from model.engine.sack import SackRecord, SackUnit, tick_time, ticks_at
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -165,7 +165,7 @@ class ChunkToHost:
 
 @dataclass(frozen=True)
 class PeerSack:
-    """A SACK chunk of the peer for the transmit engine's transport unit (`hdl.abi.peer_sack_layout`): the
+    """A SACK chunk of the peer for the transmit engine's transport unit (`abi.tx.peer_sack_layout`): the
     association's SACK row says ``peer_sacks``, so it does not reach the host."""
     association: int
     sack: SackChunk
@@ -332,7 +332,7 @@ class ReceiveEngineModel:
 
     def write_sack(self, association: int, cumulative_tsn: int, delay_ticks: int, window: int, held_bytes: int,
                    enabled: bool, peer_sacks: bool = False) -> None:
-        """The host writes the acknowledgement unit's row (`hdl.abi.sack_row_layout`): with `enabled` the engine
+        """The host writes the acknowledgement unit's row (`abi.rx.sack_row_layout`): with `enabled` the engine
         SACKs the association's DATA from now on (its ack records no longer reach the host); with `peer_sacks`
         the peer's SACK chunks go to the transmit engine's transport unit (`FrameResult.peer_sacks`)."""
         self.sack.reset(association, cumulative_tsn, delay_ticks, window=window, held_bytes=held_bytes,
@@ -347,7 +347,7 @@ class ReceiveEngineModel:
             self._engine_sacks.discard(association)
 
     def flush_sack(self, association: int) -> None:
-        """The host's flush write of the SACK row (`hdl.abi.sack_row_layout` ``flush``): the SACK the
+        """The host's flush write of the SACK row (`abi.rx.sack_row_layout` ``flush``): the SACK the
         association owes goes to the transmit engine now (`next_sacks`); nothing else of the row changes."""
         self._sacks += self.sack.flush(association)
 

@@ -4,7 +4,7 @@ they call for (RFC 4960 6.2, 6.7, 3.3.4), in the gateware's bounded resources an
 The receive engine hands the unit one record per DATA chunk it took: the
 association, the TSN and whether the chunk ends its packet, whatever became
 of the chunk's DDP segment (a DDP error is RDMAP's to report, RFC 5040 7,
-not SCTP's; today's ack records, `hdl.abi.ack_layout`, without the packet's
+not SCTP's; today's ack records, `abi.rx.ack_layout`, without the packet's
 end). Per association the unit keeps:
 
 * the Cumulative TSN Ack point (the last TSN of the contiguous run received,
@@ -58,8 +58,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hdl.abi import SACK_DELAY_BITS as DELAY_BITS
-from hdl.abi import SACK_TICK_CYCLES
+from abi.rx import SACK_DELAY_BITS as DELAY_BITS
+from abi.rx import SACK_TICK_CYCLES
 from model.engine.rows import check_row, written_row
 from model.sctp.packet import TSN_BITS, SackChunk, serial_add, serial_le
 

@@ -130,7 +130,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 
-from hdl.abi import SACK_TICK_CYCLES
+from abi.rx import SACK_TICK_CYCLES
 from model.engine.sack import TICK_SECONDS
 from model.engine.rows import check_row, written_row
 from model.sctp.packet import TSN_BITS, serial_add, serial_ge, serial_gt, serial_le, serial_lt

@@ -1,7 +1,7 @@
 """Reference model of the transmit engine: requests in, frames, completions and refusals out.
 
 The golden model of what the gateware transmit path (`hdl/tx/`) does with the
-host's requests (the records of `hdl.abi`: work requests, inbound Read
+host's requests (the records of `abi`: work requests, inbound Read
 Requests to answer, control requests, and the host SCTP's ACK, RESEND and
 LIMIT), independent of the RTL. Every byte it sends comes from the model's
 codecs: `model.ddp.source` segments each message (RFC 5041 5.2) with the
@@ -59,9 +59,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from hdl.abi import (
-    READ_RESPONSE_OPCODE, CompletionStatus, ControlOpcode, TsnOpcode, WorkOpcode,
-)
+from abi.tx import READ_RESPONSE_OPCODE, CompletionStatus, ControlOpcode, TsnOpcode, WorkOpcode
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import DdpSegment
 from model.ddp.source import DdpSource
@@ -77,7 +75,7 @@ from model.sctp.packet import (
 __all__ = ["TransmitConfig", "TxAssociationRow", "WorkRequest", "ReadResponseRequest", "ControlRequest",
            "Completion", "RefusedRead", "RefusedTsn", "TransportStopped", "TransmitEngineModel", "ticks_at",
            "tick_time",
-           # the ABI's names for the model's users (model/ reaches hdl.abi only in model/engine)
+           # the ABI's names for the model's users (model/ reaches abi only in model/engine)
            "ControlOpcode", "TsnOpcode", "WorkOpcode"]
 
 TSN_MOD = 1 << 32
@@ -98,7 +96,7 @@ class TransmitConfig:
 
 @dataclass(frozen=True)
 class TxAssociationRow:
-    """`hdl.abi.tx_association_write_layout`."""
+    """`abi.tx.tx_association_write_layout`."""
     index: int
     peer_mac: bytes
     peer_ip: str
@@ -113,7 +111,7 @@ class TxAssociationRow:
 
 @dataclass(frozen=True)
 class WorkRequest:
-    """`hdl.abi.work_request_layout`."""
+    """`abi.tx.work_request_layout`."""
     opcode: WorkOpcode
     association: int
     stream_id: int
@@ -129,7 +127,7 @@ class WorkRequest:
 
 @dataclass(frozen=True)
 class ReadResponseRequest:
-    """`hdl.abi.read_response_layout`: an inbound Read Request, its Data Source already at `host_address`."""
+    """`abi.tx.read_response_layout`: an inbound Read Request, its Data Source already at `host_address`."""
     association: int
     stream_id: int
     host_address: int
@@ -141,7 +139,7 @@ class ReadResponseRequest:
 
 @dataclass(frozen=True)
 class ControlRequest:
-    """`hdl.abi.control_request_layout`: `length` bytes at `host_address`, a PACKET's chunks or a
+    """`abi.tx.control_request_layout`: `length` bytes at `host_address`, a PACKET's chunks or a
     session-control message."""
     opcode: ControlOpcode
     association: int
@@ -154,7 +152,7 @@ class ControlRequest:
 
 @dataclass(frozen=True)
 class Completion:
-    """`hdl.abi.completion_layout`."""
+    """`abi.tx.completion_layout`."""
     wr_id: int
     opcode: int
     association: int

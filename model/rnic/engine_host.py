@@ -55,7 +55,7 @@ from typing import Protocol
 from model.ddp.memory import ProtectionDomain, SparseMemory
 from model.ddp.negotiation import RtrType, rtr_segment
 from model.ddp.session import EngineChunk, EngineSegment
-# the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
+# the engine ABI's names (abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.transport import DATA_CHUNK_OVERHEAD, AssociationFailure, ticks
 from model.engine.tx import (
     Completion, ControlOpcode, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig,

@@ -4,7 +4,7 @@
 engine (`hdl.rx.engine.RxEngine`, or its golden model
 `model.engine.rx.ReceiveEngineModel`) instead of its own codecs: the engine
 places DDP segments into host memory and hands the host only records, as
-the engine ABI (`hdl.abi`) defines them:
+the engine ABI (`abi`) defines them:
 
 * a whole frame on the exception stream (anything it does not own: an INIT,
   a frame before the association's row is written...) goes to the
@@ -85,7 +85,7 @@ from model.ddp.session import StreamReleased as SessionStreamReleased
 from model.ddp.sink import Delivered, UntaggedBuffer
 from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, RegionEntry, StreamEntry
 from model.engine.sack import SackRecord
-# the engine ABI's names (hdl.abi) as the engine's model gives them: model/ reaches the ABI only there
+# the engine ABI's names (abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.rx import (SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, FrameAction, FrameResult,
                              PeerSack, ReceiveEngineModel, SegmentStatus, SegmentVerdict)
 from model.errors import DdpError, RdmapError, RnicError
@@ -147,7 +147,7 @@ class QueueRevoke:
 
 @dataclass(frozen=True)
 class SackRow:
-    """The acknowledgement unit's row (`hdl.abi.sack_row_layout`)."""
+    """The acknowledgement unit's row (`abi.rx.sack_row_layout`)."""
 
     association: int
     cumulative_tsn: int
@@ -161,7 +161,7 @@ class SackRow:
 
 @dataclass(frozen=True)
 class SackFlush:
-    """The SACK the association owes (a packet waiting for its delayed SACK), sent now (`hdl.abi.sack_row_layout`
+    """The SACK the association owes (a packet waiting for its delayed SACK), sent now (`abi.rx.sack_row_layout`
     ``flush``); nothing else of the row changes."""
 
     association: int
@@ -172,7 +172,7 @@ EngineCommand = Union[FrameIn, AssociationRow, RegionRow, StreamRow, BufferPost,
 
 @dataclass(frozen=True)
 class Ack:
-    """An ack record (`hdl.abi.ack_layout`)."""
+    """An ack record (`abi.rx.ack_layout`)."""
 
     tsn: int
     disposition: AckDisposition

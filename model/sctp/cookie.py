@@ -74,7 +74,7 @@ class CookieState:
 
 
 class CookieSigner:
-    """Seals `CookieState`s into MAC-protected State Cookies and opens them again."""
+    """Seals each `CookieState` into a MAC-protected State Cookie and opens them again."""
 
     def __init__(self, secret: bytes):
         if len(secret) < 16:

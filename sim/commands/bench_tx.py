@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 
-from hdl.abi import WorkOpcode
+from abi.tx import WorkOpcode
 from model.ddp.source import DdpSource
 from model.rdmap.messages import Opcode, tagged_rsvd_ulp
 from model.sctp.config import AssociationConfig

@@ -77,7 +77,7 @@ from driver import (
     LinkConfig, OutOfResources, QPCap, RecvWR, SendWR, SGE, WROpcode, run,
 )
 from driver.link import Exchanged
-from hdl.abi import Op
+from abi.link import Op
 
 TESTS = ("write_bw", "send_bw", "send_lat", "read_bw")
 DEFAULT_SIZES = tuple(1 << k for k in range(1, 21))
@@ -131,7 +131,7 @@ class Span:
 @dataclass(frozen=True)
 class LinkTally:
     """The board's control link over an interval: requests, UART bytes to and from the board, each by op
-    name (`hdl.abi.Op`), and the message payload bytes MEM_READ and MEM_WRITE moved."""
+    name (`abi.link.Op`), and the message payload bytes MEM_READ and MEM_WRITE moved."""
 
     requests: dict[str, int] = field(default_factory=dict)
     to_board: dict[str, int] = field(default_factory=dict)

@@ -228,10 +228,10 @@ def replay_rtl(capture_path: Path, config_path: Path, width_bytes: int, *, gap: 
     frame and drain. Raises `ReplayFailed` when a frame cannot be sent (AXI4-Stream carries no empty
     frame), when the engine does not drain within its budget, or when the simulation fails. ``waves``:
     the waveform format, as `sim.runner.run_cocotb` takes it (by default ``$WAVES``)."""
-    from hdl.abi import AckDisposition, ChunkError, ExceptionSource
-    from hdl.abi import ChunkException as ChunkReason
-    from hdl.abi import FrameException as FrameReason
-    from hdl.abi import SegmentStatus as Status
+    from abi.rx import AckDisposition, ChunkError, ExceptionSource
+    from abi.rx import ChunkException as ChunkReason
+    from abi.rx import FrameException as FrameReason
+    from abi.rx import SegmentStatus as Status
     from hdl.rx.engine import RxEngine
     from sim.runner import SimulationFailed, default_build_root, run_cocotb
 
@@ -396,7 +396,7 @@ def _hex_lines(address: int, data: bytes, per_line: int = 32) -> list[str]:
 
 
 def format_replay(capture: bytes, outputs: ReplayOutputs, as_json: bool = False, with_bytes: bool = False) -> str:
-    """Per captured frame its outputs, then the counters and host memory (README: `rnic replay`);
+    """Per captured frame its outputs, then the counters and host memory (docs/cli/replay.md);
     ``with_bytes`` adds every written run's final contents in hex."""
     lengths = [len(record.data) for record in read_capture(capture)]
     digest = memory_digest(outputs.writes)

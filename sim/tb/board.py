@@ -33,9 +33,10 @@ from cocotb.triggers import ClockCycles, Edge, Event, FallingEdge, First, Rising
 
 from driver.link import AsyncLink
 from driver.records import record_bytes, tx_association_fields, work_request_fields
-from hdl.abi import (TX_REGISTER_BASE, ExceptionSource, ReportKind, TsnOpcode, TxInput, TxOutput, ack_layout,
-                     completion_layout, exception_record_layout, register_map, report_layout, tsn_request_layout,
-                     tx_register_map, work_request_layout)
+from abi.link import TxInput, TxOutput
+from abi.rx import ExceptionSource, ReportKind, ack_layout, exception_record_layout, register_map, report_layout
+from abi.tx import (TX_REGISTER_BASE, TsnOpcode, completion_layout, tsn_request_layout, tx_register_map,
+                    work_request_layout)
 from model.ddp.memory import Access, SparseMemory
 from model.ddp.segment import TaggedHeader, UntaggedHeader
 from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, RegionEntry, StreamEntry

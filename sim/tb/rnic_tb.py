@@ -8,7 +8,7 @@ side: cocotbext-axi's ``AxiRamRead`` on AR/R over the same memory,
 ``m_axis_completion``, ``m_axis_tsn_refused`` and ``m_axis_rr_refused``; the
 transmit engine's rows are written at ``TX_REGISTER_BASE`` over the same
 ``AxiLiteMaster``. Records go in and come out as the dicts of their
-``hdl.abi`` layouts. A top built with the transport unit also has a source on
+``abi`` layouts. A top built with the transport unit also has a source on
 ``s_axis_peer_sack`` and a sink on ``m_axis_transport_stopped``; one built with
 ``external_tick`` has its timer ticked by :meth:`RnicTB.tick_to`.
 """
@@ -20,10 +20,9 @@ import ipaddress
 from cocotb.triggers import RisingEdge
 from cocotbext.axi import AxiReadBus, AxiRamRead, AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from hdl.abi import (
-    TX_REGISTER_BASE, completion_layout, control_request_layout, peer_sack_layout, read_response_layout,
-    register_map, transport_record_layout, tsn_request_layout, tx_register_map, work_request_layout,
-)
+from abi.rx import register_map
+from abi.tx import (TX_REGISTER_BASE, completion_layout, control_request_layout, peer_sack_layout, read_response_layout,
+                    transport_record_layout, tsn_request_layout, tx_register_map, work_request_layout)
 from driver.records import record_bytes
 from hdl.rnic import Rnic
 from sim.tb.rx_engine_tb import RxEngineTB, _fields, pause_pattern

@@ -47,7 +47,7 @@ from cocotb.triggers import ClockCycles
 
 from driver.records import (control_request_fields, read_response_fields, tsn_request_fields,
                             tx_association_fields, work_request_fields)
-from hdl.abi import CompletionStatus, TransportOpcode, TsnOpcode, tsn_request_layout
+from abi.tx import CompletionStatus, TransportOpcode, TsnOpcode, tsn_request_layout
 from model.engine.sack import SackRecord
 from model.engine.transport import AssociationFailure, ProtocolViolation
 from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
@@ -64,7 +64,7 @@ STALL_CYCLES = 100_000
 """Cycles without any frame or record from the RTL, while its model has sent more, that fail the run."""
 
 Event = Completion | RefusedRead | RefusedTsn | TransportStopped
-_GAP_BLOCKS = 4    # hdl.abi.peer_sack_layout's
+_GAP_BLOCKS = 4    # abi.tx.peer_sack_layout's
 
 
 def is_sack_frame(frame: bytes) -> bool:

@@ -25,7 +25,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from hdl.abi import register_map
+from abi.rx import register_map
 from sim.commands.bench_rx import CONFIG, MEMORY_BYTES, SHAPE, write_frames
 from sim.runner import test_parameters
 from sim.tb.rx_engine_tb import RxEngineTB

@@ -18,7 +18,7 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from hdl.abi import register_map
+from abi.rx import register_map
 from model.ddp.memory import SparseMemory
 from model.engine.config import ReceiveConfig
 from model.engine.rx import ReceiveEngineModel

@@ -43,8 +43,8 @@ from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiRamWrite, AxiStreamBus,
                            AxiStreamSource, AxiWriteBus)
 
 from driver.records import record_fields
-from hdl.bus.register_file import RegisterMap
-from hdl.abi import ExceptionSource, ReportKind, ack_layout, exception_record_layout, report_layout
+from abi.rx import ExceptionSource, ReportKind, ack_layout, exception_record_layout, report_layout
+from abi.register_file import RegisterMap
 from model.ddp.memory import Access
 from model.engine.config import ReceiveConfig
 from model.engine.rx import FrameAction, FrameResult, ReceiveEngineModel, SegmentStatus
@@ -121,7 +121,7 @@ class RefusingRam(AxiRamWrite):
 
 @dataclass(frozen=True)
 class ReportRecord:
-    """One decoded :func:`hdl.abi.report_layout` record."""
+    """One decoded :func:`abi.rx.report_layout` record."""
 
     fields: dict
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import cocotb
 
-from hdl.abi import register_map
+from abi.rx import register_map
 from model.engine.config import ReceiveConfig
 from model.net.pcap import read_capture
 from sim.commands.replay import RTL_MEMORY_BYTES, RTL_SHAPE, written_runs

@@ -8,7 +8,7 @@ requests (``s_axis_ctl``) and the host SCTP's ACKs and RESENDs
 ``m_axis`` with the cycle of each beat (:class:`Run`). The records
 (:class:`Work` and :class:`ReadResponse`, the transmit engine model's
 ``WorkRequest`` and ``ReadResponseRequest``; :class:`Control`,
-:class:`TsnRequest`) are the ABI's (``hdl.abi``) as Python values. The tests
+:class:`TsnRequest`) are the ABI's (``abi``) as Python values. The tests
 (``tests/hdl/tx/harness.py``) compare the frames with the model's;
 ``rnic bench tx`` (``sim/commands/bench_tx.py``) counts the cycles.
 """
@@ -21,10 +21,9 @@ from dataclasses import asdict, dataclass, field
 
 from amaranth.sim import Simulator
 
-from hdl.abi import (
-    ControlOpcode, TsnOpcode, completion_layout, control_request_layout, read_response_layout,
-    tsn_request_layout, work_request_layout,
-)
+from abi.tx import (ControlOpcode, TsnOpcode, completion_layout, control_request_layout, read_response_layout,
+                    tsn_request_layout, work_request_layout)
+from hdl.layout import struct_layout
 from hdl.rx.sack_unit import sack_record_layout
 from hdl.stream.simulation import Pace, stream_put
 from hdl.tx.engine import TxEngine
@@ -159,7 +158,8 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
     dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, ird=ird, buffer_bytes=buffer_bytes,
                    ring_tsns=ring_tsns)
     rng = random.Random(seed)
-    layout, record_layout, control_layout = work_request_layout(), read_response_layout(), control_request_layout()
+    layout, record_layout, control_layout = (struct_layout(work_request_layout()), struct_layout(read_response_layout()),
+                                             struct_layout(control_request_layout()))
     run = Run([], [], -1, [])
     clock = [0]
     tables_written = [False]
@@ -266,7 +266,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 ctx.set(port.tvalid, 0)
                 await ctx.tick()
                 continue
-            await offer(ctx, port, tsn_request_layout().const(
+            await offer(ctx, port, struct_layout(tsn_request_layout()).const(
                 {"opcode": int(request.opcode), "association": request.association, "tsn": request.tsn}).as_bits(),
                 Pace(0))
             ctx.set(port.tvalid, 0)
@@ -276,7 +276,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 run.acks_taken += 1
 
     async def tsn_outputs(ctx):
-        layouts = {"refused": tsn_request_layout(), "completion": completion_layout()}
+        layouts = {"refused": struct_layout(tsn_request_layout()), "completion": struct_layout(completion_layout())}
         for port in (dut.m_axis_tsn_refused, dut.m_axis_completion):
             ctx.set(port.tready, 1)
         while True:

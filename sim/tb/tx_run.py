@@ -7,7 +7,7 @@ Parameters (:func:`sim.runner.test_parameters`):
 * ``width_bytes``; ``local_mac`` (hex), ``local_ip``;
 * ``memory_base``, ``memory_seed``, ``memory_size``: the host memory the engine reads,
   ``memory_size`` bytes of ``random.Random(memory_seed).randbytes`` (the caller draws the same);
-* ``associations``: ``hdl.abi.tx_association_write_layout`` rows; ``streams``:
+* ``associations``: ``abi.tx.tx_association_write_layout`` rows; ``streams``:
   ``tx_stream_write_layout`` rows;
 * ``works``, ``responses``, ``controls``: records for ``s_axis_wr``,
   ``s_axis_rr`` and ``s_axis_ctl``, each port's in order, the work first and
@@ -33,7 +33,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import ClockCycles, with_timeout
 
-from hdl.abi import TsnOpcode
+from abi.tx import TsnOpcode
 from sim.runner import test_parameters
 from sim.tb.rnic_tb import RnicTB
 from sim.tb.tx_engine import data_tsn

@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hdl.abi import SEQUENCE_WINDOW
+from abi.rx import SEQUENCE_WINDOW
 from model.net.checksum import sctp_checksum, sctp_checksum_to_bytes
 from model.ddp.segment import TaggedHeader, UntaggedHeader
 from model.ddp.sctp_adaptation import DdpSegmentChunkData

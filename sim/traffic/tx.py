@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hdl.abi import ControlOpcode, TsnOpcode
+from abi.tx import ControlOpcode, TsnOpcode
 from model.engine.tx import (
     Completion, ControlRequest, RefusedRead, RefusedTsn, TransmitConfig, TransmitEngineModel, TxAssociationRow,
 )

@@ -1,6 +1,6 @@
 """The `board` backend's host side against a board made of the engines' golden models (sim/board_model.py).
 
-The README's example program and the end-to-end program run unchanged on
+The driver's example program and the end-to-end program run unchanged on
 it, over a clean and a lossy link; the backend's opening, pacing and checks
 refuse what they must. The gateware board (under Verilator, over a pty and
 a socket) is tests/boards/test_board_backend.py.
@@ -19,8 +19,9 @@ from driver import CMEventType, InvalidArgument, OutOfResources, open_fabric
 from driver.backends.board import BoardError, BoardFabric, BoardMismatch, LinkMemory, board_memory_map
 from driver.device import Fabric
 from driver.ethernet import EthernetError, SocketPort, open_port
-from hdl.abi import TX_REGISTER_BASE, TxOutput
-from hdl.abi import ID_OFFSET
+from abi.link import TxOutput
+from abi.tx import TX_REGISTER_BASE
+from abi.register_file import ID_OFFSET
 from model.engine.sack import TICK_SECONDS
 from model.net.frames import build_frame
 from model.sctp.packet import PPID_DDP_SESSION_CONTROL, DataChunk, SctpPacket
@@ -232,12 +233,14 @@ def test_the_board_listens_on_two_ports():
 
 def test_model_board_link_batches_pops_as_the_abi_says():
     """The model board's link, under the driver's SerialLink: a pop takes what waits and fits in its length
-    (each record but the last padded to 8 bytes, hdl.abi), one at least; POLL flags what waits (the same
+    (each record but the last padded to 8 bytes, abi), one at least; POLL flags what waits (the same
     scenario as the gateware's tests/hdl/link/test_link.py)."""
     import random
 
     from driver.link import Polled, SerialLink
-    from hdl.abi import DEVICE_ID, ExceptionSource, LinkQueue, ack_bytes, report_bytes, tx_output_bytes
+    from abi.link import LinkQueue, tx_output_bytes
+    from abi.register_file import DEVICE_ID
+    from abi.rx import ExceptionSource, ack_bytes, report_bytes
 
     board = ModelBoard(MACS[Side.A], IPS[Side.A])
     rng = random.Random(5)

@@ -1,4 +1,4 @@
-"""The host's end of the control link (driver/link.py): SLIP as RFC 1055 spells it, requests as hdl/abi.py
+"""The host's end of the control link (driver/link.py): SLIP as RFC 1055 spells it, requests as abi/
 documents them, and a pyserial port that only echoes (``loop://``) never taken for a board."""
 
 import struct
@@ -7,8 +7,10 @@ import zlib
 import pytest
 import serial
 
+from abi.link import Op, TxInput
+from abi.rx import register_map
+from abi.tx import tsn_request_bytes
 from driver.link import LinkClient, LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
-from hdl.abi import Op, TxInput, register_map, tsn_request_bytes
 
 
 def test_slip_escapes_end_and_esc_and_brackets_frames():
@@ -45,13 +47,13 @@ def test_an_echoing_port_is_not_a_board():
 
 
 def test_a_record_of_the_wrong_length_is_not_sent():
-    """PUSH_RECORD carries exactly one record of its stream (hdl.abi.tsn_request_layout: 5 bytes for TSN)."""
+    """PUSH_RECORD carries exactly one record of its stream (abi.tx.tsn_request_layout: 5 bytes for TSN)."""
     client = LinkClient(baud=3_000_000)
     with pytest.raises(ValueError, match="TSN record is 5 bytes"):
         next(client.push_record(TxInput.TSN, bytes(tsn_request_bytes() - 1)))
     record = bytes(range(1, tsn_request_bytes() + 1))
     (frame,) = SlipFrames().feed(next(client.push_record(TxInput.TSN, record)).data)
-    # seq u8, op u8, address u32le (the stream), length u16le, the record, the CRC (README "The control link")
+    # seq u8, op u8, address u32le (the stream), length u16le, the record, the CRC (docs/architecture/control-link.md)
     assert frame[1] == Op.PUSH_RECORD and struct.unpack_from("<I", frame, 2)[0] == TxInput.TSN
     assert frame[8:-4] == record
 

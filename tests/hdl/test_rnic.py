@@ -19,10 +19,9 @@ import pytest
 from amaranth.hdl import Elaboratable, Module
 from amaranth.sim import Simulator
 
-from hdl.abi import (
-    TX_REGISTER_BASE, CompletionStatus, ReportKind, TsnOpcode, WorkOpcode, ack_layout, completion_layout,
-    register_map, report_layout, tsn_request_layout, tx_register_map, work_request_layout,
-)
+from abi.rx import ReportKind, ack_layout, register_map, report_layout
+from abi.tx import (TX_REGISTER_BASE, CompletionStatus, TsnOpcode, WorkOpcode, completion_layout, tsn_request_layout,
+                    tx_register_map, work_request_layout)
 from hdl.rnic import Rnic
 from model.ddp.memory import Access, SparseMemory
 from model.engine.sack import SackUnit
@@ -162,9 +161,9 @@ def test_loopback_write_and_send_are_placed_reported_and_completed(seed):
         await configure(ctx, rnic)
         layout = work_request_layout()
         for work in works:
-            ctx.set(rnic.s_axis_wr.tdata, layout.const({
+            ctx.set(rnic.s_axis_wr.tdata, layout.pack({
                 "opcode": int(work.opcode), "association": 0, "stream_id": 0, "host_address": work.host_address,
-                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}).as_bits())
+                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}))
             ctx.set(rnic.s_axis_wr.tvalid, 1)
             await ctx.tick().until(rnic.s_axis_wr.tready)
         ctx.set(rnic.s_axis_wr.tvalid, 0)
@@ -187,8 +186,8 @@ def test_loopback_write_and_send_are_placed_reported_and_completed(seed):
         pending = []
         while True:
             if pending:
-                ctx.set(rnic.s_axis_tsn.tdata, tsn_request_layout().const(
-                    {"opcode": int(TsnOpcode.ACK), "association": 0, "tsn": pending[0]}).as_bits())
+                ctx.set(rnic.s_axis_tsn.tdata, tsn_request_layout().pack(
+                    {"opcode": int(TsnOpcode.ACK), "association": 0, "tsn": pending[0]}))
             ctx.set(rnic.s_axis_tsn.tvalid, bool(pending))
             _, _, report_valid, report, ack_valid, ack, done_valid, done, tsn_ready = await ctx.tick().sample(
                 rnic.m_axis_report.tvalid, rnic.m_axis_report.tdata, rnic.m_axis_ack.tvalid, rnic.m_axis_ack.tdata,
@@ -271,9 +270,9 @@ def test_loopback_engine_sacks_acknowledge_the_data_rfc4960_6_2():
             "held_bytes": held_bytes, "enabled": 1})
         layout = work_request_layout()
         for work in works:
-            ctx.set(rnic.s_axis_wr.tdata, layout.const({
+            ctx.set(rnic.s_axis_wr.tdata, layout.pack({
                 "opcode": int(work.opcode), "association": 0, "stream_id": 0, "host_address": work.host_address,
-                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}).as_bits())
+                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}))
             ctx.set(rnic.s_axis_wr.tvalid, 1)
             await ctx.tick().until(rnic.s_axis_wr.tready)
         ctx.set(rnic.s_axis_wr.tvalid, 0)
@@ -296,8 +295,8 @@ def test_loopback_engine_sacks_acknowledge_the_data_rfc4960_6_2():
         pending, packet = [], b""
         while True:
             if pending:
-                ctx.set(rnic.s_axis_tsn.tdata, tsn_request_layout().const(
-                    {"opcode": int(TsnOpcode.ACK), "association": 0, "tsn": pending[0]}).as_bits())
+                ctx.set(rnic.s_axis_tsn.tdata, tsn_request_layout().pack(
+                    {"opcode": int(TsnOpcode.ACK), "association": 0, "tsn": pending[0]}))
             ctx.set(rnic.s_axis_tsn.tvalid, bool(pending))
             _, _, ack_valid, done_valid, done, tsn_ready, exc_valid, exc_data, exc_keep, exc_last = \
                 await ctx.tick().sample(rnic.m_axis_ack.tvalid, rnic.m_axis_completion.tvalid,
@@ -367,9 +366,9 @@ def test_loopback_transport_in_gateware_completes_every_request_without_the_host
             "rto_min": 20, "rto_max": 400, "max_retrans": 10, "max_burst": 4}, base=TX_REGISTER_BASE)
         layout = work_request_layout()
         for work in works:
-            ctx.set(rnic.s_axis_wr.tdata, layout.const({
+            ctx.set(rnic.s_axis_wr.tdata, layout.pack({
                 "opcode": int(work.opcode), "association": 0, "stream_id": 0, "host_address": work.host_address,
-                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}).as_bits())
+                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}))
             ctx.set(rnic.s_axis_wr.tvalid, 1)
             await ctx.tick().until(rnic.s_axis_wr.tready)
         ctx.set(rnic.s_axis_wr.tvalid, 0)

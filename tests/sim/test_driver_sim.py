@@ -1,4 +1,4 @@
-"""The driver's `sim` backend: the README's example program and the driver tests' programs on the RTL.
+"""The driver's `sim` backend: the driver's example program and the driver tests' programs on the RTL.
 
 Each run is a cocotb test on the W = 8 RNIC top (`rnic_driver_top`, the build the top's own
 tests use) in which host A's data plane is the RTL both ways: every frame's
@@ -70,7 +70,7 @@ def test_the_sim_fabric_drives_the_example_like_the_soft_backend(capsys):
 @pytest.mark.slow   # kept out of the default suite, to hold it under 8 minutes
 @pytest.mark.cocotb
 def test_example_program_on_the_rtl_engine(tmp_path):
-    """README "Host driver": `scripts/driver_example.py --backend sim` runs the example on the gateware."""
+    """docs/driver.md: `scripts/driver_example.py --backend sim` runs the example on the gateware."""
     log = tmp_path / "sim.log"
     run_program(example, log_file=log)
     out = log.read_text()

@@ -8,7 +8,7 @@ the bandwidth cannot pass the wire's rate (`LinkConfig.rate`); half a
 Send's round trip cannot beat the link's one-way delay plus its frame's
 wire time. On the board backend, the control link's figures are counted
 again by a tap on the model board's UART, which splits the bytes the link
-client writes into SLIP frames itself (RFC 1055, hdl/abi.py's request
+client writes into SLIP frames itself (RFC 1055, abi/'s request
 header) and counts the bytes it reads back.
 """
 
@@ -20,8 +20,8 @@ from collections import Counter
 
 import pytest
 
+from abi.link import END, ESC, ESC_END, ESC_ESC, Op
 from driver import LinkConfig, open_fabric
-from hdl.abi import END, ESC, ESC_END, ESC_ESC, Op
 from sim import board_model
 from sim.cli import main
 from sim.commands import perf
@@ -267,7 +267,7 @@ def test_the_board_backend_prints_the_link_cost_per_test_size_and_direction(caps
 
 class UartTap:
     """The model board's UART seen from the computer's side: every byte each way, and every request frame
-    split out of the bytes written (SLIP, RFC 1055) and read for its op, address and data (hdl/abi.py)."""
+    split out of the bytes written (SLIP, RFC 1055) and read for its op, address and data (abi/)."""
 
     def __init__(self, port) -> None:
         self.port = port

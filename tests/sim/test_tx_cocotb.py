@@ -23,7 +23,7 @@ from dataclasses import asdict
 
 import pytest
 
-from hdl.abi import CompletionStatus, WorkOpcode
+from abi.tx import CompletionStatus, WorkOpcode
 from model.net.pcap import write_pcap
 from sim.runner import default_build_root, run_cocotb
 from sim.tb.rnic_tb import RNIC_IRD, rnic_driver_top

@@ -5,8 +5,9 @@ from amaranth.hdl import Elaboratable, Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
+from abi.register_file import CONFIG_BASE, RegisterMap
 from hdl.bus.axil_split import AxiLiteSplit
-from hdl.bus.register_file import CONFIG_BASE, RegisterFile, RegisterMap
+from hdl.bus.register_file import RegisterFile
 from sim.tb.axi_lite import axil_read, axil_write
 
 

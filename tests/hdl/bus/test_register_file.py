@@ -1,14 +1,14 @@
 """AXI4-Lite register file (hdl/bus/register_file.py) in Amaranth's simulator."""
 
-from amaranth.hdl import unsigned
-from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from hdl.abi import register_map
-from hdl.bus.register_file import DEVICE_ID, RegisterFile, RegisterMap
+from abi.layout import Struct
+from abi.register_file import DEVICE_ID, RegisterMap
+from abi.rx import register_map
+from hdl.bus.register_file import RegisterFile
 from sim.tb.axi_lite import axil_read, axil_write
 
-LAYOUT = data.StructLayout({"index": unsigned(3), "value": unsigned(40)})
+LAYOUT = Struct({"index": 3, "value": 40})
 
 
 def make():

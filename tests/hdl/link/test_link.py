@@ -17,9 +17,10 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from driver.link import AsyncLink, LinkStatusError, LinkTimeout, Polled
-from hdl.abi import (REQUEST_DATA_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, ack_bytes, exception_record_layout,
-                     register_map, report_bytes, tx_input_bytes, tx_output_bytes)
-from hdl.bus.register_file import DEVICE_ID, RegisterFile
+from abi.link import REQUEST_DATA_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, tx_input_bytes, tx_output_bytes
+from abi.rx import ack_bytes, exception_record_layout, register_map, report_bytes
+from abi.register_file import DEVICE_ID
+from hdl.bus.register_file import RegisterFile
 from hdl.link.host_memory import HostMemory
 from hdl.link.link import ControlLink
 from hdl.mac.mac import RX_EVENTS, TX_EVENTS
@@ -282,7 +283,7 @@ def test_transmit_records_pushed_and_popped():
 
 
 def _batch(records: list[bytes], limit: int, hold_bytes: int) -> list[bytes]:
-    """The records a pop takes by hdl.abi's rule, written out here: each but the last padded to a multiple
+    """The records a pop takes by abi's rule, written out here: each but the last padded to a multiple
     of 8 bytes, as many as fit in `limit` bytes and the hold RAM, one at least."""
     taken = []
     while records and (not taken or len(taken) * ((len(records[0]) + 7) // 8 * 8) + len(records[0])
@@ -344,7 +345,7 @@ def test_batched_pops_and_poll():
 
 
 def _exception_batch(packets: list[bytes], limit: int, hold_bytes: int) -> list[tuple[bytes, bool]]:
-    """The packets a POP_EXCEPTION takes by hdl.abi's rule, written out here: the first whatever its length
+    """The packets a POP_EXCEPTION takes by abi's rule, written out here: the first whatever its length
     (cut at the hold RAM's end less its 8-byte header), then each next that fits whole, header included, in
     `limit` and the hold RAM, every packet but the last padded to a multiple of 8 bytes."""
     taken, used = [], 0
@@ -369,7 +370,7 @@ def test_batched_exception_pops():
     limits = (1000, 0, 1000, 60, 60)          # A B C | D | E (cut) | F G | H
     packets = [rng.randbytes(size) for size in sizes]
     layout = exception_record_layout()
-    records = [layout.const({"source": 1, "reason": 3, "association": 1, "length": len(packet)}).as_value().value
+    records = [layout.pack({"source": 1, "reason": 3, "association": 1, "length": len(packet)})
                for packet in packets]
 
     async def main(ctx, link):
@@ -413,8 +414,8 @@ def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
     damaged = transport.requests_damaged if direction == "request" else transport.responses_damaged
     assert damaged >= 4 and link.client.retried >= 4
     assert result["value"] == payload
-    expected = window.layout.const({"index": 1, "valid": 1, "ddp": 1, "local_port": 5002, "peer_port": 5001,
-                                    "peer_ip": 0x0A000001, "tag": 0x5E6F7081}).as_value().value
+    expected = window.layout.pack({"index": 1, "valid": 1, "ddp": 1, "local_port": 5002, "peer_port": 5001,
+                                   "peer_ip": 0x0A000001, "tag": 0x5E6F7081})
     assert bench.table_writes == [expected]
     assert bench.frames == [frame]
     assert bench.pushed[TxInput.TSN] == [int.from_bytes(tsn_record, "little")]

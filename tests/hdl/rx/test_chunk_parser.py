@@ -11,7 +11,7 @@ import struct
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.abi import AckDisposition, ChunkError, ChunkException
+from abi.rx import AckDisposition, ChunkError, ChunkException
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.stream.simulation import Pace, collector, packet_collector, packet_put, settle, stream_put
 from model.ddp.sctp_adaptation import DdpSegmentChunkData, FunctionCode, SessionControl

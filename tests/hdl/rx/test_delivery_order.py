@@ -7,7 +7,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.abi import ReportKind, SegmentStatus
+from abi.rx import ReportKind, SegmentStatus
 from hdl.rx.delivery_order import DeliveryOrder
 from hdl.stream.simulation import Pace, collector, settle, stream_put
 from model.ddp.memory import MemoryTable, ProtectionDomain, SparseMemory

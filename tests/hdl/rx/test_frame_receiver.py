@@ -15,7 +15,7 @@ import struct
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.abi import FRAME_COUNTERS, FrameDrop, FrameException
+from abi.rx import FRAME_COUNTERS, FrameDrop, FrameException
 from hdl.rx.frame_receiver import FrameReceiver
 from hdl.stream.packet import keep_mask
 from hdl.stream.simulation import Pace, beats_of, collector, packet_collector

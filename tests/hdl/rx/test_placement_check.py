@@ -12,7 +12,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.abi import SegmentStatus
+from abi.rx import SegmentStatus
 from hdl.rx.placement_check import PlacementCheck
 from hdl.stream.packet import keep_mask
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory, TaggedFault

@@ -3,7 +3,7 @@ record into an error and names its stream for latching."""
 
 from amaranth.sim import Simulator
 
-from hdl.abi import SegmentStatus
+from abi.rx import SegmentStatus
 from hdl.rx.report_engine import ReportEngine
 from hdl.stream.simulation import collector, settle, stream_put
 from model.errors import DdpError

@@ -10,7 +10,7 @@ import pytest
 from amaranth.sim import Simulator
 from scapy.layers.sctp import SCTPChunkHeartbeatReq, SCTPChunkSACK, SCTPChunkShutdown
 
-from hdl.abi import ChunkException
+from abi.rx import ChunkException
 from hdl.rx.sack_reader import SackReader
 from hdl.stream.simulation import Pace, collector, packet_collector, packet_put, settle, stream_put
 

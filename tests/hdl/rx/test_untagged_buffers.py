@@ -118,7 +118,7 @@ def test_lookup_sees_retirement_and_post_on_the_same_cycle():
 
 
 def test_revocation_of_one_buffer_and_of_a_queue():
-    """The host takes back posted buffers (hdl.abi.buffer_revoke_layout): a revoked MSN is out of the
+    """The host takes back posted buffers (abi.rx.buffer_revoke_layout): a revoked MSN is out of the
     legal range like a consumed one (RFC 5041 7.1 item 5), its slot takes the next post, a stale MSN
     revokes nothing, and a revoked queue starts again at MSN 1 (RFC 5041 4.3) without touching others."""
     dut = UntaggedBuffers(4, depth=4)

@@ -15,7 +15,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.layers.sctp import SCTP, SCTPChunkData
 
-from hdl.abi import ControlOpcode
+from abi.tx import ControlOpcode
 from model.engine.sack import SackRecord
 from model.sctp.packet import PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL
 from sim.tb.axi_read_memory import ReadMemory

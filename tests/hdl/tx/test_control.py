@@ -20,7 +20,7 @@ import random
 
 import pytest
 
-from hdl.abi import ControlOpcode, WorkOpcode
+from abi.tx import ControlOpcode, WorkOpcode
 from model.ddp.session import DdpSessions
 from model.net.pcap import write_pcap
 from model.sctp.packet import AbortChunk, ErrorCause, ErrorCauseCode, ShutdownCompleteChunk

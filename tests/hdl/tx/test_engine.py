@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from hdl.abi import TX_MIN_MULPDU, WorkOpcode
+from abi.tx import TX_MIN_MULPDU, WorkOpcode
 from sim.tb.axi_read_memory import ReadMemory
 from tests.hdl.tx.harness import PAGE_END, Association, Work, check, random_memory
 

@@ -15,10 +15,9 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.abi import (
-    TransportOpcode, TsnOpcode, WorkOpcode, completion_layout, peer_sack_layout, transport_record_layout,
-    transport_write_layout, tsn_request_layout, work_request_layout,
-)
+from abi.tx import (TransportOpcode, TsnOpcode, WorkOpcode, completion_layout, peer_sack_layout,
+                    transport_record_layout, transport_write_layout, tsn_request_layout, work_request_layout)
+from hdl.layout import struct_layout
 from hdl.stream.simulation import stream_put
 from hdl.tx.engine import TxEngine
 from model.engine.transport import AssociationFailure
@@ -86,8 +85,10 @@ def test_engine_transport_matches_the_model(width):
                     frames.append(current)
                     current = b""
             for (out_valid, bits), layout, into in zip(zip(outputs[::2], outputs[1::2]),
-                                                       (completion_layout(), transport_record_layout(),
-                                                        tsn_request_layout()), (completions, stops, refused)):
+                                                       (struct_layout(completion_layout()),
+                                                        struct_layout(transport_record_layout()),
+                                                        struct_layout(tsn_request_layout())),
+                                                       (completions, stops, refused)):
                 if out_valid:
                     activity[0] = 0
                     into.append(layout.from_bits(bits))
@@ -101,9 +102,9 @@ def test_engine_transport_matches_the_model(width):
                 await ctx.tick()
                 continue
             work = posted.pop(0)
-            await offer(ctx, dut.s_axis_wr, work_request_layout().const({
+            await offer(ctx, dut.s_axis_wr, work_request_layout().pack({
                 "opcode": int(work.opcode), "association": 0, "stream_id": 0, "host_address": work.host_address,
-                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}).as_bits())
+                "length": work.length, "stag": work.stag, "to": work.to, "wr_id": work.wr_id}))
 
     async def offer(ctx, port, bits):
         ctx.set(port.tdata, bits)
@@ -135,8 +136,8 @@ def test_engine_transport_matches_the_model(width):
             "mulpdu": association.mulpdu, "next_tsn": association.next_tsn})
         await stream_put(ctx, dut.stream_write, {"index": 0, "first_ssn": 1})
         await ctx.tick().repeat(8)
-        await offer(ctx, dut.s_axis_transport, transport_write_layout().const(
-            {"association": 0, "peer_a_rwnd": peer_a_rwnd, **parameters}).as_bits())
+        await offer(ctx, dut.s_axis_transport, transport_write_layout().pack(
+            {"association": 0, "peer_a_rwnd": peer_a_rwnd, **parameters}))
         posted.extend(works)    # taken as the engine has room: the model queues them all at once
         now, step, seen, model_completions, model_stops = 0, 0, 0, [], []
         silent = False
@@ -167,9 +168,9 @@ def test_engine_transport_matches_the_model(width):
                 a_rwnd = max(0, peer_a_rwnd - 300 * len(blocks))
                 model.peer_sack(0, SackChunk(cumulative, a_rwnd, blocks, duplicates), now)
                 gaps = [{"start": s, "end": e} for s, e in blocks[:4]] + [{"start": 0, "end": 0}] * (4 - min(4, len(blocks)))
-                await offer(ctx, dut.s_axis_peer_sack, peer_sack_layout().const({
+                await offer(ctx, dut.s_axis_peer_sack, peer_sack_layout().pack({
                     "association": 0, "cumulative_tsn_ack": cumulative, "a_rwnd": a_rwnd,
-                    "gap_count": len(blocks), "gaps": gaps, "duplicate_count": len(duplicates)}).as_bits())
+                    "gap_count": len(blocks), "gaps": gaps, "duplicate_count": len(duplicates)}))
             else:
                 now += 1
                 model.tick(now)
@@ -183,8 +184,8 @@ def test_engine_transport_matches_the_model(width):
             (TransportOpcode.FAILURE, failure.highest_tsn_sent, failure.cumulative_tsn_ack, failure.error_count)]
         # The row is the unit's: the host's ACK is refused, as the model refuses it.
         model.tsn_request(TsnOpcode.ACK, 0, failure.highest_tsn_sent)
-        await offer(ctx, dut.s_axis_tsn, tsn_request_layout().const(
-            {"opcode": int(TsnOpcode.ACK), "association": 0, "tsn": failure.highest_tsn_sent}).as_bits())
+        await offer(ctx, dut.s_axis_tsn, tsn_request_layout().pack(
+            {"opcode": int(TsnOpcode.ACK), "association": 0, "tsn": failure.highest_tsn_sent}))
         await quiet(ctx)
         assert [event for event in model.next_events() if isinstance(event, RefusedTsn)]
         assert [(int(r.opcode), int(r.tsn)) for r in refused] == [(int(TsnOpcode.ACK), failure.highest_tsn_sent)]

@@ -18,7 +18,7 @@ import random
 
 import pytest
 
-from hdl.abi import TX_MIN_MULPDU, WorkOpcode
+from abi.tx import TX_MIN_MULPDU, WorkOpcode
 from model.errors import RdmapError
 from model.rdmap.endpoint import TerminateSent
 from sim.tb.axi_read_memory import ReadMemory

@@ -16,7 +16,7 @@ from itertools import accumulate
 
 import pytest
 
-from hdl.abi import CompletionStatus, TsnOpcode, WorkOpcode
+from abi.tx import CompletionStatus, TsnOpcode, WorkOpcode
 from tests.hdl.tx.harness import (
     PAGE_END, Association, Control, TsnRequest, Work, check, data_tsn, engine_model_run, model_messages,
     random_memory, run_against_model, simulate,

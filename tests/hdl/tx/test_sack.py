@@ -11,9 +11,9 @@ from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
 from scapy.layers.sctp import SCTP, SCTPChunkSACK
 
-from hdl.abi import WorkOpcode
+from abi.tx import WorkOpcode
 from model.engine.sack import SackRecord
-from hdl.abi import TsnOpcode
+from abi.tx import TsnOpcode
 from tests.hdl.tx.harness import (PAGE_END, Association, TsnRequest, Work, check, engine_model_run, model_messages,
                                   random_memory, simulate)
 

@@ -11,7 +11,7 @@ import random
 
 from amaranth.sim import Simulator
 
-from hdl.abi import WorkOpcode
+from abi.tx import WorkOpcode
 from hdl.stream.simulation import Pace, collector, stream_put
 from hdl.tx.segmenter import Segmenter
 from model.ddp.source import DdpSource

@@ -10,8 +10,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.abi import RetransmitCause as RtlCause
-from hdl.abi import TransportOpcode
+from abi.tx import RetransmitCause as RtlCause
+from abi.tx import TransportOpcode
 from hdl.tx.transport_unit import TransportUnit
 from model.engine.transport import Limit, Retransmission
 from model.engine.transport import TransportUnit as ModelTransportUnit

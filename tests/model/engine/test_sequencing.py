@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hdl.abi import SEQUENCE_WINDOW
+from abi.rx import SEQUENCE_WINDOW
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import TaggedHeader, UntaggedHeader

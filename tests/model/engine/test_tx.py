@@ -11,7 +11,7 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 from scapy.layers.sctp import SCTP, SCTPChunkData
 
-from hdl.abi import READ_RESPONSE_OPCODE, ControlOpcode, TsnOpcode, WorkOpcode
+from abi.tx import READ_RESPONSE_OPCODE, ControlOpcode, TsnOpcode, WorkOpcode
 from model.ddp.memory import SparseMemory
 from model.engine.tx import (
     Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn, TransmitConfig, TransmitEngineModel,

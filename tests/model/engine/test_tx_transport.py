@@ -9,7 +9,7 @@ documented rule for 6.1 B); T3-rtx (6.3.3) resends the earliest chunk byte for b
 
 import pytest
 
-from hdl.abi import TsnOpcode, WorkOpcode
+from abi.tx import TsnOpcode, WorkOpcode
 from model.engine.transport import AssociationFailure, ProtocolViolation, RTO_INITIAL_TICKS
 from model.engine.tx import Completion, RefusedTsn, TransportStopped, WorkRequest, ticks_at
 from model.sctp.packet import SackChunk
