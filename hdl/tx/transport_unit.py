@@ -35,7 +35,7 @@ until the first marked one, or until cwnd or Max.Burst stops them. The window fo
 counted down chunk by chunk from cwnd less the flight and from rwnd, at most Max.Burst of them, instead
 of divided.
 
-Timing (the unit meets the RNIC's 156.25 MHz on the ECP5 alone): every state computes from flip-flops (the
+Timing (built for the RNIC's 156.25 MHz clock; measured on the results page): every state computes from flip-flops (the
 row, the event's registered input, the walk's registered word and flags) with at most one carry chain
 before a register, and a row field's input is a register wherever a field has many writers: a chunk's
 effect on the row's counts (flight, outstanding bytes, marked and gap-acknowledged chunks, rwnd, the bytes
