@@ -116,7 +116,7 @@ class SackUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         rows, window_bits = self.associations, self.map_tsns
-        m.submodules.map = tsn_map = SequenceWindow(rows, window_bits, bits=_TSN_BITS)
+        m.submodules.map = tsn_map = SequenceWindow(rows, window_bits, bits=_TSN_BITS, registered_write=True)
 
         def row_array(shape, name):
             return Array(Signal(shape, name=f"{name}_{row}") for row in range(rows))

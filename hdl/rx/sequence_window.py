@@ -44,6 +44,15 @@ after its commit (or, without a commit, still).
 ``first_ssn`` with nothing seen; it must not meet a commit (the placement
 check writes its tables only while no segment is in flight).
 
+``registered_write``: for a caller that looks a stream up at most every
+fourth cycle (the acknowledgement unit). Stage 2 keeps the first zero of
+``seen`` as found (one-hot), stage 3 encodes it and registers the commit or
+reset, and the state is written one cycle after the commit from those
+registers (both read ports transparent), so no path runs from the commit's
+decision to the state's write enables, nor from the carry chain to the
+shifter. A lookup may then come on the cycle after the commit, not on the
+commit's own.
+
 Cost: ``bits + window`` bits of state per stream; the logic is one ``bits``-bit
 subtractor, one ``window``-to-1 bit select, one ``window``-bit increment
 (first zero) and one ``window``-bit shifter.
@@ -64,10 +73,11 @@ class SequenceWindow(wiring.Component):
 
     latency = 3
 
-    def __init__(self, streams: int, window: int = 32, *, bits: int = 16):
+    def __init__(self, streams: int, window: int = 32, *, bits: int = 16, registered_write: bool = False):
         if window < 2 or window & (window - 1) or window > 1 << (bits - 1):
             raise ValueError(f"window must be a power of two in 2..{1 << (bits - 1)}, not {window}")
         self._streams, self._window, self._bits = streams, window, bits
+        self._registered_write = registered_write
         index = index_bits(streams)
         super().__init__({
             "index": In(index),
@@ -96,7 +106,7 @@ class SequenceWindow(wiring.Component):
         states = m.submodules.states = memory.Memory(shape=state_layout, depth=self._streams, init=[])
         write = states.write_port()
         read = states.read_port(transparent_for=(write,))
-        peek = states.read_port()
+        peek = states.read_port(transparent_for=(write,) if self._registered_write else ())
         m.d.comb += [peek.addr.eq(self.peek_index), self.peek_base.eq(peek.data.base), self.peek_seen.eq(peek.data.seen),
                      self.base.eq(read.data.base)]
 
@@ -124,12 +134,19 @@ class SequenceWindow(wiring.Component):
         filled = seen_2 | 1
         # One-hot (bit `window`: all seen), so its position is an OR of the bits at positions with each bit set.
         first_zero = Cat(~filled[:window] & (filled + 1)[:window], (filled + 1)[window])
-        advance = Signal(range(window + 1))
-        m.d.comb += advance.eq(Cat(*(Cat(*(first_zero[position] for position in range(1, window + 1)
-                                            if position >> bit & 1)).any()
-                                     for bit in range(len(advance)))))
+
+        def encode(one_hot):
+            return Cat(*(Cat(*(one_hot[position] for position in range(1, window + 1) if position >> bit & 1)).any()
+                         for bit in range(len(advance_3))))
+
         index_3, base_3 = Signal.like(self.index), Signal(bits)
         marked_3, advance_3 = Signal(window), Signal(range(window + 1))
+        if self._registered_write:
+            first_zero_3 = Signal(window + 1)    # base's own: zero unless the DDP-SSN is base
+            m.d.sync += first_zero_3.eq(Mux(ahead_2 == 0, first_zero, 0))
+            m.d.comb += advance_3.eq(encode(first_zero_3))
+        else:
+            m.d.sync += advance_3.eq(Mux(ahead_2 == 0, encode(first_zero), 0))
         m.d.sync += [
             self.duplicate.eq(behind | (inside & chosen_2.bit_select(slot[low_bits:], 1))),
             self.beyond.eq(~behind & ~inside),
@@ -141,14 +158,31 @@ class SequenceWindow(wiring.Component):
             self.pending_after.eq(Mux(ahead_2 == 0, (filled & (filled + 1))[1:].any(), seen_2.any() | inside)),
             index_3.eq(index_2), base_3.eq(base_2),
             marked_3.eq(seen_2 | (Const(1, window) << slot)),
-            advance_3.eq(Mux(ahead_2 == 0, advance, 0)),
         ]
 
         # Stage 3: commit (the caller's decision) or a host reset.
+        if not self._registered_write:
+            m.d.comb += [
+                write.addr.eq(Mux(self.reset, self.reset_index, index_3)),
+                write.data.base.eq(Mux(self.reset, self.reset_first, base_3 + advance_3)),
+                write.data.seen.eq(Mux(self.reset, 0, (Cat(marked_3, Const(0, window)) >> advance_3)[:window])),
+                write.en.eq(self.commit | self.reset),
+            ]
+            return m
+        # Stage 4 (registered_write): the commit or reset from registers.
+        index_4, base_4 = Signal.like(self.index), Signal(bits)
+        marked_4, advance_4, write_4 = Signal(window), Signal(range(window + 1)), Signal()
+        m.d.sync += [
+            index_4.eq(Mux(self.reset, self.reset_index, index_3)),
+            base_4.eq(Mux(self.reset, self.reset_first, base_3)),
+            marked_4.eq(Mux(self.reset, 0, marked_3)),
+            advance_4.eq(Mux(self.reset, 0, advance_3)),
+            write_4.eq(self.commit | self.reset),
+        ]
         m.d.comb += [
-            write.addr.eq(Mux(self.reset, self.reset_index, index_3)),
-            write.data.base.eq(Mux(self.reset, self.reset_first, base_3 + advance_3)),
-            write.data.seen.eq(Mux(self.reset, 0, (Cat(marked_3, Const(0, window)) >> advance_3)[:window])),
-            write.en.eq(self.commit | self.reset),
+            write.addr.eq(index_4),
+            write.data.base.eq(base_4 + advance_4),
+            write.data.seen.eq((Cat(marked_4, Const(0, window)) >> advance_4)[:window]),
+            write.en.eq(write_4),
         ]
         return m
