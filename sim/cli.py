@@ -9,6 +9,9 @@
     rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
                                       model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
                                       a table and a goodput-versus-loss plot (PNG)
+    rnic bench usrsctp [--sizes BYTES ...] [--iters N]
+                                      the software RNIC's RDMA Writes beside usrsctp's SCTP, same process,
+                                      MB/s of each and their ratio
     rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F] [--waves fst|vcd]
                                       RTL receive engine: fraction of line rate, latency, Fmax
     rnic bench tx [--widths 8 64] [--payloads BYTES ...] [--loads write read-response] [--synth] [--target-mhz F]
@@ -375,6 +378,26 @@ def _perf(args: argparse.Namespace) -> int:
                         engine_transport=args.engine_transport, peer=args.peer)
 
 
+def _bench_usrsctp(args: argparse.Namespace) -> int:
+    from driver import DriverError
+    from sim.commands.bench_usrsctp import DEFAULT_ITERS, DEFAULT_SIZES, BenchFailed, run_usrsctp_bench
+    from sim.commands.perf import LARGEST_SIZE
+    from sim.usrsctp import UsrsctpUnavailable
+
+    sizes = tuple(args.sizes or DEFAULT_SIZES)
+    if max(sizes) > LARGEST_SIZE["soft"]:
+        args.usage_error(f"argument --sizes: {max(sizes)} is above the maximum of {LARGEST_SIZE['soft']}")
+    try:
+        run_usrsctp_bench(sizes, args.iters or DEFAULT_ITERS)
+    except UsrsctpUnavailable as error:
+        print(f"rnic bench usrsctp: {error}", file=sys.stderr)
+        return 1
+    except (BenchFailed, DriverError) as error:
+        print(f"rnic bench usrsctp: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 DEFAULT_PLOT = "bench-e2e.png"
 WAVES_HELP = ("write the RTL run's waveform in this format to sim_build/waves/ and print its path (default: "
               "$WAVES, fst or vcd; none when unset)")
@@ -442,6 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "extra)")
     plot.add_argument("--no-plot", action="store_true", help="the table alone, no plot")
     e2e.set_defaults(handler=_bench_e2e, usage_error=e2e.error)
+    usrsctp = targets.add_parser("usrsctp", help="the software RNIC's RDMA Writes beside usrsctp, MB/s and ratio")
+    usrsctp.add_argument("--sizes", type=count, nargs="+", metavar="BYTES",
+                         help="message sizes (default 1434 65536 1048576; at most 64 MiB)")
+    usrsctp.add_argument("--iters", type=count, help="messages per size (default 16)")
+    usrsctp.set_defaults(handler=_bench_usrsctp, usage_error=usrsctp.error)
 
     replay = commands.add_parser("replay", help="run a capture through the receive engine (RTL or model)")
     replay.add_argument("capture", help="libpcap or pcapng file of Ethernet frames")

@@ -628,6 +628,10 @@ class Socket:
         """SCTP_NODELAY: no Nagle-like holding back of small messages (RFC 6458 8.1)."""
         self._set(IPPROTO_SCTP, SCTP_NODELAY, ctypes.c_int(int(on)))
 
+    def set_send_buffer(self, nbytes: int) -> None:
+        """SO_SNDBUF: a message larger than the send buffer is never taken by a non-blocking socket."""
+        self._set(_socket.SOL_SOCKET, _socket.SO_SNDBUF, ctypes.c_int(nbytes))
+
     def set_disable_fragments(self, on: bool = True) -> None:
         """SCTP_DISABLE_FRAGMENTS (RFC 6458 8.1): a message above the fragmentation point is refused
         (EMSGSIZE) instead of split, as DDP over SCTP wants (RFC 5043 9)."""

@@ -116,16 +116,17 @@ class PerfFailed(Exception):
 @dataclass(frozen=True)
 class Span:
     """An interval on every clock: wall-clock and simulated seconds, the RTL engine's cycles and nanoseconds
-    (None off `sim`)."""
+    (None off `sim`), and the CPU seconds of this process (the wall clock less the time others had the CPU)."""
 
     wall: float
     simulated: float
     cycles: int | None = None
     engine_ns: float | None = None
+    cpu: float | None = None
 
     def half(self) -> Span:
         return Span(self.wall / 2, self.simulated / 2, None if self.cycles is None else self.cycles / 2,
-                    None if self.engine_ns is None else self.engine_ns / 2)
+                    None if self.engine_ns is None else self.engine_ns / 2, None if self.cpu is None else self.cpu / 2)
 
 
 @dataclass(frozen=True)
@@ -189,12 +190,13 @@ class _Stamp:
     simulated: float
     engine: tuple[int, float] | None
     link: LinkTally | None = None
+    cpu: float = 0.0
 
     def until(self, end: _Stamp) -> Span:
         cycles = engine_ns = None
         if self.engine is not None and end.engine is not None:
             cycles, engine_ns = end.engine[0] - self.engine[0], end.engine[1] - self.engine[1]
-        return Span(end.wall - self.wall, end.simulated - self.simulated, cycles, engine_ns)
+        return Span(end.wall - self.wall, end.simulated - self.simulated, cycles, engine_ns, end.cpu - self.cpu)
 
     def link_until(self, end: _Stamp) -> LinkTally | None:
         return None if self.link is None or end.link is None else end.link - self.link
@@ -209,7 +211,7 @@ class Clock:
 
     def stamp(self) -> _Stamp:
         return _Stamp(time.perf_counter(), self.fabric.now(), self.fabric.engine_time(),
-                      None if self.meter is None else self.meter.tally())
+                      None if self.meter is None else self.meter.tally(), time.process_time())
 
 
 @dataclass(frozen=True)
