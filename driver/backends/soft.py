@@ -87,6 +87,16 @@ class SimulatedTimeLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self._clock.now
 
+    def quiet_until(self, when: float) -> bool:
+        """True if nothing of this loop's own is due before `when`: no callback ready, no timer sooner (a
+        cancelled timer still waiting in the heap counts, to be safe)."""
+        scheduled = self._scheduled   # asyncio.BaseEventLoop's heap of TimerHandles
+        return not self._ready and (not scheduled or scheduled[0].when() > when)
+
+    def move_to(self, when: float) -> None:
+        """Let simulated time pass up to `when`, as the loop does when it jumps to a timer there."""
+        self._clock.now = max(self._clock.now, when)
+
 
 @dataclass
 class _Waiter:
@@ -301,7 +311,11 @@ class SoftFabric(FabricBackend):
         return loop
 
     def _service(self, due: float | None) -> None:
-        """At a timer of the pair (`due`) or after a post: deliver, fire, send, wake, and set the next timer."""
+        """At a timer of the pair (`due`) or after a post: deliver, fire, send, wake, and set the next timer.
+
+        While nothing else of the loop would run before the pair's next arrival or timer (no coroutine woken,
+        no other timer sooner, no wait's deadline), the loop's clock moves there and the pair steps again in
+        this same call: what the loop would do by jumping to that timer, without going round it per frame."""
         loop = self._loop
         assert loop is not None
         if due is None:
@@ -309,22 +323,31 @@ class SoftFabric(FabricBackend):
         else:
             self._timer = None
         pair = self.pair
-        if self.before_service is not None:
-            self.before_service()
-        pair.advance(max(loop.time(), due or 0.0))
-        pair.send_due()
-        pair.collect()
-        if self.on_change is not None:
-            self.on_change()
-        self._wake(pair.now)
-        next_time = pair.next_time()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if next_time is not None:  # a wait's deadline only counts while something can still happen
+        while True:
+            if self.before_service is not None:
+                self.before_service()
+            pair.advance(max(loop.time(), due or 0.0))
+            pair.send_due()
+            pair.collect()
+            if self.on_change is not None:
+                self.on_change()
+            self._wake(pair.now)
+            next_time = pair.next_time()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if next_time is None:
+                return
+            # a wait's deadline only counts while something can still happen
             deadlines = [w.deadline for w in self._waiters if w.deadline is not None and not w.future.done()]
+            if (isinstance(loop, SimulatedTimeLoop) and loop.quiet_until(next_time)
+                    and all(deadline > next_time for deadline in deadlines)):
+                loop.move_to(next_time)
+                due = next_time
+                continue
             next_time = min([next_time, *deadlines])
             self._timer = loop.call_at(next_time, self._service, next_time)
+            return
 
     def _wake(self, now: float) -> None:
         """Wake the waiters whose predicate holds, or whose deadline has passed (`WaitTimeout`)."""

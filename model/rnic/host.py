@@ -122,7 +122,7 @@ from model.ddp.session import (
 )
 from model.ddp.session import SessionRejected as SessionRejectedBySession
 from model.errors import ChecksumError, DecodeError, RnicError
-from model.net.frames import SCTP_UDP_PORT, Frame, build_frame
+from model.net.frames import SCTP_UDP_PORT, Frame, FrameTemplate, UdpHeader
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.negotiation import LocalResources, NegotiatedParameters, Role, RtrType
 from model.rdmap.endpoint import (
@@ -329,7 +329,7 @@ class _Counters:
     dropped_misaddressed: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Peer:
     mac: bytes
     ip: ipaddress.IPv4Address
@@ -369,6 +369,7 @@ class SoftRnic:
         self._frames: list[bytes] = []
         self._next_stag_index = 1
         self._ip_identification = 0
+        self._peer_template: tuple[_Peer, FrameTemplate] | None = None   # the headers to and from `_peer`
         self._counters = _Counters()
 
     # -- connection ------------------------------------------------------------
@@ -561,6 +562,18 @@ class SoftRnic:
     def receive(self, frame: bytes, now: float) -> None:
         """Process one Ethernet frame off the wire; its events wait in `next_events()`."""
         self._counters.frames_received += 1
+        association, peer = self._association, self._peer
+        if association is not None and peer is not None and not association.is_closed:
+            packet = self._template(peer).plain_sctp(frame)   # the association's frames, headers unparsed
+            if packet is not None:
+                if not checksum_ok(packet):
+                    self._counters.dropped_bad_checksum += 1
+                    return
+                association.receive(packet, now)
+                self._drain_association(now)
+                self._flush()
+                self._maybe_shutdown(now)
+                return
         try:
             decoded = Frame.decode(frame)
         except ChecksumError:
@@ -642,9 +655,18 @@ class SoftRnic:
 
     def _frame(self, packet: bytes, peer: _Peer) -> bytes:
         self._ip_identification = (self._ip_identification + 1) & 0xFFFF
+        return self._template(peer).frame(packet, self._ip_identification)
+
+    def _template(self, peer: _Peer) -> FrameTemplate:
+        """The headers between this end and `peer` (RFC 6951's port 9899 both ways with UDP); kept for the
+        association's peer only, so senders of stray packets cost nothing lasting."""
+        if self._peer_template is not None and self._peer_template[0] == peer:
+            return self._peer_template[1]
         config = self.config
-        return build_frame(packet, config.mac, peer.mac, config.ip, peer.ip, udp=config.udp,
-                           identification=self._ip_identification)
+        template = FrameTemplate(config.mac, peer.mac, config.ip, peer.ip, udp=UdpHeader() if config.udp else None)
+        if peer == self._peer:
+            self._peer_template = (peer, template)
+        return template
 
     def _addressed_to_us(self, frame: Frame) -> bool:
         config = self.config

@@ -231,8 +231,9 @@ class HostPair:
         return tuple(marks)
 
     def _record(self, side: Side, events: list[RnicEvent]) -> None:
-        self.events[side] += events
-        self._counts[side].update(type(event) for event in events)
+        if events:   # most calls have none: no work for them
+            self.events[side] += events
+            self._counts[side].update(map(type, events))
 
     # -- the usual phases ---------------------------------------------------------
 

@@ -17,6 +17,7 @@ from model.net.frames import (
     SCTP_UDP_PORT,
     EthernetHeader,
     Frame,
+    FrameTemplate,
     Ipv4Header,
     UdpHeader,
     build_frame,
@@ -256,3 +257,84 @@ def test_fields_read_before_the_whole_header() -> None:
 
     assert ethernet_destination(DST_MAC + h("02")) == DST_MAC and ethernet_destination(DST_MAC[:5]) is None
     assert udp_destination_port(h("1388 26ab")) == 9899 and udp_destination_port(h("1388 26")) is None
+
+
+# -- FrameTemplate: build_frame's bytes for one pair of endpoints, and the receive shortcut ---------------
+
+
+@given(st.binary(min_size=6, max_size=6), st.binary(min_size=6, max_size=6), addresses, addresses,
+       st.booleans(), st.integers(0, 0xFFFF), st.binary(min_size=12, max_size=1500))
+def test_template_frames_are_build_frames_bytes(src_mac, dst_mac, src_ip, dst_ip, udp, identification, sctp) -> None:
+    template = FrameTemplate(src_mac, dst_mac, src_ip, dst_ip, udp=UdpHeader() if udp else None)
+    assert template.frame(sctp, identification) == build_frame(sctp, src_mac, dst_mac, src_ip, dst_ip, udp=udp,
+                                                                identification=identification)
+
+
+def test_template_frames_as_scapy_decodes_them_rfc791() -> None:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    for udp in (False, True):
+        template = FrameTemplate(SRC_MAC, DST_MAC, "192.0.2.1", "192.0.2.2", udp=UdpHeader() if udp else None)
+        wire = template.frame(SCTP, identification=0x1234)
+        parsed = Ether(wire)
+        assert (parsed.src, parsed.dst, parsed.type) == ("02:00:00:00:00:01", "02:00:00:00:00:02", 0x0800)
+        ip = parsed[IP]
+        assert (ip.version, ip.ihl, ip.len, ip.id, ip.flags, ip.frag, ip.ttl) == (4, 5, len(wire) - 14, 0x1234,
+                                                                                  "DF", 0, 64)
+        assert (ip.src, ip.dst, ip.proto) == ("192.0.2.1", "192.0.2.2", 17 if udp else 132)
+        checksum = ip.chksum
+        del ip.chksum                       # scapy recomputes it on build
+        assert IP(bytes(ip)).chksum == checksum
+        payload = bytes(ip.payload)
+        if udp:
+            assert (parsed[UDP].sport, parsed[UDP].dport) == (SCTP_UDP_PORT, SCTP_UDP_PORT)
+            payload = bytes(parsed[UDP].payload)
+        assert payload == SCTP
+
+
+def _plain_frame_decoded(frame: bytes, peer_mac: bytes, peer_ip) -> bytes | None:
+    """What the full decoder says of `frame` for this end (`local`'s source) from the peer: the SCTP bytes of
+    an SCTP-over-IPv4 frame to and from them, None for anything else or an error."""
+    try:
+        decoded = Frame.decode(frame)
+    except DecodeError:
+        return None
+    if (decoded.udp is not None or decoded.eth.src != peer_mac or decoded.eth.dst != local_mac
+            or decoded.ip.src != peer_ip or decoded.ip.dst != local_ip):
+        return None
+    return decoded.sctp
+
+
+local_mac, local_ip = DST_MAC, ipaddress.IPv4Address("192.0.2.2")
+
+
+@given(st.binary(min_size=12, max_size=200), st.binary(max_size=8), st.data())
+def test_the_receive_shortcut_takes_only_what_the_decoder_takes(sctp: bytes, padding: bytes,
+                                                                 data: st.DataObject) -> None:
+    """A frame either gives the packet the full decoder gives, or None (the caller then decodes it in full):
+    never another packet, never a frame the decoder refuses (RFC 791 3.1: checksum, length, fragments)."""
+    peer_ip = ipaddress.IPv4Address("192.0.2.1")
+    sent = FrameTemplate(SRC_MAC, local_mac, peer_ip, local_ip).frame(sctp, data.draw(st.integers(0, 0xFFFF)))
+    wire = bytearray(sent + padding)
+    if data.draw(st.booleans()):
+        index = data.draw(st.integers(0, 33))      # a header byte changed
+        wire[index] ^= data.draw(st.integers(1, 255))
+    local = FrameTemplate(local_mac, SRC_MAC, local_ip, peer_ip)
+    shortcut = local.plain_sctp(bytes(wire))
+    full = _plain_frame_decoded(bytes(wire), SRC_MAC, peer_ip)
+    assert shortcut is None or shortcut == full
+    if wire[:34] == sent[:34]:
+        assert shortcut == sctp                    # the unchanged frame, Ethernet padding dropped
+
+
+def test_the_receive_shortcut_leaves_fragments_options_and_udp_to_the_decoder() -> None:
+    peer_ip, local_ip_ = "192.0.2.1", "192.0.2.2"
+    local = FrameTemplate(DST_MAC, SRC_MAC, local_ip_, peer_ip)
+    fragment = Frame(EthernetHeader(DST_MAC, SRC_MAC), Ipv4Header(peer_ip, local_ip_, flags=1), None, SCTP).encode()
+    over_udp = build_frame(SCTP, SRC_MAC, DST_MAC, peer_ip, local_ip_, udp=True)
+    assert local.plain_sctp(fragment) is None and local.plain_sctp(over_udp) is None
+    with_options = bytearray(build_frame(SCTP, SRC_MAC, DST_MAC, peer_ip, local_ip_))
+    with_options[14] = 0x46                        # IHL 6: one word of options, which plain frames never have
+    assert local.plain_sctp(bytes(with_options)) is None
+    assert local.plain_sctp(build_frame(SCTP, SRC_MAC, DST_MAC, peer_ip, local_ip_)) == SCTP
