@@ -323,9 +323,9 @@ class SoftFabric(FabricBackend):
         else:
             self._timer = None
         pair = self.pair
+        if self.before_service is not None:   # once: no caller's code runs between the steps below
+            self.before_service()
         while True:
-            if self.before_service is not None:
-                self.before_service()
             pair.advance(max(loop.time(), due or 0.0))
             pair.send_due()
             pair.collect()
