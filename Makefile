@@ -13,7 +13,7 @@ JOBS   ?= 2
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[hdl,sim,synth,plot,test,formal,board,docs]'
+	$(PY) -m pip install --quiet -e '.[hdl,sim,synth,plot,profile,test,formal,board,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -9,7 +9,7 @@
     rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
                                       model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
                                       a table and a goodput-versus-loss plot (PNG)
-    rnic bench usrsctp [--sizes BYTES ...] [--iters N]
+    rnic bench usrsctp [--sizes BYTES ...] [--iters N] [--profile]
                                       the software RNIC's RDMA Writes beside usrsctp's SCTP, same process,
                                       MB/s of each and their ratio
     rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F] [--waves fst|vcd]
@@ -382,13 +382,20 @@ def _bench_usrsctp(args: argparse.Namespace) -> int:
     from driver import DriverError
     from sim.commands.bench_usrsctp import DEFAULT_ITERS, DEFAULT_SIZES, BenchFailed, run_usrsctp_bench
     from sim.commands.perf import LARGEST_SIZE
+    from sim.toolchain import MissingExtra, require_extra
     from sim.usrsctp import UsrsctpUnavailable
 
+    if args.profile:
+        try:
+            require_extra("profile", "--profile")
+        except MissingExtra as error:
+            print(f"rnic bench usrsctp: {error}", file=sys.stderr)
+            return 1
     sizes = tuple(args.sizes or DEFAULT_SIZES)
     if max(sizes) > LARGEST_SIZE["soft"]:
         args.usage_error(f"argument --sizes: {max(sizes)} is above the maximum of {LARGEST_SIZE['soft']}")
     try:
-        run_usrsctp_bench(sizes, args.iters or DEFAULT_ITERS)
+        run_usrsctp_bench(sizes, args.iters or DEFAULT_ITERS, profile=args.profile)
     except UsrsctpUnavailable as error:
         print(f"rnic bench usrsctp: {error}", file=sys.stderr)
         return 1
@@ -469,6 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     usrsctp.add_argument("--sizes", type=count, nargs="+", metavar="BYTES",
                          help="message sizes (default 1434 65536 1048576; at most 64 MiB)")
     usrsctp.add_argument("--iters", type=count, help="messages per size (default 16)")
+    usrsctp.add_argument("--profile", action="store_true",
+                         help="then pyinstrument's call tree of the software RNIC's run (the 'profile' extra)")
     usrsctp.set_defaults(handler=_bench_usrsctp, usage_error=usrsctp.error)
 
     replay = commands.add_parser("replay", help="run a capture through the receive engine (RTL or model)")

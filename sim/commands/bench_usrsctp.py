@@ -141,21 +141,35 @@ def _until(stack: Stack, conn, condition, failure: str):  # noqa: ANN001
         idle_ms += _IDLE_STEP_MS
 
 
-def rnic_transfers(sizes: tuple[int, ...], iters: int) -> dict[int, Seconds]:
-    """How long `rnic perf --backend soft --test write_bw` takes at each size."""
+def rnic_transfers(sizes: tuple[int, ...], iters: int, profiler=None) -> dict[int, Seconds]:  # noqa: ANN001
+    """How long `rnic perf --backend soft --test write_bw` takes at each size; `profiler` (a pyinstrument
+    Profiler) samples the run."""
     from driver import run
 
     plan = PerfPlan(tests=("write_bw",), sizes=sizes, iters=iters)
     link = perf_link(DEFAULT_RATE_GBPS, DEFAULT_DELAY_USEC, 0.0, seed=1)   # rnic perf's own link
-    rows = run(lambda fabric: measure(fabric, plan), "soft", link=link)
+    if profiler is not None:
+        profiler.start()
+    try:
+        rows = run(lambda fabric: measure(fabric, plan), "soft", link=link)
+    finally:
+        if profiler is not None:
+            profiler.stop()
     return {row.size: Seconds(row.span.wall, row.span.cpu) for row in rows if isinstance(row, BandwidthRow)}
 
 
 def run_usrsctp_bench(sizes: tuple[int, ...] = DEFAULT_SIZES, iters: int = DEFAULT_ITERS,
-                      out: TextIO | None = None) -> list[SideBySide]:
+                      out: TextIO | None = None, profile: bool = False) -> list[SideBySide]:
+    """Print the table; with `profile`, then pyinstrument's call tree of the software RNIC's run (its frames
+    that took at least 1 % of it; the `profile` extra)."""
     out = out if out is not None else sys.stdout
+    profiler = None
+    if profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.001)
     usrsctp = {size: usrsctp_transfer(size, iters) for size in sizes}   # first: without the library, no wait
-    rnic = rnic_transfers(sizes, iters)
+    rnic = rnic_transfers(sizes, iters, profiler)
     rows = [SideBySide(size, iters, usrsctp[size], rnic[size]) for size in sizes]
     print("The software RNIC beside usrsctp: one process, an in-memory link (MB = 2^20 bytes)", file=out)
     print("  usrsctp: socket to socket over AF_CONN (SCTP alone); RNIC: rnic perf --backend soft --test write_bw "
@@ -168,4 +182,8 @@ def run_usrsctp_bench(sizes: tuple[int, ...] = DEFAULT_SIZES, iters: int = DEFAU
         cells = " ".join(f"{usrsctp:>13.4g} {rnic:>10.4g} {ratio:>13.3f}"
                          for usrsctp, rnic, ratio in (row.rates("wall"), row.rates("cpu")))
         print(f"{row.size:>9} {row.iters:>10} {cells}", file=out)
+    if profiler is not None:
+        print("\nThe software RNIC's run, sampled by pyinstrument every millisecond of the wall clock:", file=out)
+        print(profiler.output_text(unicode=False, color=False, processor_options={"filter_threshold": 0.01}),
+              file=out)
     return rows

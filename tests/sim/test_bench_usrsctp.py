@@ -61,3 +61,18 @@ def test_a_size_above_the_software_rnics_largest_is_a_usage_error(capsys):
         main(["bench", "usrsctp", "--sizes", str((1 << 26) + 1)])
     assert exit_.value.code == 2
     assert "above the maximum" in capsys.readouterr().err
+
+
+def test_profile_prints_the_software_rnics_call_tree_after_the_table(usrsctp, capsys):
+    pytest.importorskip("pyinstrument")
+    assert main(["bench", "usrsctp", "--sizes", "4096", "--iters", "2", "--profile"]) == 0
+    out = capsys.readouterr().out
+    table, _, profile = out.partition("sampled by pyinstrument")
+    assert len(_rows(table)) == 1
+    assert "SoftFabric._service" in profile and "HostPair.advance" in profile   # the run's own frames
+
+
+def test_profile_without_its_extra_names_it(monkeypatch, capsys):
+    monkeypatch.setitem(__import__("sim.toolchain").toolchain.EXTRAS, "profile", ("no_such_profiler_module",))
+    assert main(["bench", "usrsctp", "--profile"]) == 1
+    assert "'profile' extra" in capsys.readouterr().err
