@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from model.sctp.packet import ADAPTATION_CODE_POINT_DDP, COMMON_HEADER_LENGTH, DataChunk
 
@@ -73,12 +74,12 @@ class AssociationConfig:
         if self.max_packet_size < COMMON_HEADER_LENGTH + DataChunk.HEADER_LENGTH + 4:
             raise ValueError("path MTU too small for a DATA chunk")
 
-    @property
+    @cached_property   # the config is frozen: computed once, on the data path's every segment after
     def max_packet_size(self) -> int:
         """Largest SCTP packet (common header and chunks) that fits the path MTU."""
         return self.path_mtu - self.lower_layer_overhead
 
-    @property
+    @cached_property
     def mulpdu(self) -> int:
         """Largest DDP segment this association carries (RFC 5043 9): at least 516."""
         room = self.max_packet_size - COMMON_HEADER_LENGTH - DataChunk.HEADER_LENGTH - self.bundling_reserve
