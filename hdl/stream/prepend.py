@@ -226,15 +226,22 @@ class Prepend(wiring.Component):
                     body_open.eq(~(beat.last & (carry_keep_next != 0))),
                 ]
 
-        # A packet starts from the read slot once it is full, or right as the one before it finishes.
+        # A packet starts from the read slot once it is full, or right as the one before it finishes. Whether
+        # the read slot and the one after it are full are flip-flops (loaded from the next `full` and
+        # `read_slot`), so the late `finishing` meets one AND before the packet registers' enables, not a
+        # choice among the slots.
         next_slot = Mux(active, after(read_slot), read_slot)
-        starting = full.bit_select(next_slot, 1) & (~active | finishing)
+        read_full, after_full = Signal(), Signal()
+        starting = Mux(active, after_full & finishing, read_full)
         with m.If(finishing):
             m.d.sync += [full.bit_select(read_slot, 1).eq(0), read_slot.eq(after(read_slot)), active.eq(0),
                          body_open.eq(0)]
         full_next = ((full | Mux(taken, Const(1, SLOTS) << write_slot, 0))
                      & ~Mux(finishing, Const(1, SLOTS) << read_slot, 0))[:SLOTS]
-        m.d.sync += header_ready.eq(~full_next.bit_select(Mux(taken, after(write_slot), write_slot), 1))
+        read_slot_next = Mux(finishing, after(read_slot), read_slot)
+        m.d.sync += [header_ready.eq(~full_next.bit_select(Mux(taken, after(write_slot), write_slot), 1)),
+                     read_full.eq(full_next.bit_select(read_slot_next, 1)),
+                     after_full.eq(full_next.bit_select(after(read_slot_next), 1))]
         with m.If(starting):
             slot = Signal(slot_layout)
             with m.Switch(next_slot):
