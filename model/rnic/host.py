@@ -234,6 +234,15 @@ class RnicConfig:
     send_buffer: int = 65536
     """Bytes of DDP segments the host hands its association ahead of what the association has sent, like a
     socket's send buffer: posted messages are segmented and read from memory only as this room allows."""
+    rto_initial: float = 3.0
+    """RTO.Initial, RTO.Min, RTO.Max, Association.Max.Retrans, Path.Max.Retrans and Max.Init.Retransmits: RFC 4960
+    15's defaults, for the host's associations (shorter on a test's loopback, so that a dead peer is found in
+    seconds, RFC 4960 8.1, 8.2)."""
+    rto_min: float = 1.0
+    rto_max: float = 60.0
+    association_max_retrans: int = 10
+    path_max_retrans: int = 5
+    max_init_retransmits: int = 8
     engine_sacks: bool = False
     """A host on the engines (`EngineRnic`): the receive engine SACKs the peer's DATA itself (RFC 4960 6.2,
     `hdl/rx/sack_unit.py`) and the host sees no ack record; a software host has no such engine. The driver's
@@ -626,6 +635,12 @@ class SoftRnic:
             receive_buffer=config.receive_buffer,
             heartbeat_interval=config.heartbeat_interval,
             delayed_ack_time=config.delayed_ack_time,
+            rto_initial=config.rto_initial,
+            rto_min=config.rto_min,
+            rto_max=config.rto_max,
+            association_max_retrans=config.association_max_retrans,
+            path_max_retrans=config.path_max_retrans,
+            max_init_retransmits=config.max_init_retransmits,
             adaptation_code_point=ADAPTATION_CODE_POINT_DDP if config.ddp else None,
         )
 

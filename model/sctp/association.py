@@ -121,6 +121,9 @@ class AssociationStatistics:
     ssthresh: int
     flight_size: int
     peer_rwnd: int
+    packets_discarded: int = 0
+    """Packets from the peer's address discarded before any chunk was processed: undecodable, to or from other
+    ports, or with a verification tag that is not the association's (RFC 4960 8.5, 8.5.1)."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
             ssthresh=cc.ssthresh if cc else 0,
             flight_size=self._flight_size,
             peer_rwnd=self._peer_rwnd,
+            packets_discarded=self._stats["packets_discarded"],
         )
 
     @property
@@ -409,10 +413,13 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         try:
             packet = SctpPacket.decode(data)
         except DecodeError:
+            self._stats["packets_discarded"] += 1
             return
         if packet.dst_port != self.config.local_port or packet.src_port != self.config.peer_port:
+            self._stats["packets_discarded"] += 1
             return
         if not self._verification_tag_ok(packet):
+            self._stats["packets_discarded"] += 1
             return
         self._receive_packet(packet, now)
 
