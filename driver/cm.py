@@ -177,9 +177,10 @@ class CMID:
         self.state = CMState.LISTENING
 
     def connect(self, address: tuple[str, int], param: ConnParam = ConnParam()) -> None:
-        """`rdma_connect` to the device at (ip, port); the outcome arrives as an event."""
+        """`rdma_connect` to the device at (ip, port); the outcome arrives as an event.  On a real transport
+        (`open_device`) ip may be a host name: it is resolved first (`rdma_resolve_addr`, `socket.getaddrinfo`)."""
         self.device.check_open()
-        address = check_address("address", address)
+        address = check_address("address", self.device.resolve(address))
         if self.state is not CMState.IDLE:
             raise InvalidState(f"connect on an id that is {self.state.value}")
         if self.qp is None:

@@ -16,9 +16,10 @@ driver's objects: association and session events to the connection ids
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable, Coroutine
 from enum import Enum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from model.ddp.negotiation import NegotiationFailed, Role, check_reply, offered_rtr_types
 from model.ddp.session import TerminationCause
@@ -49,10 +50,14 @@ from driver.cm import CMEventType, CMID, CMState, ConnParam
 from driver.cq import CQ, DEFAULT_WAIT, CompletionChannel
 from driver.arguments import instance
 from driver.arguments import timeout as check_timeout
-from driver.errors import (AddressInUse, BackendUnavailable, InvalidState, OutOfResources,
+from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, OutOfResources,
                            UnknownBackend, WrongArgumentType)
 from driver.options import check_fabric_options
 from driver.pd import PD
+from driver.transports import resolve_ipv4
+
+if TYPE_CHECKING:
+    from driver.backends.network import NetworkStatistics
 
 T = TypeVar("T")
 
@@ -105,6 +110,22 @@ class Device:
     def address(self) -> tuple[str, int]:
         """(IPv4 address, SCTP port): what a peer connects to (`connect`)."""
         return (self.backend.ip, self.backend.port)
+
+    def statistics(self) -> NetworkStatistics | None:
+        """On a real transport (`open_device`), the datagrams the device received and sent and those it dropped,
+        by reason (`driver.backends.network.NetworkStatistics`); None on the simulated backends."""
+        return self.backend.statistics()  # type: ignore[return-value]
+
+    def resolve(self, address: object) -> object:
+        """`address` with its host name resolved to an IPv4 address where the device is on a real network
+        (rdma_cm's `rdma_resolve_addr`, through `socket.getaddrinfo`); as it is otherwise, to be checked."""
+        if (self.backend.resolves_names and isinstance(address, tuple) and len(address) == 2
+                and isinstance(address[0], str)):
+            try:
+                ipaddress.IPv4Address(address[0])
+            except ValueError:
+                return (resolve_ipv4(address[0]), address[1])
+        return address
 
     def query_device(self) -> DeviceAttr:
         """`ibv_query_device`: the device's limits."""
@@ -411,6 +432,38 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
         raise BackendUnavailable("backend 'sim' (the gateware under Verilator) runs inside a cocotb test: "
                                  "`sim.driver_sim.run_program(main)` runs main(fabric) there")
     raise UnknownBackend(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+
+
+NETWORK_OPTIONS_REFUSED = {"mac", "ip", "port", "udp", "engine_sacks", "engine_transport"}
+"""`RnicConfig` fields `open_device` does not take: the addresses and the encapsulation are the transport's, and a
+device on a real transport is a software RNIC (no engines)."""
+
+
+def open_device(spec: str = "udp::9899", **options: object) -> Device:
+    """One device of its own in this process on a real transport (`driver.backends.network`): `spec` is
+    "udp:[HOST][:PORT]" (SCTP over UDP, RFC 6951, port 9899 by default, 0 for a free one; no privileges) or "ip:ADDRESS[:PORT]"
+    (SCTP over raw IPv4, protocol 132: needs CAP_NET_RAW; PORT the SCTP port, 9899 by default); `options`:
+    `RnicConfig` fields (`path_mtu`, `receive_buffer`, `rto_initial`, `association_max_retrans`...).  Its calls
+    are the fabric devices'; its waits run on the caller's asyncio loop (`asyncio.run(main())`), on the
+    monotonic clock.  `TransportError` when the transport cannot be opened (`TransportNotPermitted` without
+    the privilege raw IPv4 needs, `AddressInUse` for a port another socket holds)."""
+    from driver.backends.network import NetworkFabric
+    from driver.transports import open_transport, parse_port
+
+    instance("spec", spec, str)
+    refused = sorted(set(options) & NETWORK_OPTIONS_REFUSED | {"link", "seed"} & set(options))
+    if refused:
+        raise InvalidArgument(f"option {refused[0]}: not one open_device takes (the transport gives the addresses, "
+                              "and its secrets come from the system's generator, not a seed)")
+    check_fabric_options(options, "soft")
+    transport = open_transport(spec)
+    try:
+        port = transport.port if transport.kind == "udp" else parse_port(spec)   # udp:...:0: the port bound
+        fabric = Fabric(NetworkFabric(transport, port, **options))
+    except BaseException:
+        transport.close()
+        raise
+    return fabric.devices[0]
 
 
 def run(main: Callable[[Fabric], Awaitable[T]], backend: str = "soft", **options: object) -> T:
