@@ -129,6 +129,10 @@ class NetworkDevice(HostDevice):
         self._fabric.kick()
         return True
 
+    def listen(self, port: int) -> None:
+        super().listen(port)
+        self._fabric.kick()   # inside a loop: the socket is watched from now, whatever the caller awaits next
+
     def close(self) -> None:
         super().close()
         self._network.release_when_ended()
@@ -171,6 +175,7 @@ class NetworkFabric(FabricBackend):
         self._timer_due: float | None = None
         self._soon = False
         self._waiters: list[_Waiter] = []
+        self._attach()
 
     def now(self) -> float:
         return time.monotonic()
