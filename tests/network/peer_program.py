@@ -1,0 +1,42 @@
+"""A peer process for the fault tests: one device on loopback UDP that accepts connections, each with a region of
+`REGION` bytes announced in the accept's private data, and serves until it is killed.
+
+    python -m tests.network.peer_program [PORT]     # prints "listening PORT" once it listens
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from driver import AccessFlags, CMEventType, open_device
+
+REGION = 1 << 20
+FAST = dict(rto_initial=0.2, rto_min=0.1, rto_max=0.4, association_max_retrans=4, path_max_retrans=4,
+            max_init_retransmits=4, heartbeat_interval=0.5)
+"""RFC 4960 15's timers cut short, so that a dead peer is found within seconds (RFC 4960 8.1, 8.2)."""
+
+
+async def serve(port: int) -> None:
+    device = open_device(f"udp:127.0.0.1:{port}", **FAST)
+    pd, cq = device.alloc_pd(), device.create_cq()
+    region = pd.reg_mr(REGION, AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ)
+    listener = device.create_id()
+    listener.listen()
+    print(f"listening {device.address[1]}", flush=True)
+    while True:
+        request = await listener.get_cm_event(timeout=None)
+        if request.event_type is CMEventType.CONNECT_REQUEST:
+            request.id.create_qp(pd, cq)
+            request.id.accept(private_data_param(region))
+
+
+def private_data_param(region):
+    from driver import ConnParam
+
+    return ConnParam(private_data=json.dumps({"addr": region.buf, "rkey": region.rkey}).encode())
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0))
