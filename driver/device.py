@@ -359,6 +359,9 @@ class Device:
             waiting_kind = kind = CMEventType.REJECTED
             reason = ("refused: the peer answered the INIT with an ABORT, nothing listens at the address "
                       "(RFC 4960 8.4 rule 3, 5.1)")
+        elif isinstance(event, Aborted) and event.peer_restarted:
+            kind = CMEventType.DISCONNECTED
+            reason = "the peer restarted: its association is a new one (RFC 4960 5.2.4 A)"
         else:
             kind, reason = CMEventType.DISCONNECTED, f"the association ended: {type(event).__name__}"
         waiting, self._waiting_for_association = self._waiting_for_association, []

@@ -41,9 +41,11 @@ processing with rwnd (6.2.1), T3-rtx and RTO (6.3), congestion control and
 fast retransmit (7.2, RFC 9260 7.2.4), heartbeats (8.3), error counting
 (8.1, 8.2), ABORT (9.1) and graceful shutdown (9.2).
 
-Deliberately left out, each rejected cleanly: association restart (5.2.4
-case A: such a COOKIE ECHO is discarded and the old association goes on),
-multi-homing (one destination), SCTP fragmentation (RFC 5043 9 forbids it
+A peer's restart (5.2.4 case A) ends the association as if the peer had
+aborted it (`PeerRestarted`); its owner makes the new association from the
+same COOKIE ECHO (`model.rnic.host`).
+
+Deliberately left out, each rejected cleanly: multi-homing (one destination), SCTP fragmentation (RFC 5043 9 forbids it
 for DDP: a fragmented DATA chunk from the peer aborts the association with
 "Protocol Violation"; `send()` rejects payloads above the MULPDU).
 """
