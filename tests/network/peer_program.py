@@ -2,6 +2,10 @@
 `REGION` bytes announced in the accept's private data, and serves until it is killed.
 
     python -m tests.network.peer_program [PORT]     # prints "listening PORT" once it listens
+
+or one that connects from its UDP port to a server and holds the connection until it is killed:
+
+    python -m tests.network.peer_program connect SERVER_PORT [PORT]   # prints "established PORT"
 """
 
 from __future__ import annotations
@@ -38,5 +42,19 @@ def private_data_param(region):
     return ConnParam(private_data=json.dumps({"addr": region.buf, "rkey": region.rkey}).encode())
 
 
+async def hold(server_port: int, port: int) -> None:
+    device = open_device(f"udp:127.0.0.1:{port}", **FAST)
+    pd, cq = device.alloc_pd(), device.create_cq()
+    connection = device.create_id()
+    connection.create_qp(pd, cq)
+    connection.connect(("127.0.0.1", server_port))
+    event = await connection.get_cm_event(timeout=30)
+    print(f"{event.event_type.name.lower()} {device.address[1]}", flush=True)
+    await asyncio.Event().wait()
+
+
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0))
+    if sys.argv[1:2] == ["connect"]:
+        asyncio.run(hold(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0))
+    else:
+        asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 0))

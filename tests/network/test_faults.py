@@ -127,6 +127,59 @@ def test_a_peer_restarted_on_the_same_port_aborts_the_old_association_and_takes_
     assert landed == bytes(64)   # the new process's region: never written, so zeros over what this side wrote
 
 
+def start_connecting_peer(server_port: int, port: int = 0) -> tuple[subprocess.Popen, int]:
+    peer = subprocess.Popen([sys.executable, "-m", "tests.network.peer_program", "connect", str(server_port),
+                             str(port)], cwd=ROOT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE)
+    return peer, port
+
+
+def test_a_connecting_peer_restarted_on_the_same_port_is_a_new_association_rfc4960_5_2_4_a() -> None:
+    """The restarted client's INIT reaches the survivor's association, whose INIT ACK carries its tags as
+    tie-tags (5.2.2); the COOKIE ECHO then tells a restart (5.2.4 A): the old connection ends DISCONNECTED
+    and the new process's connection arrives as a new CONNECT_REQUEST and is established."""
+    peers = []
+
+    async def established_from(listener, pd, cq):
+        request = await listener.get_cm_event(timeout=WAIT)
+        assert request.event_type is CMEventType.CONNECT_REQUEST, request
+        request.id.create_qp(pd, cq)
+        request.id.accept()
+        event = await request.id.get_cm_event(timeout=WAIT)
+        assert event.event_type is CMEventType.ESTABLISHED, event
+        return request.id
+
+    async def main():
+        device = open_device("udp:127.0.0.1:0", **{**FAST, "association_max_retrans": 40,
+                                                    "path_max_retrans": 40})
+        pd, cq = device.alloc_pd(), device.create_cq()
+        listener = device.create_id()
+        listener.listen()
+        first = start_connecting_peer(device.address[1])[0]
+        peers.append(first)
+        old = await established_from(listener, pd, cq)
+        line = await asyncio.to_thread(first.stdout.readline)
+        assert line.startswith("established "), line
+        port = int(line.split()[1])
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        peers.append(start_connecting_peer(device.address[1], port)[0])
+        new = await established_from(listener, pd, cq)
+        ended = await old.get_cm_event(timeout=WAIT)
+        line = await asyncio.to_thread(peers[1].stdout.readline)
+        device.fabric.backend.close()
+        return ended, line, new
+
+    try:
+        ended, line, new = asyncio.run(main())
+    finally:
+        for peer in peers:
+            peer.kill()
+    assert ended.event_type is CMEventType.DISCONNECTED and "5.2.4 A" in ended.reason
+    assert line.startswith("established ")
+    assert new.state.name == "ESTABLISHED"
+
+
 def test_garbage_truncated_stranger_wrong_tag_and_bad_checksum_datagrams_are_counted_and_dropped() -> None:
     async def main():
         loop = asyncio.get_running_loop()
