@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from driver import (SGE, AccessFlags, AssociationEnd, CMEventType, ConnParam, QPCap, SendWR, WCOpcode, WCStatus,
                     WROpcode, open_device)
 from model.ddp.segment import DdpSegment, TaggedHeader
+from model.net.checksum import sctp_checksum, sctp_checksum_to_bytes
 from model.rdmap.messages import Opcode, tagged_rsvd_ulp
 from model.sctp.packet import PPID_DDP_SEGMENT, DataChunk, SctpPacket
 from tests.driver.harness import connected
@@ -250,3 +251,42 @@ def test_garbage_truncated_stranger_wrong_tag_and_bad_checksum_datagrams_are_cou
     ]
     assert untouched == bytes(1 << 16) and arrived == []
     assert landed == b"\x11" * 64
+
+
+def test_random_chunks_with_the_right_tag_and_checksum_never_raise() -> None:
+    """A thousand packets from the peer's endpoint with its tag and a valid CRC32c but random chunks (types,
+    flags, lengths, bodies; no ABORT or SHUTDOWN, so the association lives long enough to see them): whatever
+    the association makes of them, the device's loop never raises."""
+    kinds = (0, 0, 0, 1, 2, 3, 4, 5, 9, 10, 11, 12, 64, 128, 192, 255)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        failures = []
+        loop.set_exception_handler(lambda loop, context: failures.append(context))
+        fabric = SimpleNamespace(devices=(open_device("udp:127.0.0.1:0"), open_device("udp:127.0.0.1:0")))
+        server, client = await connected(fabric, region=1 << 16)
+        rng = random.Random(31)
+        header = SctpPacket(client.device.address[1], server.device.address[1],
+                            client.device.backend._host.association.peer_tag, (DataChunk(0, 0, 0, 0, b"x"),))
+        send = client.device.fabric.backend.transport.send
+        for index in range(1000):
+            chunks = b""
+            for _ in range(rng.randrange(1, 4)):
+                body = rng.randbytes(rng.choice((0, 1, 3, 4, 12, 16, 20, 40, 100)))
+                length = rng.choice((4 + len(body), 4 + len(body), rng.randrange(0, 200)))
+                chunks += bytes((rng.choice(kinds), rng.randrange(256))) + length.to_bytes(2, "big") + body
+                chunks += bytes(-len(body) % 4)
+            packet = header.encode()[:12] + chunks
+            checksum = sctp_checksum(packet[:8] + bytes(4) + packet[12:])
+            send(packet[:8] + sctp_checksum_to_bytes(checksum) + packet[12:], server.device.address)
+            if index % 50 == 49:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        statistics = server.device.statistics()
+        for device in fabric.devices:
+            device.fabric.backend.close()
+        return failures, statistics
+
+    failures, statistics = asyncio.run(main())
+    assert failures == []
+    assert statistics.datagrams_received >= 1000 and statistics.dropped_bad_checksum == 0
