@@ -42,12 +42,12 @@ from driver.pd import PD
 from driver.qp import QP, SGE, QPCap, QPState, RecvWR, SendFlags, SendWR, WROpcode
 
 __all__ = [
-    "AccessFlags", "AddressInUse", "AddressNotResolved", "AssociationEnd", "BACKENDS", "BackendUnavailable", "CMEvent", "CMEventType",
-    "CMID", "CMState", "CompletionChannel",
-    "ConnParam", "CQ", "Device", "DeviceAttr", "DriverError", "ErrorNumber", "Fabric", "InvalidArgument",
-    "InvalidState", "LinkConfig", "MAX_USER_PRIVATE_DATA", "MR", "NotConnected", "OrdExceeded", "OutOfResources", "PD",
-    "PrivateDataTooLong", "QP", "QPCap", "QPState", "QueueFull", "RecvWR", "RtrType", "SGE", "SendFlags",
-    "SendWR", "SgeAccessDenied", "SgeError", "SgeOutsideRegion", "SimulationStalled", "TerminateLayer",
-    "TooManySges", "TransportError", "TransportNotPermitted", "UnknownBackend", "WaitTimeout", "WC", "WCFlags", "WCOpcode", "WCStatus", "WROpcode",
+    "AccessFlags", "AddressInUse", "AddressNotResolved", "AssociationEnd", "BACKENDS", "BackendUnavailable",
+    "CMEvent", "CMEventType", "CMID", "CMState", "CompletionChannel", "ConnParam", "CQ", "Device", "DeviceAttr",
+    "DriverError", "ErrorNumber", "Fabric", "InvalidArgument", "InvalidState", "LinkConfig",
+    "MAX_USER_PRIVATE_DATA", "MR", "NotConnected", "OrdExceeded", "OutOfResources", "PD", "PrivateDataTooLong",
+    "QP", "QPCap", "QPState", "QueueFull", "RecvWR", "RtrType", "SGE", "SendFlags", "SendWR", "SgeAccessDenied",
+    "SgeError", "SgeOutsideRegion", "SimulationStalled", "TerminateLayer", "TooManySges", "TransportError",
+    "TransportNotPermitted", "UnknownBackend", "WaitTimeout", "WC", "WCFlags", "WCOpcode", "WCStatus", "WROpcode",
     "WrongArgumentType", "open_device", "open_fabric", "run",
 ]

@@ -281,8 +281,8 @@ class CMID:
         self.post_event(CMEventType.ESTABLISHED, private_data=private_data, conn_param=param)
 
     def terminated(self, error: ErrorNumber, sent: bool) -> None:
-        """Driver-internal: an RDMAP Terminate ended the stream (its queue pair is in error): the DDP Stream Terminate follows it
-        from the side that sent it (RFC 5043 6.2; the peer's session answers with its own, 6.6), and the
+        """Driver-internal: an RDMAP Terminate ended the stream (its queue pair is in error): the DDP Stream
+        Terminate follows it from the side that sent it (RFC 5043 6.2; the peer's session answers with its own, 6.6), and the
         application hears of it as rdma_cm reports an iWARP connection ended by a Terminate: DISCONNECTED
         (CONNECT_ERROR before ESTABLISHED), with the Terminate's number.
 

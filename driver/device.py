@@ -495,8 +495,10 @@ device on a real transport is a software RNIC (no engines)."""
 
 def open_device(spec: str = "udp::9899", **options: object) -> Device:
     """One device of its own in this process on a real transport (`driver.backends.network`): `spec` is
-    "udp:[HOST][:PORT]" (SCTP over UDP, RFC 6951, port 9899 by default, 0 for a free one; no privileges) or "ip:ADDRESS[:PORT]"
-    (SCTP over raw IPv4, protocol 132: needs CAP_NET_RAW; PORT the SCTP port, 9899 by default); `options`:
+    "udp:[HOST][:PORT]" (SCTP over UDP, RFC 6951, port 9899 by default, 0 for a free one; no privileges),
+    "ip:ADDRESS[:PORT]" (SCTP over raw IPv4, protocol 132: needs CAP_NET_RAW; PORT the SCTP port, 9899 by
+    default) or "eth:IFACE:ADDRESS[:PORT]" (the same in raw Ethernet frames on IFACE, the device an IPv4 host of
+    its own at ADDRESS, answering ARP: needs CAP_NET_RAW) (`driver.transports`); `options`:
     `RnicConfig` fields (`path_mtu`, `receive_buffer`, `rto_initial`, `association_max_retrans`...).  Its calls
     are the fabric devices'; its waits run on the caller's asyncio loop (`asyncio.run(main())`), on the
     monotonic clock.  `TransportError` when the transport cannot be opened (`TransportNotPermitted` without

@@ -3,7 +3,7 @@
 `driver.open_device("udp::9899")` builds one `NetworkFabric` holding one
 `NetworkDevice`: a `SoftRnic` (the model's RNIC, sans-I/O) whose packets go
 out and come in through a `driver.transports` transport (SCTP over UDP,
-RFC 6951, or over raw IPv4).  Its peer is any RNIC that speaks SCTP with
+RFC 6951, over raw IPv4, or over IPv4 in raw Ethernet frames).  Its peer is any RNIC that speaks SCTP with
 DDP on the network: another process, another machine.
 
 Frames: the `SoftRnic` speaks Ethernet frames; here they never leave the
@@ -117,7 +117,9 @@ class NetworkDevice(HostDevice):
     resolves_names = True
 
     def __init__(self, fabric: NetworkFabric, host: SoftRnic, transport: Transport, port: int) -> None:
-        super().__init__(fabric, host, f"{transport.kind}:{transport.ip}:{port}", transport.ip, port)
+        interface = getattr(transport, "interface", None)
+        where = f"{interface}:{transport.ip}" if interface else transport.ip
+        super().__init__(fabric, host, f"{transport.kind}:{where}:{port}", transport.ip, port)
         self._network = fabric
         self._transport = transport
         self._events: list[RnicEvent] = []

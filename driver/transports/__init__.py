@@ -10,6 +10,10 @@ them out of the frames its `SoftRnic` speaks (`driver.backends.network`).
     ip:ADDRESS[:PORT]   SCTP straight over IPv4, protocol 132 (RFC 4960), through a raw socket:
                         needs CAP_NET_RAW.  The endpoint's port is 0 (IPv4 has none); PORT is
                         the device's SCTP port, 9899 by default.
+    eth:IFACE:ADDRESS[:PORT]
+                        SCTP over IPv4 in raw Ethernet frames on IFACE (Linux AF_PACKET), the
+                        device an IPv4 host of its own at ADDRESS, answering ARP: needs
+                        CAP_NET_RAW.  Endpoints as over raw IPv4.
 
 `open_transport(spec)` opens one; a spec it does not know, a name that does
 not resolve, a port in use or a missing privilege is a `TransportError`.
@@ -19,13 +23,14 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from model.net.frames import SCTP_UDP_PORT
 
 from driver.errors import AddressNotResolved, TransportError
 
-__all__ = ["Endpoint", "Transport", "TransportCounters", "open_transport", "parse_port", "parse_spec", "resolve_ipv4", "SCTP_UDP_PORT"]
+__all__ = ["Endpoint", "Transport", "TransportCounters", "TransportSpec", "open_transport", "parse_port", "parse_spec",
+           "resolve_ipv4", "SCTP_UDP_PORT"]
 
 Endpoint = tuple[str, int]
 """(IPv4 address, port): a UDP endpoint, or an IPv4 host with port 0."""
@@ -48,7 +53,7 @@ class TransportCounters:
 
 class Transport(Protocol):
     kind: str
-    """"udp" or "ip"."""
+    """"udp", "ip" or "eth"."""
     ip: str
     """The IPv4 address the transport is bound to ("0.0.0.0": every address of this computer)."""
     port: int
@@ -74,39 +79,59 @@ def resolve_ipv4(host: str) -> str:
     return infos[0][4][0]
 
 
-def parse_spec(spec: str) -> tuple[str, str, int]:
-    """(kind, host, port) of a spec: "udp:[HOST][:PORT]" or "ip:ADDRESS[:PORT]"; HOST empty means every address
-    (0.0.0.0), PORT 9899 by default (the device's SCTP port; over UDP its UDP port too, and 0 has the kernel
-    pick a free one)."""
+class TransportSpec(NamedTuple):
+    kind: str
+    """"udp", "ip" or "eth"."""
+    host: str
+    """The device's address (a name or a dotted quad; "" for every address, udp only)."""
+    port: int
+    """The device's SCTP port (over UDP its UDP port too; 0 there: a free one the kernel picks)."""
+    interface: str = ""
+    """eth: the network interface."""
+
+
+def parse_spec(spec: str) -> TransportSpec:
+    """"udp:[HOST][:PORT]", "ip:ADDRESS[:PORT]" or "eth:IFACE:ADDRESS[:PORT]"; PORT 9899 by default."""
     if not isinstance(spec, str):
         raise TransportError(f"a transport spec is a str such as 'udp::9899', not {type(spec).__name__}")
     kind, colon, rest = spec.partition(":")
-    if not colon or kind not in ("udp", "ip"):
-        raise TransportError(f"{spec!r}: a transport is udp:[HOST][:PORT] or ip:ADDRESS[:PORT]")
+    if not colon or kind not in ("udp", "ip", "eth"):
+        raise TransportError(f"{spec!r}: a transport is udp:[HOST][:PORT], ip:ADDRESS[:PORT] or "
+                             "eth:IFACE:ADDRESS[:PORT]")
+    interface = ""
+    if kind == "eth":
+        interface, _, rest = rest.partition(":")
+        if not interface or not rest:
+            raise TransportError(f"{spec!r}: raw Ethernet needs the interface and the device's own address, "
+                                 "eth:IFACE:ADDRESS[:PORT]")
     host, _, port_text = rest.rpartition(":") if ":" in rest else (rest, "", "")
     if port_text and not port_text.isdigit():
         raise TransportError(f"{spec!r}: the port {port_text!r} is not a number")
     port = int(port_text) if port_text else SCTP_UDP_PORT
     if not (0 if kind == "udp" else 1) <= port <= 0xFFFF:   # UDP port 0: one the kernel picks, free
         raise TransportError(f"{spec!r}: port {port} is not within {0 if kind == 'udp' else 1}..65535")
-    if kind == "ip" and not host:
-        raise TransportError(f"{spec!r}: raw IPv4 needs the device's address, ip:ADDRESS")
-    return kind, host, port
+    if kind != "udp" and not host:
+        raise TransportError(f"{spec!r}: the device's own IPv4 address is needed, {kind}:...ADDRESS")
+    return TransportSpec(kind, host, port, interface)
 
 
 def parse_port(spec: str) -> int:
     """The device's SCTP port in `spec`."""
-    return parse_spec(spec)[2]
+    return parse_spec(spec).port
 
 
 def open_transport(spec: str) -> Transport:
     """The transport `spec` names (see the module docstring and `parse_spec`)."""
-    kind, host, port = parse_spec(spec)
+    kind, host, port, interface = parse_spec(spec)
     ip = resolve_ipv4(host) if host else "0.0.0.0"
     if kind == "udp":
         from driver.transports.udp import UdpTransport
 
         return UdpTransport(ip, port)
-    from driver.transports.ip import RawIpTransport
+    if kind == "ip":
+        from driver.transports.ip import RawIpTransport
 
-    return RawIpTransport(ip)
+        return RawIpTransport(ip)
+    from driver.transports.ethernet import EthernetTransport
+
+    return EthernetTransport(interface, ip)

@@ -23,12 +23,14 @@ def pair(**options):
                                     open_device("udp:127.0.0.1:0", **options)))
 
 
-def test_spec_defaults_to_the_rfc_6951_port() -> None:
-    assert parse_spec("udp:") == ("udp", "", 9899)
-    assert parse_spec("udp:10.1.2.3") == ("udp", "10.1.2.3", 9899)
-    assert parse_spec("udp::5000") == ("udp", "", 5000)
-    assert parse_spec("ip:10.1.2.3") == ("ip", "10.1.2.3", 9899)
-    for bad in ("tcp:1.2.3.4:5", "udp:host:port", "udp::70000", "ip:", "udp"):
+def test_specs_and_the_rfc_6951_default_port() -> None:
+    assert parse_spec("udp:")[:3] == ("udp", "", 9899)
+    assert parse_spec("udp:10.1.2.3")[:3] == ("udp", "10.1.2.3", 9899)
+    assert parse_spec("udp::5000")[:3] == ("udp", "", 5000)
+    assert parse_spec("ip:10.1.2.3")[:3] == ("ip", "10.1.2.3", 9899)
+    assert parse_spec("eth:veth0:10.1.2.3:5001") == ("eth", "10.1.2.3", 5001, "veth0")
+    for bad in ("tcp:1.2.3.4:5", "udp:host:port", "udp::70000", "ip:", "udp", "eth:veth0", "eth::10.1.2.3",
+                "ip::5000"):
         with pytest.raises(TransportError):
             parse_spec(bad)
 
