@@ -19,7 +19,7 @@
               [--direction to-board|from-board|both]
                                       perftest-shaped bandwidth and latency through the host driver; on the
                                       board backend also its control link's requests and bytes per message
-    rnic perf --server [--bind [udp:|ip:]ADDR[:PORT]]
+    rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]]
     rnic perf --client HOST[:PORT] [--bind ...] [--test ...] [--sizes BYTES ...] [--iters N]
                                       the same between two processes, each a device on a real transport
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
@@ -568,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--client", metavar="HOST[:PORT]",
                       help="run the tests against an rnic perf --server at HOST (port 9899 by default), from a "
                            "device of this process on a real transport (--bind), and print the tables")
-    perf.add_argument("--bind", metavar="[udp:|ip:]ADDR[:PORT]",
+    perf.add_argument("--bind", metavar="[udp:|ip:|eth:IFACE:]ADDR[:PORT]",
                       help="--server, --client: this process's device, as driver.open_device takes it (default "
                            "udp::9899 for the server, udp::0, any free port, for the client; ADDR:PORT alone is UDP)")
     perf.set_defaults(handler=_perf, usage_error=perf.error)

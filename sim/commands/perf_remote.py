@@ -2,7 +2,7 @@
 its own device on a real transport (`driver.open_device`), as `ib_write_bw` and the rest run with a server
 and a client.
 
-    rnic perf --server [--bind [udp:|ip:]ADDR:PORT]                       # waits for one client, then exits
+    rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]]              # waits for one client, then exits
     rnic perf --client HOST[:PORT] [--bind ...] [--test ...] [--sizes ...] [--iters N]
 
 The server is the sink (the data lands on it, as on device 0 of `rnic perf`), the client the source; the
@@ -52,7 +52,7 @@ ACCESS = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE
 
 def transport_spec(text: str, default_port: int | None = None) -> str:
     """`--bind`'s value as `open_device` takes it: a spec ("udp:...", "ip:..."), or ADDR[:PORT] over UDP."""
-    if text.startswith(("udp:", "ip:")):
+    if text.startswith(("udp:", "ip:", "eth:")):
         return text
     if default_port is not None and ":" not in text:
         text = f"{text}:{default_port}"
