@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from driver import (CQ, MR, PD, QP, SGE, AccessFlags, CMEventType, CMID, ConnParam, Device, DriverError, QPCap,
                     RecvWR, SendWR, WROpcode, open_device)
-from sim.commands.perf import (MB, RECV_DEPTH, WRITE_DEPTH, BandwidthRow, Clock, LatencyRow, PerfFailed, PerfPlan,
+from sim.commands.perf import (RECV_DEPTH, WRITE_DEPTH, BandwidthRow, Clock, LatencyRow, PerfFailed, PerfPlan,
                                Report, Row, Span, _ok)
 
 CONTROL_BYTES = 4096
@@ -449,4 +449,4 @@ def client_command(server: str, plan: PerfPlan, bind: str | None, out: TextIO | 
     return 0
 
 
-__all__ = ["server_command", "client_command", "serve", "drive", "transport_spec", "peer_address", "MB"]
+__all__ = ["server_command", "client_command", "serve", "drive", "transport_spec", "peer_address"]

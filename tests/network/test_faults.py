@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from driver import (SGE, AccessFlags, AssociationEnd, CMEventType, ConnParam, QPCap, SendWR, WCOpcode, WCStatus,
+from driver import (SGE, AccessFlags, AssociationEnd, CMEventType, QPCap, SendWR, WCOpcode, WCStatus,
                     WROpcode, open_device)
 from model.ddp.segment import DdpSegment, TaggedHeader
 from model.net.checksum import sctp_checksum, sctp_checksum_to_bytes
