@@ -493,12 +493,14 @@ NETWORK_OPTIONS_REFUSED = {"mac", "ip", "port", "udp", "engine_sacks", "engine_t
 device on a real transport is a software RNIC (no engines)."""
 
 
-def open_device(spec: str = "udp::9899", **options: object) -> Device:
+def open_device(spec: str = "udp::9899", *, host: Callable[..., object] | None = None, **options: object) -> Device:
     """One device of its own in this process on a real transport (`driver.backends.network`): `spec` is
     "udp:[HOST][:PORT]" (SCTP over UDP, RFC 6951, port 9899 by default, 0 for a free one; no privileges),
     "ip:ADDRESS[:PORT]" (SCTP over raw IPv4, protocol 132: needs CAP_NET_RAW; PORT the SCTP port, 9899 by
     default) or "eth:IFACE:ADDRESS[:PORT]" (the same in raw Ethernet frames on IFACE, the device an IPv4 host of
-    its own at ADDRESS, answering ARP: needs CAP_NET_RAW) (`driver.transports`); `options`:
+    its own at ADDRESS, answering ARP: needs CAP_NET_RAW) (`driver.transports`); `host`: makes the device's
+    host from its `RnicConfig` and random generator, a software host over another SCTP stack
+    (`sim.usrsctp_host.usrsctp_host`), instead of the model's `SoftRnic`; `options`:
     `RnicConfig` fields (`path_mtu`, `receive_buffer`, `rto_initial`, `association_max_retrans`...).  Its calls
     are the fabric devices'; its waits run on the caller's asyncio loop (`asyncio.run(main())`), on the
     monotonic clock.  `TransportError` when the transport cannot be opened (`TransportNotPermitted` without
@@ -515,7 +517,7 @@ def open_device(spec: str = "udp::9899", **options: object) -> Device:
     transport = open_transport(spec)
     try:
         port = transport.port if transport.kind == "udp" else parse_port(spec)   # udp:...:0: the port bound
-        fabric = Fabric(NetworkFabric(transport, port, **options))
+        fabric = Fabric(NetworkFabric(transport, port, host, **options))  # type: ignore[arg-type]
     except BaseException:
         transport.close()
         raise

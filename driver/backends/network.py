@@ -42,6 +42,7 @@ has ended (or it had none).
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 import socket
 import time
@@ -157,17 +158,22 @@ class NetworkDevice(HostDevice):
 
 
 class NetworkFabric(FabricBackend):
-    """One device on `transport` (see the module docstring); `port`: its SCTP port; `options`: `RnicConfig`
-    fields (`path_mtu`, `rto_initial`...)."""
+    """One device on `transport` (see the module docstring); `port`: its SCTP port; `host`: makes the device's
+    host from its `RnicConfig` and random generator instead of a `SoftRnic` over the model's SCTP (a software
+    host over another SCTP stack: `sim.usrsctp_host.usrsctp_host`); `options`: `RnicConfig` fields (`path_mtu`,
+    `rto_initial`...)."""
 
-    def __init__(self, transport: Transport, port: int, **options: object) -> None:
+    def __init__(self, transport: Transport, port: int,
+                 host: Callable[[RnicConfig, random.Random], SoftRnic] | None = None, **options: object) -> None:
         options.setdefault("resources", DEFAULT_RESOURCES)
         self.transport = transport
         self._udp = transport.kind == "udp"
         config = RnicConfig(endpoint_mac((transport.ip, transport.port)), transport.ip, port, udp=self._udp,
                             **options)  # type: ignore[arg-type]
         self._own_mac, self._own_ip = config.mac, transport.ip
-        self.host = SoftRnic(config, SparseMemory(), secrets.SystemRandom(), session_policy=None)
+        rng = secrets.SystemRandom()
+        self.host = (host(config, rng) if host is not None
+                     else SoftRnic(config, SparseMemory(), rng, session_policy=None))
         self.device = NetworkDevice(self, self.host, transport, port)
         self.devices = (self.device,)
         self.closed = False
