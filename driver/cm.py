@@ -117,7 +117,11 @@ class _Pending:
 
 
 class CMID:
-    """`rdma_cm_id`: one listening point or one connection of a device, with its own event queue."""
+    """`rdma_cm_id`: one listening point or one connection of a device, with its own event queue.
+
+    Driver-internal interface (its device's calls, routed from the backend's events by `Device`'s table):
+    `opened`, `established`, `terminated`, `ended`, `post_event`, `pending_param`; the id keeps its own state
+    and drives its queue pair through the queue pair's (`QP.stream_opened`, `QP.flush`)."""
 
     def __init__(self, device: Device) -> None:
         self.device = device
@@ -177,9 +181,10 @@ class CMID:
         self.state = CMState.LISTENING
 
     def connect(self, address: tuple[str, int], param: ConnParam = ConnParam()) -> None:
-        """`rdma_connect` to the device at (ip, port); the outcome arrives as an event."""
+        """`rdma_connect` to the device at (ip, port); the outcome arrives as an event.  On a real transport
+        (`open_device`) ip may be a host name: it is resolved first (`rdma_resolve_addr`, `socket.getaddrinfo`)."""
         self.device.check_open()
-        address = check_address("address", address)
+        address = check_address("address", self.device.resolve(address))
         if self.state is not CMState.IDLE:
             raise InvalidState(f"connect on an id that is {self.state.value}")
         if self.qp is None:
@@ -199,7 +204,7 @@ class CMID:
             raise InvalidState("create_qp before accept")
         self._check_param(param)
         try:
-            self.device.backend.accept_session(self.stream_id, param.private_data, self._resources(param),
+            self.device.backend.accept_session(self.stream_id, param.private_data, local_resources(param),
                                                self.qp.pd.pd_id)
         except NegotiationRefused as error:
             raise InvalidArgument(f"these resources cannot accept the request: {error} (RFC 6581 9); "
@@ -226,7 +231,7 @@ class CMID:
         self.state = CMState.DISCONNECTING
         self.device.backend.terminate_stream(self.stream_id)
         if self.qp is not None:
-            self.qp._ended()
+            self.qp.flush()
 
     def get_cm_event(self, timeout: float | None = DEFAULT_WAIT) -> Coroutine[None, None, CMEvent]:
         """The id's next event, waiting for it (`rdma_get_cm_event`; no ack needed); `timeout` is checked at
@@ -242,28 +247,46 @@ class CMID:
         self.device.fabric.dispatch()
         return self._events.popleft() if self._events else None
 
-    # -- driven by the device -----------------------------------------------------------
+    # -- the driver-internal interface: the device's calls (`Device._EVENT_ROUTES`) --------------
 
-    def _post(self, event_type: CMEventType, about: CMID | None = None, **fields) -> None:
+    @property
+    def pending_param(self) -> ConnParam | None:
+        """Driver-internal: the parameters of a `connect` under way, until its stream is opened.
+
+        :meta private:"""
+        return self._pending.param if self._pending is not None else None
+
+
+    def post_event(self, event_type: CMEventType, about: CMID | None = None, **fields) -> None:
+        """Driver-internal: queue an event for `get_cm_event` (CONNECT_REQUEST on a listener `about` a new id).
+
+        :meta private:"""
         self._events.append(CMEvent(event_type, about or self, **fields))
 
-    def _open(self, ird: int, ord: int, peer_private_data: bytes) -> None:
-        """The stream's session is open (RFC 5043 6.2): its queue pair takes work."""
+    def opened(self, ird: int, ord: int, peer_private_data: bytes) -> None:
+        """Driver-internal: the stream's session is open (RFC 5043 6.2): its queue pair takes work.
+
+        :meta private:"""
         assert self.qp is not None and self.stream_id is not None
         self._negotiated = (ird, ord, peer_private_data)
-        self.qp._established(self.stream_id, ird, ord)
+        self.qp.stream_opened(self.stream_id, ird, ord)
 
-    def _established(self) -> None:
+    def established(self) -> None:
+        """Driver-internal: the connection is established (initiator: the Accept; responder: the RTR, RFC 6581 9).
+
+        :meta private:"""
         self.state = CMState.ESTABLISHED
         ird, ord, private_data = self._negotiated
         param = ConnParam(responder_resources=ird, initiator_depth=ord)
-        self._post(CMEventType.ESTABLISHED, private_data=private_data, conn_param=param)
+        self.post_event(CMEventType.ESTABLISHED, private_data=private_data, conn_param=param)
 
-    def _terminated(self, error: ErrorNumber, sent: bool) -> None:
-        """An RDMAP Terminate ended the stream (its queue pair is in error): the DDP Stream Terminate follows it
-        from the side that sent it (RFC 5043 6.2; the peer's session answers with its own, 6.6), and the
+    def terminated(self, error: ErrorNumber, sent: bool) -> None:
+        """Driver-internal: an RDMAP Terminate ended the stream (its queue pair is in error): the DDP Stream
+        Terminate follows it from the side that sent it (RFC 5043 6.2; the peer's session answers with its own, 6.6), and the
         application hears of it as rdma_cm reports an iWARP connection ended by a Terminate: DISCONNECTED
-        (CONNECT_ERROR before ESTABLISHED), with the Terminate's number."""
+        (CONNECT_ERROR before ESTABLISHED), with the Terminate's number.
+
+        :meta private:"""
         if self.state not in (CMState.ESTABLISHED, CMState.ACCEPTED):
             return  # disconnecting already: its own DISCONNECTED follows
         if sent:
@@ -273,18 +296,20 @@ class CMID:
                 pass  # the peer's DDP Stream Terminate came first and was answered: the session is ending already
         whose = "this side's" if sent else "the peer's"
         kind = CMEventType.DISCONNECTED if self.state is CMState.ESTABLISHED else CMEventType.CONNECT_ERROR
-        self._ended(kind, f"the stream ended with {whose} Terminate: {error_name(*error)} (RFC 5040 5.5, "
+        self.ended(kind, f"the stream ended with {whose} Terminate: {error_name(*error)} (RFC 5040 5.5, "
                           "RFC 5043 6.2)", error)
 
-    def _ended(self, event_type: CMEventType, reason: str, error: ErrorNumber | None = None,
-               private_data: bytes = b"") -> None:
-        """The connection is over: post `event_type` once, flush the queue pair."""
+    def ended(self, event_type: CMEventType, reason: str, error: ErrorNumber | None = None,
+              private_data: bytes = b"") -> None:
+        """Driver-internal: the connection is over: post `event_type` once, flush the queue pair.
+
+        :meta private:"""
         if self.state in (CMState.CLOSED, CMState.IDLE):
             return
         self.state = CMState.CLOSED
         if self.qp is not None:
-            self.qp._ended()
-        self._post(event_type, reason=reason, error=error, private_data=private_data)
+            self.qp.flush()
+        self.post_event(event_type, reason=reason, error=error, private_data=private_data)
         self.device.forget(self)
 
     def _check_param(self, param: ConnParam) -> None:
@@ -303,10 +328,12 @@ class CMID:
         if len(set(rtr_types)) != len(rtr_types):
             raise InvalidArgument(f"param.rtr_types names an RTR type twice: {rtr_types}")
 
-    @staticmethod
-    def _resources(param: ConnParam) -> LocalResources:
-        return LocalResources(ird=param.responder_resources, ord=param.initiator_depth, peer_to_peer=True,
-                              rtr_types=tuple(param.rtr_types))
+
+
+def local_resources(param: ConnParam) -> LocalResources:
+    """What `param` offers, as the model's session layer takes it (RFC 6581 9: IRD, ORD, the RTR types)."""
+    return LocalResources(ird=param.responder_resources, ord=param.initiator_depth, peer_to_peer=True,
+                          rtr_types=tuple(param.rtr_types))
 
 
 def _check_private_data(name: str, private_data: object) -> bytes:

@@ -144,13 +144,17 @@ class CompletionChannel:
         cq._unacked += 1
         return cq
 
-    def _fire(self, cq: CQ) -> None:
+    def notify(self, cq: CQ) -> None:
+        """Driver-internal (an armed CQ's): `cq` has a completion for the channel's waiter.
+
+        :meta private:"""
         self._events.append(cq)
 
 
 class CQ:
     """A completion queue (`ibv_create_cq`): `poll` takes what is there, `wait` waits for it; on a completion
-    channel, `req_notify` arms it to report its next completion there."""
+    channel, `req_notify` arms it to report its next completion there.  Driver-internal interface: `deliver`, its
+    queue pairs' call; it tells its channel through the channel's (`CompletionChannel.notify`)."""
 
     def __init__(self, device: Device, cqe: int, channel: CompletionChannel | None = None) -> None:
         whole("cqe", cqe, 1, device.attr.max_cqe)
@@ -202,7 +206,10 @@ class CQ:
         self.device.fabric.dispatch()
         return len(self._entries)
 
-    def _push(self, wc: WC) -> None:
+    def deliver(self, wc: WC) -> None:
+        """Driver-internal (a queue pair's): a completion into the queue, and the channel notified if armed.
+
+        :meta private:"""
         self._entries.append(wc)
         armed = self._armed
         if armed is None or self.channel is None:
@@ -210,4 +217,4 @@ class CQ:
         if armed and wc.ok and not (wc.opcode is WCOpcode.RECV and wc.solicited):
             return  # armed for solicited completions: a receive without SE, or a send, does not fire
         self._armed = None
-        self.channel._fire(self)
+        self.channel.notify(self)

@@ -10,15 +10,22 @@
 coroutine (`CQ.wait`, `CMID.get_cm_event`), the rest return at once.
 
 A `Device` routes what its backend reports (`model.rnic.events`) to the
-driver's objects: association and session events to the connection ids
-(`driver.cm`), completions and Terminates to the queue pairs (`driver.qp`).
+driver's objects by a table (`_EVENT_ROUTES`, one route per event type, as
+the model's transition tables route theirs): association and session events
+to the connection ids (`driver.cm`), completions and Terminates to the queue
+pairs (`driver.qp`), each through the object's declared driver-internal
+interface (`CMID.ended`, `QP.completed`...), never its private state.
+
+`open_device(spec)` opens one device of this process on a real transport
+(`driver.backends.network`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable, Coroutine
 from enum import Enum
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from model.ddp.negotiation import NegotiationFailed, Role, check_reply, offered_rtr_types
 from model.ddp.session import TerminationCause
@@ -45,14 +52,19 @@ from model.errors import LlpError, error_name
 from model.sctp.state import AssociationState
 
 from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend
-from driver.cm import CMEventType, CMID, CMState, ConnParam
+from driver.cm import CMEventType, CMID, CMState, ConnParam, local_resources
 from driver.cq import CQ, DEFAULT_WAIT, CompletionChannel
 from driver.arguments import instance
 from driver.arguments import timeout as check_timeout
-from driver.errors import (AddressInUse, BackendUnavailable, InvalidState, OutOfResources,
+from driver.errors import (AddressInUse, BackendUnavailable, InvalidArgument, InvalidState, OutOfResources,
                            UnknownBackend, WrongArgumentType)
 from driver.options import check_fabric_options
 from driver.pd import PD
+from driver.qp import QP
+from driver.transports import resolve_ipv4
+
+if TYPE_CHECKING:
+    from driver.backends.network import NetworkStatistics
 
 T = TypeVar("T")
 
@@ -105,6 +117,22 @@ class Device:
     def address(self) -> tuple[str, int]:
         """(IPv4 address, SCTP port): what a peer connects to (`connect`)."""
         return (self.backend.ip, self.backend.port)
+
+    def statistics(self) -> NetworkStatistics | None:
+        """On a real transport (`open_device`), the datagrams the device received and sent and those it dropped,
+        by reason (`driver.backends.network.NetworkStatistics`); None on the simulated backends."""
+        return self.backend.statistics()  # type: ignore[return-value]
+
+    def resolve(self, address: object) -> object:
+        """`address` with its host name resolved to an IPv4 address where the device is on a real network
+        (rdma_cm's `rdma_resolve_addr`, through `socket.getaddrinfo`); as it is otherwise, to be checked."""
+        if (self.backend.resolves_names and isinstance(address, tuple) and len(address) == 2
+                and isinstance(address[0], str)):
+            try:
+                ipaddress.IPv4Address(address[0])
+            except ValueError:
+                return (resolve_ipv4(address[0]), address[1])
+        return address
 
     def query_device(self) -> DeviceAttr:
         """`ibv_query_device`: the device's limits."""
@@ -187,7 +215,7 @@ class Device:
             self._association_peer = address
             self._waiting_for_association.append(cm_id)
         else:
-            cm_id._ended(CMEventType.UNREACHABLE, f"no device at {address[0]} port {address[1]}")
+            cm_id.ended(CMEventType.UNREACHABLE, f"no device at {address[0]} port {address[1]}")
         self.fabric.backend.kick()
 
     def forget(self, cm_id: CMID) -> None:
@@ -209,68 +237,87 @@ class Device:
             pd.sync_buffers()
 
     def _on_event(self, event: RnicEvent) -> None:
-        if isinstance(event, (WorkCompletion, ReadCompletion, ReceiveCompletion, RdmapTerminated)):
-            cm_id = self._ids.get(event.stream_id)
-            qp = cm_id.qp if cm_id is not None else None
-            if qp is None:
-                return
-            if isinstance(event, RdmapTerminated):
-                number = qp._on_terminate(event.terminate, event.sent)
-                if number is not None:
-                    cm_id._terminated(number, event.sent)
-            elif isinstance(event, ReceiveCompletion):
-                qp._on_receive(event)
-            else:
-                qp._on_completion(event)
-        elif isinstance(event, Connected):
-            self._association_peer = (str(event.peer_ip), event.peer_port)
-            self.association_end = None  # a passive side's next association: the last one's end is past
-            self._association_was_up = True
-            waiting, self._waiting_for_association = self._waiting_for_association, []
-            for cm_id in waiting:
-                if event.ddp_enabled:
-                    self._open_stream(cm_id)
-        elif isinstance(event, DdpUnavailable):
-            waiting, self._waiting_for_association = self._waiting_for_association, []
-            for cm_id in waiting:
-                cm_id._ended(CMEventType.CONNECT_ERROR, f"the peer does not do DDP (RFC 5043 11.1): {event.reason}")
-        elif isinstance(event, (Closed, Aborted, Failed, CloseAborted)):
-            self._association_over(event)
-        else:
-            self._on_session_event(event)
+        route = _EVENT_ROUTES.get(type(event))
+        if route is not None:
+            route(self, event)
 
-    def _on_session_event(self, event: RnicEvent) -> None:
-        if isinstance(event, SessionRequested):
-            self._on_request(event)
-            return
-        if isinstance(event, StreamReleased) and self._waiting_for_stream:
-            waiting, self._waiting_for_stream = self._waiting_for_stream, []
-            for waiting_id in waiting:
-                if waiting_id.state is CMState.CONNECTING:
-                    self._open_stream(waiting_id)
-        cm_id = self._ids.get(getattr(event, "stream_id", -1))
+    # -- the routes (`_EVENT_ROUTES`), one per event the device acts on ---------------
+
+    def _queue_pair_of(self, stream_id: int) -> tuple[CMID, QP] | None:
+        cm_id = self._ids.get(stream_id)
+        return (cm_id, cm_id.qp) if cm_id is not None and cm_id.qp is not None else None
+
+    def _on_completion(self, event: WorkCompletion | ReadCompletion) -> None:
+        if (found := self._queue_pair_of(event.stream_id)) is not None:
+            found[1].completed(event)
+
+    def _on_receive(self, event: ReceiveCompletion) -> None:
+        if (found := self._queue_pair_of(event.stream_id)) is not None:
+            found[1].received(event)
+
+    def _on_rdmap_terminated(self, event: RdmapTerminated) -> None:
+        if (found := self._queue_pair_of(event.stream_id)) is not None:
+            cm_id, qp = found
+            number = qp.terminate_arrived(event.terminate, event.sent)
+            if number is not None:
+                cm_id.terminated(number, event.sent)
+
+    def _on_connected(self, event: Connected) -> None:
+        self._association_peer = (str(event.peer_ip), event.peer_port)
+        self.association_end = None  # a passive side's next association: the last one's end is past
+        self._association_was_up = True
+        waiting, self._waiting_for_association = self._waiting_for_association, []
+        for cm_id in waiting:
+            if event.ddp_enabled:
+                self._open_stream(cm_id)
+
+    def _on_ddp_unavailable(self, event: DdpUnavailable) -> None:
+        waiting, self._waiting_for_association = self._waiting_for_association, []
+        for cm_id in waiting:
+            cm_id.ended(CMEventType.CONNECT_ERROR, f"the peer does not do DDP (RFC 5043 11.1): {event.reason}")
+
+    def _on_session_established(self, event: SessionEstablished) -> None:
+        # the stream is open: the queue pair takes work now (the session holds a responder's segments until the
+        # RTR, RFC 6581 9); the connection is ESTABLISHED once the RTR has arrived
+        cm_id = self._ids.get(event.stream_id)
         if cm_id is None:
             return
-        if isinstance(event, SessionEstablished):
-            # the stream is open: the queue pair takes work now (the session holds a responder's segments
-            # until the RTR, RFC 6581 9); the connection is ESTABLISHED once the RTR has arrived
-            cm_id._open(event.ird, event.ord, event.peer_private_data)
-            if event.role is Role.INITIATOR or not event.peer_to_peer:
-                cm_id._established()
-        elif isinstance(event, RtrArrived) and cm_id.state is CMState.ACCEPTED:
-            cm_id._established()
-        elif isinstance(event, SessionRejected):
+        cm_id.opened(event.ird, event.ord, event.peer_private_data)
+        if event.role is Role.INITIATOR or not event.peer_to_peer:
+            cm_id.established()
+
+    def _on_rtr(self, event: RtrArrived) -> None:
+        cm_id = self._ids.get(event.stream_id)
+        if cm_id is not None and cm_id.state is CMState.ACCEPTED:
+            cm_id.established()
+
+    def _on_session_rejected(self, event: SessionRejected) -> None:
+        cm_id = self._ids.get(event.stream_id)
+        if cm_id is not None:
             self._on_rejected(cm_id, event)
-        elif isinstance(event, StreamTerminated):
-            if cm_id.state in (CMState.CONNECTING, CMState.ACCEPTED):
-                cm_id._ended(CMEventType.CONNECT_ERROR, event.cause.value, event.error)
-            elif event.cause is TerminationCause.PEER_TERMINATE:
-                cm_id._ended(CMEventType.DISCONNECTED, "the peer disconnected (RFC 5043 6.2)")
-            else:
-                cm_id._ended(CMEventType.DISCONNECTED, event.cause.value, event.error)
-        elif isinstance(event, StreamReleased) and cm_id.state is CMState.DISCONNECTING:
-            cm_id._ended(CMEventType.DISCONNECTED, "disconnected: both Terminates exchanged and acknowledged "
-                                                   "(RFC 5043 6.2, 6.6)")
+
+    def _on_stream_terminated(self, event: StreamTerminated) -> None:
+        cm_id = self._ids.get(event.stream_id)
+        if cm_id is None:
+            return
+        if cm_id.state in (CMState.CONNECTING, CMState.ACCEPTED):
+            cm_id.ended(CMEventType.CONNECT_ERROR, event.cause.value, event.error)
+        elif event.cause is TerminationCause.PEER_TERMINATE:
+            cm_id.ended(CMEventType.DISCONNECTED, "the peer disconnected (RFC 5043 6.2)")
+        else:
+            cm_id.ended(CMEventType.DISCONNECTED, event.cause.value, event.error)
+
+    def _on_stream_released(self, event: StreamReleased) -> None:
+        """A released stream may be opened again (RFC 5043 6.6): the ids waiting for one try; the id that was
+        disconnecting on it is DISCONNECTED."""
+        waiting, self._waiting_for_stream = self._waiting_for_stream, []
+        for waiting_id in waiting:
+            if waiting_id.state is CMState.CONNECTING:
+                self._open_stream(waiting_id)
+        cm_id = self._ids.get(event.stream_id)
+        if cm_id is not None and cm_id.state is CMState.DISCONNECTING:
+            cm_id.ended(CMEventType.DISCONNECTED, "disconnected: both Terminates exchanged and acknowledged "
+                                                  "(RFC 5043 6.2, 6.6)")
 
     def _on_rejected(self, cm_id: CMID, event: SessionRejected) -> None:
         """REJECTED; an enhanced reject whose data this side's offer cannot match is the provider's refusal
@@ -278,8 +325,8 @@ class Device:
         error, reason = None, "rejected by the peer (RFC 5043 6.3)"
         if not event.by_user:
             reason = "refused by the peer's provider with a Terminate (RFC 5043 6.4)"
-        elif event.enhanced is not None and cm_id._pending is not None:
-            offer = cm_id._resources(cm_id._pending.param)
+        elif event.enhanced is not None and cm_id.pending_param is not None:
+            offer = local_resources(cm_id.pending_param)
             verdict = check_reply(offer, event.enhanced)
             if not set(offer.rtr_types) & offered_rtr_types(event.enhanced):
                 error = LlpError.NO_MATCHING_RTR.number
@@ -287,7 +334,7 @@ class Device:
                 error = verdict.error.number
             if error is not None:
                 reason = f"refused by the peer's provider: {error_name(*error)} (RFC 6581 7, 8)"
-        cm_id._ended(CMEventType.REJECTED, reason, error, private_data=event.private_data)
+        cm_id.ended(CMEventType.REJECTED, reason, error, private_data=event.private_data)
 
     def _on_request(self, event: SessionRequested) -> None:
         listener = self._listeners.get(self.backend.association_port)  # the port the peer's INIT came to
@@ -302,7 +349,7 @@ class Device:
         if event.enhanced is not None:  # rdma_cm's view: the peer's ORD is what we must answer with our IRD
             offer = ConnParam(responder_resources=event.enhanced.ord, initiator_depth=event.enhanced.ird,
                               private_data=event.private_data)
-        listener._post(CMEventType.CONNECT_REQUEST, about=cm_id, private_data=event.private_data, conn_param=offer)
+        listener.post_event(CMEventType.CONNECT_REQUEST, about=cm_id, private_data=event.private_data, conn_param=offer)
 
     def _open_stream(self, cm_id: CMID) -> None:
         """Open a free DDP stream for `cm_id`; with none free but one still being released (its session's last
@@ -313,14 +360,14 @@ class Device:
             if unused:
                 self._waiting_for_stream.append(cm_id)
             else:
-                cm_id._ended(CMEventType.CONNECT_ERROR, f"all {self.attr.max_qp} DDP streams are in use")
+                cm_id.ended(CMEventType.CONNECT_ERROR, f"all {self.attr.max_qp} DDP streams are in use")
             return
-        assert cm_id._pending is not None
-        param = cm_id._pending.param
+        param = cm_id.pending_param
+        assert param is not None
         cm_id.stream_id = stream_id
         self._ids[stream_id] = cm_id
         assert cm_id.qp is not None
-        self.backend.open_stream(stream_id, param.private_data, cm_id._resources(param), cm_id.qp.pd.pd_id)
+        self.backend.open_stream(stream_id, param.private_data, local_resources(param), cm_id.qp.pd.pd_id)
 
     def _new_association(self) -> None:
         """A new association starts: `wait_closed` waits for its end, not the last one's."""
@@ -338,18 +385,46 @@ class Device:
             waiting_kind = kind = CMEventType.REJECTED
             reason = ("refused: the peer answered the INIT with an ABORT, nothing listens at the address "
                       "(RFC 4960 8.4 rule 3, 5.1)")
+        elif isinstance(event, Aborted) and event.peer_restarted:
+            kind = CMEventType.DISCONNECTED
+            reason = "the peer restarted: its association is a new one (RFC 4960 5.2.4 A)"
         else:
             kind, reason = CMEventType.DISCONNECTED, f"the association ended: {type(event).__name__}"
         waiting, self._waiting_for_association = self._waiting_for_association, []
         for cm_id in waiting:
-            cm_id._ended(waiting_kind, reason)
+            cm_id.ended(waiting_kind, reason)
         waiting, self._waiting_for_stream = self._waiting_for_stream, []
         for cm_id in waiting:
-            cm_id._ended(CMEventType.CONNECT_ERROR, reason)
+            cm_id.ended(CMEventType.CONNECT_ERROR, reason)
         for cm_id in list(self._ids.values()):
             connecting = cm_id.state in (CMState.CONNECTING, CMState.REQUESTED, CMState.ACCEPTED)
-            cm_id._ended(CMEventType.CONNECT_ERROR if connecting else CMEventType.DISCONNECTED, reason)
+            cm_id.ended(CMEventType.CONNECT_ERROR if connecting else CMEventType.DISCONNECTED, reason)
         self._ids.clear()
+
+
+_EVENT_ROUTES: dict[type[RnicEvent], Callable[[Device, Any], None]] = {
+    WorkCompletion: Device._on_completion,
+    ReadCompletion: Device._on_completion,
+    ReceiveCompletion: Device._on_receive,
+    RdmapTerminated: Device._on_rdmap_terminated,
+    Connected: Device._on_connected,
+    DdpUnavailable: Device._on_ddp_unavailable,
+    Closed: Device._association_over,
+    Aborted: Device._association_over,
+    Failed: Device._association_over,
+    CloseAborted: Device._association_over,
+    SessionRequested: Device._on_request,
+    SessionEstablished: Device._on_session_established,
+    RtrArrived: Device._on_rtr,
+    SessionRejected: Device._on_session_rejected,
+    StreamTerminated: Device._on_stream_terminated,
+    StreamReleased: Device._on_stream_released,
+}
+"""Where each event of the backend (`model.rnic.events`) goes, as the model's transition tables route theirs.
+The rest need nothing of the driver: `WriteArrived` (RFC 5040 gives the Data Sink no completion for a Write),
+`PathStatus` (the association goes on until its own limit, RFC 4960 8.2), `PeerClosing` (the association's end
+follows), `SessionRefused` (this side's provider answered a peer's Initiate itself, RFC 5043 6.4, RFC 6581 7: no
+connection id was made for it)."""
 
 
 class Fabric:
@@ -411,6 +486,42 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
         raise BackendUnavailable("backend 'sim' (the gateware under Verilator) runs inside a cocotb test: "
                                  "`sim.driver_sim.run_program(main)` runs main(fabric) there")
     raise UnknownBackend(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+
+
+NETWORK_OPTIONS_REFUSED = {"mac", "ip", "port", "udp", "engine_sacks", "engine_transport"}
+"""`RnicConfig` fields `open_device` does not take: the addresses and the encapsulation are the transport's, and a
+device on a real transport is a software RNIC (no engines)."""
+
+
+def open_device(spec: str = "udp::9899", *, host: Callable[..., object] | None = None, **options: object) -> Device:
+    """One device of its own in this process on a real transport (`driver.backends.network`): `spec` is
+    "udp:[HOST][:PORT]" (SCTP over UDP, RFC 6951, port 9899 by default, 0 for a free one; no privileges),
+    "ip:ADDRESS[:PORT]" (SCTP over raw IPv4, protocol 132: needs CAP_NET_RAW; PORT the SCTP port, 9899 by
+    default) or "eth:IFACE:ADDRESS[:PORT]" (the same in raw Ethernet frames on IFACE, the device an IPv4 host of
+    its own at ADDRESS, answering ARP: needs CAP_NET_RAW) (`driver.transports`); `host`: makes the device's
+    host from its `RnicConfig` and random generator, a software host over another SCTP stack
+    (`sim.usrsctp_host.usrsctp_host`), instead of the model's `SoftRnic`; `options`:
+    `RnicConfig` fields (`path_mtu`, `receive_buffer`, `rto_initial`, `association_max_retrans`...).  Its calls
+    are the fabric devices'; its waits run on the caller's asyncio loop (`asyncio.run(main())`), on the
+    monotonic clock.  `TransportError` when the transport cannot be opened (`TransportNotPermitted` without
+    the privilege raw IPv4 needs, `AddressInUse` for a port another socket holds)."""
+    from driver.backends.network import NetworkFabric
+    from driver.transports import open_transport, parse_port
+
+    instance("spec", spec, str)
+    refused = sorted(set(options) & NETWORK_OPTIONS_REFUSED | {"link", "seed"} & set(options))
+    if refused:
+        raise InvalidArgument(f"option {refused[0]}: not one open_device takes (the transport gives the addresses, "
+                              "and its secrets come from the system's generator, not a seed)")
+    check_fabric_options(options, "soft")
+    transport = open_transport(spec)
+    try:
+        port = transport.port if transport.kind == "udp" else parse_port(spec)   # udp:...:0: the port bound
+        fabric = Fabric(NetworkFabric(transport, port, host, **options))  # type: ignore[arg-type]
+    except BaseException:
+        transport.close()
+        raise
+    return fabric.devices[0]
 
 
 def run(main: Callable[[Fabric], Awaitable[T]], backend: str = "soft", **options: object) -> T:

@@ -84,3 +84,16 @@ class SimulationStalled(DriverError):
 
 class WaitTimeout(DriverError):
     """A wait that did not end within its timeout (seconds of the backend's clock)."""
+
+
+class TransportError(DriverError):
+    """A real transport (`driver.open_device`) could not be opened or failed: a bad spec, an address that does
+    not resolve, a port in use, a socket error."""
+
+
+class AddressNotResolved(TransportError, InvalidArgument):
+    """A host name that resolves to no IPv4 address (`socket.getaddrinfo`)."""
+
+
+class TransportNotPermitted(TransportError, PermissionError):
+    """A transport this process may not open: raw IPv4 or Ethernet sockets need CAP_NET_RAW."""

@@ -114,6 +114,13 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         "pd_id": lambda name, value: whole(name, value, 0, 0xFFFF),  # a row's PD field is 16 bits
         "close_timeout": _seconds_or_none,
         "send_buffer": lambda name, value: whole(name, value, 1, U32),
+        # RFC 4960 15's protocol parameters: RTO.* in seconds, the retransmission limits as counts
+        "rto_initial": lambda name, value: number(name, value, 0.0, low_open=True),
+        "rto_min": lambda name, value: number(name, value, 0.0, low_open=True),
+        "rto_max": lambda name, value: number(name, value, 0.0, low_open=True),
+        "association_max_retrans": lambda name, value: whole(name, value, 1, 0xFFFF),
+        "path_max_retrans": lambda name, value: whole(name, value, 1, 0xFFFF),
+        "max_init_retransmits": lambda name, value: whole(name, value, 1, 0xFFFF),
         "baud": lambda name, value: number(name, value, 0.0, low_open=True),
         "latency": lambda name, value: number(name, value, 0.0),
         "time_scale": lambda name, value: number(name, value, 0.0, low_open=True),
@@ -122,3 +129,6 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         check = checks.get(name)
         if check is not None:
             check(name, value)
+    rto_min, rto_max = options.get("rto_min", RnicConfig.rto_min), options.get("rto_max", RnicConfig.rto_max)
+    if rto_min > rto_max:  # type: ignore[operator]
+        raise InvalidArgument(f"rto_min {rto_min} is above rto_max {rto_max} (RFC 4960 6.3.1)")

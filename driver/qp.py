@@ -243,7 +243,11 @@ def _carried(record: _SendRecord, terminate: Terminate) -> bool:
 
 
 class QP:
-    """A queue pair (see the module docstring)."""
+    """A queue pair (see the module docstring).
+
+    Driver-internal interface: its connection id's calls (`stream_opened`, `flush`) and its device's
+    (`completed`, `received`, `terminate_arrived`); it hands completions to its CQs through theirs
+    (`CQ.deliver`)."""
 
     def __init__(self, pd: PD, send_cq: CQ, recv_cq: CQ, cap: QPCap, qp_num: int, sq_sig_all: bool = True) -> None:
         attr = pd.device.attr
@@ -291,7 +295,7 @@ class QP:
         if sg_list:
             self._region(sge, AccessFlags.LOCAL_WRITE, "receive into", f"{name}.sg_list[0]")
         if self.state is QPState.ERROR:
-            self.recv_cq._push(WC(wr.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self, error=self.error))
+            self.recv_cq.deliver(WC(wr.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self, error=self.error))
             return
         if len(self._receives) + len(self._unposted) >= self.cap.max_recv_wr:
             raise QueueFull(f"{self.cap.max_recv_wr} receives already posted")
@@ -333,7 +337,7 @@ class QP:
         opcode = WCOpcode.RDMA_READ if read else WCOpcode.RDMA_WRITE if wr.opcode is WROpcode.RDMA_WRITE \
             else WCOpcode.SEND
         if self.state is QPState.ERROR:
-            self.send_cq._push(WC(wr.wr_id, WCStatus.WR_FLUSH_ERR, opcode, 0, self, error=self.error))
+            self.send_cq.deliver(WC(wr.wr_id, WCStatus.WR_FLUSH_ERR, opcode, 0, self, error=self.error))
             return
         if len(self._sends) >= self.cap.max_send_wr:
             raise QueueFull(f"{self.cap.max_send_wr} send requests already outstanding")
@@ -365,34 +369,47 @@ class QP:
         record.signaled = self.sq_sig_all or bool(send_flags & SendFlags.SIGNALED)
         self._track(token, record)
 
-    # -- events from the device -----------------------------------------------------
+    # -- the driver-internal interface: the calls of its connection id and its device ----------
 
-    def _established(self, stream_id: int, ird: int, ord: int) -> None:
+    def stream_opened(self, stream_id: int, ird: int, ord: int) -> None:
+        """Driver-internal (the connection id's): the stream's session is open with the IRD and ORD in force; the
+        receives posted before it are handed over.
+
+        :meta private:"""
         self.stream_id, self.ird, self.ord = stream_id, ird, ord
         self.state = QPState.RTS
         while self._unposted:
             self._hand_receive(self._unposted.popleft())
 
-    def _on_completion(self, event: WorkCompletion | ReadCompletion) -> None:
+    def completed(self, event: WorkCompletion | ReadCompletion) -> None:
+        """Driver-internal (the device's): a Write or Send handed to SCTP, a Read placed (RFC 5041 5.4, RFC 5040
+        5.2).
+
+        :meta private:"""
         record = self._sends.pop(event.wr_id, None)
         if record is None:
             return  # flushed already
         record.completed_at = self._msns.posted
         self._msns.history.append(record)
         if record.signaled:
-            self.send_cq._push(WC(record.wr_id, WCStatus.SUCCESS, record.opcode, event.length, self))
+            self.send_cq.deliver(WC(record.wr_id, WCStatus.SUCCESS, record.opcode, event.length, self))
 
-    def _on_receive(self, event: ReceiveCompletion) -> None:
+    def received(self, event: ReceiveCompletion) -> None:
+        """Driver-internal (the device's): a Send delivered into the oldest receive (RFC 5041 5.3).
+
+        :meta private:"""
         if not self._receives:
             return
         record = self._receives.popleft()
         flags = WCFlags.WITH_INV if event.invalidated_stag is not None else WCFlags.NONE
-        self.recv_cq._push(WC(record.wr_id, WCStatus.SUCCESS, WCOpcode.RECV, event.length, self, flags,
+        self.recv_cq.deliver(WC(record.wr_id, WCStatus.SUCCESS, WCOpcode.RECV, event.length, self, flags,
                               event.invalidated_stag, event.solicited))
 
-    def _on_terminate(self, terminate: Terminate, sent: bool) -> ErrorNumber | None:
-        """A Terminate sent or received (RFC 5040 5.5): one error completion with its number, then flush; its
-        number (None when the queue pair was already in error)."""
+    def terminate_arrived(self, terminate: Terminate, sent: bool) -> ErrorNumber | None:
+        """Driver-internal (the device's): a Terminate sent or received (RFC 5040 5.5): one error completion with
+        its number, then flush; its number (None when the queue pair was already in error).
+
+        :meta private:"""
         if self.state is QPState.ERROR:
             return None
         number = _error_number(terminate)
@@ -401,24 +418,27 @@ class QP:
             consumed = (header is not None and not header.tagged and header.qn == QueueNumber.SEND
                         and self._receives)
             wr_id = self._receives.popleft().wr_id if consumed else 0
-            self.recv_cq._push(WC(wr_id, error_status(number, remote=False), WCOpcode.RECV, 0, self, error=number))
+            self.recv_cq.deliver(WC(wr_id, error_status(number, remote=False), WCOpcode.RECV, 0, self, error=number))
         else:
             record = self._named_by(terminate)
             if record is not None:
                 self._sends = OrderedDict((k, v) for k, v in self._sends.items() if v is not record)
-            self.send_cq._push(WC(record.wr_id if record else 0, error_status(number, remote=True),
+            self.send_cq.deliver(WC(record.wr_id if record else 0, error_status(number, remote=True),
                                   record.opcode if record else WCOpcode.SEND, 0, self, error=number, remote=True))
         self._flush(number)
         return number
 
-    def _ended(self) -> None:
-        """The stream or the association ended without a Terminate: flush what is outstanding.  A queue pair that
-        never connected stays unconnected (posting a send raises `NotConnected`); its receives are flushed."""
+    def flush(self) -> None:
+        """Driver-internal (the connection id's): the stream or the association ended without a Terminate: flush
+        what is outstanding.  A queue pair that never connected stays unconnected (posting a send raises
+        `NotConnected`); its receives are flushed.
+
+        :meta private:"""
         if self.state is QPState.RTS:
             self._flush(None)
         elif self.state is QPState.INIT:
             for record in self._unposted:
-                self.recv_cq._push(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self))
+                self.recv_cq.deliver(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self))
             self._unposted.clear()
 
     # -- internals ----------------------------------------------------------------------
@@ -463,9 +483,9 @@ class QP:
         self.state = QPState.ERROR
         self.error = number
         for record in self._sends.values():
-            self.send_cq._push(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, record.opcode, 0, self, error=number))
+            self.send_cq.deliver(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, record.opcode, 0, self, error=number))
         self._sends.clear()
         for record in list(self._receives) + list(self._unposted):
-            self.recv_cq._push(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self, error=number))
+            self.recv_cq.deliver(WC(record.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV, 0, self, error=number))
         self._receives.clear()
         self._unposted.clear()

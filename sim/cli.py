@@ -22,6 +22,9 @@
               [--direction to-board|from-board|both]
                                       perftest-shaped bandwidth and latency through the host driver; on the
                                       board backend also its control link's requests and bytes per message
+    rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]]
+    rnic perf --client HOST[:PORT] [--bind ...] [--test ...] [--sizes BYTES ...] [--iters N]
+                                      the same between two processes, each a device on a real transport
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
                 [--waves fst|vcd]
                                       a capture through the receive engine (RTL under Verilator, or the model)
@@ -336,7 +339,42 @@ BOARD_ONLY = ("serial", "ethernet", "baud", "latency", "time_scale", "direction"
 """`rnic perf`'s options for the board backend alone."""
 
 
+SIMULATION_ONLY = ("rate", "delay", "serial", "ethernet", "baud", "latency", "time_scale", "direction")
+"""`rnic perf`'s options of a simulated link or a board: none of them with --server or --client."""
+
+
+def _perf_between_processes(args: argparse.Namespace) -> int:
+    """`rnic perf --server` or `--client HOST`: the measurements between two processes on a real transport."""
+    from sim.commands.perf import DEFAULT_ITERS, DEFAULT_SIZES, TESTS, PerfPlan
+    from sim.commands.perf_remote import client_command, server_command
+
+    role = "--server" if args.server else "--client"
+    if args.server and args.client is not None:
+        args.usage_error("arguments --server and --client: one process is one of them")
+    given = [name for name in SIMULATION_ONLY if getattr(args, name) is not None]
+    if given:
+        args.usage_error(f"argument --{given[0].replace('_', '-')}: not with {role} (a real network, no simulated "
+                         "link or board)")
+    for flag, unusual in (("--backend", args.backend != "soft"), ("--loss", args.loss != 0.0),
+                          ("--seed", args.seed != 1), ("--peer", args.peer != "model"),
+                          ("--host-sacks", args.host_sacks), ("--engine-transport", args.engine_transport)):
+        if unusual:
+            args.usage_error(f"argument {flag}: not with {role} (a device of its own on a real transport, its "
+                             "secrets from the system)")
+    if args.server:
+        if args.test != "all" or args.sizes or args.iters:
+            args.usage_error("arguments --test, --sizes, --iters: the client chooses them, not the server")
+        return server_command(args.bind)
+    plan = PerfPlan(TESTS if args.test == "all" else (args.test,), tuple(args.sizes or DEFAULT_SIZES),
+                    args.iters or DEFAULT_ITERS)
+    return client_command(args.client, plan, args.bind)
+
+
 def _perf(args: argparse.Namespace) -> int:
+    if args.server or args.client is not None:
+        return _perf_between_processes(args)
+    if args.bind is not None:
+        args.usage_error("argument --bind: only with --server or --client")
     from sim.commands.perf import (BOARD_SIZES, DEFAULT_DELAY_USEC, DEFAULT_ITERS, DEFAULT_RATE_GBPS, DEFAULT_SIZES,
                                    DIRECTIONS, LARGEST_SIZE, SIM_SIZES, TESTS, BoardOptions, PerfPlan, perf_command,
                                    perf_link)
@@ -561,6 +599,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="host B: the backend's own (default: on sim the engines' golden models); gateware: on "
                            "a second RNIC top in the same simulation (sim); usrsctp: a software host whose SCTP is "
                            "usrsctp (soft, engine, sim; needs libusrsctp)")
+    perf.add_argument("--server", action="store_true",
+                      help="be the sink of a run between two processes: a device of this process on a real "
+                           "transport (--bind) waits for one rnic perf --client, which chooses the tests")
+    perf.add_argument("--client", metavar="HOST[:PORT]",
+                      help="run the tests against an rnic perf --server at HOST (port 9899 by default), from a "
+                           "device of this process on a real transport (--bind), and print the tables")
+    perf.add_argument("--bind", metavar="[udp:|ip:|eth:IFACE:]ADDR[:PORT]",
+                      help="--server, --client: this process's device, as driver.open_device takes it (default "
+                           "udp::9899 for the server, udp::0, any free port, for the client; ADDR:PORT alone is UDP)")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

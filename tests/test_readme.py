@@ -2,7 +2,9 @@
 the `rnic` commands (and their pages in docs/cli), the folders, and its driver program, which runs."""
 
 import argparse
+import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +79,30 @@ def test_the_readme_s_driver_program_runs_and_prints_what_it_says():
     result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == expected
+
+
+def test_the_readme_s_network_program_runs_as_a_server_and_a_client_process(tmp_path):
+    """The section's hello.py as two processes over loopback UDP, on a free port instead of 9899 (another test or
+    program may hold that one)."""
+    section = readme_section("Two programs on a real network")
+    program = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    hello = tmp_path / "hello.py"
+    hello.write_text(program.replace("9899", str(port)))
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen([sys.executable, str(hello), "server"], cwd=ROOT, env=environment, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        client = subprocess.run([sys.executable, str(hello), "client", "localhost"], cwd=ROOT, env=environment,
+                                capture_output=True, text=True, timeout=120)
+        out, err = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert client.returncode == 0, client.stderr
+    assert server.returncode == 0, err
+    assert out.strip() == repr(b"hello from another process")
 
 
 def test_the_base_install_is_without_amaranth():

@@ -165,6 +165,14 @@ class DeviceBackend(ABC):
     def events(self) -> list[RnicEvent]:
         """The events (`model.rnic.events`) since the last call, oldest first."""
 
+    resolves_names = False
+    """True where `connect` takes a host name: the driver resolves it first (`socket.getaddrinfo`)."""
+
+    def statistics(self) -> object | None:
+        """What the device received, sent and dropped below the verbs (`NetworkStatistics` on a real transport);
+        None where the backend keeps no such count."""
+        return None
+
     def frames_received(self) -> int | None:
         """Frames the device has taken so far (every byte it places comes in one), so that the driver reads back
         a caller's buffer only when something may have landed; None: unknown, read back every time."""

@@ -106,19 +106,19 @@ class _Waiter:
     timeout: float | None
 
 
-class SoftDevice(DeviceBackend):
-    """One SoftRnic of the fabric."""
+class HostDevice(DeviceBackend):
+    """A device whose RNIC is a `SoftRnic` (or a host shaped like one) driven by `fabric`, which keeps its clock
+    (`now`) and sends what the host has to send when kicked (`kick`). Subclasses say how a connection finds its
+    peer (`connect`) and where the host's events are collected (`events`)."""
 
-    def __init__(self, fabric: SoftFabric, side: Side) -> None:
+    def __init__(self, fabric: FabricBackend, host: SoftRnic, name: str, ip: str, port: int) -> None:
         self._fabric = fabric
-        self._side = side
-        self._host: SoftRnic = fabric.pair.hosts[side]
-        self.name = f"soft{0 if side is Side.A else 1}"
-        self.ip = IPS[side]
-        self.port = PORTS[side]
+        self._host = host
+        self.name = name
+        self.ip = ip
+        self.port = port
         self._next_buffer = FIRST_BUFFER
         self.memory_end: int | None = None   # where the buffers must stop, when the host's memory is bounded
-        self._seen = 0
 
     def query(self) -> DeviceAttr:
         config = self._host.config
@@ -156,14 +156,6 @@ class SoftDevice(DeviceBackend):
 
     def listen(self, port: int) -> None:
         self._host.listen(port)
-
-    def connect(self, ip: str, port: int) -> bool:
-        peer = self._side.peer
-        if ip != IPS[peer]:
-            return False
-        self._host.connect(self._fabric.now(), MACS[peer], ip, port)
-        self._fabric.kick()
-        return True
 
     @property
     def association_up(self) -> bool:
@@ -224,6 +216,24 @@ class SoftDevice(DeviceBackend):
 
     def frames_received(self) -> int | None:
         return self._host.statistics.frames_received
+
+
+class SoftDevice(HostDevice):
+    """One SoftRnic of the fabric."""
+
+    def __init__(self, fabric: SoftFabric, side: Side) -> None:
+        super().__init__(fabric, fabric.pair.hosts[side], f"soft{0 if side is Side.A else 1}", IPS[side],
+                         PORTS[side])
+        self._side = side
+        self._seen = 0
+
+    def connect(self, ip: str, port: int) -> bool:
+        peer = self._side.peer
+        if ip != IPS[peer]:
+            return False
+        self._host.connect(self._fabric.now(), MACS[peer], ip, port)
+        self._fabric.kick()
+        return True
 
     def events(self) -> list[RnicEvent]:
         self._fabric.pair.collect()

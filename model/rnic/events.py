@@ -74,9 +74,11 @@ class Closed(RnicEvent):
 
 @dataclass(frozen=True)
 class Aborted(RnicEvent):
-    """The peer aborted the association (RFC 4960 9.1)."""
+    """The peer aborted the association (RFC 4960 9.1), or restarted (`peer_restarted`, RFC 4960 5.2.4 A: as
+    if it had aborted it; a `Connected` for the new association follows)."""
 
     causes: tuple[ErrorCause, ...]
+    peer_restarted: bool = False
 
 
 @dataclass(frozen=True)

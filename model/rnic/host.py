@@ -31,7 +31,11 @@ Decisions recorded here:
   out-of-the-blue packets).  While one is open, frames from any other host
   are dropped and every SCTP packet of the peer goes to the association,
   which checks its verification tag (RFC 4960 8.5) and handles a repeated
-  INIT or COOKIE ECHO (5.2).
+  INIT or COOKIE ECHO (5.2).  A peer that restarted (5.2.4 A: its COOKIE
+  ECHO carries our tags as tie-tags) ends the association as if it had
+  aborted it (`Aborted(peer_restarted=True)`: every DDP stream is gone with
+  the peer's state), and its COOKIE ECHO makes the new association
+  (`Connected`), as a listener on that port would, listening or not.
 * Out of the blue (RFC 4960 8.4): a host with no open association and no
   Listener (it never listened: an active opener whose association closed,
   or a host never opened) still answers for its port (an INIT for any
@@ -177,6 +181,7 @@ from model.sctp.events import (
     DataReceived,
     DdpProceduresForbidden,
     PathStatusChanged,
+    PeerRestarted,
     PeerShutdownStarted,
 )
 
@@ -234,6 +239,15 @@ class RnicConfig:
     send_buffer: int = 65536
     """Bytes of DDP segments the host hands its association ahead of what the association has sent, like a
     socket's send buffer: posted messages are segmented and read from memory only as this room allows."""
+    rto_initial: float = 3.0
+    """RTO.Initial, RTO.Min, RTO.Max, Association.Max.Retrans, Path.Max.Retrans and Max.Init.Retransmits: RFC 4960
+    15's defaults, for the host's associations (shorter on a test's loopback, so that a dead peer is found in
+    seconds, RFC 4960 8.1, 8.2)."""
+    rto_min: float = 1.0
+    rto_max: float = 60.0
+    association_max_retrans: int = 10
+    path_max_retrans: int = 5
+    max_init_retransmits: int = 8
     engine_sacks: bool = False
     """A host on the engines (`EngineRnic`): the receive engine SACKs the peer's DATA itself (RFC 4960 6.2,
     `hdl/rx/sack_unit.py`) and the host sees no ack record; a software host has no such engine. The driver's
@@ -365,6 +379,7 @@ class SoftRnic:
         self._ddp_enabled = False
         self._closing = False
         self._close_deadline: float | None = None
+        self._peer_restarted = False
         self._events: list[RnicEvent] = []
         self._frames: list[bytes] = []
         self._next_stag_index = 1
@@ -639,6 +654,12 @@ class SoftRnic:
             receive_buffer=config.receive_buffer,
             heartbeat_interval=config.heartbeat_interval,
             delayed_ack_time=config.delayed_ack_time,
+            rto_initial=config.rto_initial,
+            rto_min=config.rto_min,
+            rto_max=config.rto_max,
+            association_max_retrans=config.association_max_retrans,
+            path_max_retrans=config.path_max_retrans,
+            max_init_retransmits=config.max_init_retransmits,
             adaptation_code_point=ADAPTATION_CODE_POINT_DDP if config.ddp else None,
         )
 
@@ -688,18 +709,32 @@ class SoftRnic:
             # The peer's packets, whatever their tag: the association checks it (RFC 4960 8.5, 5.2).
             association.receive(packet, now)
             self._drain_association(now)
+            if self._peer_restarted:
+                self._peer_restarted = False
+                self._restarted_association(packet, association.config.local_port, _Peer(frame.eth.src, frame.ip.src),
+                                            now)
             return
         listener = self._listeners.get(int.from_bytes(packet[2:4], "big"))  # the destination port
         if listener is None:
             self._out_of_the_blue(frame)
             return
+        self._answer(listener, packet, _Peer(frame.eth.src, frame.ip.src), now)
+
+    def _answer(self, listener: Listener, packet: bytes, sender: _Peer, now: float) -> None:
+        """A listener's answer to the packet, and the association its COOKIE ECHO makes (RFC 4960 5.1)."""
         listener.receive(packet, now)
-        sender = _Peer(frame.eth.src, frame.ip.src)
         for reply in listener.data_to_send(now):
             self._frames.append(self._frame(reply, sender))
         for accepted in listener.next_events():
             self._new_association(accepted.association, sender)
             self._drain_association(now)
+
+    def _restarted_association(self, packet: bytes, local_port: int, sender: _Peer, now: float) -> None:
+        """RFC 4960 5.2.4 A: the restarted peer's COOKIE ECHO (signed by the old association with the host's
+        key) makes the new association, as a listener on the old one's port would; the host takes it whether
+        or not it listens, since its peer is the same."""
+        config = replace(self._association_config(peer_port=0), local_port=local_port)
+        self._answer(self._listeners.get(local_port) or self.sctp.listener(config), packet, sender, now)
 
     def _out_of_the_blue(self, frame: Frame) -> None:
         """RFC 4960 8.4 without a Listener: see `out_of_the_blue_reply`."""
@@ -756,6 +791,10 @@ class SoftRnic:
             elif isinstance(event, AssociationAborted):
                 self._association_over()
                 self._events.append(Aborted(event.causes))
+            elif isinstance(event, PeerRestarted):
+                self._association_over()
+                self._peer_restarted = True   # `_route` hands the COOKIE ECHO to a new association
+                self._events.append(Aborted((), peer_restarted=True))
             elif isinstance(event, AssociationFailed):
                 self._association_over()
                 self._events.append(Failed(event.reason, event.state, event.limit, event.limit_value))

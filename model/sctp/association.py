@@ -41,9 +41,11 @@ processing with rwnd (6.2.1), T3-rtx and RTO (6.3), congestion control and
 fast retransmit (7.2, RFC 9260 7.2.4), heartbeats (8.3), error counting
 (8.1, 8.2), ABORT (9.1) and graceful shutdown (9.2).
 
-Deliberately left out, each rejected cleanly: association restart (5.2.4
-case A: such a COOKIE ECHO is discarded and the old association goes on),
-multi-homing (one destination), SCTP fragmentation (RFC 5043 9 forbids it
+A peer's restart (5.2.4 case A) ends the association as if the peer had
+aborted it (`PeerRestarted`); its owner makes the new association from the
+same COOKIE ECHO (`model.rnic.host`).
+
+Deliberately left out, each rejected cleanly: multi-homing (one destination), SCTP fragmentation (RFC 5043 9 forbids it
 for DDP: a fragmented DATA chunk from the peer aborts the association with
 "Protocol Violation"; `send()` rejects payloads above the MULPDU).
 """
@@ -121,6 +123,9 @@ class AssociationStatistics:
     ssthresh: int
     flight_size: int
     peer_rwnd: int
+    packets_discarded: int = 0
+    """Packets from the peer's address discarded before any chunk was processed: undecodable, to or from other
+    ports, or with a verification tag that is not the association's (RFC 4960 8.5, 8.5.1)."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +251,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
             ssthresh=cc.ssthresh if cc else 0,
             flight_size=self._flight_size,
             peer_rwnd=self._peer_rwnd,
+            packets_discarded=self._stats["packets_discarded"],
         )
 
     @property
@@ -409,10 +415,13 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         try:
             packet = SctpPacket.decode(data)
         except DecodeError:
+            self._stats["packets_discarded"] += 1
             return
         if packet.dst_port != self.config.local_port or packet.src_port != self.config.peer_port:
+            self._stats["packets_discarded"] += 1
             return
         if not self._verification_tag_ok(packet):
+            self._stats["packets_discarded"] += 1
             return
         self._receive_packet(packet, now)
 

@@ -106,6 +106,13 @@ class AssociationAborted(AssociationEvent):
 
 
 @dataclass(frozen=True)
+class PeerRestarted(AssociationEvent):
+    """RFC 4960 5.2.4 A: a COOKIE ECHO whose tie-tags are this association's tags and whose tags are new: the
+    peer restarted.  This association is over, as if the peer had aborted it (its chunks are not kept: the
+    choice 5.2.4 A leaves open), and the COOKIE ECHO is for a new association (RESTART, 10.2 E)."""
+
+
+@dataclass(frozen=True)
 class AssociationFailed(AssociationEvent):
     """The association gave up (COMMUNICATION LOST, RFC 4960 10.2 E); an ABORT was sent if a peer tag was known."""
 

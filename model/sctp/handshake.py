@@ -3,7 +3,7 @@
 `HandshakeMixin` holds the handlers the association's transition table
 (`model.sctp.association`) names for the four-way handshake: the active
 open with T1-init and T1-cookie back-off (5.1, 5.3), INIT collisions and
-duplicates (5.2.1, 5.2.2), COOKIE ECHO cases B and D (5.2.4), the Stale
+duplicates (5.2.1, 5.2.2), COOKIE ECHO cases A, B and D (5.2.4), the Stale
 Cookie retry (5.2.6), and COMMUNICATION UP with the RFC 5043 11.1 verdict on
 the adaptation layer.  `build_init_ack` is shared with the stateless
 `model.sctp.listener.Listener`.
@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 from model.sctp.config import AssociationConfig
 from model.sctp.congestion import CongestionControl
 from model.sctp.cookie import CookieSigner, CookieState
-from model.sctp.events import AssociationEstablished, DdpProceduresForbidden, ErrorReported, RetransmissionLimit
+from model.sctp.events import (AssociationEstablished, DdpProceduresForbidden, ErrorReported, PeerRestarted,
+                               RetransmissionLimit)
 from model.sctp.packet import (
     ADAPTATION_CODE_POINT_DDP,
     AbortChunk,
@@ -361,8 +362,9 @@ class HandshakeMixin:
         return None
 
     def _on_cookie_echo(self, now: float, packet: SctpPacket, echo: CookieEchoChunk) -> bool | None:
-        """5.2.4: case D (tags match: COOKIE ACK, again if established) and case B (INIT collision: the peer's
-        tag from the cookie).  Case A (peer restart) is not supported and case C is discarded by 5.2.4."""
+        """5.2.4: case D (tags match: COOKIE ACK, again if established), case B (INIT collision: the peer's
+        tag from the cookie) and case A (the peer restarted: this association ends, `PeerRestarted`, and its owner
+        hands the COOKIE ECHO to a new one); case C is discarded by 5.2.4."""
         cookie = self._open_cookie(packet, echo)
         if cookie is None:
             return False
@@ -386,6 +388,21 @@ class HandshakeMixin:
             if opening:
                 self._establish(now)
             self._queue_control(CookieAckChunk())
+            return None
+        if (not local_match and cookie.peer_tag != self.peer_tag and cookie.local_tie_tag == self.local_tag
+                and cookie.peer_tie_tag == self.peer_tag and not opening
+                and self.state is not AssociationState.SHUTDOWN_ACK_SENT):
+            # case A: the peer restarted (in SHUTDOWN-ACK-SENT it must not make a new association: discarded)
+            if cookie.staleness(now) > 0:
+                self._stale(cookie, now)
+                return False
+            self._timers.clear()
+            self._control.clear()
+            self._send_queue.clear()
+            self._queued_bytes = 0
+            self._final_packet_sent = True
+            self.state = AssociationState.CLOSED
+            self._events.append(PeerRestarted())
             return None
         return False
 

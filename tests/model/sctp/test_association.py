@@ -55,6 +55,7 @@ from model.sctp.events import (
     DataReceived,
     DdpProceduresForbidden,
     PathStatusChanged,
+    PeerRestarted,
     PeerShutdownStarted,
     RetransmissionLimit,
 )
@@ -448,6 +449,53 @@ def test_rfc4960_5_2_4_case_d_duplicate_cookie_echo_gets_cookie_ack_again() -> N
     link.run(condition=lambda: link.client.state is AssociationState.ESTABLISHED)
     assert len(link.sent("b->a", CookieAckChunk)) == 2
     assert len(of_type(link.events_b, AssociationEstablished)) == 1
+
+
+def test_rfc4960_5_2_4_case_a_a_restarted_peer_ends_the_association_and_its_cookie_makes_a_new_one() -> None:
+    """The client restarts on the same ports: its INIT gets the server's INIT ACK with the current tags as tie-tags
+    (5.2.2); its COOKIE ECHO then carries new tags with those tie-tags (5.2.4 A): the old association ends
+    (`PeerRestarted`, nothing more sent on it) and the same COOKIE ECHO, given to a listener with the server's
+    key, makes a new association the restarted client sees established."""
+    link = established_link()
+    old = link.server
+    restarted = Association(make_config(CLIENT_PORT, SERVER_PORT, 99))
+    restarted.connect(link.now)
+    (init,) = restarted.data_to_send(link.now)
+    assert fed(old, init, link.now) == []
+    (init_ack,) = old.data_to_send(link.now)
+    ack = SctpPacket.decode(init_ack).chunks[0]
+    assert isinstance(ack, InitAckChunk) and ack.initiate_tag not in (old.local_tag, 0)
+    assert fed(restarted, init_ack, link.now) == []
+    (cookie_echo,) = restarted.data_to_send(link.now)
+    events = fed(old, cookie_echo, link.now)
+    assert of_type(events, PeerRestarted) and old.state is AssociationState.CLOSED
+    assert old.data_to_send(link.now) == [] and old.next_timeout() is None
+    listener = Listener(make_config(SERVER_PORT, 0, 3))
+    listener.receive(cookie_echo, link.now)
+    (accepted,) = listener.next_events()
+    new = accepted.association
+    assert new.state is AssociationState.ESTABLISHED
+    assert (new.local_tag, new.peer_tag) == (restarted.peer_tag, restarted.local_tag) == (ack.initiate_tag,
+                                                                                          restarted.local_tag)
+    for packet in new.data_to_send(link.now):
+        fed(restarted, packet, link.now)
+    assert restarted.state is AssociationState.ESTABLISHED
+
+
+def test_rfc4960_5_2_4_a_cookie_echo_with_foreign_tie_tags_is_discarded() -> None:
+    """A valid cookie (the same key) with new tags but no tie-tags of this association (one from another
+    association's handshake): not a restart (5.2.4 A needs the tie-tags), discarded; the association goes on."""
+    link = established_link()
+    stranger = Link(client=Association(make_config(CLIENT_PORT, SERVER_PORT, 7)),
+                    listener=Listener(make_config(SERVER_PORT, 0, 8)))
+    stranger.client.connect(stranger.now)
+    stranger.run(condition=lambda: stranger.server is not None
+                 and stranger.server.state is AssociationState.ESTABLISHED)
+    assert stranger.server.local_tag != link.server.local_tag
+    cookie_echo = next(s.packet for s in stranger.log if isinstance(s.packet.chunks[0], CookieEchoChunk))
+    assert fed(link.server, cookie_echo.encode(), link.now) == []
+    assert link.server.state is AssociationState.ESTABLISHED
+    assert link.server.data_to_send(link.now) == []   # no COOKIE ACK: not case D either
 
 
 # ---------------------------------------------------------------- data transfer
