@@ -28,7 +28,7 @@ from amaranth_boards.ecpix5 import ECPIX585Platform
 
 from boards.ecpix5_top import Ecpix5Top
 from boards.synth import _tool
-from hdl.synthesis import COLLISION_PASSES
+from hdl.synthesis import SYNTHESIS_PASSES
 
 __all__ = ["BOARDS", "ClockResult", "BuildSummary", "summarize", "build", "main"]
 
@@ -102,7 +102,7 @@ def build(board: str, build_dir: Path, *, seed: int = 1, router: str = "router2"
     options = ["--report report.json --timing-allow-fail", f"--seed {seed}", f"--router {router}",
                *BOARD_PLACER_OPTIONS, *nextpnr_options]
     platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
-                           script_after_read=COLLISION_PASSES, nextpnr_opts=" ".join(options))
+                           script_after_read=SYNTHESIS_PASSES, nextpnr_opts=" ".join(options))
     return summarize(json.loads((build_dir / "report.json").read_text()))
 
 

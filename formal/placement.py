@@ -239,6 +239,7 @@ class _ObservedQueue(Queue):
         skid = self._skid_flags
         if self.depth > 2 and self._block_ram:
             fifo, counters = self._fifo, self._counters  # the staging register, the block RAM, the fetched payload
+            bits = len(counters.removed)
             stored = fifo.staged_valid + fifo.in_memory + fifo.readable
             m.d.comb += [
                 self.fifo_used.eq(fifo.writing | fifo.staged_valid | fifo.fetching | fifo.readable),
@@ -247,6 +248,7 @@ class _ObservedQueue(Queue):
                 # memory); the memory never holds more than the queue's depth; a payload is
                 # fetched only when the skid will take it.
                 self.consistent.eq((counters.ready == (counters.count != self.depth))
+                                   & (counters.removed_ahead == (counters.removed + self.depth - 1)[:bits])
                                    & (counters.bypass == (counters.stored == 0))
                                    & (fifo.held == (fifo.in_memory != 0))
                                    & (fifo.in_memory <= self.depth)
@@ -255,6 +257,7 @@ class _ObservedQueue(Queue):
             ]
         elif self.depth > 2:
             fifo, counters = self._fifo, self._counters  # the staging register and the LUT RAM
+            bits = len(counters.removed)
             stored = fifo.staged_valid + fifo.in_memory
             m.d.comb += [
                 self.fifo_used.eq(fifo.writing | fifo.staged_valid | fifo.reading),
@@ -262,14 +265,18 @@ class _ObservedQueue(Queue):
                 # The flags are kept equal to compares of the counters (loaded from the present
                 # values, so an induction needs this said): ready, bypass, readable.
                 self.consistent.eq((counters.ready == (counters.count != self.depth))
+                                   & (counters.removed_ahead == (counters.removed + self.depth - 1)[:bits])
                                    & (counters.bypass == (counters.stored == 0))
                                    & (fifo.readable == (fifo.in_memory != 0))
                                    & (counters.stored == stored)),
             ]
         else:
             m.d.comb += [self.held.eq(self._skid_level), self.consistent.eq(1)]
-        # The skid's `free` flag is the complement of its `valid` (ready is a flip-flop of its own).
+        # The skid's `free` flag is the complement of its `valid` (ready is a flip-flop of its own);
+        # the copies of a replicated flip-flop are equal.
         m.d.comb += Assert(self.consistent & (skid.free == ~skid.valid))
+        for first, *copies in self.replica_groups:
+            m.d.comb += [Assert(copy == first) for copy in copies]
         return m
 
 

@@ -197,11 +197,14 @@ class DeliveryOrder(wiring.Component):
             return Cat(*held).word_select(index, window) | pending
 
         request = self.stream_write_in
+        # The write queue's payload is the request's on every cycle (its valid says when one is taken), so
+        # the queue's skid register follows a flip-flop's output, not the FSM's decision.
+        m.d.comb += writes.sink.payload.eq(request.payload)
         with m.FSM():
             with m.State("TAKE"):
                 with m.If(request.valid & writes.sink.ready):
                     # A host write of a stream row: its stored records are dropped (on CLEAR).
-                    m.d.comb += [request.ready.eq(1), writes.sink.valid.eq(1), writes.sink.payload.eq(request.payload)]
+                    m.d.comb += [request.ready.eq(1), writes.sink.valid.eq(1)]
                     m.d.sync += [dropped_word.eq(held_now(request.payload.index)),
                                  clear_row_hot.eq(1 << request.payload.index)]
                     m.next = "CLEAR"

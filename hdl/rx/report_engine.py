@@ -15,7 +15,9 @@ reported with status ERROR, :data:`abi.rx.DMA_ERROR` and ``dma_error``
 set, and its stream (association, stream id) leaves on ``stream_fault``
 for the placement check to latch the stream's error bit (RFC 5041 7.1: no
 more placement on the stream until the host re-arms it). ``stream_fault``
-leaves through a queue; a record that needs it waits for room there.
+is registered with the record, then leaves through a queue; a record that
+needs it waits for room there for itself and the one registered before it
+(``fault_room``, registered from the queue's level).
 
 Latency: a record leaves four cycles after its verdict, chunk error or the
 ``done`` it waited for arrives (two in the input queue, one in the record
@@ -45,6 +47,7 @@ from hdl.stream.queue import Queue
 __all__ = ["ReportEngine"]
 
 _OUTLET_DEPTH = 6  # room for three records in flight, and three to ride out a stall
+_FAULT_DEPTH = 4   # room for two faults in flight (the staged one, this cycle's), and two to ride out a stall
 
 
 def stream_fault_layout() -> data.StructLayout:
@@ -78,13 +81,16 @@ class ReportEngine(wiring.Component):
             buffers.append(buffer.source)
         verdict, done, errors = buffers
         report = self.report
-        faults = m.submodules.faults = Queue(stream_fault_layout())
+        faults = m.submodules.faults = Queue(stream_fault_layout(), _FAULT_DEPTH)
         connect(m, faults.source, wiring.flipped(self.stream_fault))
+        # Room in the fault queue for this cycle's fault and the one staged before it, from last
+        # cycle's level: the take below never reaches the queue's enables.
+        fault_room = Signal()
+        m.d.sync += fault_room.eq(faults.level < faults.depth - 2)
         head = verdict.payload
         needs_done = head.placed
-        verdict_ready = verdict.valid & (~needs_done | (done.valid & faults.sink.ready))
+        verdict_ready = verdict.valid & (~needs_done | (done.valid & fault_room))
         bus_fault = needs_done & done.payload.error
-        prefer_errors = Signal()  # alternate when both kinds wait
 
         segment_record = Signal(struct_layout(report_layout(len(head.host_address))))
         error_record = Signal(struct_layout(report_layout(len(head.host_address))))
@@ -94,8 +100,6 @@ class ReportEngine(wiring.Component):
             segment_record.status.eq(head.status),
             segment_record.dma_error.eq(bus_fault),
             segment_record.error.eq(head.error),
-            faults.sink.payload.association.eq(head.association),
-            faults.sink.payload.stream_id.eq(head.stream_id),
         ]
         with m.If(bus_fault):
             layer, etype, code = DMA_ERROR
@@ -122,15 +126,20 @@ class ReportEngine(wiring.Component):
         connect(m, outlet.source, wiring.flipped(report))
         room = Signal()
         m.d.sync += room.eq(outlet.level < outlet.depth - 2)
-        # Written out flat (each take is one short function of flip-flops and the `placed` mux):
-        # when the verdict can go, an error goes instead only if it is its turn.
-        take_error = room & errors.valid & (prefer_errors | ~verdict_ready)
-        take_verdict = room & verdict_ready & ~(errors.valid & prefer_errors)
-        take_done = room & verdict.valid & needs_done & done.valid & faults.sink.ready & ~(errors.valid & prefer_errors)
-        # Both records are registered on every cycle, with the choice; `valid` says whether one
-        # was taken. The choice selects between flip-flops, so it never reaches a wide enable.
         staged_segment, staged_error = Signal.like(segment_record), Signal.like(error_record)
         staged_sequence, took_error, record_valid = Signal.like(head.sequence), Signal(), Signal()
+        # Alternate when both kinds wait: an error's turn after a verdict was taken. The register
+        # follows the registered takes a cycle late, so no take reaches its input.
+        prefer_errors, preferred_before = Signal(), Signal()
+        m.d.comb += prefer_errors.eq(Mux(took_error, 0, Mux(record_valid, 1, preferred_before)))
+        m.d.sync += preferred_before.eq(prefer_errors)
+        # Written out flat (each take is one short function of flip-flops): when the verdict can
+        # go, an error goes instead only if it is its turn.
+        take_error = room & errors.valid & (prefer_errors | ~verdict_ready)
+        take_verdict = room & verdict_ready & ~(errors.valid & prefer_errors)
+        take_done = room & verdict.valid & needs_done & done.valid & fault_room & ~(errors.valid & prefer_errors)
+        # Both records are registered on every cycle, with the choice; `valid` says whether one
+        # was taken. The choice selects between flip-flops, so it never reaches a wide enable.
         m.d.sync += [
             staged_segment.eq(segment_record), staged_error.eq(error_record), staged_sequence.eq(head.sequence),
             took_error.eq(take_error), record_valid.eq(take_error | take_verdict),
@@ -141,10 +150,11 @@ class ReportEngine(wiring.Component):
             outlet.sink.payload.sequence.eq(staged_sequence),
         ]
         # (The takes exclude each other.)
-        m.d.comb += [errors.ready.eq(take_error), verdict.ready.eq(take_verdict), done.ready.eq(take_done),
-                     faults.sink.valid.eq(take_verdict & bus_fault)]
-        with m.If(take_error):
-            m.d.sync += prefer_errors.eq(0)
-        with m.Elif(take_verdict):
-            m.d.sync += prefer_errors.eq(1)
+        m.d.comb += [errors.ready.eq(take_error), verdict.ready.eq(take_verdict), done.ready.eq(take_done)]
+        # The fault staged beside the record (a cycle later, as the record), then into its queue.
+        staged_fault = Signal.like(faults.sink.payload)
+        staged_fault_valid = Signal()
+        m.d.sync += [staged_fault.association.eq(head.association), staged_fault.stream_id.eq(head.stream_id),
+                     staged_fault_valid.eq(take_verdict & bus_fault)]
+        m.d.comb += [faults.sink.payload.eq(staged_fault), faults.sink.valid.eq(staged_fault_valid)]
         return m

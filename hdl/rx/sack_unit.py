@@ -42,7 +42,7 @@ Cumulative TSN Ack, down to 0: the model's rule) and whether the unit SACKs
 the association at all (``enabled``; if not, its records are ignored).
 
 Rate: a record takes 4 cycles (the map's three-stage lookup and the
-decision), a SACK 7 cycles and 3 more per Gap Ack Block. At W = 8 a DATA
+decision), a SACK 8 cycles and 3 more per Gap Ack Block. At W = 8 a DATA
 chunk carrying a DDP segment is at least 36 bytes, 5 beats (RFC 5043 5.2.2:
 16 bytes of DATA header, at least 18 of DDP header), so the unit keeps up
 with one beat per cycle; at wider W the receive engine's ack queue absorbs
@@ -145,6 +145,7 @@ class SackUnit(wiring.Component):
         m.d.comb += [self.sacks.payload.eq(sack), tsn_map.peek_index.eq(row)]
 
         parts = [Signal(range(9), name=f"held_part_{i}") for i in range((window_bits + 7) // 8)]
+        pairs = [Signal(range(17), name=f"held_pair_{i}") for i in range((len(parts) + 1) // 2)]
         held = Signal(range(window_bits + 1))
         held_total = Signal(len(held) + 16)
         row_held_bytes, row_window = Signal(16), Signal(32)
@@ -152,7 +153,11 @@ class SackUnit(wiring.Component):
         duplicate_slot = Signal(rows << slot_bits)   # one-hot: the (row, slot) a duplicate would take
         duplicate_room = Signal()
         duplicate_next = Signal(range(self.duplicate_tsns + 2))
+        # FIND's exits as flags of the unit's own, not compares of the SACK register (placed by its consumer).
+        rest_empty, gaps_full = Signal(), Signal()
         due_any = Signal()
+        row_in_packet, row_gap_start, row_at_once, row_one_packet, row_armed = (
+            Signal(name=f"row_{name}") for name in ("in_packet", "gap_start", "at_once", "one_packet", "armed"))
         due_row = Signal(range(rows))
         for index in reversed(range(rows)):          # the lowest due association
             with m.If(due[index]):
@@ -165,10 +170,18 @@ class SackUnit(wiring.Component):
         m.d.comb += total.eq(rest + lowest)
         start_index, end_index = _position(lowest, window_bits), _position(above, window_bits + 1)
 
+        # `idle` is the FSM's IDLE as a flip-flop of its own, so the chunks' ready (the input queue's,
+        # placed apart) is one LUT of flip-flops, not a decode of the state.
+        idle = Signal(init=1)
+
+        def go(m, state):
+            m.next = state
+            m.d.sync += idle.eq(state == "IDLE")
+
         def start_sack(m, which):
             m.d.sync += [row.eq(which), sack.association.eq(which),
                          one_packet[which].eq(0), armed[which].eq(0), due[which].eq(0), at_once[which].eq(0)]
-            m.next = "PEEK"
+            go(m, "PEEK")
 
         with m.FSM():
             with m.State("IDLE"):        # in the model's order: a tick's SACKs before what follows it
@@ -201,27 +214,32 @@ class SackUnit(wiring.Component):
                         enabled[reset.association].eq(reset.enabled),
                     ]
                 with m.Else():
-                    m.d.comb += self.chunks.ready.eq(1)
                     with m.If(self.chunks.valid & enabled[self.chunks.payload.association]):
                         m.d.sync += record.eq(self.chunks.payload)
-                        m.next = "LOOKUP_1"
+                        go(m, "LOOKUP_1")
             with m.State("LOOKUP_1"):
-                m.next = "LOOKUP_2"
+                go(m, "LOOKUP_2")
             with m.State("LOOKUP_2"):     # the row's duplicate slot, decoded a cycle before it is written
                 count = duplicate_count[record.association]
+                # The row's flags, chosen here: nothing writes them before DECIDE, which then reads flip-flops.
+                m.d.sync += [row_in_packet.eq(in_packet[record.association]),
+                             row_gap_start.eq(gap_start[record.association]),
+                             row_at_once.eq(at_once[record.association]),
+                             row_one_packet.eq(one_packet[record.association]),
+                             row_armed.eq(armed[record.association])]
                 m.d.sync += [duplicate_room.eq(count < self.duplicate_tsns),
                              duplicate_slot.eq(Mux(count < self.duplicate_tsns,
                                                    1 << Cat(count[:slot_bits], record.association), 0)),
                              duplicate_next.eq(count + 1)]
-                m.next = "DECIDE"
+                go(m, "DECIDE")
             with m.State("DECIDE"):
                 a = record.association
                 duplicate, beyond = tsn_map.duplicate, tsn_map.beyond
                 m.d.comb += tsn_map.commit.eq(~duplicate & ~beyond)
                 gap_at_start = Signal()
                 urgent = Signal()
-                m.d.comb += [gap_at_start.eq(Mux(in_packet[a], gap_start[a], tsn_map.pending)),
-                             urgent.eq(at_once[a] | duplicate | beyond | record.immediate)]
+                m.d.comb += [gap_at_start.eq(Mux(row_in_packet, row_gap_start, tsn_map.pending)),
+                             urgent.eq(row_at_once | duplicate | beyond | record.immediate)]
                 with m.If(duplicate):
                     for index in range(rows):
                         for slot in range(self.duplicate_tsns):
@@ -233,52 +251,59 @@ class SackUnit(wiring.Component):
                         m.d.sync += self.duplicates_unlisted.eq(self.duplicates_unlisted + 1)
                 with m.If(record.packet_end):
                     m.d.sync += in_packet[a].eq(0)
-                    with m.If(urgent | tsn_map.pending_after | gap_at_start | one_packet[a]):
+                    with m.If(urgent | tsn_map.pending_after | gap_at_start | row_one_packet):
                         start_sack(m, a)
                     with m.Else():
                         m.d.sync += one_packet[a].eq(1)
-                        with m.If(~armed[a]):
+                        with m.If(~row_armed):
                             m.d.sync += [armed[a].eq(1), remaining[a].eq(delay[a])]
-                        m.next = "IDLE"
+                        go(m, "IDLE")
                 with m.Else():
                     m.d.sync += [in_packet[a].eq(1), gap_start[a].eq(gap_at_start), at_once[a].eq(urgent)]
-                    m.next = "IDLE"
+                    go(m, "IDLE")
             with m.State("PEEK"):        # the map's row: its address on this cycle, its data on the next
                 m.d.sync += [sack.duplicate_count.eq(duplicate_count[row]), duplicate_count[row].eq(0)]
                 for i in range(self.duplicate_tsns):
                     m.d.sync += sack.duplicates[i].eq(duplicates[row][i])
-                m.next = "LOAD"
+                go(m, "LOAD")
             with m.State("LOAD"):
                 m.d.sync += [sack.cumulative_tsn_ack.eq(tsn_map.peek_base - 1), rest.eq(tsn_map.peek_seen),
-                             sack.gap_count.eq(0)]
+                             sack.gap_count.eq(0), rest_empty.eq(tsn_map.peek_seen == 0),
+                             gaps_full.eq(self.gap_blocks == 0)]
                 m.d.sync += [part.eq(sum(tsn_map.peek_seen[bit] for bit in range(8 * i, min(8 * i + 8, window_bits))))
                              for i, part in enumerate(parts)]
-                m.next = "COUNT"
+                go(m, "COUNT")
             with m.State("COUNT"):       # a_rwnd (RFC 4960 6.2): the window less what waits past a gap
-                m.d.sync += [held.eq(sum(parts)), row_held_bytes.eq(held_bytes[row]), row_window.eq(window[row])]
-                m.next = "PRODUCT"
+                m.d.sync += [pair.eq(sum(parts[2 * i:2 * i + 2])) for i, pair in enumerate(pairs)]
+                m.d.sync += [row_held_bytes.eq(held_bytes[row]), row_window.eq(window[row])]
+                go(m, "TOTAL")
+            with m.State("TOTAL"):       # the TSNs held past a gap, summed in two steps
+                m.d.sync += held.eq(sum(pairs))
+                go(m, "PRODUCT")
             with m.State("PRODUCT"):
                 m.d.sync += held_total.eq(held * row_held_bytes)   # both factors flip-flops
-                m.next = "WINDOW"
+                go(m, "WINDOW")
             with m.State("WINDOW"):
                 m.d.sync += sack.a_rwnd.eq(Mux(held_total > row_window, 0, row_window - held_total))
-                m.next = "FIND"
+                go(m, "FIND")
             with m.State("FIND"):
-                with m.If((rest == 0) | (sack.gap_count == self.gap_blocks)):
-                    m.next = "SEND"
+                with m.If(rest_empty | gaps_full):
+                    go(m, "SEND")
                 with m.Else():
                     m.d.sync += lowest.eq(rest & -rest)
-                    m.next = "SPAN"
+                    go(m, "SPAN")
             with m.State("SPAN"):
                 m.d.sync += [above.eq(total & ~Cat(rest, Const(0, 1))), rest.eq(total[:window_bits] & rest)]
-                m.next = "RUN"
+                go(m, "RUN")
             with m.State("RUN"):
                 gap = sack.gaps[sack.gap_count]
-                m.d.sync += [gap.start.eq(start_index + 1), gap.end.eq(end_index),
-                             sack.gap_count.eq(sack.gap_count + 1)]
-                m.next = "FIND"
+                m.d.sync += [gap.start.eq(start_index + 1), gap.end.eq(end_index), rest_empty.eq(rest == 0),
+                             sack.gap_count.eq(sack.gap_count + 1), gaps_full.eq(sack.gap_count + 1 == self.gap_blocks)]
+                go(m, "FIND")
             with m.State("SEND"):
                 m.d.comb += self.sacks.valid.eq(1)
                 with m.If(self.sacks.ready):
-                    m.next = "IDLE"
+                    go(m, "IDLE")
+        # A chunk is taken in IDLE when nothing before it waits (the Else of IDLE's chain).
+        m.d.comb += self.chunks.ready.eq(idle & ~tick_pending & ~due_any & ~self.resets.valid)
         return m

@@ -482,8 +482,12 @@ class UntaggedBuffers(wiring.Component):
         # Likewise the completion written on this cycle; then delivered = behind the stream's base.
         completing_now = complete_en & (complete_slot == self._slot_index(s1.stream, s1.qn, s1.msn))
         state_now = Mux(completing_now, Completion.PENDING, completion_r.data.state)
-        ssn_now = Mux(completing_now, complete.ssn, completion_r.data.ssn)
         pending_now = state_now == Completion.PENDING
+        # Delivered: retired, or pending with its DDP-SSN behind the base. Both subtractions start from the
+        # RAMs at once, and the completion written on this cycle chooses between them after.
+        read_delivered = (completion_r.data.state == Completion.RETIRED) | (
+            (completion_r.data.state == Completion.PENDING) & (completion_r.data.ssn - self.base)[_SSN_BITS - 1])
+        delivered_now = Mux(completing_now, (complete.ssn - self.base)[_SSN_BITS - 1], read_delivered)
         pieces = _BUFFER_LENGTH_BITS // _PIECE_BITS
         s2 = Signal(data.StructLayout({
             "from_next": _MSN_BITS,
@@ -506,8 +510,7 @@ class UntaggedBuffers(wiring.Component):
                 s2.from_next.eq(s1.msn - next_r.data),
                 s2.live.eq(live_now),
                 s2.msn_equal.eq(Cat(*msn_equal)),
-                s2.delivered.eq((state_now == Completion.RETIRED)
-                                | (pending_now & (ssn_now - self.base)[_SSN_BITS - 1])),
+                s2.delivered.eq(delivered_now),
                 s2.second_last.eq(pending_now & s1.last),
                 s2.nonzero.eq(s1.length != 0),
                 s2.mo.eq(s1.mo),

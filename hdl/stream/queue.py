@@ -55,8 +55,8 @@ from a flip-flop beside its bank, not from one flip-flop to every RAM cell. The 
 after a flip-flop rather than straight from one; a payload is on ``source``
 two edges after it was taken. ``registered_fields`` names the few fields a
 consumer decides on: those are also kept in flip-flops, one register per
-slot, and come from a small mux of them at the read address; the rest from
-the RAM.
+slot, and the head's own come from a register loaded with the slot the read
+address moves to (no mux after the flip-flops); the rest from the RAM.
 
 Lookahead (``lookahead=True``): ``following`` is the payload that the output
 register loads on this edge if it is free (``source.valid`` low or
@@ -66,6 +66,20 @@ against its own pipeline) can compute that condition for the next head one
 cycle early and keep it in a flip-flop, so its ``ready`` (the output
 register's enable, a wide fan-out) is a short function of flip-flops.
 
+Wide payloads: the flip-flops that steer the payload (the skid stage's
+``skid_valid``, the FIFO's ``bypass``) each select between two sources for
+every payload bit, and the skid's enable is the complement of one. For a
+payload wider than ``SELECT_BITS`` each is built once per slice of that
+many bits (:data:`hdl.synthesis.REPLICA`, all loaded with the same next
+value), so no select net spans the whole payload: a net of fan-out 870
+crosses the die and crowds its routing.
+
+Replicas (``valid_replicas=n``, not with ``memory_output``): ``valid_replicas``
+is ``source.valid`` again, ``n`` times, each bit a flip-flop of its own loaded
+with the same next value and kept apart by synthesis
+(:data:`hdl.synthesis.REPLICA`): for a consumer whose uses of the valid lie
+far apart, so each copy is placed beside its own loads.
+
 Latency: a transfer on ``sink`` at edge ``t`` is valid on ``source`` from
 edge ``t`` + 1 (``depth = 2``, or a deeper queue whose FIFO is empty: the
 payload bypasses it) or ``t`` + 2 (deeper, behind payloads in the FIFO: the
@@ -74,11 +88,11 @@ staging register and memory write, then the output register).
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Module, Mux, Shape, Signal, Value
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.synthesis import NO_RW_CHECK
+from hdl.synthesis import NO_RW_CHECK, REPLICA
 
 __all__ = ["Queue"]
 
@@ -95,7 +109,7 @@ def _tally(m, adds, removes, bits: int, name: str):
         m.d.sync += removed.eq(removed + 1)
     count = Signal(bits, name=name)
     m.d.comb += count.eq(added - removed)
-    return count
+    return SimpleNamespace(count=count, added=added, removed=removed)
 
 
 def _field(view, path: str):
@@ -125,6 +139,9 @@ class Queue(wiring.Component):
         With ``memory_output``: fields of a ``data.StructLayout`` payload (dotted
         paths for nested ones) that ``source`` shows from flip-flops instead, for
         the consumer's decision (see the module docs).
+    valid_replicas : int
+        Copies of ``source.valid`` from flip-flops of their own (see the module docs);
+        not with ``memory_output``.
 
     Ports
     -----
@@ -134,13 +151,21 @@ class Queue(wiring.Component):
         Payloads held (in the FIFO, the output and the skid registers).
     following : ``Out(shape)``, following_valid : ``Out(1)``
         With ``lookahead``: what the output register takes when it is free.
+    valid_replicas : ``Out(valid_replicas)``
+        With ``valid_replicas``: each bit equal to ``source.valid`` on every cycle.
+
+    After elaboration, ``replica_groups`` lists the flip-flops built more than once: each
+    group's members hold the same value on every cycle (a fact a proof by induction is told).
     """
 
     BANK_BITS = 16
     """With ``memory_output``: payload bits per LUT RAM bank, each bank with its own read address."""
 
+    SELECT_BITS = 64
+    """Payload bits steered by one copy of a select flip-flop (``skid_valid``, ``bypass``)."""
+
     def __init__(self, shape, depth: int = 2, *, lookahead: bool = False, memory_output: bool = False,
-                 registered_fields: tuple = (), block_ram: bool = False):
+                 registered_fields: tuple = (), block_ram: bool = False, valid_replicas: int = 0):
         if not isinstance(depth, int) or depth < 2:
             raise ValueError(f"Queue depth must be an integer of at least 2, not {depth!r}")
         if memory_output and (depth < 3 or lookahead):
@@ -150,6 +175,9 @@ class Queue(wiring.Component):
             raise ValueError(f"a Queue in block RAM needs depth >= 3 and no memory_output, not depth {depth!r}"
                              f"{' with memory_output' if memory_output else ''}")
         self._block_ram = block_ram
+        if valid_replicas and memory_output:
+            raise ValueError("valid_replicas needs the skid stage, not memory_output")
+        self._valid_replicas = valid_replicas
         if registered_fields and not memory_output:
             raise ValueError("registered_fields needs memory_output")
         self._memory_output = memory_output
@@ -168,7 +196,10 @@ class Queue(wiring.Component):
         }
         if lookahead:
             members.update(following=Out(shape), following_valid=Out(1))
+        if valid_replicas:
+            members.update(valid_replicas=Out(valid_replicas))
         self._lookahead = lookahead
+        self.replica_groups = []
         super().__init__(members)
 
     @property
@@ -177,6 +208,7 @@ class Queue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        self.replica_groups = []
         if self._depth == 2:
             self._elaborate_skid(m, self.sink, self.source, self.level)
             return m
@@ -190,12 +222,20 @@ class Queue(wiring.Component):
         depth = self._depth
         entering = self.sink.valid & self.sink.ready
         leaving = self.source.valid & self.source.ready
-        count = _tally(m, entering, leaving, depth.bit_length(), "count")     # every payload held
+        bits = depth.bit_length()
+        tally = _tally(m, entering, leaving, bits, "count")     # every payload held
+        count = tally.count
+        # `count == depth - 1` as an equality of flip-flops, no subtraction: the removes counted
+        # again, ahead by depth - 1.
+        removed_ahead = Signal(bits, init=depth - 1)
+        with m.If(leaving):
+            m.d.sync += removed_ahead.eq(removed_ahead + 1)
+        one_left = tally.added == removed_ahead
         ready = Signal(init=1)
         m.d.comb += [self.sink.ready.eq(ready), self.level.eq(count)]
         # The flags are loaded from compares of the counters' present values, chosen by the
         # transfers: no adder between a consumer's ready and a flag. (`entering` implies `ready`.)
-        m.d.sync += ready.eq(leaving | Mux(entering, count != depth - 1, ready))
+        m.d.sync += ready.eq(leaving | Mux(entering, ~one_left, ready))
         if self._memory_output:
             fifo = self._elaborate_memory(m, entering, self.source.ready)
             m.d.comb += [Value.cast(self.source.payload).eq(fifo.read_data), self.source.valid.eq(fifo.readable)]
@@ -204,17 +244,28 @@ class Queue(wiring.Component):
                 # at its address: a small mux from flip-flops instead of the RAM's read path.
                 copies = [Signal.like(_field(self.sink.payload, path), name=f"{path.replace('.', '_')}_{i}")
                           for i in range(self._depth)]
+                staged = _field(fifo.staged, path)
                 for i, copy in enumerate(copies):
                     with m.If(fifo.staged_valid & (fifo.write_address == i)):
-                        m.d.sync += copy.eq(_field(fifo.staged, path))
-                m.d.comb += _field(self.source.payload, path).eq(Array(copies)[fifo.read_address])
+                        m.d.sync += copy.eq(staged)
+                # The head's copy is a register of its own: the slot at the read address on the next
+                # cycle (the one written now, if it is that one), so the consumer's decision starts at it.
+
+                def slot(address):
+                    return Mux(fifo.staged_valid & (fifo.write_address == address), staged, Array(copies)[address])
+                address = fifo.read_address
+                following = Mux(address == depth - 1, 0, address + 1)
+                head = Signal.like(staged, name=f"{path.replace('.', '_')}_head")
+                m.d.sync += head.eq(Mux(fifo.reading, slot(following), slot(address)))
+                m.d.comb += _field(self.source.payload, path).eq(head)
             return m
 
         # While nothing is staged or stored, payloads go straight to the skid stage (its
         # latency, one edge), so a drained queue adds no more latency than a skid buffer.
         # `bypass` (nothing staged or stored) is a flip-flop loaded with its next value.
         outlet = stream.Signature(self._shape).create()
-        bypass = Signal(init=1)
+        steering = self._steering("bypass", init=1)
+        bypass = steering[0]
         to_memory = entering & ~(bypass & outlet.ready)
         if self._block_ram:
             room = Signal()     # the skid stage takes a payload fetched now (below)
@@ -222,13 +273,14 @@ class Queue(wiring.Component):
         else:
             fifo = self._elaborate_memory(m, to_memory, outlet.ready & ~bypass)
         read_data, readable, reading = fifo.read_data, fifo.readable, fifo.reading
-        stored = _tally(m, to_memory, reading, depth.bit_length(), "stored")    # staged, in the memory or fetched
-        self._counters = SimpleNamespace(count=count, ready=ready, stored=stored, bypass=bypass)
-        m.d.sync += bypass.eq(~to_memory & Mux(reading, stored == 1, bypass))
-        m.d.comb += [
-            outlet.payload.eq(Mux(bypass, self.sink.payload, read_data)),
-            outlet.valid.eq(Mux(bypass, entering, readable)),
-        ]
+        stored = _tally(m, to_memory, reading, bits, "stored").count    # staged, in the memory or fetched
+        self._counters = SimpleNamespace(count=count, ready=ready, stored=stored, bypass=bypass,
+                                         removed=tally.removed, removed_ahead=removed_ahead)
+        m.d.sync += [copy.eq(~to_memory & Mux(reading, stored == 1, copy)) for copy in steering]
+        outlet_bits, sink_bits, read_bits = (Value.cast(v) for v in (outlet.payload, self.sink.payload, read_data))
+        m.d.comb += [outlet_bits[start:stop].eq(Mux(copy, sink_bits[start:stop], read_bits[start:stop]))
+                     for (start, stop), copy in zip(self._slices(), steering)]
+        m.d.comb += outlet.valid.eq(Mux(bypass, entering, readable))
         self._elaborate_skid(m, outlet, self.source, Signal(range(3)))
         if self._block_ram:
             # Its output register is free now, or its skid is free and no fetched payload arrives
@@ -247,7 +299,7 @@ class Queue(wiring.Component):
         readable = Signal()
         write_address = Signal(range(depth))
         reading = taking & readable
-        in_memory = _tally(m, staged_valid, reading, depth.bit_length(), "in_memory")
+        in_memory = _tally(m, staged_valid, reading, depth.bit_length(), "in_memory").count
         m.d.sync += [
             readable.eq(staged_valid | Mux(reading, in_memory != 1, readable)),
             staged.eq(self.sink.payload), staged_valid.eq(writing),
@@ -289,7 +341,7 @@ class Queue(wiring.Component):
         readable, held = Signal(), Signal()    # a fetched payload on the RAM's output; payloads in the memory
         write_address, fetch_address = Signal(range(depth)), Signal(range(depth))
         fetching = held & room
-        in_memory = _tally(m, staged_valid, fetching, depth.bit_length(), "in_memory")
+        in_memory = _tally(m, staged_valid, fetching, depth.bit_length(), "in_memory").count
         m.d.sync += [
             readable.eq(fetching),
             held.eq(staged_valid | Mux(fetching, in_memory != 1, held)),
@@ -315,9 +367,26 @@ class Queue(wiring.Component):
                                write_address=write_address, read_address=fetch_address, writing=writing,
                                reading=readable, in_memory=in_memory, held=held, fetching=fetching)
 
+    def _slices(self) -> list[tuple[int, int]]:
+        """The payload's bits in slices of ``SELECT_BITS``, each steered by its own copy of a select."""
+        width = Shape.cast(self._shape).width
+        return [(start, min(start + self.SELECT_BITS, width)) for start in range(0, width, self.SELECT_BITS)]
+
+    def _steering(self, name: str, init: int = 0) -> list[Signal]:
+        """A select flip-flop, once per payload slice (at least once), every copy a `REPLICA` when there
+        are several; the caller loads each with the same next value."""
+        count = max(1, len(self._slices()))
+        attrs = REPLICA if count > 1 else {}
+        copies = [Signal(init=init, name=name if index == 0 else f"{name}_{index}", attrs=attrs)
+                  for index in range(count)]
+        if count > 1:
+            self.replica_groups.append(copies)
+        return copies
+
     def _elaborate_skid(self, m, sink, source, level):
         skid = Signal(self._shape, name="skid")
-        skid_valid = Signal()
+        steering = self._steering("skid_valid")
+        skid_valid = steering[0]
         # `skid_free` (not `skid_valid`) is `sink.ready`: a flip-flop of its own, kept the
         # complement of `skid_valid`, whose fan-out (the skid's enable and the output mux of
         # a wide payload) then stays off the producer's and the FIFO counters' paths.
@@ -328,19 +397,33 @@ class Queue(wiring.Component):
             level.eq(source.valid + skid_valid),
         ]
         # The skid register follows the sink while it is empty, so its enable is a flip-flop
-        # and the consumer's ready reaches only the output register.
-        with m.If(~skid_valid):
-            m.d.sync += skid.eq(sink.payload)
+        # and the consumer's ready reaches only the output register; each slice by its own copy.
+        skid_bits, sink_bits, source_bits = (Value.cast(v) for v in (skid, sink.payload, source.payload))
+        for (start, stop), copy in zip(self._slices(), steering):
+            with m.If(~copy):
+                m.d.sync += skid_bits[start:stop].eq(sink_bits[start:stop])
         if self._lookahead:
             m.d.comb += [
                 self.following.eq(Mux(skid_valid, skid, sink.payload)),
                 self.following_valid.eq(skid_valid | sink.valid),
             ]
-        with m.If(~source.valid | source.ready):
+        # With replicas, the output valid is kept too: an unmarked copy would be merged into a marked one.
+        valid = Signal(name="source_valid", attrs=REPLICA if self._valid_replicas else {})
+        m.d.comb += source.valid.eq(valid)
+        with m.If(~valid | source.ready):
             # The output register is free: the skid's beat first, else the sink's.
+            m.d.sync += [source_bits[start:stop].eq(Mux(copy, skid_bits[start:stop], sink_bits[start:stop]))
+                         for (start, stop), copy in zip(self._slices(), steering)]
             with m.If(skid_valid):
-                m.d.sync += [source.valid.eq(1), source.payload.eq(skid), skid_valid.eq(0), skid_free.eq(1)]
+                m.d.sync += [valid.eq(1), skid_free.eq(1)] + [copy.eq(0) for copy in steering]
             with m.Else():
-                m.d.sync += [source.valid.eq(sink.valid), source.payload.eq(sink.payload)]
+                m.d.sync += valid.eq(sink.valid)
         with m.Elif(sink.valid & sink.ready):
-            m.d.sync += [skid_valid.eq(1), skid_free.eq(0)]
+            m.d.sync += [skid_free.eq(0)] + [copy.eq(1) for copy in steering]
+        # The valid's next value: held while the output register is not free, else the skid's or the sink's.
+        replicas = [Signal(name=f"valid_replica_{index}", attrs=REPLICA) for index in range(self._valid_replicas)]
+        for index, replica in enumerate(replicas):
+            m.d.sync += replica.eq((valid & ~source.ready) | skid_valid | sink.valid)
+            m.d.comb += self.valid_replicas[index].eq(replica)
+        if replicas:
+            self.replica_groups.append([valid, *replicas])

@@ -276,16 +276,18 @@ class TxEngine(wiring.Component):
         fetch_queue = m.submodules.fetch_queue = Queue(fetch_layout(ADDRESS_BITS))
         # The SACK sender's segments beside the ring's output, first when one waits (RFC 4960 6.2: a SACK is
         # due at once; it never waits behind DATA the window holds back). Its choice is a flip-flop, the
-        # valid of the sender's queue; a segment and its fetch enter their queues together.
+        # valid of the sender's queue; a segment and its fetch enter their queues together. The ring's
+        # readies take a replica of that flip-flop, placed beside the ring, not beside the muxes.
         sack_first = sack_sender.segments.valid
+        sack_first_at_ring = sack_sender.segments_valid_replica
         both_ready = segment_queue.sink.ready & fetch_queue.sink.ready
         m.d.comb += [
             segment_queue.sink.payload.eq(Mux(sack_first, sack_sender.segments.payload, ring.sent.payload)),
             segment_queue.sink.valid.eq(Mux(sack_first, fetch_queue.sink.ready, ring.sent.valid)),
             fetch_queue.sink.payload.eq(Mux(sack_first, sack_sender.fetches.payload, ring.fetches.payload)),
             fetch_queue.sink.valid.eq(Mux(sack_first, segment_queue.sink.ready, ring.fetches.valid)),
-            ring.sent.ready.eq(~sack_first & segment_queue.sink.ready),
-            ring.fetches.ready.eq(~sack_first & fetch_queue.sink.ready),
+            ring.sent.ready.eq(~sack_first_at_ring & segment_queue.sink.ready),
+            ring.fetches.ready.eq(~sack_first_at_ring & fetch_queue.sink.ready),
             sack_sender.segments.ready.eq(both_ready),
             sack_sender.fetches.ready.eq(both_ready),
         ]

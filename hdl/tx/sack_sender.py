@@ -58,6 +58,8 @@ class SackSender(wiring.Component):
             "records": In(stream.Signature(sack_record_layout(gap_blocks, duplicate_tsns))),
             "segments": Out(stream.Signature(segment_layout())),
             "fetches": Out(stream.Signature(fetch_layout())),
+            # segments.valid again, from a flip-flop of its own: for a consumer's use far from the others.
+            "segments_valid_replica": Out(1),
             "payload": Out(packet_signature(width_bytes)),
         })
 
@@ -65,10 +67,12 @@ class SackSender(wiring.Component):
         m = Module()
         width = self.width_bytes
         layout = sack_record_layout(self.gap_blocks, self.duplicate_tsns)
-        kept = m.submodules.kept = Queue(layout, self.depth, memory_output=True)   # LUT RAM, not flip-flops
+        # LUT RAM, not flip-flops; the counts that steer the chunk's bytes from a head register.
+        kept = m.submodules.kept = Queue(layout, self.depth, memory_output=True,
+                                         registered_fields=("gap_count", "duplicate_count"))
         # The segment record's few variable fields; the engine's merge takes segment and fetch together.
         pending = m.submodules.pending = Queue(data.StructLayout({"association": ASSOCIATION_BITS,
-                                                                  "length": 16}), 2)
+                                                                  "length": 16}), 2, valid_replicas=1)
         record = self.records.payload
         both = kept.sink.ready & pending.sink.ready
         m.d.comb += [
@@ -91,6 +95,7 @@ class SackSender(wiring.Component):
             # One transfer: the consumer takes the segment and its fetch in the same cycle (their valids are
             # the queue's flip-flop).
             self.segments.valid.eq(pending.source.valid),
+            self.segments_valid_replica.eq(pending.valid_replicas),
             self.fetches.valid.eq(pending.source.valid),
             pending.source.ready.eq(self.segments.ready & self.fetches.ready),
         ]
