@@ -440,6 +440,7 @@ class OffloadRnic(SoftRnic):
         self._made: list[EngineCommand] = []
         self._handling = False
         self._rows: dict[int, int] = {}  # region row -> STag
+        self._last_keys: dict[int, int] = {}  # region row -> the key of its last registration, kept past it
         self._receivers: dict[int, OffloadedEndpoint] = {}
         self._ssns: dict[int, _SsnsSeen] = {}
         self._first_ssn: dict[int, int] = {}
@@ -557,17 +558,30 @@ class OffloadRnic(SoftRnic):
                         stream_id: int | None = None, pd_id: int | None = None) -> int:
         """Register host memory in a free region row of the engine (STag = row << 8 | key), in Protection Domain
         `pd_id` (the row's PD, which the engine matches with the stream's, RFC 5041 8.2); row 0 is never used,
-        so no STag is 0 (the RTR's)."""
+        so no STag is 0 (the RTR's). The key is drawn afresh, never the row's last one, so the STag of a
+        deregistered region never reaches the row's next region (RFC 5042 5.1: STags hard to guess, not
+        reused while a peer may still hold one)."""
         row = next((r for r in range(1, self.regions) if r not in self._rows), None)
         if row is None:
             raise RnicError(f"every one of the engine's {self.regions - 1} region rows is in use")
-        stag = row << STAG_KEY_BITS | self.rng.randrange(1 << STAG_KEY_BITS)
+        stag = row << STAG_KEY_BITS | self._fresh_key(row)
         pd = self._protection_domain(pd_id)
         self.memory_table.register(MemoryRegion(stag, pd, base_to, length, access, address, stream_id))
         self._rows[row] = stag
         bound = None if stream_id is None else (ASSOCIATION_INDEX, stream_id)
         self.command(RegionRow(row, RegionEntry(stag, pd.pd_id, base_to, length, access, address, bound)))
         return stag
+
+    def _fresh_key(self, row: int) -> int:
+        """A key for the row's next registration: uniform over the keys other than its last one."""
+        last = self._last_keys.get(row)
+        if last is None:
+            key = self.rng.randrange(1 << STAG_KEY_BITS)
+        else:
+            key = self.rng.randrange((1 << STAG_KEY_BITS) - 1)
+            key += key >= last
+        self._last_keys[row] = key
+        return key
 
     def deregister_memory(self, stag: int) -> None:
         self.memory_table.deregister(stag)

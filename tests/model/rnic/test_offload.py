@@ -116,3 +116,29 @@ def test_rfc5040_5_3_send_with_invalidate_revokes_the_stag_in_the_engine():
     assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number  # RFC 5041 7.2: 0x1/0x00
     assert b.memory.read(REGION, 4) != b"late"
     assert engine(pair, Side.B).counters.delivered > 0
+
+
+def test_rfc5042_5_1_a_row_registered_again_never_takes_its_last_key():
+    """A region row registered again gets a fresh key, never the one before it: the STag a peer may still
+    hold for the deregistered region is invalid for the new one (RFC 5041 7.2 Invalid STag), and over
+    many registrations the keys spread over the key space (RFC 5042 5.1: hard to guess)."""
+    pair = offload_pair()
+    b = pair.b
+    stags = []
+    for _ in range(600):
+        stags.append(b.register_memory(REGION, 4096, ALL))
+        b.deregister_memory(stags[-1])
+    rows = {stag >> 8 for stag in stags}
+    assert len(rows) == 1                      # the freed row is taken again
+    assert all(a != b for a, b in zip(stags, stags[1:]))
+    assert len({stag & 0xFF for stag in stags}) > 200
+
+    # The stale STag against the new registration: refused, nothing placed.
+    stale, fresh = stags[-1], b.register_memory(REGION, 4096, ALL)
+    assert fresh >> 8 == stale >> 8 and fresh != stale
+    pair.a.memory.write(REGION, b"late")
+    pair.a.post_write(0, stale, 0, REGION, 4)
+    pair.run_until(lambda: pair.seen(Side.A, RdmapTerminated))
+    (terminated,) = pair.of(Side.A, RdmapTerminated)
+    assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number  # RFC 5041 7.2: 0x1/0x00
+    assert b.memory.read(REGION, 4) != b"late"
