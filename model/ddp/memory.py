@@ -154,7 +154,7 @@ class MemoryTable:
             return TaggedFault.INVALID_STAG
         if region.pd != pd or (region.stream is not None and region.stream != stream):
             return TaggedFault.STAG_NOT_ASSOCIATED
-        if (region.access & need_access) != need_access:
+        if need_access not in region.access:   # Flag containment: every right needed (no Flag object built)
             return TaggedFault.ACCESS_RIGHTS
         if to < region.base_to:
             return TaggedFault.BASE_OR_BOUNDS
@@ -186,28 +186,33 @@ class SparseMemory:
         if address < 0:
             raise EncodeError("negative host address")
         view = memoryview(bytes(data))
-        self.writes.append((address, len(view)))
+        length = len(view)
+        self.writes.append((address, length))
+        pages, page_size = self._pages, self.PAGE
+        page_number, start = divmod(address, page_size)
         offset = 0
-        while offset < len(view):
-            page_number, start = divmod(address + offset, self.PAGE)
-            page = self._pages.get(page_number)
+        while offset < length:   # page by page: the first from `start`, the others from their beginning
+            page = pages.get(page_number)
             if page is None:
-                page = self._pages[page_number] = bytearray([self.fill]) * self.PAGE
-            count = min(self.PAGE - start, len(view) - offset)
+                page = pages[page_number] = bytearray([self.fill]) * page_size
+            count = min(page_size - start, length - offset)
             page[start : start + count] = view[offset : offset + count]
             offset += count
+            page_number, start = page_number + 1, 0
 
     def read(self, address: int, length: int) -> bytes:
         if address < 0 or length < 0:
             raise EncodeError("negative host address or length")
         out = bytearray()
+        pages, page_size = self._pages, self.PAGE
+        page_number, start = divmod(address, page_size)
         offset = 0
-        while offset < length:
-            page_number, start = divmod(address + offset, self.PAGE)
-            count = min(self.PAGE - start, length - offset)
-            page = self._pages.get(page_number)
+        while offset < length:   # page by page, as `write`
+            count = min(page_size - start, length - offset)
+            page = pages.get(page_number)
             out += page[start : start + count] if page is not None else bytes([self.fill]) * count
             offset += count
+            page_number, start = page_number + 1, 0
         return bytes(out)
 
     def written_outside(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -108,6 +108,15 @@ class EnhancedData:
         )
 
 
+_DDP_SSN = struct.Struct("!H")
+
+
+def ddp_segment_chunk_bytes(ddp_ssn: int, segment: bytes) -> bytes:
+    """`DdpSegmentChunkData(ddp_ssn, segment).encode()` for a DDP-SSN the caller keeps within 16 bits (the session
+    numbering its segments, RFC 5043 5.2.2, 10): the same bytes, without the object."""
+    return _DDP_SSN.pack(ddp_ssn) + segment
+
+
 @dataclass(frozen=True)
 class DdpSegmentChunkData:
     """User data of a DDP Segment Chunk (PPID 16), RFC 5043 5.2.2: DDP-SSN (16) and the DDP Segment."""
@@ -116,7 +125,7 @@ class DdpSegmentChunkData:
     segment: bytes
 
     def encode(self) -> bytes:
-        return struct.pack("!H", check_field(self.ddp_ssn, 16, "ddp_ssn")) + bytes(self.segment)
+        return ddp_segment_chunk_bytes(check_field(self.ddp_ssn, 16, "ddp_ssn"), bytes(self.segment))
 
     @classmethod
     def decode(cls, data: bytes) -> DdpSegmentChunkData:

@@ -71,7 +71,7 @@ class ControlField:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaggedHeader:
     """Tagged Buffer Model header, RFC 5041 4.2 (14 bytes)."""
 
@@ -102,14 +102,14 @@ class TaggedHeader:
     @classmethod
     def decode(cls, data: bytes) -> TaggedHeader:
         need(data, TAGGED_HEADER_LENGTH, LAYER, "tagged DDP header")
-        control = ControlField.decode(data)
-        if not control.tagged:
+        control, rsvd_ulp, stag, to = _TAGGED.unpack_from(data, 0)   # the whole header in one unpack
+        if not control & _T_BIT:
             raise DecodeError(LAYER, "T bit is 0 in a tagged header", 0)
-        _, rsvd_ulp, stag, to = _TAGGED.unpack_from(data, 0)
-        return cls(control.last, rsvd_ulp, stag, to, control.rsvd, control.dv)
+        return cls(bool(control & _L_BIT), rsvd_ulp, stag, to, (control & _RSVD_MASK) >> _RSVD_SHIFT,
+                   control & _DV_MASK)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UntaggedHeader:
     """Untagged Buffer Model header, RFC 5041 4.3 (18 bytes)."""
 
@@ -143,23 +143,39 @@ class UntaggedHeader:
     @classmethod
     def decode(cls, data: bytes) -> UntaggedHeader:
         need(data, UNTAGGED_HEADER_LENGTH, LAYER, "untagged DDP header")
-        control = ControlField.decode(data)
-        if control.tagged:
+        control, rsvd_ulp, qn, msn, mo = _UNTAGGED.unpack_from(data, 0)   # the whole header in one unpack
+        if control & _T_BIT:
             raise DecodeError(LAYER, "T bit is 1 in an untagged header", 0)
-        _, rsvd_ulp, qn, msn, mo = _UNTAGGED.unpack_from(data, 0)
-        return cls(control.last, int.from_bytes(rsvd_ulp, "big"), qn, msn, mo, control.rsvd, control.dv)
+        return cls(bool(control & _L_BIT), int.from_bytes(rsvd_ulp, "big"), qn, msn, mo,
+                   (control & _RSVD_MASK) >> _RSVD_SHIFT, control & _DV_MASK)
 
 
 DdpHeader = Union[TaggedHeader, UntaggedHeader]
 
+_TAGGED_CONTROL = (_T_BIT | DDP_VERSION, _T_BIT | _L_BIT | DDP_VERSION)
+"""The Control Field of a tagged header (RFC 5041 4.1), by L: T=1, Rsvd 0, DV 1."""
+_UNTAGGED_CONTROL = (DDP_VERSION, _L_BIT | DDP_VERSION)
+
+
+def tagged_header_bytes(last: bool, rsvd_ulp: int, stag: int, to: int) -> bytes:
+    """`TaggedHeader(last, rsvd_ulp, stag, to).encode()` for fields the caller has checked (a Data Source that
+    checked its message whole, `model.ddp.source`): the same 14 bytes, without the object."""
+    return _TAGGED.pack(_TAGGED_CONTROL[last], rsvd_ulp, stag, to)
+
+
+def untagged_header_bytes(last: bool, rsvd_ulp: int, qn: int, msn: int, mo: int) -> bytes:
+    """`UntaggedHeader(last, rsvd_ulp, qn, msn, mo).encode()` for fields the caller has checked: the same 18
+    bytes, without the object."""
+    return _UNTAGGED.pack(_UNTAGGED_CONTROL[last], rsvd_ulp.to_bytes(5, "big"), qn, msn, mo)
+
 
 def decode_header(data: bytes) -> DdpHeader:
     """Decode the header at the start of `data`, choosing the model by T (RFC 5041 4.1)."""
-    control = ControlField.decode(data)
-    return TaggedHeader.decode(data) if control.tagged else UntaggedHeader.decode(data)
+    need(data, 1, LAYER, "DDP Control Field")
+    return TaggedHeader.decode(data) if data[0] & _T_BIT else UntaggedHeader.decode(data)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DdpSegment:
     """A DDP Segment, RFC 5041 4.4: DDP header + ULP payload (possibly empty)."""
 

@@ -84,10 +84,10 @@ from enum import Enum
 from typing import Callable, NamedTuple, Union
 
 from model.ddp.sctp_adaptation import (
-    DdpSegmentChunkData,
     EnhancedData,
     FunctionCode,
     SessionControl,
+    ddp_segment_chunk_bytes,
 )
 from model.errors import DecodeError, LlpError, RnicError, TransitionError, check_field
 from model.ddp.negotiation import (
@@ -169,6 +169,10 @@ class RefusalReason(Enum):
 class SessionInput(Enum):
     """What moves a session: the peer's next message in DDP-SSN order (RFC 5043 6.1) or a user call."""
 
+    # Identity hashes, in C, for the `TRANSITIONS` row looked up per segment (Enum's own hashes the name in
+    # Python); the members are singletons compared by identity.
+    __hash__ = object.__hash__
+
     INITIATE = "Initiate or Enhanced Initiate (RFC 5043 5.2.3, RFC 6581 7)"
     ACCEPT = "Accept or Enhanced Accept"
     REJECT = "Reject or Enhanced Reject"
@@ -193,6 +197,7 @@ _INPUT_OF_FUNCTION = {
 
 
 class SessionPhase(Enum):
+    __hash__ = object.__hash__   # as `SessionInput`'s
     AWAITING_INITIATE = "chunks arrived before the Initiate"
     INITIATING = "active: Initiate sent, no answer yet"
     PENDING = "passive: Initiate reported, waiting for accept/reject"
@@ -251,7 +256,7 @@ class RtrReceived:
     rtr: RtrType
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SegmentReceived:
     """A DDP segment of the session (RFC 5043 5.2.2), for the DDP sink."""
 
@@ -331,14 +336,14 @@ class _Kind(Enum):
     SYSTEM = 3  # RTR or LLP Terminate: only the unacknowledged limit applies
 
 
-@dataclass
+@dataclass(slots=True)
 class _Outgoing:
     kind: _Kind
     body: bytes | EngineSegment
     function: FunctionCode = FunctionCode.TERMINATE  # CONTROL only
 
 
-@dataclass
+@dataclass(slots=True)
 class _Inbound:
     """The peer's direction: lowest DDP-SSN not yet received, and what arrived beyond it."""
 
@@ -350,7 +355,7 @@ class _Inbound:
         return ((ssn - self.cum) & _SSN_MASK) < RECEIVE_WINDOW and ssn not in self.above
 
 
-@dataclass
+@dataclass(slots=True)
 class _Session:
     active: bool
     phase: SessionPhase
@@ -366,7 +371,7 @@ class _Session:
     negotiated: NegotiatedParameters | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Stream:
     unacked: int = 0
     session: _Session | None = None
@@ -469,7 +474,14 @@ class DdpSessions:
         """Queue one DDP segment (RFC 5043 5.2.2); it is sent with the next DDP-SSN once the session
         is open and fewer than 32767 chunks of the stream are unacknowledged (RFC 5043 10). An
         `EngineSegment` leaves as an `EngineChunk`."""
-        self._call(stream_id, SessionInput.USER_SEGMENT, segment)
+        self.send_segments(stream_id, [segment])
+
+    def send_segments(self, stream_id: int, segments: list[bytes | EngineSegment]) -> None:
+        """`send_segment` for each of `segments` in order (what the RDMAP endpoint hands over at once), through
+        the state table's row once: queuing leaves the session as the table found it (same phase, no final
+        message), so each of them would take the same row; they are queued together, then handed on in order."""
+        if segments:
+            self._call(stream_id, SessionInput.USER_SEGMENT, segments)
 
     # -- LLP input -------------------------------------------------------------
 
@@ -497,15 +509,25 @@ class DdpSessions:
             self._settle(stream_id, stream, events)
             return
         ssn = int.from_bytes(payload[:2], "big")
+        session = stream.session
+        if (ppid == PPID_DDP_SEGMENT and session is not None and ssn == session.inbound.cum
+                and not session.inbound.above and self._open(session)):
+            # The common chunk: the next segment in order on an open session, nothing held beyond it.  What
+            # `_advance` does with it, without holding it first: the row (ESTABLISHED, SEGMENT) reports it
+            # (`_report_segment`, 6.2, 10) and leaves the phase as it is.
+            session.inbound.cum = (ssn + 1) & _SSN_MASK
+            events.append(SegmentReceived(stream_id, ssn, payload[2:]))
+            self._pump(stream_id, stream)
+            self._settle(stream_id, stream, events)
+            return
         item: tuple[int, object]
         if ppid == PPID_DDP_SEGMENT:
-            item = (ppid, DdpSegmentChunkData.decode(payload).segment)
+            item = (ppid, payload[2:])   # the DDP Segment after the DDP-SSN (RFC 5043 5.2.2), not examined here
         else:
             try:
                 item = (ppid, SessionControl.decode(payload))
             except DecodeError:
                 item = (ppid, None)  # not a valid control message: illegal where it falls
-        session = stream.session
         if session is None:
             session = self._new_inbound_session(stream, ssn, item)
             if session is None:
@@ -528,7 +550,10 @@ class DdpSessions:
 
     def _stream(self, stream_id: int) -> _Stream:
         check_field(stream_id, 16, "stream_id")
-        return self._streams.setdefault(stream_id, _Stream())
+        stream = self._streams.get(stream_id)
+        if stream is None:   # the first use of the stream (not a new `_Stream` per call, for `setdefault`)
+            stream = self._streams[stream_id] = _Stream()
+        return stream
 
     def _call(self, stream_id: int, call: SessionInput, *args: object) -> None:
         """A user call on the stream's session: the row of `TRANSITIONS` for its phase, or
@@ -824,9 +849,11 @@ class DdpSessions:
         session.queue.append(_Outgoing(_Kind.CONTROL, b"", FunctionCode.TERMINATE))
         self._pump(stream_id, stream)
 
-    def _queue_segment(self, session: _Session, stream_id: int, stream: _Stream, segment: bytes) -> None:
+    def _queue_segments(self, session: _Session, stream_id: int, stream: _Stream,
+                        segments: list[bytes | EngineSegment]) -> None:
         """RFC 5043 5.2.2, 10: queued now, numbered and sent once the session is open."""
-        session.queue.append(_Outgoing(_Kind.SEGMENT, segment if isinstance(segment, EngineSegment) else bytes(segment)))
+        session.queue.extend(_Outgoing(_Kind.SEGMENT, segment if isinstance(segment, EngineSegment) else bytes(segment))
+                             for segment in segments)
         self._pump(stream_id, stream)
 
     def _violation(
@@ -890,7 +917,7 @@ class DdpSessions:
             elif isinstance(item.body, EngineSegment):
                 self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, EngineChunk(ssn, 2 + item.body.length)))
             else:
-                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, DdpSegmentChunkData(ssn, item.body).encode()))
+                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, ddp_segment_chunk_bytes(ssn, item.body)))
 
     def _settle(self, stream_id: int, stream: _Stream, events: list[Event]) -> None:
         """Close a session that is over on both sides, and report the stream free (6.6)."""
@@ -961,5 +988,5 @@ _row((P.PENDING,), (I.USER_REJECT,), D._reject, None, "RFC 5043 6.3")
 _row((P.PENDING,), (I.USER_TERMINATE,), D._terminate_pending, None, "RFC 5043 6.4")
 _row((P.INITIATING, P.AWAITING_RTR), (I.USER_TERMINATE,), D._terminate_unopened, None, "RFC 5043 6.2")
 _row((P.ESTABLISHED,), (I.USER_TERMINATE,), D._terminate_open, None, "RFC 5043 6.2")
-_row((P.INITIATING, P.AWAITING_RTR, P.ESTABLISHED), (I.USER_SEGMENT,), D._queue_segment, None,
+_row((P.INITIATING, P.AWAITING_RTR, P.ESTABLISHED), (I.USER_SEGMENT,), D._queue_segments, None,
      "RFC 5043 5.2.2, 10")

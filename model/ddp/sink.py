@@ -87,7 +87,7 @@ class UntaggedBuffer:
     memory: SparseMemory = field(repr=False, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Placed:
     """`length` payload bytes of a segment were written at host `address`."""
 
@@ -96,7 +96,7 @@ class Placed:
     header: DdpHeader
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Delivered:
     """A complete DDP Message delivered to the ULP (RFC 5041 5.4).
 
@@ -169,7 +169,7 @@ class _Queue:
         return next(iter(self.buffers)) if self.buffers else self.next_post_msn
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Arrived:
     segment: DdpSegment
     buffer: UntaggedBuffer | None

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from model.ddp.segment import TAGGED_HEADER_LENGTH, UNTAGGED_HEADER_LENGTH, DdpSegment, TaggedHeader, UntaggedHeader
+from model.ddp.segment import (
+    TAGGED_HEADER_LENGTH, UNTAGGED_HEADER_LENGTH, DdpSegment, TaggedHeader, UntaggedHeader, tagged_header_bytes,
+    untagged_header_bytes,
+)
 from model.errors import EncodeError, check_field
 
 MESSAGE_LENGTH_LIMIT = 1 << 32
@@ -52,6 +55,18 @@ def _segments(read: Reader, length: int, per_segment: int,
         yield DdpSegment(header(offset + count == length, offset), bytes(read(offset, count)))
 
 
+def _encoded_segments(read: Reader, length: int, per_segment: int,
+                      header_bytes: Callable[[bool, int], bytes]) -> Iterator[bytes]:
+    """`_segments` encoded (RFC 5041 4.4): each segment's header packed by `header_bytes(last, offset)` and its
+    payload read when produced, no header or segment object between (a sender's every segment comes here)."""
+    if length == 0:
+        yield header_bytes(True, 0)
+        return
+    for offset in range(0, length, per_segment):
+        count = min(per_segment, length - offset)
+        yield header_bytes(offset + count == length, offset) + read(offset, count)
+
+
 def _reader(payload: bytes) -> Reader:
     return lambda offset, count: payload[offset : offset + count]
 
@@ -76,6 +91,16 @@ def tagged_segments(read: Reader, length: int, stag: int, to: int, mulpdu: int,
     return _segments(read, length, per_segment, lambda last, offset: TaggedHeader(last, rsvd_ulp, stag, to + offset))
 
 
+def encoded_tagged_segments(read: Reader, length: int, stag: int, to: int, mulpdu: int,
+                            rsvd_ulp: int = 0) -> Iterator[bytes]:
+    """`tagged_segments`, each segment encoded: the same bytes. The message is checked now, whole (its fields
+    and TO + length within 2^64), so no segment's header needs checking again."""
+    tagged_segments(read, length, stag, to, mulpdu, rsvd_ulp)   # the checks (its generator is not run)
+    per_segment = _payload_per_segment(mulpdu, TAGGED_HEADER_LENGTH)
+    return _encoded_segments(read, length, per_segment,
+                             lambda last, offset: tagged_header_bytes(last, rsvd_ulp, stag, to + offset))
+
+
 def untagged_segments(read: Reader, length: int, qn: int, msn: int, mulpdu: int,
                       rsvd_ulp: int = 0) -> Iterator[DdpSegment]:
     """The segments of an Untagged DDP Message of `length` bytes, MO from 0 (RFC 5041 5.2), each read when
@@ -86,6 +111,16 @@ def untagged_segments(read: Reader, length: int, qn: int, msn: int, mulpdu: int,
     check_field(rsvd_ulp, 40, "RsvdULP (untagged)")
     per_segment = _payload_per_segment(mulpdu, UNTAGGED_HEADER_LENGTH)
     return _segments(read, length, per_segment, lambda last, offset: UntaggedHeader(last, rsvd_ulp, qn, msn, offset))
+
+
+def encoded_untagged_segments(read: Reader, length: int, qn: int, msn: int, mulpdu: int,
+                              rsvd_ulp: int = 0) -> Iterator[bytes]:
+    """`untagged_segments`, each segment encoded: the same bytes, the message checked now, whole (MO stays
+    below 2^32 with the length)."""
+    untagged_segments(read, length, qn, msn, mulpdu, rsvd_ulp)   # the checks (its generator is not run)
+    per_segment = _payload_per_segment(mulpdu, UNTAGGED_HEADER_LENGTH)
+    return _encoded_segments(read, length, per_segment,
+                             lambda last, offset: untagged_header_bytes(last, rsvd_ulp, qn, msn, offset))
 
 
 def segment_tagged(payload: bytes, stag: int, to: int, mulpdu: int, rsvd_ulp: int = 0) -> list[DdpSegment]:
@@ -125,10 +160,22 @@ class DdpSource:
         """`tagged_segments` at this stream's MULPDU: segments read as they are produced."""
         return tagged_segments(read, length, stag, to, self.mulpdu, rsvd_ulp)
 
+    def encoded_tagged_segments(self, read: Reader, length: int, stag: int, to: int,
+                                rsvd_ulp: int = 0) -> Iterator[bytes]:
+        """`encoded_tagged_segments` at this stream's MULPDU."""
+        return encoded_tagged_segments(read, length, stag, to, self.mulpdu, rsvd_ulp)
+
     def untagged_segments(self, read: Reader, length: int, qn: int, rsvd_ulp: int = 0) -> Iterator[DdpSegment]:
         """The next message on `qn`, its segments read as they are produced; its MSN is taken now."""
         msn = self.next_msn(qn)
         segments = untagged_segments(read, length, qn, msn, self.mulpdu, rsvd_ulp)
+        self._next_msn[qn] = (msn + 1) & 0xFFFFFFFF
+        return segments
+
+    def encoded_untagged_segments(self, read: Reader, length: int, qn: int, rsvd_ulp: int = 0) -> Iterator[bytes]:
+        """`untagged_segments` of this stream, each segment encoded; its MSN is taken now."""
+        msn = self.next_msn(qn)
+        segments = encoded_untagged_segments(read, length, qn, msn, self.mulpdu, rsvd_ulp)
         self._next_msn[qn] = (msn + 1) & 0xFFFFFFFF
         return segments
 

@@ -78,7 +78,7 @@ delivery at `first_ssn`.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from abi.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException,
@@ -422,6 +422,11 @@ class ReceiveEngineModel:
     def handle_timeout(self, now: float) -> None:
         """The delayed SACKs due by `now` (`next_sacks`)."""
         self._sacks += self.sack.tick(ticks_at(now))
+
+    def set_addresses(self, local_mac: bytes, local_ip: str) -> None:
+        """The engine's own MAC and IPv4 address, as the host writes its configuration words."""
+        self.config = replace(self.config, local_mac=local_mac, local_ip=local_ip)
+        self._local_ip = ipaddress.IPv4Address(local_ip)
 
     # -- frame stage ------------------------------------------------------
 

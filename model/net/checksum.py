@@ -20,22 +20,34 @@ SCTP_CHECKSUM_OFFSET = 8
 """Byte offset of the checksum field in the SCTP common header (RFC 4960 3.1)."""
 
 
+_ZERO_CHECKSUM_FIELD = bytes(4)
+_IPV4_HEADER_WORDS = struct.Struct("!10H")
+
+
 def crc32c(data: bytes, value: int = 0) -> int:
     """CRC32c of `data`, continuing from a previous result `value` (0 to start)."""
     return _crc32c.crc32c(bytes(data), value)
 
 
-def sctp_checksum(packet: bytes) -> int:
+def sctp_checksum(packet: bytes | bytearray | memoryview) -> int:
     """CRC32c of an SCTP packet with its checksum field taken as zero (RFC 4960 6.8).
 
     `packet` is the whole SCTP packet (common header and chunks); the four bytes
-    at offset 8 are ignored whatever they hold.
+    at offset 8 are ignored whatever they hold.  The CRC runs over memoryview
+    slices of the packet: no byte of it is copied.
     """
     if len(packet) < SCTP_CHECKSUM_OFFSET + 4:
         raise DecodeError("sctp", f"packet of {len(packet)} bytes has no checksum field")
-    value = crc32c(packet[:SCTP_CHECKSUM_OFFSET])
-    value = crc32c(b"\x00\x00\x00\x00", value)
-    return crc32c(packet[SCTP_CHECKSUM_OFFSET + 4 :], value)
+    view = memoryview(packet)
+    value = _crc32c.crc32c(view[:SCTP_CHECKSUM_OFFSET], 0)
+    value = _crc32c.crc32c(_ZERO_CHECKSUM_FIELD, value)
+    return _crc32c.crc32c(view[SCTP_CHECKSUM_OFFSET + 4 :], value)
+
+
+def sctp_checksum_of_zeroed(packet: bytes | bytearray) -> int:
+    """`sctp_checksum` of a packet whose checksum field holds zero, as one being built does (RFC 4960 6.8):
+    the CRC32c of its bytes as they are, in one pass."""
+    return _crc32c.crc32c(packet, 0)
 
 
 def sctp_checksum_to_bytes(crc: int) -> bytes:
@@ -56,9 +68,13 @@ def internet_checksum(data: bytes) -> int:
     An odd trailing byte is padded with a zero byte.  Summing a block that
     already holds its correct checksum gives 0.
     """
-    if len(data) % 2:
-        data = bytes(data) + b"\x00"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    if len(data) == 20:
+        words = _IPV4_HEADER_WORDS.unpack(data)   # an IPv4 header without options: every frame's
+    else:
+        if len(data) % 2:
+            data = bytes(data) + b"\x00"
+        words = struct.unpack(f"!{len(data) // 2}H", data)
+    total = sum(words)
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF

@@ -178,7 +178,7 @@ class Outbound:
     """Terminate: the message's bytes (RFC 5040 4.8), which the engine reads from host memory."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _OutboundMessage:
     segments: Iterator[bytes]
     """The encoded segments still to hand over, each read from memory when taken."""
@@ -249,8 +249,8 @@ class RdmapEndpoint:
     def post_write(self, remote_stag: int, remote_to: int, local_address: Gather, length: int) -> int:
         """RDMA Write `length` bytes from host memory to the peer's STag/TO (RFC 5040 5.1)."""
         self._check_usable()
-        segments = self.source.tagged_segments(self._reader(local_address, length), length, remote_stag, remote_to,
-                                               tagged_rsvd_ulp(Opcode.RDMA_WRITE))
+        segments = self.source.encoded_tagged_segments(self._reader(local_address, length), length, remote_stag,
+                                                       remote_to, tagged_rsvd_ulp(Opcode.RDMA_WRITE))
         return self._queue_work(Opcode.RDMA_WRITE, segments, True, length,
                                 Outbound(Opcode.RDMA_WRITE, length, local_address, remote_stag, remote_to))
 
@@ -269,8 +269,8 @@ class RdmapEndpoint:
         else:
             opcode = Opcode.SEND_WITH_SE_AND_INVALIDATE if solicited else Opcode.SEND_WITH_INVALIDATE
         rsvd_ulp = untagged_rsvd_ulp(opcode, invalidate_stag or 0)
-        segments = self.source.untagged_segments(self._reader(local_address, length), length, QueueNumber.SEND,
-                                                 rsvd_ulp)
+        segments = self.source.encoded_untagged_segments(self._reader(local_address, length), length,
+                                                         QueueNumber.SEND, rsvd_ulp)
         return self._queue_work(opcode, segments, False, length,
                                 Outbound(opcode, length, local_address, invalidate_stag=invalidate_stag or 0))
 
@@ -324,6 +324,11 @@ class RdmapEndpoint:
         return message.outbound, segments, message.completion
 
     @property
+    def has_segments_to_send(self) -> bool:
+        """Whether `data_to_send` has a segment to hand over."""
+        return bool(self._outbound)
+
+    @property
     def segments_queued(self) -> int:
         """Outbound segments not handed over yet (none of them read from memory yet)."""
         return sum(message.remaining for message in self._outbound)
@@ -359,11 +364,12 @@ class RdmapEndpoint:
         self._next_wr_id += 1
         return wr_id
 
-    def _queue_work(self, opcode: Opcode, segments: Iterator[DdpSegment], tagged: bool, length: int,
+    def _queue_work(self, opcode: Opcode, segments: Iterator[bytes], tagged: bool, length: int,
                     outbound: Outbound) -> int:
+        """A Write or Send whose encoded `segments` are read from memory as they are handed over."""
         wr_id = self._take_wr_id()
         lengths = self.source.segment_lengths(length, tagged)
-        self._outbound.append(_OutboundMessage((s.encode() for s in segments), len(lengths),
+        self._outbound.append(_OutboundMessage(segments, len(lengths),
                                                WorkCompleted(wr_id, opcode, length), outbound=outbound, lengths=lengths))
         return wr_id
 
@@ -376,11 +382,18 @@ class RdmapEndpoint:
     def _reader(self, source: Gather, length: int | None = None):
         """Reads a message's bytes from host memory at `source` as its segments are produced."""
         memory = self.host_memory
-        if isinstance(source, int):
-            return lambda offset, count: memory.read(source + offset, count)
-        pieces = [(address, size) for address, size in source]
-        if any(size < 0 for _, size in pieces) or sum(size for _, size in pieces) != length:
-            raise EncodeError(f"gather list lengths {[size for _, size in pieces]} do not add up to {length}")
+        if not isinstance(source, int):
+            pieces = [(address, size) for address, size in source]
+            if any(size < 0 for _, size in pieces) or sum(size for _, size in pieces) != length:
+                raise EncodeError(f"gather list lengths {[size for _, size in pieces]} do not add up to {length}")
+            if len(pieces) != 1:
+                return self._gather_reader(pieces)
+            source = pieces[0][0]   # one piece (the driver's usual list) reads as its address alone does
+        return lambda offset, count: memory.read(source + offset, count)
+
+    def _gather_reader(self, pieces: list[tuple[int, int]]):
+        """Reads a message's bytes from the (address, length) `pieces` of a gather list, in order."""
+        memory = self.host_memory
 
         def read(offset: int, count: int) -> bytes:
             out = bytearray()
@@ -457,11 +470,11 @@ class RdmapEndpoint:
         address = 0
         if request.size:
             address = self.memory_table.lookup(request.source_stag).host_address(request.source_to)
-        segments = self.source.tagged_segments(self._reader(address), request.size, request.sink_stag,
-                                               request.sink_to, tagged_rsvd_ulp(Opcode.RDMA_READ_RESPONSE))
+        segments = self.source.encoded_tagged_segments(self._reader(address), request.size, request.sink_stag,
+                                                       request.sink_to, tagged_rsvd_ulp(Opcode.RDMA_READ_RESPONSE))
         self._inbound_reads_outstanding += 1
         lengths = self.source.segment_lengths(request.size, tagged=True)
-        self._outbound.append(_OutboundMessage((s.encode() for s in segments), len(lengths), lengths=lengths,
+        self._outbound.append(_OutboundMessage(segments, len(lengths), lengths=lengths,
                                                responds_to_read=True,
                                                outbound=Outbound(Opcode.RDMA_READ_RESPONSE, request.size,
                                                                  address if request.size else None,

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -115,8 +116,9 @@ class RdmapControl:
     def decode(cls, byte: int) -> RdmapControl:
         return cls(opcode=byte & 0x0F, rv=(byte >> 6) & 0x3, rsvd=(byte >> 4) & 0x3)
 
-    @property
+    @functools.cached_property
     def known_opcode(self) -> Opcode | None:
+        """The opcode as an `Opcode`, None for 8-15; kept on the (immutable) field, checked for every segment."""
         try:
             return Opcode(self.opcode)
         except ValueError:
@@ -145,11 +147,18 @@ def untagged_rsvd_ulp(opcode: Opcode, invalidate_stag: int = 0, rv: int = RDMAP_
     return (RdmapControl(op, rv).encode() << 32) | invalidate_stag
 
 
+@functools.cache
+def _rdmap_control(byte: int) -> RdmapControl:
+    """`RdmapControl.decode`, kept for each of the 256 byte values: the field is read three or four times per
+    segment received (header checks, placement rights, delivery) and the result is immutable."""
+    return RdmapControl.decode(byte)
+
+
 def rdmap_control_of(header: DdpHeader) -> RdmapControl:
     """The RDMAP Control Field carried in a DDP header's RsvdULP (RFC 5040 4.1)."""
     if header.tagged:
-        return RdmapControl.decode(header.rsvd_ulp & 0xFF)
-    return RdmapControl.decode((header.rsvd_ulp >> 32) & 0xFF)
+        return _rdmap_control(header.rsvd_ulp & 0xFF)
+    return _rdmap_control((header.rsvd_ulp >> 32) & 0xFF)
 
 
 def invalidate_stag_of(header: DdpHeader) -> int:

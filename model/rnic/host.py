@@ -303,7 +303,7 @@ class RnicStatistics:
     association: AssociationStatistics | None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Stream:
     role: Role
     resources: LocalResources
@@ -334,7 +334,7 @@ MODEL_SCTP: Sctp = _ModelSctp()
 """`model.sctp`'s associations and listeners."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Counters:
     frames_sent: int = 0
     frames_received: int = 0
@@ -584,7 +584,7 @@ class SoftRnic:
                 if not checksum_ok(packet):
                     self._counters.dropped_bad_checksum += 1
                     return
-                association.receive(packet, now)
+                self._receive_checked(association, packet, now)
                 self._drain_association(now)
                 self._flush()
                 self._maybe_shutdown(now)
@@ -619,10 +619,13 @@ class SoftRnic:
         return frames
 
     def next_timeout(self) -> float | None:
-        times = [self._close_deadline]
+        """The earliest of the association's timers and the close deadline (asked after every frame)."""
+        deadline = self._close_deadline
         if self._association is not None:
-            times.append(self._association.next_timeout())
-        return min((t for t in times if t is not None), default=None)
+            timer = self._association.next_timeout()
+            if timer is not None and (deadline is None or timer < deadline):
+                deadline = timer
+        return deadline
 
     def handle_timeout(self, now: float) -> None:
         """Fire every timer due at `now`; events wait in `next_events()`."""
@@ -681,8 +684,9 @@ class SoftRnic:
     def _template(self, peer: _Peer) -> FrameTemplate:
         """The headers between this end and `peer` (RFC 6951's port 9899 both ways with UDP); kept for the
         association's peer only, so senders of stray packets cost nothing lasting."""
-        if self._peer_template is not None and self._peer_template[0] == peer:
-            return self._peer_template[1]
+        kept = self._peer_template
+        if kept is not None and (kept[0] is peer or kept[0] == peer):   # the same object, every frame
+            return kept[1]
         config = self.config
         template = FrameTemplate(config.mac, peer.mac, config.ip, peer.ip, udp=UdpHeader() if config.udp else None)
         if peer == self._peer:
@@ -707,7 +711,7 @@ class SoftRnic:
         association = self._association
         if association is not None and not association.is_closed:
             # The peer's packets, whatever their tag: the association checks it (RFC 4960 8.5, 5.2).
-            association.receive(packet, now)
+            self._receive_checked(association, packet, now)
             self._drain_association(now)
             if self._peer_restarted:
                 self._peer_restarted = False
@@ -800,6 +804,15 @@ class SoftRnic:
                 self._events.append(Failed(event.reason, event.state, event.limit, event.limit_value))
             elif isinstance(event, PathStatusChanged):
                 self._events.append(PathStatus(event.reachable))
+
+    @staticmethod
+    def _receive_checked(association: Association, packet: bytes, now: float) -> None:
+        """Hand the association a packet whose CRC32c `receive` has verified; the model's association then
+        skips its own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
+        if isinstance(association, Association):
+            association.receive(packet, now, checksum_checked=True)
+        else:
+            association.receive(packet, now)
 
     def _association_over(self) -> None:
         self._streams.clear()
@@ -928,17 +941,18 @@ class SoftRnic:
             endpoint = stream.endpoint
             if endpoint is None:
                 continue
-            while wanted := self._segments_wanted(stream_id):
+            while endpoint.has_segments_to_send and (wanted := self._segments_wanted(stream_id)):
                 segments = endpoint.data_to_send(wanted)
                 if not segments:
                     break
                 try:
-                    for segment in segments:
-                        self._sessions.send_segment(stream_id, segment)
+                    self._sessions.send_segments(stream_id, segments)
                 except SessionStateError:
                     break  # the session ended under the endpoint; nothing more of it is sent
                 self._send_session_messages()
-            self._on_rdmap_events(stream_id, endpoint.next_events())
+            events = endpoint.next_events()
+            if events:
+                self._on_rdmap_events(stream_id, events)
         self._send_session_messages()
 
     def _segments_wanted(self, stream_id: int) -> int:
@@ -949,10 +963,10 @@ class SoftRnic:
         association = self._association
         if association is None or association.state is not AssociationState.ESTABLISHED:
             return 0
-        if self._sessions.queued(stream_id):
-            return 0
         room = self.config.send_buffer - association.queued_bytes
-        return max(0, -(-room // (association.mulpdu + DDP_SSN_LENGTH)))
+        if room <= 0 or self._sessions.queued(stream_id):   # a full buffer first: most calls find it full
+            return 0
+        return -(-room // (association.mulpdu + DDP_SSN_LENGTH))
 
     def _send_session_messages(self) -> None:
         messages = self._sessions.data_to_send()

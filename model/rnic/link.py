@@ -18,8 +18,9 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from model.errors import EncodeError
 
@@ -32,6 +33,10 @@ class Side(Enum):
 
     A = "a"
     B = "b"
+
+    # Enum's __hash__ is Python code (the hash of the name); the members are singletons compared by identity,
+    # and the pair and the driver look up `hosts[side]` and `events[side]` several times per frame.
+    __hash__ = object.__hash__
 
     @property
     def peer(self) -> Side:
@@ -79,12 +84,15 @@ class LinkStats:
     corrupted: int = 0
 
 
-@dataclass(order=True)
-class _InFlight:
+class _InFlight(NamedTuple):
+    """A frame on its way; the heap orders these by (arrival, sequence), as tuples, in C."""
+
     arrival: float
     sequence: int
-    to: Side = field(compare=False)
-    frame: bytes = field(compare=False)
+    """Ties at one arrival time go in the order sent; no two frames share it, so `to` and `frame` are never
+    compared."""
+    to: Side
+    frame: bytes
 
 
 class Link:
@@ -96,6 +104,8 @@ class Link:
         self._in_flight: list[_InFlight] = []
         self._sequence = 0
         self._wire_free = {Side.A: 0.0, Side.B: 0.0}
+        self._draws_owed = 0
+        """Draws of the random generator that frames sent without impairments did not make (see `send`)."""
         """When each side's wire has sent its last frame (with a `rate`)."""
         self.stats = LinkStats()
         self.recording: list[tuple[float, bytes]] | None = [] if record else None
@@ -106,6 +116,16 @@ class Link:
         self.stats.sent += 1
         if config.rate is not None:  # a lost frame took its time on the wire too
             now = self._wire_free[side] = max(now, self._wire_free[side]) + config.wire_time(len(frame))
+        if not (config.loss or config.duplication or config.corruption or config.reordering):
+            # No impairment: each draw below would come out "no", so the frame goes straight on the wire. The
+            # draws are owed, not skipped: should the configuration change, `_settle_draws` makes them first,
+            # and the random generator stands where it would have.
+            self._draws_owed += 4 if frame else 3
+            self._sequence += 1
+            heapq.heappush(self._in_flight, _InFlight(now + config.delay, self._sequence, side.peer, bytes(frame)))
+            return
+        if self._draws_owed:
+            self._settle_draws()
         if draw() < config.loss:
             self.stats.lost += 1
             return
@@ -127,6 +147,13 @@ class Link:
                 self.stats.reordered += 1
             self._sequence += 1
             heapq.heappush(self._in_flight, _InFlight(arrival, self._sequence, side.peer, data))
+
+    def _settle_draws(self) -> None:
+        """Make the draws the unimpaired frames owe, as if they had been made when those frames were sent."""
+        draw = self._random.random
+        for _ in range(self._draws_owed):
+            draw()
+        self._draws_owed = 0
 
     def next_arrival(self) -> float | None:
         """When the next frame arrives, or None if nothing is in flight."""

@@ -171,17 +171,22 @@ class HostPair:
 
     def send_due(self) -> None:
         """Put every frame the hosts have to send now on the link (through `tap`)."""
+        now, sent, tap, link = self.now, self.sent, self.tap, self.link
         for side, host in self.hosts.items():
-            for frame in host.data_to_send(self.now):
-                if self.sent is not None:
-                    self.sent.append((self.now, side, frame))
-                if self.tap is None or self.tap(side, frame):
-                    self.link.send(side, frame, self.now)
+            for frame in host.data_to_send(now):
+                if sent is not None:
+                    sent.append((now, side, frame))
+                if tap is None or tap(side, frame):
+                    link.send(side, frame, now)
 
     def next_time(self) -> float | None:
         """The earliest of the next arrival and the hosts' timers; None when nothing is in flight or running."""
-        times = [t for t in (self.link.next_arrival(), self.a.next_timeout(), self.b.next_timeout()) if t is not None]
-        return min(times, default=None)
+        earliest = self.link.next_arrival()
+        for host in self.hosts.values():
+            deadline = host.next_timeout()
+            if deadline is not None and (earliest is None or deadline < earliest):
+                earliest = deadline
+        return earliest
 
     def advance(self, now: float) -> None:
         """Move to `now` (never back): deliver what arrived by then, fire the timers due, record the events."""
@@ -192,16 +197,22 @@ class HostPair:
 
     def fire_timers(self) -> None:
         """Fire each host's timer that is due by `now`, and record the events."""
+        now = self.now
         for side, host in self.hosts.items():
             deadline = host.next_timeout()
-            if deadline is not None and deadline <= self.now:
-                host.handle_timeout(self.now)
-            self._record(side, host.next_events())
+            if deadline is not None and deadline <= now:
+                host.handle_timeout(now)
+            events = host.next_events()
+            if events:   # most steps bring none
+                self._record(side, events)
 
-    def collect(self) -> None:
-        """Record the events the hosts queued outside `step` (after a direct call on a host)."""
-        for side, host in self.hosts.items():
-            self._record(side, host.next_events())
+    def collect(self, side: Side | None = None) -> None:
+        """Record the events the hosts (or the host of `side`) queued outside `step` (after a direct call on a
+        host)."""
+        for host_side, host in self.hosts.items() if side is None else ((side, self.hosts[side]),):
+            events = host.next_events()
+            if events:   # asked after every frame, by the driver too: most calls find none
+                self._record(host_side, events)
 
     def run_until(self, done: Callable[[], bool], on_step: Callable[[], None] | None = None,
                   limit: float | None = None, idle_limit: float = IDLE_LIMIT) -> None:
@@ -223,12 +234,11 @@ class HostPair:
                 mark, since = current, self.now
 
     def _progress(self) -> tuple[int, ...]:
-        """What moves when the hosts get somewhere: their events and the new DATA chunks they took."""
-        marks = [len(self.events[side]) for side in Side]
-        for host in self.hosts.values():
-            association = host.association
-            marks.append(association.statistics.data_chunks_received if association is not None else 0)
-        return tuple(marks)
+        """What moves when the hosts get somewhere: their events and the new DATA chunks they took (asked after
+        every step: one counter read per host, not the association's whole `statistics`)."""
+        events, a, b = self.events, self.hosts[Side.A].association, self.hosts[Side.B].association
+        return (len(events[Side.A]), len(events[Side.B]), a.data_chunks_received if a is not None else 0,
+                b.data_chunks_received if b is not None else 0)
 
     def _record(self, side: Side, events: list[RnicEvent]) -> None:
         if events:   # most calls have none: no work for them

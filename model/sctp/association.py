@@ -67,6 +67,7 @@ from model.sctp.events import AssociationEvent, DataAcknowledged, Retransmission
 from model.sctp.fault_management import FaultManagementMixin
 from model.sctp.handshake import HandshakeMixin, random_tag
 from model.sctp.packet import (
+    COMMON_HEADER_LENGTH,
     TSN_BITS,
     AbortChunk,
     Chunk,
@@ -82,6 +83,7 @@ from model.sctp.packet import (
     ShutdownCompleteChunk,
     UnknownChunk,
     decode_chunks,
+    encode_packet,
     serial_gt,
 )
 from model.sctp.rto import RtoEstimator
@@ -255,6 +257,11 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         )
 
     @property
+    def data_chunks_received(self) -> int:
+        """New DATA chunks taken from the peer (`statistics.data_chunks_received`, without building the rest)."""
+        return self._stats["data_chunks_received"]
+
+    @property
     def next_tsn(self) -> int:
         """The TSN the next DATA chunk queued takes (RFC 4960 6.1): where a transmit engine's counter starts."""
         return self._next_tsn
@@ -394,7 +401,8 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         self._fire(Trigger.ABORT, now, reason)
 
     def next_timeout(self) -> float | None:
-        return min(self._timers.values(), default=None)
+        timers = self._timers
+        return min(timers.values()) if timers else None
 
     def next_events(self) -> list[AssociationEvent]:
         """Every event queued since the last call, oldest first."""
@@ -408,12 +416,15 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
                 del self._timers[timer]
                 self._fire(timer, now)
 
-    def receive(self, data: bytes, now: float) -> None:
-        """Process one SCTP packet from the peer; malformed or misaddressed packets are discarded."""
+    def receive(self, data: bytes, now: float, checksum_checked: bool = False) -> None:
+        """Process one SCTP packet from the peer; malformed or misaddressed packets are discarded.
+        `checksum_checked`: the caller verified the packet's CRC32c (RFC 4960 6.8), so it is not computed again."""
         if self.state is AssociationState.CLOSED and (self._used or not self._passive_open):
             return  # after close nothing is processed; only a Listener's new association waits here
+        if checksum_checked and self._receive_common_packet(data, now):
+            return  # DDP's DATA chunks or a SACK, read in place
         try:
-            packet = SctpPacket.decode(data)
+            packet = SctpPacket.decode(data, checksum_checked=checksum_checked)
         except DecodeError:
             self._stats["packets_discarded"] += 1
             return
@@ -439,6 +450,20 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         self._receive_packet(SctpPacket(self.config.peer_port, self.config.local_port, self.local_tag,
                                         decoded + tuple(placed)), now)
 
+    def _receive_common_packet(self, data: bytes, now: float) -> bool:
+        """The two packets of a data transfer, read in place, chosen by the first chunk's type: whole unordered
+        DATA chunks (`_receive_whole_unordered_data`) in the states whose DATA row is `_on_data`, or a lone
+        SACK (`_receive_lone_sack`) in those whose SACK row is `_on_sack`.  False, with nothing done, for any
+        other packet, which `SctpPacket.decode` and the table take."""
+        if len(data) <= COMMON_HEADER_LENGTH:
+            return False
+        first = data[COMMON_HEADER_LENGTH]
+        if first == ChunkType.DATA:
+            return self.state in _TAKING_DATA and self._receive_whole_unordered_data(data, now)
+        if first == ChunkType.SACK:
+            return self.state in _TAKING_SACKS and self._receive_lone_sack(data, now)
+        return False
+
     def _receive_packet(self, packet: SctpPacket, now: float) -> None:
         self._stats["packets_received"] += 1
         self._data_in_packet = False
@@ -463,6 +488,12 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         """SCTP packets due now: control chunks, a SACK if one is due, and DATA within cwnd and rwnd."""
         packets: list[bytes] = []
         if self._final_packet_sent:
+            return packets
+        if not (self._control or self._sacks_due) and self.state in DATA_STATES and not self._sack_due_now():
+            # Nothing but DATA can be due (most calls: one after every frame): straight to 6.1.
+            current, _ = self._add_data(now, packets, [], 12)
+            if current:
+                packets.append(self._encode(self.peer_tag, current))
             return packets
         current: list[Chunk] = []
         current_tag = self.peer_tag
@@ -496,22 +527,21 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         # One packet per SACK built on receipt, as if each had been sent when its packet arrived; the last one
         # may share its packet with DATA (6.1).
         for index, sack in enumerate(sacks_due):
-            size = len(sack.encode())
+            size = sack.encoded_length
             if current_size + size > self.config.max_packet_size:
                 flush()
             current.append(sack)
             current_size += size
             if index < len(sacks_due) - 1:
                 flush()
-        if self._tracker is not None and not self._sacks_by_engine and (
-                self._ack_now or (self._data_packets_since_sack and self._has_data_to_send())):
+        if self._sack_due_now():
             sack = self._make_sack(self.config.max_packet_size - 12)
             # A packet holds one SACK (3.3.4, 6.2: the latest state); one built on receipt goes in its own
             # packet before this fresher one, never bundled ahead of it.
-            if sacks_due or current_size + len(sack.encode()) > self.config.max_packet_size:
+            if sacks_due or current_size + sack.encoded_length > self.config.max_packet_size:
                 flush()
             current.append(sack)
-            current_size += len(sack.encode())
+            current_size += sack.encoded_length
         if self.state in DATA_STATES:
             current, current_size = self._add_data(now, packets, current, current_size)
         flush()
@@ -519,9 +549,14 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
 
     # ------------------------------------------------------------------ packets out
 
+    def _sack_due_now(self) -> bool:
+        """A SACK goes with these packets: one is owed at once (6.2), or DATA goes out that it can ride with."""
+        return self._tracker is not None and not self._sacks_by_engine and (
+            self._ack_now or bool(self._data_packets_since_sack and self._has_data_to_send()))
+
     def _encode(self, tag: int, chunks: list[Chunk]) -> bytes:
         self._stats["packets_sent"] += 1
-        return SctpPacket(self.config.local_port, self.config.peer_port, tag, tuple(chunks)).encode()
+        return encode_packet(self.config.local_port, self.config.peer_port, tag, chunks)
 
     # -- the state machine ------------------------------------------------------------
 
@@ -575,6 +610,10 @@ _BEFORE_UP = (S.CLOSED, S.COOKIE_WAIT, S.COOKIE_ECHOED)
 _OPENING = (S.COOKIE_WAIT, S.COOKIE_ECHOED)
 _SHUTTING = (S.SHUTDOWN_PENDING, S.SHUTDOWN_SENT, S.SHUTDOWN_RECEIVED, S.SHUTDOWN_ACK_SENT)
 _UP = tuple(sorted(DATA_STATES, key=_ALL.index))
+_TAKING_DATA = (S.ESTABLISHED, S.SHUTDOWN_PENDING)
+"""The states whose DATA row is `_on_data` (below), where `_receive_whole_unordered_data` may take a packet."""
+_TAKING_SACKS = frozenset(_UP)
+"""The states whose SACK row is `_on_sack` (below), where `_receive_lone_sack` may take a packet."""
 
 TRANSITIONS: dict[tuple[AssociationState, AnyTrigger], Transition] = {}
 """(state, trigger) -> Transition; read by tests, printed by nothing, the only place state logic branches."""
@@ -636,13 +675,13 @@ _rows(_UP, C.COOKIE_ECHO, A._on_cookie_echo, None, "RFC 4960 5.2.4 (case D: COOK
 _rows((S.COOKIE_ECHOED,), C.COOKIE_ACK, A._on_cookie_ack, S.ESTABLISHED, "RFC 4960 5.1 E")
 _rows((S.COOKIE_WAIT,) + _UP, C.COOKIE_ACK, A._discard, None, "RFC 4960 5.2.5")
 
-_rows((S.ESTABLISHED, S.SHUTDOWN_PENDING), C.DATA, A._on_data, None, "RFC 4960 6.2")
+_rows(_TAKING_DATA, C.DATA, A._on_data, None, "RFC 4960 6.2")
 _rows((S.SHUTDOWN_SENT,), C.DATA, A._on_data_in_shutdown_sent, None, "RFC 4960 9.2, 6.2")
 _rows((S.SHUTDOWN_RECEIVED, S.SHUTDOWN_ACK_SENT), C.DATA, A._discard, None,
       "RFC 4960 9.2 (no new DATA after the peer's SHUTDOWN)")
 _rows(_OPENING, C.DATA, A._discard, None, "RFC 4960 5.1 (DATA only once ESTABLISHED)")
 
-_rows(_UP, C.SACK, A._on_sack, None, "RFC 4960 6.2.1")
+_rows(tuple(sorted(_TAKING_SACKS, key=_ALL.index)), C.SACK, A._on_sack, None, "RFC 4960 6.2.1")
 _rows(_OPENING, C.SACK, A._discard, None, "RFC 4960 6.2.1 (no DATA sent yet)")
 
 _rows((S.COOKIE_ECHOED,) + _UP, C.HEARTBEAT, A._answer_heartbeat, None, "RFC 4960 8.3")

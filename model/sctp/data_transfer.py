@@ -27,12 +27,15 @@ the chunk.
 from __future__ import annotations
 
 import struct
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
 from model.sctp.events import DataAcknowledged, DataReceived
 from model.sctp.packet import (
+    COMMON_HEADER_LENGTH,
+    SACK_FIXED_FIELDS,
+    SACK_FIXED_LENGTH,
     TSN_BITS,
     Chunk,
     ChunkType,
@@ -49,8 +52,11 @@ from model.sctp.packet import (
 )
 from model.sctp.state import AssociationState, InvalidStreamError, PayloadSizeError, Trigger
 
-SACK_FIXED_LENGTH = 16
-"""Cumulative TSN Ack, a_rwnd and the two counts of a SACK chunk, with its header (RFC 4960 3.3.4)."""
+_COMMON_HEADER_FIELDS = struct.Struct("!HHI")
+"""Source port, destination port and verification tag (RFC 4960 3.1)."""
+_DATA_CHUNK_FIELDS = struct.Struct("!BBHIHHI")
+"""Type, flags, length, TSN, stream identifier, SSN and PPID of a DATA chunk (RFC 4960 3.3.1)."""
+_WHOLE_UNORDERED = DataChunk.FLAG_U | DataChunk.FLAG_B | DataChunk.FLAG_E
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,7 @@ class EngineRequest:
     tsn: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _SentChunk:
     """A DATA chunk sent and not yet covered by the Cumulative TSN Ack.
 
@@ -120,9 +126,10 @@ def _user_data_length(chunk: DataChunk | OffloadedData) -> int:
     return chunk.length if isinstance(chunk, OffloadedData) else len(chunk.user_data)
 
 
-def _data_chunk_wire_size(chunk: DataChunk | OffloadedData) -> int:
-    """A DATA chunk's length in a packet: 16-byte header, user data, padding to 4 (RFC 4960 3.2, 3.3.1)."""
-    return (DataChunk.HEADER_LENGTH + _user_data_length(chunk) + 3) & ~3
+def _data_chunk_wire_size(user_data_length: int) -> int:
+    """The length in a packet of a DATA chunk with `user_data_length` bytes: 16-byte header, user data, padding
+    to 4 (RFC 4960 3.2, 3.3.1)."""
+    return (DataChunk.HEADER_LENGTH + user_data_length + 3) & ~3
 
 
 
@@ -247,10 +254,24 @@ class DataTransferMixin:
             self._flight_size += sent.size if in_flight else -sent.size
             sent.in_flight = in_flight
 
+    def _new_data_may_go(self) -> bool:
+        """The first queued chunk may go now: there is one, cwnd has room (6.1 B), and the peer's rwnd has room
+        for it or nothing is in flight (6.1 A)."""
+        queue = self._send_queue
+        if not queue or self._flight_size >= self._cc.cwnd:
+            return False
+        return self._flight_size == 0 or _user_data_length(queue[0]) <= self._peer_rwnd
+
     def _add_data(self, now: float, packets: list[bytes], current: list[Chunk], current_size: int
                   ) -> tuple[list[Chunk], int]:
         """Fill packets with DATA: fast retransmissions (7.2.4), T3 retransmissions, then new data (6.1)."""
         assert self._cc is not None
+        if not (self._fast_marked or self._t3_marked) and not self._new_data_may_go():
+            # Nothing to send again and nothing new that may go: what the loops below would conclude, without
+            # setting them up (most calls, one after every frame received, end here).
+            self._sacks_since_send = 0
+            self._cc.on_transmit(self._flight_size)
+            return current, current_size
         limit = self.config.max_packet_size
         sent_data = False
 
@@ -317,11 +338,11 @@ class DataTransferMixin:
                     self._stats["retransmitted_by_timeout"] += 1
                 elif self._send_queue:
                     chunk = self._send_queue[0]
-                    size = _data_chunk_wire_size(chunk)
+                    length = _user_data_length(chunk)
+                    size = _data_chunk_wire_size(length)
                     offloaded = isinstance(chunk, OffloadedData)
                     if (offloaded and added) or (not offloaded and current_size + size > limit and current):
                         break
-                    length = _user_data_length(chunk)
                     # RFC 4960 6.1 A: respect the peer's rwnd, except for one chunk when nothing is in flight.
                     if length > self._peer_rwnd and (self._flight_size > 0 or added):
                         break
@@ -384,14 +405,7 @@ class DataTransferMixin:
             events.append(self._failure("fragmented DATA chunk: DDP/SCTP forbids SCTP fragmentation (RFC 5043 9)"))
             self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"fragmented DATA (RFC 5043 9)"))
             return None
-        self._data_in_packet = True
-        self._ack_now |= chunk.immediate               # RFC 9260 6.2 (RFC 7053 4.2): the I bit, no delay
-        if not self._take_tsn(chunk.tsn, len(chunk.user_data)):
-            return None
-        if chunk.stream_id >= self.inbound_streams:
-            # 6.5: acknowledge, discard, report "Invalid Stream Identifier".
-            self._queue_control(ErrorChunk(causes=(
-                ErrorCause(ErrorCauseCode.INVALID_STREAM_IDENTIFIER, struct.pack("!HH", chunk.stream_id, 0)),)))
+        if not self._take_whole_chunk(chunk.tsn, chunk.stream_id, len(chunk.user_data), chunk.immediate):
             return None
         if chunk.unordered:
             self._deliver(chunk)
@@ -399,17 +413,69 @@ class DataTransferMixin:
             self._deliver_ordered(chunk)
         return None
 
+    def _take_whole_chunk(self, tsn: int, stream_id: int, length: int, immediate: bool) -> bool:
+        """6.2: a whole DATA chunk with `length` bytes of user data; True if it is to be delivered."""
+        self._data_in_packet = True
+        self._ack_now |= immediate                     # RFC 9260 6.2 (RFC 7053 4.2): the I bit, no delay
+        if not self._take_tsn(tsn, length):
+            return False
+        if stream_id >= self.inbound_streams:
+            # 6.5: acknowledge, discard, report "Invalid Stream Identifier".
+            self._queue_control(ErrorChunk(causes=(
+                ErrorCause(ErrorCauseCode.INVALID_STREAM_IDENTIFIER, struct.pack("!HH", stream_id, 0)),)))
+            return False
+        return True
+
+    def _receive_whole_unordered_data(self, data: bytes, now: float) -> bool:
+        """The common packet of an association carrying DDP, read without chunk objects: common header to
+        this association with its verification tag (8.5), then whole (B=E=1, RFC 5043 9), unordered (U=1,
+        RFC 5043 10) DATA chunks with user data, in ESTABLISHED or SHUTDOWN-PENDING (the rows of `_on_data`).
+        Each chunk is taken as `_on_data` takes it; False, with nothing done, for any other packet, which the
+        general path decodes."""
+        end = len(data)
+        if end < COMMON_HEADER_LENGTH:
+            return False
+        src_port, dst_port, tag = _COMMON_HEADER_FIELDS.unpack_from(data, 0)
+        config = self.config
+        if dst_port != config.local_port or src_port != config.peer_port or tag != self.local_tag:
+            return False
+        chunks = []
+        offset = COMMON_HEADER_LENGTH
+        while offset < end:
+            if end - offset < DataChunk.HEADER_LENGTH:
+                return False
+            chunk_type, flags, length, tsn, stream_id, _ssn, ppid = _DATA_CHUNK_FIELDS.unpack_from(data, offset)
+            if (chunk_type != ChunkType.DATA or flags & _WHOLE_UNORDERED != _WHOLE_UNORDERED
+                    or length <= DataChunk.HEADER_LENGTH or offset + length > end):
+                return False
+            chunks.append((tsn, stream_id, ppid, data[offset + DataChunk.HEADER_LENGTH : offset + length],
+                           bool(flags & DataChunk.FLAG_I)))
+            offset += length
+            offset += min(-length % 4, end - offset)   # padding, which the last chunk may lack (3.2)
+        if not chunks:
+            return False
+        self._stats["packets_received"] += 1
+        self._data_in_packet = False
+        for tsn, stream_id, ppid, user_data, immediate in chunks:
+            if self._take_whole_chunk(tsn, stream_id, len(user_data), immediate):
+                self._deliver_user_data(stream_id, ppid, tsn, user_data, True)
+        if self._data_in_packet:
+            self._data_in_packet = False
+            self._after_data_packet(now)
+        return True
+
     def _take_tsn(self, tsn: int, size: int) -> bool:
         """6.2: a DATA chunk's TSN: False for a duplicate (noted for the SACK), one beyond the window, or new
         data beyond the highest TSN received when the buffer has no room for it; else recorded."""
         tracker = self._tracker
         assert tracker is not None
-        if tracker.is_duplicate(tsn):
-            tracker.note_duplicate(tsn)
-            self._stats["duplicate_tsns_received"] += 1
-            return False
-        if not tracker.within_window(tsn):
-            return False
+        if tsn != (tracker.cumulative_tsn + 1) & 0xFFFFFFFF:   # the next TSN in order is new and in the window
+            if tracker.is_duplicate(tsn):
+                tracker.note_duplicate(tsn)
+                self._stats["duplicate_tsns_received"] += 1
+                return False
+            if not tracker.within_window(tsn):
+                return False
         if not self._sacks_by_engine and size > self._receive_window() and (
                 tracker.highest_received is None or serial_gt(tsn, tracker.highest_received, TSN_BITS)):
             self._ack_now = True  # 6.2: no buffer space; drop new data beyond the highest TSN received
@@ -425,9 +491,12 @@ class DataTransferMixin:
         return None
 
     def _deliver(self, chunk: DataChunk) -> None:
+        self._deliver_user_data(chunk.stream_id, chunk.ppid, chunk.tsn, chunk.user_data, chunk.unordered)
+
+    def _deliver_user_data(self, stream_id: int, ppid: int, tsn: int, user_data: bytes, unordered: bool) -> None:
         if self.config.manual_receive_window:
-            self._buffered += len(chunk.user_data)
-        self._events.append(DataReceived(chunk.stream_id, chunk.ppid, chunk.tsn, bytes(chunk.user_data), chunk.unordered))
+            self._buffered += len(user_data)
+        self._events.append(DataReceived(stream_id, ppid, tsn, bytes(user_data), unordered))
 
     def _deliver_ordered(self, chunk: DataChunk) -> None:
         """Ordered chunks wait for their SSN turn on their stream (RFC 4960 6.6)."""
@@ -480,6 +549,29 @@ class DataTransferMixin:
         self._sacks_since_send += 1
         self._process_ack(now, sack.cumulative_tsn_ack, sack.a_rwnd, sack.gap_blocks)
 
+    def _receive_lone_sack(self, data: bytes, now: float) -> bool:
+        """A packet of one SACK chunk (3.3.4) to this association with its verification tag (8.5), read in place
+        and processed as `_on_sack` processes it; False, with nothing done, for any other packet (one with more
+        chunks, or a SACK whose length does not match its counts, which the general path discards)."""
+        end = len(data)
+        if end < COMMON_HEADER_LENGTH + SACK_FIXED_LENGTH:
+            return False
+        src_port, dst_port, tag = _COMMON_HEADER_FIELDS.unpack_from(data, 0)
+        config = self.config
+        if dst_port != config.local_port or src_port != config.peer_port or tag != self.local_tag:
+            return False
+        chunk_type, _flags, length, cum_ack, a_rwnd, gaps, duplicates = SACK_FIXED_FIELDS.unpack_from(
+            data, COMMON_HEADER_LENGTH)
+        if (chunk_type != ChunkType.SACK or length != SACK_FIXED_LENGTH + 4 * (gaps + duplicates)
+                or COMMON_HEADER_LENGTH + length != end):
+            return False
+        offsets = struct.unpack_from(f"!{2 * gaps}H", data, COMMON_HEADER_LENGTH + SACK_FIXED_LENGTH)
+        self._stats["packets_received"] += 1
+        self._data_in_packet = False
+        self._sacks_since_send += 1
+        self._process_ack(now, cum_ack, a_rwnd, tuple(zip(offsets[0::2], offsets[1::2])))
+        return True
+
     def _process_ack(self, now: float, cum_ack: int, a_rwnd: int, gap_blocks: tuple[tuple[int, int], ...]) -> None:
         """6.2.1 D: the Cumulative TSN Ack, Gap Ack Blocks and a_rwnd of a SACK (or of a SHUTDOWN, 9.2)."""
         events = self._events
@@ -501,7 +593,7 @@ class DataTransferMixin:
         cum_advanced = serial_gt(cum_ack, self._last_cum_ack, TSN_BITS)
         newly_acked = 0
         highest_newly_acked: int | None = None
-        acked_per_stream: Counter[int] = Counter()
+        acked_per_stream: dict[int, int] = {}
         # The outstanding TSNs run without holes from the last Cumulative TSN Ack: pop them up to the new one.
         previous_cum_ack = tsn = self._last_cum_ack
         while tsn != cum_ack:
@@ -513,39 +605,27 @@ class DataTransferMixin:
                 newly_acked += sent.size
                 self._outstanding_bytes -= sent.size
                 highest_newly_acked = tsn
-                self._measure_rtt(now, sent)
+                if tsn == self._rtt_probe:
+                    self._measure_rtt(now, sent)
             self._t3_marked.discard(tsn)
             self._fast_marked.discard(tsn)
             self._set_in_flight(sent, False)
-            acked_per_stream[sent.chunk.stream_id] += 1
+            stream_id = sent.chunk.stream_id
+            acked_per_stream[stream_id] = acked_per_stream.get(stream_id, 0) + 1
         self._last_cum_ack = cum_ack
         if cum_advanced and self._offloading:
             self._engine_requests.append(EngineRequest(EngineRequestKind.ACK, cum_ack))
         # Gap Ack Blocks (3.3.4): compared with the previous SACK's, so only the TSNs whose state changed are
         # visited, newly gap-acknowledged or reneged (6.2.1 D iv).
-        advanced_by = (cum_ack - previous_cum_ack) & 0xFFFFFFFF
-        before = [(max(start - advanced_by, 1), end - advanced_by)
-                  for start, end in self._gap_ranges if end - advanced_by >= 1]
-        now_acked = merge_ranges(gap_blocks, 1, len(self._outstanding))
-        for first, last in subtract_ranges(now_acked, before):
-            for offset in range(first, last + 1):
-                tsn = (cum_ack + offset) & 0xFFFFFFFF
-                sent = self._outstanding[tsn]
-                sent.gap_acked = True
-                self._t3_marked.discard(tsn)
-                self._fast_marked.discard(tsn)
-                newly_acked += sent.size
-                self._outstanding_bytes -= sent.size
-                self._measure_rtt(now, sent)
-                self._set_in_flight(sent, False)
-            last_tsn = (cum_ack + last) & 0xFFFFFFFF
-            if highest_newly_acked is None or serial_gt(last_tsn, highest_newly_acked, TSN_BITS):
-                highest_newly_acked = last_tsn
-        for first, last in subtract_ranges(before, now_acked):
-            for offset in range(first, last + 1):
-                sent = self._outstanding[(cum_ack + offset) & 0xFFFFFFFF]
-                sent.gap_acked = False  # renege (6.2.1 D iv): the chunk needs sending again
-                self._outstanding_bytes += sent.size
+        if gap_blocks or self._gap_ranges:
+            now_acked, gap_newly_acked, gap_highest = self._compare_gap_blocks(now, cum_ack, previous_cum_ack,
+                                                                               gap_blocks)
+            newly_acked += gap_newly_acked
+            if gap_highest is not None and (highest_newly_acked is None
+                                            or serial_gt(gap_highest, highest_newly_acked, TSN_BITS)):
+                highest_newly_acked = gap_highest
+        else:
+            now_acked = []   # no Gap Ack Block now or before: nothing to compare (the usual SACK)
         self._gap_ranges = now_acked
         highest_gap_acked = (cum_ack + now_acked[-1][1]) & 0xFFFFFFFF if now_acked else None
         self._count_miss_indications(cum_advanced, highest_newly_acked, highest_gap_acked, now_acked)
@@ -564,11 +644,45 @@ class DataTransferMixin:
             events.append(DataAcknowledged(stream_id, acked_per_stream[stream_id]))
         self._progress_shutdown(now)
 
+    def _compare_gap_blocks(self, now: float, cum_ack: int, previous_cum_ack: int,
+                            gap_blocks: tuple[tuple[int, int], ...]) -> tuple[list[tuple[int, int]], int, int | None]:
+        """6.2.1 D iv: the SACK's Gap Ack Blocks against the previous SACK's, after the Cumulative TSN Ack moved
+        from `previous_cum_ack` to `cum_ack`: the blocks as merged ranges, and the bytes and the highest TSN
+        they acknowledge for the first time (renegings are undone here too)."""
+        newly_acked = 0
+        highest_newly_acked: int | None = None
+        advanced_by = (cum_ack - previous_cum_ack) & 0xFFFFFFFF
+        before = [(max(start - advanced_by, 1), end - advanced_by)
+                  for start, end in self._gap_ranges if end - advanced_by >= 1]
+        now_acked = merge_ranges(gap_blocks, 1, len(self._outstanding))
+        for first, last in subtract_ranges(now_acked, before):
+            for offset in range(first, last + 1):
+                tsn = (cum_ack + offset) & 0xFFFFFFFF
+                sent = self._outstanding[tsn]
+                sent.gap_acked = True
+                self._t3_marked.discard(tsn)
+                self._fast_marked.discard(tsn)
+                newly_acked += sent.size
+                self._outstanding_bytes -= sent.size
+                if tsn == self._rtt_probe:
+                    self._measure_rtt(now, sent)
+                self._set_in_flight(sent, False)
+            last_tsn = (cum_ack + last) & 0xFFFFFFFF
+            if highest_newly_acked is None or serial_gt(last_tsn, highest_newly_acked, TSN_BITS):
+                highest_newly_acked = last_tsn
+        for first, last in subtract_ranges(before, now_acked):
+            for offset in range(first, last + 1):
+                sent = self._outstanding[(cum_ack + offset) & 0xFFFFFFFF]
+                sent.gap_acked = False  # renege (6.2.1 D iv): the chunk needs sending again
+                self._outstanding_bytes += sent.size
+        return now_acked, newly_acked, highest_newly_acked
+
     def _measure_rtt(self, now: float, sent: _SentChunk) -> None:
-        if self._rtt_probe == sent.chunk.tsn:
-            self._rtt_probe = None
-            if sent.transmissions == 1:
-                self._rto.measure(now - sent.sent_at)
+        """6.3.1: the chunk timed for an RTT measurement (`_rtt_probe`) is acknowledged: measured, unless it was
+        sent again (Karn's rule, C5); the next chunk sent is timed next."""
+        self._rtt_probe = None
+        if sent.transmissions == 1:
+            self._rto.measure(now - sent.sent_at)
 
     def _count_miss_indications(self, cum_advanced: bool, highest_newly_acked: int | None,
                                  highest_gap_acked: int | None, gap_ranges: list[tuple[int, int]]) -> None:

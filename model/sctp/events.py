@@ -45,7 +45,7 @@ class DdpProceduresForbidden(AssociationEvent):
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DataReceived(AssociationEvent):
     """A DATA chunk's user data handed to the user (RFC 4960 10.2 DATA ARRIVE)."""
 
@@ -56,7 +56,7 @@ class DataReceived(AssociationEvent):
     unordered: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DataAcknowledged(AssociationEvent):
     """The Cumulative TSN Ack passed `count` more chunks sent on `stream_id` (RFC 5043 6.6, 10)."""
 

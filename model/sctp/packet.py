@@ -44,7 +44,12 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import ClassVar, Union
 
-from model.net.checksum import sctp_checksum, sctp_checksum_from_bytes, sctp_checksum_to_bytes
+from model.net.checksum import (
+    sctp_checksum,
+    sctp_checksum_from_bytes,
+    sctp_checksum_of_zeroed,
+    sctp_checksum_to_bytes,
+)
 from model.errors import ChecksumError, DecodeError, EncodeError, check_field, need
 
 LAYER = "sctp"
@@ -513,7 +518,13 @@ def _need_exact(value: bytes, length: int, what: str, offset: int) -> None:
         raise DecodeError(LAYER, f"{what} chunk value must be {length} bytes, got {len(value)}", offset)
 
 
-@dataclass(frozen=True)
+_DATA_CHUNK_HEADER = struct.Struct("!BBHIHHI")
+"""Type, flags, length, TSN, stream, SSN and PPID of a DATA chunk (RFC 4960 3.3.1)."""
+_PADDING = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
+"""Padding by its length (RFC 4960 3.2)."""
+
+
+@dataclass(frozen=True, slots=True)
 class DataChunk(KnownChunk):
     """DATA, RFC 4960 3.3.1 (I bit from RFC 7053).
 
@@ -552,6 +563,22 @@ class DataChunk(KnownChunk):
         check_field(self.ssn, 16, "ssn")
         check_field(self.ppid, 32, "ppid")
         return struct.pack("!IHHI", self.tsn, self.stream_id, self.ssn, self.ppid) + bytes(self.user_data)
+
+    def encode(self) -> bytes:
+        """The chunk header and DATA header in one `struct.pack`, then the user data and its padding (3.2,
+        3.3.1): the chunk every data packet carries, so it skips the generic `_tlv` path (same bytes).  The
+        pack checks the fields' ranges; only when it refuses one do `_value`'s checks run, to name it."""
+        user_data = self.user_data
+        length = self.HEADER_LENGTH + len(user_data)
+        if length > 0xFFFF:
+            raise EncodeError(f"chunk length {length} exceeds 65535")
+        try:
+            header = _DATA_CHUNK_HEADER.pack(ChunkType.DATA, self._flags(), length, self.tsn, self.stream_id,
+                                             self.ssn, self.ppid)
+        except struct.error:
+            self._value()   # raises the EncodeError that names the field
+            raise
+        return b"".join((header, user_data, _PADDING[-length % 4]))
 
     @classmethod
     def _from_value(cls, flags: int, value: bytes, offset: int) -> DataChunk:
@@ -644,7 +671,13 @@ class InitAckChunk(_InitFields):
         return None
 
 
-@dataclass(frozen=True)
+SACK_FIXED_FIELDS = struct.Struct("!BBHIIHH")
+"""Type, flags, length, Cumulative TSN Ack, a_rwnd and the two counts of a SACK chunk (RFC 4960 3.3.4)."""
+SACK_FIXED_LENGTH = SACK_FIXED_FIELDS.size
+"""Cumulative TSN Ack, a_rwnd and the two counts of a SACK chunk, with its header: 16 bytes (RFC 4960 3.3.4)."""
+
+
+@dataclass(frozen=True, slots=True)
 class SackChunk(KnownChunk):
     """SACK, RFC 4960 3.3.4.  Gap blocks are (start, end) offsets from the cumulative TSN ack."""
 
@@ -658,6 +691,22 @@ class SackChunk(KnownChunk):
     def __post_init__(self) -> None:
         object.__setattr__(self, "gap_blocks", tuple(tuple(b) for b in self.gap_blocks))
         object.__setattr__(self, "duplicate_tsns", tuple(self.duplicate_tsns))
+
+    @property
+    def encoded_length(self) -> int:
+        """`len(self.encode())` without encoding: the header, 12 bytes of fixed fields and 4 per Gap Ack Block
+        and duplicate TSN (3.3.4), a multiple of 4, so no padding."""
+        return CHUNK_HEADER_LENGTH + 12 + 4 * (len(self.gap_blocks) + len(self.duplicate_tsns))
+
+    def encode(self) -> bytes:
+        """A SACK without Gap Ack Blocks or duplicate TSNs, the one an in-order receiver sends, in one
+        `struct.pack` (header and fixed fields, 3.3.4: a multiple of 4, no padding); any other through `_tlv`
+        (same bytes)."""
+        if self.gap_blocks or self.duplicate_tsns:
+            return KnownChunk.encode(self)
+        return SACK_FIXED_FIELDS.pack(ChunkType.SACK, 0, SACK_FIXED_LENGTH,
+                                check_field(self.cumulative_tsn_ack, 32, "cumulative_tsn_ack"),
+                                check_field(self.a_rwnd, 32, "a_rwnd"), 0, 0)
 
     def _value(self) -> bytes:
         check_field(self.cumulative_tsn_ack, 32, "cumulative_tsn_ack")
@@ -1045,11 +1094,34 @@ def decode_chunks(data: bytes, base_offset: int = 0) -> tuple[AnyChunk, ...]:
     bytes are ignored; the last chunk may lack its padding.  `base_offset` is
     added to the offsets reported in errors.
     """
+    data = bytes(data)
+    return _decode_chunks_from(data, 0, base_offset)
+
+
+_CHUNK_HEADER = struct.Struct("!BBH")
+"""Type, flags and length of a chunk (RFC 4960 3.2)."""
+
+
+def _decode_chunks_from(data: bytes, start: int, base_offset: int) -> tuple[AnyChunk, ...]:
+    """`decode_chunks` of `data[start:]` without copying it first: the strict walk of `walk_chunks` done in
+    place, one typed chunk per chunk and no `RawChunk` between (a receiver's every packet comes this way)."""
     chunks: list[AnyChunk] = []
-    for chunk in walk_chunks(data, base_offset):
-        if isinstance(chunk, BrokenChunk):
-            raise chunk.error()
-        chunks.append(chunk.decode())
+    offset, end = start, len(data)
+    while offset < end:
+        at = base_offset + offset - start
+        if end - offset < CHUNK_HEADER_LENGTH:
+            raise BrokenChunk(at, ChunkWalkStop.HEADER_PAST_END, data[offset:]).error()
+        chunk_type, flags, length = _CHUNK_HEADER.unpack_from(data, offset)
+        if length < CHUNK_HEADER_LENGTH:
+            raise BrokenChunk(at, ChunkWalkStop.LENGTH_BELOW_HEADER, data[offset:]).error()
+        if offset + length > end:
+            raise BrokenChunk(at, ChunkWalkStop.LENGTH_PAST_END, data[offset:]).error()
+        value = data[offset + CHUNK_HEADER_LENGTH : offset + length]
+        cls = CHUNK_CLASSES.get(chunk_type)
+        chunks.append(UnknownChunk(chunk_type=chunk_type, flags=flags, value=value) if cls is None
+                      else cls._from_value(flags, value, at))  # type: ignore[arg-type]
+        offset += length
+        offset += min(-length % 4, end - offset)   # padding, which the last chunk may lack (3.2)
     return tuple(chunks)
 
 
@@ -1080,7 +1152,7 @@ def checksum_ok(packet: bytes) -> bool:
     """True if the CRC32c in the packet's checksum field matches its bytes (RFC 4960 6.8)."""
     if len(packet) < COMMON_HEADER_LENGTH:
         return False
-    return CommonHeader.decode(packet).checksum == sctp_checksum(packet)
+    return sctp_checksum_from_bytes(packet[8:12]) == sctp_checksum(packet)
 
 
 @dataclass(frozen=True)
@@ -1102,31 +1174,50 @@ class SctpPacket:
 
     def encode(self) -> bytes:
         """Header and bundled chunks, CRC32c inserted least-significant byte first (RFC 4960 6.8)."""
-        check_field(self.src_port, 16, "src_port")
-        check_field(self.dst_port, 16, "dst_port")
-        check_field(self.verification_tag, 32, "verification_tag")
-        if not self.chunks:
-            raise EncodeError("an SCTP packet carries at least one chunk (RFC 4960 3)")
-        body = struct.pack("!HHII", self.src_port, self.dst_port, self.verification_tag, 0)
-        body += encode_chunks(self.chunks)
-        crc = sctp_checksum(body)
-        return body[:8] + sctp_checksum_to_bytes(crc) + body[12:]
+        return encode_packet(self.src_port, self.dst_port, self.verification_tag, self.chunks)
 
     @classmethod
-    def decode(cls, data: bytes, verify_checksum: bool = True) -> SctpPacket:
-        """Decode a packet; raise ChecksumError on a CRC32c mismatch unless verify_checksum is False."""
+    def decode(cls, data: bytes, verify_checksum: bool = True, checksum_checked: bool = False) -> SctpPacket:
+        """Decode a packet; raise ChecksumError on a CRC32c mismatch unless verify_checksum is False.
+        `checksum_checked`: the caller has verified the CRC32c already (`checksum_ok`), so it is not computed
+        a second time (RFC 4960 6.8 asks for it once per packet)."""
         data = bytes(data)
-        header = CommonHeader.decode(data)
-        computed = sctp_checksum(data)
-        if header.checksum != computed and verify_checksum:
-            raise ChecksumError(LAYER, computed, header.checksum)
-        chunks = decode_chunks(data[COMMON_HEADER_LENGTH:], COMMON_HEADER_LENGTH)
+        need(data, COMMON_HEADER_LENGTH, LAYER, "common header")
+        src_port, dst_port, tag = _COMMON_HEADER_FIELDS.unpack_from(data, 0)
+        matches = True
+        if not checksum_checked:
+            received, computed = sctp_checksum_from_bytes(data[8:12]), sctp_checksum(data)
+            matches = received == computed
+            if not matches and verify_checksum:
+                raise ChecksumError(LAYER, computed, received)
+        chunks = _decode_chunks_from(data, COMMON_HEADER_LENGTH, COMMON_HEADER_LENGTH)
         if not chunks:
             raise DecodeError(LAYER, "packet without chunks (RFC 4960 3)", COMMON_HEADER_LENGTH)
-        return cls(
-            src_port=header.src_port,
-            dst_port=header.dst_port,
-            verification_tag=header.verification_tag,
-            chunks=chunks,
-            checksum_ok=header.checksum == computed,
-        )
+        return cls(src_port=src_port, dst_port=dst_port, verification_tag=tag, chunks=chunks,
+                   checksum_ok=matches)
+
+
+_COMMON_HEADER = struct.Struct("!HHII")
+"""Source port, destination port, verification tag and checksum (RFC 4960 3.1)."""
+
+
+def encode_packet(src_port: int, dst_port: int, verification_tag: int,
+                  chunks: tuple[Chunk, ...] | list[Chunk]) -> bytes:
+    """`SctpPacket(...).encode()` without the packet object, for a sender that has its chunks at hand.  The
+    pack checks the header's ranges; only when it refuses one do the field checks run, to name it."""
+    try:
+        header = _COMMON_HEADER.pack(src_port, dst_port, verification_tag, 0)
+    except struct.error:
+        check_field(src_port, 16, "src_port")
+        check_field(dst_port, 16, "dst_port")
+        check_field(verification_tag, 32, "verification_tag")
+        raise
+    if not chunks:
+        raise EncodeError("an SCTP packet carries at least one chunk (RFC 4960 3)")
+    # Built in one bytearray, the checksum field written in place once the CRC32c is known (6.8).
+    body = bytearray(header)
+    for chunk in chunks:
+        body += chunk.encode()
+    body[8:12] = sctp_checksum_to_bytes(sctp_checksum_of_zeroed(body))   # the field is still zero
+    return bytes(body)
+_COMMON_HEADER_FIELDS = struct.Struct("!HHI")

@@ -20,6 +20,11 @@ from model.sctp.packet import ChunkType
 class AssociationState(Enum):
     """RFC 4960 4 states."""
 
+    # Enum's own __hash__ is a Python function (the hash of the name) that runs for every row looked up in
+    # `TRANSITIONS`, chunk by chunk; the members are singletons compared by identity, so identity hashes them
+    # as well, in C.
+    __hash__ = object.__hash__
+
     CLOSED = "CLOSED"
     COOKIE_WAIT = "COOKIE-WAIT"
     COOKIE_ECHOED = "COOKIE-ECHOED"
@@ -42,6 +47,8 @@ DATA_STATES = frozenset({
 
 class Trigger(Enum):
     """What moves the association besides a received chunk (which is its `ChunkType`)."""
+
+    __hash__ = object.__hash__   # as `AssociationState`'s: the timers dict and `TRANSITIONS` hash these
 
     # User calls, RFC 4960 10.1.
     CONNECT = "ASSOCIATE"

@@ -26,7 +26,7 @@ MAX_REPORTED_DUPLICATES = 64
 _TSN_MASK = (1 << TSN_BITS) - 1
 
 
-@dataclass
+@dataclass(slots=True)
 class TsnTracker:
     cumulative_tsn: int
     """The peer's initial TSN minus one at the start (RFC 4960 6.2)."""
@@ -55,6 +55,13 @@ class TsnTracker:
 
     def accept(self, tsn: int) -> bool:
         """Record a new TSN; False if it is a duplicate (noted for the SACK) or beyond the window."""
+        if tsn == (self.cumulative_tsn + 1) & _TSN_MASK and not self._run_end_of:
+            # The next TSN in order with nothing received beyond (the usual case): it is the new Cumulative
+            # TSN at once (6.2), as the general path below would conclude.
+            self.cumulative_tsn = tsn
+            if self.highest_received is None or serial_gt(tsn, self.highest_received, TSN_BITS):
+                self.highest_received = tsn
+            return True
         if self.is_duplicate(tsn):
             self.note_duplicate(tsn)
             return False

@@ -65,7 +65,8 @@ def test_a_size_above_the_software_rnics_largest_is_a_usage_error(capsys):
 
 def test_profile_prints_the_software_rnics_call_tree_after_the_table(usrsctp, capsys):
     pytest.importorskip("pyinstrument")
-    assert main(["bench", "usrsctp", "--sizes", "4096", "--iters", "2", "--profile"]) == 0
+    # Half a MiB: enough of a run for the sampler (one sample a millisecond) to see its frames every time.
+    assert main(["bench", "usrsctp", "--sizes", "65536", "--iters", "8", "--profile"]) == 0
     out = capsys.readouterr().out
     table, _, profile = out.partition("sampled by pyinstrument")
     assert len(_rows(table)) == 1

@@ -87,3 +87,30 @@ def test_segment_lengths_are_the_encoded_segments(length, mulpdu, tagged):
     payload = bytes(length)
     segments = (segment_tagged(payload, 7, 0, mulpdu) if tagged else segment_untagged(payload, 0, 1, mulpdu))
     assert DdpSource(mulpdu).segment_lengths(length, tagged) == [len(s.encode()) for s in segments]
+
+
+@given(length=st.integers(0, 5000), mulpdu=st.integers(40, 1500), to=st.integers(0, 1 << 40),
+       stag=st.integers(0, 0xFFFFFFFF), rsvd_ulp=st.integers(0, 0xFF))
+def test_encoded_tagged_segments_are_the_segments_encoded(length, mulpdu, to, stag, rsvd_ulp):
+    """The sender's path without header objects gives the bytes of `tagged_segments`, segment for segment."""
+    from model.ddp.source import encoded_tagged_segments, tagged_segments
+    payload = bytes(i & 0xFF for i in range(length))
+    read = lambda offset, count: payload[offset:offset + count]  # noqa: E731
+    expected = [s.encode() for s in tagged_segments(read, length, stag, to, mulpdu, rsvd_ulp)]
+    assert list(encoded_tagged_segments(read, length, stag, to, mulpdu, rsvd_ulp)) == expected
+
+
+@given(length=st.integers(0, 5000), mulpdu=st.integers(40, 1500), qn=st.integers(0, 2),
+       msn=st.integers(0, 0xFFFFFFFF), rsvd_ulp=st.integers(0, (1 << 40) - 1))
+def test_encoded_untagged_segments_are_the_segments_encoded(length, mulpdu, qn, msn, rsvd_ulp):
+    from model.ddp.source import encoded_untagged_segments, untagged_segments
+    payload = bytes(i & 0xFF for i in range(length))
+    read = lambda offset, count: payload[offset:offset + count]  # noqa: E731
+    expected = [s.encode() for s in untagged_segments(read, length, qn, msn, mulpdu, rsvd_ulp)]
+    assert list(encoded_untagged_segments(read, length, qn, msn, mulpdu, rsvd_ulp)) == expected
+
+
+def test_encoded_segments_check_the_message_at_once():
+    from model.ddp.source import encoded_tagged_segments
+    with pytest.raises(EncodeError):
+        encoded_tagged_segments(lambda o, c: bytes(c), 10, 1, (1 << 64) - 5, 100)

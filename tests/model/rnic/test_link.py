@@ -75,3 +75,21 @@ def test_a_rated_link_serializes_each_direction_with_ethernet_framing():
 def test_a_rate_must_be_bits_per_second_above_zero(rate):
     with pytest.raises(EncodeError):
         LinkConfig(rate=rate)
+
+
+
+def test_a_clean_link_owes_its_draws_when_the_configuration_turns_impaired():
+    """Frames on a link without impairments draw nothing, but once the configuration changes the generator
+    stands where the draws of every frame before would have left it: the run is that of a link that drew."""
+    def run(first: LinkConfig):
+        link = Link(first)
+        for i in range(50):
+            link.send(Side.A, bytes([i]) * 20, now=i * 1e-4)
+        link.send(Side.A, b"", now=0.0051)           # an empty frame has no bit to corrupt: one draw fewer
+        link.config = LinkConfig(seed=4, loss=0.3, duplication=0.2, reordering=0.3, corruption=0.2)
+        for i in range(200):
+            link.send(Side.B, bytes([i]) * 20, now=0.01 + i * 1e-4)
+        return link.deliveries(now=10.0), link.stats
+
+    # loss=1e-300 takes the drawing path and loses nothing (random() gives 0.0 with probability 2**-53)
+    assert run(LinkConfig(seed=4)) == run(LinkConfig(seed=4, loss=1e-300))

@@ -935,3 +935,97 @@ def test_gap_ranges_merge_clip_and_subtract() -> None:
     assert subtract_ranges([(1, 10)], [(2, 3), (5, 5), (9, 12)]) == [(1, 1), (4, 4), (6, 8)]
     assert subtract_ranges([(1, 2), (6, 7)], []) == [(1, 2), (6, 7)]
     assert subtract_ranges([(3, 4)], [(1, 10)]) == []
+
+
+
+def test_the_data_only_path_takes_a_packet_as_the_general_path_does():
+    """A packet of whole unordered DATA chunks, its CRC32c checked by the caller, is read in place
+    (`_receive_whole_unordered_data`); the association ends in the same state with the same events and
+    packets as when it decodes the packet into chunk objects.  Duplicates, a gap, an I bit and an invalid
+    stream are among the chunks."""
+    import copy
+
+    client, server = _handshaken_pair()
+    first = server._tracker.cumulative_tsn + 1
+    groups = [
+        [DataChunk(first, 0, 0, 16, b"x" * 100, unordered=True)],
+        [DataChunk(first + 2, 1, 0, 16, b"y" * 33, unordered=True),
+         DataChunk(first + 3, 9, 0, 16, b"z" * 7, unordered=True)],           # stream 9: invalid (6.5)
+        [DataChunk(first, 0, 0, 16, b"x" * 100, unordered=True)],             # a duplicate
+        [DataChunk(first + 1, 2, 0, 17, b"w" * 5, unordered=True, immediate=True),
+         DataChunk(first + 4, 0, 0, 16, b"v", unordered=True)],
+    ]
+    packets = [SctpPacket(1, 2, server.local_tag, tuple(group)).encode() for group in groups]
+    assert all(copy.deepcopy(server)._receive_whole_unordered_data(packet, 10.0) for packet in packets)
+    outcomes = []
+    for checked in (True, False):   # checked: the data-only path; not: SctpPacket.decode and the table
+        association = copy.deepcopy(server)
+        events, sent = [], []
+        for now, packet in enumerate(packets, start=10):
+            association.receive(packet, float(now), checksum_checked=checked)
+            events += association.next_events()
+            sent += association.data_to_send(float(now))
+        outcomes.append((events, sent, association.statistics, association._tracker.cumulative_tsn,
+                         association.next_timeout()))
+    assert outcomes[0] == outcomes[1]
+    assert sum(type(event).__name__ == "DataReceived" for event in outcomes[0][0]) == 4
+
+
+def _handshaken_pair() -> tuple[Association, Association]:
+    """A client association and the one a Listener made for it, ESTABLISHED both (RFC 4960 5.1)."""
+    def config(local: int, peer: int, seed: int) -> AssociationConfig:
+        return AssociationConfig(local_port=local, peer_port=peer, rng=random.Random(seed),
+                                 hmac_secret=b"k" * 32, streams=4)
+
+    client, listener, server = Association(config(1, 2, 1)), Listener(config(2, 0, 2)), None
+    client.connect(0.0)
+    for now in range(6):
+        for packet in client.data_to_send(now):
+            if server is None:
+                listener.receive(packet, now)
+                for reply in listener.data_to_send(now):
+                    client.receive(reply, now)
+                for accepted in listener.next_events():
+                    server = accepted.association
+            else:
+                server.receive(packet, now)
+        if server is not None:
+            for packet in server.data_to_send(now):
+                client.receive(packet, now)
+    assert server is not None and server.state is AssociationState.ESTABLISHED
+    assert client.state is AssociationState.ESTABLISHED
+    return client, server
+
+
+def test_the_lone_sack_path_takes_a_sack_as_the_general_path_does():
+    """A packet of one SACK, its CRC32c checked by the caller, is read in place (`_receive_lone_sack`); the
+    sender ends in the same state, with the same events and packets (retransmissions included), as when it
+    decodes the SACK into a SackChunk.  The SACKs carry Gap Ack Blocks and duplicates (packets lost and
+    repeated on the way)."""
+    import copy
+
+    client, server = _handshaken_pair()
+    for index in range(12):
+        client.send(index % 2, PPID_DDP_SEGMENT, bytes([index]) * 1000)
+    data_packets = client.data_to_send(10.0)
+    assert len(data_packets) >= 4
+    sacks = []
+    for index, packet in enumerate(data_packets[:1] + data_packets[2:] + data_packets[2:3]):   # one lost, one twice
+        server.receive(packet, 10.1 + index / 100)
+        sacks += server.data_to_send(10.1 + index / 100)
+    sacks += server.data_to_send(11.0)
+    chunks = [SctpPacket.decode(sack).chunks for sack in sacks]
+    assert all(len(found) == 1 and isinstance(found[0], SackChunk) for found in chunks)
+    assert any(found[0].gap_blocks for found in chunks) and any(found[0].duplicate_tsns for found in chunks)
+    assert all(copy.deepcopy(client)._receive_lone_sack(sack, 12.0) for sack in sacks)
+    outcomes = []
+    for checked in (True, False):   # checked: the lone-SACK path; not: SctpPacket.decode and the table
+        association = copy.deepcopy(client)
+        events, sent = [], []
+        for index, sack in enumerate(sacks):
+            association.receive(sack, 12.0 + index / 100, checksum_checked=checked)
+            events += association.next_events()
+            sent += association.data_to_send(12.0 + index / 100)
+        outcomes.append((events, sent, association.statistics, association._gap_ranges,
+                         association.next_timeout()))
+    assert outcomes[0] == outcomes[1]

@@ -574,3 +574,10 @@ def test_common_header_rfc4960_3_1() -> None:
     assert checksum_ok(wire) and header.checksum == crc32c(wire[:8] + bytes(4) + wire[12:])
     with pytest.raises(DecodeError):
         CommonHeader.decode(wire[:11])
+
+
+@given(st.lists(st.tuples(st.integers(0, 0xFFFF), st.integers(0, 0xFFFF)), max_size=20),
+       st.lists(st.integers(0, 0xFFFFFFFF), max_size=20))
+def test_sack_encoded_length_is_the_length_of_its_encoding(gaps, duplicates):
+    sack = SackChunk(1, 2, tuple(gaps), tuple(duplicates))
+    assert sack.encoded_length == len(sack.encode())
