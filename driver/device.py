@@ -17,7 +17,8 @@ pairs (`driver.qp`), each through the object's declared driver-internal
 interface (`CMID.ended`, `QP.completed`...), never its private state.
 
 `open_device(spec)` opens one device of this process on a real transport
-(`driver.backends.network`).
+(`driver.backends.network`), or a board on its network as one device
+(`driver.backends.board_network`).
 """
 
 from __future__ import annotations
@@ -234,7 +235,8 @@ class Device:
     def sync_buffers(self) -> None:
         """Every region over a caller's buffer: its changes to the device, the device's writes back (`driver.mr`)."""
         for pd in self._pds:
-            pd.sync_buffers()
+            if pd.mirrors:
+                pd.sync_buffers()
 
     def _on_event(self, event: RnicEvent) -> None:
         route = _EVENT_ROUTES.get(type(event))
@@ -498,7 +500,11 @@ def open_device(spec: str = "udp::9899", *, host: Callable[..., object] | None =
     "udp:[HOST][:PORT]" (SCTP over UDP, RFC 6951, port 9899 by default, 0 for a free one; no privileges),
     "ip:ADDRESS[:PORT]" (SCTP over raw IPv4, protocol 132: needs CAP_NET_RAW; PORT the SCTP port, 9899 by
     default) or "eth:IFACE:ADDRESS[:PORT]" (the same in raw Ethernet frames on IFACE, the device an IPv4 host of
-    its own at ADDRESS, answering ARP: needs CAP_NET_RAW) (`driver.transports`); `host`: makes the device's
+    its own at ADDRESS, answering ARP: needs CAP_NET_RAW) (`driver.transports`), or
+    "board:CONTROL@ADDRESS[:PORT]" (the RNIC core on a board whose Ethernet is cabled to a network, at ADDRESS
+    there, reached over its control link CONTROL, a serial device or a pyserial URL such as socket://HOST:PORT:
+    `driver.backends.board_network`; `baud`, `latency`, `time_scale` and `engine_sacks` as on the `board`
+    backend); `host`: makes the device's
     host from its `RnicConfig` and random generator, a software host over another SCTP stack
     (`sim.usrsctp_host.usrsctp_host`), instead of the model's `SoftRnic`; `options`:
     `RnicConfig` fields (`path_mtu`, `receive_buffer`, `rto_initial`, `association_max_retrans`...).  Its calls
@@ -509,6 +515,8 @@ def open_device(spec: str = "udp::9899", *, host: Callable[..., object] | None =
     from driver.transports import open_transport, parse_port
 
     instance("spec", spec, str)
+    if spec.startswith("board:"):
+        return _open_board_device(spec, host, options)
     refused = sorted(set(options) & NETWORK_OPTIONS_REFUSED | {"link", "seed"} & set(options))
     if refused:
         raise InvalidArgument(f"option {refused[0]}: not one open_device takes (the transport gives the addresses, "
@@ -522,6 +530,27 @@ def open_device(spec: str = "udp::9899", *, host: Callable[..., object] | None =
         transport.close()
         raise
     return fabric.devices[0]
+
+
+BOARD_DEVICE_OPTIONS_REFUSED = {"udp", "link", "seed", "serial", "ethernet"}
+"""Options the board as a device does not take: SCTP runs over IPv4, the wire and the peer are real, the spec names
+the control link, and the board's Ethernet is cabled to its network, not to this computer."""
+
+
+def _open_board_device(spec: str, host: object, options: dict[str, object]) -> Device:
+    """`open_device("board:...")` (`driver.backends.board_network`)."""
+    from driver.backends.board_network import open_board_device
+
+    if host is not None:
+        raise InvalidArgument("host: the board's host is the board's RNIC core; open_device takes another host "
+                              "only on udp:, ip: and eth:")
+    refused = sorted(set(options) & BOARD_DEVICE_OPTIONS_REFUSED)
+    if refused:
+        raise InvalidArgument(f"option {refused[0]}: not one a board device takes (SCTP over IPv4 on the board's "
+                              "own network, its secrets from the system's generator, the spec names its control "
+                              "link)")
+    check_fabric_options(options, "board:")
+    return Fabric(open_board_device(spec, **options)).devices[0]
 
 
 def run(main: Callable[[Fabric], Awaitable[T]], backend: str = "soft", **options: object) -> T:

@@ -114,6 +114,10 @@ class RawSocketPort:
         self._socket.setblocking(False)
         self.interface = interface
 
+    def fileno(self) -> int:
+        """The packet socket's, for a caller that waits for frames (`selectors`)."""
+        return self._socket.fileno()
+
     def send(self, frame: bytes) -> None:
         self._socket.send(frame)
 

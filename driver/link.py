@@ -433,15 +433,16 @@ class SerialLink(_Driver):
 
 
 def open_serial_link(device: str, baud: float = 3_000_000, **options: Any) -> SerialLink:
-    """The link on a serial device (the ECPIX-5's FT2232H channel B, e.g. /dev/ttyUSB1); needs pyserial
-    (the ``board`` extra)."""
+    """The link on a serial device (the ECPIX-5's FT2232H channel B, e.g. /dev/ttyUSB1) or a pyserial URL
+    (``socket://HOST:PORT``: the model board served by ``sim.model_board_server``); needs pyserial (the
+    ``board`` extra)."""
     try:
         import serial
     except ImportError:
         raise LinkError("the link to a board needs pyserial: pip install 'rnic-sctp[board]'") from None
     try:
-        port = serial.Serial(device, int(baud), timeout=0.1)
-    except serial.SerialException as error:
+        port = serial.serial_for_url(device, int(baud), timeout=0.1)
+    except (serial.SerialException, ValueError) as error:
         raise LinkError(f"the control link's port: {error}") from None
     return SerialLink(port, baud=baud, **options)
 

@@ -177,6 +177,7 @@ class MR:
         self.sync(force=True)
         self.pd.device.backend.deregister(self.lkey)
         self.pd.regions.pop(self.lkey, None)
+        self.pd.mirrors.pop(self.lkey, None)
         self._deregistered = True
 
     def _check_range(self, offset: int, length: int, what: str) -> None:

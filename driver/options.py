@@ -28,7 +28,9 @@ MAX_DELAYED_ACK = 0.5
 """RFC 4960 6.2: an acknowledgement MUST be sent within 500 ms of the arrival of an unacknowledged DATA chunk."""
 MIN_A_RWND = 1500
 """RFC 4960 6.2: the receive window announced is at least 1500 bytes."""
-BOARD_OPTIONS = {"serial", "ethernet", "baud", "latency", "time_scale"}
+BOARD_LINK_OPTIONS = {"baud", "latency", "time_scale"}
+"""Options of a board's control link and clock: the `board` backend's and the `board:` device's."""
+BOARD_OPTIONS = {"serial", "ethernet"} | BOARD_LINK_OPTIONS
 """Options only the `board` backend takes (`driver.backends.board.BoardFabric`)."""
 
 
@@ -80,8 +82,11 @@ def _seconds_or_none(name: str, value: object) -> None:
 
 
 def check_fabric_options(options: dict[str, object], backend: str) -> None:
-    """Every option `open_fabric(backend, **options)` takes, checked; an unknown name is refused."""
+    """Every option `open_fabric(backend, **options)` takes, checked; an unknown name is refused.  `backend`
+    "board:" is the board as one device (`driver.open_device("board:...")`): its link's options, no ports."""
     known = {f.name for f in fields(RnicConfig)} - {"mac", "ip", "port"} | {"link", "seed"}
+    if backend == "board:":
+        known |= BOARD_LINK_OPTIONS
     if backend == "board":
         known |= BOARD_OPTIONS
         for name in ("serial", "ethernet"):

@@ -42,6 +42,8 @@ class PD:
         self.pd_id = pd_id
         """The PD's number in the device's tables (a region's and a stream's PD must match, RFC 5041 8.2)."""
         self.regions: dict[int, MR] = {}
+        self.mirrors: dict[int, MR] = {}
+        """The regions over a caller's buffer, the only ones `sync_buffers` has work for (it runs per frame)."""
 
     def reg_mr(self, length: int | Buffer, access: AccessFlags = AccessFlags.LOCAL_WRITE) -> MR:
         """Register memory (`ibv_reg_mr`): `length` bytes the driver allocates, or the caller's own buffer (a
@@ -60,11 +62,13 @@ class PD:
             length = buffer.nbytes
         region = MR(self, length, access, buffer)
         self.regions[region.lkey] = region
+        if buffer is not None:
+            self.mirrors[region.lkey] = region
         return region
 
     def sync_buffers(self) -> None:
         """Every region mirroring a caller's buffer brought level with the device's memory (`MR.sync`)."""
-        for region in list(self.regions.values()):
+        for region in list(self.mirrors.values()):
             region.sync()
 
     def region(self, lkey: int) -> MR | None:

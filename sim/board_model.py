@@ -26,6 +26,7 @@ import struct
 import time
 import zlib
 from collections import deque
+from dataclasses import replace
 
 from driver.link import ExceptionPacket, LinkInfo, Polled, SlipFrames, slip_encode
 from driver.records import record_bytes, record_fields
@@ -45,6 +46,8 @@ from model.engine.tx import (Completion, ControlOpcode, ControlRequest, ReadResp
 
 ASSOCIATIONS, STREAM_IDS, REGIONS, IRD = 2, 4, 16, 4   # the ECPIX-5 build's engine (hdl.rnic.Rnic)
 MEMORY_BYTES = 64 * 1024
+ADDRESS_REGISTERS = ("local_mac_low", "local_mac_high", "local_ip")
+"""The receive engine's configuration words that hold the board's addresses (both engines use them)."""
 
 
 def _report(verdict: SegmentVerdict) -> bytes:
@@ -70,6 +73,7 @@ class ModelControl:
         self.rx_map = register_map(ASSOCIATIONS, STREAM_IDS, REGIONS)
         self.tx_map = tx_register_map(ASSOCIATIONS, STREAM_IDS)
         self.registers: dict[int, int] = {}
+        self._address_offsets = {self.rx_map.config_offset(name) for name in ADDRESS_REGISTERS}
         self.operations = 0
 
     def read_register(self, offset: int) -> int:
@@ -92,6 +96,9 @@ class ModelControl:
     def write_register(self, offset: int, value: int) -> None:
         self.operations += 1
         self.registers[offset] = value
+        if offset in self._address_offsets:   # the engines' own MAC and IPv4 address, as the gateware takes them
+            low, high, ip = (self.registers.get(self.rx_map.config_offset(name), 0) for name in ADDRESS_REGISTERS)
+            self.board.set_addresses((high << 32 | low).to_bytes(6, "big"), str(ipaddress.IPv4Address(ip)))
 
     def write_table(self, window, fields: dict, *, base: int = 0) -> None:
         self.operations += 1
@@ -363,6 +370,12 @@ class ModelBoard:
         record = record_fields(exception_record_layout(), 0) | {"source": int(source), "length": len(packet)}
         return ExceptionPacket(int.from_bytes(record_bytes(exception_record_layout(), record), "little"),
                                packet, False)
+
+    def set_addresses(self, local_mac: bytes, local_ip: str) -> None:
+        """The board's own MAC and IPv4 address, as the host writes them: what the receive engine takes frames
+        for, and the transmit engine's source addresses."""
+        self.rx.set_addresses(local_mac, local_ip)
+        self.tx.config = replace(self.tx.config, local_mac=local_mac, local_ip=local_ip)
 
     def now(self) -> float:
         """Seconds since the board started: the receive engine's timer (its delayed SACKs)."""

@@ -158,12 +158,14 @@ class _Simulation(threading.Thread):
 
 @contextmanager
 def simulated_board(workdir: Path, *, seed: int = 1, ready_seconds: float = 1800.0, end_seconds: float = 60.0,
-                    connect_seconds: float = 120.0, wall_seconds: float = 3600.0) -> Iterator[SimulatedBoard]:
+                    connect_seconds: float = 600.0, wall_seconds: float = 3600.0) -> Iterator[SimulatedBoard]:
     """The board simulated while in the ``with`` (see the module docs); its files in ``workdir``.
 
     ``ready_seconds``: the wait for the model to be built (minutes, the first time) and served;
     ``end_seconds``: the wait, on leaving, for the simulation to end, after which it is stopped (and
-    fails). Raises :class:`BoardSimulationError`.
+    fails); ``connect_seconds``: the wait for the Ethernet client, which a host opens only after
+    resetting the board's tables over the slow control link (120 s was too short on a loaded
+    machine). Raises :class:`BoardSimulationError`.
     """
     simulation = _Simulation(workdir, seed, connect_seconds=connect_seconds, wall_seconds=wall_seconds)
     simulation.start()

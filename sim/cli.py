@@ -22,9 +22,10 @@
               [--direction to-board|from-board|both]
                                       perftest-shaped bandwidth and latency through the host driver; on the
                                       board backend also its control link's requests and bytes per message
-    rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]]
+    rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]|board:CONTROL@ADDR[:PORT]]
     rnic perf --client HOST[:PORT] [--bind ...] [--test ...] [--sizes BYTES ...] [--iters N]
                                       the same between two processes, each a device on a real transport
+                                      or a board on its network
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
                 [--waves fst|vcd]
                                       a capture through the receive engine (RTL under Verilator, or the model)
@@ -605,9 +606,11 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--client", metavar="HOST[:PORT]",
                       help="run the tests against an rnic perf --server at HOST (port 9899 by default), from a "
                            "device of this process on a real transport (--bind), and print the tables")
-    perf.add_argument("--bind", metavar="[udp:|ip:|eth:IFACE:]ADDR[:PORT]",
+    perf.add_argument("--bind", metavar="[udp:|ip:|eth:IFACE:]ADDR[:PORT]|board:CONTROL@ADDR[:PORT]",
                       help="--server, --client: this process's device, as driver.open_device takes it (default "
-                           "udp::9899 for the server, udp::0, any free port, for the client; ADDR:PORT alone is UDP)")
+                           "udp::9899 for the server, udp::0, any free port, for the client; ADDR:PORT alone is UDP; "
+                           "board:CONTROL@ADDR: the board on the control link CONTROL, a serial device or "
+                           "socket://HOST:PORT, at ADDR on its network)")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

@@ -41,7 +41,9 @@ clock in real time a T3-rtx could expire and send nothing). `library`
 therefore points libusrsctp's import of ``gettimeofday`` (its GOT slot, found
 in the ELF relocations and written through ``mprotect`` as the library is
 linked with full RELRO) at the same virtual clock, so usrsctp lives in the
-caller's time only. What remains of the host is its random numbers
+caller's time only (`real_time_library` loads it without that, for
+`sim.usrsctp_udp`; a process has one clock or the other, as it has one
+usrsctp). What remains of the host is its random numbers
 (verification tags, initial TSNs, heartbeat jitter, from ``getrandom``): a
 run that wants to be the same every time switches heartbeats off
 (`Socket.set_heartbeat`) and keeps its own decisions (which packets to drop)
@@ -207,15 +209,49 @@ def _unavailable(detail: str) -> UsrsctpUnavailable:
                               f"(apt-get install {PACKAGE})")
 
 
-@functools.cache
-def library() -> ctypes.CDLL:
-    """The loaded libusrsctp with the prototypes used here, its clock the virtual one (see the module
-    docstring); `UsrsctpUnavailable` when it is missing."""
+_clock_mode: str | None = None
+"""How this process loaded libusrsctp: "virtual" (`library`) or "real" (`real_time_library`); one per process,
+as usrsctp keeps its state, and the redirected ``gettimeofday``, in the one copy of the library."""
+
+
+def _library_names() -> list[str]:
     names = list(_SONAMES)
     found = ctypes.util.find_library("usrsctp")
     if found and found not in names:
         names.append(found)
-    return _load(names)
+    return names
+
+
+def _claim_clock(mode: str) -> None:
+    global _clock_mode
+    if _clock_mode not in (None, mode):
+        raise UsrsctpError(errno_codes.EBUSY, f"libusrsctp is already loaded in this process on the {_clock_mode} "
+                                              f"clock; usrsctp runs on one clock per process")
+    _clock_mode = mode
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    """The loaded libusrsctp with the prototypes used here, its clock the virtual one (see the module
+    docstring); `UsrsctpUnavailable` when it is missing."""
+    lib = _load(_library_names())
+    _claim_clock("virtual")
+    try:
+        _redirect_import(lib, "usrsctp_init_nothreads", "gettimeofday", _virtual_gettimeofday)
+    except (OSError, ValueError, struct.error) as error:
+        raise UsrsctpUnavailable(f"usrsctp ({PACKAGE}) cannot be given a virtual clock here ({error}): "
+                                 "sim.usrsctp redirects libusrsctp's gettimeofday, which needs Linux on x86-64 or "
+                                 "AArch64") from None
+    return lib
+
+
+@functools.cache
+def real_time_library() -> ctypes.CDLL:
+    """libusrsctp with the same prototypes on the host's own clock: no redirection, for ``usrsctp_init`` with
+    its threads (`sim.usrsctp_udp`); `UsrsctpError` (EBUSY) if `library` was loaded in this process first."""
+    lib = _load(_library_names())
+    _claim_clock("real")
+    return lib
 
 
 def _load(names: list[str]) -> ctypes.CDLL:
@@ -233,6 +269,7 @@ def _load(names: list[str]) -> ctypes.CDLL:
     P, I, U16, U32, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_size_t
     prototypes = {
         "usrsctp_init_nothreads": (None, [U16, _OUTPUT, P]),
+        "usrsctp_init": (None, [U16, P, P]),   # no output callback: usrsctp sends itself
         "usrsctp_finish": (I, []),
         "usrsctp_socket": (P, [I, I, I, P, P, U32, P]),
         "usrsctp_close": (None, [P]),
@@ -255,12 +292,6 @@ def _load(names: list[str]) -> ctypes.CDLL:
     for name, (restype, argtypes) in prototypes.items():
         function = getattr(lib, name)
         function.restype, function.argtypes = restype, argtypes
-    try:
-        _redirect_import(lib, "usrsctp_init_nothreads", "gettimeofday", _virtual_gettimeofday)
-    except (OSError, ValueError, struct.error) as error:
-        raise UsrsctpUnavailable(f"usrsctp ({PACKAGE}) cannot be given a virtual clock here ({error}): "
-                                 "sim.usrsctp redirects libusrsctp's gettimeofday, which needs Linux on x86-64 or "
-                                 "AArch64") from None
     return lib
 
 
@@ -595,6 +626,9 @@ class Status:
 class Socket:
     """A usrsctp SCTP socket (one-to-one style, non-blocking); made by `Stack.socket` or `accept`."""
 
+    family = AF_CONN
+    """Its address family (`sim.usrsctp_udp`'s sockets are AF_INET)."""
+
     def __init__(self, stack: Stack, handle: int) -> None:
         self._stack = stack
         self._handle = handle
@@ -650,7 +684,7 @@ class Socket:
         its future ones before it has one. usrsctp 0.9.5 does not pass a listening socket's setting on to the
         associations it accepts: set it again on the accepted socket."""
         params = _PaddrParams()
-        params.spp_address.ss_family = AF_CONN  # every path (sconn_addr NULL)
+        params.spp_address.ss_family = self.family  # every path (a null address)
         params.spp_flags = SPP_HB_ENABLE if on else SPP_HB_DISABLE
         self._set(IPPROTO_SCTP, SCTP_PEER_ADDR_PARAMS, params)
 
@@ -659,7 +693,7 @@ class Socket:
         association (or its future ones) carries SCTP packets of at most `mtu` bytes (AF_CONN puts no IP header
         in front, so this is the whole SCTP packet); usrsctp's fragmentation point follows."""
         params = _PaddrParams()
-        params.spp_address.ss_family = AF_CONN  # every path (sconn_addr NULL)
+        params.spp_address.ss_family = self.family  # every path (a null address)
         params.spp_flags = SPP_PMTUD_DISABLE
         params.spp_pathmtu = mtu
         self._set(IPPROTO_SCTP, SCTP_PEER_ADDR_PARAMS, params)
@@ -681,7 +715,7 @@ class Socket:
             if code in (errno_codes.EWOULDBLOCK, errno_codes.EAGAIN):
                 return None
             _check(-1, "usrsctp_accept")
-        sock = Socket(self._stack, handle)
+        sock = type(self)(self._stack, handle)
         self._stack._sockets.append(sock)
         return sock
 

@@ -63,11 +63,12 @@ from model.sctp.state import AssociationState
 from sim.usrsctp import AdaptationIndication, AssocChange, Message, ShutdownEvent, Socket, Stack, UsrsctpError
 
 __all__ = ["UsrsctpSctp", "UsrsctpAssociation", "UsrsctpListener", "UsrsctpStatistics", "usrsctp_host",
-           "STEP_SECONDS"]
+           "STEP_SECONDS", "SEND_BUFFER_FULL", "abort_and_close", "configure"]
 
 STEP_SECONDS = 0.01
 """The longest an open association goes without being called: usrsctp's timers fire at most this late."""
-_FULL = (errno_codes.EWOULDBLOCK, errno_codes.EAGAIN, errno_codes.ENOBUFS)
+SEND_BUFFER_FULL = (errno_codes.EWOULDBLOCK, errno_codes.EAGAIN, errno_codes.ENOBUFS)
+"""The errors of a send usrsctp's buffer cannot take now: the message is offered again later."""
 
 
 class UsrsctpSctp:
@@ -108,14 +109,19 @@ class UsrsctpSctp:
 
     def close(self) -> None:
         """Leave usrsctp with nothing of this host: ABORT what is still up, close the sockets, drop the address."""
-        for sock in self._sockets:
-            if not sock.closed:
-                try:
-                    sock.abort()
-                except UsrsctpError:
-                    pass    # no association (any more)
-                sock.close()
+        abort_and_close(self._sockets)
         self.conn.close()
+
+
+def abort_and_close(sockets: list[Socket]) -> None:
+    """ABORT the association of each socket still open (RFC 4960 9.1), then close it."""
+    for sock in sockets:
+        if not sock.closed:
+            try:
+                sock.abort()
+            except UsrsctpError:
+                pass    # no association (any more)
+            sock.close()
 
 
 def configure(sock: Socket, config: AssociationConfig) -> None:
@@ -187,6 +193,11 @@ class UsrsctpAssociation:
         return UsrsctpStatistics(c["data_sent"], c["data_resent"], c["data_received"], c["packets_sent"],
                                  c["packets_received"], c["sacks_received"])
 
+    @property
+    def data_chunks_received(self) -> int:
+        """`statistics.data_chunks_received`, without building the rest."""
+        return self._counts["data_received"]
+
     def next_events(self) -> list[AssociationEvent]:
         self._read()
         events, self._events = self._events, []
@@ -253,7 +264,7 @@ class UsrsctpAssociation:
             try:
                 self._sock.send(payload, ppid, stream_id, unordered=True)
             except UsrsctpError as error:
-                if error.errno in _FULL:
+                if error.errno in SEND_BUFFER_FULL:
                     return
                 raise
             self._held.popleft()

@@ -5,7 +5,10 @@ network, and the clock and scheduler they run on.  The verbs layer
 (`driver.device`, `driver.qp`, `driver.cm`...) calls nothing else, so a new
 kind of device is one more pair of classes: `soft` and `engine` here,
 `sim` (the gateware under Verilator through cocotb) in `sim.driver_sim`,
-since only `sim` may join the driver to the testbenches; a board next.
+since only `sim` may join the driver to the testbenches; `board`
+(`driver.backends.board`), the board as one device of its network
+(`driver.backends.board_network`), a device on a real transport
+(`driver.backends.network`).
 
 The vocabulary is the software RNIC's (`model.rnic.host.SoftRnic`): the
 same calls, and its events (`model.rnic.events`) back.  Every backend runs

@@ -30,6 +30,12 @@ frames reach the board's Ethernet through an `driver.ethernet.EthernetPort`
 (a network interface, or the socket of a simulated board) and the model's
 impaired link (`model.rnic.link`, `link=LinkConfig(...)`) both ways.
 
+What any fabric with a board does is `BoardBackend`'s: the control link,
+the board's reset, its host, the clock and the waits; `BoardBuffers` is the
+board's memory as a device allocates it.  `BoardFabric` adds the software
+peer; `driver.backends.board_network` makes the board one device of its own
+network instead (`open_device("board:...")`), its peer any RNIC there.
+
 Time is the wall clock.  `run(main)` runs `main(fabric)` on an asyncio loop;
 each wait of the driver services the fabric until its predicate holds:
 records popped and handed to host A, frames and timers of both hosts, then
@@ -43,8 +49,11 @@ offers a request only when the engine has none waiting unstarted.  A shadow
 counted) answers `accepts_next` and says how many frames each request
 sends; each request is pushed once the board's transmit engine has sent every frame
 the model sent before it (its `request_frames`, one register read).  The
-board's completions and refusals are popped while the model has sent some
-the board has not, and must equal the model's (`BoardMismatch`).
+host is given the model's completions and refusals as it makes its requests,
+as an engine in this process gives them (the TSN request an ACK makes
+completes a Send or Write before a Terminate that followed the SACK is
+handled, RFC 5040 5.5); the board's are popped while the model has given
+some the board has not, and must equal the model's (`BoardMismatch`).
 
 Records popped in one round are handed over as one output: the reports are
 popped first, then the exception stream and the acks, so every report's own
@@ -67,7 +76,7 @@ from typing import Any, TypeVar
 
 from driver.backends.base import DeviceAttr, FabricBackend
 from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, engine_device_attr
-from driver.backends.soft import SoftDevice
+from driver.backends.soft import HostDevice, SoftDevice
 from driver.errors import DriverError, OutOfResources, WaitTimeout
 from driver.ethernet import EthernetPort, open_port
 from driver.link import LinkInfo, open_serial_link
@@ -85,12 +94,12 @@ from model.engine.config import ReceiveConfig
 from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
                              TransmitConfig, TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkRequest)
 from model.rnic.engine_host import EngineRnic
-from model.rnic.host import SoftRnic
+from model.rnic.host import RnicConfig, SoftRnic
 from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import Ack, EngineOutput
 from model.rnic.pair import IPS, MACS, HostPair, host_config
 
-__all__ = ["BoardFabric", "BoardDevice", "BoardEnd", "BoardTransmit", "BoardError", "BoardMismatch",
+__all__ = ["BoardBackend", "BoardBuffers", "BoardFabric", "BoardDevice", "BoardEnd", "BoardTransmit", "BoardError", "BoardMismatch",
            "LinkMemory", "BoardMemoryMap", "board_memory_map"]
 
 T = TypeVar("T")
@@ -224,6 +233,9 @@ class BoardTransmit:
         return []
 
     def next_events(self) -> list:
+        """The completions and refusals of the requests so far, as the model gives them: at once, as the host
+        needs them (an ACK's completion before a Terminate that followed its SACK is handled, RFC 5040 5.5:
+        `EngineRnic._drain_association`); the board's own, popped later, must be the same (`poll`)."""
         events, self._events = self._events, []
         return events
 
@@ -243,8 +255,9 @@ class BoardTransmit:
                         lambda: f"the board sent {self._frames_sent()} frames, its model {frames}")
 
     def poll(self, waiting: LinkQueue) -> None:
-        """Pop the completions and refusals the model has sent and the board not yet, from the streams that
-        hold records (`waiting`, a POLL's answer), each in one request; each must be the model's."""
+        """Pop the completions and refusals the model has given and the board not yet, from the streams that
+        hold records (`waiting`, a POLL's answer), each in one request; each must be the model's (the host had
+        the model's already, see `next_events`)."""
         for output, expected in self._expected.items():
             if not (expected and waiting & _OUTPUT_FLAG[output]):
                 continue
@@ -257,7 +270,6 @@ class BoardTransmit:
                 wanted = expected.popleft()
                 if event != wanted:
                     raise BoardMismatch(f"the board's transmit engine gave {event}, its model {wanted}")
-                self._events.append(event)
 
     def _command(self, send: Callable[[], None]) -> None:
         self._model_frames += len(self.shadow.data_to_send())
@@ -265,6 +277,7 @@ class BoardTransmit:
             output = (TxOutput.COMPLETION if isinstance(event, Completion) else
                       TxOutput.READ_RESPONSE_REFUSED if isinstance(event, RefusedRead) else TxOutput.TSN_REFUSED)
             self._expected[output].append(event)
+            self._events.append(event)
         self._commands.append((send, self._model_frames))
 
     def _write_table(self, name: str, fields: dict) -> None:
@@ -298,12 +311,31 @@ def _tx_event(output: TxOutput, body: bytes) -> Completion | RefusedRead | Refus
     return RefusedTsn(TsnOpcode(f["opcode"]), f["association"], f["tsn"])
 
 
+SACK_CHUNK = 3
+"""RFC 4960 3.2: the chunk type of a SACK."""
+
+
+def _through_last_sack(chunks: list[bytes]) -> list[bytes]:
+    """The chunks up to the last SACK that other chunks follow (none when no SACK does).  Chunks of several packets
+    popped in one round are one output, whose chunks the host's association takes together before it acts on
+    them; a peer's SACK then a Terminate it sent in its next packet would have the Terminate end the stream
+    before the SACK's ACKs reach the transmit engine, and the Send or Write the SACK acknowledged would be
+    flushed, not completed (RFC 5040 5.5: completions in order).  Handed up first, the SACK is acted on first,
+    as it would have been alone in its packet."""
+    last = max((index for index, chunk in enumerate(chunks[:-1]) if chunk[:1] == bytes([SACK_CHUNK])), default=None)
+    return [] if last is None else chunks[:last + 1]
+
+
 class BoardEnd:
     """The board's side of host A: its engine's parameters, its reset at opening, its records in, its table
     writes, requests and frames out (see the module docs)."""
 
-    def __init__(self, control: Any, local_mac: bytes, local_ip: str) -> None:
+    def __init__(self, control: Any, local_mac: bytes, local_ip: str,
+                 take_frame: Callable[[bytes], bool] | None = None) -> None:
         self.control = control
+        self.take_frame = take_frame
+        """Called first with each whole frame the receive engine passes up: True when it took the frame (an ARP
+        packet, say), which then does not reach the host."""
         info: LinkInfo = control.info
         self.memory_map = board_memory_map(info.memory_bytes)
         if control.read_register(ID_OFFSET) != DEVICE_ID:
@@ -386,6 +418,8 @@ class BoardEnd:
                 continue
             source = record_fields(exception_record_layout(), packet.record)["source"]
             if source == ExceptionSource.FRAME:
+                if self.take_frame is not None and self.take_frame(packet.data):
+                    continue
                 host.engine_output(EngineOutput(frame=packet.data, reports_waiting=self._reports_waiting), now)
             else:
                 output.chunks.append(packet.data)
@@ -399,6 +433,11 @@ class BoardEnd:
             else:
                 output.chunk_errors += 1
         output.reports_waiting = self._reports_waiting
+        acknowledged = _through_last_sack(output.chunks)
+        if acknowledged:   # the SACKs handled first, alone with the acks: see `_through_last_sack`
+            host.engine_output(EngineOutput(chunks=acknowledged, acks=output.acks,
+                                            reports_waiting=self._reports_waiting), now)
+            output.chunks, output.acks = output.chunks[len(acknowledged):], []
         if output.chunks or output.acks or output.reports or output.chunk_errors:
             host.engine_output(output, now)
 
@@ -446,14 +485,13 @@ class BoardPair(HostPair):
         self.fire_timers()
 
 
-class BoardDevice(SoftDevice):
-    """Host A: the board. Its buffers lie in the low part of the board's memory, first fit, each freed when
-    its region is deregistered (the engine's row is cleared then, so nothing reaches the old buffer)."""
+class BoardBuffers(HostDevice):
+    """A device whose host is the board's: its buffers lie in the low part of the board's memory, first fit, each
+    freed when its region is deregistered (the engine's row is cleared then, so nothing reaches the old buffer);
+    its limits are the engine's tables.  `take_board_memory` before the first buffer."""
 
-    def __init__(self, fabric: BoardFabric, side: Side) -> None:
-        super().__init__(fabric, side)
-        self.name = "board0"
-        self.memory_end = fabric.board.memory_map.buffers_end
+    def take_board_memory(self, memory_map: BoardMemoryMap) -> None:
+        self.memory_end = memory_map.buffers_end
         self._buffers: dict[int, int] = {}   # address -> bytes taken, a free gap after each
         self._regions: dict[int, int] = {}   # STag -> its buffer's address
 
@@ -487,45 +525,60 @@ class BoardDevice(SoftDevice):
         self._buffers.pop(self._regions.pop(stag, -1), None)
 
 
-class BoardFabric(FabricBackend):
-    """The board and its software peer (see the module docs).
+class BoardDevice(BoardBuffers, SoftDevice):
+    """Host A: the board."""
 
-    `serial`: the control link's serial device (or an opened `driver.link.SerialLink`); `ethernet`: the
-    port to the board's Ethernet (`driver.ethernet.open_port`'s name, or a port); `baud`, `latency`: the
-    link's (`driver.link.LinkClient`); `link`: the impairments between the board and host B; `seed`: the
-    hosts' random generators; `time_scale`: the fabric's seconds per second of the wall clock, 1 for a
-    board (a simulated board, far slower than real time, takes less, so that the protocol's timers keep
-    their proportion to its speed); `options`: `RnicConfig` fields for both hosts."""
+    def __init__(self, fabric: BoardFabric, side: Side) -> None:
+        SoftDevice.__init__(self, fabric, side)
+        self.name = "board0"
+        self.take_board_memory(fabric.board.memory_map)
 
-    def __init__(self, serial: Any, ethernet: Any, link: LinkConfig | None = None, seed: int = 1, *,
-                 baud: float = DEFAULT_BAUD, latency: float = 0.05, time_scale: float = 1.0,
-                 **options: object) -> None:
+
+class BoardBackend(FabricBackend):
+    """What a fabric with a board in it does, whatever else is in it: the control link opened and the board reset
+    (`BoardEnd`), the board's host (an `EngineRnic` over the board's memory and transmit engine), the wall
+    clock, and a service of the fabric (`service`, the subclass's) at every wait until its predicate holds.
+
+    `serial`: the control link's serial device or pyserial URL (or an opened `driver.link.SerialLink`); `baud`,
+    `latency`: the link's (`driver.link.LinkClient`); `time_scale`: the fabric's seconds per second of the wall
+    clock, 1 for a board (a simulated board, far slower than real time, takes less, so that the protocol's
+    timers keep their proportion to its speed)."""
+
+    def open_board(self, serial: Any, local_mac: bytes, local_ip: str, *, baud: float, latency: float,
+                   time_scale: float, take_frame: Callable[[bytes], bool] | None = None) -> None:
+        """Open the control link, reset the board with its addresses; `take_frame`: see `BoardEnd`."""
         if not time_scale > 0:
             raise BoardError(f"time_scale {time_scale} is not above 0")
         self.time_scale = time_scale
         control = open_serial_link(serial, baud, latency=latency) if isinstance(serial, str) else serial
         self._serial_port = control.port if isinstance(serial, str) else None   # closed with the fabric
-        self.port: EthernetPort = open_port(ethernet) if isinstance(ethernet, str) else ethernet
-        self.board = BoardEnd(control, MACS[BOARD_SIDE], IPS[BOARD_SIDE])
+        try:
+            self.board = BoardEnd(control, local_mac, local_ip, take_frame)
+        except BaseException:
+            BoardBackend.close(self)
+            raise
+        self._start = time.monotonic()
+
+    def board_options(self, options: dict[str, object]) -> dict[str, object]:
+        """`RnicConfig` fields with the engine's defaults: its IRD, streams, and SACKs by the receive engine."""
         # IRD: as many Read Responses as the transmit engine queues (RFC 6581 9, RFC 5040 6.4).
         options.setdefault("resources", replace(ENGINE_RESOURCES, ird=min(ENGINE_RESOURCES.ird, self.board.ird)))
         options.setdefault("streams", STREAM_IDS)
         options.setdefault("engine_sacks", True)   # the board's receive engine SACKs (RFC 4960 6.2); False: the host
-        configs = {side: host_config(side, **options) for side in Side}
-        memory_map = self.board.memory_map
-        if self.board.stream_ids < configs[BOARD_SIDE].streams:
+        return options
+
+    def board_host(self, config: RnicConfig, rng: random.Random) -> EngineRnic:
+        """The board's host: its memory the board's, over the link, laid out by `board_memory_map`."""
+        if self.board.stream_ids < config.streams:
             raise BoardError(f"the board's engine has {self.board.stream_ids} streams per association, "
-                             f"the host {configs[BOARD_SIDE].streams}")
-        board_host = EngineRnic(
-            configs[BOARD_SIDE], LinkMemory(control, memory_map.memory_bytes),  # type: ignore[arg-type]
-            random.Random(seed * 2), None, session_policy=None, transmit=self.board.transmit,
+                             f"the host {config.streams}")
+        memory_map = self.board.memory_map
+        return EngineRnic(
+            config, LinkMemory(self.board.control, memory_map.memory_bytes),  # type: ignore[arg-type]
+            rng, None, session_policy=None, transmit=self.board.transmit,
             regions=self.board.regions, control_base=memory_map.control_base,
             scratch_base=memory_map.scratch_base, scratch_slots=memory_map.scratch_slots,
             bounce_base=memory_map.bounce_base, bounce_bytes=memory_map.bounce_bytes)
-        peer = SoftRnic(configs[BOARD_SIDE.peer], SparseMemory(), random.Random(seed * 2 + 1), session_policy=None)
-        self.pair = BoardPair({BOARD_SIDE: board_host, BOARD_SIDE.peer: peer}, Link(link), self.port)
-        self.devices = (BoardDevice(self, BOARD_SIDE), SoftDevice(self, BOARD_SIDE.peer))
-        self._start = time.monotonic()
 
     def now(self) -> float:
         return (time.monotonic() - self._start) * self.time_scale
@@ -547,6 +600,34 @@ class BoardFabric(FabricBackend):
         return asyncio.run(main())
 
     def service(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the control link's serial port if the fabric opened it."""
+        if self._serial_port is not None:
+            self._serial_port.close()
+
+
+class BoardFabric(BoardBackend):
+    """The board and its software peer (see the module docs).
+
+    `serial`, `baud`, `latency`, `time_scale`: the board's (`BoardBackend`); `ethernet`: the port to the board's
+    Ethernet (`driver.ethernet.open_port`'s name, or a port); `link`: the impairments between the board and
+    host B; `seed`: the hosts' random generators; `options`: `RnicConfig` fields for both hosts."""
+
+    def __init__(self, serial: Any, ethernet: Any, link: LinkConfig | None = None, seed: int = 1, *,
+                 baud: float = DEFAULT_BAUD, latency: float = 0.05, time_scale: float = 1.0,
+                 **options: object) -> None:
+        self.open_board(serial, MACS[BOARD_SIDE], IPS[BOARD_SIDE], baud=baud, latency=latency,
+                        time_scale=time_scale)
+        self.port: EthernetPort = open_port(ethernet) if isinstance(ethernet, str) else ethernet
+        configs = {side: host_config(side, **self.board_options(options)) for side in Side}
+        board_host = self.board_host(configs[BOARD_SIDE], random.Random(seed * 2))
+        peer = SoftRnic(configs[BOARD_SIDE.peer], SparseMemory(), random.Random(seed * 2 + 1), session_policy=None)
+        self.pair = BoardPair({BOARD_SIDE: board_host, BOARD_SIDE.peer: peer}, Link(link), self.port)
+        self.devices = (BoardDevice(self, BOARD_SIDE), SoftDevice(self, BOARD_SIDE.peer))
+
+    def service(self) -> None:
         """Records in, the wire and the timers, host A's work out (see the module docs)."""
         pair, board = self.pair, self.board
         host = pair.hosts[BOARD_SIDE]
@@ -565,5 +646,4 @@ class BoardFabric(FabricBackend):
     def close(self) -> None:
         """Close the port to the board's Ethernet, and the control link's serial port if the fabric opened it."""
         self.port.close()
-        if self._serial_port is not None:
-            self._serial_port.close()
+        super().close()

@@ -52,7 +52,7 @@ from typing import TypeVar
 
 from model.ddp.memory import SparseMemory
 from model.net.frames import build_frame
-from model.rnic.events import RnicEvent
+from model.rnic.events import Connected, RnicEvent
 from model.rnic.host import RnicConfig, SoftRnic
 
 from driver.backends.base import FabricBackend
@@ -102,6 +102,9 @@ class NetworkStatistics:
     """Packets the association itself discarded: a wrong verification tag (RFC 4960 8.5), an unknown chunk."""
     send_failures: int
     """Datagrams the kernel would not send (its buffer full, no route), or errors it reported for earlier ones."""
+    peer: Endpoint | None = None
+    """The endpoint of the last association's peer, as its first packet (or our INIT's destination) fixed it:
+    over UDP, its address and UDP encapsulation port (RFC 6951 5.5); None before any association came up."""
 
 
 @dataclass
@@ -124,6 +127,7 @@ class NetworkDevice(HostDevice):
         self._network = fabric
         self._transport = transport
         self._events: list[RnicEvent] = []
+        self._peer: Endpoint | None = None
 
     def connect(self, ip: str, port: int) -> bool:
         # RFC 6951: over UDP the peer's encapsulation port is the port it was asked at (its SCTP port, here)
@@ -143,6 +147,9 @@ class NetworkDevice(HostDevice):
     def events(self) -> list[RnicEvent]:
         self._events += self._host.next_events()
         events, self._events = self._events, []
+        for event in events:
+            if isinstance(event, Connected):
+                self._peer = mac_endpoint(event.peer_mac)
         return events
 
     def statistics(self) -> NetworkStatistics:
@@ -154,7 +161,7 @@ class NetworkDevice(HostDevice):
             dropped_not_for_us=counters.dropped_not_for_us + host.dropped_misaddressed,
             dropped_bad_checksum=host.dropped_bad_checksum,
             dropped_by_association=association.packets_discarded if association is not None else 0,
-            send_failures=counters.send_failures)
+            send_failures=counters.send_failures, peer=self._peer)
 
 
 class NetworkFabric(FabricBackend):

@@ -236,11 +236,18 @@ class SoftDevice(HostDevice):
         return True
 
     def events(self) -> list[RnicEvent]:
-        self._fabric.pair.collect()
-        recorded = self._fabric.pair.events[self._side]
+        pair = self._fabric.pair
+        pair.collect(self._side)   # this device's host only: the other's events wait for its own device
+        recorded = pair.events[self._side]
+        if len(recorded) == self._seen:
+            return []   # asked several times per frame (`Fabric.dispatch`); usually nothing is new
         new = recorded[self._seen:]
         self._seen = len(recorded)
         return new
+
+    def has_news(self) -> bool:
+        """Whether the pair recorded events of this host that `events()` has not handed out yet."""
+        return len(self._fabric.pair.events[self._side]) != self._seen
 
 
 class SoftFabric(FabricBackend):
@@ -339,7 +346,9 @@ class SoftFabric(FabricBackend):
             pair.advance(max(loop.time(), due or 0.0))
             pair.send_due()
             pair.collect()
-            if self.on_change is not None:
+            # A pending wait's predicate (`driver.device.Fabric.wait_until`) dispatches first thing: with no
+            # event new, that dispatch alone does what this one would (it syncs the buffers and finds nothing)
+            if self.on_change is not None and (not self._waiting() or any(d.has_news() for d in self.devices)):
                 self.on_change()
             self._wake(pair.now)
             next_time = pair.next_time()
@@ -351,13 +360,17 @@ class SoftFabric(FabricBackend):
             # a wait's deadline only counts while something can still happen
             deadlines = [w.deadline for w in self._waiters if w.deadline is not None and not w.future.done()]
             if (isinstance(loop, SimulatedTimeLoop) and loop.quiet_until(next_time)
-                    and all(deadline > next_time for deadline in deadlines)):
+                    and (not deadlines or min(deadlines) > next_time)):
                 loop.move_to(next_time)
                 due = next_time
                 continue
             next_time = min([next_time, *deadlines])
             self._timer = loop.call_at(next_time, self._service, next_time)
             return
+
+    def _waiting(self) -> bool:
+        """Whether a wait is pending (its predicate runs at the next `_wake`)."""
+        return any(not waiter.future.done() for waiter in self._waiters)
 
     def _wake(self, now: float) -> None:
         """Wake the waiters whose predicate holds, or whose deadline has passed (`WaitTimeout`)."""

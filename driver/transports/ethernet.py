@@ -21,26 +21,19 @@ from __future__ import annotations
 
 import errno
 import socket
-import struct
 import time
 
 from model.net.checksum import internet_checksum
 from model.net.frames import ETHERTYPE_IPV4, IP_PROTOCOL_SCTP, build_frame
 
+from driver.arp import BROADCAST, ETHERNET_HEADER, ETHERTYPE_ARP, Neighbours, ethertype
 from driver.errors import TransportError, TransportNotPermitted
 from driver.transports import Endpoint, TransportCounters
 from driver.transports.udp import SCTP_COMMON_HEADER
 
 ETH_P_ALL = 0x0003
-ETHERTYPE_ARP = 0x0806
-BROADCAST = b"\xff" * 6
-ARP = struct.Struct("!HHBBH6s4s6s4s")
-"""RFC 826: hardware type, protocol type, their address lengths, opcode, sender MAC and IPv4, target MAC and IPv4."""
-ARP_REQUEST, ARP_REPLY = 1, 2
-ARP_RETRY = 1.0
 PENDING_PER_NEIGHBOUR = 16
 MAX_FRAME = 16 * 1024
-ETHERNET_HEADER = 14
 
 
 class EthernetTransport:
@@ -68,11 +61,9 @@ class EthernetTransport:
         self.mac: bytes = self._socket.getsockname()[4][:6]
         self.ip, self.port = ip, 0
         self._own = socket.inet_aton(ip)
-        self._neighbours: dict[bytes, bytes] = {}
-        """IPv4 address (4 bytes) -> MAC, as ARP told."""
+        self._arp = Neighbours(self.mac, ip)
         self._pending: dict[bytes, list[bytes]] = {}
         """Packets waiting for their destination's MAC, by its IPv4 address."""
-        self._asked: dict[bytes, float] = {}
         self._identification = 0
         self.counters = TransportCounters()
 
@@ -92,11 +83,11 @@ class EthernetTransport:
                 continue
             if address[2] == socket.PACKET_OUTGOING:   # our own frames, looped back by the kernel
                 continue
-            ethertype = int.from_bytes(frame[12:14], "big") if len(frame) >= ETHERNET_HEADER else None
-            if ethertype == ETHERTYPE_ARP:
+            kind = ethertype(frame)
+            if kind == ETHERTYPE_ARP:
                 self._on_arp(frame[ETHERNET_HEADER:])
                 continue
-            if ethertype != ETHERTYPE_IPV4 or frame[:6] not in (self.mac, BROADCAST):
+            if kind != ETHERTYPE_IPV4 or frame[:6] not in (self.mac, BROADCAST):
                 continue   # not IPv4 for this interface's MAC: the computer's traffic, not the device's
             counters.received += 1
             packet = self._sctp_packet(frame[ETHERNET_HEADER:])
@@ -121,21 +112,16 @@ class EthernetTransport:
         return datagram[header:total], (socket.inet_ntoa(datagram[12:16]), 0)
 
     def _on_arp(self, body: bytes) -> None:
-        if len(body) < ARP.size:
-            return
-        hardware, protocol, hlen, plen, operation, sender_mac, sender_ip, _, target_ip = ARP.unpack_from(body)
-        if (hardware, protocol, hlen, plen) != (1, ETHERTYPE_IPV4, 6, 4) or target_ip != self._own:
-            return
-        self._neighbours[sender_ip] = sender_mac   # RFC 826: merge the sender, since the request is for us
-        for packet in self._pending.pop(sender_ip, []):
-            self._send_frame(packet, sender_ip, sender_mac)
-        if operation == ARP_REQUEST:
-            reply = ARP.pack(1, ETHERTYPE_IPV4, 6, 4, ARP_REPLY, self.mac, self._own, sender_mac, sender_ip)
-            self._transmit(sender_mac + self.mac + ETHERTYPE_ARP.to_bytes(2, "big") + reply)
+        sender, reply = self._arp.take(body)
+        if sender is not None:
+            for packet in self._pending.pop(sender, []):
+                self._send_frame(packet, sender, self._arp.table[sender])
+        if reply is not None:
+            self._transmit(reply)
 
     def send(self, packet: bytes, destination: Endpoint) -> None:
         target = socket.inet_aton(destination[0])
-        mac = self._neighbours.get(target)
+        mac = self._arp.table.get(target)
         if mac is not None:
             self._send_frame(packet, target, mac)
             return
@@ -144,11 +130,9 @@ class EthernetTransport:
             waiting.append(packet)
         else:
             self.counters.send_failures += 1
-        now = time.monotonic()
-        if now - self._asked.get(target, -ARP_RETRY) >= ARP_RETRY:
-            self._asked[target] = now
-            request = ARP.pack(1, ETHERTYPE_IPV4, 6, 4, ARP_REQUEST, self.mac, self._own, bytes(6), target)
-            self._transmit(BROADCAST + self.mac + ETHERTYPE_ARP.to_bytes(2, "big") + request)
+        request = self._arp.request(target, time.monotonic())
+        if request is not None:
+            self._transmit(request)
 
     def _send_frame(self, packet: bytes, target: bytes, mac: bytes) -> None:
         self._identification = (self._identification + 1) & 0xFFFF

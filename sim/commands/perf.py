@@ -697,7 +697,7 @@ class Report:
             values = [getattr(sample, clock) * 1e6 for sample in row.samples]
             figures = (min(values), statistics.median(values), statistics.fmean(values), percentile(values, 99),
                        max(values))
-            text += "".join(f"{value:>11.2f}" for value in figures)
+            text += "".join(f" {value:>10.2f}" for value in figures)   # a space even past 10 digits (a 10 s stall)
         if self.engine:
             text += f" {statistics.fmean(sample.cycles or 0 for sample in row.samples):>14.1f}"
         return text

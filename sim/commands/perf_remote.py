@@ -3,6 +3,7 @@ its own device on a real transport (`driver.open_device`), as `ib_write_bw` and 
 and a client.
 
     rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]]              # waits for one client, then exits
+    rnic perf --server --bind board:CONTROL@ADDR[:PORT]                      # the board is the server's device
     rnic perf --client HOST[:PORT] [--bind ...] [--test ...] [--sizes ...] [--iters N]
 
 The server is the sink (the data lands on it, as on device 0 of `rnic perf`), the client the source; the
@@ -56,8 +57,9 @@ Association.Max.Retrans (minutes)."""
 
 
 def transport_spec(text: str, default_port: int | None = None) -> str:
-    """`--bind`'s value as `open_device` takes it: a spec ("udp:...", "ip:..."), or ADDR[:PORT] over UDP."""
-    if text.startswith(("udp:", "ip:", "eth:")):
+    """`--bind`'s value as `open_device` takes it: a spec ("udp:...", "ip:...", "eth:...", or "board:..." for a
+    board on its network), or ADDR[:PORT] over UDP."""
+    if text.startswith(("udp:", "ip:", "eth:", "board:")):
         return text
     if default_port is not None and ":" not in text:
         text = f"{text}:{default_port}"

@@ -13,7 +13,7 @@ time between two polls cost Verilator tens of milliseconds).
 
 Parameters: ``ready_file`` (where the pty's path and the socket's address are
 written once served, as JSON), ``bit_clocks``, ``connect_seconds`` (default
-120), ``wall_seconds`` (default 3600), ``stop_file`` (optional: its appearance
+600), ``wall_seconds`` (default 3600), ``stop_file`` (optional: its appearance
 stops the run, failed), ``failure_file`` (optional: where the reason of a failure
 is written). The test passes when the socket's client disconnects.
 """
@@ -265,7 +265,7 @@ async def serve_board(dut):
     uart = PtyUart(dut, int(parameters["bit_clocks"]))
     ethernet = FrameSocket()
     stop_file = parameters.get("stop_file")
-    limits = Limits(float(parameters.get("connect_seconds", 120)), float(parameters.get("wall_seconds", 3600)),
+    limits = Limits(float(parameters.get("connect_seconds", 600)), float(parameters.get("wall_seconds", 3600)),
                     Path(stop_file) if stop_file else None)
     write_ready_file(Path(parameters["ready_file"]), uart.path, ethernet.address)
     dut._log.info(f"serving: the UART on {uart.path}, the Ethernet on {ethernet.address}")
