@@ -17,9 +17,9 @@
     rnic bench tx [--widths 8 64] [--payloads BYTES ...] [--loads write read-response] [--synth] [--target-mhz F]
                                       RTL transmit engine: fraction of line rate, doorbell latency, Fmax
     rnic perf [--backend soft|engine|sim|board] [--test write_bw|send_bw|send_lat|read_bw|all] [--sizes BYTES ...]
-              [--iters N] [--qps N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N] [--host-sacks] [--engine-transport]
-              [--peer model|gateware] [--serial DEV --ethernet IFACE|tcp:HOST:PORT] [--baud B] [--latency S] [--time-scale X]
-              [--direction to-board|from-board|both]
+              [--iters N] [--qps N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N] [--host-sacks]
+              [--engine-transport] [--peer model|gateware] [--serial DEV --ethernet IFACE|tcp:HOST:PORT] [--baud B]
+              [--latency S] [--time-scale X] [--direction to-board|from-board|both]
                                       perftest-shaped bandwidth and latency through the host driver; on the
                                       board backend also its control link's requests and bytes per message
     rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]|board:CONTROL@ADDR[:PORT]]
