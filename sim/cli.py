@@ -17,9 +17,9 @@
     rnic bench tx [--widths 8 64] [--payloads BYTES ...] [--loads write read-response] [--synth] [--target-mhz F]
                                       RTL transmit engine: fraction of line rate, doorbell latency, Fmax
     rnic perf [--backend soft|engine|sim|board] [--test write_bw|send_bw|send_lat|read_bw|all] [--sizes BYTES ...]
-              [--iters N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N] [--host-sacks] [--engine-transport]
-              [--peer model|gateware] [--serial DEV --ethernet IFACE|tcp:HOST:PORT] [--baud B] [--latency S] [--time-scale X]
-              [--direction to-board|from-board|both]
+              [--iters N] [--qps N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N] [--host-sacks]
+              [--engine-transport] [--peer model|gateware] [--serial DEV --ethernet IFACE|tcp:HOST:PORT] [--baud B]
+              [--latency S] [--time-scale X] [--direction to-board|from-board|both]
                                       perftest-shaped bandwidth and latency through the host driver; on the
                                       board backend also its control link's requests and bytes per message
     rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]|board:CONTROL@ADDR[:PORT]]
@@ -352,6 +352,8 @@ def _perf_between_processes(args: argparse.Namespace) -> int:
     role = "--server" if args.server else "--client"
     if args.server and args.client is not None:
         args.usage_error("arguments --server and --client: one process is one of them")
+    if args.qps is not None:
+        args.usage_error(f"argument --qps: not with {role} (the processes measure on one data connection)")
     given = [name for name in SIMULATION_ONLY if getattr(args, name) is not None]
     if given:
         args.usage_error(f"argument --{given[0].replace('_', '-')}: not with {role} (a real network, no simulated "
@@ -377,8 +379,8 @@ def _perf(args: argparse.Namespace) -> int:
     if args.bind is not None:
         args.usage_error("argument --bind: only with --server or --client")
     from sim.commands.perf import (BOARD_SIZES, DEFAULT_DELAY_USEC, DEFAULT_ITERS, DEFAULT_RATE_GBPS, DEFAULT_SIZES,
-                                   DIRECTIONS, LARGEST_SIZE, SIM_SIZES, TESTS, BoardOptions, PerfPlan, perf_command,
-                                   perf_link)
+                                   DIRECTIONS, LARGEST_SIZE, SIM_SIZES, SOFT_QPS_LIMIT, TESTS, BoardOptions, PerfPlan,
+                                   perf_command, perf_link)
 
     if args.host_sacks and args.backend not in ("engine", "sim", "board"):
         args.usage_error("argument --host-sacks: only with --backend engine, sim or board (where the receive "
@@ -391,6 +393,12 @@ def _perf(args: argparse.Namespace) -> int:
     if args.peer == "usrsctp" and args.backend == "board":
         args.usage_error("argument --peer usrsctp: only with --backend soft, engine or sim (the board's peer is "
                          "its own)")
+    qps = args.qps or 1
+    if qps > 1 and args.backend == "sim":
+        args.usage_error("argument --qps: above 1 only with --backend soft, engine or board (sim's program runs "
+                         "under cocotb's scheduler, one queue pair at a time)")
+    if args.backend == "soft" and qps > SOFT_QPS_LIMIT:
+        args.usage_error(f"argument --qps: {qps} is above the maximum of {SOFT_QPS_LIMIT} on backend soft")
     if args.backend != "board":
         given = [name for name in BOARD_ONLY if getattr(args, name) is not None]
         if given:
@@ -405,7 +413,7 @@ def _perf(args: argparse.Namespace) -> int:
                          f"{args.backend}")
     if args.backend == "sim" and _sim_extra_missing("perf", "the RTL engine under Verilator (--backend sim)"):
         return 1
-    plan = PerfPlan(TESTS if args.test == "all" else (args.test,), sizes, args.iters or DEFAULT_ITERS)
+    plan = PerfPlan(TESTS if args.test == "all" else (args.test,), sizes, args.iters or DEFAULT_ITERS, qps)
     link = perf_link(args.rate or DEFAULT_RATE_GBPS, args.delay or DEFAULT_DELAY_USEC, args.loss, args.seed)
     board = None
     if args.backend == "board":
@@ -568,6 +576,10 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--sizes", type=count, nargs="+", metavar="BYTES",
                       help="message sizes (default 2 to 1 MiB in powers of two; on sim and board 2 64 1024 16384)")
     perf.add_argument("--iters", type=count, help="iterations per size (default 10)")
+    perf.add_argument("--qps", type=count, metavar="N",
+                      help="queue pairs measured at once, each a connection of its own (perftest's -q; default "
+                           "1): a row per pair and one for them all; at most the device's queue pairs (engine and "
+                           "board 4, soft up to 1024: its streams raised to N; sim 1)")
     perf.add_argument("--rate", type=positive_number, metavar="GBPS", help="the link's rate each way in Gb/s "
                                                                            "(default 10)")
     perf.add_argument("--delay", type=positive_number, metavar="USEC",

@@ -2,7 +2,7 @@
 ib_read_bw), and on the board backend what each message costs on the board's control link.
 
     rnic perf [--backend soft|engine|sim|board] [--test write_bw|send_bw|send_lat|read_bw|all] [--sizes BYTES ...]
-              [--iters N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N]
+              [--iters N] [--qps N] [--rate GBPS] [--delay USEC] [--loss P] [--seed N]
               [--serial DEV --ethernet IFACE|tcp:HOST:PORT [--baud B] [--latency S] [--time-scale X]]
               [--direction to-board|from-board|both]
 
@@ -29,6 +29,25 @@ test's data lands on the sink:
 * send_lat: ping-pong: the source Sends, the sink answers its receive
   completion with a Send of the same size; half the round trip is one
   sample, as ib_send_lat reports.
+
+`--qps N` (perftest's `-q N`): N connections between the sink and the
+source, each its own queue pair on its own DDP stream of the devices' one
+SCTP association (RFC 5043 8), with its own region on each side (the
+layout above), its own send and receive completion queues on each side,
+and one protection domain per device shared by all.  They are set up one
+after the other, untimed; then each test runs on all N at once (asyncio
+tasks on the backend's loop): the pairs prepare (fill, clear, post
+receives), start their clocks together, run the test as above, wait for
+each other, and only then compare what landed, each pair its own seeded
+bytes (distinct per pair, so a byte landing in another pair's region is
+caught).  Per size a row per pair, and a row "all": every pair's bytes
+over the span from the first pair's start to the last pair's end (on
+send_lat every pair's samples).  A device has `query_device().max_qp`
+queue pairs (one per DDP stream): on `soft` the fabric is opened with
+`streams=N` when N is above its default 8, up to `SOFT_QPS_LIMIT`; on
+`engine` and `board` the engine's stream table fixes it (4), and a larger
+N fails before anything is timed.  `sim` runs one pair: its program runs
+under cocotb, whose scheduler this one does not share (no asyncio tasks).
 
 A host whose memory cannot hold a region of twice the largest size (the
 board: 32 KiB of buffers, `driver.backends.board.board_memory_map`)
@@ -59,6 +78,8 @@ landed are compared with the source's.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import math
 import random
@@ -67,7 +88,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -78,6 +99,7 @@ from driver import (
 )
 from driver.link import Exchanged
 from abi.link import Op
+from model.rnic.host import RnicConfig
 
 TESTS = ("write_bw", "send_bw", "send_lat", "read_bw")
 DEFAULT_SIZES = tuple(1 << k for k in range(1, 21))
@@ -98,6 +120,12 @@ WRITE_DEPTH = 128
 """RDMA Writes outstanding in write_bw (perftest's default tx-depth)."""
 RECV_DEPTH = 4
 """Receives each side keeps posted (the queue pairs' max_recv_wr): send_bw's rx-depth."""
+SOFT_DEFAULT_STREAMS = RnicConfig.__dataclass_fields__["streams"].default
+"""The soft backend's DDP streams per association, so its queue pairs per device, unless told otherwise (8)."""
+SOFT_QPS_LIMIT = 1024
+"""`--qps` on `soft`: the fabric opened with `streams=N`.  RFC 4960 3.3.2 and the 16-bit DDP stream number would
+allow 65535, but the run's cost grows faster than the pairs: a 2-byte write_bw, one iteration, took 4 s with 1024
+pairs and 142 s with 4096 (measured on a busy 2-core machine)."""
 DIRECTIONS = {"to-board": (0,), "from-board": (1,), "both": (0, 1)}
 """`--direction`: the device the data lands on, per run (device 0 is the board)."""
 DEFAULT_RATE_GBPS = 10.0
@@ -111,6 +139,17 @@ ENGINE_CLOCK = "10 ns"
 
 class PerfFailed(Exception):
     """A measurement that went wrong: an error completion, bytes that did not land as sent, a failed set-up."""
+
+
+class QueuePairLimit(PerfFailed):
+    """`--qps` above what a device offers (`query_device().max_qp`), found before anything is timed."""
+
+    def __init__(self, qps: int, limit: int) -> None:
+        super().__init__(f"--qps {qps}: the device has {limit} queue pairs (query_device().max_qp)")
+        self.qps, self.limit = qps, limit
+
+    def for_backend(self, backend: str) -> str:
+        return f"--qps {self.qps}: the {backend} backend's device has {self.limit} queue pairs (query_device().max_qp)"
 
 
 @dataclass(frozen=True)
@@ -217,7 +256,8 @@ class Clock:
 @dataclass(frozen=True)
 class BandwidthRow:
     """write_bw, send_bw or read_bw at one size: `iters` messages of `size` bytes in `span`, landing on device
-    `sink`; `link`: the board's control link over the span."""
+    `sink`; `link`: the board's control link over the span; `pairs`: the queue pairs that ran at once, `pair`
+    this row's (None: every pair's messages, `span` from the first pair's start to the last one's end)."""
 
     test: str
     size: int
@@ -225,6 +265,8 @@ class BandwidthRow:
     span: Span
     sink: int = 0
     link: LinkTally | None = None
+    pair: int | None = None
+    pairs: int = 1
 
     @property
     def messages(self) -> int:
@@ -246,7 +288,8 @@ class BandwidthRow:
 @dataclass(frozen=True)
 class LatencyRow:
     """send_lat at one size: each sample half a round trip; device `sink` answers; `link`: the board's control
-    link from the first ping to the last pong."""
+    link from the first ping to the last pong; `pair` and `pairs` as `BandwidthRow`'s (None: every pair's
+    samples)."""
 
     test: str
     size: int
@@ -254,6 +297,8 @@ class LatencyRow:
     samples: tuple[Span, ...]
     sink: int = 0
     link: LinkTally | None = None
+    pair: int | None = None
+    pairs: int = 1
 
     @property
     def messages(self) -> int:
@@ -269,6 +314,8 @@ class PerfPlan:
     tests: tuple[str, ...] = TESTS
     sizes: tuple[int, ...] = DEFAULT_SIZES
     iters: int = DEFAULT_ITERS
+    qps: int = 1
+    """Queue pairs measured at once (`--qps`)."""
 
 
 # -- the driver program --------------------------------------------------------------------------------------
@@ -322,52 +369,71 @@ def _region(pd: PD, largest: int) -> tuple[MR, int]:
         return pd.reg_mr(largest, ACCESS), 0
 
 
-async def _connect(fabric: Fabric, largest: int, sink_index: int = 0) -> tuple[_Host, _Host]:
-    """The source (the other device) connects to the sink (device `sink_index`) with the IRD and ORD both
-    devices allow; each has one region (`_region`)."""
-    hosts = []
-    for device in fabric.devices:
-        attr = device.query_device()
-        pd = device.alloc_pd()
-        mr, in_offset = _region(pd, largest)
-        hosts.append(_Host(device, attr, pd, mr, device.create_cq(), device.create_cq(), largest, in_offset))
-    sink, source = hosts[sink_index], hosts[1 - sink_index]
-    param = ConnParam(responder_resources=min(host.attr.max_qp_rd_atom for host in hosts),
-                      initiator_depth=min(host.attr.max_qp_init_rd_atom for host in hosts))
-    cap = QPCap(max_send_wr=min(WRITE_DEPTH + 1, sink.attr.max_qp_wr), max_recv_wr=RECV_DEPTH, max_send_sge=1)
-    listener = sink.device.create_id()
+Pair = tuple[_Host, _Host]
+"""A queue pair's two ends: (sink, source)."""
+
+
+async def connect_pairs(fabric: Fabric, largest: int, sink_index: int = 0, qps: int = 1) -> list[Pair]:
+    """`qps` connections from the source (the other device) to the sink (device `sink_index`), one after the
+    other, each with the IRD and ORD both devices allow and a region of its own on each side (`_region`);
+    each device has one protection domain for all.  `QueuePairLimit` first when a device has fewer than
+    `qps` queue pairs (one per DDP stream of its association, RFC 5043 8)."""
+    attrs = [device.query_device() for device in fabric.devices]
+    limit = min(attr.max_qp for attr in attrs)
+    if qps > limit:
+        raise QueuePairLimit(qps, limit)
+    pds = [device.alloc_pd() for device in fabric.devices]
+    param = ConnParam(responder_resources=min(attr.max_qp_rd_atom for attr in attrs),
+                      initiator_depth=min(attr.max_qp_init_rd_atom for attr in attrs))
+    sink_device = fabric.devices[sink_index]
+    listener = sink_device.create_id()
     listener.listen()
-    client = source.device.create_id()
-    source.qp = client.create_qp(source.pd, source.send_cq, source.recv_cq, cap)
-    source.cm_id = client
-    client.connect(sink.device.address, param)
-    request = await listener.get_cm_event()
-    if request.event_type is not CMEventType.CONNECT_REQUEST:
-        raise PerfFailed(f"connecting: {request.event_type.name} {request.reason}")
-    sink.qp = request.id.create_qp(sink.pd, sink.send_cq, sink.recv_cq, cap)
-    sink.cm_id = request.id
-    request.id.accept(param)
-    for cm_id in (client, request.id):
-        event = await cm_id.get_cm_event()
-        if event.event_type is not CMEventType.ESTABLISHED:
-            raise PerfFailed(f"connecting: {event.event_type.name} {event.reason}")
-    return sink, source
+    pairs = []
+    for pair in range(qps):
+        hosts = []
+        for device, attr, pd in zip(fabric.devices, attrs, pds):
+            try:
+                mr, in_offset = _region(pd, largest)
+            except OutOfResources as error:
+                raise PerfFailed(f"pair {pair}: {device.name} has no room for a region of {largest} bytes: "
+                                 f"{error}") from None
+            hosts.append(_Host(device, attr, pd, mr, device.create_cq(), device.create_cq(), largest, in_offset))
+        sink, source = hosts[sink_index], hosts[1 - sink_index]
+        cap = QPCap(max_send_wr=min(WRITE_DEPTH + 1, sink.attr.max_qp_wr), max_recv_wr=RECV_DEPTH, max_send_sge=1)
+        client = source.device.create_id()
+        source.qp = client.create_qp(source.pd, source.send_cq, source.recv_cq, cap)
+        source.cm_id = client
+        client.connect(sink_device.address, param)
+        request = await listener.get_cm_event()
+        if request.event_type is not CMEventType.CONNECT_REQUEST:
+            raise PerfFailed(f"connecting pair {pair}: {request.event_type.name} {request.reason}")
+        sink.qp = request.id.create_qp(sink.pd, sink.send_cq, sink.recv_cq, cap)
+        sink.cm_id = request.id
+        request.id.accept(param)
+        for cm_id in (client, request.id):
+            event = await cm_id.get_cm_event()
+            if event.event_type is not CMEventType.ESTABLISHED:
+                raise PerfFailed(f"connecting pair {pair}: {event.event_type.name} {event.reason}")
+        pairs.append((sink, source))
+    return pairs
 
 
-async def _release(sink: _Host, source: _Host) -> None:
-    """The source disconnects (RFC 5043 6.2); once both see DISCONNECTED, the regions are deregistered (the
-    board's buffers are free for the next connection's)."""
-    source.cm_id.disconnect()
-    for host in (sink, source):
-        event = await host.cm_id.get_cm_event()
-        if event.event_type is not CMEventType.DISCONNECTED:
-            raise PerfFailed(f"disconnecting: {event.event_type.name} {event.reason}")
-    for host in (sink, source):
-        host.mr.dereg()
+async def _release(pairs: list[Pair]) -> None:
+    """Each source disconnects (RFC 5043 6.2); once both ends see DISCONNECTED, the regions are deregistered
+    (the board's buffers are free for the next connections')."""
+    for sink, source in pairs:
+        source.cm_id.disconnect()
+        for host in (sink, source):
+            event = await host.cm_id.get_cm_event()
+            if event.event_type is not CMEventType.DISCONNECTED:
+                raise PerfFailed(f"disconnecting: {event.event_type.name} {event.reason}")
+        for host in (sink, source):
+            host.mr.dereg()
 
 
-def _fill(host: _Host, size: int, seed: int) -> bytes:
-    data = random.Random(seed).randbytes(size)
+def _fill(host: _Host, size: int, seed: int, pair: int | None = None) -> bytes:
+    """`size` seeded bytes at the start of `host`'s region; each pair's differ (pair 0's are the one pair's)."""
+    data = random.Random(seed + ((pair or 0) << 32)).randbytes(size)
     host.mr.write(data)
     return data
 
@@ -381,10 +447,22 @@ def _clear(host: _Host, size: int) -> None:
     host.mr.write(bytes(size), host.in_offset)
 
 
-async def write_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int) -> BandwidthRow:
-    data = _fill(source, size, size)
+async def _in_step(together: asyncio.Barrier | None) -> None:
+    """With other pairs (`together`), wait until every one has got here."""
+    if together is not None:
+        await together.wait()
+
+
+Timed = tuple[Row, _Stamp, _Stamp]
+"""A pair's row, and the stamps its span runs between."""
+
+
+async def write_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int, pair: int | None = None,
+                   together: asyncio.Barrier | None = None) -> Timed:
+    data = _fill(source, size, size, pair)
     _clear(sink, size)
     sink.post_receive()
+    await _in_step(together)
     start = clock.stamp()
     posted = completed = 0
     while completed < iters:
@@ -397,16 +475,20 @@ async def write_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: i
     _ok(await sink.recv_cq.wait(1))
     end = clock.stamp()
     _ok(await source.send_cq.wait(1))
+    await _in_step(together)
     _landed(sink, data, f"write_bw {size}")
-    return BandwidthRow("write_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end))
+    return (BandwidthRow("write_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end), pair),
+            start, end)
 
 
-async def send_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int) -> BandwidthRow:
-    data = _fill(source, size, size + 4)
+async def send_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int, pair: int | None = None,
+                  together: asyncio.Barrier | None = None) -> Timed:
+    data = _fill(source, size, size + 4, pair)
     _clear(sink, size)
     receives = min(RECV_DEPTH, iters)
     for wr_id in range(receives):
         sink.post_receive(wr_id)
+    await _in_step(together)
     start = clock.stamp()
     sent = received = sent_done = 0
     while received < iters:
@@ -425,14 +507,18 @@ async def send_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: in
     end = clock.stamp()
     if sent_done < iters:
         _ok(await source.send_cq.wait(iters - sent_done))
+    await _in_step(together)
     _landed(sink, data, f"send_bw {size}")
-    return BandwidthRow("send_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end))
+    return (BandwidthRow("send_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end), pair),
+            start, end)
 
 
-async def read_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int) -> BandwidthRow:
-    data = _fill(source, size, size + 1)
+async def read_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: int, pair: int | None = None,
+                  together: asyncio.Barrier | None = None) -> Timed:
+    data = _fill(source, size, size + 1, pair)
     _clear(sink, size)
     depth = sink.qp.ord
+    await _in_step(together)
     start = clock.stamp()
     posted = completed = 0
     while completed < iters:
@@ -442,16 +528,20 @@ async def read_bw(clock: Clock, sink: _Host, source: _Host, size: int, iters: in
             posted += 1
         completed += len(_ok(await sink.send_cq.wait(1) + sink.send_cq.poll(depth)))
     end = clock.stamp()
+    await _in_step(together)
     _landed(sink, data, f"read_bw {size}")
-    return BandwidthRow("read_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end))
+    return (BandwidthRow("read_bw", size, iters, start.until(end), _index(clock, sink), start.link_until(end), pair),
+            start, end)
 
 
-async def send_lat(clock: Clock, sink: _Host, source: _Host, size: int, iters: int) -> LatencyRow:
+async def send_lat(clock: Clock, sink: _Host, source: _Host, size: int, iters: int, pair: int | None = None,
+                   together: asyncio.Barrier | None = None) -> Timed:
     for host in (sink, source):
         _clear(host, size)   # first: a host with one buffer sends what it fills there
-    ping, pong = _fill(source, size, size + 2), _fill(sink, size, size + 3)
+    ping, pong = _fill(source, size, size + 2, pair), _fill(sink, size, size + 3, pair)
     for host in (sink, source):
         host.post_receive()
+    await _in_step(together)
     samples = []
     first = clock.stamp()
     for i in range(iters):
@@ -473,9 +563,11 @@ async def send_lat(clock: Clock, sink: _Host, source: _Host, size: int, iters: i
     last = clock.stamp()
     for host in (sink, source):
         _ok(await host.send_cq.wait(iters))
+    await _in_step(together)
     _landed(sink, ping, f"send_lat {size}")
     _landed(source, pong, f"send_lat {size}")
-    return LatencyRow("send_lat", size, iters, tuple(samples), _index(clock, sink), first.link_until(last))
+    return (LatencyRow("send_lat", size, iters, tuple(samples), _index(clock, sink), first.link_until(last), pair),
+            first, last)
 
 
 def _index(clock: Clock, host: _Host) -> int:
@@ -485,26 +577,76 @@ def _index(clock: Clock, host: _Host) -> int:
 MEASUREMENTS = {"write_bw": write_bw, "send_bw": send_bw, "send_lat": send_lat, "read_bw": read_bw}
 
 
+async def measure_pairs(clock: Clock, pairs: list[Pair], test: str, size: int, iters: int) -> list[Row]:
+    """`test` at `size` on every pair at once: one pair, its row; more, a row per pair (`pair` its index) and
+    the row of them all (`pair` None): every pair's bytes or samples, its span from the earliest start to the
+    latest end.  A pair's failure fails the whole, named by its index; the other pairs are cancelled."""
+    measurement = MEASUREMENTS[test]
+    if len(pairs) == 1:
+        row, _, _ = await measurement(clock, *pairs[0], size, iters)
+        return [row]
+    together = asyncio.Barrier(len(pairs))
+    timed = await _concurrently([_naming_pair(index, measurement(clock, sink, source, size, iters, index, together))
+                                 for index, (sink, source) in enumerate(pairs)])
+    rows = [dataclasses.replace(row, pairs=len(pairs)) for row, _, _ in timed]
+    start = min((start for _, start, _ in timed), key=lambda stamp: stamp.wall)
+    end = max((end for _, _, end in timed), key=lambda stamp: stamp.wall)
+    total = sum(row.iters for row in rows)
+    first = rows[0]
+    if isinstance(first, LatencyRow):
+        samples = tuple(sample for row in rows for sample in row.samples)
+        whole: Row = LatencyRow(test, size, total, samples, first.sink, start.link_until(end), None, len(pairs))
+    else:
+        whole = BandwidthRow(test, size, total, start.until(end), first.sink, start.link_until(end), None,
+                             len(pairs))
+    return [dataclasses.replace(row, link=None) for row in rows] + [whole]
+
+
+async def _naming_pair(pair: int, measurement: Awaitable[Timed]) -> Timed:
+    try:
+        return await measurement
+    except PerfFailed as error:
+        raise PerfFailed(f"pair {pair}: {error}") from None
+
+
+async def _concurrently(coroutines: list[Awaitable[Timed]]) -> list[Timed]:
+    """The coroutines as tasks of the running loop, their results in order; the first failure (the others
+    cancelled) raised as itself."""
+    tasks = []
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(coroutine) for coroutine in coroutines]
+    except BaseExceptionGroup as failures:
+        raise _first_leaf(failures) from None
+    return [task.result() for task in tasks]
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
 async def measure(fabric: Fabric, plan: PerfPlan, on_row: Callable[[Row], None] | None = None, *,
                   sinks: tuple[int, ...] = (0,), meter: LinkMeter | None = None) -> list[Row]:
-    """Every test of `plan` at every size, on one connection per device in `sinks` (where the data lands: the
-    next connection once the one before is released); `on_row` sees each row as it is measured; `meter`
-    counts the board's control link (device 0 the board), its regions set to the board's perf region."""
+    """Every test of `plan` at every size, on `plan.qps` connections at once per device in `sinks` (where the data
+    lands: the next connections once the ones before are released); `on_row` sees each row as it is measured;
+    `meter` counts the board's control link (device 0 the board), its regions set to the board's perf
+    regions."""
     clock = Clock(fabric, meter)
     rows: list[Row] = []
     for index, sink_index in enumerate(sinks):
-        sink, source = await _connect(fabric, max(plan.sizes), sink_index)
+        pairs = await connect_pairs(fabric, max(plan.sizes), sink_index, plan.qps)
         if meter is not None:
-            board = sink if sink_index == 0 else source
-            meter.regions = [(board.mr.buf, board.mr.length)]
+            meter.regions = [(host.mr.buf, host.mr.length) for pair in pairs for host in pair
+                             if host.device is fabric.devices[0]]
         for test in plan.tests:
             for size in plan.sizes:
-                row = await MEASUREMENTS[test](clock, sink, source, size, plan.iters)
-                rows.append(row)
-                if on_row is not None:
-                    on_row(row)
+                for row in await measure_pairs(clock, pairs, test, size, plan.iters):
+                    rows.append(row)
+                    if on_row is not None:
+                        on_row(row)
         if index + 1 < len(sinks):
-            await _release(sink, source)
+            await _release(pairs)
     return rows
 
 
@@ -520,10 +662,11 @@ def rows_from_json(text: str) -> list[Row]:
     for item in json.loads(text):
         if "samples" in item:
             rows.append(LatencyRow(item["test"], item["size"], item["iters"],
-                                   tuple(Span(**sample) for sample in item["samples"]), item.get("sink", 0)))
+                                   tuple(Span(**sample) for sample in item["samples"]), item.get("sink", 0),
+                                   pair=item.get("pair"), pairs=item.get("pairs", 1)))
         else:
             rows.append(BandwidthRow(item["test"], item["size"], item["iters"], Span(**item["span"]),
-                                     item.get("sink", 0)))
+                                     item.get("sink", 0), pair=item.get("pair"), pairs=item.get("pairs", 1)))
     return rows
 
 
@@ -573,21 +716,27 @@ class Report:
 
     def __init__(self, out: TextIO, engine: bool, board: bool = False) -> None:
         self.out, self.engine, self.board = out, engine, board
-        self._table: tuple[str, int] | None = None
+        self._table: tuple[str, int, int] | None = None
         self._costs: list[Row] = []
         self._link_rate = board_link_rate() if board else None
 
     def device(self, index: int) -> str:
         return f"device {index}" + ((" (the board)" if index == 0 else " (the peer)") if self.board else "")
 
-    def title(self, test: str, sink: int) -> str:
-        return TITLES[test].format(sink=self.device(sink), source=self.device(1 - sink))
+    def title(self, test: str, sink: int, pairs: int = 1) -> str:
+        title = TITLES[test].format(sink=self.device(sink), source=self.device(1 - sink))
+        if pairs > 1:
+            title += (f"; {pairs} queue pairs at once, a row per pair and a row 'all': "
+                      + ("every pair's samples" if test == "send_lat" else "every pair's bytes over the span from "
+                         "the first pair's start to the last pair's end"))
+        return title
 
     def header(self, backend: str, link: LinkConfig, iters: int, board: str | None = None,
-               peer: str = "model") -> None:
+               peer: str = "model", qps: int = 1) -> None:
         rate = f"{link.rate / 1e9:g} Gb/s each way" if link.rate else "no rate limit"
+        pairs = f"; {qps} queue pairs at once" if qps > 1 else ""
         lines = [f"rnic perf: backend {backend}; link {rate}, one-way delay {link.delay * 1e6:g} usec, "
-                 f"loss {link.loss:g}, seed {link.seed}; {iters} iterations per size"]
+                 f"loss {link.loss:g}, seed {link.seed}; {iters} iterations per size{pairs}"]
         if peer == "usrsctp":
             lines.append("  device 1: a software host whose SCTP is usrsctp (its DDP and RDMAP the model's)")
         elif peer == "gateware":
@@ -621,10 +770,10 @@ class Report:
     def row(self, row: Row) -> None:
         if self._costs and row.sink != self._costs[-1].sink:
             self._print_costs()
-        if (row.test, row.sink) != self._table:
-            self._table = (row.test, row.sink)
-            print(f"\n{self.title(row.test, row.sink)}", file=self.out)
-            print(self._column_header(row.test), file=self.out)
+        if (row.test, row.sink, row.pairs) != self._table:
+            self._table = (row.test, row.sink, row.pairs)
+            print(f"\n{self.title(row.test, row.sink, row.pairs)}", file=self.out)
+            print(self._column_header(row.test, row.pairs), file=self.out)
         print(self._format(row), file=self.out, flush=True)
         if row.link is not None:
             self._costs.append(row)
@@ -672,13 +821,16 @@ class Report:
             lines.append(f"  payload bytes over the link: {tally.payload}")
         return "\n".join(lines)
 
-    def _column_header(self, test: str) -> str:
+    def _column_header(self, test: str, pairs: int = 1) -> str:
         names = BW_COLUMNS if test != "send_lat" else LAT_COLUMNS
         width = 20 if test != "send_lat" else 11
         group = len(names) * width
         rtl = ("cycles", "cycles/msg") if test != "send_lat" else ("cycles/sample",)
-        first = f"{'':21}{' simulated '.center(group, '-')} {' wall-clock '.center(group, '-')}"
-        second = f"{'#bytes':>8} {'#iterations':>12}" + "".join(f"{n:>{width}}" for n in names) * 2
+        lead = f"{'#bytes':>8} {'#iterations':>12}"
+        if pairs > 1:
+            lead = f"{'pair':>6} {lead}" + (f"{'bytes moved':>14}" if test != "send_lat" else "")
+        first = f"{'':{len(lead)}}{' simulated '.center(group, '-')} {' wall-clock '.center(group, '-')}"
+        second = lead + "".join(f"{n:>{width}}" for n in names) * 2
         if self.engine:
             first += " " + " RTL ".center(14 * len(rtl), "-")
             second += " " + "".join(f"{n:>14}" for n in rtl)
@@ -686,6 +838,10 @@ class Report:
 
     def _format(self, row: Row) -> str:
         text = f"{row.size:>8} {row.iters:>12}"
+        if row.pairs > 1:
+            text = f"{'all' if row.pair is None else row.pair:>6} {text}"
+            if isinstance(row, BandwidthRow):
+                text += f"{row.nbytes:>14}"
         if isinstance(row, BandwidthRow):
             for seconds in (row.span.simulated, row.span.wall):
                 text += f"{row.bandwidth(seconds):>20.4g}{row.message_rate(seconds):>20.4g}"
@@ -767,9 +923,12 @@ def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, 
     if backend == "board" and board is None:
         board = BoardOptions()
     report = Report(out, engine=backend == "sim", board=backend == "board")
-    report.header(backend, link, plan.iters, board.describe() if backend == "board" else None, peer)
+    report.header(backend, link, plan.iters, board.describe() if backend == "board" else None, peer, plan.qps)
     try:
         if backend == "sim":
+            if plan.qps > 1:
+                raise PerfFailed(f"--qps {plan.qps}: the sim backend runs one queue pair (its program runs under "
+                                 "cocotb's scheduler, without asyncio tasks)")
             rows = _run_on_sim(plan, link, seed, {"engine_sacks": engine_sacks, "engine_transport": engine_transport},
                                peer)
             for row in rows:
@@ -778,10 +937,16 @@ def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, 
             _run_on_board(plan, link, seed, board, report)
         else:
             extra = {"engine_sacks": engine_sacks, "engine_transport": engine_transport} if backend == "engine" else {}
+            if backend == "soft" and plan.qps > SOFT_DEFAULT_STREAMS:
+                extra["streams"] = plan.qps   # a DDP stream per queue pair (RFC 5043 8)
             if peer == "usrsctp":
                 _run_with_usrsctp(backend, plan, link, seed, extra, report)
             else:
                 run(lambda fabric: measure(fabric, plan, report.row), backend, link=link, seed=seed, **extra)
+    except QueuePairLimit as error:
+        report.close()
+        print(f"rnic perf: {error.for_backend(backend)}", file=sys.stderr)
+        return 1
     except (PerfFailed, DriverError) as error:
         report.close()
         print(f"rnic perf: {type(error).__name__}: {error}", file=sys.stderr)
