@@ -126,3 +126,17 @@ def usrsctp():
         pytest.skip(str(error))
     yield stack
     stack.finish()
+
+
+@pytest.fixture
+def usrsctp_library():
+    """usrsctp's library loads (for tests whose peer process runs usrsctp): skipped without it, failed instead
+    under RNIC_REQUIRE_USRSCTP=1."""
+    from sim.usrsctp import UsrsctpUnavailable, library
+
+    try:
+        library()
+    except UsrsctpUnavailable as error:
+        if os.environ.get("RNIC_REQUIRE_USRSCTP") == "1":
+            pytest.fail(f"usrsctp is required (RNIC_REQUIRE_USRSCTP=1): {error}")
+        pytest.skip(str(error))

@@ -16,14 +16,13 @@ from pathlib import Path
 import pytest
 
 from driver import SGE, AccessFlags, CMEventType, QPCap, SendWR, WCOpcode, WROpcode, open_device
-from sim.usrsctp import available
 from tests.network.peer_program import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = (1, 1400, 70000)
 
 
-@pytest.mark.skipif(not available(), reason="libusrsctp is not installed (Debian's libusrsctp2)")
+@pytest.mark.usefixtures("usrsctp_library")
 def test_ddp_segments_both_ways_with_a_usrsctp_process_over_udp() -> None:
     peer = subprocess.Popen([sys.executable, "-m", "tests.network.peer_program", "usrsctp", "0"], cwd=ROOT,
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from driver import SGE, AccessFlags, CMEventType, ConnParam, QPCap, RecvWR, SendWR, WCOpcode, WROpcode, open_device
-from sim.usrsctp import UsrsctpError, available, library, real_time_library
+from sim.usrsctp import UsrsctpError, library, real_time_library
 from sim.usrsctp_udp import STRUCT_SIZES
 from tests.network.usrsctp_udp_host_peer import SEND_BYTES, SIZES
 from tests.network.usrsctp_udp_peer import ANNOUNCED_STAG, ANNOUNCED_TO, SEGMENT_PAYLOAD
@@ -35,7 +35,7 @@ DDP_CODE_POINT = 0x00000001
 TIMEOUT = 10
 STARTUP = 60
 """Seconds a peer process may take to import and start usrsctp (a loaded machine's imports are slow)."""
-needs_usrsctp = pytest.mark.skipif(not available(), reason="libusrsctp is not installed (Debian's libusrsctp-dev)")
+needs_usrsctp = pytest.mark.usefixtures("usrsctp_library")
 
 
 class Peer:
@@ -252,6 +252,8 @@ def test_struct_layouts_match_the_installed_header(tmp_path) -> None:
     """The ctypes structs of sim/usrsctp_udp.py have the sizes the C compiler gives usrsctp.h's."""
     compiler = next((c for c in (os.environ.get("CC"), "cc", "gcc") if c and shutil.which(c)), None)
     if compiler is None or not os.path.exists("/usr/include/usrsctp.h"):
+        if os.environ.get("RNIC_REQUIRE_USRSCTP") == "1":
+            pytest.fail("usrsctp is required (RNIC_REQUIRE_USRSCTP=1): no C compiler or no /usr/include/usrsctp.h")
         pytest.skip("no C compiler or no /usr/include/usrsctp.h to check the layouts against")
     source = tmp_path / "sizes.c"
     source.write_text("#include <stdio.h>\n#include <netinet/in.h>\n#include <usrsctp.h>\nint main(void) {\n" +
