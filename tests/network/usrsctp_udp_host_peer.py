@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import socket
 import sys
 
 from driver import SGE, AccessFlags, CMEventType, ConnParam, QPCap, SendWR, WROpcode
@@ -24,6 +23,7 @@ from driver.backends.network import NetworkFabric
 from driver.device import Fabric
 from sim.usrsctp_udp import UdpStack
 from sim.usrsctp_udp_host import UsrsctpUdpTransport, usrsctp_udp_host
+from tests.network.usrsctp_udp_peer import free_udp_port, say
 
 REGION = 1 << 18
 SIZES = (1, 1400, 70000)
@@ -31,18 +31,6 @@ SIZES = (1, 1400, 70000)
 SEND_BYTES = 3000
 READ_BACK = 1 << 17
 """Where in its own region each RDMA Read lands."""
-
-
-def say(**fields: object) -> None:
-    print(json.dumps(fields), flush=True)
-
-
-def free_udp_port() -> int:
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    return port
 
 
 async def main(server_port: int) -> None:
