@@ -23,7 +23,8 @@ from abi.layout import Struct
 from abi.register_file import RegisterMap
 
 __all__ = [
-    "ADDRESS_BITS", "ASSOCIATION_BITS", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_KEY_BITS", "ERROR_NUMBER", "RX_PARAMS",
+    "ADDRESS_BITS", "ASSOCIATION_BITS", "association_row", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_KEY_BITS",
+    "ERROR_NUMBER", "RX_PARAMS",
     "FrameException", "FrameDrop", "ChunkException", "ChunkError", "SegmentStatus", "ReportKind", "ExceptionSource",
     "AckDisposition", "ack_layout", "ack_bytes", "buffer_revoke_layout", "DMA_ERROR",
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
@@ -36,6 +37,14 @@ ADDRESS_BITS = 64
 
 #: Association index width: up to 2**ASSOCIATION_BITS associations in the table.
 ASSOCIATION_BITS = 4
+
+
+def association_row(verification_tag: int) -> int:
+    """The association row an inbound packet's verification tag names: its low ASSOCIATION_BITS bits. The host
+    draws each association's Initiate Tag with its row there and the rest random (RFC 4960 5.3.1 asks only
+    that it be random and not 0), so the receive engine compares one row's transport addresses, not every
+    row's; a tag naming another row or an empty one finds no association (RFC 4960 8.5)."""
+    return verification_tag & ((1 << ASSOCIATION_BITS) - 1)
 #: SCTP stream identifier width (RFC 4960 3.3.1).
 STREAM_BITS = 16
 

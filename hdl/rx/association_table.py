@@ -3,11 +3,21 @@
 Each entry names one association by its port pair and peer address (RFC 4960
 1.4: an association is identified by its transport addresses) and holds the
 verification tag this end expects in inbound packets, i.e. its own Initiate
-Tag (RFC 4960 8.5). The host writes entries through ``write``; the frame
-receiver looks packets up by (destination port, source port, source IP).
+Tag (RFC 4960 8.5). The host writes entries through ``write``.
+
+The lookup compares one row, not every row: this end chooses its Initiate
+Tag, so the host draws it with the association's row in its low
+:data:`abi.rx.ASSOCIATION_BITS` bits and the rest random (RFC 4960 5.3.1
+asks only that it be random and not 0; ``model.sctp.config.AssociationConfig
+.tag_row``). An inbound packet's verification tag then names the row, and
+the row's ports and peer address say whether the packet is the
+association's; whether its tag is the whole Initiate Tag is the frame
+receiver's compare (a mismatch drops the packet, RFC 4960 8.5). A packet
+whose tag names a row of other ports or address, or an empty row, finds no
+association and goes to the host, as one from an unknown peer does.
 """
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,9 +27,8 @@ from hdl.layout import struct_layout
 __all__ = ["AssociationTable"]
 
 
-
 class AssociationTable(wiring.Component):
-    """``entries`` associations in registers, looked up by port pair and peer address.
+    """``entries`` associations in registers, looked up by the row an inbound packet's verification tag names.
 
     Parameters
     ----------
@@ -32,12 +41,14 @@ class AssociationTable(wiring.Component):
         Always ready; one entry written per transfer. A write to an index
         at or past ``entries`` is ignored. Writing ``valid = 0`` removes an
         association.
-    local_port, peer_port, peer_ip : ``In``
-        Lookup key, from the inbound packet's headers.
+    verification_tag, local_port, peer_port, peer_ip : ``In``
+        Lookup key, from the inbound packet's headers: the tag's low
+        ``ASSOCIATION_BITS`` bits name the row, the rest must match it.
     hit, index, ddp, tag : ``Out``
         The lookup result for the key presented two cycles earlier
-        (latency 2: compare, then select; a new key every cycle). When
-        several valid entries match, the lowest index wins.
+        (latency 2: read the row, then compare; a new key every cycle):
+        whether the row is valid and has the key's ports and address, the
+        row, its DDP flag and its verification tag.
     """
 
     def __init__(self, entries: int = 8):
@@ -46,6 +57,7 @@ class AssociationTable(wiring.Component):
         self._entries = entries
         super().__init__({
             "write": In(stream.Signature(struct_layout(association_entry_layout()))),
+            "verification_tag": In(32),
             "local_port": In(16),
             "peer_port": In(16),
             "peer_ip": In(32),
@@ -69,21 +81,24 @@ class AssociationTable(wiring.Component):
                 with m.If(self.write.payload.index == i):
                     m.d.sync += entry.eq(self.write.payload)
 
-        matches = Signal(self._entries)  # stage 1: compare the key with every entry
-        for i, entry in enumerate(table):
-            m.d.sync += matches[i].eq(
-                entry.valid
-                & (entry.local_port == self.local_port)
-                & (entry.peer_port == self.peer_port)
-                & (entry.peer_ip == self.peer_ip))
+        # Stage 1: the row the tag names (none past the table), and the key.
+        row = self.verification_tag[:ASSOCIATION_BITS]
+        selected = Signal.like(table[0], name="selected")
+        key_local_port, key_peer_port = Signal(16), Signal(16)
+        key_peer_ip, key_row = Signal(32), Signal(ASSOCIATION_BITS)
+        m.d.sync += [key_local_port.eq(self.local_port), key_peer_port.eq(self.peer_port),
+                     key_peer_ip.eq(self.peer_ip), key_row.eq(row)]
+        with m.Switch(row):
+            for i, entry in enumerate(table):
+                with m.Case(i):
+                    m.d.sync += selected.eq(entry)
+            with m.Default():
+                m.d.sync += selected.eq(0)
 
-        # Stage 2: select. Lowest index wins: later statements take priority, so walk downwards.
-        m.d.sync += [self.hit.eq(matches.any()), self.index.eq(0), self.ddp.eq(0), self.tag.eq(0)]
-        for i in reversed(range(self._entries)):
-            with m.If(matches[i]):
-                m.d.sync += [
-                    self.index.eq(Const(i, ASSOCIATION_BITS)),
-                    self.ddp.eq(table[i].ddp),
-                    self.tag.eq(table[i].tag),
-                ]
+        # Stage 2: compare the row's transport addresses with the key's.
+        m.d.sync += [
+            self.hit.eq(selected.valid & (selected.local_port == key_local_port)
+                        & (selected.peer_port == key_peer_port) & (selected.peer_ip == key_peer_ip)),
+            self.index.eq(key_row), self.ddp.eq(selected.ddp), self.tag.eq(selected.tag),
+        ]
         return m

@@ -29,9 +29,10 @@ Rules, in priority order (the first that applies decides):
     verification tag 0 (RFC 4960 8.5.1 A): exception ``INIT``;
 11. first chunk ABORT or SHUTDOWN COMPLETE with the T bit (tag reflected,
     RFC 4960 8.5.1 B, C): exception ``TAG_REFLECTED``;
-12. no association for (destination port, source port, source address):
+12. no association for (destination port, source port, source address) in
+    the row the verification tag's low bits name (:class:`AssociationTable`):
     exception ``NO_ASSOCIATION``;
-13. verification tag not the association's (RFC 4960 8.5): drop ``TAG``;
+13. verification tag not that association's (RFC 4960 8.5): drop ``TAG``;
 14. otherwise deliver.
 
 Only the first chunk is examined for rules 10 and 11. The UDP checksum is
@@ -220,6 +221,7 @@ class EthIpv4Parser(wiring.Component):
 
         # The association lookup: key from E1, result in E3.
         m.d.comb += [
+            table.verification_tag.eq(e1["tag"]),
             table.local_port.eq(e1["dst_port"]),
             table.peer_port.eq(e1["src_port"]),
             table.peer_ip.eq(e1["peer_ip"]),

@@ -10,7 +10,7 @@ IPv4 addresses dotted. Every field is checked; a bad file raises
     {
       "local_mac": "02:00:00:00:00:02", "local_ip": "10.0.0.2", "udp_port": 9899,
       "associations": [{"index": 0, "local_port": 5002, "peer_port": 5001,
-                        "peer_ip": "10.0.0.1", "tag": "0x5e6f7081", "ddp": true}],
+                        "peer_ip": "10.0.0.1", "tag": "0x5e6f7080", "ddp": true}],
       "streams": [{"association": 0, "stream_id": 0, "pd": 2, "first_ssn": 1}],
       "regions": [{"stag": "0x0142", "pd": 2, "base_to": "0x8000", "length": 8192,
                    "access": ["remote_read", "remote_write"], "host_address": "0x40000",
@@ -20,7 +20,9 @@ IPv4 addresses dotted. Every field is checked; a bad file raises
     }
 
 `tag` is the verification tag this end expects in inbound packets (its own
-Initiate Tag, RFC 4960 8.5). A region's `stream` is null for a region
+Initiate Tag, RFC 4960 8.5); its low ASSOCIATION_BITS bits must be the
+entry's `index`, the row the engine reads for a packet with that tag
+(`abi.rx.association_row`). A region's `stream` is null for a region
 usable by every stream of its protection domain, or {"association",
 "stream_id"} to bind it to one DDP stream (RFC 5041 8.2). Buffers are
 posted in file order per (stream, QN) and take MSNs from 1 (RFC 5041 4.3);
@@ -37,6 +39,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from abi.rx import ASSOCIATION_BITS, association_row
 from model.errors import RnicError
 from model.ddp.memory import Access
 
@@ -287,12 +290,17 @@ def _refuse_host_wrap(where: str, host_address: int, length: int) -> None:
 
 
 def _refuse_shared_endpoints(associations: tuple[AssociationEntry, ...]) -> None:
-    """An inbound packet finds its association by (destination port, source port, source address), the
-    transport addresses that identify an SCTP association (RFC 4960). Two entries with the same triple
-    would leave the choice to the lookup, which the RTL (first entry) and the model (last) make
-    differently, so the file is refused."""
+    """An inbound packet's verification tag names its association's row (`abi.rx.association_row`), whose
+    (destination port, source port, source address), the transport addresses that identify an SCTP
+    association (RFC 4960 1.4), must be the packet's: an entry whose tag names another row would never be
+    found, and two entries with the same transport addresses are two associations between the same
+    endpoints, which SCTP does not make (RFC 4960 5.2); such a file is refused."""
     seen: dict[tuple[int, int, str], int] = {}
     for position, entry in enumerate(associations):
+        if association_row(entry.tag) != entry.index:
+            raise ConfigError(
+                f"associations[{position}]: tag {entry.tag:#x} names row {association_row(entry.tag)}, not its "
+                f"index {entry.index}: the engine finds an association by its tag's low {ASSOCIATION_BITS} bits")
         endpoints = (entry.local_port, entry.peer_port, entry.peer_ip)
         if endpoints in seen:
             raise ConfigError(

@@ -38,8 +38,10 @@ Frame stage (the SCTP receiver), first rule that applies decides:
    10.-14. then the CRC32c (RFC 4960 6.8): a failure drops (CRC); otherwise a
    first chunk INIT -> exception INIT, a first chunk ABORT / SHUTDOWN
    COMPLETE with T=1 -> exception TAG_REFLECTED (RFC 4960 8.5.1), no
-   association for (dst port, src port, src address) -> exception
-   NO_ASSOCIATION, verification tag not the association's -> drop TAG
+   association for (dst port, src port, src address) in the row the
+   verification tag's low ASSOCIATION_BITS bits name (`abi.rx.association_row`:
+   the host draws its Initiate Tags so, RFC 4960 5.3.1) -> exception
+   NO_ASSOCIATION, verification tag not that association's -> drop TAG
    (RFC 4960 8.5); else the packet is delivered to the chunk stage.
 
 Chunk stage: DATA with PPID 16 on a DDP association, U=1 (RFC 5043 10) and
@@ -82,7 +84,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from abi.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException,
-                    FrameDrop, FrameException, SegmentStatus)
+                    FrameDrop, FrameException, SegmentStatus, association_row)
 from model.engine.sack import SackRecord, SackUnit, tick_time, ticks_at
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -260,7 +262,8 @@ class ReceiveEngineModel:
         self._peer_sack_rows: set[int] = set()
         self._sacks: list[SackRecord] = []
         self._local_ip = ipaddress.IPv4Address(config.local_ip)
-        self._associations: dict[tuple[int, int, ipaddress.IPv4Address], AssociationEntry] = {}
+        self._associations: dict[int, AssociationEntry] = {}  # by row
+        self._endpoints: dict[int, tuple[int, int, ipaddress.IPv4Address]] = {}  # a row's transport addresses
         for association in config.associations:
             self.write_association(association)
         self.table = MemoryTable()
@@ -359,11 +362,11 @@ class ReceiveEngineModel:
     def write_association(self, entry: AssociationEntry, valid: bool = True) -> None:
         """The host writes association row ``entry.index``: ``entry`` from now on, or no association when
         not ``valid`` (inbound packets for it then go to the host as NO_ASSOCIATION)."""
-        for key, old in list(self._associations.items()):
-            if old.index == entry.index:
-                del self._associations[key]
+        self._associations.pop(entry.index, None)
+        self._endpoints.pop(entry.index, None)
         if valid:
-            self._associations[(entry.local_port, entry.peer_port, ipaddress.IPv4Address(entry.peer_ip))] = entry
+            self._associations[entry.index] = entry
+            self._endpoints[entry.index] = (entry.local_port, entry.peer_port, ipaddress.IPv4Address(entry.peer_ip))
 
     def write_region(self, index: int, entry: RegionEntry | None) -> None:
         """The host writes region row ``index`` (STag = index << 8 | key): ``entry``, or None to revoke
@@ -489,8 +492,9 @@ class ReceiveEngineModel:
             return decide(FrameAction.EXCEPTION, FrameException.INIT)
         if first_type in (ChunkType.ABORT, ChunkType.SHUTDOWN_COMPLETE) and first_flags & FLAG_T:
             return decide(FrameAction.EXCEPTION, FrameException.TAG_REFLECTED)
-        association = self._associations.get((header.dst_port, header.src_port, ip.src))
-        if association is None:
+        row = association_row(header.verification_tag)
+        association = self._associations.get(row)
+        if association is None or self._endpoints[row] != (header.dst_port, header.src_port, ip.src):
             return decide(FrameAction.EXCEPTION, FrameException.NO_ASSOCIATION)
         if header.verification_tag != association.tag:
             return decide(FrameAction.DROP, FrameDrop.TAG)
@@ -501,7 +505,7 @@ class ReceiveEngineModel:
 
     def _walk_chunks(self, sctp: bytes, result: FrameResult) -> None:
         index = result.association
-        ddp = next(a.ddp for a in self._associations.values() if a.index == index)
+        ddp = self._associations[index].ddp
 
         def to_host(reason: ChunkException, chunk) -> None:
             result.chunks_to_host.append(ChunkToHost(index, reason, chunk.data))

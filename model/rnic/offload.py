@@ -86,8 +86,8 @@ from model.ddp.sink import Delivered, UntaggedBuffer
 from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, RegionEntry, StreamEntry
 from model.engine.sack import SackRecord
 # the engine ABI's names (abi) as the engine's model gives them: model/ reaches the ABI only there
-from model.engine.rx import (SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, FrameAction, FrameResult,
-                             PeerSack, ReceiveEngineModel, SegmentStatus, SegmentVerdict)
+from model.engine.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, FrameAction,
+                             FrameResult, PeerSack, ReceiveEngineModel, SegmentStatus, SegmentVerdict)
 from model.errors import DdpError, RdmapError, RnicError
 from model.rdmap.endpoint import RdmapEndpoint
 from model.rdmap.messages import Opcode, QueueNumber, RdmapControl
@@ -462,9 +462,12 @@ class OffloadRnic(SoftRnic):
         return [(self.control_base, self.config.streams * self.control_stride)]
 
     def _association_config(self, peer_port: int) -> AssociationConfig:
-        """The receive window in record slots (`WINDOW_SLOTS`, a full DATA chunk each; see the module docstring)."""
+        """The receive window in record slots (`WINDOW_SLOTS`, a full DATA chunk each; see the module docstring),
+        and Initiate Tags that name the association's row (`abi.rx.association_row`), which the engine's lookup
+        reads from every inbound packet's verification tag."""
         config = super()._association_config(peer_port)
-        return replace(config, receive_buffer=min(config.receive_buffer, WINDOW_SLOTS * config.max_user_data))
+        return replace(config, receive_buffer=min(config.receive_buffer, WINDOW_SLOTS * config.max_user_data),
+                       tag_row=(ASSOCIATION_BITS, ASSOCIATION_INDEX))
 
     # -- the engine -----------------------------------------------------------------------
 

@@ -60,6 +60,10 @@ class AssociationConfig:
     delayed_ack_time: float = 0.2
     adaptation_code_point: int | None = ADAPTATION_CODE_POINT_DDP
     """Announced in INIT and INIT ACK (RFC 5043 5.1, 11.1); None announces nothing."""
+    tag_row: tuple[int, int] | None = None
+    """(bits, row): this end's Initiate Tags carry `row` in their low `bits` bits and draw the rest, so that a
+    receive engine finds the association's row from an inbound packet's verification tag, without comparing
+    every row (RFC 4960 5.3.1 asks only that the tag be random and not 0; 8.5). None: all 32 bits drawn."""
 
     def __post_init__(self) -> None:
         for name in ("local_port", "peer_port"):
@@ -73,6 +77,10 @@ class AssociationConfig:
             raise ValueError("delayed-ACK time above 500 ms (RFC 4960 6.2)")
         if self.max_packet_size < COMMON_HEADER_LENGTH + DataChunk.HEADER_LENGTH + 4:
             raise ValueError("path MTU too small for a DATA chunk")
+        if self.tag_row is not None:
+            bits, row = self.tag_row
+            if not 1 <= bits <= 16 or not 0 <= row < 1 << bits:
+                raise ValueError(f"tag_row {self.tag_row}: 1 to 16 bits, and a row those bits hold")
 
     @cached_property   # the config is frozen: computed once, on the data path's every segment after
     def max_packet_size(self) -> int:

@@ -54,8 +54,12 @@ from model.sctp.tsn_tracker import TsnTracker
 
 
 def random_tag(config: AssociationConfig) -> int:
-    """A non-zero Initiate Tag (RFC 4960 5.3.1)."""
-    return config.rng.randrange(1, 1 << 32)
+    """A non-zero Initiate Tag (RFC 4960 5.3.1): uniform over all of them, or over those whose low bits hold
+    the row `config.tag_row` names."""
+    if config.tag_row is None:
+        return config.rng.randrange(1, 1 << 32)
+    bits, row = config.tag_row
+    return config.rng.randrange(0 if row else 1, 1 << (32 - bits)) << bits | row
 
 
 def adaptation_parameters(config: AssociationConfig) -> tuple[ParameterBase, ...]:

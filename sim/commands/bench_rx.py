@@ -30,7 +30,7 @@ SHAPE = EngineShape()
 MEMORY_BYTES = 1 << 22
 LOCAL_MAC, PEER_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001")
 STAG, REGION_ADDRESS, REGION_LENGTH = 0x0101, 0x10000, 1 << 21
-TAG = 0x5E6F7081
+TAG = 0x5E6F7080
 
 CONFIG = ReceiveConfig(
     local_mac=LOCAL_MAC, local_ip="10.0.0.2",

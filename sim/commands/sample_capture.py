@@ -108,7 +108,7 @@ def _association_setup(rec: Recorder, a: Host, b: Host, udp: bool = False) -> No
 def sample_frames() -> list[tuple[float, bytes]]:
     rec = Recorder()
     a = Host(b"\x02\x00\x00\x00\x00\x01", "10.0.0.1", 5001, 0x1A2B3C4D, 1000)
-    b = Host(b"\x02\x00\x00\x00\x00\x02", "10.0.0.2", 5002, 0x5E6F7081, 7000)
+    b = Host(b"\x02\x00\x00\x00\x00\x02", "10.0.0.2", 5002, 0x5E6F7080, 7000)   # its tag names row 0
     _association_setup(rec, a, b)
 
     # Stream 0: enhanced session (RFC 6581 7, 9), IRD/ORD 4, zero-length Send RTR.
@@ -174,7 +174,7 @@ def sample_frames() -> list[tuple[float, bytes]]:
 
     # A second association over UDP 9899 (RFC 6951), opened and aborted.
     c = Host(b"\x02\x00\x00\x00\x00\x01", "10.0.0.1", 5003, 0x0C0C0C0C, 1)
-    d = Host(b"\x02\x00\x00\x00\x00\x02", "10.0.0.2", 5004, 0x0D0D0D0D, 1)
+    d = Host(b"\x02\x00\x00\x00\x00\x02", "10.0.0.2", 5004, 0x0D0D0D01, 1)   # its tag names row 1
     _association_setup(rec, c, d, udp=True)
     rec.send(c, d, d.tag, [c.control(0, FunctionCode.INITIATE)], udp=True)
     rec.send(d, c, c.tag, [d.control(0, FunctionCode.ACCEPT)], udp=True)

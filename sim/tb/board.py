@@ -58,7 +58,7 @@ REGION = RegionEntry(stag=1 << 8 | 0x42, pd=1, base_to=0x8000, length=4096,
 BUFFER = BufferEntry(association=0, stream_id=1, qn=0, host_address=0x3000, length=512)
 CONFIG = ReceiveConfig(
     local_mac=LOCAL_MAC, local_ip=LOCAL_IP,
-    associations=(AssociationEntry(index=0, local_port=5002, peer_port=5001, peer_ip="10.0.0.1", tag=0x5E6F7081),),
+    associations=(AssociationEntry(index=0, local_port=5002, peer_port=5001, peer_ip="10.0.0.1", tag=0x5E6F7080),),
     streams=(StreamEntry(0, 0, pd=1), StreamEntry(0, 1, pd=1)),
     regions=(REGION,), buffers=(BUFFER,))
 

@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from abi.rx import SEQUENCE_WINDOW
+from abi.rx import ASSOCIATION_BITS, SEQUENCE_WINDOW
 from model.net.checksum import sctp_checksum, sctp_checksum_to_bytes
 from model.ddp.segment import TaggedHeader, UntaggedHeader
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -176,7 +176,8 @@ class HostAllocator:
 def _associations(rng: random.Random, shape: EngineShape) -> tuple[AssociationEntry, ...]:
     return tuple(
         AssociationEntry(index=i, local_port=5002 + 2 * i, peer_port=5001 + 2 * i, peer_ip=f"10.0.0.{1 + 2 * i}",
-                         tag=rng.randrange(1, 1 << 32), ddp=True)
+                         tag=rng.randrange(0 if i else 1, 1 << 32 - ASSOCIATION_BITS) << ASSOCIATION_BITS | i,
+                         ddp=True)   # the tag names the row (abi.rx.association_row)
         for i in range(shape.associations))
 
 

@@ -320,7 +320,7 @@ def test_the_model_board_sacks_an_association_once_its_sack_row_is_enabled_rfc49
     peer_mac, peer_ip = MACS[Side.B], IPS[Side.B]
     control.write_table(control.rx_map.tables["association"], {
         "index": 0, "valid": 1, "ddp": 1, "local_port": 5000, "peer_port": 6000,
-        "peer_ip": int(ipaddress.IPv4Address(peer_ip)), "tag": 0x1111})
+        "peer_ip": int(ipaddress.IPv4Address(peer_ip)), "tag": 0x1110})
     control.write_table(control.tx_map.tables["tx_association"], {
         "index": 0, "peer_mac": int.from_bytes(peer_mac, "big"), "peer_ip": int(ipaddress.IPv4Address(peer_ip)),
         "local_port": 5000, "peer_port": 6000, "tag": tag, "udp": 0, "peer_udp_port": 0, "mulpdu": 1434,
@@ -330,7 +330,7 @@ def test_the_model_board_sacks_an_association_once_its_sack_row_is_enabled_rfc49
 
     def data(tsn: int) -> bytes:
         chunk = DataChunk(tsn, 0, 0, PPID_DDP_SESSION_CONTROL, b"\1\2\3\4", unordered=True)
-        return build_frame(SctpPacket(6000, 5000, 0x1111, [chunk]).encode(), peer_mac, MACS[Side.A], peer_ip,
+        return build_frame(SctpPacket(6000, 5000, 0x1110, [chunk]).encode(), peer_mac, MACS[Side.A], peer_ip,
                            IPS[Side.A])
 
     def sacks() -> list:

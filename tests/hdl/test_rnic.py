@@ -37,7 +37,7 @@ from model.sctp.packet import SctpPacket, decode_chunks
 from sim.traffic.tx import model_frames
 
 WIDTH = 8
-TAG, MULPDU, FIRST_TSN = 0x1234ABCD, 1434, 0xFFFFFFFE   # the TSN wraps (RFC 4960 1.6) during the run
+TAG, MULPDU, FIRST_TSN = 0x1234ABC0, 1434, 0xFFFFFFFE   # the TSN wraps (RFC 4960 1.6) during the run
 LOCAL_PORT, PEER_PORT = 5001, 5002
 SOURCE_BASE, SINK_BASE, SINK_BYTES = 0x20000, 0x80000, 0x10000
 STAG, REGION_INDEX, PD = 0x0133, 1, 7

@@ -403,7 +403,7 @@ def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
 
     async def main(ctx, link):
         await link.write_table(window, {"index": 1, "valid": 1, "ddp": 1, "local_port": 5002, "peer_port": 5001,
-                                        "peer_ip": 0x0A000001, "tag": 0x5E6F7081})
+                                        "peer_ip": 0x0A000001, "tag": 0x5E6F7080})
         await link.write_memory(8, payload)
         await link.send_frame(frame)
         assert await link.push_record(TxInput.TSN, tsn_record)
@@ -415,7 +415,7 @@ def test_damaged_bytes_are_recovered_and_writes_happen_once(direction):
     assert damaged >= 4 and link.client.retried >= 4
     assert result["value"] == payload
     expected = window.layout.pack({"index": 1, "valid": 1, "ddp": 1, "local_port": 5002, "peer_port": 5001,
-                                   "peer_ip": 0x0A000001, "tag": 0x5E6F7081})
+                                   "peer_ip": 0x0A000001, "tag": 0x5E6F7080})
     assert bench.table_writes == [expected]
     assert bench.frames == [frame]
     assert bench.pushed[TxInput.TSN] == [int.from_bytes(tsn_record, "little")]

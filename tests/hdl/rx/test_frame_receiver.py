@@ -37,11 +37,11 @@ LOCAL_IP = "192.0.2.1"
 PEER_IP = "192.0.2.2"
 OTHER_IP = "192.0.2.77"
 UDP_PORT = 9899
-# (index, local_port, peer_port, peer_ip, tag, ddp)
+# (index, local_port, peer_port, peer_ip, tag, ddp): each tag names its row in its low 4 bits (abi.rx.association_row)
 ASSOCIATIONS = [
-    (0, 5000, 6000, PEER_IP, 0x11111111, 1),
-    (3, 5001, 6001, PEER_IP, 0x22222222, 0),
-    (7, 5000, 6000, OTHER_IP, 0x33333333, 1),
+    (0, 5000, 6000, PEER_IP, 0x11111110, 1),
+    (3, 5001, 6001, PEER_IP, 0x22222223, 0),
+    (7, 5000, 6000, OTHER_IP, 0x33333337, 1),
 ]
 COUNTER_OF_DROP = {
     FrameDrop.IP_CHECKSUM: "ip_checksum_errors", FrameDrop.CRC: "crc_errors",
@@ -123,7 +123,12 @@ def malformed_cases(rng: random.Random, udp: bool):
         cases.append((frame, exception(frame, FrameException.NOT_LOCAL_MAC)))
     frame = frame_of(payload, udp, dst_ip=OTHER_IP)
     cases.append((frame, exception(frame, FrameException.NOT_LOCAL_IP)))
-    cases.append((frame_of(sctp_bytes([data_chunk(rng, 40)], tag=0x12345678), udp), drop(FrameDrop.TAG)))
+    # RFC 4960 8.5: a tag naming the association's row, but not its tag, is dropped; one naming a row of other
+    # transport addresses, or an empty row, finds no association, as a stranger's packet.
+    cases.append((frame_of(sctp_bytes([data_chunk(rng, 40)], tag=0x12345670), udp), drop(FrameDrop.TAG)))
+    for tag in (0x11111113, 0x11111117, 0x11111115):
+        frame = frame_of(sctp_bytes([data_chunk(rng, 40)], tag=tag), udp)
+        cases.append((frame, exception(frame, FrameException.NO_ASSOCIATION)))
     frame = frame_of(sctp_bytes([data_chunk(rng, 40)], ports=(6000, 5999)), udp)
     cases.append((frame, exception(frame, FrameException.NO_ASSOCIATION)))
     frame = frame_of(sctp_bytes([data_chunk(rng, 40)]), udp, src_ip="192.0.2.99")

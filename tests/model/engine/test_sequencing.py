@@ -20,7 +20,7 @@ from model.sctp.packet import DataChunk, SctpPacket
 from sim.samples import SAMPLE_CONFIG
 
 LOCAL_MAC, PEER_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001")
-TAG = 0x5E6F7081
+TAG = 0x5E6F7080
 SEND_BUFFERS = (0x60000, 0x61000, 0x62000, 0x63000)  # QN 0 of stream (0, 0), 4096 bytes each, MSN 1..4
 
 

@@ -14,7 +14,8 @@ from model.ddp.memory import Access, SparseMemory
 from model.errors import DdpError
 from model.rnic.events import ReceiveCompletion, RdmapTerminated, RtrArrived, SessionEstablished, StreamReleased
 from model.rnic.link import Link, LinkConfig, Side
-from model.rnic.offload import ModelEngine, OffloadRnic
+from model.rnic.offload import ASSOCIATION_INDEX, ModelEngine, OffloadRnic
+from model.engine.rx import association_row
 from model.rnic.pair import IPS, MACS, HostPair, host_config
 from model.ddp.negotiation import LocalResources, RtrType
 
@@ -142,3 +143,18 @@ def test_rfc5042_5_1_a_row_registered_again_never_takes_its_last_key():
     (terminated,) = pair.of(Side.A, RdmapTerminated)
     assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number  # RFC 5041 7.2: 0x1/0x00
     assert b.memory.read(REGION, 4) != b"late"
+
+
+def test_rfc4960_5_3_1_both_hosts_initiate_tags_name_their_engine_row():
+    """Each host's Initiate Tag (its INIT's on the connecting side, its cookie's on the listening one) carries
+    the engine's association row in its low bits (abi.rx.association_row), and the rows the hosts wrote are
+    at those rows: the engines find the association from each packet's tag, and the data flows."""
+    pair = offload_pair()
+    for side in (Side.A, Side.B):
+        assert association_row(pair.hosts[side].association.local_tag) == ASSOCIATION_INDEX
+    delivered = engine(pair, Side.A).counters.delivered
+    stag = pair.a.register_memory(REGION, 4096, ALL)
+    pair.b.memory.write(REGION, b"tagged")
+    pair.b.post_write(0, stag, 0, REGION, 6)
+    pair.run_until(lambda: pair.a.memory.read(REGION, 6) == b"tagged")
+    assert engine(pair, Side.A).counters.delivered > delivered   # the engine took the Write's packet

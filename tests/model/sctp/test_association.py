@@ -23,6 +23,7 @@ from model.sctp.association import (
     InvalidStreamError,
     PayloadSizeError,
 )
+from model.sctp.handshake import random_tag
 from model.sctp.listener import Listener
 from tests.mulpdu import IPV4_HEADER, UDP_HEADER, mulpdu
 from model.sctp.packet import (
@@ -230,6 +231,29 @@ def test_rfc4960_5_1_handshake_and_rfc5043_11_1_ddp_on_both_sides() -> None:
         [up] = of_type(events, AssociationEstablished)
         assert up == AssociationEstablished(8, 8, 8, 1, True, association.mulpdu)
         assert not of_type(events, DdpProceduresForbidden)
+    assert link.client.peer_tag == link.server.local_tag and link.server.peer_tag == link.client.local_tag
+
+
+def test_rfc4960_5_3_1_initiate_tags_that_name_a_row_are_random_and_never_zero() -> None:
+    """`tag_row` (the receive engine finds an association's row from a packet's tag, abi.rx.association_row): the
+    low bits hold the row, the rest are drawn; row 0 never gives the tag 0 (RFC 4960 5.3.1, 8.5.1 A)."""
+    for bits, row in ((4, 5), (4, 0), (1, 1), (16, 0xBEEF)):
+        tags = [random_tag(make_config(1, 2, seed, tag_row=(bits, row))) for seed in range(2000)]
+        assert all(tag & ((1 << bits) - 1) == row and 0 < tag < 1 << 32 for tag in tags)
+        assert len(set(tags)) > 1900                         # 2000 draws of at least 2^16 values: few repeats
+        assert max(tags) >> 31 and min(tags) >> 28 == 0      # the high bits reach both ends
+    for bad in ((0, 0), (17, 0), (4, 16), (4, -1)):
+        with pytest.raises(ValueError, match="tag_row"):
+            make_config(1, 2, 1, tag_row=bad)
+
+
+def test_rfc4960_5_1_both_ends_initiate_tags_name_their_rows() -> None:
+    """The INIT's and the INIT ACK's Initiate Tags (the listener draws it into its cookie) carry each side's
+    row, and the association comes up as any other."""
+    link = established_link(client_overrides={"tag_row": (4, 3)}, server_overrides={"tag_row": (4, 9)})
+    assert link.sent("a->b", InitChunk)[0].packet.chunks[0].initiate_tag & 0xF == 3
+    assert link.sent("b->a", InitAckChunk)[0].packet.chunks[0].initiate_tag & 0xF == 9
+    assert link.client.local_tag & 0xF == 3 and link.server.local_tag & 0xF == 9
     assert link.client.peer_tag == link.server.local_tag and link.server.peer_tag == link.client.local_tag
 
 
