@@ -58,8 +58,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from abi.rx import (ADDRESS_BITS, FRAME_COUNTERS, RX_PARAMS, SACK_TICK_CYCLES, SEGMENT_COUNTERS, SEQUENCE_WINDOW,
-                    STAG_KEY_BITS, ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout, register_map,
-                    report_bytes)
+                    STAG_KEY_BITS, ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout,
+                    register_map, report_bytes)
 from abi.tx import peer_sack_bytes
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream, axis_payload_layout

@@ -101,8 +101,8 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from abi.rx import (ASSOCIATION_BITS, ERROR_NUMBER, STAG_KEY_BITS, STREAM_BITS, SegmentStatus, buffer_post_layout,
-                    buffer_revoke_layout, check_key_bits, region_write_layout, segment_report_fields, stream_entry_layout,
-                    stream_write_layout)
+                    buffer_revoke_layout, check_key_bits, region_write_layout, segment_report_fields,
+                    stream_entry_layout, stream_write_layout)
 from hdl.layout import enum_shape, struct_layout
 from hdl.rx.layouts import dma_command_layout, segment_info_layout, sequence_flags_layout
 from hdl.rx.region_table import RegionTable
