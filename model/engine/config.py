@@ -37,6 +37,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from abi.rx import STAG_KEY_BITS, check_key_bits
 from model.errors import RnicError
 from model.ddp.memory import Access
 
@@ -99,6 +100,11 @@ class ReceiveConfig:
     streams: tuple[StreamEntry, ...] = ()
     regions: tuple[RegionEntry, ...] = ()
     buffers: tuple[BufferEntry, ...] = field(default=())
+    key_bits: int = STAG_KEY_BITS
+    """The STag's low bits that hold the key, the rest the region row (the engine's build parameter)."""
+
+    def __post_init__(self) -> None:
+        check_key_bits(self.key_bits, 1)
 
     @classmethod
     def from_json(cls, text: str) -> ReceiveConfig:
