@@ -445,6 +445,8 @@ def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16,
 
 #: The receive engine's PARAMS register (``0x004``): its build parameters, read by the driver to size its
 #: tables. ``width_bytes`` is the datapath width W; ``streams`` = associations * stream ids per association.
+#: Its 32 bits are taken, so the STag key width is not in it: a driver assumes :data:`STAG_KEY_BITS`, which the
+#: board builds keep.
 RX_PARAMS = Struct({
     "width_bytes": 8,
     "associations": 8,
