@@ -31,8 +31,9 @@ association) until the transmit engine lands.
 Tables: the association row is written when the association is up; a
 region row when memory is registered (STag = row << key_bits | key, row 0
 never used, the key drawn afresh, `key_rng`), cleared on deregistration or
-invalidation; a stream row when a session is about to open, before the first message that lets the peer send
-segments (the initiator's Initiate, the responder's Accept), with
+invalidation; a stream row when a session is about to open, before the
+first message that lets the peer send segments (the initiator's Initiate,
+the responder's Accept), with
 `first_ssn` the DDP-SSN of the peer's first DDP segment: 1, or 2 at a
 responder waiting for the RTR (RFC 6581 9). The RTR (DDP-SSN 1, a
 zero-length RDMA Write from the model) then lies behind the engine's window:
