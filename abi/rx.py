@@ -13,7 +13,9 @@
 Error numbers are (layer, type, code) as in an RDMAP Terminate (RFC 5040
 7.2, RFC 5041 7.2), see :data:`ERROR_NUMBER`. STag = table index <<
 :data:`STAG_KEY_BITS` | key (RFC 5041 8.2 leaves the STag's structure to the
-implementation). The association and stream index widths are shared with the
+implementation); the key width is a build parameter, ``key_bits``
+(default :data:`STAG_KEY_BITS`, range :func:`check_key_bits`). The
+association and stream index widths are shared with the
 transmit engine (:mod:`abi.tx`).
 """
 
@@ -23,8 +25,8 @@ from abi.layout import Struct
 from abi.register_file import RegisterMap
 
 __all__ = [
-    "ADDRESS_BITS", "ASSOCIATION_BITS", "association_row", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_KEY_BITS",
-    "ERROR_NUMBER", "RX_PARAMS",
+    "ADDRESS_BITS", "ASSOCIATION_BITS", "association_row", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_BITS",
+    "STAG_KEY_BITS", "MIN_STAG_KEY_BITS", "check_key_bits", "ERROR_NUMBER", "RX_PARAMS",
     "FrameException", "FrameDrop", "ChunkException", "ChunkError", "SegmentStatus", "ReportKind", "ExceptionSource",
     "AckDisposition", "ack_layout", "ack_bytes", "buffer_revoke_layout", "DMA_ERROR",
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
@@ -303,15 +305,31 @@ def association_entry_layout() -> Struct:
     })
 
 
-#: The low STag bits that hold the key; the rest is the table index.
+#: An STag's width (RFC 5041 4.2).
+STAG_BITS = 32
+#: The default number of low STag bits that hold the key; the rest is the table index.
 STAG_KEY_BITS = 8
+#: The narrowest key: RFC 5042 5.1 asks that STags be hard to guess, and a key drawn afresh for every
+#: registration of a row makes a deregistered region's STag miss the row's next region.
+MIN_STAG_KEY_BITS = 8
 
 
-def region_entry_layout(pd_bits: int = 16, address_bits: int = 64) -> Struct:
-    """One registered memory region (RFC 5041 8.2, 8.3.1)."""
+def check_key_bits(key_bits: int, regions: int) -> None:
+    """Refuse (ValueError) a key width outside ``MIN_STAG_KEY_BITS <= key_bits`` and
+    ``index bits + key_bits <= STAG_BITS``, the index bits being those of ``regions - 1``."""
+    index_bits = (regions - 1).bit_length()
+    if key_bits < MIN_STAG_KEY_BITS:
+        raise ValueError(f"STag key of {key_bits} bits: at least {MIN_STAG_KEY_BITS} (RFC 5042 5.1)")
+    if index_bits + key_bits > STAG_BITS:
+        raise ValueError(f"STag key of {key_bits} bits and {regions} regions ({index_bits} index bits): "
+                         f"index bits + key bits must be at most {STAG_BITS}, the STag's width")
+
+
+def region_entry_layout(pd_bits: int = 16, address_bits: int = 64, key_bits: int = STAG_KEY_BITS) -> Struct:
+    """One registered memory region (RFC 5041 8.2, 8.3.1); ``key`` is the STag's low ``key_bits``."""
     return Struct({
         "valid": 1,
-        "key": STAG_KEY_BITS,
+        "key": key_bits,
         "pd": pd_bits,
         "stream_bound": 1,           # usable by one DDP Stream only
         "association": ASSOCIATION_BITS,
@@ -325,11 +343,12 @@ def region_entry_layout(pd_bits: int = 16, address_bits: int = 64) -> Struct:
     })
 
 
-def region_write_layout(entries: int, pd_bits: int = 16, address_bits: int = 64) -> Struct:
+def region_write_layout(entries: int, pd_bits: int = 16, address_bits: int = 64,
+                        key_bits: int = STAG_KEY_BITS) -> Struct:
     """A host write of table row ``index`` (``entry.valid = 0`` revokes the STag)."""
     return Struct({
         "index": max(1, (entries - 1).bit_length()),
-        "entry": region_entry_layout(pd_bits, address_bits),
+        "entry": region_entry_layout(pd_bits, address_bits, key_bits),
     })
 
 
@@ -407,9 +426,11 @@ SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "
 #: record, waits, or is discarded.
 
 
-def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) -> RegisterMap:
-    """The engine's AXI4-Lite register map for these table sizes (see :mod:`abi.register_file`; PARAMS:
-    :data:`RX_PARAMS`)."""
+def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16,
+                 key_bits: int = STAG_KEY_BITS) -> RegisterMap:
+    """The engine's AXI4-Lite register map for these table sizes and STag key width (see
+    :mod:`abi.register_file`; PARAMS: :data:`RX_PARAMS`)."""
+    check_key_bits(key_bits, regions)
     streams = associations * stream_ids
     return RegisterMap(
         # drop_when_full = 1: a frame that meets a full receive buffer is dropped whole and counted
@@ -419,7 +440,7 @@ def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) 
         counters=list(FRAME_COUNTERS) + list(SEGMENT_COUNTERS),
         tables=[
             ("association", association_entry_layout()),
-            ("region", region_write_layout(regions, 16, ADDRESS_BITS)),
+            ("region", region_write_layout(regions, 16, ADDRESS_BITS, key_bits)),
             ("stream", stream_write_layout(streams, 16)),
             ("buffer", buffer_post_layout(streams, 3, ADDRESS_BITS)),
             ("revoke", buffer_revoke_layout(streams, 3)),
@@ -432,6 +453,8 @@ def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16) 
 
 #: The receive engine's PARAMS register (``0x004``): its build parameters, read by the driver to size its
 #: tables. ``width_bytes`` is the datapath width W; ``streams`` = associations * stream ids per association.
+#: Its 32 bits are taken, so the STag key width is not in it: a driver assumes :data:`STAG_KEY_BITS`, which the
+#: board builds keep.
 RX_PARAMS = Struct({
     "width_bytes": 8,
     "associations": 8,

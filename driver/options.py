@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from abi.rx import MIN_STAG_KEY_BITS, STAG_BITS
 from model.ddp.negotiation import LocalResources
 from model.rnic.host import RnicConfig, UDP_HEADER_LENGTH
 from model.rnic.link import LinkConfig as ModelLinkConfig
@@ -32,6 +33,10 @@ BOARD_LINK_OPTIONS = {"baud", "latency", "time_scale"}
 """Options of a board's control link and clock: the `board` backend's and the `board:` device's."""
 BOARD_OPTIONS = {"serial", "ethernet"} | BOARD_LINK_OPTIONS
 """Options only the `board` backend takes (`driver.backends.board.BoardFabric`)."""
+ENGINE_OPTIONS = {"key_bits"}
+"""Options only the `engine` backend takes (`driver.backends.engine.EngineFabric`): the engines' build parameters."""
+ENGINE_REGIONS = 16
+"""Region rows of the engine backend's table (`model.rnic.offload.OffloadRnic`'s default)."""
 
 
 def number(name: str, value: object, low: float, high: float = math.inf, low_open: bool = False) -> float:
@@ -87,6 +92,8 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
     known = {f.name for f in fields(RnicConfig)} - {"mac", "ip", "port"} | {"link", "seed"}
     if backend == "board:":
         known |= BOARD_LINK_OPTIONS
+    if backend == "engine":
+        known |= ENGINE_OPTIONS
     if backend == "board":
         known |= BOARD_OPTIONS
         for name in ("serial", "ethernet"):
@@ -129,6 +136,9 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         "baud": lambda name, value: number(name, value, 0.0, low_open=True),
         "latency": lambda name, value: number(name, value, 0.0),
         "time_scale": lambda name, value: number(name, value, 0.0, low_open=True),
+        # the STag key: at least 8 bits, and with the row index within the STag's 32 (abi.rx.check_key_bits)
+        "key_bits": lambda name, value: whole(name, value, MIN_STAG_KEY_BITS,
+                                              STAG_BITS - (ENGINE_REGIONS - 1).bit_length()),
     }
     for name, value in options.items():
         check = checks.get(name)

@@ -23,7 +23,7 @@ import ipaddress
 from dataclasses import asdict
 
 from abi.layout import Struct
-from abi.rx import SegmentStatus
+from abi.rx import STAG_KEY_BITS, SegmentStatus
 from model.ddp.memory import Access
 from model.engine.rx import SegmentVerdict
 from model.engine.tx import ControlRequest, ReadResponseRequest, TsnOpcode, TxAssociationRow, WorkRequest
@@ -60,10 +60,12 @@ def segment_verdict(f: dict) -> SegmentVerdict:
         dma_error=bool(f["dma_error"]))
 
 
-def receive_row_writes(command: EngineCommand, stream_ids: int) -> list[tuple[str, dict]]:
+def receive_row_writes(command: EngineCommand, stream_ids: int,
+                       key_bits: int = STAG_KEY_BITS) -> list[tuple[str, dict]]:
     """The receive engine's table writes (table name, fields) for a host command; a stream's row is
-    ``association * stream_ids + stream_id``. A stream row written valid clears its error bit and starts its
-    DDP-SSN window at ``first_ssn``; a queue revoke takes back every buffer (its next post takes MSN 1)."""
+    ``association * stream_ids + stream_id``; a region row keeps the STag's low ``key_bits``, its key (the
+    engine's build parameter, `abi.rx.check_key_bits`). A stream row written valid clears its error bit and
+    starts its DDP-SSN window at ``first_ssn``; a queue revoke takes back every buffer (its next post takes MSN 1)."""
     if isinstance(command, AssociationRow):
         entry = command.entry
         return [("association", {
@@ -76,7 +78,8 @@ def receive_row_writes(command: EngineCommand, stream_ids: int) -> list[tuple[st
             return [("region", {"index": command.index, "entry": {"valid": 0}})]
         bound = region.stream or (0, 0)
         return [("region", {"index": command.index, "entry": {
-            "valid": 1, "key": region.stag & 0xFF, "pd": region.pd, "stream_bound": int(region.stream is not None),
+            "valid": 1, "key": region.stag & ((1 << key_bits) - 1), "pd": region.pd,
+            "stream_bound": int(region.stream is not None),
             "association": bound[0], "stream_id": bound[1],
             "remote_read": int(Access.REMOTE_READ in region.access),
             "remote_write": int(Access.REMOTE_WRITE in region.access),

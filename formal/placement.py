@@ -113,7 +113,7 @@ class _ObservedRegionTable(RegionTable):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.observe_index = Signal(index_bits(self.entries))
-        self.observed = Signal(struct_layout(region_entry_layout(self._pd_bits, self._address_bits)))
+        self.observed = Signal(struct_layout(region_entry_layout(self._pd_bits, self._address_bits, self._key_bits)))
 
     def elaborate(self, platform):
         m = super().elaborate(platform)
@@ -385,7 +385,8 @@ class PlacementHarness(Elaboratable):
         ]
 
         # Shadows of the watched rows (memories start at zero) and of the watched queue's posts.
-        region_shadow = Signal(struct_layout(region_entry_layout(p["pd_bits"], address_bits)))
+        key_bits = p.get("key_bits", STAG_KEY_BITS)
+        region_shadow = Signal(struct_layout(region_entry_layout(p["pd_bits"], address_bits, key_bits)))
         stream_shadow = Signal(struct_layout(stream_entry_layout(p["pd_bits"])))
         next_msn = Signal(32, init=1)
         watched_buffer = Signal(data.StructLayout({"posted": 1, "address": address_bits, "length": 32}))
@@ -602,17 +603,18 @@ class PlacementHarness(Elaboratable):
         are asserted low unless None."""
         segment, region, stream, buffer = watch.segment, watch.region, watch.stream, watch.buffer
         r0, s0, q0, n0 = watch.r0, watch.s0, watch.q0, watch.n0
+        key_bits = self.parameters.get("key_bits", STAG_KEY_BITS)
         known, row = self._stream_row(segment)
         on_s0 = known & (row == s0)
         m.d.comb += Assert((cmd.length == segment.payload_length) & (cmd.length != 0))
-        with m.If(segment.tagged & (segment.stag[STAG_KEY_BITS:] == r0) & on_s0):
+        with m.If(segment.tagged & (segment.stag[key_bits:] == r0) & on_s0):
             to_end = segment.to + segment.payload_length
             access = Mux(segment.opcode == _OPCODE_READ_RESPONSE, region.local_write, region.remote_write)
             bound_ok = ~region.stream_bound | ((region.association == segment.association)
                                                & (region.stream_id == segment.stream_id))
             m.d.comb += [
                 Assert(region.valid & stream.valid),
-                Assert(region.key == segment.stag[:STAG_KEY_BITS]),
+                Assert(region.key == segment.stag[:key_bits]),
                 Assert(region.pd == stream.pd),
                 Assert(bound_ok),
                 Assert(access),

@@ -54,7 +54,7 @@ from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from abi.rx import ADDRESS_BITS, SACK_TICK_CYCLES, ack_bytes, exception_record_layout, report_bytes
+from abi.rx import ADDRESS_BITS, SACK_TICK_CYCLES, STAG_KEY_BITS, ack_bytes, exception_record_layout, report_bytes
 from abi.tx import (TX_PARAMS, completion_bytes, control_request_bytes, peer_sack_bytes, read_response_bytes,
                     transport_record_bytes, tsn_request_bytes, tx_register_map, work_request_bytes)
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
@@ -75,7 +75,8 @@ TX_PORTS = ("m_axis", "s_axis_wr", "s_axis_rr", "s_axis_ctl", "s_axis_tsn", "m_a
 
 class Rnic(wiring.Component):
     """The receive and transmit engines for a ``width_bytes`` datapath (8, 16, 32 or 64) with their
-    tables sized alike: ``associations`` of ``stream_ids`` streams, ``regions`` memory regions,
+    tables sized alike: ``associations`` of ``stream_ids`` streams, ``regions`` memory regions
+    (STag = row << ``key_bits`` | key, :func:`abi.rx.check_key_bits`),
     ``buffers_per_queue`` posted buffers, IRD ``ird``, ``ring_tsns`` DATA chunks in flight per
     association; with ``transport``, the transmit engine's transport unit and its ports (not yet by
     default: it does not meet the core clock, docs/architecture/transport.md); with
@@ -84,14 +85,14 @@ class Rnic(wiring.Component):
     transport units (for a simulation whose own clock advances the timer, ``sim.driver_sim``)."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
-                 buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768, ird: int = 4,
-                 tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES,
+                 key_bits: int = STAG_KEY_BITS, buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768,
+                 ird: int = 4, tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES,
                  transport: bool = False, external_tick: bool = False):
         self.width_bytes, self.external_tick = width_bytes, external_tick
         self.associations, self.stream_ids, self.ird, self.ring_tsns = associations, stream_ids, ird, ring_tsns
         self.rx = RxEngine(width_bytes, associations=associations, stream_ids=stream_ids, regions=regions,
-                           buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes, tick_cycles=tick_cycles,
-                           peer_sacks=transport, external_tick=external_tick)
+                           key_bits=key_bits, buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes,
+                           tick_cycles=tick_cycles, peer_sacks=transport, external_tick=external_tick)
         self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
                            buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns, transport=transport)
         self.transport = transport

@@ -34,8 +34,8 @@ from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC,
                       MAC_TX_EVENTS, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue,
                       Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes, tx_output_bytes)
 from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
-from abi.rx import (RX_PARAMS, ExceptionSource, ReportKind, ack_bytes, ack_layout, exception_record_layout,
-                    register_map, report_bytes, report_layout)
+from abi.rx import (RX_PARAMS, STAG_KEY_BITS, ExceptionSource, ReportKind, ack_bytes, ack_layout,
+                    exception_record_layout, register_map, report_bytes, report_layout)
 from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, completion_layout, control_request_layout, read_response_layout,
                     tsn_request_layout, tx_register_map, work_request_layout)
 from model.ddp.memory import Access, SparseMemory
@@ -445,8 +445,9 @@ class ModelBoard:
                   | (Access.REMOTE_WRITE if e["remote_write"] else Access(0))
                   | (Access.LOCAL_WRITE if e["local_write"] else Access(0)))
         stream = (e["association"], e["stream_id"]) if e["stream_bound"] else None
-        self.rx.write_region(f["index"], RegionEntry(f["index"] << 8 | e["key"], e["pd"], e["base_to"], e["length"],
-                                                     access, e["host_address"], stream))
+        stag = f["index"] << STAG_KEY_BITS | e["key"]   # the board builds keep the default key width
+        self.rx.write_region(f["index"], RegionEntry(stag, e["pd"], e["base_to"], e["length"], access,
+                                                     e["host_address"], stream))
 
     def _stream(self, f: dict) -> None:
         association, stream_id = divmod(f["index"], STREAM_IDS)

@@ -177,7 +177,7 @@ class RtlEngine:
             return await self._frame(command)
         self.shadow.execute(command)
         self._pass_sacks(self.shadow.model.next_sacks())     # a SackFlush's
-        for table, fields in receive_row_writes(command, tb.shape.stream_ids):
+        for table, fields in receive_row_writes(command, tb.shape.stream_ids, tb.shape.key_bits):
             await tb.write_table(table, fields)
         return None
 

@@ -87,3 +87,28 @@ def test_an_enum_field_s_values_are_named_in_the_netlist_as_amaranth_s_own_enums
     netlist = rtlil.convert(m, ports=[status])
     assert 'attribute \\enum_base_type "SegmentStatus"' in netlist
     assert 'attribute \\enum_value_101 "INVALID_SSN"' in netlist
+
+
+def test_the_region_row_holds_a_key_of_key_bits_and_by_default_8():
+    """STag = row << key_bits | key (RFC 5041 8.2 leaves the structure to the implementation): the row holds the
+    key, 8 bits by default, right after ``valid``; a wider key moves the fields after it and widens the write."""
+    default, wide = abi.rx.region_entry_layout(), abi.rx.region_entry_layout(key_bits=12)
+    assert (default.offset("key"), default.width("key"), default.offset("pd")) == (1, 8, 9)
+    assert (wide.offset("key"), wide.width("key"), wide.offset("pd")) == (1, 12, 13)
+    assert wide.size == default.size + 4
+    window = abi.rx.register_map().tables["region"]
+    assert window.layout == abi.rx.region_write_layout(16) and window.layout.size == 4 + default.size
+    assert abi.rx.register_map(key_bits=12).tables["region"].layout.size == 4 + wide.size
+    assert abi.rx.register_map(key_bits=12).tables["region"].base == window.base
+
+
+@pytest.mark.parametrize("key_bits, regions, limit", [(7, 16, "at least 8"), (0, 2, "at least 8"),
+                                                      (29, 16, "at most 32"), (28, 17, "at most 32")])
+def test_a_key_width_outside_its_range_is_refused(key_bits, regions, limit):
+    with pytest.raises(ValueError, match=limit):
+        abi.rx.register_map(regions=regions, key_bits=key_bits)
+
+
+@pytest.mark.parametrize("key_bits, regions", [(8, 16), (28, 16), (27, 17), (24, 256), (8, 1 << 24)])
+def test_a_key_width_within_its_range_is_taken(key_bits, regions):
+    abi.rx.check_key_bits(key_bits, regions)

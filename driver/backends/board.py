@@ -68,6 +68,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import random
+import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -85,8 +86,8 @@ from driver.records import (control_request_fields, read_response_fields, record
                             work_request_fields)
 from abi.link import HOLD_BYTES, LinkQueue, TxInput, TxOutput, pop_body_bytes, tx_output_bytes
 from abi.register_file import DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
-from abi.rx import (RX_PARAMS, AckDisposition, ExceptionSource, ReportKind, ack_layout, exception_record_layout,
-                    register_map, report_layout)
+from abi.rx import (RX_PARAMS, STAG_KEY_BITS, AckDisposition, ExceptionSource, ReportKind, ack_layout,
+                    exception_record_layout, register_map, report_layout)
 from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, CompletionStatus, completion_layout, control_request_layout,
                     read_response_layout, tsn_request_layout, tx_register_map, work_request_layout)
 from model.ddp.memory import Access, SparseMemory
@@ -344,8 +345,10 @@ class BoardEnd:
         self.width_bytes, self.associations, self.regions = (params["width_bytes"], params["associations"],
                                                              params["regions"])
         self.stream_ids = params["streams"] // max(1, self.associations)
+        # RX_PARAMS has no bit to spare for the STag key width: the board builds (boards/) keep the default.
+        self.key_bits = STAG_KEY_BITS
         self.ird = TX_PARAMS.unpack(control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET))["ird"]
-        self.map = register_map(self.associations, self.stream_ids, self.regions)
+        self.map = register_map(self.associations, self.stream_ids, self.regions, self.key_bits)
         self.truncated = 0
         self._tx_base = 0
         self._tx_map = tx_register_map(1, 1)   # its counters' offsets do not depend on the table sizes
@@ -446,7 +449,7 @@ class BoardEnd:
     def run_commands(self, host: EngineRnic, frames: list[bytes]) -> None:
         """Host A's table writes, then its transmit requests, then its own frames."""
         while (command := host.take_engine_work()) is not None:
-            for table, fields in receive_row_writes(command, self.stream_ids):
+            for table, fields in receive_row_writes(command, self.stream_ids, self.key_bits):
                 self.control.write_table(self.map.tables[table], fields)
         self.transmit.settle()
         for frame in frames:
@@ -568,7 +571,8 @@ class BoardBackend(FabricBackend):
         return options
 
     def board_host(self, config: RnicConfig, rng: random.Random) -> EngineRnic:
-        """The board's host: its memory the board's, over the link, laid out by `board_memory_map`."""
+        """The board's host: its memory the board's, over the link, laid out by `board_memory_map`. Its STag keys
+        come from `secrets.SystemRandom` whatever `rng` is: the board's STags cross a real wire (RFC 5042 5.1)."""
         if self.board.stream_ids < config.streams:
             raise BoardError(f"the board's engine has {self.board.stream_ids} streams per association, "
                              f"the host {config.streams}")
@@ -576,7 +580,8 @@ class BoardBackend(FabricBackend):
         return EngineRnic(
             config, LinkMemory(self.board.control, memory_map.memory_bytes),  # type: ignore[arg-type]
             rng, None, session_policy=None, transmit=self.board.transmit,
-            regions=self.board.regions, control_base=memory_map.control_base,
+            regions=self.board.regions, key_bits=self.board.key_bits, key_rng=secrets.SystemRandom(),
+            control_base=memory_map.control_base,
             scratch_base=memory_map.scratch_base, scratch_slots=memory_map.scratch_slots,
             bounce_base=memory_map.bounce_base, bounce_bytes=memory_map.bounce_bytes)
 
@@ -613,7 +618,8 @@ class BoardFabric(BoardBackend):
 
     `serial`, `baud`, `latency`, `time_scale`: the board's (`BoardBackend`); `ethernet`: the port to the board's
     Ethernet (`driver.ethernet.open_port`'s name, or a port); `link`: the impairments between the board and
-    host B; `seed`: the hosts' random generators; `options`: `RnicConfig` fields for both hosts."""
+    host B; `seed`: the hosts' random generators (not the board's STag keys: `BoardBackend.board_host`); `options`:
+    `RnicConfig` fields for both hosts."""
 
     def __init__(self, serial: Any, ethernet: Any, link: LinkConfig | None = None, seed: int = 1, *,
                  baud: float = DEFAULT_BAUD, latency: float = 0.05, time_scale: float = 1.0,

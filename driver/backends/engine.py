@@ -9,12 +9,16 @@ the control plane in software.  It is the gateware hosts without the
 simulator: the same tables, records and limits (16 region rows, so 15
 regions; 4 DDP streams; 8 posted buffers per queue, so IRD at most 7; one
 gather piece per message, since an engine request has one address).
+`key_bits` is the engines' STag key width (STag = row << key_bits | key,
+default `abi.rx.STAG_KEY_BITS`, 8 to 28 with 16 rows), as an `Rnic` built
+with it; each registration draws its key from the host's seeded generator.
 """
 
 from __future__ import annotations
 
 import random
 
+from abi.rx import STAG_KEY_BITS
 from model.ddp.memory import SparseMemory
 from model.ddp.negotiation import LocalResources, RtrType
 from model.rnic.host import RnicConfig
@@ -49,7 +53,9 @@ class EngineFabric(SoftFabric):
 
     device_class = EngineDevice
 
-    def __init__(self, link: LinkConfig | None = None, seed: int = 1, **options: object) -> None:
+    def __init__(self, link: LinkConfig | None = None, seed: int = 1, *, key_bits: int = STAG_KEY_BITS,
+                 **options: object) -> None:
+        self.key_bits = key_bits
         options.setdefault("streams", STREAM_IDS)
         options.setdefault("engine_sacks", True)   # the receive engines SACK (RFC 4960 6.2); False: the hosts
         super().__init__(link, seed, **options)
@@ -63,5 +69,6 @@ class EngineFabric(SoftFabric):
         for side in Side:
             memory = SparseMemory()
             hosts[side] = EngineRnic(configs[side], memory, random.Random(seed * 2 + (side is Side.B)),
-                                     ModelEngine(MACS[side], IPS[side], memory), session_policy=None)
+                                     ModelEngine(MACS[side], IPS[side], memory, self.key_bits), session_policy=None,
+                                     key_bits=self.key_bits)
         return HostPair(hosts, Link(link))

@@ -58,8 +58,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from abi.rx import (ADDRESS_BITS, FRAME_COUNTERS, RX_PARAMS, SACK_TICK_CYCLES, SEGMENT_COUNTERS, SEQUENCE_WINDOW,
-                    ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout, register_map,
-                    report_bytes)
+                    STAG_KEY_BITS, ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout,
+                    register_map, report_bytes)
 from abi.tx import peer_sack_bytes
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream, axis_payload_layout
@@ -86,20 +86,23 @@ class RxEngine(wiring.Component):
 
     ``associations`` and ``stream_ids`` are powers of two; DDP streams are
     numbered ``association * stream_ids + stream_id`` in the stream table and
-    for posted buffers. ``buffer_bytes`` is the store-and-forward buffer: at
+    for posted buffers. An STag is ``row << key_bits | key`` (``regions``
+    rows; ``key_bits`` from :data:`abi.rx.STAG_KEY_BITS`, range
+    :func:`abi.rx.check_key_bits`; RFC 5041 8.2). ``buffer_bytes`` is the store-and-forward buffer: at
     32 KiB it holds a jumbo frame being read out and the next one coming in,
     so 9000-byte payloads flow back to back (16 KiB stalled the input 16% of
     the time at W = 8).
     """
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
-                 buffers_per_queue: int = 8, buffer_bytes: int = 32768, tick_cycles: int = SACK_TICK_CYCLES,
-                 peer_sacks: bool = False, external_tick: bool = False):
+                 key_bits: int = STAG_KEY_BITS, buffers_per_queue: int = 8, buffer_bytes: int = 32768,
+                 tick_cycles: int = SACK_TICK_CYCLES, peer_sacks: bool = False, external_tick: bool = False):
         self.width_bytes, self.tick_cycles, self.peer_sacks = width_bytes, tick_cycles, peer_sacks
         self.external_tick = external_tick
         self.associations, self.stream_ids, self.regions = associations, stream_ids, regions
+        self.key_bits = key_bits
         self._buffers_per_queue, self._buffer_bytes = buffers_per_queue, buffer_bytes
-        self.map = register_map(associations, stream_ids, regions)
+        self.map = register_map(associations, stream_ids, regions, key_bits)
         super().__init__({
             "s_axis": In(AxiStreamSignature(width_bytes)),
             "m_axi": Out(Axi4Signature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
@@ -129,7 +132,7 @@ class RxEngine(wiring.Component):
         m.submodules.headers = headers = DdpHeaderValidator(width)
         m.submodules.placement = placement = PlacementCheck(
             width, regions=self.regions, associations=self.associations, stream_ids=self.stream_ids,
-            depth=self._buffers_per_queue, address_bits=ADDRESS_BITS, window=SEQUENCE_WINDOW)
+            depth=self._buffers_per_queue, address_bits=ADDRESS_BITS, window=SEQUENCE_WINDOW, key_bits=self.key_bits)
         m.submodules.dma = dma = DmaWriter(width, ADDRESS_BITS)
         m.submodules.exceptions = exceptions = PacketArbiter(width, struct_layout(exception_record_layout()), inputs=2)
         m.submodules.reports = reports = ReportEngine(ADDRESS_BITS)

@@ -100,9 +100,9 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from abi.rx import (ASSOCIATION_BITS, ERROR_NUMBER, STREAM_BITS, SegmentStatus, buffer_post_layout,
-                    buffer_revoke_layout, region_write_layout, segment_report_fields, stream_entry_layout,
-                    stream_write_layout)
+from abi.rx import (ASSOCIATION_BITS, ERROR_NUMBER, STAG_KEY_BITS, STREAM_BITS, SegmentStatus, buffer_post_layout,
+                    buffer_revoke_layout, check_key_bits, region_write_layout, segment_report_fields,
+                    stream_entry_layout, stream_write_layout)
 from hdl.layout import enum_shape, struct_layout
 from hdl.rx.layouts import dma_command_layout, segment_info_layout, sequence_flags_layout
 from hdl.rx.region_table import RegionTable
@@ -216,6 +216,8 @@ class PlacementCheck(wiring.Component):
         Untagged queues per stream (QN ``0 .. queues - 1``) and buffers per queue.
     pd_bits, address_bits : int
         Protection Domain and host address widths.
+    key_bits : int
+        The STag's low bits that hold the key (:func:`abi.rx.check_key_bits`).
     decisions : int
         Decided segments whose payload may still be waiting.
 
@@ -241,12 +243,13 @@ class PlacementCheck(wiring.Component):
 
     def __init__(self, width_bytes: int, *, regions: int = 16, associations: int = 2, stream_ids: int = 4,
                  queues: int = 3, depth: int = 8, pd_bits: int = 16, address_bits: int = 64,
-                 decisions: int = 4, window: int = 32):
+                 decisions: int = 4, window: int = 32, key_bits: int = STAG_KEY_BITS):
         for name, value in (("associations", associations), ("stream_ids", stream_ids)):
             if value < 1 or value & (value - 1):
                 raise ValueError(f"{name} must be a power of two, not {value}")
         if associations > 1 << ASSOCIATION_BITS or stream_ids > 1 << STREAM_BITS:
             raise ValueError("more associations or stream ids than the segment info can name")
+        check_key_bits(key_bits, regions)
         self._width = width_bytes
         self._regions, self._associations, self._stream_ids = regions, associations, stream_ids
         self._streams = associations * stream_ids
@@ -254,13 +257,15 @@ class PlacementCheck(wiring.Component):
         self._pd_bits, self._address_bits = pd_bits, address_bits
         self._decisions = decisions
         self._window = window
+        self._key_bits = key_bits
         super().__init__({
             "segment": In(stream.Signature(segment_info_layout())),
             "payload_in": In(packet_signature(width_bytes)),
             "cmd": Out(stream.Signature(dma_command_layout(address_bits))),
             "payload_out": Out(packet_signature(width_bytes)),
             "verdict": Out(stream.Signature(verdict_layout(address_bits))),
-            "region_write": In(stream.Signature(struct_layout(region_write_layout(regions, pd_bits, address_bits)))),
+            "region_write": In(stream.Signature(struct_layout(region_write_layout(regions, pd_bits, address_bits,
+                                                                                             key_bits)))),
             "stream_write": In(stream.Signature(struct_layout(stream_write_layout(self._streams, pd_bits)))),
             "post": In(stream.Signature(struct_layout(buffer_post_layout(self._streams, queues, address_bits)))),
             "revoke": In(stream.Signature(struct_layout(buffer_revoke_layout(self._streams, queues)))),
@@ -279,7 +284,7 @@ class PlacementCheck(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         regions = m.submodules.regions = RegionTable(self._regions, pd_bits=self._pd_bits,
-                                                     address_bits=self._address_bits)
+                                                     address_bits=self._address_bits, key_bits=self._key_bits)
         streams = m.submodules.streams = StreamTable(self._streams, pd_bits=self._pd_bits)
         buffers = m.submodules.buffers = UntaggedBuffers(self._streams, queues=self._queues, depth=self._depth,
                                                          address_bits=self._address_bits)

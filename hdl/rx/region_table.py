@@ -1,9 +1,11 @@
 """The memory-region (STag) table and the tagged placement checks.
 
 A tagged DDP segment names its target buffer by STag and Tagged Offset
-(RFC 5041 4.2). The STag is ``index << 8 | key``: the upper 24 bits select a
-row of this table, the low 8 bits must equal the row's ``key`` (so a
-re-registered row with a new key refuses segments aimed at the old one). A
+(RFC 5041 4.2). The STag is ``index << key_bits | key``: the upper
+``32 - key_bits`` bits select a row of this table, the low ``key_bits``
+(default 8, :func:`abi.rx.check_key_bits` gives the range) must equal the
+row's ``key`` (so a re-registered row with a new key refuses segments aimed
+at the old one; RFC 5041 8.2 leaves the STag's structure to us). A
 row holds the registration of RFC 5041 8.3.1 items 4-5: the Tagged Offset
 range ``[base_to, base_to + length)``, the host address of ``base_to``, the
 access rights and the Protection Domain; ``stream_bound`` limits the STag to
@@ -48,12 +50,12 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from abi.rx import ASSOCIATION_BITS, STAG_KEY_BITS, STREAM_BITS, region_entry_layout, region_write_layout
+from abi.rx import (ASSOCIATION_BITS, STAG_BITS, STAG_KEY_BITS, STREAM_BITS, check_key_bits, region_entry_layout,
+                    region_write_layout)
 from hdl.layout import struct_layout
 
 __all__ = ["region_lookup_layout", "region_result_layout", "RegionTable"]
 
-_STAG_BITS = 32
 _TO_BITS = 64
 
 
@@ -61,7 +63,7 @@ _TO_BITS = 64
 def region_lookup_layout() -> data.StructLayout:
     """A tagged access to check: ``length`` bytes at ``to`` of ``stag``."""
     return data.StructLayout({
-        "stag": unsigned(_STAG_BITS),
+        "stag": unsigned(STAG_BITS),
         "to": unsigned(_TO_BITS),
         "length": unsigned(16),
         "association": unsigned(ASSOCIATION_BITS),
@@ -97,6 +99,8 @@ class RegionTable(wiring.Component):
         Width of a Protection Domain identifier.
     address_bits : int
         Width of a host address.
+    key_bits : int
+        The STag's low bits that hold the key (:func:`abi.rx.check_key_bits`).
 
     Ports
     -----
@@ -120,14 +124,17 @@ class RegionTable(wiring.Component):
     stage chains two 64-bit carry paths.
     """
 
-    def __init__(self, entries: int, *, pd_bits: int = 16, address_bits: int = 64):
+    def __init__(self, entries: int, *, pd_bits: int = 16, address_bits: int = 64, key_bits: int = STAG_KEY_BITS):
         if entries < 1:
             raise ValueError(f"A region table needs at least one entry, not {entries}")
+        check_key_bits(key_bits, entries)
         self._entries = entries
         self._pd_bits = pd_bits
         self._address_bits = address_bits
+        self._key_bits = key_bits
         super().__init__({
-            "write": In(stream.Signature(struct_layout(region_write_layout(entries, pd_bits, address_bits)))),
+            "write": In(stream.Signature(struct_layout(region_write_layout(entries, pd_bits, address_bits,
+                                                                           key_bits)))),
             "hold": In(1),
             "en": In(1),
             "lookup": In(region_lookup_layout()),
@@ -139,12 +146,16 @@ class RegionTable(wiring.Component):
     def entries(self) -> int:
         return self._entries
 
+    @property
+    def key_bits(self) -> int:
+        return self._key_bits
+
     #: Advances from a lookup to its result.
     latency = 3
 
     def elaborate(self, platform):
         m = Module()
-        entry_layout = struct_layout(region_entry_layout(self._pd_bits, self._address_bits))
+        entry_layout = struct_layout(region_entry_layout(self._pd_bits, self._address_bits, self._key_bits))
         table = m.submodules.table = memory.Memory(shape=entry_layout, depth=self._entries, init=[])
         write_port = table.write_port()
         read_port = table.read_port()
@@ -157,7 +168,7 @@ class RegionTable(wiring.Component):
         ]
 
         # Stage 0: read the row the STag indexes.
-        index = self.lookup.stag[STAG_KEY_BITS:]
+        index = self.lookup.stag[self._key_bits:]
         m.d.comb += [read_port.addr.eq(index), read_port.en.eq(self.en)]
         request = Signal(region_lookup_layout())
         in_range = Signal()
@@ -173,7 +184,7 @@ class RegionTable(wiring.Component):
         }))
         with m.If(self.en):
             m.d.sync += [
-                s2.invalid.eq(~in_range | ~entry.valid | (entry.key != request.stag[:STAG_KEY_BITS])),
+                s2.invalid.eq(~in_range | ~entry.valid | (entry.key != request.stag[:self._key_bits])),
                 s2.pd.eq(entry.pd),
                 s2.stream_mismatch.eq(entry.stream_bound & (
                     (entry.association != request.association) | (entry.stream_id != request.stream_id))),

@@ -39,7 +39,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from abi.rx import ASSOCIATION_BITS, association_row
+from abi.rx import ASSOCIATION_BITS, STAG_KEY_BITS, association_row, check_key_bits
 from model.errors import RnicError
 from model.ddp.memory import Access
 
@@ -102,6 +102,11 @@ class ReceiveConfig:
     streams: tuple[StreamEntry, ...] = ()
     regions: tuple[RegionEntry, ...] = ()
     buffers: tuple[BufferEntry, ...] = field(default=())
+    key_bits: int = STAG_KEY_BITS
+    """The STag's low bits that hold the key, the rest the region row (the engine's build parameter)."""
+
+    def __post_init__(self) -> None:
+        check_key_bits(self.key_bits, 1)
 
     @classmethod
     def from_json(cls, text: str) -> ReceiveConfig:

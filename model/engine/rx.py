@@ -84,7 +84,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from abi.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException,
-                    FrameDrop, FrameException, SegmentStatus, association_row)
+                    FrameDrop, FrameException, SegmentStatus, association_row, check_key_bits)
 from model.engine.sack import SackRecord, SackUnit, tick_time, ticks_at
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -369,8 +369,12 @@ class ReceiveEngineModel:
             self._endpoints[entry.index] = (entry.local_port, entry.peer_port, ipaddress.IPv4Address(entry.peer_ip))
 
     def write_region(self, index: int, entry: RegionEntry | None) -> None:
-        """The host writes region row ``index`` (STag = index << 8 | key): ``entry``, or None to revoke
-        the STag the row held (RFC 5041 8.2)."""
+        """The host writes region row ``index`` (STag = index << ``config.key_bits`` | key): ``entry``, or
+        None to revoke the STag the row held (RFC 5041 8.2). An entry whose STag names another row is refused
+        (ValueError): the engine's row keeps only the key."""
+        if entry is not None and entry.stag >> self.config.key_bits != index:
+            raise ValueError(f"STag {entry.stag:#x} is not of region row {index} "
+                             f"(STag = row << {self.config.key_bits} | key)")
         held = self._region_rows.pop(index, None)
         if held is not None:
             self.table.deregister(held)

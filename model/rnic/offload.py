@@ -29,10 +29,11 @@ Transmit stays in software (the SoftRnic's RDMAP endpoints, DDP sessions and
 association) until the transmit engine lands.
 
 Tables: the association row is written when the association is up; a
-region row when memory is registered (STag = row << 8 | key, row 0 never
-used), cleared on deregistration or invalidation; a stream row when a
-session is about to open, before the first message that lets the peer send
-segments (the initiator's Initiate, the responder's Accept), with
+region row when memory is registered (STag = row << key_bits | key, row 0
+never used, the key drawn afresh, `key_rng`), cleared on deregistration or
+invalidation; a stream row when a session is about to open, before the
+first message that lets the peer send segments (the initiator's Initiate,
+the responder's Accept), with
 `first_ssn` the DDP-SSN of the peer's first DDP segment: 1, or 2 at a
 responder waiting for the RTR (RFC 6581 9). The RTR (DDP-SSN 1, a
 zero-length RDMA Write from the model) then lies behind the engine's window:
@@ -87,7 +88,8 @@ from model.engine.config import AssociationEntry, BufferEntry, ReceiveConfig, Re
 from model.engine.sack import SackRecord
 # the engine ABI's names (abi) as the engine's model gives them: model/ reaches the ABI only there
 from model.engine.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, FrameAction,
-                             FrameResult, PeerSack, ReceiveEngineModel, SegmentStatus, SegmentVerdict)
+                             FrameResult, PeerSack, ReceiveEngineModel, SegmentStatus, SegmentVerdict,
+                             check_key_bits)
 from model.errors import DdpError, RdmapError, RnicError
 from model.rdmap.endpoint import RdmapEndpoint
 from model.rdmap.messages import Opcode, QueueNumber, RdmapControl
@@ -221,9 +223,9 @@ class ModelEngine:
     """The golden model of the receive engine (`ReceiveEngineModel`) behind the command interface; its one timer,
     the acknowledgement unit's delayed SACK, runs by `next_timeout` / `handle_timeout`."""
 
-    def __init__(self, local_mac: bytes, local_ip: str, memory: SparseMemory) -> None:
+    def __init__(self, local_mac: bytes, local_ip: str, memory: SparseMemory, key_bits: int = STAG_KEY_BITS) -> None:
         self.memory = memory
-        self.model = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip), memory)
+        self.model = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip, key_bits=key_bits), memory)
         self.last_result: FrameResult | None = None
         """The model's whole result for the last frame (a testbench compares the RTL's records with it)."""
 
@@ -412,7 +414,10 @@ def reported_segment(record: SegmentVerdict) -> bytes:
 class OffloadRnic(SoftRnic):
     """A SoftRnic whose receive data plane is a receive engine (see the module docstring).
 
-    `regions`, `buffers_per_queue`: the engine's region rows and posted buffers per queue; `control_base`:
+    `regions`, `buffers_per_queue`: the engine's region rows and posted buffers per queue; `key_bits`: the
+    engine's STag key width (`abi.rx.check_key_bits`); `key_rng`: the generator of the STag keys, by default
+    `rng` (a host on a real wire whose `rng` is seeded draws them from `secrets.SystemRandom`, RFC 5042 5.1:
+    STags hard to guess); `control_base`:
     host memory for the QN 1 and QN 2 buffers, `control_stride` bytes per stream."""
 
     endpoint_class: type[OffloadedEndpoint] = OffloadedEndpoint
@@ -428,10 +433,15 @@ class OffloadRnic(SoftRnic):
         regions: int = 16,
         buffers_per_queue: int = 8,
         control_base: int = 0x10000,
+        key_bits: int = STAG_KEY_BITS,
+        key_rng: random.Random | None = None,
     ) -> None:
+        check_key_bits(key_bits, regions)
         super().__init__(config, memory, rng, session_policy)
         self.engine = engine
         self.regions = regions
+        self.key_bits = key_bits
+        self.key_rng = rng if key_rng is None else key_rng
         self.buffers_per_queue = buffers_per_queue
         self.control_base = control_base
         self.control_stride = (buffers_per_queue + 1) * CONTROL_SLOT
@@ -559,7 +569,7 @@ class OffloadRnic(SoftRnic):
 
     def register_memory(self, address: int, length: int, access: Access, base_to: int = 0,
                         stream_id: int | None = None, pd_id: int | None = None) -> int:
-        """Register host memory in a free region row of the engine (STag = row << 8 | key), in Protection Domain
+        """Register host memory in a free region row of the engine (STag = row << key_bits | key), in Protection Domain
         `pd_id` (the row's PD, which the engine matches with the stream's, RFC 5041 8.2); row 0 is never used,
         so no STag is 0 (the RTR's). The key is drawn afresh, never the row's last one, so the STag of a
         deregistered region never reaches the row's next region (RFC 5042 5.1: STags hard to guess, not
@@ -567,7 +577,7 @@ class OffloadRnic(SoftRnic):
         row = next((r for r in range(1, self.regions) if r not in self._rows), None)
         if row is None:
             raise RnicError(f"every one of the engine's {self.regions - 1} region rows is in use")
-        stag = row << STAG_KEY_BITS | self._fresh_key(row)
+        stag = row << self.key_bits | self._fresh_key(row)
         pd = self._protection_domain(pd_id)
         self.memory_table.register(MemoryRegion(stag, pd, base_to, length, access, address, stream_id))
         self._rows[row] = stag
@@ -579,9 +589,9 @@ class OffloadRnic(SoftRnic):
         """A key for the row's next registration: uniform over the keys other than its last one."""
         last = self._last_keys.get(row)
         if last is None:
-            key = self.rng.randrange(1 << STAG_KEY_BITS)
+            key = self.key_rng.randrange(1 << self.key_bits)
         else:
-            key = self.rng.randrange((1 << STAG_KEY_BITS) - 1)
+            key = self.key_rng.randrange((1 << self.key_bits) - 1)
             key += key >= last
         self._last_keys[row] = key
         return key
@@ -589,12 +599,12 @@ class OffloadRnic(SoftRnic):
     def deregister_memory(self, stag: int) -> None:
         self.memory_table.deregister(stag)
         self.invalidated(stag)
-        self._rows.pop(stag >> STAG_KEY_BITS, None)
+        self._rows.pop(stag >> self.key_bits, None)
 
     def invalidated(self, stag: int) -> None:
         """The STag is invalid from now on (RFC 5040 5.3): its row is cleared."""
-        if self._rows.get(stag >> STAG_KEY_BITS) == stag:
-            self.command(RegionRow(stag >> STAG_KEY_BITS, None))
+        if self._rows.get(stag >> self.key_bits) == stag:
+            self.command(RegionRow(stag >> self.key_bits, None))
 
     # -- sessions ---------------------------------------------------------------------
 

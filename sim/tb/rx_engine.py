@@ -8,7 +8,8 @@ and given the same host commands. Tests share a simulation: each starts
 with a reset and a configuration that takes back every posted buffer.
 Parameters (:func:`sim.runner.test_parameters`): ``width_bytes``, ``seed``,
 ``messages``, ``max_payload``, ``backpressure``, ``part`` (one part of the
-malformed catalogue; every part in turn without it), ``buffer_bytes``.
+malformed catalogue; every part in turn without it), ``buffer_bytes``, ``key_bits`` (the
+engine's STag key width, default :data:`abi.rx.STAG_KEY_BITS`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from abi.rx import register_map
+from abi.rx import STAG_KEY_BITS, register_map
 from model.ddp.memory import SparseMemory
 from model.engine.config import ReceiveConfig
 from model.engine.rx import ReceiveEngineModel
@@ -37,14 +38,14 @@ from sim.traffic.rx import (
     random_config,
 )
 
-SHAPE = EngineShape()
+SHAPE = EngineShape(key_bits=int(test_parameters().get("key_bits", STAG_KEY_BITS)))
 MEMORY_BYTES = 1 << 22
 
 
 async def _start(dut) -> tuple[RxEngineTB, dict]:
     parameters = test_parameters()
     tb = RxEngineTB(dut, int(parameters["width_bytes"]),
-                    register_map(SHAPE.associations, SHAPE.stream_ids, SHAPE.regions), SHAPE,
+                    register_map(SHAPE.associations, SHAPE.stream_ids, SHAPE.regions, SHAPE.key_bits), SHAPE,
                     memory_bytes=MEMORY_BYTES, seed=int(parameters.get("seed", 1)))
     await tb.reset()
     return tb, parameters
@@ -165,7 +166,7 @@ async def bad_write_response(dut) -> None:
     config = catalogue_config(SHAPE)
     c = Catalogue(config, SHAPE)
     run = await _Run.configure(tb, config)
-    region = next(r for r in config.regions if r.stag == Catalogue.STAG_RW)
+    region = next(r for r in config.regions if r.stag == c.stag_rw)
     refused = region.host_address + 0x100
     tb.refuse_writes(refused, 0x100)
     run.model.refuse_writes(refused, 0x100)

@@ -314,8 +314,8 @@ class RxEngineTB:
             await self.arm_stream(s.association, s.stream_id, s.pd, s.first_ssn)
         for r in config.regions:
             bound = r.stream or (0, 0)
-            await self.write_table("region", {"index": r.stag >> 8, "entry": {
-                "valid": 1, "key": r.stag & 0xFF, "pd": r.pd, "stream_bound": int(r.stream is not None),
+            await self.write_table("region", {"index": shape.stag_index(r.stag), "entry": {
+                "valid": 1, "key": shape.stag_key(r.stag), "pd": r.pd, "stream_bound": int(r.stream is not None),
                 "association": bound[0], "stream_id": bound[1],
                 "remote_read": int(Access.REMOTE_READ in r.access), "remote_write": int(Access.REMOTE_WRITE in r.access),
                 "local_write": int(Access.LOCAL_WRITE in r.access),

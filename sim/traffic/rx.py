@@ -25,7 +25,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from abi.rx import ASSOCIATION_BITS, SEQUENCE_WINDOW
+from abi.rx import ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, check_key_bits
 from model.net.checksum import sctp_checksum, sctp_checksum_to_bytes
 from model.ddp.segment import TaggedHeader, UntaggedHeader
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -54,22 +54,36 @@ FRAME_OVERHEAD = 42
 
 @dataclass(frozen=True)
 class EngineShape:
-    """The table sizes an :class:`hdl.rx.engine.RxEngine` was built with."""
+    """The table sizes and STag key width an :class:`hdl.rx.engine.RxEngine` was built with."""
 
     associations: int = 2
     stream_ids: int = 4
     regions: int = 16
     buffers_per_queue: int = 8
+    key_bits: int = STAG_KEY_BITS
+
+    def __post_init__(self) -> None:
+        check_key_bits(self.key_bits, self.regions)
 
     def stream_row(self, association: int, stream_id: int) -> int:
         return association * self.stream_ids + stream_id
+
+    def stag(self, index: int, key: int) -> int:
+        """The STag of region row ``index`` with ``key`` (RFC 5041 8.2 leaves its structure to us)."""
+        return index << self.key_bits | key
+
+    def stag_index(self, stag: int) -> int:
+        return stag >> self.key_bits
+
+    def stag_key(self, stag: int) -> int:
+        return stag & ((1 << self.key_bits) - 1)
 
     def limits(self, memory_bytes: int) -> str:
         """What a configuration must keep within to fit this engine and a host memory of
         ``memory_bytes`` from address 0, as one line."""
         return (f"association indices below {self.associations}, stream ids below {self.stream_ids}, "
-                f"{self.regions} regions (STag index = STag >> 8 below {self.regions}, one STag per index), "
-                f"{self.buffers_per_queue} buffers per stream and QN, host ranges within "
+                f"{self.regions} regions (STag index = STag >> {self.key_bits} below {self.regions}, "
+                f"one STag per index), {self.buffers_per_queue} buffers per stream and QN, host ranges within "
                 f"{_byte_size(memory_bytes)} from address 0")
 
 
@@ -88,7 +102,7 @@ def check_config_fits(config: ReceiveConfig, shape: EngineShape, memory_bytes: i
     """Raise :class:`ConfigDoesNotFit` for a config the engine's tables cannot hold as the model does.
 
     The model takes any number of entries; the engine has ``shape``'s tables, finds a region at
-    index STag >> 8 (the low 8 bits are its key), and the testbench's memory is ``memory_bytes``
+    index STag >> key_bits (the low ``shape.key_bits`` bits are its key), and the testbench's memory is ``memory_bytes``
     from address 0."""
     for a in config.associations:
         if a.index >= shape.associations:
@@ -100,13 +114,13 @@ def check_config_fits(config: ReceiveConfig, shape: EngineShape, memory_bytes: i
             raise ConfigDoesNotFit(f"stream {s.association}/{s.stream_id}: PD {s.pd} is wider than 16 bits")
     holders: dict[int, int] = {}
     for r in config.regions:
-        index = r.stag >> 8
+        index = shape.stag_index(r.stag)
         if index >= shape.regions:
             raise ConfigDoesNotFit(f"STag {r.stag:#x}: index {index} >= the engine's {shape.regions} regions "
-                                   "(STag = index << 8 | key)")
+                                   f"(STag = index << {shape.key_bits} | key)")
         if index in holders:
             raise ConfigDoesNotFit(f"STags {holders[index]:#x} and {r.stag:#x} share table index {index} "
-                                   "(STag = index << 8 | key): the engine holds one of them")
+                                   f"(STag = index << {shape.key_bits} | key): the engine holds one of them")
         holders[index] = r.stag
         if r.stream is not None and (r.stream[0] >= shape.associations or r.stream[1] >= shape.stream_ids):
             raise ConfigDoesNotFit(f"STag {r.stag:#x}: bound to stream {r.stream}, which the engine cannot name")
@@ -201,7 +215,8 @@ def random_config(rng: random.Random, shape: EngineShape, memory_bytes: int, max
         access = Access.REMOTE_READ | rng.choice((Access.REMOTE_WRITE, Access.LOCAL_WRITE,
                                                   Access.REMOTE_WRITE | Access.LOCAL_WRITE))
         regions.append(RegionEntry(
-            stag=index << 8 | rng.randrange(256), pd=stream.pd, base_to=base_to, length=length, access=access,
+            stag=shape.stag(index, rng.randrange(1 << shape.key_bits)), pd=stream.pd, base_to=base_to, length=length,
+            access=access,
             host_address=allocator.take(length),
             stream=(stream.association, stream.stream_id) if rng.random() < 0.3 else None))
     buffers = []
@@ -437,17 +452,17 @@ def disorder(frames: list[bytes], rng: random.Random, *, reorder: float = 0.25, 
 
 
 def catalogue_config(shape: EngineShape) -> ReceiveConfig:
-    """Every stream armed in PD 1; regions and buffers the catalogue's cases aim at (STag = index << 8 | key)."""
+    """Every stream armed in PD 1; regions and buffers the catalogue's cases aim at (STag = index << key_bits | key)."""
     rng = random.Random(5041)
     streams = tuple(StreamEntry(a, s, pd=1) for a in range(shape.associations) for s in range(shape.stream_ids))
     last = (shape.associations - 1, shape.stream_ids - 1)
     rw = Access.REMOTE_READ | Access.REMOTE_WRITE | Access.LOCAL_WRITE
     regions = (
-        RegionEntry(Catalogue.STAG_RW, 1, 0x1000, 4096, rw, 0x2_0000),
-        RegionEntry(Catalogue.STAG_READ_ONLY, 1, 0, 4096, Access.REMOTE_READ, 0x2_2000),
-        RegionEntry(Catalogue.STAG_OTHER_PD, 2, 0, 4096, rw, 0x2_4000),
-        RegionEntry(Catalogue.STAG_BOUND, 1, 0, 4096, rw, 0x2_6000, stream=last),
-        RegionEntry(Catalogue.STAG_TOP, 1, TO_LIMIT - 4096, 4096, rw, 0x2_8000),
+        RegionEntry(shape.stag(*Catalogue.RW), 1, 0x1000, 4096, rw, 0x2_0000),
+        RegionEntry(shape.stag(*Catalogue.READ_ONLY), 1, 0, 4096, Access.REMOTE_READ, 0x2_2000),
+        RegionEntry(shape.stag(*Catalogue.OTHER_PD), 2, 0, 4096, rw, 0x2_4000),
+        RegionEntry(shape.stag(*Catalogue.BOUND), 1, 0, 4096, rw, 0x2_6000, stream=last),
+        RegionEntry(shape.stag(*Catalogue.TOP), 1, TO_LIMIT - 4096, 4096, rw, 0x2_8000),
     )
     buffers = []
     address = 0x3_0000
@@ -463,19 +478,25 @@ def catalogue_config(shape: EngineShape) -> ReceiveConfig:
 class Catalogue:
     """Builds one malformed case's frames on a given stream of :func:`catalogue_config`."""
 
-    STAG_RW, STAG_READ_ONLY, STAG_OTHER_PD = 1 << 8 | 0x11, 2 << 8 | 0x22, 3 << 8 | 0x33
-    STAG_BOUND, STAG_TOP = 4 << 8 | 0x44, 5 << 8 | 0x55
-    STAG_UNREGISTERED = 9 << 8 | 0x99
+    #: The catalogue's regions as (table row, key); their STags are ``shape.stag(row, key)``.
+    RW, READ_ONLY, OTHER_PD = (1, 0x11), (2, 0x22), (3, 0x33)
+    BOUND, TOP = (4, 0x44), (5, 0x55)
+    UNREGISTERED = (9, 0x99)
 
     def __init__(self, config: ReceiveConfig, shape: EngineShape) -> None:
         self.config, self.shape = config, shape
+        self.stag_rw, self.stag_read_only, self.stag_other_pd = (shape.stag(*row) for row in (
+            self.RW, self.READ_ONLY, self.OTHER_PD))
+        self.stag_bound, self.stag_top, self.stag_unregistered = (shape.stag(*row) for row in (
+            self.BOUND, self.TOP, self.UNREGISTERED))
         self.sender = Sender(random.Random(5043), config)
         self.rng = random.Random(6581)
         self.msn: dict[tuple[int, int, int], int] = {}
 
-    def write(self, stag: int = STAG_RW, to: int = 0x1000, length: int = 64, *, dv: int = 1,
+    def write(self, stag: int | None = None, to: int = 0x1000, length: int = 64, *, dv: int = 1,
               opcode: int = Opcode.RDMA_WRITE) -> bytes:
-        """A one-segment RDMA Write (RFC 5040 4.3) DDP segment."""
+        """A one-segment RDMA Write (RFC 5040 4.3) DDP segment, to the read-write region by default."""
+        stag = self.stag_rw if stag is None else stag
         return TaggedHeader(last=True, rsvd_ulp=0x40 | opcode, stag=stag, to=to, dv=dv).encode() + \
             self.rng.randbytes(length)
 
@@ -580,27 +601,28 @@ def _short_segment(c: Catalogue, a: int, s: int) -> list[bytes]:
 
 def _invalid_stag(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 5041 7.1 tagged item 1: an STag that is not registered (0x1/0x00)."""
-    return [c.segment_frame(a, s, c.write(stag=Catalogue.STAG_UNREGISTERED))]
+    return [c.segment_frame(a, s, c.write(stag=c.stag_unregistered))]
 
 
 def _stale_key(c: Catalogue, a: int, s: int) -> list[bytes]:
-    """The right region index with another key: an invalid STag (RFC 5041 7.1 tagged item 1)."""
-    return [c.segment_frame(a, s, c.write(stag=Catalogue.STAG_RW ^ 0x01))]
+    """The right region index with another key: an invalid STag (RFC 5041 7.1 tagged item 1). The keys
+    differ in the key's top bit only, so an engine that compares fewer bits than the key has misses it."""
+    return [c.segment_frame(a, s, c.write(stag=c.stag_rw ^ 1 << (c.shape.key_bits - 1)))]
 
 
 def _pd_mismatch(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 5041 8.2: the STag's PD is not the stream's (0x1/0x02)."""
-    return [c.segment_frame(a, s, c.write(stag=Catalogue.STAG_OTHER_PD, to=0))]
+    return [c.segment_frame(a, s, c.write(stag=c.stag_other_pd, to=0))]
 
 
 def _stream_mismatch(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 5041 8.2: an STag bound to another DDP stream (0x1/0x02)."""
-    return [c.segment_frame(a, s, c.write(stag=Catalogue.STAG_BOUND, to=0))]
+    return [c.segment_frame(a, s, c.write(stag=c.stag_bound, to=0))]
 
 
 def _access_right(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 5041 7.1 tagged item 2: RDMA Write to a region without remote write (RDMAP 0x1/0x02)."""
-    return [c.segment_frame(a, s, c.write(stag=Catalogue.STAG_READ_ONLY, to=0))]
+    return [c.segment_frame(a, s, c.write(stag=c.stag_read_only, to=0))]
 
 
 def _to_below_base(c: Catalogue, a: int, s: int) -> list[bytes]:
@@ -615,7 +637,7 @@ def _to_past_end(c: Catalogue, a: int, s: int) -> list[bytes]:
 
 def _to_wrap(c: Catalogue, a: int, s: int) -> list[bytes]:
     """RFC 5041 7.1 tagged item 5: TO + length wraps 2**64 (0x1/0x03)."""
-    return [c.segment_frame(a, s, c.write(stag=Catalogue.STAG_TOP, to=TO_LIMIT - 16, length=16))]
+    return [c.segment_frame(a, s, c.write(stag=c.stag_top, to=TO_LIMIT - 16, length=16))]
 
 
 def _bad_qn(c: Catalogue, a: int, s: int) -> list[bytes]:
@@ -668,9 +690,9 @@ def _completed_msn_again_with_invalidate(c: Catalogue, a: int, s: int) -> list[b
     invalidate, an unregistered one here)."""
     send = Opcode.SEND_WITH_INVALIDATE
     return [c.segment_frame(a, s, c.send(a, s, msn=1, length=50, opcode=send,
-                                         invalidate_stag=Catalogue.STAG_UNREGISTERED)),
+                                         invalidate_stag=c.stag_unregistered)),
             c.segment_frame(a, s, c.send(a, s, msn=1, length=16, opcode=send,
-                                         invalidate_stag=Catalogue.STAG_UNREGISTERED))]
+                                         invalidate_stag=c.stag_unregistered))]
 
 
 def _msn_past_posted(c: Catalogue, a: int, s: int) -> list[bytes]:

@@ -364,3 +364,22 @@ def test_the_model_board_sacks_an_association_once_its_sack_row_is_enabled_rfc49
     board.port.send(data(107))
     assert sacks() == [(107, 30000)]                       # the row as before: every second packet
     assert not board.acks and len(board.exceptions) == 8   # the PPID 17 chunks still go to the host
+
+
+def test_the_boards_stag_keys_come_from_the_system_generator_not_the_seed():
+    """The board's STags cross a real wire, so their keys are hard to guess (RFC 5042 5.1): two fabrics opened with
+    the same seed register alike but draw different keys, where the engine backend (a simulation) repeats its
+    seeded keys."""
+    def board_keys() -> list[int]:
+        _, fabric = open_board(seed=5)
+        pd = fabric.devices[0].alloc_pd()
+        return [pd.reg_mr(64, 0x7).rkey for _ in range(8)]
+
+    def engine_keys() -> list[int]:
+        pd = open_fabric("engine", seed=5).devices[0].alloc_pd()
+        return [pd.reg_mr(4096, 0x7).rkey for _ in range(8)]
+
+    first, second = board_keys(), board_keys()
+    assert [stag >> 8 for stag in first] == [stag >> 8 for stag in second] == list(range(1, 9))
+    assert [stag & 0xFF for stag in first] != [stag & 0xFF for stag in second]
+    assert engine_keys() == engine_keys()

@@ -278,7 +278,7 @@ def long_refused_segment_case(tmp_path: Path, width: int) -> Case:
     kind, on other streams, which the error must not touch."""
     config = catalogue_config(SHAPE)
     c = Catalogue(config, SHAPE)
-    refused = c.segment_frame(0, 0, c.write(stag=Catalogue.STAG_UNREGISTERED, length=250 * width))
+    refused = c.segment_frame(0, 0, c.write(stag=c.stag_unregistered, length=250 * width))
     probes = [c.probe(0, 1), c.probe(1, 0), c.probe(0, 2)]
     ordered = c.frame(1, [c.sender.segment(1, 1, c.write(), flags=FLAG_B | FLAG_E)])  # U=0, RFC 5043 10
     last = c.probe(0, 3)

@@ -10,7 +10,10 @@ further placement (RFC 5040 5.3, RFC 5041 7.2 Invalid STag).
 
 import random
 
+import pytest
+
 from model.ddp.memory import Access, SparseMemory
+from model.engine.config import RegionEntry
 from model.errors import DdpError
 from model.rnic.events import ReceiveCompletion, RdmapTerminated, RtrArrived, SessionEstablished, StreamReleased
 from model.rnic.link import Link, LinkConfig, Side
@@ -158,3 +161,112 @@ def test_rfc4960_5_3_1_both_hosts_initiate_tags_name_their_engine_row():
     pair.b.post_write(0, stag, 0, REGION, 6)
     pair.run_until(lambda: pair.a.memory.read(REGION, 6) == b"tagged")
     assert engine(pair, Side.A).counters.delivered > delivered   # the engine took the Write's packet
+
+
+# -- a wider STag key (issue 30 item 3) -------------------------------------------------------------
+
+WIDE_KEY_BITS = 16
+
+
+def wide_key_pair() -> HostPair:
+    """As `offload_pair`, both engines and hosts with 16-bit STag keys."""
+    hosts = {}
+    for side in Side:
+        memory = SparseMemory()
+        hosts[side] = OffloadRnic(host_config(side, resources=RESOURCES, streams=4), memory,
+                                  random.Random(7 + (side is Side.B)),
+                                  ModelEngine(MACS[side], IPS[side], memory, WIDE_KEY_BITS), key_bits=WIDE_KEY_BITS)
+    pair = HostPair(hosts, Link(None))
+    pair.connect()
+    pair.open_stream(0)
+    return pair
+
+
+class _RecordingRandom(random.Random):
+    """A generator that records the bound of every `randrange` and answers it with `answer(bound)`."""
+
+    def __init__(self, answer) -> None:
+        super().__init__(1)
+        self.answer, self.bounds = answer, []
+
+    def randrange(self, bound, *rest):
+        self.bounds.append(bound)
+        return self.answer(bound)
+
+
+@pytest.mark.parametrize("answer", [lambda bound: 0, lambda bound: bound - 1], ids=["lowest", "highest"])
+def test_a_wide_key_is_drawn_over_every_key_but_the_rows_last(answer):
+    """With 16-bit keys a row's first key is drawn from all 2**16, each later one from the 2**16 - 1 others than
+    its last: a generator always answering its lowest (or highest) draw gives keys that alternate, never repeat."""
+    rng = _RecordingRandom(answer)
+    host = OffloadRnic(host_config(Side.B, resources=RESOURCES, streams=4), SparseMemory(), rng,
+                       ModelEngine(MACS[Side.B], IPS[Side.B], SparseMemory(), WIDE_KEY_BITS), key_bits=WIDE_KEY_BITS)
+    stags = []
+    for _ in range(4):
+        stags.append(host.register_memory(REGION, 4096, ALL))
+        host.deregister_memory(stags[-1])
+    assert rng.bounds == [1 << 16] + [(1 << 16) - 1] * 3
+    first = 0 if answer(2) == 0 else 0xFFFF
+    second = 1 if first == 0 else 0xFFFE
+    assert stags == [1 << 16 | first, 1 << 16 | second, 1 << 16 | first, 1 << 16 | second]
+
+
+def test_rfc5042_5_1_wide_keys_spread_over_16_bits_and_a_stale_stag_is_refused():
+    """16-bit keys: every STag is row << 16 | key, the keys spread over all 16 bits, a row never takes its last
+    key; the STag of the deregistered region, and one that matches the new key's low 8 bits only, are Invalid
+    STags (RFC 5041 7.2, 0x1/0x00) with nothing placed."""
+    pair = wide_key_pair()
+    b = pair.b
+    stags = []
+    for _ in range(600):
+        stags.append(b.register_memory(REGION, 4096, ALL))
+        b.deregister_memory(stags[-1])
+    assert {stag >> 16 for stag in stags} == {1} and all(stag < 1 << 17 for stag in stags)
+    assert all(a != b for a, b in zip(stags, stags[1:]))
+    keys = [stag & 0xFFFF for stag in stags]
+    assert len(set(keys)) > 590 and max(keys) >= 1 << 15 and sum(key >> 8 != 0 for key in keys) > 550
+
+    stale, fresh = stags[-1], b.register_memory(REGION, 4096, ALL)
+    assert fresh >> 16 == stale >> 16 and fresh != stale
+    pair.a.memory.write(REGION, b"late")
+    pair.a.post_write(0, stale, 0, REGION, 4)
+    pair.run_until(lambda: pair.seen(Side.A, RdmapTerminated))
+    (terminated,) = pair.of(Side.A, RdmapTerminated)
+    assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number  # RFC 5041 7.2: 0x1/0x00
+    assert b.memory.read(REGION, 4) != b"late"
+
+
+def test_a_guess_matching_the_low_8_key_bits_is_an_invalid_stag():
+    """A 16-bit key compared whole: the registered STag with its key's bit 15 flipped (the low 8 bits right) is
+    refused by the engine as Invalid STag (RFC 5041 7.2), nothing placed; the right STag is placed."""
+    pair = wide_key_pair()
+    b = pair.b
+    stag = b.register_memory(REGION, 4096, ALL)
+    pair.a.memory.write(REGION, b"good")
+    pair.a.post_write(0, stag, 0, REGION, 4)
+    pair.run_until(lambda: b.memory.read(REGION, 4) == b"good")
+    pair.a.memory.write(REGION, b"late")
+    pair.a.post_write(0, stag ^ 1 << 15, 0, REGION, 4)
+    pair.run_until(lambda: pair.seen(Side.A, RdmapTerminated))
+    (terminated,) = pair.of(Side.A, RdmapTerminated)
+    assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number
+    assert b.memory.read(REGION, 4) == b"good"
+
+
+@pytest.mark.parametrize("key_bits, regions, limit", [(7, 16, "at least 8"), (29, 16, "at most 32"),
+                                                      (25, 256, "at most 32")])
+def test_a_key_width_outside_its_range_is_refused(key_bits, regions, limit):
+    with pytest.raises(ValueError, match=limit):
+        OffloadRnic(host_config(Side.B, resources=RESOURCES, streams=4), SparseMemory(), random.Random(1),
+                    regions=regions, key_bits=key_bits)
+
+
+def test_the_model_refuses_a_region_write_whose_stag_names_another_row():
+    """The engine's row keeps only the key: an entry whose STag's row is not the row written would make the
+    model and the gateware disagree, so the model refuses it."""
+    memory = SparseMemory()
+    model = ModelEngine(MACS[Side.B], IPS[Side.B], memory, WIDE_KEY_BITS).model
+    entry = RegionEntry(2 << 16 | 0x8001, 1, 0, 4096, ALL, REGION)
+    model.write_region(2, entry)
+    with pytest.raises(ValueError, match="not of region row 1"):
+        model.write_region(1, entry)
