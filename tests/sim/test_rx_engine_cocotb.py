@@ -84,7 +84,8 @@ WIDE_KEY_SHAPE = EngineShape(key_bits=12)
 @pytest.mark.cocotb
 @pytest.mark.slow   # a Verilator build of its own (about 2 min on 2 cores): the default suite's 8 minutes cannot
 # hold it; there, tests/hdl/rx/test_region_table.py compares 12- and 26-bit keys in Amaranth's simulator
-@pytest.mark.parametrize("testcase, extra", [("malformed_catalogue", {}), ("random_valid_traffic", {"profile": "small"})],
+@pytest.mark.parametrize("testcase, extra",
+                         [("malformed_catalogue", {}), ("random_valid_traffic", {"profile": "small"})],
                          ids=["malformed_catalogue", "random_valid_traffic_small"])
 def test_rx_engine_cocotb_wide_key(testcase, extra):
     """The engine with 12-bit keys against the model: the catalogue's STags carry 12-bit keys and its stale key
