@@ -241,7 +241,7 @@ def test_replay_refuses_a_region_past_the_top_of_host_memory_on_both_backends(tm
 
 def test_replay_refuses_two_associations_on_the_same_ports_and_peer(tmp_path, capsys):
     document = _sample_config()
-    twin = dict(document["associations"][0], index=1, tag="0x01020304")
+    twin = dict(document["associations"][0], index=1, tag="0x01020301")
     document["associations"][1] = twin
     line = _on_both_backends(capsys, SAMPLE_CAPTURE, _write_config(tmp_path, document))
     assert "associations[0] and associations[1] both have local port 5002, peer port 5001" in line
