@@ -122,16 +122,32 @@ def test_rfc5040_5_3_send_with_invalidate_revokes_the_stag_in_the_engine():
     assert engine(pair, Side.B).counters.delivered > 0
 
 
+def registered_again(host: OffloadRnic, times: int) -> list[int]:
+    """A region registered and deregistered `times` times over: its STags in order."""
+    stags = []
+    for _ in range(times):
+        stags.append(host.register_memory(REGION, 4096, ALL))
+        host.deregister_memory(stags[-1])
+    return stags
+
+
+def assert_refused_and_not_placed(pair: HostPair, stag: int) -> None:
+    """A's RDMA Write with `stag` into B's REGION: an Invalid STag (RFC 5041 7.2: 0x1/0x00), nothing placed."""
+    pair.a.memory.write(REGION, b"late")
+    pair.a.post_write(0, stag, 0, REGION, 4)
+    pair.run_until(lambda: pair.seen(Side.A, RdmapTerminated))
+    (terminated,) = pair.of(Side.A, RdmapTerminated)
+    assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number
+    assert pair.b.memory.read(REGION, 4) != b"late"
+
+
 def test_rfc5042_5_1_a_row_registered_again_never_takes_its_last_key():
     """A region row registered again gets a fresh key, never the one before it: the STag a peer may still
     hold for the deregistered region is invalid for the new one (RFC 5041 7.2 Invalid STag), and over
     many registrations the keys spread over the key space (RFC 5042 5.1: hard to guess)."""
     pair = offload_pair()
     b = pair.b
-    stags = []
-    for _ in range(600):
-        stags.append(b.register_memory(REGION, 4096, ALL))
-        b.deregister_memory(stags[-1])
+    stags = registered_again(b, 600)
     rows = {stag >> 8 for stag in stags}
     assert len(rows) == 1                      # the freed row is taken again
     assert all(a != b for a, b in zip(stags, stags[1:]))
@@ -140,12 +156,7 @@ def test_rfc5042_5_1_a_row_registered_again_never_takes_its_last_key():
     # The stale STag against the new registration: refused, nothing placed.
     stale, fresh = stags[-1], b.register_memory(REGION, 4096, ALL)
     assert fresh >> 8 == stale >> 8 and fresh != stale
-    pair.a.memory.write(REGION, b"late")
-    pair.a.post_write(0, stale, 0, REGION, 4)
-    pair.run_until(lambda: pair.seen(Side.A, RdmapTerminated))
-    (terminated,) = pair.of(Side.A, RdmapTerminated)
-    assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number  # RFC 5041 7.2: 0x1/0x00
-    assert b.memory.read(REGION, 4) != b"late"
+    assert_refused_and_not_placed(pair, stale)
 
 
 def test_rfc4960_5_3_1_both_hosts_initiate_tags_name_their_engine_row():
@@ -217,10 +228,7 @@ def test_rfc5042_5_1_wide_keys_spread_over_16_bits_and_a_stale_stag_is_refused()
     STags (RFC 5041 7.2, 0x1/0x00) with nothing placed."""
     pair = wide_key_pair()
     b = pair.b
-    stags = []
-    for _ in range(600):
-        stags.append(b.register_memory(REGION, 4096, ALL))
-        b.deregister_memory(stags[-1])
+    stags = registered_again(b, 600)
     assert {stag >> 16 for stag in stags} == {1} and all(stag < 1 << 17 for stag in stags)
     assert all(a != b for a, b in zip(stags, stags[1:]))
     keys = [stag & 0xFFFF for stag in stags]
@@ -228,12 +236,7 @@ def test_rfc5042_5_1_wide_keys_spread_over_16_bits_and_a_stale_stag_is_refused()
 
     stale, fresh = stags[-1], b.register_memory(REGION, 4096, ALL)
     assert fresh >> 16 == stale >> 16 and fresh != stale
-    pair.a.memory.write(REGION, b"late")
-    pair.a.post_write(0, stale, 0, REGION, 4)
-    pair.run_until(lambda: pair.seen(Side.A, RdmapTerminated))
-    (terminated,) = pair.of(Side.A, RdmapTerminated)
-    assert tuple(terminated.terminate.number) == DdpError.INVALID_STAG.number  # RFC 5041 7.2: 0x1/0x00
-    assert b.memory.read(REGION, 4) != b"late"
+    assert_refused_and_not_placed(pair, stale)
 
 
 def test_a_guess_matching_the_low_8_key_bits_is_an_invalid_stag():
