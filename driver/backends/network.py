@@ -42,6 +42,7 @@ has ended (or it had none).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import random
 import secrets
 import socket
@@ -64,6 +65,8 @@ T = TypeVar("T")
 
 ETHERNET_HEADER = 14
 UDP_HEADER = 8
+SENDERS_KEPT = 64
+"""Endpoints whose names in the host's terms (MAC, IPv4 address) a device keeps; past it, it starts over."""
 
 
 def endpoint_mac(endpoint: Endpoint) -> bytes:
@@ -181,6 +184,13 @@ class NetworkFabric(FabricBackend):
         rng = secrets.SystemRandom()
         self.host = (host(config, rng) if host is not None
                      else SoftRnic(config, SparseMemory(), rng, session_policy=None))
+        # A host with the SoftRnic's own frame surface takes and gives SCTP packets as they come off and go on
+        # the socket (`SoftRnic.receive_packet`, `packets_to_send`), which spares building and parsing a frame
+        # around each; a host that handles frames its own way gets frames.
+        kind = type(self.host)
+        self._packets = kind.receive is SoftRnic.receive and kind.data_to_send is SoftRnic.data_to_send
+        self._senders: dict[Endpoint, tuple[bytes, ipaddress.IPv4Address]] = {}
+        self._destinations: dict[bytes, Endpoint] = {}
         self.device = NetworkDevice(self, self.host, transport, port)
         self.devices = (self.device,)
         self.closed = False
@@ -246,14 +256,40 @@ class NetworkFabric(FabricBackend):
 
     def _readable(self) -> None:
         now = self.now()
-        host, own_mac, own_ip, udp = self.host, self._own_mac, self._own_ip, self._udp
+        host = self.host
         if self.before_service is not None:
             self.before_service()
-        for packet, source in self.transport.receive():
-            # the host's own framing, never on a wire: no UDP checksum (RFC 768: 0 is none), SCTP's CRC32c stands
-            host.receive(build_frame(packet, endpoint_mac(source), own_mac, source[0], own_ip, udp=udp,
-                                     udp_checksum=False), now)
+        if self._packets:
+            sender = self._sender
+            for packet, source in self.transport.receive():
+                mac, ip = sender(source)
+                host.receive_packet(packet, mac, ip, now)
+        else:
+            own_mac, own_ip, udp = self._own_mac, self._own_ip, self._udp
+            for packet, source in self.transport.receive():
+                # the host's own framing, never on a wire: no UDP checksum (RFC 768: 0 is none), SCTP's CRC32c
+                # stands
+                host.receive(build_frame(packet, endpoint_mac(source), own_mac, source[0], own_ip, udp=udp,
+                                         udp_checksum=False), now)
         self._service(buffers_synced=True)
+
+    def _sender(self, source: Endpoint) -> tuple[bytes, ipaddress.IPv4Address]:
+        """The MAC and IPv4 address that name `source` to the host, kept for the endpoints seen last (the peer's,
+        every packet)."""
+        named = self._senders.get(source)
+        if named is None:
+            if len(self._senders) >= SENDERS_KEPT:
+                self._senders.clear()
+            named = self._senders[source] = (endpoint_mac(source), ipaddress.IPv4Address(source[0]))
+        return named
+
+    def _destination(self, mac: bytes) -> Endpoint:
+        endpoint = self._destinations.get(mac)
+        if endpoint is None:
+            if len(self._destinations) >= SENDERS_KEPT:
+                self._destinations.clear()
+            endpoint = self._destinations[mac] = mac_endpoint(mac)
+        return endpoint
 
     def _service_soon(self) -> None:
         self._soon = False
@@ -274,9 +310,15 @@ class NetworkFabric(FabricBackend):
         due = host.next_timeout()
         if due is not None and due <= now:
             host.handle_timeout(now)
-        send, udp = self.transport.send, self._udp
-        for frame in host.data_to_send(now):
-            send(sctp_packet(frame, udp), mac_endpoint(frame[:6]))
+        send = self.transport.send
+        if self._packets:
+            destination = self._destination
+            for mac, packet in host.packets_to_send(now):
+                send(packet, destination(mac))
+        else:
+            udp = self._udp
+            for frame in host.data_to_send(now):
+                send(sctp_packet(frame, udp), mac_endpoint(frame[:6]))
         if self.on_change is not None:
             self.on_change()
         self._wake()

@@ -126,7 +126,7 @@ from model.ddp.session import (
 )
 from model.ddp.session import SessionRejected as SessionRejectedBySession
 from model.errors import ChecksumError, DecodeError, RnicError
-from model.net.frames import SCTP_UDP_PORT, Frame, FrameTemplate, UdpHeader
+from model.net.frames import SCTP_UDP_PORT, Frame, FrameTemplate, UdpHeader, build_frame
 from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.negotiation import LocalResources, NegotiatedParameters, Role, RtrType
 from model.rdmap.endpoint import (
@@ -381,7 +381,9 @@ class SoftRnic:
         self._close_deadline: float | None = None
         self._peer_restarted = False
         self._events: list[RnicEvent] = []
-        self._frames: list[bytes] = []
+        self._replies: list[tuple[bytes, _Peer]] = []
+        """SCTP packets of the host's own (a listener's or an out-of-the-blue answer) and whom they go to, framed
+        as they leave (`data_to_send`), in order, before the association's."""
         self._next_stag_index = 1
         self._ip_identification = 0
         self._peer_template: tuple[_Peer, FrameTemplate] | None = None   # the headers to and from `_peer`
@@ -609,14 +611,49 @@ class SoftRnic:
 
     def data_to_send(self, now: float) -> list[bytes]:
         """Every Ethernet frame due now; call after any other call."""
+        return [self._frame(packet, peer) for packet, peer in self._packets_due(now)]
+
+    def _packets_due(self, now: float) -> list[tuple[bytes, _Peer]]:
+        """Every SCTP packet due now and whom it goes to: the host's own answers, then the association's."""
         self._flush()
         self._maybe_shutdown(now)
-        frames, self._frames = self._frames, []
-        if self._association is not None and self._peer is not None:
-            for packet in self._association.data_to_send(now):
-                frames.append(self._frame(packet, self._peer))
-        self._counters.frames_sent += len(frames)
-        return frames
+        due, self._replies = self._replies, []
+        association, peer = self._association, self._peer
+        if association is not None and peer is not None:
+            due += [(packet, peer) for packet in association.data_to_send(now)]
+        self._counters.frames_sent += len(due)
+        return due
+
+    # The same surface one layer down, for a host whose packets travel in a transport's datagrams, never in
+    # frames (`driver.backends.network`): the IPv4 (and UDP) headers are the operating system's, and so are
+    # their checks; the host sees the sender of each packet as a MAC and an IPv4 address.
+
+    def receive_packet(self, packet: bytes, source_mac: bytes, source_ip: ipaddress.IPv4Address, now: float) -> None:
+        """Process one SCTP packet from (`source_mac`, `source_ip`), addressed to this host: what `receive` does
+        with it in a frame to this host (over UDP, to port 9899), without building and parsing that frame for
+        the association's own packets."""
+        association, peer = self._association, self._peer
+        if (association is None or peer is None or association.is_closed or source_mac != peer.mac
+                or source_ip != peer.ip):
+            config = self.config   # a handshake, a stray packet: the frame's path, every rule of `receive`
+            self.receive(build_frame(packet, source_mac, config.mac, source_ip, config.ip, udp=config.udp,
+                                     udp_checksum=False), now)
+            return
+        self._counters.frames_received += 1
+        if not checksum_ok(packet):
+            self._counters.dropped_bad_checksum += 1
+            return
+        self._receive_checked(association, packet, now)   # `_route` for the open association
+        self._drain_association(now)
+        if self._peer_restarted:
+            self._peer_restarted = False
+            self._restarted_association(packet, association.config.local_port, _Peer(source_mac, source_ip), now)
+        self._flush()
+        self._maybe_shutdown(now)
+
+    def packets_to_send(self, now: float) -> list[tuple[bytes, bytes]]:
+        """`data_to_send` unframed: every SCTP packet due now, as (destination MAC, packet)."""
+        return [(peer.mac, packet) for packet, peer in self._packets_due(now)]
 
     def next_timeout(self) -> float | None:
         """The earliest of the association's timers and the close deadline (asked after every frame)."""
@@ -728,7 +765,7 @@ class SoftRnic:
         """A listener's answer to the packet, and the association its COOKIE ECHO makes (RFC 4960 5.1)."""
         listener.receive(packet, now)
         for reply in listener.data_to_send(now):
-            self._frames.append(self._frame(reply, sender))
+            self._replies.append((reply, sender))
         for accepted in listener.next_events():
             self._new_association(accepted.association, sender)
             self._drain_association(now)
@@ -754,7 +791,7 @@ class SoftRnic:
             return  # no endpoint of ours on that port; an INIT to any port is refused (rule 3)
         reply = out_of_the_blue_reply(packet)
         if reply is not None:
-            self._frames.append(self._frame(reply.encode(), _Peer(frame.eth.src, source)))
+            self._replies.append((reply.encode(), _Peer(frame.eth.src, source)))
 
     # -- internals: association events ----------------------------------------------
 
