@@ -43,6 +43,9 @@ class Pattern:
         return self._block
 
     def read(self, offset: int, length: int) -> bytes:
+        index, start = divmod(offset, BLOCK)
+        if start + length <= BLOCK:   # within one block: a DDP segment's worth mostly is
+            return self._block_at(index)[start:start + length]
         out = bytearray()
         while length > 0:
             index, start = divmod(offset, BLOCK)
@@ -139,6 +142,11 @@ class PatternMemory(SparseMemory):
             super().write(address, data)
 
     def read(self, address: int, length: int) -> bytes:
+        region = self._region(address, length)
+        if region is not None and length:
+            start = address - region.address
+            if region.covered(start, start + length) == [(start, start + length)]:
+                return region.pattern.read(start, length)   # all of it the pattern: nothing else to look at
         out = bytearray(super().read(address, length))
         end = address + length
         for region in self._regions:
