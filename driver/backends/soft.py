@@ -342,28 +342,37 @@ class SoftFabric(FabricBackend):
         pair = self.pair
         if self.before_service is not None:   # once: no caller's code runs between the steps below
             self.before_service()
+        on_change, devices, waiters = self.on_change, self.devices, self._waiters
+        simulated = isinstance(loop, SimulatedTimeLoop)
+        # No wait starts or ends while the pair steps on below: a wait ends with its future done, which readies
+        # its task in the loop, and a loop with something ready ends the stepping. So whether one is pending and
+        # the earliest deadline of those pending (which only counts while something can still happen) hold for
+        # the whole call.
+        pending = [w for w in waiters if not w.future.done()]
+        deadlines = [w.deadline for w in pending if w.deadline is not None]
+        earliest_deadline = min(deadlines) if deadlines else None
         while True:
             pair.advance(max(loop.time(), due or 0.0))
             pair.send_due()
             pair.collect()
             # A pending wait's predicate (`driver.device.Fabric.wait_until`) dispatches first thing: with no
             # event new, that dispatch alone does what this one would (it syncs the buffers and finds nothing)
-            if self.on_change is not None and (not self._waiting() or any(d.has_news() for d in self.devices)):
-                self.on_change()
-            self._wake(pair.now)
+            if on_change is not None and (not pending or any(d.has_news() for d in devices)):
+                on_change()
+            if waiters:
+                self._wake(pair.now)
             next_time = pair.next_time()
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
             if next_time is None:
                 return
-            # a wait's deadline only counts while something can still happen
-            deadlines = [w.deadline for w in self._waiters if w.deadline is not None and not w.future.done()]
-            if (isinstance(loop, SimulatedTimeLoop) and loop.quiet_until(next_time)
-                    and (not deadlines or min(deadlines) > next_time)):
-                loop.move_to(next_time)
+            if (simulated and loop.quiet_until(next_time)  # type: ignore[attr-defined]
+                    and (earliest_deadline is None or earliest_deadline > next_time)):
+                loop.move_to(next_time)  # type: ignore[attr-defined]
                 due = next_time
                 continue
+            deadlines = [w.deadline for w in waiters if w.deadline is not None and not w.future.done()]
             next_time = min([next_time, *deadlines])
             self._timer = loop.call_at(next_time, self._service, next_time)
             return
