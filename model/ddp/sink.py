@@ -195,8 +195,11 @@ class DdpSink:
         first_sequence: int = 0,
         sequence_bits: int = 16,
         window: int | None = None,
+        report_placed: bool = True,
     ) -> None:
         self.pd = pd
+        self._report_placed = report_placed
+        """False: `receive` places without reporting `Placed` (for a ULP that reads no placement events)."""
         self.memory_table = memory_table
         self.host_memory = host_memory
         self.stream_id = stream_id
@@ -314,8 +317,17 @@ class DdpSink:
             return [self._fail(problem, raw, segment)]
         events: list[Placed | Delivered | SinkError] = []
         placed = self._place(segment, buffer)
-        if placed is not None:
+        if placed is not None and self._report_placed:
             events.append(placed)
+        if sequence == self._next_sequence:
+            # The next in order (nearly every segment): delivered now, not held in `_pending` on the way.
+            self._next_sequence = (sequence + 1) % self._modulus
+            delivered = self._take(segment, buffer)
+            if delivered is not None:
+                events.append(delivered)
+            if self._pending:
+                events.extend(self._deliver_ready())
+            return events
         self._pending[sequence] = _Arrived(segment, buffer)
         if buffer is not None and segment.header.last:
             self._last_arrived.add((buffer.qn, buffer.msn))
@@ -393,20 +405,27 @@ class DdpSink:
         while self._next_sequence in self._pending:
             arrived = self._pending.pop(self._next_sequence)
             self._next_sequence = (self._next_sequence + 1) % self._modulus
-            header = arrived.segment.header
-            if self._message_first is None:
-                self._message_first = header
-            self._message_bytes += len(arrived.segment.payload)
-            if not header.last:
-                continue
-            if header.tagged:
-                length = self._message_bytes
-                buffer = None
-            else:
-                length = header.mo + len(arrived.segment.payload)  # RFC 5041 5.4
-                buffer = self._queues[header.qn].buffers.pop(header.msn, arrived.buffer)
-                self._last_arrived.discard((header.qn, header.msn))
-            delivered.append(Delivered(self._message_first, header, length, buffer))
-            self._message_first = None
-            self._message_bytes = 0
+            message = self._take(arrived.segment, arrived.buffer)
+            if message is not None:
+                delivered.append(message)
+        return delivered
+
+    def _take(self, segment: DdpSegment, buffer: UntaggedBuffer | None) -> Delivered | None:
+        """The segment at the delivery point joins its message; a last segment (L = 1) delivers it."""
+        header = segment.header
+        if self._message_first is None:
+            self._message_first = header
+        self._message_bytes += len(segment.payload)
+        if not header.last:
+            return None
+        if header.tagged:
+            length = self._message_bytes
+            buffer = None
+        else:
+            length = header.mo + len(segment.payload)  # RFC 5041 5.4
+            buffer = self._queues[header.qn].buffers.pop(header.msn, buffer)
+            self._last_arrived.discard((header.qn, header.msn))
+        delivered = Delivered(self._message_first, header, length, buffer)
+        self._message_first = None
+        self._message_bytes = 0
         return delivered

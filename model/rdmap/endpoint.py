@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from model.ddp.segment import DdpSegment
-from model.ddp.sink import Delivered, DdpSink, Placed, SinkError
+from model.ddp.sink import Delivered, DdpSink, SinkError
 from model.ddp.source import DdpSource
 from model.errors import DdpError, DecodeError, EncodeError, ErrorNumber, RdmapError, RnicError
 from model.ddp.memory import Access, MemoryTable, ProtectionDomain, SparseMemory
@@ -226,6 +226,7 @@ class RdmapEndpoint:
             ulp_check=self._check_rdmap_header,
             first_sequence=first_sequence,
             sequence_bits=sequence_bits,
+            report_placed=False,   # `receive` acts on deliveries and errors only
         )
         self._control_next_address = 0
         for _ in range(ird + 1):
@@ -343,9 +344,7 @@ class RdmapEndpoint:
         if self.in_error:
             return
         events = self._events
-        for sink_event in self.sink.receive(segment_bytes, sequence):
-            if isinstance(sink_event, Placed):
-                continue
+        for sink_event in self.sink.receive(segment_bytes, sequence):   # no `Placed` (`report_placed`)
             if isinstance(sink_event, SinkError):
                 events.append(self._terminate_for_segment(sink_event.error, sink_event.segment, sink_event.segment_length))
                 break
