@@ -239,7 +239,7 @@ class CMID:
         return self._get_cm_event(check_timeout("timeout", timeout))
 
     async def _get_cm_event(self, timeout: float | None) -> CMEvent:
-        await self.device.fabric.wait_until(lambda: bool(self._events), timeout)
+        await self.device.fabric.wait_until(lambda: bool(self._events), timeout, on_events=True)
         return self._events.popleft()
 
     def poll_cm_event(self) -> CMEvent | None:

@@ -131,7 +131,7 @@ class CompletionChannel:
         return self._get_cq_event(check_timeout("timeout", timeout))
 
     async def _get_cq_event(self, timeout: float | None) -> CQ:
-        await self.device.fabric.wait_until(lambda: bool(self._events), timeout)
+        await self.device.fabric.wait_until(lambda: bool(self._events), timeout, on_events=True)
         return self._take()
 
     def poll_cq_event(self) -> CQ | None:
@@ -199,7 +199,7 @@ class CQ:
         return self._wait(num_entries, check_timeout("timeout", timeout))
 
     async def _wait(self, num_entries: int, timeout: float | None) -> list[WC]:
-        await self.device.fabric.wait_until(lambda: len(self._entries) >= num_entries, timeout)
+        await self.device.fabric.wait_until(lambda: len(self._entries) >= num_entries, timeout, on_events=True)
         return self.poll(num_entries)
 
     def __len__(self) -> int:

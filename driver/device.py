@@ -52,7 +52,7 @@ from model.rnic.events import (
 from model.errors import LlpError, error_name
 from model.sctp.state import AssociationState
 
-from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend
+from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend, OnEvents
 from driver.cm import CMEventType, CMID, CMState, ConnParam, local_resources
 from driver.cq import CQ, DEFAULT_WAIT, CompletionChannel
 from driver.arguments import instance
@@ -180,7 +180,7 @@ class Device:
         return self._wait_closed(check_timeout("timeout", timeout))
 
     async def _wait_closed(self, timeout: float | None) -> AssociationEnd:
-        await self.fabric.wait_until(lambda: self.association_end is not None, timeout)
+        await self.fabric.wait_until(lambda: self.association_end is not None, timeout, on_events=True)
         assert self.association_end is not None
         return self.association_end
 
@@ -450,12 +450,16 @@ class Fabric:
         """(cycles, nanoseconds) the RTL receive engine has run so far on the `sim` backend; None elsewhere."""
         return self.backend.engine_time()
 
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None) -> None:
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None, *,
+                         on_events: bool = False) -> None:
+        """Return once `predicate()` holds, the devices' events routed before each look. `on_events`: only
+        those events can make it hold (the driver's own waits: completions, CM events, an association's end),
+        so the backend need not ask it while none is new (`driver.backends.base.OnEvents`)."""
         def routed() -> bool:
             self.dispatch()
             return predicate()
         self.sync_buffers()  # what the caller wrote into its buffers reaches the devices before they run
-        await self.backend.wait_until(routed, timeout)
+        await self.backend.wait_until(OnEvents(routed) if on_events else routed, timeout)
 
     def sync_buffers(self) -> None:
         for device in self.devices:

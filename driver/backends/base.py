@@ -182,6 +182,20 @@ class DeviceBackend(ABC):
         return None
 
 
+class OnEvents:
+    """A wait's predicate that only the devices' events can make hold: it routes them first (`driver.device.Fabric.
+    dispatch`) and looks at what they set (completions, connection events, an association's end). A backend may
+    leave it unasked while no device has an event it has not handed out, nor a wait's deadline has come."""
+
+    __slots__ = ("predicate",)
+
+    def __init__(self, predicate: Callable[[], bool]) -> None:
+        self.predicate = predicate
+
+    def __call__(self) -> bool:
+        return self.predicate()
+
+
 class FabricBackend(ABC):
     """Devices on one network, with the clock and scheduler they run on."""
 

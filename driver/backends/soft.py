@@ -34,7 +34,7 @@ from model.rnic.host import RnicConfig, SoftRnic
 from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import IPS, MACS, PORTS, HostPair, host_config
 
-from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend, Gather
+from driver.backends.base import DeviceAttr, DeviceBackend, FabricBackend, Gather, OnEvents
 from driver.errors import OutOfResources, SimulationStalled, WaitTimeout
 
 T = TypeVar("T")
@@ -351,16 +351,22 @@ class SoftFabric(FabricBackend):
         pending = [w for w in waiters if not w.future.done()]
         deadlines = [w.deadline for w in pending if w.deadline is not None]
         earliest_deadline = min(deadlines) if deadlines else None
+        # Waits that only the devices' events can end (`OnEvents`: the driver's own) are not asked after a step
+        # that brought none; the first step of the call asks them all the same (a deadline may have come).
+        on_events = all(isinstance(w.predicate, OnEvents) for w in pending)
+        first = True
         while True:
             pair.advance(max(loop.time(), due or 0.0))
             pair.send_due()
             pair.collect()
+            news = bool(pending) and any(d.has_news() for d in devices)
             # A pending wait's predicate (`driver.device.Fabric.wait_until`) dispatches first thing: with no
             # event new, that dispatch alone does what this one would (it syncs the buffers and finds nothing)
-            if on_change is not None and (not pending or any(d.has_news() for d in devices)):
+            if on_change is not None and (not pending or news):
                 on_change()
-            if waiters:
+            if waiters and (first or news or not on_events):
                 self._wake(pair.now)
+            first = False
             next_time = pair.next_time()
             if self._timer is not None:
                 self._timer.cancel()
