@@ -78,3 +78,21 @@ def test_internet_checksum_verifies_to_zero(data: bytes) -> None:
     """RFC 1071 1: summing the data with its checksum appended yields zero."""
     checksum = internet_checksum(data)
     assert internet_checksum(data + struct.pack("!H", checksum)) == 0
+
+
+def _ones_complement_sum_of_words(data: bytes) -> int:
+    """RFC 1071's definition, word by word: the 16-bit words added with end-around carry, complemented."""
+    if len(data) % 2:
+        data += b"\x00"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+@given(st.one_of(st.binary(max_size=1600), st.lists(st.sampled_from([b"\x00", b"\xff"]), max_size=64).map(b"".join)))
+def test_internet_checksum_is_the_word_by_word_sum(data: bytes) -> None:
+    """`internet_checksum` reads the bytes as one integer modulo 0xFFFF: the same as adding the words one by one
+    (zero and all-ones data included, where 0 and 0xFFFF, the two zeros of one's complement, could be confused)."""
+    assert internet_checksum(data) == _ones_complement_sum_of_words(data)
+    assert internet_checksum(bytearray(data)) == internet_checksum(memoryview(data)) == internet_checksum(data)
