@@ -611,18 +611,23 @@ class SoftRnic:
 
     def data_to_send(self, now: float) -> list[bytes]:
         """Every Ethernet frame due now; call after any other call."""
-        return [self._frame(packet, peer) for packet, peer in self._packets_due(now)]
+        replies, packets, peer = self._packets_due(now)
+        frames = [self._frame(packet, to) for packet, to in replies] if replies else []
+        if packets:
+            frame = self._frame
+            frames += [frame(packet, peer) for packet in packets]
+        return frames
 
-    def _packets_due(self, now: float) -> list[tuple[bytes, _Peer]]:
-        """Every SCTP packet due now and whom it goes to: the host's own answers, then the association's."""
+    def _packets_due(self, now: float) -> tuple[list[tuple[bytes, _Peer]], list[bytes], _Peer | None]:
+        """Every SCTP packet due now: the host's own answers and whom each goes to, then the association's
+        packets, for its peer."""
         self._flush()
         self._maybe_shutdown(now)
-        due, self._replies = self._replies, []
+        replies, self._replies = self._replies, []
         association, peer = self._association, self._peer
-        if association is not None and peer is not None:
-            due += [(packet, peer) for packet in association.data_to_send(now)]
-        self._counters.frames_sent += len(due)
-        return due
+        packets = association.data_to_send(now) if association is not None and peer is not None else []
+        self._counters.frames_sent += len(replies) + len(packets)
+        return replies, packets, peer
 
     # The same surface one layer down, for a host whose packets travel in a transport's datagrams, never in
     # frames (`driver.backends.network`): the IPv4 (and UDP) headers are the operating system's, and so are
@@ -653,7 +658,13 @@ class SoftRnic:
 
     def packets_to_send(self, now: float) -> list[tuple[bytes, bytes]]:
         """`data_to_send` unframed: every SCTP packet due now, as (destination MAC, packet)."""
-        return [(peer.mac, packet) for packet, peer in self._packets_due(now)]
+        replies, packets, peer = self._packets_due(now)
+        due = [(to.mac, packet) for packet, to in replies] if replies else []
+        if packets:
+            assert peer is not None
+            mac = peer.mac
+            due += [(mac, packet) for packet in packets]
+        return due
 
     def next_timeout(self) -> float | None:
         """The earliest of the association's timers and the close deadline (asked after every frame)."""
