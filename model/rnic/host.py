@@ -586,8 +586,7 @@ class SoftRnic:
                 if not checksum_ok(packet):
                     self._counters.dropped_bad_checksum += 1
                     return
-                self._receive_checked(association, packet, now)
-                self._drain_association(now)
+                self._from_peer(association, packet, peer, now)
                 self._flush()
                 self._maybe_shutdown(now)
                 return
@@ -648,11 +647,7 @@ class SoftRnic:
         if not checksum_ok(packet):
             self._counters.dropped_bad_checksum += 1
             return
-        self._receive_checked(association, packet, now)   # `_route` for the open association
-        self._drain_association(now)
-        if self._peer_restarted:
-            self._peer_restarted = False
-            self._restarted_association(packet, association.config.local_port, _Peer(source_mac, source_ip), now)
+        self._from_peer(association, packet, peer, now)
         self._flush()
         self._maybe_shutdown(now)
 
@@ -759,18 +754,23 @@ class SoftRnic:
         association = self._association
         if association is not None and not association.is_closed:
             # The peer's packets, whatever their tag: the association checks it (RFC 4960 8.5, 5.2).
-            self._receive_checked(association, packet, now)
-            self._drain_association(now)
-            if self._peer_restarted:
-                self._peer_restarted = False
-                self._restarted_association(packet, association.config.local_port, _Peer(frame.eth.src, frame.ip.src),
-                                            now)
+            self._from_peer(association, packet, _Peer(frame.eth.src, frame.ip.src), now)
             return
         listener = self._listeners.get(int.from_bytes(packet[2:4], "big"))  # the destination port
         if listener is None:
             self._out_of_the_blue(frame)
             return
         self._answer(listener, packet, _Peer(frame.eth.src, frame.ip.src), now)
+
+    def _from_peer(self, association: Association, packet: bytes, sender: _Peer, now: float) -> None:
+        """A packet for the open association, its CRC32c verified: the association takes it, and a restarted
+        peer's COOKIE ECHO (5.2.4 A) makes the new association. Every path of a packet to the association comes
+        here (`receive`'s plain frames included: the restart is not the frame's form to decide)."""
+        self._receive_checked(association, packet, now)
+        self._drain_association(now)
+        if self._peer_restarted:
+            self._peer_restarted = False
+            self._restarted_association(packet, association.config.local_port, sender, now)
 
     def _answer(self, listener: Listener, packet: bytes, sender: _Peer, now: float) -> None:
         """A listener's answer to the packet, and the association its COOKIE ECHO makes (RFC 4960 5.1)."""
