@@ -139,6 +139,7 @@ from model.rdmap.endpoint import (
     TerminateSent,
     WriteReceived,
 )
+from model.rnic.link import Unframed
 from model.rnic.events import (
     Aborted,
     CloseAborted,
@@ -186,6 +187,7 @@ from model.sctp.events import (
 )
 
 UDP_HEADER_LENGTH = 8
+ETHERNET_HEADER_LENGTH = 14
 DEFAULT_RESOURCES = LocalResources(ird=4, ord=4, peer_to_peer=True, rtr_types=(RtrType.WRITE,))
 """IRD/ORD 4, peer-to-peer model with the zero-length RDMA Write RTR (see the module docstring)."""
 
@@ -388,6 +390,8 @@ class SoftRnic:
         self._ip_identification = 0
         self._peer_template: tuple[_Peer, FrameTemplate] | None = None   # the headers to and from `_peer`
         self._counters = _Counters()
+        self._frame_overhead = ETHERNET_HEADER_LENGTH + IPV4_HEADER_LENGTH + (UDP_HEADER_LENGTH if config.udp else 0)
+        """What a frame adds to its SCTP packet (`FrameTemplate.frame`: no IPv4 options)."""
 
     # -- connection ------------------------------------------------------------
 
@@ -660,6 +664,31 @@ class SoftRnic:
             mac = peer.mac
             due += [(mac, packet) for packet in packets]
         return due
+
+    def data_to_send_unframed(self, now: float, peer_mac: bytes, peer_ip: ipaddress.IPv4Address
+                              ) -> list[bytes | Unframed]:
+        """`data_to_send` for a link whose far end is the host (`peer_mac`, `peer_ip`) and takes packets
+        (`receive_packet`), where nobody looks at the frames (`model.rnic.pair.HostPair`): a packet to that host
+        goes as an `Unframed` (the frame's length with it, for the wire), anything else as its frame. The IPv4
+        Identification runs on as if each had been framed."""
+        replies, packets, peer = self._packets_due(now)
+        due: list[bytes | Unframed] = []
+        for packet, to in replies:
+            due.append(self._unframed(packet) if to.mac == peer_mac and to.ip == peer_ip
+                       else self._frame(packet, to))
+        if packets:
+            assert peer is not None
+            if peer.mac == peer_mac and peer.ip == peer_ip:
+                unframed = self._unframed
+                due += [unframed(packet) for packet in packets]
+            else:
+                frame = self._frame
+                due += [frame(packet, peer) for packet in packets]
+        return due
+
+    def _unframed(self, packet: bytes) -> Unframed:
+        self._ip_identification = (self._ip_identification + 1) & 0xFFFF
+        return Unframed(packet, len(packet) + self._frame_overhead)
 
     def next_timeout(self) -> float | None:
         """The earliest of the association's timers and the close deadline (asked after every frame)."""

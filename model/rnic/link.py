@@ -11,6 +11,13 @@ left, and occupies the wire for its bytes plus Ethernet's preamble, FCS and
 inter-frame gap (IEEE 802.3: 8 + 4 + 12 bytes); without one the wire is
 infinitely fast. Frames that arrive are recorded with their arrival time, so
 the link yields the capture a tap in front of each receiver would see.
+
+A payload may also be an `Unframed`: an SCTP packet sent without the frame
+around it (`model.rnic.pair.HostPair` sends them while no frame is looked
+at), on the wire for the length of the frame it stands for. It is lost,
+duplicated and delayed as a frame is, with the same random draws; it cannot
+be corrupted (a bit flipped in a frame may fall in its headers), so a link
+with corruption takes frames only.
 """
 
 from __future__ import annotations
@@ -84,6 +91,14 @@ class LinkStats:
     corrupted: int = 0
 
 
+class Unframed(NamedTuple):
+    """An SCTP packet on the link without its frame (see the module docstring)."""
+
+    packet: bytes
+    length: int
+    """The bytes of the frame it stands for (without FCS): its wire time."""
+
+
 class _InFlight(NamedTuple):
     """A frame on its way; the heap orders these by (arrival, sequence), as tuples, in C."""
 
@@ -92,7 +107,7 @@ class _InFlight(NamedTuple):
     """Ties at one arrival time go in the order sent; no two frames share it, so `to` and `frame` are never
     compared."""
     to: Side
-    frame: bytes
+    frame: bytes | Unframed
 
 
 class Link:
@@ -110,19 +125,25 @@ class Link:
         self.stats = LinkStats()
         self.recording: list[tuple[float, bytes]] | None = [] if record else None
 
-    def send(self, side: Side, frame: bytes, now: float) -> None:
-        """Put a frame on the wire from `side` at time `now`; with a rate it leaves once the wire is free."""
+    def send(self, side: Side, frame: bytes | Unframed, now: float) -> None:
+        """Put a frame (or an `Unframed` packet) on the wire from `side` at time `now`; with a rate it leaves once
+        the wire is free."""
         config, draw = self.config, self._random.random
         self.stats.sent += 1
+        unframed = type(frame) is Unframed
+        if unframed and config.corruption:
+            raise ValueError("a link with corruption takes frames only: an unframed packet cannot be corrupted")
         if config.rate is not None:  # a lost frame took its time on the wire too
-            now = self._wire_free[side] = max(now, self._wire_free[side]) + config.wire_time(len(frame))
+            length = frame.length if unframed else len(frame)
+            now = self._wire_free[side] = max(now, self._wire_free[side]) + config.wire_time(length)
         if not (config.loss or config.duplication or config.corruption or config.reordering):
             # No impairment: each draw below would come out "no", so the frame goes straight on the wire. The
             # draws are owed, not skipped: should the configuration change, `_settle_draws` makes them first,
             # and the random generator stands where it would have.
             self._draws_owed += 4 if frame else 3
             self._sequence += 1
-            heapq.heappush(self._in_flight, _InFlight(now + config.delay, self._sequence, side.peer, bytes(frame)))
+            heapq.heappush(self._in_flight, _InFlight(now + config.delay, self._sequence, side.peer,
+                                                      frame if unframed else bytes(frame)))
             return
         if self._draws_owed:
             self._settle_draws()
@@ -134,7 +155,7 @@ class Link:
             copies = 2
             self.stats.duplicated += 1
         for _ in range(copies):
-            data = bytes(frame)
+            data = frame if unframed else bytes(frame)
             if data and draw() < config.corruption:
                 bit = self._random.randrange(len(data) * 8)
                 data = bytearray(data)
@@ -159,8 +180,8 @@ class Link:
         """When the next frame arrives, or None if nothing is in flight."""
         return self._in_flight[0].arrival if self._in_flight else None
 
-    def deliveries(self, now: float) -> list[tuple[Side, bytes, float]]:
-        """Every frame that has arrived by `now`: (receiving side, frame, arrival time)."""
+    def deliveries(self, now: float) -> list[tuple[Side, bytes | Unframed, float]]:
+        """Every frame (or `Unframed` packet) that has arrived by `now`: (receiving side, frame, arrival time)."""
         out = []
         while self._in_flight and self._in_flight[0].arrival <= now:
             item = heapq.heappop(self._in_flight)

@@ -45,7 +45,7 @@ from model.rnic.events import (
     SessionEstablished,
 )
 from model.rnic.host import RnicConfig, SessionPolicy, SoftRnic, accept_every_session
-from model.rnic.link import Link, LinkConfig, Side
+from model.rnic.link import Link, LinkConfig, Side, Unframed
 
 MACS = {Side.A: bytes.fromhex("020000000001"), Side.B: bytes.fromhex("020000000002")}
 IPS = {Side.A: "10.0.0.1", Side.B: "10.0.0.2"}
@@ -73,6 +73,20 @@ class AssociationEnded(Stalled):
         self.finished = finished
         ended = ", ".join(f"host {side.name}: {type(event).__name__}" for side, event in finished.items() if event)
         super().__init__(f"the association ended ({ended}) and nothing is left in flight")
+
+
+def _takes_packets(host: SoftRnic) -> bool:
+    """Whether the host sends and takes frames as `SoftRnic` does, so that its packets may go unframed: not a
+    host that handles frames its own way (`model.rnic.engine_host.EngineRnic`, a host over another SCTP)."""
+    kind = type(host)
+    known = _TAKES_PACKETS.get(kind)
+    if known is None:
+        known = _TAKES_PACKETS[kind] = (kind.receive is SoftRnic.receive and kind.data_to_send is SoftRnic.data_to_send
+                                        and kind.receive_packet is SoftRnic.receive_packet)
+    return known
+
+
+_TAKES_PACKETS: dict[type, bool] = {}
 
 
 def host_config(side: Side, **options: object) -> RnicConfig:
@@ -170,9 +184,22 @@ class HostPair:
         self.advance(next_time)
 
     def send_due(self) -> None:
-        """Put every frame the hosts have to send now on the link (through `tap`)."""
+        """Put every frame the hosts have to send now on the link (through `tap`).
+
+        While no frame is looked at (no `tap`, nothing recorded, no corruption on the link), a host's packets to
+        its peer go on the link unframed (`Unframed`, `SoftRnic.data_to_send_unframed`) and reach the peer
+        through `receive_packet`: the Ethernet and IPv4 (and UDP) headers the one would build and the other
+        check and strip, every frame, are left out. Hosts of another kind (engines, other SCTP stacks) always
+        send and take frames."""
         now, sent, tap, link = self.now, self.sent, self.tap, self.link
+        unframed = sent is None and tap is None and link.recording is None and not link.config.corruption
         for side, host in self.hosts.items():
+            peer = self.hosts[side.peer] if unframed else None
+            if (peer is not None and _takes_packets(host) and _takes_packets(peer)
+                    and host.config.udp == peer.config.udp):
+                for frame in host.data_to_send_unframed(now, peer.config.mac, peer.config.ip):
+                    link.send(side, frame, now)
+                continue
             for frame in host.data_to_send(now):
                 if sent is not None:
                     sent.append((now, side, frame))
@@ -192,7 +219,11 @@ class HostPair:
         """Move to `now` (never back): deliver what arrived by then, fire the timers due, record the events."""
         self.now = max(self.now, now)
         for side, frame, _ in self.link.deliveries(self.now):
-            self.hosts[side].receive(frame, self.now)
+            if type(frame) is Unframed:   # sent by the peer host, from its own addresses (`send_due`)
+                sender = self.hosts[side.peer].config
+                self.hosts[side].receive_packet(frame.packet, sender.mac, sender.ip, self.now)
+            else:
+                self.hosts[side].receive(frame, self.now)
         self.fire_timers()
 
     def fire_timers(self) -> None:

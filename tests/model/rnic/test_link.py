@@ -3,7 +3,7 @@
 import pytest
 
 from model.errors import EncodeError
-from model.rnic.link import Link, LinkConfig, Side
+from model.rnic.link import Link, LinkConfig, Side, Unframed
 
 
 def run(link, count=2000):
@@ -93,3 +93,20 @@ def test_a_clean_link_owes_its_draws_when_the_configuration_turns_impaired():
 
     # loss=1e-300 takes the drawing path and loses nothing (random() gives 0.0 with probability 2**-53)
     assert run(LinkConfig(seed=4)) == run(LinkConfig(seed=4, loss=1e-300))
+
+
+def test_an_unframed_packet_goes_as_its_frame_would_and_is_never_corrupted():
+    """An `Unframed` takes the wire time of the frame it stands for and the same random draws as a frame: lost,
+    duplicated and delayed alike; a link with corruption refuses it."""
+    config = LinkConfig(loss=0.1, duplication=0.1, reordering=0.2, rate=1e9, seed=5)
+    framed, unframed = Link(config), Link(config)
+    for i in range(500):
+        frame = i.to_bytes(4, "big") * 100
+        framed.send(Side.A, frame, now=i * 1e-6)
+        unframed.send(Side.A, Unframed(frame[:40], len(frame)), now=i * 1e-6)
+    got = unframed.deliveries(now=10.0)
+    assert [(side, packet.packet, at) for side, packet, at in got] == \
+        [(side, frame[:40], at) for side, frame, at in framed.deliveries(now=10.0)]
+    assert unframed.stats == framed.stats
+    with pytest.raises(ValueError):
+        Link(LinkConfig(corruption=0.01)).send(Side.A, Unframed(b"packet", 40), now=0.0)

@@ -794,3 +794,24 @@ def test_a_large_write_is_held_a_send_buffer_and_a_window_at_a_time_not_whole() 
     assert pair.seen(Side.A, WorkCompletion)
     assert segments > 2900 and most_chunks < 100 and 40 <= peak[0] <= most_chunks
     assert pair.memory[Side.B].read(0x100_0000, length) == data
+
+
+@pytest.mark.parametrize("udp", [False, True])
+def test_a_pair_nobody_watches_sends_its_packets_unframed_with_the_same_run(udp: bool) -> None:
+    """Without a tap, a recording or corruption, the pair's hosts hand each other SCTP packets without their
+    frames (`HostPair.send_due`): the run is the recorded run (frames) to the event, the statistic and the
+    simulated second, over a lossy, reordering link."""
+    def run(record: bool) -> tuple:
+        pair = HostPair.create(LinkConfig(loss=0.02, duplication=0.01, reordering=0.05, rate=1e9, seed=11),
+                               seed=4, record=record, udp=udp)
+        pair.connect()
+        pair.open_stream(0)
+        pair.a.memory.write(0x10000, bytes(range(256)) * 1024)
+        stag = pair.b.register_memory(0x200000, 1 << 18, Access.REMOTE_WRITE | Access.REMOTE_READ)
+        for offset in (0, 100_000):
+            pair.a.post_write(0, stag, offset, 0x10000 + offset, 100_000)
+        pair.run_until(lambda: pair.count(Side.B, WriteArrived) >= 2)
+        finished = pair.close()
+        return (pair.events, [pair.hosts[side].statistics for side in Side], pair.link.stats, pair.now, finished,
+                pair.b.memory.read(0x200000, 200_000))
+    assert run(record=False) == run(record=True)
