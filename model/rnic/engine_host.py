@@ -78,6 +78,8 @@ __all__ = ["EngineRnic", "TransmitEngine", "TransportEngine"]
 SCRATCH_SLOT = 1024
 """Host memory per message the host builds for the engine (a session-control message or a Terminate)."""
 SCRATCH_SLOTS = 64
+DEFAULT_SCRATCH_BASE = 0x30000
+"""The scratch slots' address unless the QN 1 and QN 2 buffers reach past it (many streams or buffers)."""
 _KIND = {EngineRequestKind.LIMIT: TsnOpcode.LIMIT, EngineRequestKind.RESEND: TsnOpcode.RESEND,
          EngineRequestKind.ACK: TsnOpcode.ACK}
 _WORK = {Opcode.RDMA_WRITE: WorkOpcode.RDMA_WRITE, Opcode.RDMA_READ_REQUEST: WorkOpcode.RDMA_READ_REQUEST,
@@ -134,12 +136,16 @@ class EngineRnic(OffloadRnic):
 
     def __init__(self, config: RnicConfig, memory: SparseMemory, rng: random.Random,
                  engine: ReceiveEngine | None = None, session_policy: SessionPolicy | None = accept_every_session,
-                 *, transmit: TransmitEngine | None = None, scratch_base: int = 0x30000,
+                 *, transmit: TransmitEngine | None = None, scratch_base: int | None = None,
                  scratch_slots: int = SCRATCH_SLOTS, bounce_base: int = 0x4000_0000, bounce_bytes: int = 1 << 24,
                  **options) -> None:
         super().__init__(config, memory, rng, engine, session_policy, **options)
         self.transmit = transmit if transmit is not None else TransmitEngineModel(
-            TransmitConfig(config.mac, str(config.ip), ird=self.buffers_per_queue), memory)
+            TransmitConfig(config.mac, str(config.ip), stream_ids=1 << (config.streams - 1).bit_length(),
+                           ird=self.buffers_per_queue), memory)
+        if scratch_base is None:   # after the QN 1 and QN 2 buffers, which grow with the streams and queues
+            control_end = self.control_base + config.streams * self.control_stride
+            scratch_base = max(DEFAULT_SCRATCH_BASE, -(-control_end // SCRATCH_SLOT) * SCRATCH_SLOT)
         self.scratch_base, self.scratch_slots = scratch_base, scratch_slots
         self.bounce_base, self.bounce_bytes = bounce_base, bounce_bytes
         self._bounce_used = 0
