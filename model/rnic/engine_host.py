@@ -179,7 +179,9 @@ class EngineRnic(OffloadRnic):
             endpoint = stream.endpoint
             if endpoint is None:
                 continue
-            while self._segments_wanted(stream_id) and self._segments_due.get(stream_id, 0) == 0:
+            # Most streams of many have nothing to send: the window is asked only for one that has.
+            while (endpoint.has_segments_to_send and self._segments_wanted(stream_id)
+                   and self._segments_due.get(stream_id, 0) == 0):
                 taken = endpoint.take_message()
                 if taken is None:
                     break
@@ -189,7 +191,9 @@ class EngineRnic(OffloadRnic):
                 for length in lengths:   # numbered by the session, read and built by the engine
                     self._sessions.send_segment(stream_id, EngineSegment(length))
                 self._send_session_messages()
-            self._on_rdmap_events(stream_id, endpoint.next_events())
+            events = endpoint.next_events()
+            if events:
+                self._on_rdmap_events(stream_id, events)
         self._send_session_messages()
         if association is not None:
             self._forward_engine_requests()
