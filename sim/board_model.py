@@ -34,7 +34,7 @@ from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC,
                       MAC_TX_EVENTS, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue,
                       Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes, tx_output_bytes)
 from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
-from abi.rx import (RX_PARAMS, STAG_KEY_BITS, ExceptionSource, ReportKind, ack_bytes, ack_layout,
+from abi.rx import (RX_PARAMS, RX_TABLES, STAG_KEY_BITS, ExceptionSource, ReportKind, ack_bytes, ack_layout,
                     exception_record_layout, register_map, report_bytes, report_layout)
 from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, completion_layout, control_request_layout, read_response_layout,
                     tsn_request_layout, tx_register_map, work_request_layout)
@@ -45,6 +45,7 @@ from model.engine.tx import (Completion, ControlOpcode, ControlRequest, ReadResp
                              TransmitConfig, TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest)
 
 ASSOCIATIONS, STREAM_IDS, REGIONS, IRD = 2, 4, 16, 4   # the ECPIX-5 build's engine (hdl.rnic.Rnic)
+BUFFERS_PER_QUEUE = 8
 MEMORY_BYTES = 64 * 1024
 ADDRESS_REGISTERS = ("local_mac_low", "local_mac_high", "local_ip")
 """The receive engine's configuration words that hold the board's addresses (both engines use them)."""
@@ -81,8 +82,11 @@ class ModelControl:
         if offset == ID_OFFSET:
             return DEVICE_ID
         if offset == PARAMS_OFFSET:
-            return RX_PARAMS.pack({"width_bytes": 8, "associations": ASSOCIATIONS, "regions": REGIONS,
-                                   "streams": ASSOCIATIONS * STREAM_IDS})
+            return RX_PARAMS.pack({"width_bytes": 8, "associations": ASSOCIATIONS,
+                                   "stream_ids_log2": STREAM_IDS.bit_length() - 1,
+                                   "buffers_log2": BUFFERS_PER_QUEUE.bit_length() - 1, "key_bits": STAG_KEY_BITS})
+        if offset == PARAMS_OFFSET + 4:
+            return RX_TABLES.pack({"regions": REGIONS})
         if offset == TX_REGISTER_BASE + PARAMS_OFFSET:
             return TX_PARAMS.pack({"width_bytes": 8, "ird": IRD, "ring_tsns": 64})
         if offset == self.rx_map.counters["reports_waiting"]:
