@@ -132,9 +132,9 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         "ddp": boolean,
         "engine_sacks": boolean,
         "engine_transport": boolean,
-        # RFC 4960 3.3.2: 1 to 65535 streams; a board's table holds 4 per association
-        "streams": lambda name, value: whole(name, value, 1, ENGINE_STREAMS if backend.startswith("board")
-                                             else ENGINE_MAX_STREAMS),
+        # RFC 4960 3.3.2: 1 to 65535 streams; a board's or the simulated top's table holds 4 per association
+        "streams": lambda name, value: whole(name, value, 1, ENGINE_MAX_STREAMS if backend in ("soft", "engine")
+                                             else ENGINE_STREAMS),
         "path_mtu": lambda name, value: whole(name, value, minimum_path_mtu(options.get("udp") is True), 0xFFFF),
         "receive_buffer": lambda name, value: whole(name, value, MIN_A_RWND, U32),  # a_rwnd, RFC 4960 3.3.2
         "heartbeat_interval": _seconds_or_none,
@@ -164,8 +164,8 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         if check is not None:
             check(name, options[name])
     resources, buffers = options.get("resources"), options.get("buffers_per_queue", ENGINE_BUFFERS)
-    if backend == "engine" and resources is not None and resources.ird >= buffers:  # type: ignore[attr-defined]
-        raise InvalidArgument(f"resources.ird {resources.ird} with buffers_per_queue {buffers}: a stream keeps "  # type: ignore[attr-defined]
+    if backend == "engine" and isinstance(resources, LocalResources) and resources.ird >= buffers:  # type: ignore[operator]
+        raise InvalidArgument(f"resources.ird {resources.ird} with buffers_per_queue {buffers}: a stream keeps "
                               "IRD + 1 Read Request buffers posted (RFC 5040 4.2)")
     rto_min, rto_max = options.get("rto_min", RnicConfig.rto_min), options.get("rto_max", RnicConfig.rto_max)
     if rto_min > rto_max:  # type: ignore[operator]

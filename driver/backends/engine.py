@@ -29,7 +29,6 @@ The build parameters are options (issue 30: tables at scale):
 from __future__ import annotations
 
 import random
-
 from dataclasses import replace
 
 from abi.rx import STAG_KEY_BITS
