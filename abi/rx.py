@@ -26,7 +26,7 @@ from abi.register_file import RegisterMap
 
 __all__ = [
     "ADDRESS_BITS", "ASSOCIATION_BITS", "association_row", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_BITS",
-    "STAG_KEY_BITS", "MIN_STAG_KEY_BITS", "check_key_bits", "ERROR_NUMBER", "RX_PARAMS",
+    "STAG_KEY_BITS", "MIN_STAG_KEY_BITS", "check_key_bits", "ERROR_NUMBER", "RX_PARAMS", "RX_TABLES",
     "FrameException", "FrameDrop", "ChunkException", "ChunkError", "SegmentStatus", "ReportKind", "ExceptionSource",
     "AckDisposition", "ack_layout", "ack_bytes", "buffer_revoke_layout", "DMA_ERROR",
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
@@ -452,12 +452,19 @@ def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16,
 
 
 #: The receive engine's PARAMS register (``0x004``): its build parameters, read by the driver to size its
-#: tables. ``width_bytes`` is the datapath width W; ``streams`` = associations * stream ids per association.
-#: Its 32 bits are taken, so the STag key width is not in it: a driver assumes :data:`STAG_KEY_BITS`, which the
-#: board builds keep.
+#: tables. ``width_bytes`` is the datapath width W; the stream ids per association and the posted buffers per
+#: queue are powers of two, given as their logarithms; ``key_bits`` is the STag key width
+#: (:func:`check_key_bits`). The region rows are the next word, :data:`RX_TABLES`.
 RX_PARAMS = Struct({
     "width_bytes": 8,
     "associations": 8,
-    "regions": 8,
-    "streams": 8,
+    "stream_ids_log2": 5,
+    "buffers_log2": 5,
+    "key_bits": 6,
+})
+
+#: The receive engine's second PARAMS word (``0x008``): its region rows (STag indices ``0 .. regions - 1``),
+#: up to the ``2**24`` a key of 8 bits leaves.
+RX_TABLES = Struct({
+    "regions": 32,
 })

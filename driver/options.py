@@ -24,7 +24,10 @@ from driver.errors import InvalidArgument, WrongArgumentType
 
 SEED_LIMIT = 1 << 63
 ENGINE_STREAMS = 4
-"""DDP streams per association in the engine's stream table (`driver.backends.engine.STREAM_IDS`)."""
+"""DDP streams per association in a board's stream table (`driver.backends.engine.STREAM_IDS`, the ECPIX-5 build's)."""
+ENGINE_MAX_STREAMS = 0xFFFF
+"""The engine backend's streams: RFC 4960 3.3.2's 65535; its tables are built with the next power of two (as
+`hdl.rnic.Rnic`'s `stream_ids`, up to 2**16, `abi.rx.STREAM_BITS`)."""
 MAX_DELAYED_ACK = 0.5
 """RFC 4960 6.2: an acknowledgement MUST be sent within 500 ms of the arrival of an unacknowledged DATA chunk."""
 MIN_A_RWND = 1500
@@ -33,10 +36,16 @@ BOARD_LINK_OPTIONS = {"baud", "latency", "time_scale"}
 """Options of a board's control link and clock: the `board` backend's and the `board:` device's."""
 BOARD_OPTIONS = {"serial", "ethernet"} | BOARD_LINK_OPTIONS
 """Options only the `board` backend takes (`driver.backends.board.BoardFabric`)."""
-ENGINE_OPTIONS = {"key_bits"}
+ENGINE_OPTIONS = {"key_bits", "regions", "buffers_per_queue"}
 """Options only the `engine` backend takes (`driver.backends.engine.EngineFabric`): the engines' build parameters."""
 ENGINE_REGIONS = 16
-"""Region rows of the engine backend's table (`model.rnic.offload.OffloadRnic`'s default)."""
+"""Region rows of the engine backend's table by default (`model.rnic.offload.OffloadRnic`'s, `hdl.rnic.Rnic`'s)."""
+ENGINE_MAX_REGIONS = 1 << (STAG_BITS - MIN_STAG_KEY_BITS)
+"""Region rows an engine can be built with: the STag's 32 bits less the least key (`abi.rx.check_key_bits`)."""
+ENGINE_BUFFERS = 8
+"""Posted buffers per queue of the engine backend by default (`hdl.rnic.Rnic`'s `buffers_per_queue`)."""
+ENGINE_MAX_BUFFERS = 1 << 16
+"""Posted buffers per queue an engine can be built with (a power of two, `hdl.rx.untagged_buffers`)."""
 
 
 def number(name: str, value: object, low: float, high: float = math.inf, low_open: bool = False) -> float:
@@ -81,6 +90,12 @@ def _resources(name: str, value: object) -> None:
         whole(f"{name}.{field}", getattr(resources, field), 0, 0x3FFE)
 
 
+def _power_of_two(name: str, value: object) -> None:
+    whole(name, value, 2, ENGINE_MAX_BUFFERS)
+    if value & (value - 1):  # type: ignore[operator]
+        raise InvalidArgument(f"{name} {value} is not a power of two (the engine's queues are)")
+
+
 def _seconds_or_none(name: str, value: object) -> None:
     if value is not None:
         number(name, value, 0.0, low_open=True)
@@ -108,6 +123,7 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
     if options.get("engine_transport") and backend not in ("engine", "sim"):
         raise InvalidArgument("engine_transport: only the engine and sim backends' transmit engines have the "
                               "transport unit (the board's build is without it)")
+    regions = options.get("regions", ENGINE_REGIONS)
     checks = {
         "link": lambda name, value: value is None or instance(name, value, ModelLinkConfig),
         "seed": lambda name, value: whole(name, value, -SEED_LIMIT, SEED_LIMIT - 1),
@@ -116,8 +132,9 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         "ddp": boolean,
         "engine_sacks": boolean,
         "engine_transport": boolean,
-        # RFC 4960 3.3.2: 1 to 65535 streams; an engine's table holds 4 per association
-        "streams": lambda name, value: whole(name, value, 1, 0xFFFF if backend == "soft" else ENGINE_STREAMS),
+        # RFC 4960 3.3.2: 1 to 65535 streams; a board's or the simulated top's table holds 4 per association
+        "streams": lambda name, value: whole(name, value, 1, ENGINE_MAX_STREAMS if backend in ("soft", "engine")
+                                             else ENGINE_STREAMS),
         "path_mtu": lambda name, value: whole(name, value, minimum_path_mtu(options.get("udp") is True), 0xFFFF),
         "receive_buffer": lambda name, value: whole(name, value, MIN_A_RWND, U32),  # a_rwnd, RFC 4960 3.3.2
         "heartbeat_interval": _seconds_or_none,
@@ -137,13 +154,19 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
         "latency": lambda name, value: number(name, value, 0.0),
         "time_scale": lambda name, value: number(name, value, 0.0, low_open=True),
         # the STag key: at least 8 bits, and with the row index within the STag's 32 (abi.rx.check_key_bits)
-        "key_bits": lambda name, value: whole(name, value, MIN_STAG_KEY_BITS,
-                                              STAG_BITS - (ENGINE_REGIONS - 1).bit_length()),
+        "key_bits": lambda name, value: whole(name, value, MIN_STAG_KEY_BITS, STAG_BITS - (regions - 1).bit_length()),
+        # the engine's tables (`hdl.rnic.Rnic`'s `regions`, `buffers_per_queue`): row 0 is never an STag's
+        "regions": lambda name, value: whole(name, value, 2, ENGINE_MAX_REGIONS),
+        "buffers_per_queue": _power_of_two,
     }
-    for name, value in options.items():
+    for name in sorted(options, key=lambda name: name != "regions"):  # the regions bound key_bits
         check = checks.get(name)
         if check is not None:
-            check(name, value)
+            check(name, options[name])
+    resources, buffers = options.get("resources"), options.get("buffers_per_queue", ENGINE_BUFFERS)
+    if backend == "engine" and isinstance(resources, LocalResources) and resources.ird >= buffers:  # type: ignore[operator]
+        raise InvalidArgument(f"resources.ird {resources.ird} with buffers_per_queue {buffers}: a stream keeps "
+                              "IRD + 1 Read Request buffers posted (RFC 5040 4.2)")
     rto_min, rto_max = options.get("rto_min", RnicConfig.rto_min), options.get("rto_max", RnicConfig.rto_max)
     if rto_min > rto_max:  # type: ignore[operator]
         raise InvalidArgument(f"rto_min {rto_min} is above rto_max {rto_max} (RFC 4960 6.3.1)")

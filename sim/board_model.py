@@ -34,7 +34,7 @@ from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC,
                       MAC_TX_EVENTS, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue,
                       Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes, tx_output_bytes)
 from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
-from abi.rx import (RX_PARAMS, STAG_KEY_BITS, ExceptionSource, ReportKind, ack_bytes, ack_layout,
+from abi.rx import (RX_PARAMS, RX_TABLES, STAG_KEY_BITS, check_key_bits, ExceptionSource, ReportKind, ack_bytes, ack_layout,
                     exception_record_layout, register_map, report_bytes, report_layout)
 from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, completion_layout, control_request_layout, read_response_layout,
                     tsn_request_layout, tx_register_map, work_request_layout)
@@ -45,6 +45,7 @@ from model.engine.tx import (Completion, ControlOpcode, ControlRequest, ReadResp
                              TransmitConfig, TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest)
 
 ASSOCIATIONS, STREAM_IDS, REGIONS, IRD = 2, 4, 16, 4   # the ECPIX-5 build's engine (hdl.rnic.Rnic)
+BUFFERS_PER_QUEUE = 8
 MEMORY_BYTES = 64 * 1024
 ADDRESS_REGISTERS = ("local_mac_low", "local_mac_high", "local_ip")
 """The receive engine's configuration words that hold the board's addresses (both engines use them)."""
@@ -70,7 +71,7 @@ class ModelControl:
     def __init__(self, board: ModelBoard) -> None:
         self.board = board
         self.info = LinkInfo(2, MEMORY_BYTES, 2044)
-        self.rx_map = register_map(ASSOCIATIONS, STREAM_IDS, REGIONS)
+        self.rx_map = register_map(ASSOCIATIONS, STREAM_IDS, board.regions, board.key_bits)
         self.tx_map = tx_register_map(ASSOCIATIONS, STREAM_IDS)
         self.registers: dict[int, int] = {}
         self._address_offsets = {self.rx_map.config_offset(name) for name in ADDRESS_REGISTERS}
@@ -81,8 +82,12 @@ class ModelControl:
         if offset == ID_OFFSET:
             return DEVICE_ID
         if offset == PARAMS_OFFSET:
-            return RX_PARAMS.pack({"width_bytes": 8, "associations": ASSOCIATIONS, "regions": REGIONS,
-                                   "streams": ASSOCIATIONS * STREAM_IDS})
+            return RX_PARAMS.pack({"width_bytes": 8, "associations": ASSOCIATIONS,
+                                   "stream_ids_log2": STREAM_IDS.bit_length() - 1,
+                                   "buffers_log2": BUFFERS_PER_QUEUE.bit_length() - 1,
+                                   "key_bits": self.board.key_bits})
+        if offset == PARAMS_OFFSET + 4:
+            return RX_TABLES.pack({"regions": self.board.regions})
         if offset == TX_REGISTER_BASE + PARAMS_OFFSET:
             return TX_PARAMS.pack({"width_bytes": 8, "ird": IRD, "ring_tsns": 64})
         if offset == self.rx_map.counters["reports_waiting"]:
@@ -346,10 +351,14 @@ class ModelPort:
 class ModelBoard:
     """The board (see the module docs), at 02:00:00:00:00:01 / 10.0.0.1 as the backend configures it."""
 
-    def __init__(self, local_mac: bytes, local_ip: str, clock=time.monotonic) -> None:
+    def __init__(self, local_mac: bytes, local_ip: str, clock=time.monotonic, *, regions: int = REGIONS,
+                 key_bits: int = STAG_KEY_BITS) -> None:
+        check_key_bits(key_bits, regions)
+        self.regions, self.key_bits = regions, key_bits
+        """The region rows and STag key width of the engine it stands for (`hdl.rnic.Rnic`'s), in its PARAMS words."""
         self.clock, self.started = clock, clock()
         self.memory = SparseMemory()
-        self.rx = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip), self.memory)
+        self.rx = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip, key_bits=key_bits), self.memory)
         self.tx = TransmitEngineModel(TransmitConfig(local_mac, local_ip, associations=ASSOCIATIONS,
                                                      stream_ids=STREAM_IDS, ird=IRD), self.memory)
         self.reports: deque[bytes] = deque()
@@ -445,7 +454,7 @@ class ModelBoard:
                   | (Access.REMOTE_WRITE if e["remote_write"] else Access(0))
                   | (Access.LOCAL_WRITE if e["local_write"] else Access(0)))
         stream = (e["association"], e["stream_id"]) if e["stream_bound"] else None
-        stag = f["index"] << STAG_KEY_BITS | e["key"]   # the board builds keep the default key width
+        stag = f["index"] << self.key_bits | e["key"]
         self.rx.write_region(f["index"], RegionEntry(stag, e["pd"], e["base_to"], e["length"], access,
                                                      e["host_address"], stream))
 

@@ -397,8 +397,8 @@ def _perf(args: argparse.Namespace) -> int:
     if qps > 1 and args.backend == "sim":
         args.usage_error("argument --qps: above 1 only with --backend soft, engine or board (sim's program runs "
                          "under cocotb's scheduler, one queue pair at a time)")
-    if args.backend == "soft" and qps > SOFT_QPS_LIMIT:
-        args.usage_error(f"argument --qps: {qps} is above the maximum of {SOFT_QPS_LIMIT} on backend soft")
+    if args.backend in ("soft", "engine") and qps > SOFT_QPS_LIMIT:
+        args.usage_error(f"argument --qps: {qps} is above the maximum of {SOFT_QPS_LIMIT} on backend {args.backend}")
     if args.backend != "board":
         given = [name for name in BOARD_ONLY if getattr(args, name) is not None]
         if given:

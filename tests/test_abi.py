@@ -68,10 +68,11 @@ def test_an_enum_field_is_as_wide_as_its_largest_value_and_reads_back_as_the_abi
 
 
 def test_the_params_words_hold_what_the_engines_are_built_with():
-    assert abi.rx.RX_PARAMS.unpack(abi.rx.RX_PARAMS.pack(
-        {"width_bytes": 64, "associations": 2, "regions": 16, "streams": 8})) == {
-        "width_bytes": 64, "associations": 2, "regions": 16, "streams": 8}
-    assert abi.rx.RX_PARAMS.size == 32 and abi.tx.TX_PARAMS.size == 32
+    params = {"width_bytes": 64, "associations": 16, "stream_ids_log2": 16, "buffers_log2": 4, "key_bits": 24}
+    assert abi.rx.RX_PARAMS.unpack(abi.rx.RX_PARAMS.pack(params)) == params
+    # 2**24 region rows beside the least key (8 bits) fill the STag's 32 (RFC 5041 4.2)
+    assert abi.rx.RX_TABLES.unpack(abi.rx.RX_TABLES.pack({"regions": 1 << 24})) == {"regions": 1 << 24}
+    assert abi.rx.RX_PARAMS.size == abi.rx.RX_TABLES.size == abi.tx.TX_PARAMS.size == 32
     assert abi.tx.TX_PARAMS.unpack(0x0040_0708) == {"width_bytes": 8, "ird": 7, "ring_tsns": 64}
 
 

@@ -86,7 +86,7 @@ from driver.records import (control_request_fields, read_response_fields, record
                             work_request_fields)
 from abi.link import HOLD_BYTES, LinkQueue, TxInput, TxOutput, pop_body_bytes, tx_output_bytes
 from abi.register_file import DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
-from abi.rx import (RX_PARAMS, STAG_KEY_BITS, AckDisposition, ExceptionSource, ReportKind, ack_layout,
+from abi.rx import (RX_PARAMS, RX_TABLES, check_key_bits, AckDisposition, ExceptionSource, ReportKind, ack_layout,
                     exception_record_layout, register_map, report_layout)
 from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, CompletionStatus, completion_layout, control_request_layout,
                     read_response_layout, tsn_request_layout, tx_register_map, work_request_layout)
@@ -342,11 +342,14 @@ class BoardEnd:
         if control.read_register(ID_OFFSET) != DEVICE_ID:
             raise BoardError("the board's register file does not answer as an RNIC core (ID register)")
         params = RX_PARAMS.unpack(control.read_register(PARAMS_OFFSET))
-        self.width_bytes, self.associations, self.regions = (params["width_bytes"], params["associations"],
-                                                             params["regions"])
-        self.stream_ids = params["streams"] // max(1, self.associations)
-        # RX_PARAMS has no bit to spare for the STag key width: the board builds (boards/) keep the default.
-        self.key_bits = STAG_KEY_BITS
+        self.width_bytes, self.associations, self.key_bits = (params["width_bytes"], params["associations"],
+                                                              params["key_bits"])
+        self.stream_ids, self.buffers_per_queue = 1 << params["stream_ids_log2"], 1 << params["buffers_log2"]
+        self.regions = RX_TABLES.unpack(control.read_register(PARAMS_OFFSET + 4))["regions"]
+        try:
+            check_key_bits(self.key_bits, self.regions)
+        except ValueError as error:
+            raise BoardError(f"the board's PARAMS words name no engine it can be: {error}") from None
         self.ird = TX_PARAMS.unpack(control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET))["ird"]
         self.map = register_map(self.associations, self.stream_ids, self.regions, self.key_bits)
         self.truncated = 0
@@ -581,6 +584,7 @@ class BoardBackend(FabricBackend):
             config, LinkMemory(self.board.control, memory_map.memory_bytes),  # type: ignore[arg-type]
             rng, None, session_policy=None, transmit=self.board.transmit,
             regions=self.board.regions, key_bits=self.board.key_bits, key_rng=secrets.SystemRandom(),
+            buffers_per_queue=self.board.buffers_per_queue,
             control_base=memory_map.control_base,
             scratch_base=memory_map.scratch_base, scratch_slots=memory_map.scratch_slots,
             bounce_base=memory_map.bounce_base, bounce_bytes=memory_map.bounce_bytes)

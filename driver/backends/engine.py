@@ -6,17 +6,30 @@ link and clock (`driver.backends.soft`): each receives through a
 engine, record for record what the RTL emits, sends every DATA chunk through
 a `TransmitEngineModel`, the golden model of the transmit engine, and runs
 the control plane in software.  It is the gateware hosts without the
-simulator: the same tables, records and limits (16 region rows, so 15
-regions; 4 DDP streams; 8 posted buffers per queue, so IRD at most 7; one
+simulator: the same tables, records and limits as an `hdl.rnic.Rnic` built
+with the same parameters (by default the ECPIX-5 build's: 16 region rows, so
+15 regions; 4 DDP streams; 8 posted buffers per queue, so IRD at most 7; one
 gather piece per message, since an engine request has one address).
-`key_bits` is the engines' STag key width (STag = row << key_bits | key,
-default `abi.rx.STAG_KEY_BITS`, 8 to 28 with 16 rows), as an `Rnic` built
-with it; each registration draws its key from the host's seeded generator.
+
+The build parameters are options (issue 30: tables at scale):
+
+* `regions`: region rows (`Rnic`'s `regions`), 2 to 2**24; row 0 is never an
+  STag's, so `query_device().max_mr` is one less;
+* `buffers_per_queue`: posted buffers per queue (`Rnic`'s), a power of two;
+  the default IRD and ORD are one less (a stream keeps IRD + 1 Read Request
+  buffers posted, RFC 5040 4.2);
+* `streams`: the DDP streams of the association, so the queue pairs
+  (RFC 5043 8), 1 to 65535; the tables hold the next power of two
+  (`Rnic`'s `stream_ids`);
+* `key_bits`: the STag key width (STag = row << key_bits | key, default
+  `abi.rx.STAG_KEY_BITS`, at most 32 less the row index's bits); each
+  registration draws its key from the host's seeded generator.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from abi.rx import STAG_KEY_BITS
 from model.ddp.memory import SparseMemory
@@ -29,6 +42,7 @@ from model.rnic.pair import IPS, MACS, HostPair
 
 from driver.backends.base import DeviceAttr
 from driver.backends.soft import SoftDevice, SoftFabric
+from driver.options import ENGINE_BUFFERS, ENGINE_REGIONS
 
 STREAM_IDS = 4
 """DDP streams (SCTP streams, RFC 5043 8) the engine's stream table holds per association."""
@@ -54,15 +68,15 @@ class EngineFabric(SoftFabric):
     device_class = EngineDevice
 
     def __init__(self, link: LinkConfig | None = None, seed: int = 1, *, key_bits: int = STAG_KEY_BITS,
-                 **options: object) -> None:
-        self.key_bits = key_bits
+                 regions: int = ENGINE_REGIONS, buffers_per_queue: int = ENGINE_BUFFERS, **options: object) -> None:
+        self.key_bits, self.regions, self.buffers_per_queue = key_bits, regions, buffers_per_queue
         options.setdefault("streams", STREAM_IDS)
         options.setdefault("engine_sacks", True)   # the receive engines SACK (RFC 4960 6.2); False: the hosts
         super().__init__(link, seed, **options)
 
-    @staticmethod
-    def default_resources() -> LocalResources:
-        return ENGINE_RESOURCES
+    def default_resources(self) -> LocalResources:
+        depth = self.buffers_per_queue - 1
+        return replace(ENGINE_RESOURCES, ird=depth, ord=depth)
 
     def _pair(self, link: LinkConfig | None, seed: int, configs: dict[Side, RnicConfig]) -> HostPair:
         hosts = {}
@@ -70,5 +84,6 @@ class EngineFabric(SoftFabric):
             memory = SparseMemory()
             hosts[side] = EngineRnic(configs[side], memory, random.Random(seed * 2 + (side is Side.B)),
                                      ModelEngine(MACS[side], IPS[side], memory, self.key_bits), session_policy=None,
-                                     key_bits=self.key_bits)
+                                     key_bits=self.key_bits, regions=self.regions,
+                                     buffers_per_queue=self.buffers_per_queue)
         return HostPair(hosts, Link(link))

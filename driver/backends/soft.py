@@ -130,12 +130,25 @@ class HostDevice(DeviceBackend):
         )
 
     def allocate(self, length: int) -> int:
-        address = self._next_buffer
         pages = -(-max(length, 1) // REGION_ALIGNMENT) + 1
+        address = self._past_own_areas(self._next_buffer, pages * REGION_ALIGNMENT)
         if self.memory_end is not None and address + pages * REGION_ALIGNMENT > self.memory_end:
             raise OutOfResources(f"{length} bytes more of buffers do not fit the host memory below "
                                  f"{self.memory_end:#x} ({address - FIRST_BUFFER} bytes allocated)")
-        self._next_buffer += pages * REGION_ALIGNMENT
+        self._next_buffer = address + pages * REGION_ALIGNMENT
+        return address
+
+    def _past_own_areas(self, address: int, length: int) -> int:
+        """The first page-aligned address from `address` where `length` bytes touch none of the memory the host
+        keeps for itself (an engine host's QN 1 and QN 2 buffers, which grow with its streams, and its scratch)."""
+        areas = getattr(self._host, "own_areas", ())
+        moved = True
+        while moved:
+            moved = False
+            for start, size in areas:
+                if address < start + size and start < address + length:
+                    address = -(-(start + size) // REGION_ALIGNMENT) * REGION_ALIGNMENT + REGION_ALIGNMENT
+                    moved = True
         return address
 
     def read(self, address: int, length: int) -> bytes:

@@ -10,7 +10,7 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from abi.register_file import DEVICE_ID, ID_OFFSET, PARAMS_OFFSET, RegisterMap
+from abi.register_file import CONFIG_BASE, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET, RegisterMap
 from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.layout import struct_layout
 
@@ -22,14 +22,18 @@ class RegisterFile(wiring.Component):
 
     Ports: ``axil`` (AXI4-Lite, 32-bit data); ``config_<name>`` outputs;
     ``counter_<name>`` inputs; ``table_<name>`` write streams; ``params``
-    input (the PARAMS word). One transaction at a time: a write is taken when
+    input (the PARAMS words: ``params_words`` of them from ``0x004``). One transaction at a time: a write is taken when
     both its address and data are valid and answered on B the next cycle; a
     read is answered on R two cycles after its address (the decode is pipelined).
     """
 
-    def __init__(self, register_map: RegisterMap, address_bits: int = 12):
+    def __init__(self, register_map: RegisterMap, address_bits: int = 12, params_words: int = 1):
+        if not 1 <= params_words <= (CONFIG_BASE - PARAMS_OFFSET) // 4:
+            raise ValueError(f"{params_words} PARAMS words do not fit below the configuration words")
         self.map = register_map
-        members = {"axil": In(Axi4LiteSignature(addr_width=address_bits, data_width=32)), "params": In(32)}
+        self._params_words = params_words
+        members = {"axil": In(Axi4LiteSignature(addr_width=address_bits, data_width=32)),
+                   "params": In(32 * params_words)}
         for name, (_, bits) in register_map.config.items():
             members[f"config_{name}"] = Out(bits)
         for name in register_map.counters:
@@ -86,7 +90,9 @@ class RegisterFile(wiring.Component):
         # -- reads ---------------------------------------------------------
         # Two stages, so no cycle holds the whole address decode and read mux: the address's
         # group of eight words is read into a register per group, then the group is chosen.
-        sources = {ID_OFFSET: Const(DEVICE_ID, 32), PARAMS_OFFSET: self.params}
+        sources = {ID_OFFSET: Const(DEVICE_ID, 32)}
+        for word in range(self._params_words):
+            sources[PARAMS_OFFSET + 4 * word] = self.params.word_select(word, 32)
         for name, (offset, _) in self.map.config.items():
             sources[offset] = getattr(self, f"config_{name}")
         for name, offset in self.map.counters.items():

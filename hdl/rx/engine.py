@@ -54,10 +54,11 @@ memory write 50 cycles (44 before) and the report 64 (58 before), at W = 64
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.utils import exact_log2
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from abi.rx import (ADDRESS_BITS, FRAME_COUNTERS, RX_PARAMS, SACK_TICK_CYCLES, SEGMENT_COUNTERS, SEQUENCE_WINDOW,
+from abi.rx import (ADDRESS_BITS, FRAME_COUNTERS, RX_PARAMS, RX_TABLES, SACK_TICK_CYCLES, SEGMENT_COUNTERS, SEQUENCE_WINDOW,
                     STAG_KEY_BITS, ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout,
                     register_map, report_bytes)
 from abi.tx import peer_sack_bytes
@@ -125,7 +126,7 @@ class RxEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = self.width_bytes
-        m.submodules.registers = registers = RegisterFile(self.map)
+        m.submodules.registers = registers = RegisterFile(self.map, params_words=2)
         m.submodules.frames = frames = FrameReceiver(width, associations=self.associations,
                                                      buffer_bytes=self._buffer_bytes)
         m.submodules.chunks = chunks = ChunkParser(width)
@@ -155,9 +156,10 @@ class RxEngine(wiring.Component):
             frames.local_ip.eq(self.local_ip),
             frames.udp_port.eq(self.udp_port),
             frames.drop_when_full.eq(registers.config_drop_when_full),
-            registers.params.eq(RX_PARAMS.pack({"width_bytes": width, "associations": self.associations,
-                                                "regions": self.regions,
-                                                "streams": self.associations * self.stream_ids})),
+            registers.params.eq(RX_PARAMS.pack({
+                "width_bytes": width, "associations": self.associations,
+                "stream_ids_log2": exact_log2(self.stream_ids), "buffers_log2": exact_log2(self._buffers_per_queue),
+                "key_bits": self.key_bits}) | RX_TABLES.pack({"regions": self.regions}) << 32),
         ]
         connect(m, wiring.flipped(self.s_axil), registers.axil)
         connect(m, registers.table_association, frames.assoc_write)

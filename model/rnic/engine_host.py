@@ -78,6 +78,8 @@ __all__ = ["EngineRnic", "TransmitEngine", "TransportEngine"]
 SCRATCH_SLOT = 1024
 """Host memory per message the host builds for the engine (a session-control message or a Terminate)."""
 SCRATCH_SLOTS = 64
+DEFAULT_SCRATCH_BASE = 0x30000
+"""The scratch slots' address unless the QN 1 and QN 2 buffers reach past it (many streams or buffers)."""
 _KIND = {EngineRequestKind.LIMIT: TsnOpcode.LIMIT, EngineRequestKind.RESEND: TsnOpcode.RESEND,
          EngineRequestKind.ACK: TsnOpcode.ACK}
 _WORK = {Opcode.RDMA_WRITE: WorkOpcode.RDMA_WRITE, Opcode.RDMA_READ_REQUEST: WorkOpcode.RDMA_READ_REQUEST,
@@ -134,12 +136,16 @@ class EngineRnic(OffloadRnic):
 
     def __init__(self, config: RnicConfig, memory: SparseMemory, rng: random.Random,
                  engine: ReceiveEngine | None = None, session_policy: SessionPolicy | None = accept_every_session,
-                 *, transmit: TransmitEngine | None = None, scratch_base: int = 0x30000,
+                 *, transmit: TransmitEngine | None = None, scratch_base: int | None = None,
                  scratch_slots: int = SCRATCH_SLOTS, bounce_base: int = 0x4000_0000, bounce_bytes: int = 1 << 24,
                  **options) -> None:
         super().__init__(config, memory, rng, engine, session_policy, **options)
         self.transmit = transmit if transmit is not None else TransmitEngineModel(
-            TransmitConfig(config.mac, str(config.ip), ird=self.buffers_per_queue), memory)
+            TransmitConfig(config.mac, str(config.ip), stream_ids=1 << (config.streams - 1).bit_length(),
+                           ird=self.buffers_per_queue), memory)
+        if scratch_base is None:   # after the QN 1 and QN 2 buffers, which grow with the streams and queues
+            control_end = self.control_base + config.streams * self.control_stride
+            scratch_base = max(DEFAULT_SCRATCH_BASE, -(-control_end // SCRATCH_SLOT) * SCRATCH_SLOT)
         self.scratch_base, self.scratch_slots = scratch_base, scratch_slots
         self.bounce_base, self.bounce_bytes = bounce_base, bounce_bytes
         self._bounce_used = 0
@@ -173,7 +179,9 @@ class EngineRnic(OffloadRnic):
             endpoint = stream.endpoint
             if endpoint is None:
                 continue
-            while self._segments_wanted(stream_id) and self._segments_due.get(stream_id, 0) == 0:
+            # Most streams of many have nothing to send: the window is asked only for one that has.
+            while (endpoint.has_segments_to_send and self._segments_wanted(stream_id)
+                   and self._segments_due.get(stream_id, 0) == 0):
                 taken = endpoint.take_message()
                 if taken is None:
                     break
@@ -183,7 +191,9 @@ class EngineRnic(OffloadRnic):
                 for length in lengths:   # numbered by the session, read and built by the engine
                     self._sessions.send_segment(stream_id, EngineSegment(length))
                 self._send_session_messages()
-            self._on_rdmap_events(stream_id, endpoint.next_events())
+            events = endpoint.next_events()
+            if events:
+                self._on_rdmap_events(stream_id, events)
         self._send_session_messages()
         if association is not None:
             self._forward_engine_requests()

@@ -45,8 +45,11 @@ over the span from the first pair's start to the last pair's end (on
 send_lat every pair's samples).  A device has `query_device().max_qp`
 queue pairs (one per DDP stream): on `soft` the fabric is opened with
 `streams=N` when N is above its default 8, up to `SOFT_QPS_LIMIT`; on
-`engine` and `board` the engine's stream table fixes it (4), and a larger
-N fails before anything is timed.  `sim` runs one pair: its program runs
+`engine`, above its default 4, with the engines built for N
+(`engine_tables`: N streams and a region row for each pair's region, as an
+`hdl.rnic.Rnic` built with those tables), up to the same limit; on `board`
+the build's stream table fixes it (4), and a larger N fails before
+anything is timed.  `sim` runs one pair: its program runs
 under cocotb, whose scheduler this one does not share (no asyncio tasks).
 
 A host whose memory cannot hold a region of twice the largest size (the
@@ -97,7 +100,9 @@ from driver import (
     CQ, MR, PD, QP, WC, AccessFlags, CMEventType, CMID, ConnParam, Device, DeviceAttr, DriverError, Fabric,
     LinkConfig, OutOfResources, QPCap, RecvWR, SendWR, SGE, WROpcode, run,
 )
+from driver.backends.engine import STREAM_IDS
 from driver.link import Exchanged
+from driver.options import ENGINE_REGIONS
 from abi.link import Op
 from model.rnic.host import RnicConfig
 
@@ -123,7 +128,7 @@ RECV_DEPTH = 4
 SOFT_DEFAULT_STREAMS = RnicConfig.__dataclass_fields__["streams"].default
 """The soft backend's DDP streams per association, so its queue pairs per device, unless told otherwise (8)."""
 SOFT_QPS_LIMIT = 1024
-"""`--qps` on `soft`: the fabric opened with `streams=N`.  RFC 4960 3.3.2 and the 16-bit DDP stream number would
+"""`--qps` on `soft` and `engine`: the fabric opened with `streams=N`.  RFC 4960 3.3.2 and the 16-bit DDP stream number would
 allow 65535, but the run's cost grows faster than the pairs: a 2-byte write_bw, one iteration, took 4 s with 1024
 pairs and 142 s with 4096 (measured on a busy 2-core machine)."""
 DIRECTIONS = {"to-board": (0,), "from-board": (1,), "both": (0, 1)}
@@ -135,6 +140,16 @@ MB = 1 << 20
 """perftest's MB: 2^20 bytes."""
 ACCESS = AccessFlags.LOCAL_WRITE | AccessFlags.REMOTE_WRITE | AccessFlags.REMOTE_READ
 ENGINE_CLOCK = "10 ns"
+
+
+ENGINE_STREAM_IDS = STREAM_IDS
+"""The engine backend's queue pairs unless built for more (`engine_tables`)."""
+
+
+def engine_tables(qps: int) -> dict[str, int]:
+    """The engine backend's build options for `qps` queue pairs: a DDP stream each (RFC 5043 8), and a region row
+    for each pair's one region beside the default table (row 0 is never an STag's)."""
+    return {"streams": qps, "regions": max(ENGINE_REGIONS, qps + 1)}
 
 
 class PerfFailed(Exception):
@@ -939,6 +954,8 @@ def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, 
             extra = {"engine_sacks": engine_sacks, "engine_transport": engine_transport} if backend == "engine" else {}
             if backend == "soft" and plan.qps > SOFT_DEFAULT_STREAMS:
                 extra["streams"] = plan.qps   # a DDP stream per queue pair (RFC 5043 8)
+            if backend == "engine" and plan.qps > ENGINE_STREAM_IDS:
+                extra.update(engine_tables(plan.qps))
             if peer == "usrsctp":
                 _run_with_usrsctp(backend, plan, link, seed, extra, report)
             else:

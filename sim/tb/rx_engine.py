@@ -8,8 +8,9 @@ and given the same host commands. Tests share a simulation: each starts
 with a reset and a configuration that takes back every posted buffer.
 Parameters (:func:`sim.runner.test_parameters`): ``width_bytes``, ``seed``,
 ``messages``, ``max_payload``, ``backpressure``, ``part`` (one part of the
-malformed catalogue; every part in turn without it), ``buffer_bytes``, ``key_bits`` (the
-engine's STag key width, default :data:`abi.rx.STAG_KEY_BITS`).
+malformed catalogue; every part in turn without it), ``buffer_bytes``, and the engine's build
+parameters as :class:`~sim.traffic.rx.EngineShape` names them (``associations``, ``stream_ids``,
+``regions``, ``buffers_per_queue``, ``key_bits``; by default the shape's own).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from abi.rx import STAG_KEY_BITS, register_map
+from abi.register_file import PARAMS_OFFSET
+from abi.rx import RX_PARAMS, RX_TABLES, register_map
 from model.ddp.memory import SparseMemory
 from model.engine.config import ReceiveConfig
 from model.engine.rx import ReceiveEngineModel
@@ -38,7 +40,8 @@ from sim.traffic.rx import (
     random_config,
 )
 
-SHAPE = EngineShape(key_bits=int(test_parameters().get("key_bits", STAG_KEY_BITS)))
+SHAPE = EngineShape(**{name: int(value) for name, value in test_parameters().items()
+                        if name in EngineShape.__dataclass_fields__})
 MEMORY_BYTES = 1 << 22
 
 
@@ -48,6 +51,13 @@ async def _start(dut) -> tuple[RxEngineTB, dict]:
                     register_map(SHAPE.associations, SHAPE.stream_ids, SHAPE.regions, SHAPE.key_bits), SHAPE,
                     memory_bytes=MEMORY_BYTES, seed=int(parameters.get("seed", 1)))
     await tb.reset()
+    # The PARAMS words name the tables the engine was built with (abi.rx.RX_PARAMS, RX_TABLES).
+    params = RX_PARAMS.unpack(await tb.read_register(PARAMS_OFFSET))
+    regions = RX_TABLES.unpack(await tb.read_register(PARAMS_OFFSET + 4))["regions"]
+    assert (params, regions) == ({"width_bytes": int(parameters["width_bytes"]), "associations": SHAPE.associations,
+                                  "stream_ids_log2": SHAPE.stream_ids.bit_length() - 1,
+                                  "buffers_log2": SHAPE.buffers_per_queue.bit_length() - 1,
+                                  "key_bits": SHAPE.key_bits}, SHAPE.regions), (params, regions)
     return tb, parameters
 
 

@@ -140,7 +140,8 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
              work_after_frames: list | None = None, ring_tsns: int = 64, tsn_requests: list = (),
              tsn_after_frames: list | None = None, acknowledge_after: int | None = 0,
              completion_count: int = 0, work_delay: int = 0, sacks: list = (),
-             sack_after_frames: list | None = None) -> Run:
+             sack_after_frames: list | None = None, table_associations: int = 2,
+             stream_ids: int = STREAM_IDS) -> Run:
     """Run the engine until ``frame_count`` frames and ``refused_count`` refusals left (or a cycle budget ran
     out), then 30 cycles more.
 
@@ -153,9 +154,10 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
     ready on a random ``refused_ready`` of the cycles. ``tsn_requests`` go to ``s_axis_tsn``, each (with
     ``tsn_after_frames``) once that many frames have left; unless ``acknowledge_after`` is None the peer
     also ACKs each DATA chunk that many cycles after it left (between those requests), the ACKs due at once
-    taken together as one (cumulative, RFC 4960 6.2.1).
+    taken together as one (cumulative, RFC 4960 6.2.1). ``table_associations`` and ``stream_ids`` are the
+    engine's tables (``TxEngine``'s ``associations`` and ``stream_ids``).
     """
-    dut = TxEngine(width, associations=2, stream_ids=STREAM_IDS, ird=ird, buffer_bytes=buffer_bytes,
+    dut = TxEngine(width, associations=table_associations, stream_ids=stream_ids, ird=ird, buffer_bytes=buffer_bytes,
                    ring_tsns=ring_tsns)
     rng = random.Random(seed)
     layout, record_layout, control_layout = (struct_layout(work_request_layout()), struct_layout(read_response_layout()),
@@ -188,7 +190,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
                 "peer_port": a.peer_port, "tag": a.tag, "udp": a.udp, "peer_udp_port": a.peer_udp_port,
                 "mulpdu": a.mulpdu, "next_tsn": a.next_tsn})
         for (association, stream_id), ssn in first_ssn.items():
-            await stream_put(ctx, dut.stream_write, {"index": association * STREAM_IDS + stream_id,
+            await stream_put(ctx, dut.stream_write, {"index": association * stream_ids + stream_id,
                                                      "first_ssn": ssn})
         await ctx.tick().repeat(8)   # the IPv4 sums of the rows settle
         tables_written[0] = True

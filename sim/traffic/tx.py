@@ -168,13 +168,16 @@ class MemoryReader:
 
 def engine_model_run(associations: list[Association], first_ssn: dict, memory, messages: list, *,
                      after_frames: list | None = None, tsn_requests: list = (), tsn_after_frames: list | None = None,
-                     ird: int = 4, ring_tsns: int = 64, acknowledge: bool = False) -> EngineModelRun:
+                     ird: int = 4, ring_tsns: int = 64, acknowledge: bool = False, table_associations: int = 2,
+                     stream_ids: int = STREAM_IDS) -> EngineModelRun:
     """The transmit engine's model paced as :func:`sim.tb.tx_engine.simulate` paces the RTL: each message
     (``Work``, ``ReadResponse`` or ``Control``) is posted once ``after_frames`` of it frames have left (all
     at once without it), each of ``tsn_requests`` once its ``tsn_after_frames`` have (TSN requests due go
-    first); with ``acknowledge`` every DATA chunk is acknowledged as it leaves (a peer that never lags)."""
-    model = TransmitEngineModel(TransmitConfig(LOCAL_MAC, str(LOCAL_IP), UDP_PORT, stream_ids=STREAM_IDS, ird=ird,
-                                               ring_tsns=ring_tsns), MemoryReader(memory))
+    first); with ``acknowledge`` every DATA chunk is acknowledged as it leaves (a peer that never lags).
+    ``table_associations`` and ``stream_ids``: the engine's tables, as the RTL's."""
+    model = TransmitEngineModel(TransmitConfig(LOCAL_MAC, str(LOCAL_IP), UDP_PORT, associations=table_associations,
+                                               stream_ids=stream_ids, ird=ird, ring_tsns=ring_tsns),
+                                MemoryReader(memory))
     for a in associations:
         model.write_association(TxAssociationRow(a.index, a.peer_mac, a.peer_ip, a.local_port, a.peer_port, a.tag,
                                                  a.mulpdu, a.next_tsn, a.udp, a.peer_udp_port))

@@ -70,7 +70,9 @@ def test_a_host_reaches_the_simulated_board(tmp_path):
             assert packet.data == ARP_REQUEST + bytes(60 - len(ARP_REQUEST)) and not packet.truncated
 
             counters = link.mac_counters()
+            # One frame each way, whatever the link repeated: on a loaded machine the simulation falls behind the
+            # link's waits and a request is sent again (`link.client.retried`); the board recognizes it by its
+            # sequence number and does not send its frame twice (driver/link.py).
             assert (counters["rx_frames"], counters["tx_frames"], counters["rx_fcs_errors"]) == (1, 1, 0)
-            assert link.client.retried == 0
         finally:
             link.port.close()

@@ -15,7 +15,7 @@ import pytest
 from scapy.layers.l2 import Ether
 from scapy.layers.sctp import SCTP, SCTPChunkSACK
 
-from driver import CMEventType, InvalidArgument, OutOfResources, open_fabric
+from driver import SGE, CMEventType, InvalidArgument, OutOfResources, SendWR, WCStatus, WROpcode, open_fabric
 from driver.backends.board import BoardError, BoardFabric, BoardMismatch, LinkMemory, board_memory_map
 from driver.device import Fabric
 from driver.ethernet import EthernetError, SocketPort, open_port
@@ -28,6 +28,7 @@ from model.sctp.packet import PPID_DDP_SESSION_CONTROL, DataChunk, SctpPacket
 from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import IPS, MACS
 from scripts.driver_example import example
+from tests.driver.harness import ALL_ACCESS, connected
 from sim.board_model import ModelBoard
 from sim.e2e_program import end_to_end_checked
 from tests.driver.test_verbs import (callers_buffers, lists_stop_at_the_first_bad_request, two_listening_ports,
@@ -73,6 +74,34 @@ def test_the_device_reports_the_boards_tables():
     _, fabric = open_board()
     attr = fabric.devices[0].query_device()
     assert (attr.max_mr, attr.max_qp, attr.max_qp_rd_atom) == (15, 4, 4)   # IRD: the engine's Read Responses
+
+
+def test_the_device_sizes_itself_from_the_boards_params_words():
+    """A board built with 64 region rows and 12-bit STag keys says so in its PARAMS words (abi.rx.RX_PARAMS,
+    RX_TABLES): the device offers 63 regions, one more is OutOfResources, each STag is row << 12 | key, and a
+    Write to the last region registered lands."""
+    board = ModelBoard(MACS[Side.A], IPS[Side.A], regions=64, key_bits=12)
+    fabric = Fabric(BoardFabric(board.control, board.port))
+
+    async def main(fabric):
+        server, client = await connected(fabric, region=64)
+        attr = server.device.query_device()
+        regions = [server.pd.reg_mr(64, ALL_ACCESS) for _ in range(attr.max_mr - 1)]
+        with pytest.raises(OutOfResources):
+            server.pd.reg_mr(64, ALL_ACCESS)
+        client.mr.write(b"to the 63rd row")
+        client.qp.post_send([
+            SendWR(1, WROpcode.RDMA_WRITE, [SGE(client.mr.buf, 15, client.mr.lkey)],
+                   remote_addr=regions[-1].buf, rkey=regions[-1].rkey),
+            SendWR(2, WROpcode.RDMA_READ, [SGE(client.mr.buf + 32, 15, client.mr.lkey)],
+                   remote_addr=regions[-1].buf, rkey=regions[-1].rkey)])
+        statuses = [wc.status for wc in await client.cq.wait(2)]
+        return attr.max_mr, [server.mr.rkey] + [mr.rkey for mr in regions], statuses, regions[-1].read(15)
+
+    max_mr, stags, statuses, landed = fabric.backend.run(lambda: main(fabric))
+    assert max_mr == 63
+    assert sorted(stag >> 12 for stag in stags) == list(range(1, 64))
+    assert statuses == [WCStatus.SUCCESS, WCStatus.SUCCESS] and landed == b"to the 63rd row"
 
 
 def test_leftover_records_are_popped_at_opening():

@@ -107,12 +107,25 @@ def test_the_command_reports_a_broken_pair_as_a_failure(monkeypatch, capsys):
     assert re.fullmatch(r"rnic perf: PerfFailed: pair [23]: write_bw 500: the bytes that landed differ[^\n]*\n", err)
 
 
-def test_more_pairs_than_the_engine_s_streams_fail_before_anything_is_timed(capsys):
-    assert main(["perf", "--backend", "engine", "--qps", "5", "--test", "write_bw", "--sizes", "64"]) == 1
+def test_more_pairs_than_the_board_s_streams_fail_before_anything_is_timed(capsys):
+    """The board's build has 4 DDP streams (its stream table): a fifth pair fails before anything is timed."""
+    assert main(["perf", "--backend", "board", "--qps", "5", "--test", "write_bw", "--sizes", "64"]) == 1
     out, err = capsys.readouterr()
-    assert err == ("rnic perf: --qps 5: the engine backend's device has 4 queue pairs "
+    assert err == ("rnic perf: --qps 5: the board backend's device has 4 queue pairs "
                    "(query_device().max_qp)\n")
     assert "RDMA Write bandwidth" not in out
+
+
+def test_sixteen_pairs_on_engine_build_its_tables_for_them(capsys):
+    """Above its default 4, the engine backend is built with a DDP stream per pair and a region row per pair's
+    region (`perf.engine_tables`): 16 pairs each move their bytes, and each device offers exactly 16."""
+    assert main(["perf", "--backend", "engine", "--qps", "16", "--test", "write_bw", "--sizes", "100",
+                 "--iters", "2"]) == 0
+    rows = pair_rows(capsys.readouterr().out)
+    assert [pair for pair, *_ in rows] == [str(pair) for pair in range(16)] + ["all"]
+    assert rows[-1][3] == sum(moved for *_, moved in rows[:-1]) == 16 * 200
+    attrs = [device.query_device() for device in open_fabric("engine", **perf.engine_tables(16)).devices]
+    assert [(attr.max_qp, attr.max_mr) for attr in attrs] == [(16, 16), (16, 16)]
 
 
 def test_sixteen_pairs_on_soft_raise_its_streams(capsys):
@@ -125,6 +138,7 @@ def test_sixteen_pairs_on_soft_raise_its_streams(capsys):
 def test_the_qps_limits_are_usage_errors(capsys):
     for argv, message in ((["--qps", "0"], "below the minimum of 1"),
                           (["--qps", "1025"], "above the maximum of 1024 on backend soft"),
+                          (["--backend", "engine", "--qps", "1025"], "above the maximum of 1024 on backend engine"),
                           (["--backend", "sim", "--qps", "2"], "above 1 only with --backend soft, engine or board"),
                           (["--client", "127.0.0.1", "--qps", "2"], "not with --client")):
         with pytest.raises(SystemExit) as exit_:

@@ -47,7 +47,8 @@ def _run(width_bytes: int, testcase: str, extra: dict, shape: EngineShape = SHAP
     messages, max_payload = {"small": SMALL_TRAFFIC, "disordered": DISORDERED_TRAFFIC}.get(
         extra.get("profile"), TRAFFIC[width_bytes])
     backpressure = 0.0 if extra.get("profile") == "small" else 0.3
-    key_name = "" if shape.key_bits == SHAPE.key_bits else f"_key{shape.key_bits}"
+    key_name = "".join(f"_{name}{getattr(shape, name)}" for name in EngineShape.__dataclass_fields__
+                       if getattr(shape, name) != getattr(SHAPE, name))
     result = run_cocotb(
         RxEngine(width_bytes, associations=shape.associations, stream_ids=shape.stream_ids, regions=shape.regions,
                  key_bits=shape.key_bits, buffers_per_queue=shape.buffers_per_queue, buffer_bytes=BUFFER_BYTES),
@@ -58,7 +59,7 @@ def _run(width_bytes: int, testcase: str, extra: dict, shape: EngineShape = SHAP
         waves_name=f"rx_engine_w{width_bytes}{key_name}-{_case_id(testcase, extra)}",
         parameters={"width_bytes": width_bytes, "seed": width_bytes, "messages": messages,
                     "max_payload": max_payload, "backpressure": backpressure, "buffer_bytes": BUFFER_BYTES,
-                    "key_bits": shape.key_bits, **extra},
+                    **{name: getattr(shape, name) for name in EngineShape.__dataclass_fields__}, **extra},
     )
     assert result.tests == len(testcase.split(","))
 
@@ -92,6 +93,24 @@ def test_rx_engine_cocotb_wide_key(testcase, extra):
     differs from the registered one in bit 11 alone (refused, Invalid STag, nothing placed, as the model
     does); random traffic's keys are drawn over 12 bits."""
     _run(8, testcase, extra, WIDE_KEY_SHAPE)
+
+
+#: An engine built with the tables of issue 30 at scale: 1024 region rows (the region table in block RAM),
+#: 16 posted buffers per queue, 16 associations of 16 DDP streams (256 stream rows).
+LARGE_SHAPE = EngineShape(associations=16, stream_ids=16, regions=1024, buffers_per_queue=16)
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow   # a Verilator build of its own, as the wide key's
+@pytest.mark.parametrize("testcase, extra",
+                         [("malformed_catalogue", {}), ("random_valid_traffic", {"profile": "small"}),
+                          ("random_valid_traffic", {"profile": "disordered"})],
+                         ids=["malformed_catalogue", "random_valid_traffic_small", "random_valid_traffic_disordered"])
+def test_rx_engine_cocotb_large_tables(testcase, extra):
+    """The engine with large tables against the model: random configurations register rows anywhere in the 1024
+    (up to 1023) and post up to 16 buffers per queue over streams of all 16 associations; the catalogue's refusals
+    are the model's."""
+    _run(8, testcase, extra, LARGE_SHAPE)
 
 
 # -- the traffic and the configuration check, without a simulator ---------------------------------

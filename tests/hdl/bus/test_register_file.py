@@ -1,5 +1,6 @@
 """AXI4-Lite register file (hdl/bus/register_file.py) in Amaranth's simulator."""
 
+import pytest
 from amaranth.sim import Simulator
 
 from abi.layout import Struct
@@ -60,3 +61,23 @@ def test_engine_map_fits_and_windows_do_not_overlap():
     offsets = sorted(w.base for w in regmap.tables.values())
     assert all(b - a >= 0x100 for a, b in zip(offsets, offsets[1:]))
     assert all(w.words * 4 < 0xFC for w in regmap.tables.values())
+
+
+def test_params_words_follow_one_another_from_0x004():
+    """Two PARAMS words (the receive engine's: RX_PARAMS, RX_TABLES) read at 0x004 and 0x008; 0x00C, below the
+    configuration words, reads 0; more words than fit below 0x010 are refused."""
+    regmap = RegisterMap(config=[("ip", 32)], counters=[], tables=[])
+    dut = RegisterFile(regmap, params_words=2)
+
+    async def testbench(ctx):
+        ctx.set(dut.params, 0x0000_0400_1C40_0810)
+        assert await axil_read(ctx, dut.axil, 0x004) == 0x1C40_0810
+        assert await axil_read(ctx, dut.axil, 0x008) == 0x0000_0400
+        assert await axil_read(ctx, dut.axil, 0x00C) == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    with pytest.raises(ValueError, match="4 PARAMS words do not fit"):
+        RegisterFile(regmap, params_words=4)

@@ -71,7 +71,9 @@ def run_against_model(width: int, associations: list[Association], first_ssn: di
     posts.sort(key=lambda post: post[0])
     engine = engine_model_run(associations, first_ssn, memory, [message for _, message in posts],
                               after_frames=[after for after, _ in posts], acknowledge=True,
-                              ird=options.get("ird", 4), ring_tsns=options.get("ring_tsns", 64))
+                              ird=options.get("ird", 4), ring_tsns=options.get("ring_tsns", 64),
+                              table_associations=options.get("table_associations", 2),
+                              stream_ids=options.get("stream_ids", STREAM_IDS))
     assert engine.frames == expected, "model.engine.tx sends other frames, or in another order, than the RTL must"
     return simulate(width, associations, first_ssn, works, memory, len(expected) + extra_frames, responses=responses,
                     controls=controls, sacks=sacks, **options), expected, sources

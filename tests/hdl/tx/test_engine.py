@@ -107,3 +107,26 @@ def test_one_beat_per_cycle(width, size, opcode, count):
     run = check(width, associations, {(0, 0): 1}, works, memory)
     cycles = run.beat_cycles
     assert cycles[-1] - cycles[0] + 1 == len(cycles), "a cycle without a beat"
+
+
+@pytest.mark.slow   # about 100 s in Amaranth's simulator with 256 stream rows: beyond the default suite's budget
+def test_large_tables_match_the_model():
+    """The engine built with 16 associations of 16 DDP streams (256 stream rows, issue 30): messages on streams
+    of the first, a middle and the last association, up to stream id 15, each with its own DDP-SSN and MSNs,
+    are the model's frames byte for byte."""
+    rng = random.Random(30)
+    associations = [Association(index, 1468, rng.getrandbits(32), tag=rng.getrandbits(28) << 4 | index,
+                                local_port=5000 + index, peer_port=6000 + index, peer_ip=f"10.0.1.{index + 1}")
+                    for index in (0, 7, 15)]
+    first_ssn = {(a.index, stream_id): rng.randrange(1 << 16) for a in associations for stream_id in (0, 9, 15)}
+    works = []
+    for _ in range(24):
+        association, stream_id = rng.choice(list(first_ssn))
+        opcode = rng.choice([WorkOpcode.RDMA_WRITE, WorkOpcode.SEND, WorkOpcode.RDMA_READ_REQUEST])
+        size = rng.choice((0, 1, 61, 1467, 3000))
+        works.append(Work(opcode, association, stream_id, PAGE_END - rng.randrange(64, 4096), size,
+                          stag=rng.getrandbits(32), to=rng.getrandbits(63), sink_stag=rng.getrandbits(32),
+                          sink_to=rng.getrandbits(64)))
+    memory = random_memory(rng, 8, ar_ready=0.6, latency=(1, 12), r_gap=0.3)
+    check(8, associations, first_ssn, works, memory, out_stall=0.25, work_gap=0.2, seed=30, table_associations=16,
+          stream_ids=16)
