@@ -6,11 +6,14 @@ out and come in through a `driver.transports` transport (SCTP over UDP,
 RFC 6951, over raw IPv4, or over IPv4 in raw Ethernet frames).  Its peer is any RNIC that speaks SCTP with
 DDP on the network: another process, another machine.
 
-Frames: the `SoftRnic` speaks Ethernet frames; here they never leave the
-process.  A packet that arrives from endpoint (ip, port) is put in a frame
-whose source MAC *is* that endpoint, its four address bytes then its two
-port bytes (`endpoint_mac`), and a frame the host sends goes to the endpoint
-its destination MAC names.  So the host's own filter (one association at a
+Frames: the `SoftRnic` speaks Ethernet frames, or the SCTP packets inside
+them (`receive_packet`, `packets_to_send`), which is what a device hands it
+here: no frame is built around a packet that the host would only strip
+again (a host that handles frames its own way gets them, built here and
+never leaving the process).  A packet that arrives from endpoint (ip, port)
+comes from the MAC that *is* that endpoint, its four address bytes then its
+two port bytes (`endpoint_mac`), and a packet the host sends goes to the
+endpoint its destination MAC names.  So the host's own filter (one association at a
 time, with one peer: `model.rnic.host`) tells two processes on one IPv4
 address apart by their UDP ports.  RFC 6951 5.5 has the peer's UDP
 encapsulation port learnt from its packets; the choice here: it is fixed
@@ -54,7 +57,7 @@ from typing import TypeVar
 from model.ddp.memory import SparseMemory
 from model.net.frames import build_frame
 from model.rnic.events import Connected, RnicEvent
-from model.rnic.host import RnicConfig, SoftRnic
+from model.rnic.host import RnicConfig, SoftRnic, takes_packets
 
 from driver.backends.base import FabricBackend
 from driver.backends.soft import DEFAULT_RESOURCES, HostDevice
@@ -187,8 +190,7 @@ class NetworkFabric(FabricBackend):
         # A host with the SoftRnic's own frame surface takes and gives SCTP packets as they come off and go on
         # the socket (`SoftRnic.receive_packet`, `packets_to_send`), which spares building and parsing a frame
         # around each; a host that handles frames its own way gets frames.
-        kind = type(self.host)
-        self._packets = kind.receive is SoftRnic.receive and kind.data_to_send is SoftRnic.data_to_send
+        self._packets = takes_packets(self.host)
         self._senders: dict[Endpoint, tuple[bytes, ipaddress.IPv4Address]] = {}
         self._destinations: dict[bytes, Endpoint] = {}
         self.device = NetworkDevice(self, self.host, transport, port)

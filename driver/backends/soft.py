@@ -396,10 +396,6 @@ class SoftFabric(FabricBackend):
             self._timer = loop.call_at(next_time, self._service, next_time)
             return
 
-    def _waiting(self) -> bool:
-        """Whether a wait is pending (its predicate runs at the next `_wake`)."""
-        return any(not waiter.future.done() for waiter in self._waiters)
-
     def _wake(self, now: float) -> None:
         """Wake the waiters whose predicate holds, or whose deadline has passed (`WaitTimeout`)."""
         for waiter in list(self._waiters):

@@ -351,6 +351,21 @@ class _Peer:
     ip: ipaddress.IPv4Address
 
 
+def takes_packets(host: SoftRnic) -> bool:
+    """Whether the host takes and gives SCTP packets (`receive_packet`, `packets_to_send`,
+    `data_to_send_unframed`) as it takes and gives frames: a `SoftRnic` whatever its SCTP, not a host that
+    handles frames its own way (`model.rnic.offload.OffloadRnic`, `model.rnic.engine_host.EngineRnic`)."""
+    kind = type(host)
+    known = _TAKES_PACKETS.get(kind)
+    if known is None:
+        known = _TAKES_PACKETS[kind] = all(getattr(kind, name) is getattr(SoftRnic, name) for name in (
+            "receive", "data_to_send", "receive_packet", "packets_to_send", "data_to_send_unframed"))
+    return known
+
+
+_TAKES_PACKETS: dict[type, bool] = {}
+
+
 class SoftRnic:
     """A software RNIC host (see the module docstring)."""
 

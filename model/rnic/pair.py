@@ -44,7 +44,7 @@ from model.rnic.events import (
     RtrArrived,
     SessionEstablished,
 )
-from model.rnic.host import RnicConfig, SessionPolicy, SoftRnic, accept_every_session
+from model.rnic.host import RnicConfig, SessionPolicy, SoftRnic, accept_every_session, takes_packets
 from model.rnic.link import Link, LinkConfig, Side, Unframed
 
 MACS = {Side.A: bytes.fromhex("020000000001"), Side.B: bytes.fromhex("020000000002")}
@@ -73,20 +73,6 @@ class AssociationEnded(Stalled):
         self.finished = finished
         ended = ", ".join(f"host {side.name}: {type(event).__name__}" for side, event in finished.items() if event)
         super().__init__(f"the association ended ({ended}) and nothing is left in flight")
-
-
-def _takes_packets(host: SoftRnic) -> bool:
-    """Whether the host sends and takes frames as `SoftRnic` does, so that its packets may go unframed: not a
-    host that handles frames its own way (`model.rnic.engine_host.EngineRnic`, a host over another SCTP)."""
-    kind = type(host)
-    known = _TAKES_PACKETS.get(kind)
-    if known is None:
-        known = _TAKES_PACKETS[kind] = (kind.receive is SoftRnic.receive and kind.data_to_send is SoftRnic.data_to_send
-                                        and kind.receive_packet is SoftRnic.receive_packet)
-    return known
-
-
-_TAKES_PACKETS: dict[type, bool] = {}
 
 
 def host_config(side: Side, **options: object) -> RnicConfig:
@@ -195,7 +181,7 @@ class HostPair:
         unframed = sent is None and tap is None and link.recording is None and not link.config.corruption
         for side, host in self.hosts.items():
             peer = self.hosts[side.peer] if unframed else None
-            if (peer is not None and _takes_packets(host) and _takes_packets(peer)
+            if (peer is not None and takes_packets(host) and takes_packets(peer)
                     and host.config.udp == peer.config.udp):
                 for frame in host.data_to_send_unframed(now, peer.config.mac, peer.config.ip):
                     link.send(side, frame, now)
