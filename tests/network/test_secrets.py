@@ -14,12 +14,12 @@ KEYS = 16
 """STags registered per device: their 8-bit keys (RFC 5040 2.1 STag Key) compared as one sequence."""
 
 
-def _init_of() -> InitChunk:
-    """The INIT a fresh device sends when it connects to a UDP socket of the test's."""
+def _init_of(**options) -> InitChunk:
+    """The INIT a fresh device (with `options`) sends when it connects to a UDP socket of the test's."""
     peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     peer.bind(("127.0.0.1", 0))
     peer.settimeout(5)
-    device = open_device("udp:127.0.0.1:0")
+    device = open_device("udp:127.0.0.1:0", **options)
 
     async def connect() -> bytes:
         pd, cq = device.alloc_pd(), device.create_cq()
@@ -95,3 +95,10 @@ def test_the_soft_backend_keeps_its_seeded_draws() -> None:
         server, client = open_fabric("soft", seed=3).devices
         runs.append((_stag_keys(server), _stag_keys(client)))
     assert runs[0] == runs[1]
+
+
+def test_a_device_on_a_real_network_announces_its_one_mib_window_unless_told() -> None:
+    """RFC 4960 6.2 leaves a_rwnd to the implementation (at least 1500): a device on a real transport announces
+    1 MiB in its INIT (`driver.backends.network.NETWORK_BUFFER`), and `receive_buffer` sets another."""
+    assert _init_of().a_rwnd == 1 << 20
+    assert _init_of(receive_buffer=4096).a_rwnd == 4096
