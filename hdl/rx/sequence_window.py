@@ -112,16 +112,18 @@ class SequenceWindow(wiring.Component):
 
         # Stage 0: read the stream's state.
         m.d.comb += read.addr.eq(self.index)
-        index_1, ssn_1 = Signal.like(self.index), Signal(bits)
+        # The stage registers have no reset: each is loaded on every cycle, and a commit (the only use
+        # of their values that lasts) comes for a lookup made after the reset, once it has reached them.
+        index_1, ssn_1 = Signal.like(self.index, reset_less=True), Signal(bits, reset_less=True)
         m.d.sync += [index_1.eq(self.index), ssn_1.eq(self.ssn)]
 
         # Stage 1: how far ahead of base. The bit of `seen` at the slot is chosen half here, by the slot's
         # low bits (a subtraction of their own), so stage 2's choice is among groups, not `window` bits.
-        index_2, ahead_2 = Signal.like(self.index), Signal(bits)
-        base_2, seen_2 = Signal(bits), Signal(window)
+        index_2, ahead_2 = Signal.like(self.index, reset_less=True), Signal(bits, reset_less=True)
+        base_2, seen_2 = Signal(bits, reset_less=True), Signal(window, reset_less=True)
         low_bits = slot_bits // 2
         low_1 = (ssn_1[:low_bits] - read.data.base[:low_bits])[:low_bits]
-        chosen_2 = Signal(window >> low_bits)      # per group of 2 ** low_bits slots, the bit at the low bits
+        chosen_2 = Signal(window >> low_bits, reset_less=True)      # per group of 2 ** low_bits slots, the bit at the low bits
         m.d.sync += [index_2.eq(index_1), ahead_2.eq(ssn_1 - read.data.base),
                      base_2.eq(read.data.base), seen_2.eq(read.data.seen),
                      chosen_2.eq(Cat(read.data.seen[start:start + (1 << low_bits)].bit_select(low_1, 1)
@@ -139,10 +141,10 @@ class SequenceWindow(wiring.Component):
             return Cat(*(Cat(*(one_hot[position] for position in range(1, window + 1) if position >> bit & 1)).any()
                          for bit in range(len(advance_3))))
 
-        index_3, base_3 = Signal.like(self.index), Signal(bits)
-        marked_3, advance_3 = Signal(window), Signal(range(window + 1))
+        index_3, base_3 = Signal.like(self.index, reset_less=True), Signal(bits, reset_less=True)
+        marked_3, advance_3 = Signal(window, reset_less=True), Signal(range(window + 1), reset_less=True)
         if self._registered_write:
-            first_zero_3 = Signal(window + 1)    # base's own: zero unless the DDP-SSN is base
+            first_zero_3 = Signal(window + 1, reset_less=True)    # base's own: zero unless the DDP-SSN is base
             m.d.sync += first_zero_3.eq(Mux(ahead_2 == 0, first_zero, 0))
             m.d.comb += advance_3.eq(encode(first_zero_3))
         else:
@@ -170,8 +172,10 @@ class SequenceWindow(wiring.Component):
             ]
             return m
         # Stage 4 (registered_write): the commit or reset from registers.
-        index_4, base_4 = Signal.like(self.index), Signal(bits)
-        marked_4, advance_4, write_4 = Signal(window), Signal(range(window + 1)), Signal()
+        # No reset but for the write enable, as the stages before.
+        index_4, base_4 = Signal.like(self.index, reset_less=True), Signal(bits, reset_less=True)
+        marked_4, advance_4 = Signal(window, reset_less=True), Signal(range(window + 1), reset_less=True)
+        write_4 = Signal()
         m.d.sync += [
             index_4.eq(Mux(self.reset, self.reset_index, index_3)),
             base_4.eq(Mux(self.reset, self.reset_first, base_3)),

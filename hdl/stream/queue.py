@@ -80,6 +80,11 @@ with the same next value and kept apart by synthesis
 (:data:`hdl.synthesis.REPLICA`): for a consumer whose uses of the valid lie
 far apart, so each copy is placed beside its own loads.
 
+Resets: only the flags and counters have one. The skid register and the
+FIFO's staging register are written before they are read after a reset (each
+is read only while a flag says it holds a beat), so they have none: fewer
+loads on the reset network, and flip-flops free to share a slice with others.
+
 Latency: a transfer on ``sink`` at edge ``t`` is valid on ``source`` from
 edge ``t`` + 1 (``depth = 2``, or a deeper queue whose FIFO is empty: the
 payload bypasses it) or ``t`` + 2 (deeper, behind payloads in the FIFO: the
@@ -295,7 +300,9 @@ class Queue(wiring.Component):
         the memory holds a payload), ``staged``, ``staged_valid``, ``write_address``,
         ``writing``, ``reading`` and ``in_memory`` (payloads in the memory)."""
         depth = self._depth
-        staged, staged_valid = Signal(self._shape), Signal()
+        # No reset for the staging register: it is written on every cycle and read (the memory write,
+        # the registered fields' copies) only with `staged_valid`, so only after it was written.
+        staged, staged_valid = Signal(self._shape, reset_less=True), Signal()
         readable = Signal()
         write_address = Signal(range(depth))
         reading = taking & readable
@@ -337,7 +344,7 @@ class Queue(wiring.Component):
         one and ``room`` says the skid stage takes it on the next cycle; ``readable`` (a flip-flop)
         then says ``read_data`` is that payload, and ``reading`` that it is taken (always)."""
         depth = self._depth
-        staged, staged_valid = Signal(self._shape), Signal()
+        staged, staged_valid = Signal(self._shape, reset_less=True), Signal()    # no reset: as the LUT RAM FIFO's
         readable, held = Signal(), Signal()    # a fetched payload on the RAM's output; payloads in the memory
         write_address, fetch_address = Signal(range(depth)), Signal(range(depth))
         fetching = held & room
@@ -384,7 +391,9 @@ class Queue(wiring.Component):
         return copies
 
     def _elaborate_skid(self, m, sink, source, level):
-        skid = Signal(self._shape, name="skid")
+        # No reset for the skid register: it follows the sink while `skid_valid` is low and is read (the
+        # output register's load, `following`) only while it is high, so only after it caught a beat.
+        skid = Signal(self._shape, name="skid", reset_less=True)
         steering = self._steering("skid_valid")
         skid_valid = steering[0]
         # `skid_free` (not `skid_valid`) is `sink.ready`: a flip-flop of its own, kept the
