@@ -13,9 +13,9 @@ from model.ddp.memory import Access, SparseMemory
 from model.ddp.segment import TAGGED_HEADER_LENGTH, UNTAGGED_HEADER_LENGTH
 from model.rnic.engine_host import EngineRnic
 from model.rnic.events import Closed, ReadCompletion, ReceiveCompletion, WriteArrived
+from model.rnic.link import Link, Side
 from model.rnic.offload import ModelEngine
 from model.rnic.pair import IPS, MACS, HostPair, host_config
-from model.rnic.link import Link, Side
 
 SIZE = 16384
 SOURCE, SINK = 0x200000, 0x300000
