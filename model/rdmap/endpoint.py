@@ -125,10 +125,11 @@ class SendReceived:
 
 @dataclass(frozen=True)
 class WriteReceived:
-    """An inbound RDMA Write message delivered (RFC 5040: no ULP completion needed)."""
+    """An inbound RDMA Write message delivered (RFC 5040: no ULP completion needed); `length` None: not known
+    (`model.rnic.events.WriteArrived`)."""
 
     stag: int
-    length: int
+    length: int | None
 
 
 @dataclass(frozen=True)

@@ -239,11 +239,14 @@ class ReceiveCompletion(RnicEvent):
 
 @dataclass(frozen=True)
 class WriteArrived(RnicEvent):
-    """An inbound RDMA Write message was placed in full at `stag` (RFC 5040 5.1)."""
+    """An inbound RDMA Write message was placed in full at `stag` (RFC 5040 5.1). `length`: its bytes, or None
+    where the host cannot know them: a receive engine reporting per message (`segment_reports` 0) hands up the
+    Write's last segment alone, and a tagged segment carries no message offset (RFC 5041 4.2). RFC 5040 gives the
+    Data Sink of a Write no completion, so nothing depends on it."""
 
     stream_id: int
     stag: int
-    length: int
+    length: int | None
 
 
 @dataclass(frozen=True)

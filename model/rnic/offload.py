@@ -97,7 +97,7 @@ from model.engine.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, A
                              FrameResult, PeerSack, ReceiveEngineModel, SegmentStatus, SegmentVerdict,
                              check_key_bits)
 from model.errors import DdpError, RdmapError, RnicError
-from model.rdmap.endpoint import RdmapEndpoint
+from model.rdmap.endpoint import RdmapEndpoint, WriteReceived
 from model.rdmap.messages import Opcode, QueueNumber, RdmapControl
 from model.rnic.host import RnicConfig, SessionPolicy, SoftRnic, accept_every_session
 from model.sctp.association import PlacedData
@@ -395,7 +395,12 @@ class OffloadedEndpoint(RdmapEndpoint):
             if record.last:
                 length, self._tagged_bytes = self._tagged_bytes, 0
                 if unreported:
-                    length = self._unreported_length(record, length)
+                    if record.opcode != Opcode.RDMA_READ_RESPONSE:
+                        # A Write's length is not known: it may start anywhere in its region, and a tagged
+                        # segment names no message offset (RFC 5041 4.2).
+                        self._events.append(WriteReceived(record.stag, None))
+                        return
+                    length = self._reads_outstanding[0].length   # a Read Response's: its Read's size (RFC 5040 4.5)
                 self._events.extend(self._on_delivered(Delivered(header, header, length, None)))
             return
         if not record.last:
@@ -408,13 +413,6 @@ class OffloadedEndpoint(RdmapEndpoint):
         self._events.extend(self._on_delivered(Delivered(header, header, record.message_length, buffer)))
         if record.qn == QueueNumber.SEND:
             self._post_waiting()
-
-    def _unreported_length(self, record: SegmentVerdict, reported: int) -> int:
-        """A tagged message's length from its last record, its other segments placed without records."""
-        if record.opcode == Opcode.RDMA_READ_RESPONSE:
-            return self._reads_outstanding[0].length
-        region = self.memory_table.lookup(record.stag)
-        return reported if region is None else record.to + record.payload_length - region.base_to
 
     def _invalidate(self, stag: int) -> RdmapError | None:
         problem = super()._invalidate(stag)
