@@ -78,7 +78,8 @@ from typing import Any, TypeVar
 from driver.backends.base import DeviceAttr, FabricBackend
 from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, engine_device_attr
 from driver.backends.soft import HostDevice, SoftDevice
-from driver.errors import DriverError, OutOfResources, WaitTimeout
+from driver.backends.board_transport import OUTPUT_FLAG, BoardTransport
+from driver.errors import DriverError, InvalidArgument, OutOfResources, WaitTimeout
 from driver.ethernet import EthernetPort, open_port
 from driver.link import LinkInfo, open_serial_link
 from driver.records import (control_request_fields, read_response_fields, record_bytes, record_fields,
@@ -260,7 +261,7 @@ class BoardTransmit:
         hold records (`waiting`, a POLL's answer), each in one request; each must be the model's (the host had
         the model's already, see `next_events`)."""
         for output, expected in self._expected.items():
-            if not (expected and waiting & _OUTPUT_FLAG[output]):
+            if not (expected and waiting & OUTPUT_FLAG[output]):
                 continue
             limit = pop_body_bytes(tx_output_bytes()[output], len(expected))
             for body in self._control.pop_records(output, limit):
@@ -295,10 +296,6 @@ class BoardTransmit:
             if time.monotonic() > deadline:
                 raise BoardError(f"{problem()} for {PACING_SECONDS:g} s")
             time.sleep(POLL_SECONDS)
-
-
-_OUTPUT_FLAG = {TxOutput.COMPLETION: LinkQueue.COMPLETION, TxOutput.TSN_REFUSED: LinkQueue.TSN_REFUSED,
-                TxOutput.READ_RESPONSE_REFUSED: LinkQueue.READ_RESPONSE_REFUSED}
 
 
 def _tx_event(output: TxOutput, body: bytes) -> Completion | RefusedRead | RefusedTsn:
@@ -350,16 +347,24 @@ class BoardEnd:
             check_key_bits(self.key_bits, self.regions)
         except ValueError as error:
             raise BoardError(f"the board's PARAMS words name no engine it can be: {error}") from None
-        self.ird = TX_PARAMS.unpack(control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET))["ird"]
+        tx_params = TX_PARAMS.unpack(control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET))
+        self.ird, self.has_transport = tx_params["ird"], bool(tx_params["transport"])
         self.map = register_map(self.associations, self.stream_ids, self.regions, self.key_bits)
         self.truncated = 0
         self._tx_base = 0
         self._tx_map = tx_register_map(1, 1)   # its counters' offsets do not depend on the table sizes
         self._reports_waiting = 0
         self._reset(local_mac, local_ip)
-        self.transmit = BoardTransmit(control, TransmitConfig(
+        self.transmit: BoardTransmit | BoardTransport = BoardTransmit(control, TransmitConfig(
             local_mac, local_ip, associations=self.associations, stream_ids=self.stream_ids, ird=self.ird),
             self.engine_frames_sent)
+
+    def use_transport(self) -> None:
+        """The host works per message through the transport unit (`BoardTransport`) instead of per TSN."""
+        if not self.has_transport:
+            raise InvalidArgument("engine_transport: this board's transmit engine is built without the transport "
+                                  "unit (its TX_PARAMS say transport 0; the ECPIX-5 build has none)")
+        self.transmit = BoardTransport(self.control, self.associations, self.stream_ids, _tx_event)
 
     def _reset(self, local_mac: bytes, local_ip: str) -> None:
         """The receive engine's addresses written, every row invalid and queue empty, every record left from
@@ -401,8 +406,14 @@ class BoardEnd:
         completions: one POLL says which streams hold records, and only those are popped; it also reads
         the receive engine's `reports_waiting` (the segments it holds for their turn), which the host's
         a_rwnd counts."""
-        polled = self.control.poll(self.map.counters["reports_waiting"])
-        self._reports_waiting = polled.word
+        transport_register = self.transmit.poll_register() if isinstance(self.transmit, BoardTransport) else None
+        if transport_register is None:
+            polled = self.control.poll(self.map.counters["reports_waiting"])
+            self._reports_waiting = polled.word
+        else:   # the unit's row: the Cumulative TSN Ack; reports_waiting is the engine's own with its SACKs
+            polled = self.control.poll(transport_register)
+            if self.transmit.take_cumulative_tsn_ack(polled.word):
+                host.transport_progressed(now)
         if polled.waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
             self._records(host, now, polled.waiting)
         self.transmit.poll(polled.waiting)
@@ -576,6 +587,11 @@ class BoardBackend(FabricBackend):
     def board_host(self, config: RnicConfig, rng: random.Random) -> EngineRnic:
         """The board's host: its memory the board's, over the link, laid out by `board_memory_map`. Its STag keys
         come from `secrets.SystemRandom` whatever `rng` is: the board's STags cross a real wire (RFC 5042 5.1)."""
+        if config.engine_transport:
+            if not config.engine_sacks:
+                raise InvalidArgument("engine_transport on a board needs engine_sacks: its POLL reads the transport "
+                                      "unit's Cumulative TSN Ack in place of the receive engine's reports_waiting")
+            self.board.use_transport()
         if self.board.stream_ids < config.streams:
             raise BoardError(f"the board's engine has {self.board.stream_ids} streams per association, "
                              f"the host {config.streams}")
