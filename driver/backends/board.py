@@ -110,6 +110,8 @@ DEFAULT_BAUD = 3_000_000
 """The ECPIX-5 build's UART (`boards.ecpix5_top.DEFAULT_BAUD`)."""
 POLL_SECONDS = 0.001
 """Sleep between two services of the fabric while a wait is not satisfied."""
+LONGEST_POLL_SECONDS = 0.064
+"""With the transport unit, the longest a POLL waits after polls that found nothing (see `BoardEnd.poll`)."""
 RECORD_BATCH_BYTES = 2048
 """The body bytes one pop of reports, acks or transmit records asks for (`abi.link.pop_body_bytes`): about 7 ms
 of the 3 Mbaud link, and one request's header and CRC for some 36 reports or 256 acks."""
@@ -354,6 +356,7 @@ class BoardEnd:
         self._tx_base = 0
         self._tx_map = tx_register_map(1, 1)   # its counters' offsets do not depend on the table sizes
         self._reports_waiting = 0
+        self._poll_interval, self._next_poll = POLL_SECONDS, 0.0
         self._reset(local_mac, local_ip)
         self.transmit: BoardTransmit | BoardTransport = BoardTransmit(control, TransmitConfig(
             local_mac, local_ip, associations=self.associations, stream_ids=self.stream_ids, ird=self.ird),
@@ -405,18 +408,39 @@ class BoardEnd:
         """Hand host A the records of the frames that arrived since the last poll, and the transmit engine's
         completions: one POLL says which streams hold records, and only those are popped; it also reads
         the receive engine's `reports_waiting` (the segments it holds for their turn), which the host's
-        a_rwnd counts."""
-        transport_register = self.transmit.poll_register() if isinstance(self.transmit, BoardTransport) else None
-        if transport_register is None:
+        a_rwnd counts.
+
+        With the transport unit the board needs the host per message, not per packet, so the POLLs space out:
+        after one that found nothing new for the host to answer (no report, ack or packet from the peer) the
+        next waits twice as long, up to `LONGEST_POLL_SECONDS`; after one that found some, `POLL_SECONDS`, as the
+        peer may be waiting for the answer (a Read Response, a receive posted again). Completions and the
+        Cumulative TSN Ack wait for the next POLL's batches, and pushes the engine refused wait for it too
+        (`BoardTransport.settle`)."""
+        transmit = self.transmit
+        if not isinstance(transmit, BoardTransport):
             polled = self.control.poll(self.map.counters["reports_waiting"])
             self._reports_waiting = polled.word
+        elif now < self._next_poll:
+            return
+        elif (transport_register := transmit.poll_register()) is None:
+            polled = self.control.poll(self.map.counters["reports_waiting"])
+            self._reports_waiting = polled.word
+            self._space_polls(now, polled.waiting)
         else:   # the unit's row: the Cumulative TSN Ack; reports_waiting is the engine's own with its SACKs
             polled = self.control.poll(transport_register)
-            if self.transmit.take_cumulative_tsn_ack(polled.word):
+            if transmit.take_cumulative_tsn_ack(polled.word):
                 host.transport_progressed(now)
+            self._space_polls(now, polled.waiting)
         if polled.waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
             self._records(host, now, polled.waiting)
         self.transmit.poll(polled.waiting)
+
+    def _space_polls(self, now: float, waiting: LinkQueue) -> None:
+        if waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
+            self._poll_interval = POLL_SECONDS
+        else:
+            self._poll_interval = min(LONGEST_POLL_SECONDS, 2 * self._poll_interval)
+        self._next_poll = now + self._poll_interval
 
     def _records(self, host: EngineRnic, now: float, waiting: LinkQueue) -> None:
         control = self.control

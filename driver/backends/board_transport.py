@@ -75,6 +75,7 @@ class BoardTransport:
         self._cumulative: dict[int, int] = {}       # row -> Cumulative TSN Ack known
         self._transport_rows: set[int] = set()
         self._events: list = []
+        self._held = False   # the first push waits for the engine: tried again after the next POLL
         self.pushes = self.started_reads = 0
         """Records pushed, and reads of `messages_started` (each one REG_READ)."""
 
@@ -155,19 +156,21 @@ class BoardTransport:
 
     def settle(self) -> None:
         """Push the waiting records in order while the engine has room and none would overtake an earlier one
-        (see the module docs); what stays waits for the next service."""
+        (see the module docs); what stays waits for the next POLL (`poll`), which may find the engine moved on."""
         refreshed = False
-        while self._pushes:
+        while self._pushes and not self._held:
             stream, record = self._pushes[0]
             goes = _GOES_BEFORE.get(stream)
             if goes is not None and any(_GOES_BEFORE[earlier] > goes for earlier in self._unstarted):
                 if refreshed:
+                    self._held = True
                     return
                 self._learn_started()
                 refreshed = True
                 continue
             if not self._control.push_record(stream, record):
-                return   # FULL: the engine's queue has no room now
+                self._held = True   # FULL: the engine's queue has no room now
+                return
             self._pushes.popleft()
             self.pushes += 1
             if goes is not None:
@@ -189,7 +192,9 @@ class BoardTransport:
         return moved
 
     def poll(self, waiting: LinkQueue) -> None:
-        """Pop every stream of records the POLL said holds some, each in one request."""
+        """Pop every stream of records the POLL said holds some, each in one request; a push held for the
+        engine is tried again."""
+        self._held = False
         for output, flag in OUTPUT_FLAG.items():
             if waiting & flag:
                 limit = pop_body_bytes(tx_output_bytes()[output], RECORD_BATCH_BYTES // tx_output_bytes()[output])
