@@ -36,7 +36,7 @@ import ipaddress
 import struct
 import time
 import zlib
-from collections import deque
+from collections import Counter, deque
 from dataclasses import replace
 
 from driver.link import ExceptionPacket, LinkInfo, Polled, SlipFrames, slip_encode
@@ -400,6 +400,7 @@ class ModelBoard:
         self.wire: list[bytes] = []
         self.rx_frames = self.tx_frames = self.sacks_sent = self.engine_frames = 0
         self.tx_rows: set[int] = set()   # the transmit engine's association rows written
+        self.pushed: Counter[TxInput] = Counter()   # records taken, by request stream
         self.control = ModelControl(self)
         self.port = ModelPort(self)
         self.serial = ModelSerial(self)
@@ -550,6 +551,7 @@ class ModelBoard:
         """A record to the transmit engine's stream; False, nothing taken, when the stream has no room."""
         if not self._room(stream):
             return False
+        self.pushed[stream] += 1
         if stream is TxInput.WORK:
             f = record_fields(work_request_layout(), value)
             self.tx.post_work(WorkRequest(**{**f, "opcode": WorkOpcode(f["opcode"])}))

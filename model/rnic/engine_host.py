@@ -340,6 +340,8 @@ class EngineRnic(OffloadRnic):
                     self._association.engine_peer_unreachable(record.error_count, self._now)
                 else:
                     self._association.engine_protocol_violation(record.cumulative_tsn_ack, self._now)
+                # The failure reaches the host now: a board's stop record comes with no timer of the host's.
+                super()._drain_association(self._now)
 
     def _drain_association(self, now: float) -> None:
         """An ACK reaches the engine as the SACK is processed, so a Write completes before a Terminate that
