@@ -139,7 +139,7 @@ def test_registers_memory_and_ping():
                 await link.read_memory(100, len(payload)), await link.read_memory(MEMORY_BYTES - 8, 8))
 
     info, device_id, ip, readback, top = bench.run(main)["value"]
-    assert (info.version, info.memory_bytes, info.request_data_bytes) == (3, MEMORY_BYTES, REQUEST_DATA_BYTES)
+    assert (info.version, info.memory_bytes, info.request_data_bytes) == (4, MEMORY_BYTES, REQUEST_DATA_BYTES)
     assert device_id == DEVICE_ID
     assert ip == 0x0A000002
     assert readback == payload
