@@ -31,7 +31,8 @@ __all__ = [
     "AckDisposition", "ack_layout", "ack_bytes", "buffer_revoke_layout", "DMA_ERROR",
     "association_entry_layout", "region_entry_layout", "region_write_layout", "stream_entry_layout",
     "SACK_DELAY_BITS", "SACK_TICK_CYCLES", "sack_row_layout",
-    "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "segment_report_fields",
+    "stream_write_layout", "buffer_post_layout", "report_layout", "report_bytes", "report_withheld",
+    "segment_report_fields",
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
 ]
 
@@ -102,6 +103,11 @@ def report_layout(address_bits: int = 64) -> Struct:
     segments of the stream are DROPPED until the host re-arms it. Segments
     of that stream decided before the response came back (those already in
     the placement pipeline, a few dozen cycles' worth) keep their verdicts.
+
+    Per-message reports (the ``segment_reports`` configuration bit at 0, its
+    reset value) leave out, after the delivery order, the records of accepted
+    middle segments (:func:`report_withheld`): a message costs one record,
+    its last segment's; 1 emits a record for every segment.
     """
     return Struct({
         "kind": 1,
@@ -402,6 +408,21 @@ def buffer_revoke_layout(streams: int, queues: int = 3) -> Struct:
     })
 
 
+def report_withheld(kind: int, status: int, tagged: bool, last: bool, qn: int, segment_reports: bool) -> bool:
+    """Whether per-message reports leave this record out of ``m_axis_report`` (the ``segment_reports``
+    configuration bit at 0, its reset value): a SEGMENT record of an ACCEPTED segment with ``last`` = 0
+    that is not untagged QN 1 or QN 2. Every other record leaves: CHUNK_ERROR, every status but ACCEPTED
+    (DUPLICATE, DROPPED, NO_STREAM, INVALID_SSN, ERROR, a ``dma_error``), every ``last`` = 1 (a Send's
+    completion, RFC 5041 5.4; a Read Response's, a Write's end, RFC 5040 4.4, 4.5), and every segment
+    of a Read Request or Terminate queue (RFC 5040 4.2). The accepted records of a stream leave in
+    DDP-SSN order (:func:`report_layout`), so an ACCEPTED record at DDP-SSN n tells the host that every
+    DDP-SSN of its stream before n was accepted and placed (RFC 5043 6.1, RFC 5041 5.3). The choice is
+    made after the delivery order: ``reports_waiting`` and ``reports_discarded`` count the same records
+    either way; the withheld ones are counted in ``reports_withheld``."""
+    return (not segment_reports and kind == ReportKind.SEGMENT and status == SegmentStatus.ACCEPTED.value
+            and not last and (tagged or qn not in (1, 2)))
+
+
 def report_bytes() -> int:
     """Bytes of one ``m_axis_report`` beat: the report record padded to whole bytes."""
     return (report_layout(ADDRESS_BITS).size + 7) // 8
@@ -418,12 +439,14 @@ FRAME_COUNTERS = ("frames", "delivered", "exceptions", "ip_checksum_errors", "cr
 #: on ``m_axis_ack``: not the ones of an association the acknowledgement unit SACKs).
 SEGMENT_COUNTERS = ("segments_accepted", "segments_error", "segments_dropped", "segments_no_stream",
                     "segments_duplicate", "segments_invalid_ssn", "chunk_errors", "dma_errors", "acks",
-                    "reports_waiting", "reports_discarded", "peer_sacks_malformed")
+                    "reports_waiting", "reports_discarded", "peer_sacks_malformed", "reports_withheld")
 #: ``reports_waiting`` is a level, not a count: report records of accepted segments that wait for an
 #: earlier DDP-SSN of their stream (their segments are placed; the records leave when the gap fills).
 #: ``reports_discarded`` counts such records dropped when the host rewrote their stream's row (left
-#: waiting by a session that ended in error, RFC 5041 7.1). Every segment counted leaves as a report
-#: record, waits, or is discarded.
+#: waiting by a session that ended in error, RFC 5041 7.1). ``reports_withheld`` counts the records of
+#: accepted middle segments that per-message reports leave out (:func:`report_withheld`; 0 while the
+#: ``segment_reports`` configuration bit is 1). Every segment counted, and every chunk error, leaves as a
+#: report record, waits, is discarded or is withheld.
 
 
 def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16,
@@ -435,8 +458,9 @@ def register_map(associations: int = 2, stream_ids: int = 4, regions: int = 16,
     return RegisterMap(
         # drop_when_full = 1: a frame that meets a full receive buffer is dropped whole and counted
         # (``overflow``) and s_axis never waits, as a MAC that cannot pause needs; 0: s_axis waits.
+        # segment_reports = 0: per-message reports (:func:`report_withheld`); 1: a record for every segment.
         config=[("local_mac_low", 32), ("local_mac_high", 16), ("local_ip", 32), ("udp_port", 16),
-                ("drop_when_full", 1)],
+                ("drop_when_full", 1), ("segment_reports", 1)],
         counters=list(FRAME_COUNTERS) + list(SEGMENT_COUNTERS),
         tables=[
             ("association", association_entry_layout()),

@@ -459,7 +459,7 @@ class Fabric:
             self.dispatch()
             return predicate()
         self.sync_buffers()  # what the caller wrote into its buffers reaches the devices before they run
-        await self.backend.wait_until(OnEvents(routed) if on_events else routed, timeout)
+        await self.backend.wait_until(OnEvents(routed, predicate) if on_events else routed, timeout)
 
     def sync_buffers(self) -> None:
         for device in self.devices:

@@ -94,6 +94,7 @@ class ModelControl:
                                     if name not in ("sacks_sent", "request_frames")}
         self.registers: dict[int, int] = {}
         self._address_offsets = {self.rx_map.config_offset(name) for name in ADDRESS_REGISTERS}
+        self._segment_reports_offset = self.rx_map.config_offset("segment_reports")
         self.operations = 0
 
     def read_register(self, offset: int) -> int:
@@ -135,6 +136,8 @@ class ModelControl:
         if offset in self._address_offsets:   # the engines' own MAC and IPv4 address, as the gateware takes them
             low, high, ip = (self.registers.get(self.rx_map.config_offset(name), 0) for name in ADDRESS_REGISTERS)
             self.board.set_addresses((high << 32 | low).to_bytes(6, "big"), str(ipaddress.IPv4Address(ip)))
+        if offset == self._segment_reports_offset:   # a record per segment, or per message (abi.rx.report_withheld)
+            self.board.rx.segment_reports = bool(value & 1)
 
     def write_table(self, window, fields: dict, *, base: int = 0) -> None:
         self.operations += 1

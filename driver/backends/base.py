@@ -185,12 +185,15 @@ class DeviceBackend(ABC):
 class OnEvents:
     """A wait's predicate that only the devices' events can make hold: it routes them first (`driver.device.Fabric.
     dispatch`) and looks at what they set (completions, connection events, an association's end). A backend may
-    leave it unasked while no device has an event it has not handed out, nor a wait's deadline has come."""
+    leave it unasked while no device has an event it has not handed out, nor a wait's deadline has come.
+    `looks`: the same without the routing, for a backend that has just routed them (`FabricBackend.on_change`) and
+    asks many waits at once."""
 
-    __slots__ = ("predicate",)
+    __slots__ = ("predicate", "looks")
 
-    def __init__(self, predicate: Callable[[], bool]) -> None:
+    def __init__(self, predicate: Callable[[], bool], looks: Callable[[], bool] | None = None) -> None:
         self.predicate = predicate
+        self.looks = looks
 
     def __call__(self) -> bool:
         return self.predicate()

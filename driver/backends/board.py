@@ -376,7 +376,8 @@ class BoardEnd:
         mac = int.from_bytes(local_mac, "big")
         for name, value in (("local_mac_low", mac & 0xFFFFFFFF), ("local_mac_high", mac >> 32),
                             ("local_ip", int(ipaddress.IPv4Address(local_ip))),
-                            ("udp_port", ReceiveConfig(local_mac, local_ip).udp_port), ("drop_when_full", 1)):
+                            ("udp_port", ReceiveConfig(local_mac, local_ip).udp_port), ("drop_when_full", 1),
+                            ("segment_reports", 0)):   # reports per message (abi.rx.report_withheld)
             control.write_register(self.map.config_offset(name), value)
         writes = [("association", {"index": index, "valid": 0}) for index in range(self.associations)]
         writes += [("region", {"index": index, "entry": {"valid": 0}}) for index in range(self.regions)]

@@ -397,12 +397,21 @@ class SoftFabric(FabricBackend):
             return
 
     def _wake(self, now: float) -> None:
-        """Wake the waiters whose predicate holds, or whose deadline has passed (`WaitTimeout`)."""
+        """Wake the waiters whose predicate holds, or whose deadline has passed (`WaitTimeout`). The devices'
+        events are routed once (`on_change`) for every wait that only they can end (`OnEvents.looks`): nothing
+        moves while the waits are asked, so routing them again per wait (as the predicate itself would) finds
+        nothing new, and with a wait per queue pair that would be most of the work."""
+        routed = False
         for waiter in list(self._waiters):
             if waiter.future.done():
                 continue
+            predicate = waiter.predicate
             try:
-                if waiter.predicate():
+                looks = predicate.looks if isinstance(predicate, OnEvents) and self.on_change is not None else None
+                if looks is not None and not routed:
+                    self.on_change()   # type: ignore[misc]
+                    routed = True
+                if (looks or predicate)():
                     waiter.future.set_result(None)
                 elif waiter.deadline is not None and now >= waiter.deadline:
                     waiter.future.set_exception(WaitTimeout(f"not done within {waiter.timeout:g} s of simulated time"))

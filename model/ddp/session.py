@@ -485,6 +485,24 @@ class DdpSessions:
 
     # -- LLP input -------------------------------------------------------------
 
+    def placed_before(self, stream_id: int, first: int, ssn: int) -> None:
+        """An offload engine placed every DDP Segment of the stream from DDP-SSN `first` (its row's first) up to
+        `ssn` and reports a message by its last segment only (`abi.rx.report_withheld`): an accepted record
+        leaves after every earlier DDP-SSN of its stream (RFC 5041 5.3, RFC 5043 6.1). Those not yet received
+        count as received now, segments with nothing left to do (their bytes are in place); the DDP-SSNs
+        before `first` (the RTR, RFC 6581) still arrive on their own."""
+        stream = self._streams.get(stream_id)
+        session = stream.session if stream is not None else None
+        if session is None:
+            return
+        inbound = session.inbound
+        start = first if (first - inbound.cum) & _SSN_MASK < 0x8000 else inbound.cum
+        for offset in range((ssn - start) & _SSN_MASK if (ssn - start) & _SSN_MASK < 0x8000 else 0):
+            inbound.above.setdefault((start + offset) & _SSN_MASK, None)
+        self._advance(stream_id, stream, self._events)
+        self._pump(stream_id, stream)
+        self._settle(stream_id, stream, self._events)
+
     def acknowledged(self, stream_id: int, count: int) -> None:
         """The LLP acknowledged `count` more chunks of `stream_id`."""
         stream = self._stream(stream_id)

@@ -104,6 +104,9 @@ class ReceiveConfig:
     buffers: tuple[BufferEntry, ...] = field(default=())
     key_bits: int = STAG_KEY_BITS
     """The STag's low bits that hold the key, the rest the region row (the engine's build parameter)."""
+    segment_reports: bool = False
+    """The configuration bit: a report record for every segment; False (its reset value): per message
+    (`abi.rx.report_withheld`)."""
 
     def __post_init__(self) -> None:
         check_key_bits(self.key_bits, 1)
@@ -140,6 +143,7 @@ class ReceiveConfig:
             streams=streams,
             regions=regions,
             buffers=tuple(_buffer(entry) for entry in top.entries("buffers")),
+            segment_reports=top.boolean("segment_reports", default=False),
         )
         top.done()
         for stream in config.streams:
@@ -170,6 +174,7 @@ class ReceiveConfig:
                 for r in self.regions
             ],
             "buffers": [vars(b) | {"host_address": f"0x{b.host_address:x}"} for b in self.buffers],
+            "segment_reports": self.segment_reports,
         }
 
 

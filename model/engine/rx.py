@@ -74,7 +74,10 @@ ACCEPTED at once, ACCEPTED ones when the sink delivers them, in DDP-SSN
 order (RFC 5041 5.3, 5.4), so the record with L = 1 completes its message
 after all its segments were placed. A stream's error strands the records
 still waiting; rewriting its row (`rearm_stream`) drops them and restarts
-delivery at `first_ssn`.
+delivery at `first_ssn`. Per-message reports (`segment_reports` False, the
+engine's reset value) then leave out of `segments` the ACCEPTED records
+`abi.rx.report_withheld` names (a message's middle segments), counted in
+`reports_withheld`; `arrivals` keeps every verdict.
 """
 
 from __future__ import annotations
@@ -84,7 +87,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from abi.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposition, ChunkError, ChunkException,
-                    FrameDrop, FrameException, SegmentStatus, association_row, check_key_bits)
+                    FrameDrop, FrameException, ReportKind, SegmentStatus, association_row, check_key_bits,
+                    report_withheld)
 from model.engine.sack import SackRecord, SackUnit, tick_time, ticks_at
 from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
@@ -276,6 +280,8 @@ class ReceiveEngineModel:
         self._armed: set[tuple[int, int]] = set()
         self._first_ssn: dict[tuple[int, int], int] = {}
         self.reports_discarded = 0  # waiting records dropped by `rearm_stream`
+        self.segment_reports = config.segment_reports  # the configuration bit: a record per segment, not message
+        self.reports_withheld = 0     # records of accepted middle segments left out (per-message reports)
         self._waiting: dict[tuple[int, int], dict[int, SegmentVerdict]] = {}  # accepted, not yet delivered
         for stream in config.streams:
             self.write_stream(stream)
@@ -597,7 +603,12 @@ class ReceiveEngineModel:
         delivered = sorted((s for s in waiting if (point - 1 - s) & 0xFFFF < 0x8000),
                            key=lambda s: (s - point) & 0xFFFF)
         for ssn in delivered:
-            result.segments.append(waiting.pop(ssn))
+            record = waiting.pop(ssn)
+            if report_withheld(ReportKind.SEGMENT, record.status.value, record.tagged, record.last, record.qn,
+                               self.segment_reports):
+                self.reports_withheld += 1
+            else:
+                result.segments.append(record)
 
     def _decide(self, association: int, stream_id: int, tsn: int, ddp_ssn: int, raw: bytes) -> SegmentVerdict:
         fields = _header_fields(raw)

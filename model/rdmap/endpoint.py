@@ -55,7 +55,7 @@ Decisions recorded here:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -233,6 +233,9 @@ class RdmapEndpoint:
             self._post_control_buffer(QueueNumber.READ_REQUEST, READ_REQUEST_LENGTH)
         self._post_control_buffer(QueueNumber.TERMINATE, _TERMINATE_BUFFER)
         self._outbound: deque[_OutboundMessage] = deque()
+        self.on_outbound: Callable[[int], None] | None = None
+        """Told the stream id whenever a message is queued to send, so a host with many streams visits only those
+        that have something to send."""
         self._events: list[Event] = []
         self._reads_outstanding: deque[_PendingRead] = deque()
         self._inbound_reads_outstanding = 0
@@ -368,15 +371,20 @@ class RdmapEndpoint:
         """A Write or Send whose encoded `segments` are read from memory as they are handed over."""
         wr_id = self._take_wr_id()
         lengths = self.source.segment_lengths(length, tagged)
-        self._outbound.append(_OutboundMessage(segments, len(lengths),
-                                               WorkCompleted(wr_id, opcode, length), outbound=outbound, lengths=lengths))
+        self._enqueue(_OutboundMessage(segments, len(lengths), WorkCompleted(wr_id, opcode, length),
+                                       outbound=outbound, lengths=lengths))
         return wr_id
 
     def _queue_segments(self, segments: list[DdpSegment], outbound: Outbound) -> None:
         """A short message built whole (Read Request, Terminate)."""
         encoded = [s.encode() for s in segments]
-        self._outbound.append(_OutboundMessage(iter(encoded), len(encoded), lengths=[len(e) for e in encoded],
-                                               outbound=outbound))
+        self._enqueue(_OutboundMessage(iter(encoded), len(encoded), lengths=[len(e) for e in encoded],
+                                       outbound=outbound))
+
+    def _enqueue(self, message: _OutboundMessage) -> None:
+        self._outbound.append(message)
+        if self.on_outbound is not None:
+            self.on_outbound(self.stream_id)
 
     def _reader(self, source: Gather, length: int | None = None):
         """Reads a message's bytes from host memory at `source` as its segments are produced."""
@@ -473,12 +481,10 @@ class RdmapEndpoint:
                                                        request.sink_to, tagged_rsvd_ulp(Opcode.RDMA_READ_RESPONSE))
         self._inbound_reads_outstanding += 1
         lengths = self.source.segment_lengths(request.size, tagged=True)
-        self._outbound.append(_OutboundMessage(segments, len(lengths), lengths=lengths,
-                                               responds_to_read=True,
-                                               outbound=Outbound(Opcode.RDMA_READ_RESPONSE, request.size,
-                                                                 address if request.size else None,
-                                                                 sink_stag=request.sink_stag,
-                                                                 sink_to=request.sink_to)))
+        self._enqueue(_OutboundMessage(segments, len(lengths), lengths=lengths, responds_to_read=True,
+                                       outbound=Outbound(Opcode.RDMA_READ_RESPONSE, request.size,
+                                                         address if request.size else None,
+                                                         sink_stag=request.sink_stag, sink_to=request.sink_to)))
         return []
 
     def _on_terminate(self, delivered: Delivered) -> list[Event]:

@@ -173,13 +173,13 @@ class EngineRnic(OffloadRnic):
     # -- messages to the engine -------------------------------------------------------------
 
     def _flush(self) -> None:
-        """Whole messages from each open stream, each an engine request, its segments numbered now."""
+        """Whole messages from each stream with one to send (`_streams_sending`), each an engine request, its
+        segments numbered now."""
         association = self._association
-        for stream_id, stream in self._streams.items():
-            endpoint = stream.endpoint
+        for stream_id in list(self._streams_sending) if self._send_room() > 0 else ():
+            endpoint = self._sending_endpoint(stream_id)
             if endpoint is None:
                 continue
-            # Most streams of many have nothing to send: the window is asked only for one that has.
             while (endpoint.has_segments_to_send and self._segments_wanted(stream_id)
                    and self._segments_due.get(stream_id, 0) == 0):
                 taken = endpoint.take_message()
@@ -191,9 +191,7 @@ class EngineRnic(OffloadRnic):
                 for length in lengths:   # numbered by the session, read and built by the engine
                     self._sessions.send_segment(stream_id, EngineSegment(length))
                 self._send_session_messages()
-            events = endpoint.next_events()
-            if events:
-                self._on_rdmap_events(stream_id, events)
+            self._visited(stream_id, endpoint)
         self._send_session_messages()
         if association is not None:
             self._forward_engine_requests()

@@ -398,6 +398,8 @@ class SoftRnic:
         self._close_deadline: float | None = None
         self._peer_restarted = False
         self._events: list[RnicEvent] = []
+        self._streams_sending: dict[int, None] = {}
+        """The streams whose endpoint has a message to send, in the order they got one: what `_flush` visits."""
         self._replies: list[tuple[bytes, _Peer]] = []
         """SCTP packets of the host's own (a listener's or an out-of-the-blue answer) and whom they go to, framed
         as they leave (`data_to_send`), in order, before the association's."""
@@ -968,8 +970,8 @@ class SoftRnic:
         negotiated = self._sessions.negotiated(stream_id)
         rtr_follows = negotiated is not None and negotiated.peer_to_peer
         stream = _Stream(Role.RESPONDER, local, negotiated=negotiated, pd=self._protection_domain(pd_id))
-        stream.endpoint = self._make_endpoint(stream_id, negotiated, local, first_sequence=2 if rtr_follows else 1,
-                                              pd=stream.pd)
+        stream.endpoint = self._attach(stream_id, self._make_endpoint(
+            stream_id, negotiated, local, first_sequence=2 if rtr_follows else 1, pd=stream.pd))
         self._streams[stream_id] = stream
         self._events.append(SessionEstablished(
             stream_id, Role.RESPONDER, request.private_data, stream.endpoint.ird, stream.endpoint.ord,
@@ -983,13 +985,23 @@ class SoftRnic:
             return  # terminated by the user before the Accept arrived
         negotiated = event.negotiated
         stream.negotiated = negotiated
-        stream.endpoint = self._make_endpoint(event.stream_id, negotiated, stream.resources, first_sequence=1,
-                                              pd=stream.pd)
+        stream.endpoint = self._attach(event.stream_id, self._make_endpoint(
+            event.stream_id, negotiated, stream.resources, first_sequence=1, pd=stream.pd))
         self._events.append(SessionEstablished(
             event.stream_id, Role.INITIATOR, event.private_data, stream.endpoint.ird, stream.endpoint.ord,
             negotiated.peer_to_peer if negotiated is not None else False,
             negotiated.rtr if negotiated is not None else None, negotiated,
         ))
+
+    def _attach(self, stream_id: int, endpoint: RdmapEndpoint) -> RdmapEndpoint:
+        """The stream's endpoint tells `_streams_sending` of each message it queues."""
+        endpoint.on_outbound = self._mark_sending
+        if endpoint.has_segments_to_send:
+            self._mark_sending(stream_id)
+        return endpoint
+
+    def _mark_sending(self, stream_id: int) -> None:
+        self._streams_sending.setdefault(stream_id, None)
 
     def _make_endpoint(
         self, stream_id: int, negotiated: NegotiatedParameters | None, local: LocalResources, first_sequence: int,
@@ -1028,9 +1040,11 @@ class SoftRnic:
 
     def _flush(self) -> None:
         """RDMAP segments -> DDP sessions -> SCTP DATA chunks, as many as the send buffer takes; local
-        completions -> events."""
-        for stream_id, stream in self._streams.items():
-            endpoint = stream.endpoint
+        completions -> events. Only the streams with a message to send are visited (`_streams_sending`), none
+        while the send buffer is full: an endpoint queues events only as it hands segments over, or as the host
+        feeds it inbound segments, whose events the host takes at once."""
+        for stream_id in list(self._streams_sending) if self._send_room() > 0 else ():
+            endpoint = self._sending_endpoint(stream_id)
             if endpoint is None:
                 continue
             while endpoint.has_segments_to_send and (wanted := self._segments_wanted(stream_id)):
@@ -1042,23 +1056,44 @@ class SoftRnic:
                 except SessionStateError:
                     break  # the session ended under the endpoint; nothing more of it is sent
                 self._send_session_messages()
-            events = endpoint.next_events()
-            if events:
-                self._on_rdmap_events(stream_id, events)
+            self._visited(stream_id, endpoint)
         self._send_session_messages()
+
+    def _sending_endpoint(self, stream_id: int) -> RdmapEndpoint | None:
+        """The endpoint of a stream in `_streams_sending`; a stream that has none (released) leaves it."""
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.endpoint is None:
+            del self._streams_sending[stream_id]
+            return None
+        return stream.endpoint
+
+    def _visited(self, stream_id: int, endpoint: RdmapEndpoint) -> None:
+        """After a flush's turn at the stream: its local completions to events; it stays in `_streams_sending`
+        while it still has something to send."""
+        events = endpoint.next_events()
+        if events:
+            self._on_rdmap_events(stream_id, events)
+        if not endpoint.has_segments_to_send:
+            del self._streams_sending[stream_id]
+
+    def _send_room(self) -> int:
+        """Bytes the association's send buffer still takes (`RnicConfig.send_buffer`); 0 while it takes no new
+        data (not established, RFC 4960 9.2)."""
+        association = self._association
+        if association is None or association.state is not AssociationState.ESTABLISHED:
+            return 0
+        return self.config.send_buffer - association.queued_bytes
 
     def _segments_wanted(self, stream_id: int) -> int:
         """How many segments the stream's endpoint may hand over now: enough to fill the association's send
         buffer (`RnicConfig.send_buffer`), none while the session still holds some (not open yet, RFC 5043
         6.2, 6.6) or while the association takes no new data (RFC 4960 9.2).  So a message is read from
         memory as the window lets it go, and memory is bounded by the send buffer, not by message sizes."""
-        association = self._association
-        if association is None or association.state is not AssociationState.ESTABLISHED:
-            return 0
-        room = self.config.send_buffer - association.queued_bytes
+        room = self._send_room()
         if room <= 0 or self._sessions.queued(stream_id):   # a full buffer first: most calls find it full
             return 0
-        return -(-room // (association.mulpdu + DDP_SSN_LENGTH))
+        assert self._association is not None
+        return -(-room // (self._association.mulpdu + DDP_SSN_LENGTH))
 
     def _send_session_messages(self) -> None:
         messages = self._sessions.data_to_send()

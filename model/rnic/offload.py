@@ -14,16 +14,22 @@ the engine ABI (`abi`) defines them:
   disposition) go to the SCTP association as one packet
   (`Association.receive_offloaded`): chunks the engine placed count for the
   SACKs by TSN alone (cumulative TSN, gap blocks, duplicates, RFC 4960 6.2);
-* the report records (one per DDP segment; the accepted ones in DDP-SSN
-  order per stream) go to the DDP session (every DDP-SSN once, RFC 5043 6.1,
-  so a session Terminate is judged after the segments before it) and to the
-  stream's `OffloadedEndpoint`: a Send's last record completes the posted
+* the report records (per message: a message's last segment, every QN 1 and
+  QN 2 segment and every record but an accepted one, `abi.rx.report_withheld`;
+  the accepted ones in DDP-SSN order per stream) go to the DDP session (every
+  DDP-SSN once, RFC 5043 6.1, so a session Terminate is judged after the
+  segments before it: an accepted record at DDP-SSN n hands it every earlier
+  DDP-SSN of the stream without a record, placed by the engine, RFC 5041
+  5.3) and to the stream's `OffloadedEndpoint`: a Send's last record completes the posted
   receive whose MSN it names, with byte_len = message_length (RFC 5041 5.4),
   and invalidates its STag (RFC 5040 5.3); a Read Request's record makes the
   endpoint read the request from its QN 1 buffer and queue the Read
   Response (sent by software); a Terminate's record (QN 2) ends the stream;
   a Read Response's last record completes the Read; an ERROR record sends a
-  Terminate with the record's RFC number (RFC 5040 7, RFC 5041 7.2).
+  Terminate with the record's RFC number (RFC 5040 7, RFC 5041 7.2). When the
+  engine SACKs, the chunks placed without a record reach the association by
+  count (`Association.placed_unnamed`), for its SHUTDOWN's Cumulative TSN Ack.
+  An engine reporting every segment (`segment_reports`) works the same way.
 
 Transmit stays in software (the SoftRnic's RDMAP endpoints, DDP sessions and
 association) until the transmit engine lands.
@@ -223,9 +229,11 @@ class ModelEngine:
     """The golden model of the receive engine (`ReceiveEngineModel`) behind the command interface; its one timer,
     the acknowledgement unit's delayed SACK, runs by `next_timeout` / `handle_timeout`."""
 
-    def __init__(self, local_mac: bytes, local_ip: str, memory: SparseMemory, key_bits: int = STAG_KEY_BITS) -> None:
+    def __init__(self, local_mac: bytes, local_ip: str, memory: SparseMemory, key_bits: int = STAG_KEY_BITS,
+                 segment_reports: bool = False) -> None:
         self.memory = memory
-        self.model = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip, key_bits=key_bits), memory)
+        self.model = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip, key_bits=key_bits,
+                                                      segment_reports=segment_reports), memory)
         self.last_result: FrameResult | None = None
         """The model's whole result for the last frame (a testbench compares the RTL's records with it)."""
 
@@ -300,6 +308,17 @@ class _SsnsSeen:
             self.cum = (self.cum + 1) & _SSN_MASK
         return True
 
+    def placed_before(self, first: int, ssn: int) -> int:
+        """The engine placed every DDP-SSN of the stream from `first` (its row's) up to `ssn` (an accepted record
+        at `ssn` follows them, RFC 5041 5.3): those not yet handed count as handed; returns how many, the
+        segments whose records per-message reports left out (`abi.rx.report_withheld`)."""
+        start = first if (first - self.cum) & _SSN_MASK < 0x8000 else self.cum
+        span = (ssn - start) & _SSN_MASK
+        unreported = 0
+        for offset in range(span if span < 0x8000 else 0):
+            unreported += self.first_time((start + offset) & _SSN_MASK)
+        return unreported
+
 
 class OffloadedEndpoint(RdmapEndpoint):
     """An RDMAP endpoint whose Data Sink is the engine: its buffers are posted to the engine, its inbound
@@ -351,8 +370,12 @@ class OffloadedEndpoint(RdmapEndpoint):
 
     # -- records --------------------------------------------------------------------------
 
-    def on_report(self, record: SegmentVerdict) -> None:
-        """One report record of the stream (RFC 5041 5.3, 5.4, 7.1)."""
+    def on_report(self, record: SegmentVerdict, unreported: int = 0) -> None:
+        """One report record of the stream (RFC 5041 5.3, 5.4, 7.1); `unreported` segments before it were placed
+        without a record (per-message reports, `abi.rx.report_withheld`): a tagged message's length is then
+        not the sum of its records' payloads. A Read Response carries the Read's whole size (RFC 5040 4.5);
+        of a Write (no completion at the Data Sink, RFC 5040 4.4) the host knows where it ended: its
+        length is taken from the region's start."""
         if self.in_error or record.status not in (SegmentStatus.ACCEPTED, SegmentStatus.ERROR):
             return
         header = _header_of(record)
@@ -371,6 +394,8 @@ class OffloadedEndpoint(RdmapEndpoint):
             self._tagged_bytes += record.payload_length
             if record.last:
                 length, self._tagged_bytes = self._tagged_bytes, 0
+                if unreported:
+                    length = self._unreported_length(record, length)
                 self._events.extend(self._on_delivered(Delivered(header, header, length, None)))
             return
         if not record.last:
@@ -383,6 +408,13 @@ class OffloadedEndpoint(RdmapEndpoint):
         self._events.extend(self._on_delivered(Delivered(header, header, record.message_length, buffer)))
         if record.qn == QueueNumber.SEND:
             self._post_waiting()
+
+    def _unreported_length(self, record: SegmentVerdict, reported: int) -> int:
+        """A tagged message's length from its last record, its other segments placed without records."""
+        if record.opcode == Opcode.RDMA_READ_RESPONSE:
+            return self._reads_outstanding[0].length
+        region = self.memory_table.lookup(record.stag)
+        return reported if region is None else record.to + record.payload_length - region.base_to
 
     def _invalidate(self, stag: int) -> RdmapError | None:
         problem = super()._invalidate(stag)
@@ -532,7 +564,11 @@ class OffloadRnic(SoftRnic):
         if association.sacks_by_engine:
             # The engine SACKs (`hand_sacks_to_engine`): the TSNs of its reports keep the association's record
             # of what arrived (for its SHUTDOWN's Cumulative TSN Ack, RFC 4960 9.2); the window is the engine's.
-            placed = [PlacedData(record.tsn, record.payload_length) for record in output.reports]
+            # Per-message reports name a message's last chunk only: the others are counted (`_on_report`,
+            # `Association.placed_unnamed`), so a DUPLICATE's TSN, a chunk already named or counted, is left
+            # out, unless its DDP-SSN lies before the row's first (the RTR, RFC 6581: new).
+            placed = [PlacedData(record.tsn, record.payload_length) for record in output.reports
+                      if record.status is not SegmentStatus.DUPLICATE or self._before_first(record)]
         else:
             placed = [PlacedData(ack.tsn, ack.length, ack.immediate) for ack in output.acks
                       if ack.disposition is not AckDisposition.TO_HOST]
@@ -544,10 +580,26 @@ class OffloadRnic(SoftRnic):
         self._flush()
         self._maybe_shutdown(now)
 
+    def _before_first(self, record: SegmentVerdict) -> bool:
+        """The record's DDP-SSN lies before its stream row's first (the RTR's, RFC 6581)."""
+        return (record.ddp_ssn - self._first_ssn.get(record.stream_id, 1)) & _SSN_MASK >= 0x8000
+
     def _on_report(self, record: SegmentVerdict) -> None:
         stream_id, status = record.stream_id, record.status
         seen = self._ssns.get(stream_id)
-        behind = (record.ddp_ssn - self._first_ssn.get(stream_id, 1)) & _SSN_MASK >= 0x8000
+        unreported = 0
+        if seen is not None and status is SegmentStatus.ACCEPTED:
+            # Per-message reports: an accepted record follows every earlier DDP-SSN of its stream (RFC 5041 5.3,
+            # RFC 5043 6.1); those without a record were placed, and reach the session as such.
+            first = self._first_ssn.get(stream_id, 1)
+            unreported = seen.placed_before(first, record.ddp_ssn)
+            if unreported:
+                self._sessions.placed_before(stream_id, first, record.ddp_ssn)
+                self._drain_sessions()
+                association = self._association
+                if association is not None and association.sacks_by_engine:
+                    association.placed_unnamed(record.tsn, unreported)
+        behind = self._before_first(record)
         handed = status in (SegmentStatus.ACCEPTED, SegmentStatus.ERROR, SegmentStatus.DROPPED,
                             SegmentStatus.INVALID_SSN) or (status is SegmentStatus.DUPLICATE and behind)
         if seen is not None and handed and seen.first_time(record.ddp_ssn):
@@ -562,7 +614,7 @@ class OffloadRnic(SoftRnic):
             if stream_id in self._streams:
                 self.terminate_stream(stream_id)
             return
-        receiver.on_report(record)
+        receiver.on_report(record, unreported)
         self._on_rdmap_events(stream_id, receiver.next_events())
 
     # -- memory -----------------------------------------------------------------------

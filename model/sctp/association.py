@@ -383,6 +383,14 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         self._events.append(self._failure("SACK acknowledges a TSN never sent (RFC 9260 6.2.1)"))
         self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"cumulative TSN ack beyond TSNs sent"))
 
+    def placed_unnamed(self, below: int, count: int) -> None:
+        """An offload engine that SACKs itself placed `count` more DATA chunks, TSNs it does not name, before the
+        chunk with TSN `below` (it reports a message by its last segment, `abi.rx.report_withheld`): recorded for
+        the Cumulative TSN Ack a SHUTDOWN carries (RFC 4960 9.2) once the count closes a range
+        (`TsnTracker.vouch`)."""
+        if self._tracker is not None:
+            self._tracker.vouch(below, count)
+
     def hold_placed(self, nbytes: int) -> None:
         """An offload engine now holds `nbytes` of buffer for data it placed (records waiting for an earlier
         DDP-SSN): the a_rwnd announced is the receive buffer less these and the data held here (RFC 4960 6.2)."""

@@ -13,6 +13,15 @@ number of blocks, not in the number of TSNs held.
 TSNs more than 65535 beyond the Cumulative TSN cannot be described by a
 16-bit gap offset: they are refused (`accept` returns False) so the sender
 will retransmit them later.
+
+TSNs known by count (`vouch`): a receive offload engine that SACKs itself
+and reports a message by its last segment tells the host that `count`
+more chunks, whose TSNs it never names, arrived before a TSN it does name.
+They are new (a chunk the host saw is never among them) and lie between the
+Cumulative TSN and that TSN.  The Cumulative TSN moves over them only when
+the count closes a range: when the TSNs known beyond it up to some TSN X and
+the chunks vouched for below X + 1 together number every TSN up to X, every
+one of them arrived.
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ class TsnTracker:
     _run_start_of: dict[int, int] = field(default_factory=dict)
     """Last TSN of each run -> its first TSN."""
     _duplicates: list[int] = field(default_factory=list)
+    _vouched: list[tuple[int, int]] = field(default_factory=list)
+    """(TSN, count): `count` new chunks arrived with TSNs beyond the Cumulative TSN and below TSN (`vouch`)."""
 
     def offset(self, tsn: int) -> int:
         """Distance of `tsn` beyond the Cumulative TSN, modulo 2**32."""
@@ -61,6 +72,7 @@ class TsnTracker:
             self.cumulative_tsn = tsn
             if self.highest_received is None or serial_gt(tsn, self.highest_received, TSN_BITS):
                 self.highest_received = tsn
+            self.settle()
             return True
         if self.is_duplicate(tsn):
             self.note_duplicate(tsn)
@@ -83,7 +95,51 @@ class TsnTracker:
         else:
             self._run_end_of[start] = end
             self._run_start_of[end] = start
+        self.settle()
         return True
+
+    def vouch(self, below: int, count: int) -> None:
+        """`count` chunks the tracker was never shown arrived with TSNs between the Cumulative TSN and `below`
+        (see the module docstring); the Cumulative TSN moves over them once the count closes a range."""
+        if count <= 0:
+            return
+        self._vouched.append((below, count))
+        self.settle()
+
+    def settle(self) -> None:
+        """Move the Cumulative TSN to the highest TSN X up to which the TSNs known and the chunks vouched for
+        below X + 1 leave no TSN missing, as long as there is one."""
+        while self._vouched and self._close_a_range():
+            pass
+
+    def _close_a_range(self) -> bool:
+        ends = {(below - 1) & _TSN_MASK for below, _ in self._vouched} | {below for below, _ in self._vouched}
+        if self.highest_received is not None:
+            ends.add(self.highest_received)
+        for end in sorted(ends, key=self.offset, reverse=True):
+            reach = self.offset(end)
+            if not 0 < reach <= MAX_GAP_OFFSET:
+                continue
+            known = sum(1 for tsn in self._above if self.offset(tsn) <= reach)
+            vouched = sum(count for below, count in self._vouched if 0 < self.offset(below) <= reach + 1)
+            if known + vouched == reach:
+                self._close_through(end)
+                return True
+        return False
+
+    def _close_through(self, end: int) -> None:
+        """Every TSN up to `end` arrived: it becomes the Cumulative TSN, or the end of a run of TSNs known
+        that reaches past it; the vouches that TSN covers are spent."""
+        reach = self.offset(end)
+        for start, last in list(self._run_end_of.items()):
+            if self.offset(start) <= reach + 1:
+                del self._run_end_of[start], self._run_start_of[last]
+                reach = max(reach, self.offset(last))
+        self._above = {tsn for tsn in self._above if self.offset(tsn) > reach}
+        self._vouched = [(below, count) for below, count in self._vouched if self.offset(below) > reach + 1]
+        self.cumulative_tsn = (self.cumulative_tsn + reach) & _TSN_MASK
+        if self.highest_received is None or serial_gt(self.cumulative_tsn, self.highest_received, TSN_BITS):
+            self.highest_received = self.cumulative_tsn
 
     def _absorb(self, start: int, end: int) -> None:
         """The run start..end follows the Cumulative TSN: it becomes the new Cumulative TSN (6.2)."""

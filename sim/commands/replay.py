@@ -212,6 +212,7 @@ def replay_model(capture: bytes, config: ReceiveConfig) -> ReplayOutputs:
         "reports_waiting": engine.reports_waiting,
         "reports_discarded": engine.reports_discarded,
         "peer_sacks_malformed": malformed,
+        "reports_withheld": engine.reports_withheld,
     }
     outputs.writes = written_runs(engine.memory, engine.memory.writes)
     return outputs

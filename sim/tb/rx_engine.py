@@ -16,6 +16,7 @@ parameters as :class:`~sim.traffic.rx.EngineShape` names them (``associations``,
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import cocotb
 from cocotb.triggers import ClockCycles
@@ -101,18 +102,23 @@ class _Run:
 
 @cocotb.test()
 async def sample_capture(dut) -> None:
-    """The demo capture (every RDMAP message, session control, SCTP over UDP) with its configuration."""
+    """The demo capture (every RDMAP message, session control, SCTP over UDP) with its configuration: with
+    per-message reports (the reset value), then with a record per segment (``segment_reports``)."""
     tb, _ = await _start(dut)
     config = ReceiveConfig.from_json(SAMPLE_CONFIG.read_text())
     frames = [record.data for record in read_capture(SAMPLE_CAPTURE.read_bytes())]
-    await _run_and_compare(tb, config, frames)
+    for segment_reports in (False, True):
+        if segment_reports:
+            await tb.restart()
+        await _run_and_compare(tb, replace(config, segment_reports=segment_reports), frames)
 
 
 @cocotb.test()
 async def random_valid_traffic(dut) -> None:
     """Random valid traffic (every opcode, multi-segment, bundled, back to back), with random back-pressure
     on the RAM and both output streams when the ``backpressure`` parameter is non-zero; with the profile
-    ``disordered``, as a link that reorders and duplicates frames delivers it."""
+    ``disordered``, as a link that reorders and duplicates frames delivers it, and a report record per
+    segment (``segment_reports``; the other profiles report per message)."""
     tb, parameters = await _start(dut)
     rng = random.Random(int(parameters.get("seed", 1)))
     max_payload = int(parameters["max_payload"])
@@ -120,6 +126,7 @@ async def random_valid_traffic(dut) -> None:
     frames = ValidTraffic(rng, config, max_payload=max_payload).frames(int(parameters["messages"]))
     if parameters.get("profile") == "disordered":
         frames = disorder(frames, rng)
+        config = replace(config, segment_reports=True)
     back_to_back = parameters.get("profile") == "small"
     gaps = None if back_to_back else [0 if rng.random() < 0.7 else rng.randint(1, 20) for _ in frames]
     tb.set_backpressure(float(parameters["backpressure"]))

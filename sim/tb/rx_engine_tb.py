@@ -296,7 +296,8 @@ class RxEngineTB:
         mac = int.from_bytes(config.local_mac, "big")
         for name, value in (("local_mac_low", mac & 0xFFFFFFFF), ("local_mac_high", mac >> 32),
                             ("local_ip", int(ipaddress.IPv4Address(config.local_ip))), ("udp_port", config.udp_port),
-                            ("drop_when_full", int(drop_when_full))):
+                            ("drop_when_full", int(drop_when_full)),
+                            ("segment_reports", int(config.segment_reports))):
             await self.axil.write_dword(self.map.config_offset(name), value)
         for index in range(0 if fresh else shape.associations):
             await self.write_table("association", {"index": index, "valid": 0})
@@ -363,8 +364,9 @@ class RxEngineTB:
         """Wait until the engine has consumed every frame sent and every output has drained.
 
         Drained means: every frame went into ``s_axis``; the frame receiver counted every one (the
-        ``frames`` counter); every segment verdict and chunk error it counted left as a report record,
-        and every frame exception as a packet; every write burst has its response; and no stream in
+        ``frames`` counter); every segment verdict and chunk error it counted left as a report record
+        (or was withheld, ``reports_withheld``), and every frame exception as a packet; every write burst
+        has its response; and no stream in
         the engine has offered a transfer for :data:`SETTLE_CYCLES` cycles. Raises
         :class:`EngineNotDrained`, saying how many frames were consumed, when ``timeout_cycles`` pass
         first."""
@@ -391,7 +393,7 @@ class RxEngineTB:
         if counters["frames"] != len(self.sent) % (1 << 32):
             problems.append(f"it consumed {counters['frames']} of the {len(self.sent)} frames sent")
         if (self.report_records + counters["reports_waiting"] + counters["reports_discarded"]
-                != segments + counters["chunk_errors"]):
+                + counters["reports_withheld"] != segments + counters["chunk_errors"]):
             problems.append(f"{self.report_records} report records left it, its counters say "
                             f"{segments} segments and {counters['chunk_errors']} chunk errors")
         if self.ack_records != counters["acks"]:
@@ -598,6 +600,7 @@ def _compare_counters(counters: dict[str, int], model: ReceiveEngineModel, frame
         "chunk_errors": sum(len(r.chunk_faults) for r in frame_results),
         "reports_waiting": model.reports_waiting,
         "reports_discarded": model.reports_discarded,
+        "reports_withheld": model.reports_withheld,
     })
     return [f"counter {name} is {counters.get(name)}, model {value}"
             for name, value in expected.items() if counters.get(name) != value]

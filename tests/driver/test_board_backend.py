@@ -70,6 +70,22 @@ def test_every_operation_both_ways_at_the_segment_edges():
     assert board.rx_frames and board.tx_frames
 
 
+@pytest.mark.parametrize("segment_reports", [False, True], ids=["per-message", "per-segment"])
+def test_reports_per_message_or_per_segment_as_the_register_says(segment_reports):
+    """The backend opens the board with its reports per message (``segment_reports`` 0): the engine leaves out
+    its accepted middle segments' records (abi.rx.report_withheld) and counts them; a host that sets the bit
+    gets a record per segment and runs the same operations to the same completions (RFC 5041 5.4)."""
+    board, fabric = open_board()
+    if segment_reports:
+        board.control.write_register(board.control.rx_map.config_offset("segment_reports"), 1)
+    mulpdu = fabric.devices[0].query_device().mulpdu
+    fabric.backend.run(lambda: end_to_end_checked(fabric, (1, 3 * mulpdu)))
+    withheld = board.rx.reports_withheld
+    # Into the board at least a Write, a Send and a Read Response of 3 MULPDU: 4 segments each (RFC 5041 5.2,
+    # the header in the MULPDU), 3 middle ones.
+    assert withheld == 0 if segment_reports else withheld >= 9
+
+
 def test_the_device_reports_the_boards_tables():
     _, fabric = open_board()
     attr = fabric.devices[0].query_device()

@@ -19,7 +19,7 @@ the same as the model backend.
 import json
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -136,16 +136,33 @@ def test_the_scenario_places_what_the_sample_was_made_for():
     assert ERRORS == 1
 
 
+def record_line(placement: Placement) -> str:
+    """The segment's line of the replay's text (a frame's first item follows its frame's line)."""
+    return (f"    segment assoc=0 sid=0 tsn={placement.tsn} ssn={placement.ddp_ssn} {placement.opcode.name}"
+            f"{' L' if placement.last else ''} {len(placement.payload)}B: ACCEPTED placed at 0x{placement.address:x}")
+
+
 def test_model_replay_prints_per_frame_and_a_digest(capsys):
+    """Reports per message (the engine's reset value): a message's last segment has a record, a middle one
+    (the multi-segment Write's first) none (abi.rx.report_withheld)."""
     out = replay(capsys, "--model")
-    first = PLACEMENTS[0]
-    assert (f"#{first.frame} {first.frame_length}B\n    segment assoc=0 sid=0 tsn={first.tsn} ssn={first.ddp_ssn} "
-            f"{first.opcode.name}{' L' if first.last else ''} {len(first.payload)}B: ACCEPTED "
-            f"placed at 0x{first.address:x}") in out
+    middle, last = PLACEMENTS[0], next(p for p in PLACEMENTS if p.last)
+    assert not middle.last and record_line(middle) not in out
+    assert f"#{last.frame} {last.frame_length}B\n{record_line(last)}" in out
     assert "RDMA_WRITE L 128B: ERROR DDP type 1 code 0x00" in out  # the unregistered STag, RFC 5041 7.2
     assert "to host: frame INIT" in out and "to host: chunk SESSION_CONTROL" in out
     placed = sum(len(data) for data in RUNS.values())
     assert f"host memory: {placed} bytes written in {len(RUNS)} runs, sha256 {memory_digest(RUNS)}" in out
+
+
+def test_segment_reports_in_the_configuration_print_every_segment(capsys, tmp_path):
+    """``segment_reports`` in the configuration: a record for every segment, the middle ones too."""
+    config = tmp_path / "segment_reports.json"
+    config.write_text(json.dumps(replace(ReceiveConfig.from_json(SAMPLE_CONFIG.read_text()),
+                                         segment_reports=True).to_dict()))
+    assert main(["replay", CAPTURE, "--config", str(config), "--model"]) == 0
+    out = capsys.readouterr().out
+    assert all(record_line(placement) in out for placement in PLACEMENTS)
 
 
 def test_json_lines(capsys):

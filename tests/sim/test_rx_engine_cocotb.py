@@ -136,9 +136,9 @@ def test_random_traffic_is_valid_for_the_model():
 
 def test_disordered_traffic_is_out_of_order_duplicated_and_within_the_window():
     """The disordered profile must exercise the DDP-SSN window: records held for a gap, duplicates, and no
-    stream ended for a DDP-SSN beyond the window (RFC 5043 10)."""
+    stream ended for a DDP-SSN beyond the window (RFC 5043 10); it reports every segment (sim/tb/rx_engine.py)."""
     rng = random.Random(8)
-    config = random_config(rng, SHAPE, MEMORY_BYTES, DISORDERED_TRAFFIC[1])
+    config = dataclasses.replace(random_config(rng, SHAPE, MEMORY_BYTES, DISORDERED_TRAFFIC[1]), segment_reports=True)
     model = ReceiveEngineModel(config, SparseMemory(0xC3))
     for frame in disorder(ValidTraffic(rng, config, max_payload=DISORDERED_TRAFFIC[1]).frames(DISORDERED_TRAFFIC[0]),
                           rng):

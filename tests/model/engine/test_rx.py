@@ -74,14 +74,19 @@ def write(to, payload, stag=0x0142, last=True):
     return TaggedHeader(last, tagged_rsvd_ulp(Opcode.RDMA_WRITE), stag, to), payload
 
 
-def test_sample_capture_through_the_model(engine):
+@pytest.mark.parametrize("segment_reports, accepted_records", [(True, 8), (False, 6)])
+def test_sample_capture_through_the_model(engine, segment_reports, accepted_records):
+    """Per segment: 3 Write segments, 1 Read Request, 4 Sends; per message the Write's first two (L = 0)
+    are left out (abi.rx.report_withheld)."""
+    engine.segment_reports = segment_reports
     records = list(read_capture(SAMPLE_CAPTURE.read_bytes()))
     for record in records:
         engine.receive(record.data, record.timestamp)
     results = engine.next_events()
     assert [(r.index, r.time) for r in results] == [(i, r.timestamp) for i, r in enumerate(records)]
     segments = [s for r in results for s in r.segments]
-    assert [s.status for s in segments].count(SegmentStatus.ACCEPTED) == 8  # 3 Write segments, 1 Read Request, 4 Sends
+    assert [s.status for s in segments].count(SegmentStatus.ACCEPTED) == accepted_records
+    assert engine.reports_withheld == 8 - accepted_records
     (error,) = [s for s in segments if s.status is SegmentStatus.ERROR]
     assert error.error == DdpError.INVALID_STAG.number
     assert engine.memory.read(0x40010, 2500) == bytes(i % 251 for i in range(2500))

@@ -1,7 +1,9 @@
 """DDP-SSN order in the receive engine's model: duplicates, reordering, the window (RFC 5043 6.1, 10;
-RFC 5041 5.3, 5.4), checked against the RFC's rules and against the protocol model's DdpSink."""
+RFC 5041 5.3, 5.4), checked against the RFC's rules and against the protocol model's DdpSink; a record
+per segment (``segment_reports``), and per message (its reset value)."""
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -24,8 +26,10 @@ TAG = 0x5E6F7080
 SEND_BUFFERS = (0x60000, 0x61000, 0x62000, 0x63000)  # QN 0 of stream (0, 0), 4096 bytes each, MSN 1..4
 
 
-def engine() -> ReceiveEngineModel:
-    return ReceiveEngineModel(ReceiveConfig.from_json(SAMPLE_CONFIG.read_text()))
+def engine(segment_reports: bool = True) -> ReceiveEngineModel:
+    """The sample configuration's engine, by default with a record per segment (the order is the subject)."""
+    config = ReceiveConfig.from_json(SAMPLE_CONFIG.read_text())
+    return ReceiveEngineModel(replace(config, segment_reports=segment_reports))
 
 
 def segment_frame(ssn: int, segment: bytes, tsn: int = 1) -> bytes:
@@ -33,8 +37,9 @@ def segment_frame(ssn: int, segment: bytes, tsn: int = 1) -> bytes:
     return build_frame(SctpPacket(5001, 5002, TAG, [chunk]).encode(), PEER_MAC, LOCAL_MAC, "10.0.0.1", "10.0.0.2")
 
 
-def send_segment(msn: int, mo: int, payload: bytes, last: bool) -> bytes:
-    return UntaggedHeader(last, untagged_rsvd_ulp(Opcode.SEND), 0, msn, mo).encode() + payload
+def send_segment(msn: int, mo: int, payload: bytes, last: bool, qn: int = 0) -> bytes:
+    opcode = Opcode.RDMA_READ_REQUEST if qn == 1 else Opcode.SEND   # RFC 5040 4.2: the opcode's queue
+    return UntaggedHeader(last, untagged_rsvd_ulp(opcode), qn, msn, mo).encode() + payload
 
 
 def write_segment(to: int, payload: bytes, last: bool = True) -> bytes:
@@ -144,7 +149,7 @@ def test_every_order_of_arrival_agrees_with_the_ddp_sink(seed, first):
     rng.shuffle(order)  # fewer segments than the window: any order is within it
     arrivals = [i for i in order for _ in range(1 + (rng.random() < 0.25))]
     config = ReceiveConfig.from_json(SAMPLE_CONFIG.read_text())
-    config = type(config)(**{**vars(config), "streams": tuple(
+    config = type(config)(**{**vars(config), "segment_reports": True, "streams": tuple(
         type(s)(s.association, s.stream_id, s.pd, first) for s in config.streams)})
 
     model = ReceiveEngineModel(config)
@@ -163,6 +168,45 @@ def test_every_order_of_arrival_agrees_with_the_ddp_sink(seed, first):
     feed(in_order, [segment_frame(ssns[i], segments[i], tsn=i) for i in range(len(segments))])
     for address, length in in_order.memory.writes:
         assert model.memory.read(address, length) == in_order.memory.read(address, length)
+
+    # Per message: the same records less the accepted ones with L = 0 (every message here is on QN 0 or
+    # tagged), in the same order; each left out is counted.
+    per_message = ReceiveEngineModel(replace(config, segment_reports=False))
+    message_records, _ = feed(per_message, [segment_frame(ssns[i], segments[i], tsn=i) for i in arrivals])
+    assert message_records == [[r for r in frame if r.status is not SegmentStatus.ACCEPTED or r.last]
+                               for frame in records]
+    assert per_message.reports_withheld == sum(not r.last for r in accepted) and model.reports_withheld == 0
+
+
+def test_per_message_reports_leave_one_record_per_message_rfc5041_5_4():
+    """Per-message reports (the engine's reset value): a Send in three segments, its L = 1 segment first,
+    yields one record, its completion, once the other two have arrived; the two are counted withheld."""
+    rng = random.Random(1)
+    parts = message(1, [100, 100, 50], rng)
+    model = engine(segment_reports=False)
+    frames = [segment_frame(1 + i, segment) for i, (segment, _) in enumerate(parts)]
+    records, arrivals = feed(model, [frames[2], frames[0], frames[1]])
+    assert [v.status for v in arrivals] == [SegmentStatus.ACCEPTED] * 3
+    assert [[(r.ddp_ssn, r.last, r.message_length) for r in frame] for frame in records] == [[], [], [(3, True, 250)]]
+    assert model.reports_withheld == 2 and model.reports_waiting == 0
+    assert model.memory.read(SEND_BUFFERS[0], 250) == b"".join(p for _, p in parts)
+
+
+def test_per_message_reports_keep_control_queues_and_every_verdict_but_accepted_rfc5040_4_2():
+    """Per message, a segment of QN 1 (Read Request) or QN 2 (Terminate) keeps its record even with L = 0,
+    and so do a duplicate's and an error's: only accepted QN 0 and tagged middle segments are left out."""
+    model = engine(segment_reports=False)
+    records, arrivals = feed(model, [
+        segment_frame(1, write_segment(0, b"ab", last=False)),     # tagged middle: withheld
+        segment_frame(2, send_segment(1, 0, b"x" * 8, False, qn=1)),  # QN 1 middle: kept
+        segment_frame(2, send_segment(1, 0, b"x" * 8, False, qn=1)),  # its duplicate: kept
+        segment_frame(3, write_segment(2, b"cd")),                  # tagged last: kept
+    ])
+    assert [v.status for v in arrivals] == [SegmentStatus.ACCEPTED, SegmentStatus.ACCEPTED,
+                                            SegmentStatus.DUPLICATE, SegmentStatus.ACCEPTED]
+    assert [[(r.ddp_ssn, r.status) for r in frame] for frame in records] == [
+        [], [(2, SegmentStatus.ACCEPTED)], [(2, SegmentStatus.DUPLICATE)], [(3, SegmentStatus.ACCEPTED)]]
+    assert model.reports_withheld == 1
 
 
 def _reference_sink(first_ssn: int) -> DdpSink:

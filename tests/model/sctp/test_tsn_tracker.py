@@ -64,3 +64,29 @@ def test_gap_blocks_match_the_tsns_held_in_any_arrival_order() -> None:
             else:
                 blocks.append((offset, offset))
         assert tracker.gap_blocks() == tuple(blocks)
+
+
+def test_vouched_chunks_close_the_range_they_count_and_no_more() -> None:
+    """Two streams interleave: stream A's TSNs 100, 102, 104 (its last, 104, named), stream B's 101, 103 (its
+    last, 103, named). A vouches for 2 chunks below 104; with 103 known that leaves 101 missing until B vouches
+    for 1 below 103: then every TSN up to 104 arrived."""
+    tracker = TsnTracker(cumulative_tsn=99)
+    tracker.accept(104)
+    tracker.vouch(104, 2)
+    assert tracker.cumulative_tsn == 99   # 100..103: four TSNs, two vouched, none known
+    tracker.accept(103)
+    assert tracker.cumulative_tsn == 99   # three of four: 101 may be missing
+    tracker.vouch(103, 1)
+    assert tracker.cumulative_tsn == 104 and tracker.gap_blocks() == ()
+    assert tracker.accept(105) and tracker.cumulative_tsn == 105
+
+
+def test_vouched_chunks_leave_a_real_gap_open() -> None:
+    """A vouch that cannot account for every TSN below it moves nothing: 100 was lost, 101 and 102 were placed
+    without being named, 103 named: two vouched, three TSNs missing before 103."""
+    tracker = TsnTracker(cumulative_tsn=99)
+    tracker.accept(103)
+    tracker.vouch(103, 2)
+    assert tracker.cumulative_tsn == 99 and tracker.gap_blocks() == ((4, 4),)
+    tracker.accept(100)   # the retransmission
+    assert tracker.cumulative_tsn == 103 and tracker.gap_blocks() == ()
