@@ -55,6 +55,13 @@ completes a Send or Write before a Terminate that followed the SACK is
 handled, RFC 5040 5.5); the board's are popped while the model has given
 some the board has not, and must equal the model's (`BoardMismatch`).
 
+With the transport unit (`engine_transport=True`, a board whose TX_PARAMS
+say so) the host works per message instead: `BoardTransport`
+(`driver.backends.board_transport`) pushes one record a message with no
+shadow model and no frame count, the board's unit takes the peer's SACKs
+and retransmits, each POLL reads the unit's Cumulative TSN Ack, and the
+POLLs space out while none finds a record from the peer (`BoardEnd.poll`).
+
 Records popped in one round are handed over as one output: the reports are
 popped first, then the exception stream and the acks, so every report's own
 chunks and acks are in the same output or an earlier one, and are handled
@@ -76,9 +83,9 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from driver.backends.base import DeviceAttr, FabricBackend
+from driver.backends.board_transport import OUTPUT_FLAG, BoardTransport
 from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, engine_device_attr
 from driver.backends.soft import HostDevice, SoftDevice
-from driver.backends.board_transport import OUTPUT_FLAG, BoardTransport
 from driver.errors import DriverError, InvalidArgument, OutOfResources, WaitTimeout
 from driver.ethernet import EthernetPort, open_port
 from driver.link import LinkInfo, open_serial_link

@@ -150,10 +150,6 @@ class BoardTransport:
 
     # -- the board's side -----------------------------------------------------------------------------
 
-    @property
-    def pending(self) -> bool:
-        return bool(self._pushes)
-
     def settle(self) -> None:
         """Push the waiting records in order while the engine has room and none would overtake an earlier one
         (see the module docs); what stays waits for the next POLL (`poll`), which may find the engine moved on."""

@@ -10,10 +10,10 @@ the host learns it from the unit's stop record; a board built without the unit r
 
 import pytest
 
+from abi.link import TxInput, TxOutput
 from driver import SGE, InvalidArgument, SendWR, WROpcode
 from driver.backends.board import BoardFabric
 from driver.device import AssociationEnd, Fabric
-from abi.link import TxInput, TxOutput
 from model.rnic.link import LinkConfig, Side
 from model.rnic.pair import IPS, MACS
 from model.sctp.state import AssociationState
