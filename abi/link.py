@@ -26,8 +26,8 @@ executed again (they change nothing).
 
 import enum
 
-from abi.tx import (completion_bytes, control_request_bytes, read_response_bytes, tsn_request_bytes,
-                    work_request_bytes)
+from abi.tx import (completion_bytes, control_request_bytes, peer_sack_bytes, read_response_bytes,
+                    transport_record_bytes, tsn_request_bytes, work_request_bytes)
 
 __all__ = [
     "MAC_RX_EVENTS", "MAC_TX_EVENTS", "END", "ESC", "ESC_END", "ESC_ESC", "Op", "TxInput", "TxOutput",
@@ -59,7 +59,7 @@ MAX_READ_BYTES = 0xFFFF
 #: The body of a PING response: magic (4 bytes), version, log2 of the host memory's bytes, and
 #: REQUEST_DATA_BYTES (u16le).
 LINK_MAGIC = b"RLNK"
-LINK_VERSION = 3
+LINK_VERSION = 4
 PING_BODY_BYTES = 8
 
 #: A popped exception's body starts with 8 bytes: the record (``tuser``, :func:`abi.rx.exception_record_layout`,
@@ -102,6 +102,7 @@ class LinkQueue(enum.IntFlag):
     COMPLETION = 1 << 3              #: TxOutput.COMPLETION
     TSN_REFUSED = 1 << 4             #: TxOutput.TSN_REFUSED
     READ_RESPONSE_REFUSED = 1 << 5   #: TxOutput.READ_RESPONSE_REFUSED
+    TRANSPORT_STOPPED = 1 << 6       #: TxOutput.TRANSPORT_STOPPED
 
 
 POLL_BODY_BYTES = 8
@@ -120,6 +121,10 @@ class TxInput(enum.IntEnum):
     READ_RESPONSE = 1   #: ``s_axis_rr``, a :func:`read_response_layout` record
     CONTROL = 2         #: ``s_axis_ctl``, a :func:`control_request_layout` record
     TSN = 3             #: ``s_axis_tsn``, a :func:`tsn_request_layout` record
+    #: ``s_axis_peer_sack`` (an RNIC with the transport unit): a :func:`peer_sack_layout` record, the host's
+    #: (a SHUTDOWN's Cumulative TSN Ack, RFC 4960 9.2, or a SACK the host took before the SACK row said
+    #: ``peer_sacks``); without the unit the stream never has room (FULL)
+    PEER_SACK = 4
 
 
 class TxOutput(enum.IntEnum):
@@ -127,6 +132,9 @@ class TxOutput(enum.IntEnum):
     COMPLETION = 0            #: ``m_axis_completion``, a :func:`completion_layout` record
     TSN_REFUSED = 1           #: ``m_axis_tsn_refused``, a :func:`tsn_request_layout` record
     READ_RESPONSE_REFUSED = 2  #: ``m_axis_rr_refused``, a :func:`read_response_layout` record
+    #: ``m_axis_transport_stopped`` (an RNIC with the transport unit): a :func:`transport_record_layout` record,
+    #: FAILURE (RFC 4960 8.1) or VIOLATION; without the unit the stream is always empty
+    TRANSPORT_STOPPED = 3
 
 
 class Status(enum.IntEnum):
@@ -146,10 +154,11 @@ REPLAYED_OPS = frozenset({Op.REG_WRITE, Op.MEM_WRITE, Op.SEND_FRAME, Op.POP_REPO
 def tx_input_bytes() -> dict[TxInput, int]:
     """The bytes of a record of each :class:`TxInput` (PUSH_RECORD's data length)."""
     return {TxInput.WORK: work_request_bytes(), TxInput.READ_RESPONSE: read_response_bytes(),
-            TxInput.CONTROL: control_request_bytes(), TxInput.TSN: tsn_request_bytes()}
+            TxInput.CONTROL: control_request_bytes(), TxInput.TSN: tsn_request_bytes(),
+            TxInput.PEER_SACK: peer_sack_bytes()}
 
 
 def tx_output_bytes() -> dict[TxOutput, int]:
     """The bytes of a record of each :class:`TxOutput` (POP_RECORD's body)."""
     return {TxOutput.COMPLETION: completion_bytes(), TxOutput.TSN_REFUSED: tsn_request_bytes(),
-            TxOutput.READ_RESPONSE_REFUSED: read_response_bytes()}
+            TxOutput.READ_RESPONSE_REFUSED: read_response_bytes(), TxOutput.TRANSPORT_STOPPED: transport_record_bytes()}

@@ -424,7 +424,13 @@ def tx_register_map(associations: int = 2, stream_ids: int = 4, transport: bool 
         # sacks_sent: the receive engine's SACKs the engine has taken for sending (each one frame).
         # request_frames: the frames of the host's requests the engine has put out on m_axis (its frames out
         # less the SACKs taken in, so never ahead of them): a host paces its own frames by it, one read.
-        counters=["sacks_sent", "request_frames"],
+        # With ``transport``: messages_started, the requests (work, Read Response, control) the engine has
+        # started, in the order it starts them (control, then Read Responses, then work, RFC 5040 5.5), so a
+        # host pushing one request a message learns which of its requests still wait unstarted; and each
+        # row's cumulative_tsn_ack_<row>, the last TSN its transport unit retired (RFC 4960 6.2.1 D).
+        counters=["sacks_sent", "request_frames",
+                  *(["messages_started", *(f"cumulative_tsn_ack_{row}" for row in range(associations))]
+                    if transport else [])],
         tables=[
             ("tx_association", tx_association_write_layout()),
             ("tx_stream", tx_stream_write_layout(associations * stream_ids)),
@@ -436,9 +442,11 @@ def tx_register_map(associations: int = 2, stream_ids: int = 4, transport: bool 
 
 
 #: The transmit engine's PARAMS register (:data:`TX_REGISTER_BASE` + ``0x004``): the datapath width W, the
-#: Read Requests it holds per stream row (IRD, RFC 6581) and the TSNs of each row's retransmission ring.
+#: Read Requests it holds per stream row (IRD, RFC 6581), the TSNs of each row's retransmission ring (a power
+#: of two) and whether the engine has the transport unit (``tx_register_map(..., transport=True)``).
 TX_PARAMS = Struct({
     "width_bytes": 8,
     "ird": 8,
-    "ring_tsns": 16,
+    "ring_tsns": 15,
+    "transport": 1,
 })

@@ -473,7 +473,9 @@ def open_fabric(backend: str = "soft", **options: object) -> Fabric:
     and `ethernet`, the port cabled to the board: an interface name or tcp:HOST:PORT; `baud`, `latency`,
     `time_scale`). On "engine" and "board" the receive engine SACKs the peer's DATA (`engine_sacks`, default
     True; False: the host SACKs from the engine's ack records). On "engine", `engine_transport=True` has the
-    transmit engine's transport unit process the peer's SACKs and retransmit (RFC 4960 6, 7); its tables are
+    transmit engine's transport unit process the peer's SACKs and retransmit (RFC 4960 6, 7); on "board" too
+    when the board is built with the unit (its TX_PARAMS say so; else `InvalidArgument`), the host then
+    pushing one request a message (`driver.backends.board_transport`). On "engine" its tables are
     options, as `hdl.rnic.Rnic`'s build parameters (`driver.backends.engine`): `regions` (16 rows by default),
     `buffers_per_queue` (8), `streams` (4, up to 65535) and `key_bits`, the STag key width (default 8, at most 32
     less the row index's bits: 28 beside 16 rows; `abi.rx.check_key_bits`)."""

@@ -120,9 +120,9 @@ def check_fabric_options(options: dict[str, object], backend: str) -> None:
     if backend == "soft" and options.get("engine_sacks"):
         raise InvalidArgument("engine_sacks: the soft backend has no receive engine to SACK (backend 'engine', "
                               "'sim' or 'board')")
-    if options.get("engine_transport") and backend not in ("engine", "sim"):
-        raise InvalidArgument("engine_transport: only the engine and sim backends' transmit engines have the "
-                              "transport unit (the board's build is without it)")
+    if options.get("engine_transport") and backend not in ("engine", "sim", "board"):
+        raise InvalidArgument("engine_transport: only the engine, sim and board backends have a transmit engine "
+                              "with the transport unit (on board, a build with it: its TX_PARAMS say so)")
     regions = options.get("regions", ENGINE_REGIONS)
     checks = {
         "link": lambda name, value: value is None or instance(name, value, ModelLinkConfig),

@@ -14,7 +14,10 @@ and the testbenches, which move them over AXI4-Lite and AXI4-Stream
   (`model.rnic.offload`: association, region, stream row, buffer post,
   queue revoke) as the table writes that carry it (`abi.rx.register_map`).
 * `tx_association_fields` and the request fields: the transmit engine's rows
-  and records (`abi.tx.tx_register_map`, `work_request_layout`...).
+  and records (`abi.tx.tx_register_map`, `work_request_layout`...);
+  `peer_sack_fields` and `peer_shutdown_fields` the host's records for the
+  transport unit (`abi.tx.peer_sack_layout`), `transport_stopped` the unit's
+  stop record as the model gives it.
 """
 
 from __future__ import annotations
@@ -26,13 +29,21 @@ from abi.layout import Struct
 from abi.rx import STAG_KEY_BITS, SegmentStatus
 from model.ddp.memory import Access
 from model.engine.rx import SegmentVerdict
-from model.engine.tx import ControlRequest, ReadResponseRequest, TsnOpcode, TxAssociationRow, WorkRequest
+from abi.tx import TransportOpcode
+from model.engine.transport import AssociationFailure, ProtocolViolation
+from model.engine.tx import (ControlRequest, ReadResponseRequest, TransportStopped, TsnOpcode, TxAssociationRow,
+                             WorkRequest)
+from model.sctp.packet import SackChunk
 from model.errors import ErrorNumber
 from model.rnic.offload import (AssociationRow, BufferPost, EngineCommand, QueueRevoke, RegionRow, SackFlush, SackRow,
                                 StreamRow)
 
 __all__ = ["record_fields", "record_bytes", "segment_verdict", "receive_row_writes", "tx_association_fields",
-           "work_request_fields", "read_response_fields", "control_request_fields", "tsn_request_fields"]
+           "work_request_fields", "read_response_fields", "control_request_fields", "tsn_request_fields",
+           "PEER_SACK_GAP_BLOCKS", "peer_sack_fields", "peer_shutdown_fields", "transport_stopped"]
+
+PEER_SACK_GAP_BLOCKS = 4
+"""The Gap Ack Blocks a peer SACK record carries (`abi.tx.peer_sack_layout`'s default)."""
 
 
 def record_fields(layout: Struct, value: int) -> dict:
@@ -134,3 +145,30 @@ def control_request_fields(request: ControlRequest) -> dict:
 def tsn_request_fields(opcode: TsnOpcode, association: int, tsn: int) -> dict:
     """The ``s_axis_tsn`` record's fields (``abi.tx.tsn_request_layout``)."""
     return {"opcode": int(opcode), "association": association, "tsn": tsn}
+
+
+def peer_sack_fields(association: int, sack: SackChunk) -> dict:
+    """A peer's SACK chunk (RFC 4960 3.3.4) as an ``s_axis_peer_sack`` record's fields (``abi.tx.peer_sack_layout``):
+    its first `PEER_SACK_GAP_BLOCKS` Gap Ack Blocks, the count of all, the count of its Duplicate TSNs."""
+    blocks = list(sack.gap_blocks[:PEER_SACK_GAP_BLOCKS])
+    return {"association": association, "shutdown": 0, "cumulative_tsn_ack": sack.cumulative_tsn_ack,
+            "a_rwnd": sack.a_rwnd, "gap_count": len(sack.gap_blocks),
+            "gaps": [{"start": start, "end": end} for start, end in blocks]
+            + [{"start": 0, "end": 0}] * (PEER_SACK_GAP_BLOCKS - len(blocks)),
+            "duplicate_count": len(sack.duplicate_tsns)}
+
+
+def peer_shutdown_fields(association: int, cumulative_tsn_ack: int) -> dict:
+    """A SHUTDOWN's Cumulative TSN Ack (RFC 4960 9.2) as an ``s_axis_peer_sack`` record's fields."""
+    return {"association": association, "shutdown": 1, "cumulative_tsn_ack": cumulative_tsn_ack, "a_rwnd": 0,
+            "gap_count": 0, "gaps": [{"start": 0, "end": 0}] * PEER_SACK_GAP_BLOCKS, "duplicate_count": 0}
+
+
+def transport_stopped(f: dict) -> TransportStopped:
+    """An ``m_axis_transport_stopped`` record's fields (``abi.tx.transport_record_layout``) as the model's event:
+    FAILURE (RFC 4960 8.1: ``first_tsn`` the Cumulative TSN Ack, ``tsn`` the highest TSN sent) or VIOLATION."""
+    if f["opcode"] == TransportOpcode.FAILURE:
+        return TransportStopped(AssociationFailure(f["association"], f["error_count"], f["first_tsn"], f["tsn"]))
+    if f["opcode"] == TransportOpcode.VIOLATION:
+        return TransportStopped(ProtocolViolation(f["association"], f["first_tsn"], f["tsn"]))
+    raise ValueError(f"a transport record of opcode {f['opcode']} does not stop a row")

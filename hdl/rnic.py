@@ -138,7 +138,8 @@ class Rnic(wiring.Component):
             self._elaborate_transport(m, rx, tx, tx_registers)
         m.d.comb += [
             tx_registers.params.eq(TX_PARAMS.pack({"width_bytes": self.width_bytes, "ird": self.ird,
-                                                   "ring_tsns": self.ring_tsns})),
+                                                   "ring_tsns": self.ring_tsns,
+                                                   "transport": int(self.transport)})),
             tx.local_mac.eq(rx.local_mac), tx.local_ip.eq(rx.local_ip), tx.udp_port.eq(rx.udp_port),
         ]
 
@@ -163,6 +164,9 @@ class Rnic(wiring.Component):
     def _elaborate_transport(self, m, rx, tx, tx_registers):
         # A transport row write; the transport unit's timer ticks with the acknowledgement unit's.
         transport_row = tx_registers.table_tx_transport
+        m.d.comb += tx_registers.counter_messages_started.eq(tx.messages_started)
+        for row in range(self.associations):
+            m.d.comb += getattr(tx_registers, f"counter_cumulative_tsn_ack_{row}").eq(tx.cumulative_tsn_acks[row])
         m.d.comb += [tx.s_axis_transport.tdata.eq(transport_row.payload.as_value()), tx.s_axis_transport.tkeep.eq(-1),
                      tx.s_axis_transport.tlast.eq(1), tx.s_axis_transport.tvalid.eq(transport_row.valid),
                      transport_row.ready.eq(tx.s_axis_transport.tready), tx.tick.eq(rx.tick)]

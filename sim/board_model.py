@@ -14,7 +14,18 @@ requests (SLIP, CRC-32, `abi` (the control link)), decoded here, not by
 the driver's code, executed by `ModelControl` (a table row as the register
 file takes it: staging words, then COMMIT), and answered with the bytes the
 gateware's link would send (`hdl/link/link.py`), so the link client's own
-traffic can be counted (`rnic perf --backend board`). Used to test the `board`
+traffic can be counted (`rnic perf --backend board`).
+
+`ModelBoard(..., transport=True)` is the board built with the transmit
+engine's transport unit (`hdl.rnic.Rnic(transport=True)`; TX_PARAMS says
+so): its `tx_transport` row comes over the link like the other rows, the
+peer's SACKs go from its receive model to its transmit model inside the board
+(the SACK row's `peer_sacks`, `m_axis_peer_sack`), the unit's timers tick on
+the board's own clock, its stop records wait on
+`TxOutput.TRANSPORT_STOPPED`, and its `messages_started` and
+`cumulative_tsn_ack_<row>` registers answer. Every board refuses a push
+(FULL) to a request stream whose queue holds `REQUEST_QUEUE_DEPTH` requests
+unstarted, as the gateware's queues do. Used to test the `board`
 backend's logic without a simulator (tests/driver/test_board_backend.py); the
 gateware board is tested in tests/boards/test_board_backend.py.
 """
@@ -25,7 +36,7 @@ import ipaddress
 import struct
 import time
 import zlib
-from collections import deque
+from collections import Counter, deque
 from dataclasses import replace
 
 from driver.link import ExceptionPacket, LinkInfo, Polled, SlipFrames, slip_encode
@@ -36,17 +47,23 @@ from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC,
 from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
 from abi.rx import (RX_PARAMS, RX_TABLES, STAG_KEY_BITS, check_key_bits, ExceptionSource, ReportKind, ack_bytes, ack_layout,
                     exception_record_layout, register_map, report_bytes, report_layout)
-from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, completion_layout, control_request_layout, read_response_layout,
-                    tsn_request_layout, tx_register_map, work_request_layout)
+from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, TransportOpcode, completion_layout, control_request_layout,
+                    peer_sack_layout, read_response_layout, transport_record_layout, tsn_request_layout,
+                    tx_register_map, work_request_layout)
 from model.ddp.memory import Access, SparseMemory
 from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
 from model.engine.rx import FrameAction, ReceiveEngineModel, SegmentVerdict
+from model.engine.transport import AssociationFailure
 from model.engine.tx import (Completion, ControlOpcode, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
-                             TransmitConfig, TransmitEngineModel, TsnOpcode, TxAssociationRow, WorkOpcode, WorkRequest)
+                             TransmitConfig, TransmitEngineModel, TransportStopped, TsnOpcode, TxAssociationRow,
+                             WorkOpcode, WorkRequest, ticks_at)
+from model.sctp.packet import SackChunk
 
 ASSOCIATIONS, STREAM_IDS, REGIONS, IRD = 2, 4, 16, 4   # the ECPIX-5 build's engine (hdl.rnic.Rnic)
 BUFFERS_PER_QUEUE = 8
 MEMORY_BYTES = 64 * 1024
+REQUEST_QUEUE_DEPTH = 4
+"""Requests each of the transmit engine's request streams holds unstarted (`hdl.tx.engine`'s queues)."""
 ADDRESS_REGISTERS = ("local_mac_low", "local_mac_high", "local_ip")
 """The receive engine's configuration words that hold the board's addresses (both engines use them)."""
 
@@ -72,7 +89,9 @@ class ModelControl:
         self.board = board
         self.info = LinkInfo(2, MEMORY_BYTES, 2044)
         self.rx_map = register_map(ASSOCIATIONS, STREAM_IDS, board.regions, board.key_bits)
-        self.tx_map = tx_register_map(ASSOCIATIONS, STREAM_IDS)
+        self.tx_map = tx_register_map(ASSOCIATIONS, STREAM_IDS, board.transport)
+        self._transport_counters = {TX_REGISTER_BASE + offset: name for name, offset in self.tx_map.counters.items()
+                                    if name not in ("sacks_sent", "request_frames")}
         self.registers: dict[int, int] = {}
         self._address_offsets = {self.rx_map.config_offset(name) for name in ADDRESS_REGISTERS}
         self._segment_reports_offset = self.rx_map.config_offset("segment_reports")
@@ -90,14 +109,26 @@ class ModelControl:
         if offset == PARAMS_OFFSET + 4:
             return RX_TABLES.pack({"regions": self.board.regions})
         if offset == TX_REGISTER_BASE + PARAMS_OFFSET:
-            return TX_PARAMS.pack({"width_bytes": 8, "ird": IRD, "ring_tsns": 64})
+            return TX_PARAMS.pack({"width_bytes": 8, "ird": IRD, "ring_tsns": 64,
+                                   "transport": int(self.board.transport)})
         if offset == self.rx_map.counters["reports_waiting"]:
             return self.board.rx.reports_waiting
         if offset == TX_REGISTER_BASE + self.tx_map.counters["sacks_sent"]:
             return self.board.sacks_sent & 0xFFFFFFFF
         if offset == TX_REGISTER_BASE + self.tx_map.counters["request_frames"]:
             return (self.board.engine_frames - self.board.sacks_sent) & 0xFFFFFFFF
+        if offset in self._transport_counters:
+            return self._transport_counter(self._transport_counters[offset])
         return self.registers.get(offset, 0)
+
+    def _transport_counter(self, name: str) -> int:
+        """`messages_started`, or `cumulative_tsn_ack_<row>`: the row's last TSN retired (0 before its first
+        write)."""
+        tx = self.board.tx
+        if name == "messages_started":
+            return tx.messages_started & 0xFFFFFFFF
+        row = int(name.removeprefix("cumulative_tsn_ack_"))
+        return tx.cumulative_tsn_ack(row) if row in self.board.tx_rows else 0
 
     def write_register(self, offset: int, value: int) -> None:
         self.operations += 1
@@ -180,17 +211,18 @@ class ModelControl:
                             (LinkQueue.EXCEPTION, board.exceptions),
                             (LinkQueue.COMPLETION, board.tx_records[TxOutput.COMPLETION]),
                             (LinkQueue.TSN_REFUSED, board.tx_records[TxOutput.TSN_REFUSED]),
-                            (LinkQueue.READ_RESPONSE_REFUSED, board.tx_records[TxOutput.READ_RESPONSE_REFUSED])):
+                            (LinkQueue.READ_RESPONSE_REFUSED, board.tx_records[TxOutput.READ_RESPONSE_REFUSED]),
+                            (LinkQueue.TRANSPORT_STOPPED, board.tx_records[TxOutput.TRANSPORT_STOPPED])):
             if queue:
                 waiting |= flag
         self.operations -= 1    # the register's read is this request's
         return Polled(waiting, self.read_register(register))
 
     def push_record(self, stream: TxInput, record: bytes) -> bool:
+        """False (the link's FULL, nothing pushed) when the stream has no room."""
         self.operations += 1
         assert len(record) == tx_input_bytes()[stream]
-        self.board.push(TxInput(stream), int.from_bytes(record, "little"))
-        return True
+        return self.board.push(TxInput(stream), int.from_bytes(record, "little"))
 
     def send_frame(self, frame: bytes) -> None:
         self.operations += 1
@@ -328,8 +360,8 @@ class ModelSerial:
         if op == Op.PUSH_RECORD:
             if address not in TxInput._value2member_map_ or len(data) != tx_input_bytes()[TxInput(address)]:
                 return Status.BAD_REQUEST, b""
-            control.push_record(TxInput(address), data)
-            return Status.OK, b""
+            pushed = control.push_record(TxInput(address), data)
+            return (Status.OK if pushed else Status.FULL), b""
         return Status.BAD_REQUEST, b""
 
 
@@ -355,9 +387,9 @@ class ModelBoard:
     """The board (see the module docs), at 02:00:00:00:00:01 / 10.0.0.1 as the backend configures it."""
 
     def __init__(self, local_mac: bytes, local_ip: str, clock=time.monotonic, *, regions: int = REGIONS,
-                 key_bits: int = STAG_KEY_BITS) -> None:
+                 key_bits: int = STAG_KEY_BITS, transport: bool = False) -> None:
         check_key_bits(key_bits, regions)
-        self.regions, self.key_bits = regions, key_bits
+        self.regions, self.key_bits, self.transport = regions, key_bits, transport
         """The region rows and STag key width of the engine it stands for (`hdl.rnic.Rnic`'s), in its PARAMS words."""
         self.clock, self.started = clock, clock()
         self.memory = SparseMemory()
@@ -370,6 +402,8 @@ class ModelBoard:
         self.tx_records: dict[TxOutput, deque[bytes]] = {output: deque() for output in TxOutput}
         self.wire: list[bytes] = []
         self.rx_frames = self.tx_frames = self.sacks_sent = self.engine_frames = 0
+        self.tx_rows: set[int] = set()   # the transmit engine's association rows written
+        self.pushed: Counter[TxInput] = Counter()   # records taken, by request stream
         self.control = ModelControl(self)
         self.port = ModelPort(self)
         self.serial = ModelSerial(self)
@@ -404,6 +438,8 @@ class ModelBoard:
         self.rx.receive(frame, self.now())
         (result,) = self.rx.next_events()
         self._post_sacks()
+        for peer_sack in result.peer_sacks:   # m_axis_peer_sack to s_axis_peer_sack (RFC 4960 6.2.1)
+            self.tx.take_peer_sack(peer_sack.association, peer_sack.sack, ticks_at(self.now()))
         if result.action is FrameAction.EXCEPTION:
             self.exceptions.append(self._exception(ExceptionSource.FRAME, frame))
             return
@@ -422,9 +458,12 @@ class ModelBoard:
         self.reports.extend(_report(verdict) for verdict in result.segments)
 
     def send_engine_frames(self) -> None:
-        self.rx.handle_timeout(self.now())
+        now = self.now()
+        self.rx.handle_timeout(now)
         self._post_sacks()
-        frames = self.tx.data_to_send()
+        if self.transport:   # the transport unit's timers on the board's clock (RFC 4960 6.3.3)
+            self.tx.tick(ticks_at(now))
+        frames = self.tx.data_to_send(now=ticks_at(now))
         self.tx_frames += len(frames)
         self.engine_frames += len(frames)
         self.wire += frames
@@ -433,6 +472,8 @@ class ModelBoard:
                 self.tx_records[TxOutput.COMPLETION].append(record_bytes(completion_layout(), {
                     "wr_id": event.wr_id, "opcode": event.opcode, "association": event.association,
                     "status": int(event.status)}))
+            elif isinstance(event, TransportStopped):
+                self.tx_records[TxOutput.TRANSPORT_STOPPED].append(self._stopped_record(event))
             elif isinstance(event, RefusedRead):
                 self.tx_records[TxOutput.READ_RESPONSE_REFUSED].append(
                     record_bytes(read_response_layout(), vars(event.request)))
@@ -440,6 +481,16 @@ class ModelBoard:
                 assert isinstance(event, RefusedTsn)
                 self.tx_records[TxOutput.TSN_REFUSED].append(record_bytes(tsn_request_layout(), {
                     "opcode": int(event.opcode), "association": event.association, "tsn": event.tsn}))
+
+    @staticmethod
+    def _stopped_record(event: TransportStopped) -> bytes:
+        """`abi.tx.transport_record_layout`: FAILURE (RFC 4960 8.1) or VIOLATION."""
+        record = event.record
+        failure = isinstance(record, AssociationFailure)
+        return record_bytes(transport_record_layout(), {
+            "opcode": TransportOpcode.FAILURE if failure else TransportOpcode.VIOLATION,
+            "association": record.association, "tsn": record.highest_tsn_sent,
+            "first_tsn": record.cumulative_tsn_ack, "cause": 0, "error_count": record.error_count if failure else 0})
 
     # -- tables -------------------------------------------------------------------------------
 
@@ -481,18 +532,29 @@ class ModelBoard:
             self._post_sacks()
             return
         self.rx.write_sack(f["association"], f["cumulative_tsn"], f["delay"], f["window"], f["held_bytes"],
-                           bool(f["enabled"]))
+                           bool(f["enabled"]), peer_sacks=self.transport and bool(f["peer_sacks"]))
 
     def _tx_association(self, f: dict) -> None:
         self.tx.write_association(TxAssociationRow(
             f["index"], f["peer_mac"].to_bytes(6, "big"), str(ipaddress.IPv4Address(f["peer_ip"])), f["local_port"],
             f["peer_port"], f["tag"], f["mulpdu"], f["next_tsn"], bool(f["udp"]), f["peer_udp_port"]))
+        self.tx_rows.add(f["index"])
+
+    def _tx_transport(self, f: dict) -> None:
+        """The transport unit takes the row (RFC 4960 6.2.1 A, 7.2.1, 15), from the engine's next TSN."""
+        parameters = {name: f[name] for name in ("mtu", "chunk_bytes", "rto_initial", "rto_min", "rto_max",
+                                                 "max_retrans", "max_burst")}
+        self.tx.write_transport(f["association"], f["peer_a_rwnd"], **parameters)
 
     def _tx_stream(self, f: dict) -> None:
         association, stream_id = divmod(f["index"], STREAM_IDS)
         self.tx.write_stream(association, stream_id, f["first_ssn"])
 
-    def push(self, stream: TxInput, value: int) -> None:
+    def push(self, stream: TxInput, value: int) -> bool:
+        """A record to the transmit engine's stream; False, nothing taken, when the stream has no room."""
+        if not self._room(stream):
+            return False
+        self.pushed[stream] += 1
         if stream is TxInput.WORK:
             f = record_fields(work_request_layout(), value)
             self.tx.post_work(WorkRequest(**{**f, "opcode": WorkOpcode(f["opcode"])}))
@@ -501,7 +563,30 @@ class ModelBoard:
         elif stream is TxInput.CONTROL:
             f = record_fields(control_request_layout(), value)
             self.tx.post_control(ControlRequest(**{**f, "opcode": ControlOpcode(f["opcode"])}))
+        elif stream is TxInput.PEER_SACK:
+            self._peer_sack(record_fields(peer_sack_layout(), value))
         else:
             f = record_fields(tsn_request_layout(), value)
             self.tx.tsn_request(TsnOpcode(f["opcode"]), f["association"], f["tsn"])
         self.send_engine_frames()
+        return True
+
+    def _room(self, stream: TxInput) -> bool:
+        """The request queues hold `REQUEST_QUEUE_DEPTH` requests unstarted each; without the transport unit
+        `s_axis_peer_sack` is not there and never takes a record."""
+        if stream is TxInput.PEER_SACK:
+            return self.transport
+        controls, responses, works = self.tx.unstarted()
+        waiting = {TxInput.WORK: works, TxInput.READ_RESPONSE: responses, TxInput.CONTROL: controls}
+        return waiting.get(stream, 0) < REQUEST_QUEUE_DEPTH
+
+    def _peer_sack(self, f: dict) -> None:
+        """The host's record for the transport unit: a SHUTDOWN's Cumulative TSN Ack (RFC 4960 9.2), or a SACK
+        chunk with its first Gap Ack Blocks and as many Duplicate TSNs as it counted (the unit reads no more)."""
+        now = ticks_at(self.now())
+        if f["shutdown"]:
+            self.tx.peer_shutdown(f["association"], f["cumulative_tsn_ack"], now)
+            return
+        gaps = tuple((gap["start"], gap["end"]) for gap in f["gaps"][:min(f["gap_count"], len(f["gaps"]))])
+        sack = SackChunk(f["cumulative_tsn_ack"], f["a_rwnd"], gaps, (0,) * f["duplicate_count"])
+        self.tx.peer_sack(f["association"], sack, now)

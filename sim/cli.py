@@ -385,9 +385,9 @@ def _perf(args: argparse.Namespace) -> int:
     if args.host_sacks and args.backend not in ("engine", "sim", "board"):
         args.usage_error("argument --host-sacks: only with --backend engine, sim or board (where the receive "
                          "engine SACKs by default)")
-    if args.engine_transport and args.backend not in ("engine", "sim"):
-        args.usage_error("argument --engine-transport: only with --backend engine or sim (the board's build is "
-                         "without the transport unit)")
+    if args.engine_transport and args.backend not in ("engine", "sim", "board"):
+        args.usage_error("argument --engine-transport: only with --backend engine, sim or board (a board built "
+                         "with the transport unit: the model board is then built with it)")
     if args.peer == "gateware" and args.backend != "sim":
         args.usage_error("argument --peer gateware: only with --backend sim (host B on a second RNIC top)")
     if args.peer == "usrsctp" and args.backend == "board":
@@ -420,7 +420,7 @@ def _perf(args: argparse.Namespace) -> int:
         defaults = BoardOptions()
         board = BoardOptions(args.serial, args.ethernet, args.baud or defaults.baud,
                              args.latency or defaults.latency, args.time_scale or defaults.time_scale,
-                             DIRECTIONS[args.direction or "both"], not args.host_sacks)
+                             DIRECTIONS[args.direction or "both"], not args.host_sacks, args.engine_transport)
     return perf_command(args.backend, plan, link, args.seed, board=board, engine_sacks=not args.host_sacks,
                         engine_transport=args.engine_transport, peer=args.peer)
 
@@ -606,8 +606,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="engine, sim and board: the host SACKs the peer's DATA from the engine's ack records, "
                            "not the receive engine itself (RFC 4960 6.2; the engine's SACKs are the default)")
     perf.add_argument("--engine-transport", action="store_true",
-                      help="engine and sim: the transmit engine's transport unit processes the peer's SACKs and "
-                           "retransmits (RFC 4960 6, 7), not the host's SCTP")
+                      help="engine, sim and board: the transmit engine's transport unit processes the peer's SACKs "
+                           "and retransmits (RFC 4960 6, 7), not the host's SCTP; on board the host pushes one "
+                           "request a message (the model board is built with the unit)")
     perf.add_argument("--peer", choices=("model", "gateware", "usrsctp"), default="model",
                       help="host B: the backend's own (default: on sim the engines' golden models); gateware: on "
                            "a second RNIC top in the same simulation (sim); usrsctp: a software host whose SCTP is "

@@ -73,7 +73,9 @@ def test_the_params_words_hold_what_the_engines_are_built_with():
     # 2**24 region rows beside the least key (8 bits) fill the STag's 32 (RFC 5041 4.2)
     assert abi.rx.RX_TABLES.unpack(abi.rx.RX_TABLES.pack({"regions": 1 << 24})) == {"regions": 1 << 24}
     assert abi.rx.RX_PARAMS.size == abi.rx.RX_TABLES.size == abi.tx.TX_PARAMS.size == 32
-    assert abi.tx.TX_PARAMS.unpack(0x0040_0708) == {"width_bytes": 8, "ird": 7, "ring_tsns": 64}
+    assert abi.tx.TX_PARAMS.unpack(0x0040_0708) == {"width_bytes": 8, "ird": 7, "ring_tsns": 64, "transport": 0}
+    # the transport unit's bit on top: a 16384-TSN ring (a power of two) still fits beside it
+    assert abi.tx.TX_PARAMS.unpack(0xC000_0708) == {"width_bytes": 8, "ird": 7, "ring_tsns": 16384, "transport": 1}
 
 
 def test_an_enum_field_s_values_are_named_in_the_netlist_as_amaranth_s_own_enums_are():

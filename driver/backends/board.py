@@ -55,6 +55,13 @@ completes a Send or Write before a Terminate that followed the SACK is
 handled, RFC 5040 5.5); the board's are popped while the model has given
 some the board has not, and must equal the model's (`BoardMismatch`).
 
+With the transport unit (`engine_transport=True`, a board whose TX_PARAMS
+say so) the host works per message instead: `BoardTransport`
+(`driver.backends.board_transport`) pushes one record a message with no
+shadow model and no frame count, the board's unit takes the peer's SACKs
+and retransmits, each POLL reads the unit's Cumulative TSN Ack, and the
+POLLs space out while none finds a record from the peer (`BoardEnd.poll`).
+
 Records popped in one round are handed over as one output: the reports are
 popped first, then the exception stream and the acks, so every report's own
 chunks and acks are in the same output or an earlier one, and are handled
@@ -76,9 +83,10 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from driver.backends.base import DeviceAttr, FabricBackend
+from driver.backends.board_transport import OUTPUT_FLAG, BoardTransport
 from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, engine_device_attr
 from driver.backends.soft import HostDevice, SoftDevice
-from driver.errors import DriverError, OutOfResources, WaitTimeout
+from driver.errors import DriverError, InvalidArgument, OutOfResources, WaitTimeout
 from driver.ethernet import EthernetPort, open_port
 from driver.link import LinkInfo, open_serial_link
 from driver.records import (control_request_fields, read_response_fields, record_bytes, record_fields,
@@ -109,6 +117,8 @@ DEFAULT_BAUD = 3_000_000
 """The ECPIX-5 build's UART (`boards.ecpix5_top.DEFAULT_BAUD`)."""
 POLL_SECONDS = 0.001
 """Sleep between two services of the fabric while a wait is not satisfied."""
+LONGEST_POLL_SECONDS = 0.064
+"""With the transport unit, the longest a POLL waits after polls that found nothing (see `BoardEnd.poll`)."""
 RECORD_BATCH_BYTES = 2048
 """The body bytes one pop of reports, acks or transmit records asks for (`abi.link.pop_body_bytes`): about 7 ms
 of the 3 Mbaud link, and one request's header and CRC for some 36 reports or 256 acks."""
@@ -260,7 +270,7 @@ class BoardTransmit:
         hold records (`waiting`, a POLL's answer), each in one request; each must be the model's (the host had
         the model's already, see `next_events`)."""
         for output, expected in self._expected.items():
-            if not (expected and waiting & _OUTPUT_FLAG[output]):
+            if not (expected and waiting & OUTPUT_FLAG[output]):
                 continue
             limit = pop_body_bytes(tx_output_bytes()[output], len(expected))
             for body in self._control.pop_records(output, limit):
@@ -295,10 +305,6 @@ class BoardTransmit:
             if time.monotonic() > deadline:
                 raise BoardError(f"{problem()} for {PACING_SECONDS:g} s")
             time.sleep(POLL_SECONDS)
-
-
-_OUTPUT_FLAG = {TxOutput.COMPLETION: LinkQueue.COMPLETION, TxOutput.TSN_REFUSED: LinkQueue.TSN_REFUSED,
-                TxOutput.READ_RESPONSE_REFUSED: LinkQueue.READ_RESPONSE_REFUSED}
 
 
 def _tx_event(output: TxOutput, body: bytes) -> Completion | RefusedRead | RefusedTsn:
@@ -350,16 +356,25 @@ class BoardEnd:
             check_key_bits(self.key_bits, self.regions)
         except ValueError as error:
             raise BoardError(f"the board's PARAMS words name no engine it can be: {error}") from None
-        self.ird = TX_PARAMS.unpack(control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET))["ird"]
+        tx_params = TX_PARAMS.unpack(control.read_register(TX_REGISTER_BASE + PARAMS_OFFSET))
+        self.ird, self.has_transport = tx_params["ird"], bool(tx_params["transport"])
         self.map = register_map(self.associations, self.stream_ids, self.regions, self.key_bits)
         self.truncated = 0
         self._tx_base = 0
         self._tx_map = tx_register_map(1, 1)   # its counters' offsets do not depend on the table sizes
         self._reports_waiting = 0
+        self._poll_interval, self._next_poll = POLL_SECONDS, 0.0
         self._reset(local_mac, local_ip)
-        self.transmit = BoardTransmit(control, TransmitConfig(
+        self.transmit: BoardTransmit | BoardTransport = BoardTransmit(control, TransmitConfig(
             local_mac, local_ip, associations=self.associations, stream_ids=self.stream_ids, ird=self.ird),
             self.engine_frames_sent)
+
+    def use_transport(self) -> None:
+        """The host works per message through the transport unit (`BoardTransport`) instead of per TSN."""
+        if not self.has_transport:
+            raise InvalidArgument("engine_transport: this board's transmit engine is built without the transport "
+                                  "unit (its TX_PARAMS say transport 0; the ECPIX-5 build has none)")
+        self.transmit = BoardTransport(self.control, self.associations, self.stream_ids, _tx_event)
 
     def _reset(self, local_mac: bytes, local_ip: str) -> None:
         """The receive engine's addresses written, every row invalid and queue empty, every record left from
@@ -401,12 +416,39 @@ class BoardEnd:
         """Hand host A the records of the frames that arrived since the last poll, and the transmit engine's
         completions: one POLL says which streams hold records, and only those are popped; it also reads
         the receive engine's `reports_waiting` (the segments it holds for their turn), which the host's
-        a_rwnd counts."""
-        polled = self.control.poll(self.map.counters["reports_waiting"])
-        self._reports_waiting = polled.word
+        a_rwnd counts.
+
+        With the transport unit the board needs the host per message, not per packet, so the POLLs space out:
+        after one that found nothing new for the host to answer (no report, ack or packet from the peer) the
+        next waits twice as long, up to `LONGEST_POLL_SECONDS`; after one that found some, `POLL_SECONDS`, as the
+        peer may be waiting for the answer (a Read Response, a receive posted again). Completions and the
+        Cumulative TSN Ack wait for the next POLL's batches, and pushes the engine refused wait for it too
+        (`BoardTransport.settle`)."""
+        transmit = self.transmit
+        if not isinstance(transmit, BoardTransport):
+            polled = self.control.poll(self.map.counters["reports_waiting"])
+            self._reports_waiting = polled.word
+        elif now < self._next_poll:
+            return
+        elif (transport_register := transmit.poll_register()) is None:
+            polled = self.control.poll(self.map.counters["reports_waiting"])
+            self._reports_waiting = polled.word
+            self._space_polls(now, polled.waiting)
+        else:   # the unit's row: the Cumulative TSN Ack; reports_waiting is the engine's own with its SACKs
+            polled = self.control.poll(transport_register)
+            if transmit.take_cumulative_tsn_ack(polled.word):
+                host.transport_progressed(now)
+            self._space_polls(now, polled.waiting)
         if polled.waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
             self._records(host, now, polled.waiting)
         self.transmit.poll(polled.waiting)
+
+    def _space_polls(self, now: float, waiting: LinkQueue) -> None:
+        if waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
+            self._poll_interval = POLL_SECONDS
+        else:
+            self._poll_interval = min(LONGEST_POLL_SECONDS, 2 * self._poll_interval)
+        self._next_poll = now + self._poll_interval
 
     def _records(self, host: EngineRnic, now: float, waiting: LinkQueue) -> None:
         control = self.control
@@ -577,6 +619,11 @@ class BoardBackend(FabricBackend):
     def board_host(self, config: RnicConfig, rng: random.Random) -> EngineRnic:
         """The board's host: its memory the board's, over the link, laid out by `board_memory_map`. Its STag keys
         come from `secrets.SystemRandom` whatever `rng` is: the board's STags cross a real wire (RFC 5042 5.1)."""
+        if config.engine_transport:
+            if not config.engine_sacks:
+                raise InvalidArgument("engine_transport on a board needs engine_sacks: its POLL reads the transport "
+                                      "unit's Cumulative TSN Ack in place of the receive engine's reports_waiting")
+            self.board.use_transport()
         if self.board.stream_ids < config.streams:
             raise BoardError(f"the board's engine has {self.board.stream_ids} streams per association, "
                              f"the host {config.streams}")

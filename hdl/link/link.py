@@ -55,8 +55,8 @@ REQUEST_BUFFER_BYTES = REQUEST_DATA_BYTES + CRC_BYTES
 #: Header bytes kept in registers: the header and the first data word (a register write's value).
 _KEPT_BYTES = REQUEST_HEADER_BYTES + 4
 #: The ports of the transmit engine's streams, in TxInput and TxOutput order.
-_PUSH_PORTS = ("push_work", "push_read_response", "push_control", "push_tsn")
-_POP_PORTS = ("completions", "tsn_refused", "read_responses_refused")
+_PUSH_PORTS = ("push_work", "push_read_response", "push_control", "push_tsn", "push_peer_sack")
+_POP_PORTS = ("completions", "tsn_refused", "read_responses_refused", "transport_stopped")
 assert len(_PUSH_PORTS) == len(TxInput) and len(_POP_PORTS) == len(TxOutput)
 
 
@@ -130,10 +130,11 @@ class ControlLink(wiring.Component):
     frames : ``Out(AxiStreamSignature(W))``
         Raw frames of SEND_FRAME, to the MAC; ``tvalid`` and ``tdata`` from flip-flops.
     mac_counters : ``In(mac_counters_layout())``
-    push_work, push_read_response, push_control, push_tsn : ``Out(AxiStreamSignature(...))``
-        The transmit engine's request streams (:class:`~abi.link.TxInput`), a record a transfer.
-    completions, tsn_refused, read_responses_refused : ``In(AxiStreamSignature(...))``
-        Its record streams (:class:`~abi.link.TxOutput`).
+    push_work, push_read_response, push_control, push_tsn, push_peer_sack : ``Out(AxiStreamSignature(...))``
+        The transmit engine's request streams (:class:`~abi.link.TxInput`), a record a transfer; a stream left
+        unconnected (``push_peer_sack`` of an RNIC without the transport unit) never has room.
+    completions, tsn_refused, read_responses_refused, transport_stopped : ``In(AxiStreamSignature(...))``
+        Its record streams (:class:`~abi.link.TxOutput`); one left unconnected is always empty.
     """
 
     def __init__(self, *, divisor: int, memory_bytes: int, width_bytes: int = 8, hold_bytes: int = HOLD_BYTES,
@@ -281,7 +282,7 @@ class ControlLink(wiring.Component):
                 m.d.comb += push_length.eq(size)
             m.d.comb += [port.tdata.eq(record[:len(port.tdata)]), port.tkeep.eq(-1), port.tlast.eq(1),
                          port.tvalid.eq(pushing & (address == code))]
-        pop_valid = Cat(port.tvalid for port in pops).bit_select(address[:2], 1) & known_output
+        pop_valid = Cat(port.tvalid for port in pops).bit_select(address[:3], 1) & known_output
         pop_words = Signal(range(8))
         padded_pop = Signal(8 * 8 * ((max(tx_output_bytes().values()) + 7) // 8))
         for port, (code, size) in zip(pops, tx_output_bytes().items()):
@@ -404,7 +405,7 @@ class ControlLink(wiring.Component):
             # The engine's request streams are queues whose `ready` says they have room whatever `valid`
             # (hdl.stream.queue), and only this link fills them: room seen now is still there next clock.
             # Without room the request is answered FULL, nothing pushed, so the link never waits on the engine.
-            push_ready = Cat(port.tready for port in pushes).bit_select(address[:2], 1)
+            push_ready = Cat(port.tready for port in pushes).bit_select(address[:3], 1)
             with m.State("RECORD_ROOM"):
                 with m.If(push_ready):
                     m.d.sync += pushing.eq(1)

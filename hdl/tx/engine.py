@@ -84,6 +84,7 @@ stage.
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
+from amaranth.lib.data import ArrayLayout
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
 from amaranth.lib import stream
@@ -138,6 +139,10 @@ class TxEngine(wiring.Component):
             "s_axis_peer_sack": In(AxiStreamSignature(peer_sack_bytes())),
             "m_axis_transport_stopped": Out(AxiStreamSignature(transport_record_bytes())),
             "tick": In(1),
+            # The messages the segmenter has taken from the arbiter (control, Read Responses, work: RFC 5040
+            # 5.5's order), and each row's Cumulative TSN Ack: a host pushing one request a message reads them.
+            "messages_started": Out(32),
+            "cumulative_tsn_acks": Out(ArrayLayout(32, associations)),
         } if transport else {}
         super().__init__({
             "s_axis_wr": In(AxiStreamSignature(work_request_bytes())),
@@ -254,6 +259,10 @@ class TxEngine(wiring.Component):
         ]
 
         connect(m, arbiter.work, segmenter.work)
+        if self.transport is not None:
+            with m.If(arbiter.work.valid & arbiter.work.ready):
+                m.d.sync += self.messages_started.eq(self.messages_started + 1)
+            m.d.comb += self.cumulative_tsn_acks.eq(ring.retired)
 
         # Tables and addresses.
         for block in (segmenter, headers, ring):

@@ -40,6 +40,7 @@ made of flip-flops and the head's row flag. The TSN arithmetic is one
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import memory, stream, wiring
+from amaranth.lib.data import ArrayLayout
 from amaranth.lib.wiring import In, Out
 
 from abi.rx import ADDRESS_BITS
@@ -93,6 +94,8 @@ class RetransmitRing(wiring.Component):
             "hold_row": In(range(associations)),
             "peek_row": In(range(associations)),
             "peek_next_tsn": Out(32),
+            # Each row's last TSN retired, its Cumulative TSN Ack (a register of an RNIC with the transport).
+            "retired": Out(ArrayLayout(32, associations)),
         })
 
     def elaborate(self, platform):
@@ -158,6 +161,7 @@ class RetransmitRing(wiring.Component):
         flowing = self.segments.valid & numbered & ~replaying & sent.ready & (fetches.ready | ~head.fetch)
         m.d.comb += [write.addr.eq(slot(head.association, head.tsn)), write.data.eq(head),
                      write.en.eq(recording), self.recorded.eq(recording), self.recorded_segment.eq(head)]
+        m.d.comb += [self.retired[row].eq(retired[row]) for row in range(associations)]
         m.d.comb += self.peek_next_tsn.eq(Array(retired)[self.peek_row] + Array(outstanding)[self.peek_row] + 1)
 
         # TSN requests, one at a time: TAKE -> MEASURE -> COMPARE -> DECIDE -> (REPLAY | WALK_READ <-> WALK_EMIT).

@@ -232,11 +232,13 @@ class TransmitEngineModel:
         self._events: list[Completion | RefusedRead | RefusedTsn | TransportStopped] = []
         self.transport = TransportUnit(config.associations, ring_tsns=config.ring_tsns)
         self.transport_resends = 0
+        """Chunks sent again on the transport unit's order (T3-rtx or fast retransmit)."""
         self.peer_sacks_from_host = 0
         """The peer's SACK chunks the host gave the transport unit (`peer_sack`)."""
         self.peer_sacks_from_receive_engine = 0
         """The peer's SACK chunks the receive engine handed the transport unit (`take_peer_sack`)."""
-        """Chunks sent again on the transport unit's order (T3-rtx or fast retransmit)."""
+        self.messages_started = 0
+        """Messages started (control requests, Read Responses, work), in the order started."""
 
     # -- tables ---------------------------------------------------------------
 
@@ -422,6 +424,10 @@ class TransmitEngineModel:
         requests offered one at a time this way are sent in the order offered, whatever their port."""
         return not (self._controls or self._responses or self._works)
 
+    def unstarted(self) -> tuple[int, int, int]:
+        """The control requests, Read Responses and work requests waiting unstarted."""
+        return len(self._controls), len(self._responses), len(self._works)
+
     def waiting(self) -> bool:
         """Anything posted and not yet sent (RESENDs included)."""
         return bool(self._resends or self._current or self._sacks or self._controls or self._responses
@@ -444,6 +450,7 @@ class TransmitEngineModel:
             self._current.extend(self._work_message(self._works.popleft()))
         else:
             return False
+        self.messages_started += 1
         return True
 
     def _work_message(self, work: WorkRequest) -> list[_Chunk]:

@@ -293,6 +293,15 @@ class EngineRnic(OffloadRnic):
         if association is not None and not association.is_closed:
             association.engine_acknowledged(self.transmit.cumulative_tsn_ack(ASSOCIATION_INDEX), self._now)
 
+    def transport_progressed(self, now: float) -> None:
+        """The transport unit retired chunks with no record for the host (a board's unit takes the peer's SACKs
+        inside the board, and its Cumulative TSN Ack is read from a register): the association learns what was
+        acknowledged (RFC 4960 6.2.1 D, RFC 5043 6.6) and whatever waited for it goes (a SHUTDOWN, 9.2)."""
+        self._now = now
+        if self._transport:
+            self._engine_acknowledged()
+            self._drain_association(now)
+
     def _pump(self) -> None:
         """Offer the waiting requests one at a time, as the engine takes them; its frames wait for
         `data_to_send`, its completions are reported now."""
@@ -329,6 +338,8 @@ class EngineRnic(OffloadRnic):
                     self._association.engine_peer_unreachable(record.error_count, self._now)
                 else:
                     self._association.engine_protocol_violation(record.cumulative_tsn_ack, self._now)
+                # The failure reaches the host now: a board's stop record comes with no timer of the host's.
+                super()._drain_association(self._now)
 
     def _drain_association(self, now: float) -> None:
         """An ACK reaches the engine as the SACK is processed, so a Write completes before a Terminate that

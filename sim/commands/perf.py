@@ -890,12 +890,17 @@ class BoardOptions:
     time_scale: float = 1.0
     sinks: tuple[int, ...] = DIRECTIONS["both"]
     engine_sacks: bool = True
+    engine_transport: bool = False
+    """The board's transmit engine's transport unit takes the peer's SACKs, the host pushes one request a message
+    (`driver.backends.board_transport`); the model board is then built with the unit."""
 
     def describe(self) -> str:
+        transport = "; its transport unit takes the peer's SACKs" if self.engine_transport else ""
         if self.serial is None:
-            return ("device 0 the model board (sim/board_model.py: the engines' golden models behind the control "
-                    "link's bytes, driver.link.SerialLink on it)")
-        return f"device 0 the board on {self.serial} (control link) and {self.ethernet} (Ethernet)"
+            built = " built with the transport unit" if self.engine_transport else ""
+            return (f"device 0 the model board{built} (sim/board_model.py: the engines' golden models behind the "
+                    f"control link's bytes, driver.link.SerialLink on it){transport}")
+        return f"device 0 the board on {self.serial} (control link) and {self.ethernet} (Ethernet){transport}"
 
 
 def open_board(options: BoardOptions, link: LinkConfig, seed: int) -> Fabric:
@@ -910,14 +915,14 @@ def open_board(options: BoardOptions, link: LinkConfig, seed: int) -> Fabric:
         from model.rnic.pair import IPS, MACS
         from sim.board_model import ModelBoard
 
-        board = ModelBoard(MACS[Side.A], IPS[Side.A])
+        board = ModelBoard(MACS[Side.A], IPS[Side.A], transport=options.engine_transport)
         control = SerialLink(board.serial, baud=options.baud, latency=options.latency)
         return Fabric(BoardFabric(control, board.port, link=link, seed=seed, baud=options.baud,
                                   latency=options.latency, time_scale=options.time_scale,
-                                  engine_sacks=options.engine_sacks))
+                                  engine_sacks=options.engine_sacks, engine_transport=options.engine_transport))
     return open_fabric("board", serial=options.serial, ethernet=options.ethernet, baud=options.baud,
                        latency=options.latency, time_scale=options.time_scale, link=link, seed=seed,
-                       engine_sacks=options.engine_sacks)
+                       engine_sacks=options.engine_sacks, engine_transport=options.engine_transport)
 
 
 def perf_link(rate_gbps: float | None, delay_usec: float, loss: float, seed: int) -> LinkConfig:
@@ -931,7 +936,8 @@ def perf_command(backend: str, plan: PerfPlan, link: LinkConfig, seed: int = 1, 
     """Print the header and the tables; 0 when every measurement finished and every byte landed, else 1 after
     one line on stderr. `board`: the board backend's options (default: both directions on the model board);
     `engine_sacks`: on `engine`, the receive engines SACK, not the hosts (on `board`, `board.engine_sacks`);
-    `engine_transport`: on `engine` and `sim`, the transmit engines' transport units take the peer's SACKs;
+    `engine_transport`: on `engine` and `sim`, the transmit engines' transport units take the peer's SACKs (on
+    `board`, `board.engine_transport`);
     `peer`: device 1, "model" (the backend's own), "gateware" (on `sim`, a second RNIC top) or "usrsctp" (a
     software host whose SCTP is usrsctp, `sim.usrsctp_host`)."""
     out = out if out is not None else sys.stdout

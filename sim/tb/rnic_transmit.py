@@ -45,11 +45,10 @@ from typing import Any
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from driver.records import (control_request_fields, read_response_fields, tsn_request_fields,
-                            tx_association_fields, work_request_fields)
-from abi.tx import CompletionStatus, TransportOpcode, TsnOpcode, tsn_request_layout
+from driver.records import (control_request_fields, peer_sack_fields, peer_shutdown_fields, read_response_fields,
+                            transport_stopped, tsn_request_fields, tx_association_fields, work_request_fields)
+from abi.tx import CompletionStatus, TsnOpcode, tsn_request_layout
 from model.engine.sack import SackRecord
-from model.engine.transport import AssociationFailure, ProtocolViolation
 from model.engine.tx import (Completion, ControlRequest, ReadResponseRequest, RefusedRead, RefusedTsn,
                              TransmitConfig, TransmitEngineModel, TransportStopped, TxAssociationRow, WorkRequest)
 from model.sctp.packet import ChunkType, SackChunk
@@ -64,7 +63,6 @@ STALL_CYCLES = 100_000
 """Cycles without any frame or record from the RTL, while its model has sent more, that fail the run."""
 
 Event = Completion | RefusedRead | RefusedTsn | TransportStopped
-_GAP_BLOCKS = 4    # abi.tx.peer_sack_layout's
 
 
 def is_sack_frame(frame: bytes) -> bool:
@@ -157,12 +155,7 @@ class RtlTransmit:
 
     def peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
         self.shadow.peer_sack(association, sack, now)
-        blocks = list(sack.gap_blocks[:_GAP_BLOCKS])
-        fields = {"association": association, "shutdown": 0, "cumulative_tsn_ack": sack.cumulative_tsn_ack,
-                  "a_rwnd": sack.a_rwnd, "gap_count": len(sack.gap_blocks),
-                  "gaps": [{"start": start, "end": end} for start, end in blocks]
-                  + [{"start": 0, "end": 0}] * (_GAP_BLOCKS - len(blocks)),
-                  "duplicate_count": len(sack.duplicate_tsns)}
+        fields = peer_sack_fields(association, sack)
         self._command(lambda: self.tb.post_peer_sack(fields))
 
     def take_peer_sack(self, association: int, sack: SackChunk, now: int) -> None:
@@ -173,9 +166,7 @@ class RtlTransmit:
 
     def peer_shutdown(self, association: int, cumulative_tsn_ack: int, now: int) -> None:
         self.shadow.peer_shutdown(association, cumulative_tsn_ack, now)
-        fields = {"association": association, "shutdown": 1, "cumulative_tsn_ack": cumulative_tsn_ack,
-                  "a_rwnd": 0, "gap_count": 0, "gaps": [{"start": 0, "end": 0}] * _GAP_BLOCKS,
-                  "duplicate_count": 0}
+        fields = peer_shutdown_fields(association, cumulative_tsn_ack)
         self._command(lambda: self.tb.post_peer_sack(fields))
 
     def cumulative_tsn_ack(self, association: int) -> int:
@@ -308,10 +299,4 @@ class RtlTransmit:
 
     async def _collect_transport_stopped(self) -> None:
         while True:
-            fields = await self.tb.next_transport_stopped()
-            association, tsn, first = fields["association"], fields["tsn"], fields["first_tsn"]
-            if TransportOpcode(fields["opcode"]) is TransportOpcode.FAILURE:
-                record = AssociationFailure(association, fields["error_count"], first, tsn)
-            else:
-                record = ProtocolViolation(association, first, tsn)
-            self._event(TransportStopped(record))
+            self._event(transport_stopped(await self.tb.next_transport_stopped()))

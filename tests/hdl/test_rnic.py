@@ -20,8 +20,9 @@ from amaranth.hdl import Elaboratable, Module
 from amaranth.sim import Simulator
 
 from abi.rx import ReportKind, ack_layout, register_map, report_layout
-from abi.tx import (TX_REGISTER_BASE, CompletionStatus, TsnOpcode, WorkOpcode, completion_layout, tsn_request_layout,
-                    tx_register_map, work_request_layout)
+from abi.register_file import PARAMS_OFFSET
+from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, CompletionStatus, TsnOpcode, WorkOpcode, completion_layout,
+                    tsn_request_layout, tx_register_map, work_request_layout)
 from hdl.rnic import Rnic
 from model.ddp.memory import Access, SparseMemory
 from model.engine.sack import SackUnit
@@ -423,6 +424,10 @@ def test_loopback_transport_in_gateware_completes_every_request_without_the_host
                 break
             await ctx.tick()
         await ctx.tick().repeat(50)
+        # What a board host pushing one request a message reads (driver/backends/board_transport.py).
+        for name in ("messages_started", "cumulative_tsn_ack_0"):
+            got[name] = await axil_read(ctx, rnic.s_axil, TX_REGISTER_BASE + rnic.tx_map.counters[name])
+        got["params"] = TX_PARAMS.unpack(await axil_read(ctx, rnic.s_axil, TX_REGISTER_BASE + PARAMS_OFFSET))
 
     sim = Simulator(top)
     sim.add_clock(1e-8)
@@ -439,6 +444,9 @@ def test_loopback_transport_in_gateware_completes_every_request_without_the_host
         assert sink.read(SINK_BASE + work.to - 0x1000, work.length) == \
             source.data[work.host_address - SOURCE_BASE:work.host_address - SOURCE_BASE + work.length]
     assert got["host_records"] == 0
+    # Six messages started; the last of their 12 chunks retired (RFC 4960 6.2.1 D); the build says it has the unit.
+    assert got["messages_started"] == 6 and got["cumulative_tsn_ack_0"] == (FIRST_TSN + 11) & 0xFFFFFFFF
+    assert got["params"]["transport"] == 1
     chunks = [decode_chunks(frame[14 + 20 + 12:])[0] for frame in got["frames"]]
     data_tsns = [chunk.tsn for chunk in chunks if chunk.CHUNK_TYPE == 0]
     assert any(chunk.CHUNK_TYPE == 3 for chunk in chunks)           # the receive side's SACKs went out

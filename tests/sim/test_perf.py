@@ -322,24 +322,32 @@ class UartTap:
         return Counter(self.requests), Counter(self.to_board), Counter(self.from_board), self.memory
 
 
-def test_the_link_cost_is_what_a_tap_on_the_uart_counts(monkeypatch, capsys):
-    """The printed requests by op, bytes each way and payload over the link, for every timed part, equal what
-    a tap between the link client and the model board counted between the same two stamps."""
+def tap_the_model_board(monkeypatch) -> tuple[list[UartTap], list[tuple]]:
+    """The model boards `rnic perf` opens, each with a `UartTap` on its UART; the tap's totals at every stamp of
+    the timed parts' clock (a start and an end per test, size and direction)."""
     taps: list[UartTap] = []
 
     class TappedBoard(board_model.ModelBoard):
-        def __init__(self, *args) -> None:
-            super().__init__(*args)
+        def __init__(self, *args, **options) -> None:
+            super().__init__(*args, **options)
             self.serial = UartTap(self.serial)
             taps.append(self.serial)
     monkeypatch.setattr(board_model, "ModelBoard", TappedBoard)
-    windows = []
+    windows: list[tuple] = []
     stamp = perf.Clock.stamp
 
     def tapped_stamp(clock):
         windows.append(taps[0].totals())
         return stamp(clock)
     monkeypatch.setattr(perf.Clock, "stamp", tapped_stamp)
+    return taps, windows
+
+
+def test_the_link_cost_is_what_a_tap_on_the_uart_counts(monkeypatch, capsys):
+    """The printed requests by op, bytes each way and payload over the link, for every timed part, equal what
+    a tap between the link client and the model board counted between the same two stamps."""
+
+    taps, windows = tap_the_model_board(monkeypatch)
     tests = ("write_bw", "send_bw", "read_bw")   # each stamps its start and its end, nothing between
     assert perf_command("board", PerfPlan(tests, (3000,), 3), perf_link(10, 500, 0, 1)) == 0
     tables = cost_tables(capsys.readouterr().out)
@@ -352,3 +360,26 @@ def test_the_link_cost_is_what_a_tap_on_the_uart_counts(monkeypatch, capsys):
         assert table["over_link"] == end[3] - start[3]
         assert table["per_byte"][0] == pytest.approx(to.total() / table["payload"], rel=1e-3)
         assert table["per_byte"][1] == pytest.approx(back.total() / table["payload"], rel=1e-3)
+
+
+ISSUE_29_REQUESTS_PER_MESSAGE = 3
+ISSUE_29_UART_BYTES_PER_PAYLOAD_BYTE = 0.005
+"""Issue 29's bar for the host per message: for 16 KiB messages, amortized over 64 with polling counted, at most
+3 control-link requests a message, no payload byte over the link, at most 0.005 UART bytes a payload byte."""
+
+
+@pytest.mark.parametrize("test", ["write_bw", "send_bw"])
+def test_with_the_transport_unit_the_boards_messages_meet_issue_29s_bar(monkeypatch, test):
+    """The board Writes or Sends 64 messages of 16 KiB into its peer through the transport unit of the model
+    board built with it; a tap on the UART counts every request and byte of the timed part, polls and pops
+    included."""
+    taps, windows = tap_the_model_board(monkeypatch)
+    plan = PerfPlan((test,), (16384,), 64)
+    board = perf.BoardOptions(sinks=perf.DIRECTIONS["from-board"], engine_transport=True)
+    assert perf_command("board", plan, perf_link(10, 500, 0, 1), board=board) == 0
+    (start, end), payload = windows, 64 * 16384
+    requests, to_board, from_board = (end[i] - start[i] for i in range(3))
+    assert 0 < requests.total() <= ISSUE_29_REQUESTS_PER_MESSAGE * 64, requests
+    assert requests["PUSH_RECORD"] >= 64 and not requests["MEM_READ"] and end[3] == start[3]
+    for direction in (to_board, from_board):
+        assert direction.total() / payload <= ISSUE_29_UART_BYTES_PER_PAYLOAD_BYTE, direction

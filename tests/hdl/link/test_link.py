@@ -139,7 +139,7 @@ def test_registers_memory_and_ping():
                 await link.read_memory(100, len(payload)), await link.read_memory(MEMORY_BYTES - 8, 8))
 
     info, device_id, ip, readback, top = bench.run(main)["value"]
-    assert (info.version, info.memory_bytes, info.request_data_bytes) == (3, MEMORY_BYTES, REQUEST_DATA_BYTES)
+    assert (info.version, info.memory_bytes, info.request_data_bytes) == (4, MEMORY_BYTES, REQUEST_DATA_BYTES)
     assert device_id == DEVICE_ID
     assert ip == 0x0A000002
     assert readback == payload
@@ -251,7 +251,8 @@ def test_transmit_records_pushed_and_popped():
     outputs = {output: [rng.getrandbits(8 * size) for _ in range(2 if output is TxOutput.COMPLETION else 1)]
                for output, size in tx_output_bytes().items()}
     sources = {TxOutput.COMPLETION: bench.link.completions, TxOutput.TSN_REFUSED: bench.link.tsn_refused,
-               TxOutput.READ_RESPONSE_REFUSED: bench.link.read_responses_refused}
+               TxOutput.READ_RESPONSE_REFUSED: bench.link.read_responses_refused,
+               TxOutput.TRANSPORT_STOPPED: bench.link.transport_stopped}
 
     async def main(ctx, link):
         outcome = {"pushed": [], "popped": [], "statuses": []}
@@ -271,7 +272,8 @@ def test_transmit_records_pushed_and_popped():
 
     outcome = bench.run(main, background=[_record_source(sources[output], values)
                                           for output, values in outputs.items()])["value"]
-    assert outcome["pushed"] == [True] * 5 + [False]
+    # two for the stalled stream, one for each other: all taken; the third for the stalled one refused
+    assert outcome["pushed"] == [True] * (len(TxInput) + 1) + [False]
     for stream in TxInput:
         if stream is not TxInput.CONTROL:
             assert bench.pushed[stream] == [int.from_bytes(r, "little") for r in records[stream]], stream
