@@ -189,7 +189,7 @@ class OnEvents:
     `looks`: the same without the routing, for a backend that has just routed them (`FabricBackend.on_change`) and
     asks many waits at once."""
 
-    __slots__ = ("predicate", "looks")
+    __slots__ = ("looks", "predicate")
 
     def __init__(self, predicate: Callable[[], bool], looks: Callable[[], bool] | None = None) -> None:
         self.predicate = predicate

@@ -48,7 +48,7 @@ from driver.records import (control_request_fields, peer_sack_fields, peer_shutd
 from model.engine.tx import ControlRequest, ReadResponseRequest, TsnOpcode, TxAssociationRow, WorkRequest
 from model.sctp.packet import SackChunk, serial_gt
 
-__all__ = ["BoardTransport", "OUTPUT_FLAG", "RECORD_BATCH_BYTES"]
+__all__ = ["OUTPUT_FLAG", "RECORD_BATCH_BYTES", "BoardTransport"]
 
 RECORD_BATCH_BYTES = 2048
 """The body bytes one pop of completions or stop records asks for (`abi.link.pop_body_bytes`)."""

@@ -373,7 +373,7 @@ def test_with_the_transport_unit_the_boards_messages_meet_issue_29s_bar(monkeypa
     """The board Writes or Sends 64 messages of 16 KiB into its peer through the transport unit of the model
     board built with it; a tap on the UART counts every request and byte of the timed part, polls and pops
     included."""
-    taps, windows = tap_the_model_board(monkeypatch)
+    _, windows = tap_the_model_board(monkeypatch)
     plan = PerfPlan((test,), (16384,), 64)
     board = perf.BoardOptions(sinks=perf.DIRECTIONS["from-board"], engine_transport=True)
     assert perf_command("board", plan, perf_link(10, 500, 0, 1), board=board) == 0
