@@ -56,9 +56,9 @@ blocks. That costs six cycles against the hand-wired FIFOs it replaced
 (medians of ``rnic bench rx``, from a frame's last beat): at W = 8 the first
 memory write 50 cycles (44 before) and the report 64 (58 before), at W = 64
 48 (42) and 55 (49); still one beat per cycle with no stall at W = 8 to 64.
-The report filter's skid buffer adds one cycle to the report (`rnic bench rx
---widths 8`: 78 cycles against 77 for 64-byte Writes, 1195 against 1194 for
-9000-byte ones), still one beat per cycle with no stall.
+The report filter's stage and skid buffer add two cycles to the report (`rnic
+bench rx --widths 8`: 79 cycles against 77 for 64-byte Writes, 1196 against
+1194 for 9000-byte ones), still one beat per cycle with no stall.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
