@@ -734,6 +734,7 @@ class Report:
         self._table: tuple[str, int, int] | None = None
         self._costs: list[Row] = []
         self._link_rate = board_link_rate() if board else None
+        self._line_rate: float | None = None   # the fabric's link, bits a second each way (`header`)
 
     def device(self, index: int) -> str:
         return f"device {index}" + ((" (the board)" if index == 0 else " (the peer)") if self.board else "")
@@ -749,6 +750,7 @@ class Report:
     def header(self, backend: str, link: LinkConfig, iters: int, board: str | None = None,
                peer: str = "model", qps: int = 1) -> None:
         rate = f"{link.rate / 1e9:g} Gb/s each way" if link.rate else "no rate limit"
+        self._line_rate = link.rate or None
         pairs = f"; {qps} queue pairs at once" if qps > 1 else ""
         lines = [f"rnic perf: backend {backend}; link {rate}, one-way delay {link.delay * 1e6:g} usec, "
                  f"loss {link.loss:g}, seed {link.seed}; {iters} iterations per size{pairs}"]
@@ -771,6 +773,9 @@ class Report:
                          "it sent what its model sent; the table writes; the engines' line rates are `rnic bench "
                          "rx`'s and `rnic bench tx`'s")
         lines.append("  MB = 2^20 bytes (as perftest); MsgRate in millions of messages per second; latencies in usec")
+        if self._line_rate is not None:
+            lines.append("  of link: the payload's bits a second in simulated time over the link's rate (a frame's "
+                         "headers, its preamble and gap take the rest)")
         if self._link_rate is not None:
             link_rate, source = self._link_rate
             lines += ["  control link (a table per test and size after each direction's): the requests and UART bytes "
@@ -844,8 +849,11 @@ class Report:
         lead = f"{'#bytes':>8} {'#iterations':>12}"
         if pairs > 1:
             lead = f"{'pair':>6} {lead}" + (f"{'bytes moved':>14}" if test != "send_lat" else "")
-        first = f"{'':{len(lead)}}{' simulated '.center(group, '-')} {' wall-clock '.center(group, '-')}"
-        second = lead + "".join(f"{n:>{width}}" for n in names) * 2
+        of_link = self._line_rate is not None and test != "send_lat"
+        simulated = "".join(f"{n:>{width}}" for n in names) + (f"{'of link':>10}" if of_link else "")
+        first = (f"{'':{len(lead)}}{' simulated '.center(len(simulated), '-')} "
+                 f"{' wall-clock '.center(group, '-')}")
+        second = lead + simulated + "".join(f"{n:>{width}}" for n in names)
         if self.engine:
             first += " " + " RTL ".center(14 * len(rtl), "-")
             second += " " + "".join(f"{n:>14}" for n in rtl)
@@ -860,6 +868,9 @@ class Report:
         if isinstance(row, BandwidthRow):
             for seconds in (row.span.simulated, row.span.wall):
                 text += f"{row.bandwidth(seconds):>20.4g}{row.message_rate(seconds):>20.4g}"
+                if seconds is row.span.simulated and self._line_rate is not None:
+                    share = row.nbytes * 8 / seconds / self._line_rate if seconds > 0 else math.inf
+                    text += f"{share:>10.3f}"
             if self.engine:
                 cycles = row.span.cycles or 0
                 text += f" {cycles:>14}{cycles / row.iters:>14.1f}"

@@ -61,9 +61,28 @@ def test_the_cli_prints_one_table_per_test_with_a_row_per_size(capsys):
     assert list(tables) == ["ib_write_bw", "ib_send_bw", "ib_send_lat", "ib_read_bw"]
     for name, rows in tables.items():
         assert [(size, iters) for size, iters, _ in rows] == [(2, 3), (1500, 3)]
-        assert all(len(figures) == (4 if name != "ib_send_lat" else 10) for _, _, figures in rows)
-    for header in ("BW average[MB/sec]", "MsgRate[Mpps]", "t_min", "t_typical", "t_avg", "t_99%"):
+        assert all(len(figures) == (5 if name != "ib_send_lat" else 10) for _, _, figures in rows)
+    for header in ("BW average[MB/sec]", "MsgRate[Mpps]", "of link", "t_min", "t_typical", "t_avg", "t_99%"):
         assert header in out
+
+
+FRAME_ON_WIRE = 1500 + 14 + 4 + 8 + 12
+"""An MTU-sized frame on Ethernet's wire: its Ethernet header and FCS, preamble and SFD, interframe gap."""
+MOST_PAYLOAD = 1500 - 20 - 12 - 16 - SSN_AND_TAGGED_HEADER
+"""The most RDMA Write payload such a frame carries: IPv4 header, SCTP common header (RFC 4960 3), DATA chunk
+header (3.3.1), the DDP-SSN and the tagged DDP/RDMAP headers."""
+
+
+def test_the_share_of_the_link_is_the_payload_bits_over_its_rate_and_fills_a_gigabit_link(capsys):
+    """64 KiB Writes over 1 Gb/s with 5 usec of delay (issue 29's run) through the engines' transport unit:
+    'of link' is the simulated BW over the rate, at least 0.9 of it, and never above what Ethernet framing
+    leaves for payload."""
+    assert main(["perf", "--backend", "engine", "--engine-transport", "--test", "write_bw", "--rate", "1",
+                 "--delay", "5", "--sizes", "65536", "--iters", "8"]) == 0
+    (size, iters, figures), = table_rows(capsys.readouterr().out)["ib_write_bw"]
+    bandwidth, _, share = figures[:3]
+    assert share == pytest.approx(bandwidth * 2**20 * 8 / 1e9, rel=2e-3)
+    assert 0.9 <= share <= MOST_PAYLOAD / FRAME_ON_WIRE
 
 
 def test_the_cli_refuses_bad_arguments_before_running(capsys):
@@ -176,7 +195,7 @@ def test_on_the_rtl_engine_the_tables_add_its_cycles(capsys):
             if name == "ib_send_lat":
                 assert len(figures) == 11 and figures[-1] > 0
             else:
-                cycles, per_message = figures[4:]
+                cycles, per_message = figures[-2:]
                 assert cycles > 0 and per_message == pytest.approx(cycles / 2, abs=0.05)
 
 
