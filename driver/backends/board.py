@@ -454,8 +454,13 @@ class BoardEnd:
         control = self.control
         reports = control.pop_reports(RECORD_BATCH_BYTES) if waiting & LinkQueue.REPORT else []
         # A report's chunks and acks were queued before it: popped after it, they are in this round (no acks
-        # when the engine SACKs the association).
-        exceptions = control.pop_exceptions(EXCEPTION_BATCH_BYTES) if reports or waiting & LinkQueue.EXCEPTION else []
+        # when the engine SACKs the association). The peer's SACKs among them must be (a SACK bundled before a
+        # DATA chunk is processed first, RFC 4960 6.10); with the transport unit they never reach the host, and
+        # the chunks that still do (HEARTBEAT, SHUTDOWN, ABORT, ERROR, the session's PPID 17 messages) come after
+        # the data they concern or need no order against it, so only the POLL's flag pops them.
+        chunks_follow = reports and not isinstance(self.transmit, BoardTransport)
+        exceptions = (control.pop_exceptions(EXCEPTION_BATCH_BYTES) if chunks_follow or waiting & LinkQueue.EXCEPTION
+                      else [])
         acks_follow = reports and host.expects_acks
         acks = control.pop_acks(RECORD_BATCH_BYTES) if acks_follow or waiting & LinkQueue.ACK else []
         if not (reports or exceptions or acks):
