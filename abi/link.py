@@ -59,7 +59,7 @@ MAX_READ_BYTES = 0xFFFF
 #: The body of a PING response: magic (4 bytes), version, log2 of the host memory's bytes, and
 #: REQUEST_DATA_BYTES (u16le).
 LINK_MAGIC = b"RLNK"
-LINK_VERSION = 4
+LINK_VERSION = 5
 PING_BODY_BYTES = 8
 
 #: A popped exception's body starts with 8 bytes: the record (``tuser``, :func:`abi.rx.exception_record_layout`,
@@ -83,7 +83,10 @@ class Op(enum.IntEnum):
     PUSH_RECORD = 0x0A    #: address: a :class:`TxInput`, data: one record of it (``TX_INPUT_BYTES``)
     POP_RECORD = 0x0B     #: address: a :class:`TxOutput`; body: records of it (``TX_OUTPUT_BYTES``), or EMPTY
     POLL = 0x0C           #: address: a register offset; body: :class:`LinkQueue` flags of the streams holding a
-                          #: record (u32le), then the register's word (u32le); status BUS_ERROR as REG_READ
+                          #: record (u32le), then the register's word (u32le); status BUS_ERROR as REG_READ.
+                          #: With a ``length`` that holds those 8 bytes and a report, the reports waiting
+                          #: follow, popped as POP_REPORT pops them within ``length`` bytes (the flags are
+                          #: those before the pop): one request where a POLL and a POP_REPORT were two
 
     # POP_REPORT, POP_ACK and POP_RECORD take as many records as wait, one at least, while the body stays
     # within ``length`` bytes and the board's hold RAM: each record padded with zeros to a multiple of 8
@@ -148,7 +151,7 @@ class Status(enum.IntEnum):
 
 #: Ops whose retry is answered from what the first execution left, not executed again.
 REPLAYED_OPS = frozenset({Op.REG_WRITE, Op.MEM_WRITE, Op.SEND_FRAME, Op.POP_REPORT, Op.POP_ACK, Op.POP_EXCEPTION,
-                          Op.PUSH_RECORD, Op.POP_RECORD})
+                          Op.PUSH_RECORD, Op.POP_RECORD, Op.POLL})
 
 
 def tx_input_bytes() -> dict[TxInput, int]:

@@ -156,9 +156,11 @@ class ExceptionPacket:
 
 @dataclass(frozen=True)
 class Polled:
-    """What a POLL answered: the streams holding a record, and the word of the register it named."""
+    """What a POLL answered: the streams holding a record, and the word of the register it named; with a
+    ``limit`` (:meth:`LinkClient.poll`), the report records it popped behind them."""
     waiting: LinkQueue
     word: int
+    reports: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -311,14 +313,22 @@ class LinkClient:
         records = yield from self.pop_acks()
         return records[0] if records else None
 
-    def poll(self, register: int = 0) -> Exchange:
+    def poll(self, register: int = 0, limit: int = 0) -> Exchange:
         """In one request, the record streams that hold a record and the word of the register at offset
-        ``register`` (read as REG_READ reads it): a :class:`Polled`."""
-        body = yield from self._ok(Op.POLL, register)
-        if len(body) != POLL_BODY_BYTES:
-            raise LinkError(f"POLL: a body of {len(body)} bytes, not {POLL_BODY_BYTES}")
-        flags, word = struct.unpack("<II", body)
-        return Polled(LinkQueue(flags & sum(LinkQueue)), word)
+        ``register`` (read as REG_READ reads it), and, with a ``limit`` that holds those 8 bytes and a report,
+        the reports waiting that fit behind them in ``limit`` bytes (``abi.link.Op.POLL``): a :class:`Polled`.
+        Its flags are those before the pop: REPORT set and the body full means more may wait."""
+        body = yield from self._ok(Op.POLL, register, limit)
+        record_bytes = report_bytes()
+        stride = (record_bytes + 7) // 8 * 8
+        rest = len(body) - POLL_BODY_BYTES
+        if rest < 0 or (rest and (rest < record_bytes or (rest - record_bytes) % stride
+                                  or len(body) > max(limit, POLL_BODY_BYTES))):
+            raise LinkError(f"POLL: a body of {len(body)} bytes is not its {POLL_BODY_BYTES} bytes and a run of "
+                            f"{record_bytes}-byte reports within {limit} bytes")
+        flags, word = struct.unpack_from("<II", body)
+        reports = tuple(body[offset:offset + record_bytes] for offset in range(POLL_BODY_BYTES, len(body), stride))
+        return Polled(LinkQueue(flags & sum(LinkQueue)), word, reports)
 
     def pop_exceptions(self, limit: int = 0) -> Exchange:
         """Exception packets in one request: the first whatever its length, then the next while one waits and

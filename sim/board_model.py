@@ -42,8 +42,8 @@ from dataclasses import replace
 from driver.link import ExceptionPacket, LinkInfo, Polled, SlipFrames, slip_encode
 from driver.records import record_bytes, record_fields
 from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, MAC_RX_EVENTS,
-                      MAC_TX_EVENTS, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue,
-                      Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes, tx_output_bytes)
+                      MAC_TX_EVENTS, POLL_BODY_BYTES, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES,
+                      RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes, tx_output_bytes)
 from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
 from abi.rx import (RX_PARAMS, RX_TABLES, STAG_KEY_BITS, check_key_bits, ExceptionSource, ReportKind, ack_bytes, ack_layout,
                     exception_record_layout, register_map, report_bytes, report_layout)
@@ -203,7 +203,9 @@ class ModelControl:
     def pop_exception(self) -> ExceptionPacket | None:
         return next(iter(self.pop_exceptions()), None)
 
-    def poll(self, register: int = 0) -> Polled:
+    def poll(self, register: int = 0, limit: int = 0) -> Polled:
+        """The streams holding a record, the register's word, and with a `limit` that holds those 8 bytes and a
+        report, the reports that fit behind them (`abi.link.Op.POLL`)."""
         self.operations += 1
         board = self.board
         waiting = LinkQueue(0)
@@ -216,7 +218,12 @@ class ModelControl:
             if queue:
                 waiting |= flag
         self.operations -= 1    # the register's read is this request's
-        return Polled(waiting, self.read_register(register))
+        word = self.read_register(register)
+        reports: list[bytes] = []
+        if POLL_BODY_BYTES + report_bytes() <= limit and board.reports:
+            reports = self.pop_reports(min(limit, HOLD_BYTES) - POLL_BODY_BYTES)
+            self.operations -= 1   # the pop is this request's too
+        return Polled(waiting, word, tuple(reports))
 
     def push_record(self, stream: TxInput, record: bytes) -> bool:
         """False (the link's FULL, nothing pushed) when the stream has no room."""
@@ -339,8 +346,11 @@ class ModelSerial:
         if op == Op.POLL:
             if data:
                 return Status.BAD_REQUEST, b""
-            polled = control.poll(address)
-            return Status.OK, struct.pack("<II", polled.waiting, polled.word)
+            polled = control.poll(address, length)
+            records = polled.reports
+            body = (struct.pack("<II", polled.waiting, polled.word)
+                    + b"".join(record + bytes(-len(record) % 8) for record in records[:-1]) + b"".join(records[-1:]))
+            return Status.OK, body
         if op == Op.POP_EXCEPTION:
             if data:
                 return Status.BAD_REQUEST, b""

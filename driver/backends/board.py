@@ -88,14 +88,14 @@ from driver.backends.engine import ENGINE_RESOURCES, STREAM_IDS, engine_device_a
 from driver.backends.soft import HostDevice, SoftDevice
 from driver.errors import DriverError, InvalidArgument, OutOfResources, WaitTimeout
 from driver.ethernet import EthernetPort, open_port
-from driver.link import LinkInfo, open_serial_link
+from driver.link import LinkInfo, Polled, open_serial_link
 from driver.records import (control_request_fields, read_response_fields, record_bytes, record_fields,
                             receive_row_writes, segment_verdict, tsn_request_fields, tx_association_fields,
                             work_request_fields)
-from abi.link import HOLD_BYTES, LinkQueue, TxInput, TxOutput, pop_body_bytes, tx_output_bytes
+from abi.link import HOLD_BYTES, POLL_BODY_BYTES, LinkQueue, TxInput, TxOutput, pop_body_bytes, tx_output_bytes
 from abi.register_file import DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
 from abi.rx import (RX_PARAMS, RX_TABLES, check_key_bits, AckDisposition, ExceptionSource, ReportKind, ack_layout,
-                    exception_record_layout, register_map, report_layout)
+                    exception_record_layout, register_map, report_bytes, report_layout)
 from abi.tx import (TX_PARAMS, TX_REGISTER_BASE, CompletionStatus, completion_layout, control_request_layout,
                     read_response_layout, tsn_request_layout, tx_register_map, work_request_layout)
 from model.ddp.memory import Access, SparseMemory
@@ -122,6 +122,10 @@ LONGEST_POLL_SECONDS = 0.064
 RECORD_BATCH_BYTES = 2048
 """The body bytes one pop of reports, acks or transmit records asks for (`abi.link.pop_body_bytes`): about 7 ms
 of the 3 Mbaud link, and one request's header and CRC for some 36 reports or 256 acks."""
+POLL_BATCH_REPORTS = 32
+"""The reports a POLL pops behind its word (`abi.link.Op.POLL`); a POLL that brought this many is followed by a
+POP_REPORT, as more may wait."""
+POLL_BATCH_BYTES = POLL_BODY_BYTES + pop_body_bytes(report_bytes(), POLL_BATCH_REPORTS)
 EXCEPTION_BATCH_BYTES = 4096
 """The body bytes one pop of exception packets asks for: a few frames, or some 50 SACK chunks."""
 PACING_SECONDS = 10.0
@@ -425,22 +429,23 @@ class BoardEnd:
         Cumulative TSN Ack wait for the next POLL's batches, and pushes the engine refused wait for it too
         (`BoardTransport.settle`)."""
         transmit = self.transmit
+        # The POLL pops the reports as well, up to the batch (abi.link.Op.POLL): one request, not two.
         if not isinstance(transmit, BoardTransport):
-            polled = self.control.poll(self.map.counters["reports_waiting"])
+            polled = self.control.poll(self.map.counters["reports_waiting"], POLL_BATCH_BYTES)
             self._reports_waiting = polled.word
         elif now < self._next_poll:
             return
         elif (transport_register := transmit.poll_register()) is None:
-            polled = self.control.poll(self.map.counters["reports_waiting"])
+            polled = self.control.poll(self.map.counters["reports_waiting"], POLL_BATCH_BYTES)
             self._reports_waiting = polled.word
             self._space_polls(now, polled.waiting)
         else:   # the unit's row: the Cumulative TSN Ack; reports_waiting is the engine's own with its SACKs
-            polled = self.control.poll(transport_register)
+            polled = self.control.poll(transport_register, POLL_BATCH_BYTES)
             if transmit.take_cumulative_tsn_ack(polled.word):
                 host.transport_progressed(now)
             self._space_polls(now, polled.waiting)
-        if polled.waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
-            self._records(host, now, polled.waiting)
+        if polled.reports or polled.waiting & (LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.EXCEPTION):
+            self._records(host, now, polled)
         self.transmit.poll(polled.waiting)
 
     def _space_polls(self, now: float, waiting: LinkQueue) -> None:
@@ -450,9 +455,11 @@ class BoardEnd:
             self._poll_interval = min(LONGEST_POLL_SECONDS, 2 * self._poll_interval)
         self._next_poll = now + self._poll_interval
 
-    def _records(self, host: EngineRnic, now: float, waiting: LinkQueue) -> None:
-        control = self.control
-        reports = control.pop_reports(RECORD_BATCH_BYTES) if waiting & LinkQueue.REPORT else []
+    def _records(self, host: EngineRnic, now: float, polled: Polled) -> None:
+        control, waiting = self.control, polled.waiting
+        reports = list(polled.reports)
+        if waiting & LinkQueue.REPORT and (not reports or len(reports) == POLL_BATCH_REPORTS):
+            reports += control.pop_reports(RECORD_BATCH_BYTES)   # the POLL's batch was full: more may wait
         # A report's chunks and acks were queued before it: popped after it, they are in this round (no acks
         # when the engine SACKs the association). The peer's SACKs among them must be (a SACK bundled before a
         # DATA chunk is processed first, RFC 4960 6.10); with the transport unit they never reach the host, and

@@ -24,7 +24,8 @@ Responses other than a memory read take their body from the hold RAM
 (``hold_bytes``): the register word, the counters, the records of a pop (as
 many as wait and fit in the request's ``length`` and the hold RAM), a popped
 exception packet (cut, and flagged so, past the hold RAM), POLL's flags of
-the streams that hold a record and the register it names.
+the streams that hold a record and the register it names (then, with a
+``length``, the reports it popped behind them).
 
 The transmit engine's request streams (:class:`~abi.link.TxInput`) take a
 record of PUSH_RECORD, gathered from the request's bytes into one register;
@@ -289,7 +290,8 @@ class ControlLink(wiring.Component):
             with m.If(address == code):
                 m.d.comb += [pop_length.eq(size), pop_words.eq((size + 7) // 8 - 1), padded_pop.eq(port.tdata)]
         # A popped record's bytes; POLL's body: the streams holding a record, in LinkQueue's order.
-        record_size = Mux(op == Op.POP_REPORT, report_bytes(), Mux(op == Op.POP_ACK, ack_bytes(), pop_length))
+        takes_reports = (op == Op.POP_REPORT) | (op == Op.POLL)    # a POLL with a `length` brings reports too
+        record_size = Mux(takes_reports, report_bytes(), Mux(op == Op.POP_ACK, ack_bytes(), pop_length))
         waiting = Cat(self.report.tvalid, self.ack.tvalid, self.exceptions.tvalid, *(port.tvalid for port in pops))
         assert len(waiting) == len(LinkQueue)
         poll_flags = Signal(32)
@@ -429,8 +431,15 @@ class ControlLink(wiring.Component):
                 with m.If(self.axil.rvalid):
                     m.d.comb += hold_write.en.eq(1)
                     m.d.sync += r_ready.eq(0)
-                    respond(Mux(self.axil.rresp == Resp.OKAY, Status.OK, Status.BUS_ERROR),
-                            Mux(polling, POLL_BODY_BYTES, 4))
+                    # A POLL whose `length` has room for its word and a report goes on to pop the reports.
+                    with m.If(polling & (self.axil.rresp == Resp.OKAY) & self.report.tvalid
+                              & (POLL_BODY_BYTES + report_bytes() <= length)):
+                        m.d.sync += [index.eq(POLL_BODY_BYTES // 8), record_word.eq(0),
+                                     fill_last.eq(record_words[Op.POP_REPORT] - 1)]
+                        m.next = "FILL"
+                    with m.Else():
+                        respond(Mux(self.axil.rresp == Resp.OKAY, Status.OK, Status.BUS_ERROR),
+                                Mux(polling, POLL_BODY_BYTES, 4))
             with m.State("REG_WRITE"):
                 with m.If(self.axil.awready):
                     m.d.sync += aw_valid.eq(0)
@@ -463,7 +472,7 @@ class ControlLink(wiring.Component):
             with m.State("FILL"):
                 m.d.comb += [hold_write.en.eq(1), hold_write.addr.eq(index)]
                 with m.Switch(op):
-                    with m.Case(Op.POP_REPORT):
+                    with m.Case(Op.POP_REPORT, Op.POLL):
                         m.d.comb += hold_write.data.eq(padded_report.word_select(record_word, 64))
                     with m.Case(Op.POP_ACK):
                         m.d.comb += hold_write.data.eq(self.ack.tdata)
@@ -475,7 +484,7 @@ class ControlLink(wiring.Component):
                 with m.If(record_word == fill_last):
                     m.d.sync += record_word.eq(0)
                     with m.Switch(op):
-                        with m.Case(Op.POP_REPORT):
+                        with m.Case(Op.POP_REPORT, Op.POLL):
                             m.d.comb += self.report.tready.eq(1)
                         with m.Case(Op.POP_ACK):
                             m.d.comb += self.ack.tready.eq(1)
@@ -489,7 +498,7 @@ class ControlLink(wiring.Component):
                         m.next = "FILL_NEXT"
             # The stream shows its next record (or none) the clock after one was taken.
             with m.State("FILL_NEXT"):
-                next_valid = Mux(op == Op.POP_REPORT, self.report.tvalid,
+                next_valid = Mux(takes_reports, self.report.tvalid,
                                  Mux(op == Op.POP_ACK, self.ack.tvalid, pop_valid))
                 ends = (index << 3) + record_size          # bytes once the next record is in
                 with m.If(next_valid & (ends <= length) & (ends <= self._hold_bytes)):

@@ -139,7 +139,7 @@ def test_registers_memory_and_ping():
                 await link.read_memory(100, len(payload)), await link.read_memory(MEMORY_BYTES - 8, 8))
 
     info, device_id, ip, readback, top = bench.run(main)["value"]
-    assert (info.version, info.memory_bytes, info.request_data_bytes) == (4, MEMORY_BYTES, REQUEST_DATA_BYTES)
+    assert (info.version, info.memory_bytes, info.request_data_bytes) == (5, MEMORY_BYTES, REQUEST_DATA_BYTES)
     assert device_id == DEVICE_ID
     assert ip == 0x0A000002
     assert readback == payload
@@ -344,6 +344,37 @@ def test_batched_pops_and_poll():
                                 Polled(LinkQueue.COMPLETION | LinkQueue.READ_RESPONSE_REFUSED, DEVICE_ID),
                                 Polled(LinkQueue(0), DEVICE_ID)]
     assert outcome["bad"] == Status.BAD_REQUEST
+
+
+def test_a_poll_with_a_length_brings_the_reports_that_fit():
+    """POLL with a `length` (abi.link.Op.POLL): after its 8 bytes of flags and word, the reports that fit in
+    `length` and the hold RAM, padded as a pop pads them; with a `length` too short for one, none, and a POLL
+    without reports waiting answers its 8 bytes. Its flags are those before the pop. With damaged responses a
+    retried POLL answers the same reports: each is taken exactly once."""
+    hold_bytes = 128
+    bench = Bench(hold_bytes=hold_bytes)
+    rng = random.Random(7)
+    reports = [rng.randbytes(report_bytes()) for _ in range(5)]
+    limits = (62, 63, 1000, 8 + 56 + 55, 1000)     # too short; one; the hold RAM's two; two; none left
+
+    async def main(ctx, link):
+        await ctx.tick().repeat(10)
+        return [await link.poll(0, limit) for limit in limits]
+
+    sources = [_record_source(bench.link.report, [int.from_bytes(r, "little") for r in reports])]
+    result = bench.run(main, background=sources, faults={"response_faults": {position: "flip"
+                                                                              for position in (30, 200)}})
+    assert result["link"].client.retried >= 1
+    remaining, expected = list(reports), []
+    for limit in limits:
+        room = min(limit, hold_bytes) - 8       # the word first, then whole reports (abi.link.pop_body_bytes)
+        taken = []
+        while remaining and len(taken) * 56 + report_bytes() <= room:
+            taken.append(remaining.pop(0))
+        expected.append(Polled(LinkQueue.REPORT if len(remaining) + len(taken) else LinkQueue(0), DEVICE_ID,
+                               tuple(taken)))
+    assert [len(polled.reports) for polled in expected] == [0, 1, 2, 2, 0]
+    assert result["value"] == expected
 
 
 def _exception_batch(packets: list[bytes], limit: int, hold_bytes: int) -> list[tuple[bytes, bool]]:
