@@ -263,7 +263,11 @@ class RxEngine(wiring.Component):
         # written enabled), through a queue; the others' go to the host on m_axis_ack. Its timer ticks
         # every `tick_cycles` cycles.
         m.submodules.sack = sack = SackUnit(self.associations)
-        connect(m, registers.table_sack, sack.resets)
+        # The row writes through a skid buffer: its ready (a flip-flop) is the register file's, so the
+        # unit's IDLE priorities, which decide when it takes a row, stay within the unit.
+        sack_rows = m.submodules.sack_rows = Queue(registers.table_sack.payload.shape())
+        connect(m, registers.table_sack, sack_rows.sink)
+        connect(m, sack_rows.source, sack.resets)
         m.d.comb += [
             self.m_axis_sack.tdata.eq(sack.sacks.payload.as_value()), self.m_axis_sack.tkeep.eq(-1),
             self.m_axis_sack.tlast.eq(1), self.m_axis_sack.tvalid.eq(sack.sacks.valid),
