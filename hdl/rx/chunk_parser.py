@@ -314,9 +314,10 @@ class ChunkParser(wiring.Component):
         cursor_has = Signal()
         left = Signal(17)            # bytes of the current chunk after this beat
         # Its compares, registered beside it (computed when it is loaded), so the walker's
-        # decision reads flip-flops, not two 17-bit comparators.
+        # decision and the piece's keep read flip-flops, not 17-bit comparators.
         left_small = Signal()        # left <= W: the chunk ends in this beat
         left_tail = Signal()         # left > W - 4: no other chunk starts in this beat after it
+        left_keep = Signal(width)    # thermometer(left, W): the keep of the chunk's last beat
 
         cur_word = Mux(fresh, entry_word, cursor)
         cur_has = Mux(fresh, entry_ok & ~in_chunk, cursor_has) & ~ended
@@ -367,9 +368,10 @@ class ChunkParser(wiring.Component):
             m.d.sync += fresh.eq(0)
             with m.If(in_chunk):
                 ends = left_small | beat.last
-                emit(0, ends, Mux(left_small, thermometer(left, width), beat.keep))
+                emit(0, ends, Mux(left_small, left_keep, beat.keep))
                 m.d.sync += [left.eq(left - width), left_small.eq(left <= 2 * width),
-                             left_tail.eq(left > 2 * width - 4)]
+                             left_tail.eq(left > 2 * width - 4),
+                             left_keep.eq(Cat(*(left > width + lane for lane in range(width))))]
                 with m.If(ends):
                     m.d.sync += in_chunk.eq(0)
                     restart = (left + 3) >> 2
@@ -401,7 +403,8 @@ class ChunkParser(wiring.Component):
                 with m.Else():
                     emit(1, beat.last, beat.keep)
                     m.d.sync += [in_chunk.eq(~beat.last), left.eq(sel_rel_end - width),
-                                 left_small.eq(select(end_small)), left_tail.eq(select(end_tail))]
+                                 left_small.eq(select(end_small)), left_tail.eq(select(end_tail)),
+                                 left_keep.eq(Cat(*(sel_rel_end > width + lane for lane in range(width))))]
                     take()
             with m.Else():
                 take()
