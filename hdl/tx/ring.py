@@ -299,7 +299,7 @@ class RetransmitRing(wiring.Component):
         # The registers the safety proof (formal/ring.py) ties to its shadow, and the request's states.
         self._registers = {
             "request": request, "count": count, "in_ring": in_ring, "walk_left": walk_left, "replaying": replaying,
-            "offset": offset, "walk_tsn": walk_tsn, "retiring": retiring,
+            "offset": offset, "walk_tsn": walk_tsn, "retiring": retiring, "replay_fetch": replay_fetch,
             **{f"retired_{row}": retired[row] for row in range(associations)},
             **{f"outstanding_{row}": outstanding[row] for row in range(associations)},
             **{f"full_{row}": full[row] for row in range(associations)},
