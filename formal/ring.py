@@ -294,6 +294,10 @@ class RingHarness(Elaboratable):
                 with m.If(distance < outstanding):
                     m.d.comb += Assert(holds(port.data, _wrap(retired + 1 + distance), row))
 
+        # The replayed record's fetch flag is the RAM output's, held from COMPARE on.
+        with m.If(state["DECIDE"] | state["REPLAY"]):
+            m.d.comb += Assert(registers["replay_fetch"] == entry.fetch)
+
         # The state machine: a known state; idle with nothing retiring or replaying.
         m.d.comb += Assert(Cat(*state.values()).any())
         with m.If(~busy):

@@ -6,7 +6,7 @@ driver; this module is its gateware. Writes are whole words (``WSTRB`` is not
 used). Unmapped addresses read as 0 and ignore writes; every access gets OKAY.
 """
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -106,14 +106,16 @@ class RegisterFile(wiring.Component):
             groups.setdefault(offset >> 5, {})[(offset >> 2) & 7] = value
         r_decoding, r_pending = Signal(), Signal()
         group_values = {key: Signal(32, name=f"read_group_{key}") for key in groups}
-        group_key = Signal(len(bus.araddr) - 5)
+        # The group's choice decoded in the first stage, one flip-flop per group, so the second
+        # is an AND-OR of flip-flops (two groups a LUT) rather than a select by a decoded key.
+        group_hits = {key: Signal(name=f"group_hit_{key}") for key in groups}
         read_data = Signal(32)
         m.d.comb += [bus.rdata.eq(read_data), bus.rresp.eq(Resp.OKAY), bus.rvalid.eq(r_pending),
                      bus.arready.eq(~r_decoding & ~r_pending)]
         with m.If(r_pending & bus.rready):
             m.d.sync += r_pending.eq(0)
         with m.If(bus.arvalid & bus.arready):
-            m.d.sync += [r_decoding.eq(1), group_key.eq(bus.araddr[5:])]
+            m.d.sync += [r_decoding.eq(1), *(hit.eq(bus.araddr[5:] == key) for key, hit in group_hits.items())]
             for key, words in groups.items():
                 with m.Switch(bus.araddr[2:5]):
                     for index, value in words.items():
@@ -123,10 +125,8 @@ class RegisterFile(wiring.Component):
                         m.d.sync += group_values[key].eq(0)
         with m.If(r_decoding):
             m.d.sync += [r_decoding.eq(0), r_pending.eq(1)]
-            with m.Switch(group_key):
-                for key, value in group_values.items():
-                    with m.Case(key):
-                        m.d.sync += read_data.eq(value)
-                with m.Default():
-                    m.d.sync += read_data.eq(0)
+            terms = [Mux(group_hits[key], value, 0) for key, value in group_values.items()]
+            while len(terms) > 1:   # a balanced OR tree
+                terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
+            m.d.sync += read_data.eq(terms[0])      # 0 when no group is hit: an unmapped address
         return m

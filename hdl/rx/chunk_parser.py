@@ -29,10 +29,12 @@ multiple of 4 bytes (RFC 4960 3.2). For each chunk:
 
 Pipeline (each stage registered or a FIFO; nothing waits on a whole chunk):
 
-1. *beat* stage: a register slice (:class:`~hdl.stream.queue.Queue`) takes
-   the beat with, for each 4-byte word ``k`` where a chunk could start, the
-   length checks of a chunk starting there (fits in this beat, runs past the
-   packet, next chunk in this beat, ...), so the walker's loop is a
+1. *beat* stage: a register takes the beat with the bytes left in the
+   packet and, for each 4-byte word ``k`` where a chunk could start, the sums
+   of a chunk starting there (its end, its padded end); a register slice
+   (:class:`~hdl.stream.queue.Queue`) then takes the beat with that chunk's
+   length checks (fits in this beat, runs past the packet, next chunk in
+   this beat, ...), each one compare of flip-flops, so the walker's loop is a
    ``W/4``-way mux and no adder;
 2. *walker*: emits one *piece* per (beat, chunk) overlap: a beat holding the
    end of one chunk and the start of the next is emitted twice;
@@ -52,9 +54,9 @@ overflows its last beat. So at W = 8 a stream of large DDP segments runs at
 one beat per cycle except for at most 2 cycles per chunk; small chunks cost
 one cycle each at any W (up to W/4 of them share a beat at wide W). A packet
 costs nothing beyond its beats (the common-header beat at W = 8 is walked
-like any other). Latency from a beat to its realigned output: about 10 cycles
-(beat stage, walker, gather, classify, decide, piece queue, router/realigner
-output register, output :class:`~hdl.stream.queue.Queue`). Every output leaves through a
+like any other). Latency from a beat to its realigned output: about 11 cycles
+(beat stage's register and slice, walker, gather, classify, decide, piece queue,
+router/realigner output register, output :class:`~hdl.stream.queue.Queue`). Every output leaves through a
 Queue, so no ready/valid path crosses the block's ports.
 
 Contract: ``pkt_meta.length`` is the packet's byte count; ``pkt_meta`` must be
@@ -189,6 +191,25 @@ class ChunkParser(wiring.Component):
         beats = m.submodules.beats = Queue(beat_layout)
         arriving = beats.sink.payload
 
+        # A register ahead of the slice takes the beat with the bytes left in the packet and, per word k,
+        # the sums that only need the chunk length (its end, its padded end), so each check below is one
+        # compare of flip-flops, not an adder into a comparator. It loads when empty or when the slice
+        # takes its beat (the slice's ready is a flip-flop).
+        pre_layout = data.StructLayout({
+            "beat": packet_layout(width),
+            "association": ASSOCIATION_BITS,
+            "ddp": 1,
+            "left": 16,                            # bytes left in the packet, this beat's included
+            "entry_ok": 1,
+            "entry_word": range(words),
+            "length": data.ArrayLayout(16, words),   # the length of a chunk starting at word k
+            "end": data.ArrayLayout(17, words),      # 4k + length
+            "padded_end": data.ArrayLayout(18, words),   # 4k + length rounded up to 4 (RFC 4960 3.2)
+        })
+        pre = Signal(pre_layout, reset_less=True)   # read only while pre_valid, so after it was loaded
+        pre_valid = Signal()
+        pre_free = ~pre_valid | beats.sink.ready
+
         in_started = Signal()
         index_max = _COMMON_HEADER // width + 1
         in_index = Signal(range(index_max + 1))
@@ -197,8 +218,8 @@ class ChunkParser(wiring.Component):
         index_now = Mux(in_started, in_index, 0)
 
         m.d.comb += [
-            self.pkt.ready.eq(self.pkt_meta.valid & beats.sink.ready),
-            beats.sink.valid.eq(self.pkt.valid & self.pkt_meta.valid),
+            self.pkt.ready.eq(self.pkt_meta.valid & pre_free),
+            beats.sink.valid.eq(pre_valid),
         ]
         pkt_accept = self.pkt.valid & self.pkt.ready
         m.d.comb += self.pkt_meta.ready.eq(pkt_accept & self.pkt.payload.last)
@@ -210,21 +231,34 @@ class ChunkParser(wiring.Component):
                 in_index.eq(Mux(index_now == index_max, index_now, index_now + 1)),
             ]
         header_beat = _COMMON_HEADER // width
-        entry_ok_next = index_now >= header_beat
-        entry_word_next = Mux(index_now == header_beat, (_COMMON_HEADER % width) // 4, 0)
+        with m.If(pre_free):
+            m.d.sync += [
+                pre_valid.eq(self.pkt.valid & self.pkt_meta.valid),
+                pre.beat.eq(payload),
+                pre.association.eq(self.pkt_meta.payload.association),
+                pre.ddp.eq(self.pkt_meta.payload.ddp),
+                pre.left.eq(left_now),
+                pre.entry_ok.eq(index_now >= header_beat),
+                pre.entry_word.eq(Mux(index_now == header_beat, (_COMMON_HEADER % width) // 4, 0)),
+            ]
+            for k in range(words):
+                word = payload.data.word_select(k, 32)
+                length = big_endian(byte(word, 2), byte(word, 3))
+                m.d.sync += [pre.length[k].eq(length), pre.end[k].eq(length + 4 * k),
+                             pre.padded_end[k].eq((length + (4 * k + 3)) >> 2 << 2)]
+        left_now = pre.left
+        entry_ok_next, entry_word_next = pre.entry_ok, pre.entry_word
         m.d.comb += [
-            arriving.beat.eq(payload),
-            arriving.association.eq(self.pkt_meta.payload.association),
-            arriving.ddp.eq(self.pkt_meta.payload.ddp),
+            arriving.beat.eq(pre.beat),
+            arriving.association.eq(pre.association),
+            arriving.ddp.eq(pre.ddp),
             arriving.entry_ok.eq(entry_ok_next),
             arriving.entry_word.eq(entry_word_next),
         ]
         stay_next = []
         for k in range(words):
-            word = payload.data.word_select(k, 32)
-            length = big_endian(byte(word, 2), byte(word, 3))
-            end = length + 4 * k
-            next_start = (length + (4 * k + 3)) >> 2   # the next chunk, in words (padding, RFC 4960 3.2)
+            length, end, padded_end = pre.length[k], pre.end[k], pre.padded_end[k]
+            next_start = padded_end[2:]   # the next chunk, in words (padding, RFC 4960 3.2)
             m.d.comb += [
                 arriving.rel_end[k].eq(end),
                 arriving.avail[k].eq(left_now > 4 * k),
@@ -232,15 +266,15 @@ class ChunkParser(wiring.Component):
                 arriving.short[k].eq(length < 4),
                 arriving.past[k].eq(end > left_now),
                 arriving.fits[k].eq(length <= width - 4 * k),
-                arriving.done[k].eq((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)),
-                arriving.final[k].eq(Cat(Const(0, 2), next_start) >= left_now),
+                arriving.done[k].eq((length > width - 4 * k - 4) | (padded_end >= left_now)),
+                arriving.final[k].eq(padded_end >= left_now),
                 arriving.next_word[k].eq(next_start[:word_bits]),
                 arriving.end_small[k].eq(end <= 2 * width),
                 arriving.end_tail[k].eq(end > 2 * width - 4),
             ]
             stay_next.append((left_now > 4 * k) & ~(left_now < 4 * k + 4) & ~(length < 4) & ~(end > left_now)
                              & (length <= width - 4 * k)
-                             & ~((length > width - 4 * k - 4) | (Cat(Const(0, 2), next_start) >= left_now)))
+                             & ~((length > width - 4 * k - 4) | (padded_end >= left_now)))
         m.d.comb += [
             arriving.stay_word.eq(Cat(*stay_next)),
             arriving.entry_stay.eq(entry_ok_next & Cat(*stay_next).bit_select(entry_word_next, 1)),
@@ -280,9 +314,10 @@ class ChunkParser(wiring.Component):
         cursor_has = Signal()
         left = Signal(17)            # bytes of the current chunk after this beat
         # Its compares, registered beside it (computed when it is loaded), so the walker's
-        # decision reads flip-flops, not two 17-bit comparators.
+        # decision and the piece's keep read flip-flops, not 17-bit comparators.
         left_small = Signal()        # left <= W: the chunk ends in this beat
         left_tail = Signal()         # left > W - 4: no other chunk starts in this beat after it
+        left_keep = Signal(width)    # thermometer(left, W): the keep of the chunk's last beat
 
         cur_word = Mux(fresh, entry_word, cursor)
         cur_has = Mux(fresh, entry_ok & ~in_chunk, cursor_has) & ~ended
@@ -333,9 +368,10 @@ class ChunkParser(wiring.Component):
             m.d.sync += fresh.eq(0)
             with m.If(in_chunk):
                 ends = left_small | beat.last
-                emit(0, ends, Mux(left_small, thermometer(left, width), beat.keep))
+                emit(0, ends, Mux(left_small, left_keep, beat.keep))
                 m.d.sync += [left.eq(left - width), left_small.eq(left <= 2 * width),
-                             left_tail.eq(left > 2 * width - 4)]
+                             left_tail.eq(left > 2 * width - 4),
+                             left_keep.eq(Cat(*(left > width + lane for lane in range(width))))]
                 with m.If(ends):
                     m.d.sync += in_chunk.eq(0)
                     restart = (left + 3) >> 2
@@ -367,7 +403,8 @@ class ChunkParser(wiring.Component):
                 with m.Else():
                     emit(1, beat.last, beat.keep)
                     m.d.sync += [in_chunk.eq(~beat.last), left.eq(sel_rel_end - width),
-                                 left_small.eq(select(end_small)), left_tail.eq(select(end_tail))]
+                                 left_small.eq(select(end_small)), left_tail.eq(select(end_tail)),
+                                 left_keep.eq(Cat(*(sel_rel_end > width + lane for lane in range(width))))]
                     take()
             with m.Else():
                 take()

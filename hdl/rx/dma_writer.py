@@ -23,9 +23,12 @@ W leave through :class:`hdl.stream.queue.Queue` output registers, so
    One burst per cycle while the AW queue and the tracker have room; each
    burst (and each zero-length command) also enters the response tracker,
    which holds ``max_outstanding`` of them.
-3. **Rotate stage** (W). Payload beat ``k`` is rotated by ``o = address mod
-   W`` lanes: lanes ``o..W-1`` receive its first ``W - o`` bytes, lanes
-   ``0..o-1`` its last ``o`` bytes, which belong to the next output beat.
+3. **Rotate stage** (W). The payload arrives through a skid buffer (a
+   :class:`hdl.stream.queue.Queue` of depth 2), so ``payload.ready`` is a
+   flip-flop and the producer's queue meets no logic of this block. Payload
+   beat ``k`` is rotated by ``o = address mod W`` lanes: lanes ``o..W-1``
+   receive its first ``W - o`` bytes, lanes ``0..o-1`` its last ``o`` bytes,
+   which belong to the next output beat.
 4. **Merge stage** (W). Output beat ``k`` takes lanes ``0..o-1`` from rotated
    beat ``k-1`` and the rest from rotated beat ``k``; when the command's bytes
    spill into one more beat than the payload has, that beat is sent from the
@@ -45,10 +48,12 @@ come from it, so ``payload.keep`` and ``payload.last`` must agree with it
 command must not wait for a later command to be accepted.
 
 Latency (clock edges between transfers, the bus ready): a payload beat
-transferred on edge ``t`` is transferred on W on edge ``t + 2``
-(:attr:`DmaWriter.latency`). A command transferred on edge ``c`` lets its
-first payload beat in from edge ``c + 2`` and its first AW out on edge
-``c + 4`` (the register slice and the two command queues,
+transferred on edge ``t`` is transferred on W on edge ``t + 3``
+(:attr:`DmaWriter.latency`: the input skid buffer, the rotate stage, the W
+queue). A command transferred on edge ``c`` lets its
+first W beat out on edge ``c + 4`` (its first payload beats wait in the input
+skid buffer) and its first AW out on edge ``c + 4`` (the register slice and
+the two command queues,
 :class:`hdl.stream.queue.Queue`, have registered outputs and a registered
 ``ready``; empty, each passes a command in one edge); a command's ``done``
 is transferred one edge after its last ``B`` (a zero-length command's five
@@ -62,7 +67,7 @@ busy). The AW channel issues one burst per cycle.
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, connect
 
 from hdl.bus.axi import Axi4WriteSignature, Burst, Resp
 from hdl.rx.layouts import dma_command_layout
@@ -114,11 +119,11 @@ class DmaWriter(wiring.Component):
         One per command, in command order; ``error`` is set when any of its ``B``
         responses was not OKAY. A zero-length command completes without bus traffic.
 
-    Latency and throughput: see the module documentation (:attr:`latency` = 2
+    Latency and throughput: see the module documentation (:attr:`latency` = 3
     edges from a payload beat to its W beat; one W beat per cycle).
     """
 
-    latency = 2
+    latency = 3
 
     def __init__(self, width_bytes: int, address_bits: int = 64, id_bits: int = 4, max_burst_beats: int | None = None,
                  *, max_outstanding: int = 16, command_depth: int = 4, axi_id: int = 0,
@@ -313,13 +318,18 @@ class DmaWriter(wiring.Component):
         count = Signal(beat_bits)               # payload beats of this command so far
         merge_takes = Signal()
 
-        shifted = self.payload.payload.data
+        # The payload enters a skid buffer: its ready is that buffer's flip-flop, so no path joins
+        # the producer's (the placement check's) output queue to the merge stage and the W queue.
+        inlet = m.submodules.inlet = Queue(self.payload.payload.shape())
+        connect(m, wiring.flipped(self.payload), inlet.sink)
+        beat = inlet.source
+        shifted = beat.payload.data
         for bit in range(lane_bits):
             shifted = Mux(info.offset[bit], shifted.rotate_left(8 << bit), shifted)
-        payload_take = self.payload.valid & self.payload.ready
+        payload_take = beat.valid & beat.ready
         last_in = count == info.in_beats_m1
         m.d.comb += [
-            self.payload.ready.eq(datas.source.valid & (~rotated_valid | merge_takes)),
+            beat.ready.eq(datas.source.valid & (~rotated_valid | merge_takes)),
             datas.source.ready.eq(payload_take & last_in),
         ]
         with m.If(merge_takes):

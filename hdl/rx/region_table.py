@@ -198,7 +198,11 @@ class RegionTable(wiring.Component):
 
         # Stage 2: the end compare, the carry out and the host address.
         pd_mismatch = s2.pd != self.stream_pd
-        past_end = s2.segment_end > s2.region_end
+        # The 65-bit compare as two halves side by side, not one carry chain through all of it.
+        half = (_TO_BITS + 1) // 2
+        segment_high, region_high = s2.segment_end[half:], s2.region_end[half:]
+        past_end = (segment_high > region_high) | ((segment_high == region_high)
+                                                   & (s2.segment_end[:half] > s2.region_end[:half]))
         wrap = s2.segment_end[_TO_BITS]
         with m.If(self.en):
             m.d.sync += [

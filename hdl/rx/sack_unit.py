@@ -170,140 +170,144 @@ class SackUnit(wiring.Component):
         m.d.comb += total.eq(rest + lowest)
         start_index, end_index = _position(lowest, window_bits), _position(above, window_bits + 1)
 
-        # `idle` is the FSM's IDLE as a flip-flop of its own, so the chunks' ready (the input queue's,
-        # placed apart) is one LUT of flip-flops, not a decode of the state.
-        idle = Signal(init=1)
+        # The state one-hot, a flip-flop per state: no decode of a binary state fanned out to every
+        # enable, and the next state a function of one flag per state. `idle` (IDLE's flag) makes the
+        # chunks' ready (the input queue's, placed apart) one LUT of flip-flops.
+        states = ("IDLE", "LOOKUP_1", "LOOKUP_2", "DECIDE", "PEEK", "LOAD", "COUNT", "TOTAL", "PRODUCT", "WINDOW",
+                  "FIND", "SPAN", "RUN", "SEND")
+        in_state = {name: Signal(init=name == "IDLE", name=f"in_{name.lower()}") for name in states}
+        idle = in_state["IDLE"]
 
-        def go(m, state):
-            m.next = state
-            m.d.sync += idle.eq(state == "IDLE")
+        def go(m, current, state):
+            # Only the two flags change, so each flag's next value gathers only the moves into and out of it.
+            m.d.sync += [in_state[current].eq(0), in_state[state].eq(1)]
 
-        def start_sack(m, which):
+        def start_sack(m, current, which):
             m.d.sync += [row.eq(which), sack.association.eq(which),
                          one_packet[which].eq(0), armed[which].eq(0), due[which].eq(0), at_once[which].eq(0)]
-            go(m, "PEEK")
+            go(m, current, "PEEK")
 
-        with m.FSM():
-            with m.State("IDLE"):        # in the model's order: a tick's SACKs before what follows it
-                with m.If(tick_pending):
-                    m.d.sync += tick_pending.eq(self.tick)
-                    for index in range(rows):
-                        with m.If(armed[index]):
-                            with m.If(remaining[index] == 1):
-                                m.d.sync += [armed[index].eq(0), due[index].eq(1)]
-                            with m.Else():
-                                m.d.sync += remaining[index].eq(remaining[index] - 1)
-                with m.Elif(due_any):
-                    start_sack(m, due_row)
-                with m.Elif(self.resets.valid & self.resets.payload.flush):
-                    m.d.comb += self.resets.ready.eq(1)      # the owed SACK now; the row unchanged
-                    with m.If(armed[self.resets.payload.association] & enabled[self.resets.payload.association]):
-                        start_sack(m, self.resets.payload.association)
-                with m.Elif(self.resets.valid):
-                    reset = self.resets.payload
-                    m.d.comb += [self.resets.ready.eq(1), tsn_map.reset.eq(1),
-                                 tsn_map.reset_index.eq(reset.association),
-                                 tsn_map.reset_first.eq(reset.cumulative_tsn + 1)]
-                    m.d.sync += [
-                        in_packet[reset.association].eq(0), gap_start[reset.association].eq(0),
-                        at_once[reset.association].eq(0), one_packet[reset.association].eq(0),
-                        armed[reset.association].eq(0), due[reset.association].eq(0),
-                        duplicate_count[reset.association].eq(0), delay[reset.association].eq(reset.delay),
-                        window[reset.association].eq(reset.window),
-                        held_bytes[reset.association].eq(reset.held_bytes),
-                        enabled[reset.association].eq(reset.enabled),
-                    ]
+        # One state's flag is set: its block alone acts (each an If of its own, no priority chain).
+        with m.If(in_state["IDLE"]):        # in the model's order: a tick's SACKs before what follows it
+            with m.If(tick_pending):
+                m.d.sync += tick_pending.eq(self.tick)
+                for index in range(rows):
+                    with m.If(armed[index]):
+                        with m.If(remaining[index] == 1):
+                            m.d.sync += [armed[index].eq(0), due[index].eq(1)]
+                        with m.Else():
+                            m.d.sync += remaining[index].eq(remaining[index] - 1)
+            with m.Elif(due_any):
+                start_sack(m, "IDLE", due_row)
+            with m.Elif(self.resets.valid & self.resets.payload.flush):
+                m.d.comb += self.resets.ready.eq(1)      # the owed SACK now; the row unchanged
+                with m.If(armed[self.resets.payload.association] & enabled[self.resets.payload.association]):
+                    start_sack(m, "IDLE", self.resets.payload.association)
+            with m.Elif(self.resets.valid):
+                reset = self.resets.payload
+                m.d.comb += [self.resets.ready.eq(1), tsn_map.reset.eq(1),
+                             tsn_map.reset_index.eq(reset.association),
+                             tsn_map.reset_first.eq(reset.cumulative_tsn + 1)]
+                m.d.sync += [
+                    in_packet[reset.association].eq(0), gap_start[reset.association].eq(0),
+                    at_once[reset.association].eq(0), one_packet[reset.association].eq(0),
+                    armed[reset.association].eq(0), due[reset.association].eq(0),
+                    duplicate_count[reset.association].eq(0), delay[reset.association].eq(reset.delay),
+                    window[reset.association].eq(reset.window),
+                    held_bytes[reset.association].eq(reset.held_bytes),
+                    enabled[reset.association].eq(reset.enabled),
+                ]
+            with m.Else():
+                with m.If(self.chunks.valid & enabled[self.chunks.payload.association]):
+                    m.d.sync += record.eq(self.chunks.payload)
+                    go(m, "IDLE", "LOOKUP_1")
+        with m.If(in_state["LOOKUP_1"]):
+            go(m, "LOOKUP_1", "LOOKUP_2")
+        with m.If(in_state["LOOKUP_2"]):     # the row's duplicate slot, decoded a cycle before it is written
+            count = duplicate_count[record.association]
+            # The row's flags, chosen here: nothing writes them before DECIDE, which then reads flip-flops.
+            m.d.sync += [row_in_packet.eq(in_packet[record.association]),
+                         row_gap_start.eq(gap_start[record.association]),
+                         row_at_once.eq(at_once[record.association]),
+                         row_one_packet.eq(one_packet[record.association]),
+                         row_armed.eq(armed[record.association])]
+            m.d.sync += [duplicate_room.eq(count < self.duplicate_tsns),
+                         duplicate_slot.eq(Mux(count < self.duplicate_tsns,
+                                               1 << Cat(count[:slot_bits], record.association), 0)),
+                         duplicate_next.eq(count + 1)]
+            go(m, "LOOKUP_2", "DECIDE")
+        with m.If(in_state["DECIDE"]):
+            a = record.association
+            duplicate, beyond = tsn_map.duplicate, tsn_map.beyond
+            m.d.comb += tsn_map.commit.eq(~duplicate & ~beyond)
+            gap_at_start = Signal()
+            urgent = Signal()
+            m.d.comb += [gap_at_start.eq(Mux(row_in_packet, row_gap_start, tsn_map.pending)),
+                         urgent.eq(row_at_once | duplicate | beyond | record.immediate)]
+            with m.If(duplicate):
+                for index in range(rows):
+                    for slot in range(self.duplicate_tsns):
+                        with m.If(duplicate_slot[index * (1 << slot_bits) + slot]):
+                            m.d.sync += duplicates[index][slot].eq(record.tsn)
+                with m.If(duplicate_room):
+                    m.d.sync += duplicate_count[a].eq(duplicate_next)
                 with m.Else():
-                    with m.If(self.chunks.valid & enabled[self.chunks.payload.association]):
-                        m.d.sync += record.eq(self.chunks.payload)
-                        go(m, "LOOKUP_1")
-            with m.State("LOOKUP_1"):
-                go(m, "LOOKUP_2")
-            with m.State("LOOKUP_2"):     # the row's duplicate slot, decoded a cycle before it is written
-                count = duplicate_count[record.association]
-                # The row's flags, chosen here: nothing writes them before DECIDE, which then reads flip-flops.
-                m.d.sync += [row_in_packet.eq(in_packet[record.association]),
-                             row_gap_start.eq(gap_start[record.association]),
-                             row_at_once.eq(at_once[record.association]),
-                             row_one_packet.eq(one_packet[record.association]),
-                             row_armed.eq(armed[record.association])]
-                m.d.sync += [duplicate_room.eq(count < self.duplicate_tsns),
-                             duplicate_slot.eq(Mux(count < self.duplicate_tsns,
-                                                   1 << Cat(count[:slot_bits], record.association), 0)),
-                             duplicate_next.eq(count + 1)]
-                go(m, "DECIDE")
-            with m.State("DECIDE"):
-                a = record.association
-                duplicate, beyond = tsn_map.duplicate, tsn_map.beyond
-                m.d.comb += tsn_map.commit.eq(~duplicate & ~beyond)
-                gap_at_start = Signal()
-                urgent = Signal()
-                m.d.comb += [gap_at_start.eq(Mux(row_in_packet, row_gap_start, tsn_map.pending)),
-                             urgent.eq(row_at_once | duplicate | beyond | record.immediate)]
-                with m.If(duplicate):
-                    for index in range(rows):
-                        for slot in range(self.duplicate_tsns):
-                            with m.If(duplicate_slot[index * (1 << slot_bits) + slot]):
-                                m.d.sync += duplicates[index][slot].eq(record.tsn)
-                    with m.If(duplicate_room):
-                        m.d.sync += duplicate_count[a].eq(duplicate_next)
-                    with m.Else():
-                        m.d.sync += self.duplicates_unlisted.eq(self.duplicates_unlisted + 1)
-                with m.If(record.packet_end):
-                    m.d.sync += in_packet[a].eq(0)
-                    with m.If(urgent | tsn_map.pending_after | gap_at_start | row_one_packet):
-                        start_sack(m, a)
-                    with m.Else():
-                        m.d.sync += one_packet[a].eq(1)
-                        with m.If(~row_armed):
-                            m.d.sync += [armed[a].eq(1), remaining[a].eq(delay[a])]
-                        go(m, "IDLE")
+                    m.d.sync += self.duplicates_unlisted.eq(self.duplicates_unlisted + 1)
+            with m.If(record.packet_end):
+                m.d.sync += in_packet[a].eq(0)
+                with m.If(urgent | tsn_map.pending_after | gap_at_start | row_one_packet):
+                    start_sack(m, "DECIDE", a)
                 with m.Else():
-                    m.d.sync += [in_packet[a].eq(1), gap_start[a].eq(gap_at_start), at_once[a].eq(urgent)]
-                    go(m, "IDLE")
-            with m.State("PEEK"):        # the map's row: its address on this cycle, its data on the next
-                m.d.sync += [sack.duplicate_count.eq(duplicate_count[row]), duplicate_count[row].eq(0)]
-                for i in range(self.duplicate_tsns):
-                    m.d.sync += sack.duplicates[i].eq(duplicates[row][i])
-                go(m, "LOAD")
-            with m.State("LOAD"):
-                m.d.sync += [sack.cumulative_tsn_ack.eq(tsn_map.peek_base - 1), rest.eq(tsn_map.peek_seen),
-                             sack.gap_count.eq(0), rest_empty.eq(tsn_map.peek_seen == 0),
-                             gaps_full.eq(self.gap_blocks == 0)]
-                m.d.sync += [part.eq(sum(tsn_map.peek_seen[bit] for bit in range(8 * i, min(8 * i + 8, window_bits))))
-                             for i, part in enumerate(parts)]
-                go(m, "COUNT")
-            with m.State("COUNT"):       # a_rwnd (RFC 4960 6.2): the window less what waits past a gap
-                m.d.sync += [pair.eq(sum(parts[2 * i:2 * i + 2])) for i, pair in enumerate(pairs)]
-                m.d.sync += [row_held_bytes.eq(held_bytes[row]), row_window.eq(window[row])]
-                go(m, "TOTAL")
-            with m.State("TOTAL"):       # the TSNs held past a gap, summed in two steps
-                m.d.sync += held.eq(sum(pairs))
-                go(m, "PRODUCT")
-            with m.State("PRODUCT"):
-                m.d.sync += held_total.eq(held * row_held_bytes)   # both factors flip-flops
-                go(m, "WINDOW")
-            with m.State("WINDOW"):
-                m.d.sync += sack.a_rwnd.eq(Mux(held_total > row_window, 0, row_window - held_total))
-                go(m, "FIND")
-            with m.State("FIND"):
-                with m.If(rest_empty | gaps_full):
-                    go(m, "SEND")
-                with m.Else():
-                    m.d.sync += lowest.eq(rest & -rest)
-                    go(m, "SPAN")
-            with m.State("SPAN"):
-                m.d.sync += [above.eq(total & ~Cat(rest, Const(0, 1))), rest.eq(total[:window_bits] & rest)]
-                go(m, "RUN")
-            with m.State("RUN"):
-                gap = sack.gaps[sack.gap_count]
-                m.d.sync += [gap.start.eq(start_index + 1), gap.end.eq(end_index), rest_empty.eq(rest == 0),
-                             sack.gap_count.eq(sack.gap_count + 1), gaps_full.eq(sack.gap_count + 1 == self.gap_blocks)]
-                go(m, "FIND")
-            with m.State("SEND"):
-                m.d.comb += self.sacks.valid.eq(1)
-                with m.If(self.sacks.ready):
-                    go(m, "IDLE")
+                    m.d.sync += one_packet[a].eq(1)
+                    with m.If(~row_armed):
+                        m.d.sync += [armed[a].eq(1), remaining[a].eq(delay[a])]
+                    go(m, "DECIDE", "IDLE")
+            with m.Else():
+                m.d.sync += [in_packet[a].eq(1), gap_start[a].eq(gap_at_start), at_once[a].eq(urgent)]
+                go(m, "DECIDE", "IDLE")
+        with m.If(in_state["PEEK"]):        # the map's row: its address on this cycle, its data on the next
+            m.d.sync += [sack.duplicate_count.eq(duplicate_count[row]), duplicate_count[row].eq(0)]
+            for i in range(self.duplicate_tsns):
+                m.d.sync += sack.duplicates[i].eq(duplicates[row][i])
+            go(m, "PEEK", "LOAD")
+        with m.If(in_state["LOAD"]):
+            m.d.sync += [sack.cumulative_tsn_ack.eq(tsn_map.peek_base - 1), rest.eq(tsn_map.peek_seen),
+                         sack.gap_count.eq(0), rest_empty.eq(tsn_map.peek_seen == 0),
+                         gaps_full.eq(self.gap_blocks == 0)]
+            m.d.sync += [part.eq(sum(tsn_map.peek_seen[bit] for bit in range(8 * i, min(8 * i + 8, window_bits))))
+                         for i, part in enumerate(parts)]
+            go(m, "LOAD", "COUNT")
+        with m.If(in_state["COUNT"]):       # a_rwnd (RFC 4960 6.2): the window less what waits past a gap
+            m.d.sync += [pair.eq(sum(parts[2 * i:2 * i + 2])) for i, pair in enumerate(pairs)]
+            m.d.sync += [row_held_bytes.eq(held_bytes[row]), row_window.eq(window[row])]
+            go(m, "COUNT", "TOTAL")
+        with m.If(in_state["TOTAL"]):       # the TSNs held past a gap, summed in two steps
+            m.d.sync += held.eq(sum(pairs))
+            go(m, "TOTAL", "PRODUCT")
+        with m.If(in_state["PRODUCT"]):
+            m.d.sync += held_total.eq(held * row_held_bytes)   # both factors flip-flops
+            go(m, "PRODUCT", "WINDOW")
+        with m.If(in_state["WINDOW"]):
+            m.d.sync += sack.a_rwnd.eq(Mux(held_total > row_window, 0, row_window - held_total))
+            go(m, "WINDOW", "FIND")
+        with m.If(in_state["FIND"]):
+            with m.If(rest_empty | gaps_full):
+                go(m, "FIND", "SEND")
+            with m.Else():
+                m.d.sync += lowest.eq(rest & -rest)
+                go(m, "FIND", "SPAN")
+        with m.If(in_state["SPAN"]):
+            m.d.sync += [above.eq(total & ~Cat(rest, Const(0, 1))), rest.eq(total[:window_bits] & rest)]
+            go(m, "SPAN", "RUN")
+        with m.If(in_state["RUN"]):
+            gap = sack.gaps[sack.gap_count]
+            m.d.sync += [gap.start.eq(start_index + 1), gap.end.eq(end_index), rest_empty.eq(rest == 0),
+                         sack.gap_count.eq(sack.gap_count + 1), gaps_full.eq(sack.gap_count + 1 == self.gap_blocks)]
+            go(m, "RUN", "FIND")
+        with m.If(in_state["SEND"]):
+            m.d.comb += self.sacks.valid.eq(1)
+            with m.If(self.sacks.ready):
+                go(m, "SEND", "IDLE")
         # A chunk is taken in IDLE when nothing before it waits (the Else of IDLE's chain).
         m.d.comb += self.chunks.ready.eq(idle & ~tick_pending & ~due_any & ~self.resets.valid)
         return m

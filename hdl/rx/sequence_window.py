@@ -124,6 +124,13 @@ class SequenceWindow(wiring.Component):
         low_bits = slot_bits // 2
         low_1 = (ssn_1[:low_bits] - read.data.base[:low_bits])[:low_bits]
         chosen_2 = Signal(window >> low_bits, reset_less=True)      # per group of 2 ** low_bits slots, the bit at the low bits
+        # Whether `seen` (bit 0 taken as set) has a zero below a one, i.e. a run past base's own: per
+        # group of 8 adjacent pairs here, their OR in stage 2 (`pending_after`), so no carry chain.
+        filled_1 = read.data.seen | 1
+        holes_2 = Signal((window + 7) // 8, reset_less=True)
+        m.d.sync += holes_2.eq(Cat(*(Cat(*(filled_1[j + 1] & ~filled_1[j]
+                                           for j in range(start, min(start + 8, window - 1)))).any()
+                                     for start in range(0, window, 8))))
         m.d.sync += [index_2.eq(index_1), ahead_2.eq(ssn_1 - read.data.base),
                      base_2.eq(read.data.base), seen_2.eq(read.data.seen),
                      chosen_2.eq(Cat(read.data.seen[start:start + (1 << low_bits)].bit_select(low_1, 1)
@@ -157,7 +164,8 @@ class SequenceWindow(wiring.Component):
             self.pending.eq(seen_2.any()),
             # After a commit: base's run gone (`filled & (filled + 1)` clears the lowest run of ones), or one
             # more bit; a duplicate or a DDP-SSN beyond is not committed and changes nothing.
-            self.pending_after.eq(Mux(ahead_2 == 0, (filled & (filled + 1))[1:].any(), seen_2.any() | inside)),
+            # (`filled & (filled + 1)` nonzero: a one above a zero, as `holes_2` has it.)
+            self.pending_after.eq(Mux(ahead_2 == 0, holes_2.any(), seen_2.any() | inside)),
             index_3.eq(index_2), base_3.eq(base_2),
             marked_3.eq(seen_2 | (Const(1, window) << slot)),
         ]

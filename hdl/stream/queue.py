@@ -80,6 +80,15 @@ with the same next value and kept apart by synthesis
 (:data:`hdl.synthesis.REPLICA`): for a consumer whose uses of the valid lie
 far apart, so each copy is placed beside its own loads.
 
+Lagged ready (``lagged_ready=True``, depth at least 3): ``sink.ready`` counts a
+payload leaving ``source`` one cycle after it left (from a flip-flop of the
+remove and a copy of the removes counter), so the consumer's ``ready`` reaches
+none of the producer's side: for a consumer whose decision is deep and a
+producer placed apart. A payload that left still counts on the next cycle,
+so a queue that must take one payload per cycle needs one slot more: with
+``memory_output`` (a payload leaves three edges after it was taken, at the
+earliest) depth 5.
+
 Resets: only the flags and counters have one. The skid register and the
 FIFO's staging register are written before they are read after a reset (each
 is read only while a flag says it holds a beat), so they have none: fewer
@@ -147,6 +156,9 @@ class Queue(wiring.Component):
     valid_replicas : int
         Copies of ``source.valid`` from flip-flops of their own (see the module docs);
         not with ``memory_output``.
+    lagged_ready : bool
+        ``sink.ready`` counts a payload taken from ``source`` one cycle late (see the module
+        docs); depth at least 3.
 
     Ports
     -----
@@ -170,9 +182,13 @@ class Queue(wiring.Component):
     """Payload bits steered by one copy of a select flip-flop (``skid_valid``, ``bypass``)."""
 
     def __init__(self, shape, depth: int = 2, *, lookahead: bool = False, memory_output: bool = False,
-                 registered_fields: tuple = (), block_ram: bool = False, valid_replicas: int = 0):
+                 registered_fields: tuple = (), block_ram: bool = False, valid_replicas: int = 0,
+                 lagged_ready: bool = False):
         if not isinstance(depth, int) or depth < 2:
             raise ValueError(f"Queue depth must be an integer of at least 2, not {depth!r}")
+        if lagged_ready and depth < 3:
+            raise ValueError(f"a Queue with lagged_ready needs depth >= 3, not depth {depth!r}")
+        self._lagged_ready = lagged_ready
         if memory_output and (depth < 3 or lookahead):
             raise ValueError(f"a Queue with memory_output needs depth >= 3 and no lookahead, not depth {depth!r}"
                              f"{' with lookahead' if lookahead else ''}")
@@ -238,9 +254,18 @@ class Queue(wiring.Component):
         one_left = tally.added == removed_ahead
         ready = Signal(init=1)
         m.d.comb += [self.sink.ready.eq(ready), self.level.eq(count)]
+        if self._lagged_ready:
+            # The removes as they were a cycle ago: `ready` then says the count plus last cycle's
+            # remove (at least the count) is below the depth, and the consumer's ready never reaches it.
+            left_before = Signal()
+            removed_ahead_before = Signal(bits, init=depth - 1)
+            m.d.sync += [left_before.eq(leaving), removed_ahead_before.eq(removed_ahead)]
+            one_left, leaving_seen = tally.added == removed_ahead_before, left_before
+        else:
+            leaving_seen = leaving
         # The flags are loaded from compares of the counters' present values, chosen by the
         # transfers: no adder between a consumer's ready and a flag. (`entering` implies `ready`.)
-        m.d.sync += ready.eq(leaving | Mux(entering, ~one_left, ready))
+        m.d.sync += ready.eq(leaving_seen | Mux(entering, ~one_left, ready))
         if self._memory_output:
             fifo = self._elaborate_memory(m, entering, self.source.ready)
             m.d.comb += [Value.cast(self.source.payload).eq(fifo.read_data), self.source.valid.eq(fifo.readable)]

@@ -14,7 +14,9 @@ beats only.
 Timing: the burst generator takes a fetch, then sizes a burst and issues it
 (through a skid queue onto AR) in alternate cycles, and takes the next fetch in
 the cycle it issues the last burst of the previous one: a fetch of one burst
-costs two cycles. Read responses (``RRESP``) are not checked in this slice.
+costs two cycles. The beats left in the address's block are a register
+loaded with the address, so sizing a burst is one compare of flip-flops.
+Read responses (``RRESP``) are not checked in this slice.
 """
 
 from amaranth.hdl import Const, Module, Mux, Signal, unsigned
@@ -104,10 +106,14 @@ class PayloadFetcher(wiring.Component):
         end_lanes = end[:lane_bits] if lane_bits else Const(0, 1)
         issued = requests.sink.valid & requests.sink.ready
         m.d.comb += self.fetches.ready.eq(taking | (issued & final))
+        # Beats from `address` to the end of its block, kept beside it so sizing compares flip-flops:
+        # the fetch's, and `block` after a burst that was not the last (it ended at a block's end).
+        block_room = Signal(range(block + 1))
         with m.If(self.fetches.valid & self.fetches.ready):
             m.d.sync += [
                 taking.eq(0), sizing.eq(1), issuing.eq(0), first.eq(1),
                 address.eq(fetch.address >> lane_bits << lane_bits),
+                block_room.eq(block - (fetch.address[lane_bits:lane_bits + block_bits] if block_bits else 0)),
                 beats_left.eq(beats),
                 plan.beats.eq(beats), plan.single.eq(end <= width), plan.double.eq((end > width) & (end <= 2 * width)),
                 plan.last_keep.eq(Mux(end_lanes == 0, (1 << width) - 1, thermometer(end_lanes, width))),
@@ -116,7 +122,6 @@ class PayloadFetcher(wiring.Component):
         with m.Elif(issued & final):
             m.d.sync += [taking.eq(1), issuing.eq(0)]
 
-        block_room = block - (address[lane_bits:lane_bits + block_bits] if block_bits else 0)
         m.d.comb += [plans.sink.payload.eq(plan), plans.sink.valid.eq(sizing & first)]
         with m.If(sizing & (~first | plans.sink.ready)):
             m.d.sync += [
@@ -132,6 +137,7 @@ class PayloadFetcher(wiring.Component):
         with m.If(issued & ~final):
             m.d.sync += [
                 address.eq(address + (burst << lane_bits)),
+                block_room.eq(block),
                 beats_left.eq(beats_left - burst),
                 issuing.eq(0), sizing.eq(1),
             ]

@@ -34,7 +34,9 @@ time by one read port:
 
 Timing: the outputs are a 2:1 choice, by a flip-flop, between the replayed
 record (the RAM's output) and the input queue's head; ``segments.ready`` is
-made of flip-flops and the head's row flag. The TSN arithmetic is one
+made of flip-flops and the head's row flag. The valids take the replayed
+record's ``fetch`` from a flip-flop loaded beside the RAM's output, so a
+block RAM's output reaches only the outputs' data. The TSN arithmetic is one
 32-bit subtraction a stage.
 """
 
@@ -146,12 +148,16 @@ class RetransmitRing(wiring.Component):
         blocked = numbered & halted.bit_select(head_row, 1)
         out = Signal(layout)
         m.d.comb += out.eq(Mux(replaying, read.data, head))
+        # The replayed record's `fetch` from a flip-flop (loaded while the RAM's output holds it, below),
+        # so the block RAM's slow output reaches the output queues' data, not their valid and enables.
+        replay_fetch = Signal()
+        out_fetch = Mux(replaying, replay_fetch, head.fetch)
         sent, fetches = self.sent, self.fetches
         m.d.comb += [
             sent.payload.eq(out),
             fetches.payload.address.eq(out.address), fetches.payload.length.eq(out.payload_length),
-            sent.valid.eq((replaying | (self.segments.valid & ~blocked)) & (fetches.ready | ~out.fetch)),
-            fetches.valid.eq((replaying | (self.segments.valid & ~blocked)) & out.fetch & sent.ready),
+            sent.valid.eq((replaying | (self.segments.valid & ~blocked)) & (fetches.ready | ~out_fetch)),
+            fetches.valid.eq((replaying | (self.segments.valid & ~blocked)) & out_fetch & sent.ready),
             self.segments.ready.eq(~replaying & ~blocked & sent.ready & (fetches.ready | ~head.fetch)),
         ]
         taken = self.segments.valid & self.segments.ready
@@ -203,8 +209,8 @@ class RetransmitRing(wiring.Component):
                 m.d.sync += [offset.eq(request.tsn + ~row_retired), count.eq(row_outstanding),
                              walk_tsn.eq(row_retired + 1)]
                 m.next = "COMPARE"
-            with m.State("COMPARE"):
-                m.d.sync += [in_ring.eq(offset < count),
+            with m.State("COMPARE"):     # the RAM's output: the record read in MEASURE, held until the next read
+                m.d.sync += [in_ring.eq(offset < count), replay_fetch.eq(read.data.fetch),
                              headroom.eq(Mux(offset[31], -1, offset[:31] + 1 - count))]
                 m.next = "DECIDE"
             with m.State("DECIDE"):
@@ -293,7 +299,7 @@ class RetransmitRing(wiring.Component):
         # The registers the safety proof (formal/ring.py) ties to its shadow, and the request's states.
         self._registers = {
             "request": request, "count": count, "in_ring": in_ring, "walk_left": walk_left, "replaying": replaying,
-            "offset": offset, "walk_tsn": walk_tsn, "retiring": retiring,
+            "offset": offset, "walk_tsn": walk_tsn, "retiring": retiring, "replay_fetch": replay_fetch,
             **{f"retired_{row}": retired[row] for row in range(associations)},
             **{f"outstanding_{row}": outstanding[row] for row in range(associations)},
             **{f"full_{row}": full[row] for row in range(associations)},

@@ -259,24 +259,25 @@ def test_small_bursts_and_every_alignment():
 
 
 def test_one_beat_per_cycle_and_latency():
-    """Bus always ready: a long command streams a W beat every cycle, 2 edges after its payload."""
+    """Bus always ready: a long command streams a W beat every cycle, 3 edges after its payload."""
     width = 8
     commands = [Command(0x1000_0000, 8000, 1), Command(0x2000_0003, 7001, 2), Command(0x3000_0005, 3, 3)]
     bus = simulate(width, commands, seed=5)
     w_beats = sum((command.address % width + command.length + width - 1) // width for command in commands)
     assert len(bus.w_cycles) == w_beats
     assert bus.w_cycles[-1] - bus.w_cycles[0] + 1 == w_beats, "W bus idled although always ready"
-    assert bus.w_cycles[0] - bus.payload_cycles[0] == DmaWriter.latency
+    # The input skid buffer takes the first beats ahead of their command: the latency from the last.
+    assert bus.w_cycles[-1] - bus.payload_cycles[-1] == DmaWriter.latency
     # Bursts: 256 beats except where the 2 KiB block (256 * 8 bytes) starts or ends.
     assert sorted({length + 1 for _, length in bus.bursts})[-1] == 256
 
 
 def test_command_latencies():
-    """Documented edges: cmd -> first payload beat 2, first AW 4, zero-length cmd -> done 5, last B -> done 1."""
+    """Documented edges: cmd -> first W beat 4, first AW 4, zero-length cmd -> done 5, last B -> done 1."""
     bus = simulate(8, [Command(0x1000, 0, 7)])
     assert bus.done_cycles[0] - bus.cmd_cycles[0] == 5
     bus = simulate(8, [Command(0x1003, 20, 8)])
-    assert bus.payload_cycles[0] - bus.cmd_cycles[0] == 2
+    assert bus.w_cycles[0] - bus.cmd_cycles[0] == 4
     assert bus.aw_cycles[0] - bus.cmd_cycles[0] == 4
     assert bus.done_cycles[0] - bus.b_cycles[-1] == 1
 
