@@ -43,7 +43,8 @@ from driver.link import ExceptionPacket, LinkInfo, Polled, SlipFrames, slip_enco
 from driver.records import record_bytes, record_fields
 from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, MAC_RX_EVENTS,
                       MAC_TX_EVENTS, POLL_BODY_BYTES, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES,
-                      RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes, tx_output_bytes)
+                      RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes,
+                      tx_output_bytes)
 from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
 from abi.rx import (RX_PARAMS, RX_TABLES, STAG_KEY_BITS, check_key_bits, ExceptionSource, ReportKind, ack_bytes, ack_layout,
                     exception_record_layout, register_map, report_bytes, report_layout)

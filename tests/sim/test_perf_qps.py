@@ -21,7 +21,7 @@ from sim.commands import perf
 from sim.commands.perf import PerfFailed, PerfPlan, rows_from_json
 
 PAIR_ROW = re.compile(r"^\s+(\d+|all)\s+(\d+)\s+(\d+)\s+(\d+)((?:\s+[\d.e+-]+){5})$")
-"""A bandwidth row of a multi-pair table: pair, #bytes, #iterations, bytes moved, the five figures (of link the third)."""
+"""A bandwidth row of a multi-pair table: pair, #bytes, #iterations, bytes moved, the five figures (of link third)."""
 LATENCY_ROW = re.compile(r"^\s+(\d+|all)\s+(\d+)\s+(\d+)((?:\s+[\d.]+){10})$")
 
 
