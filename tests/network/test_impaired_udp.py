@@ -21,8 +21,10 @@ from sim.udp_impairment import Impairment, ImpairingRelay
 
 ROOT = Path(__file__).resolve().parents[2]
 IMPAIRED = Impairment(loss=0.01, duplication=0.01, reordering=0.01, seed=5)
-SHORT_TIMERS = dict(rto_initial=0.3, rto_min=0.05, rto_max=0.5)
-"""RFC 4960 15's RTO.Min of 1 s is for the Internet; on loopback a lost chunk is found in tens of milliseconds."""
+SHORT_TIMERS = dict(rto_initial=0.3, rto_min=0.05, rto_max=0.5, association_max_retrans=60, path_max_retrans=60)
+"""RFC 4960 15's RTO.Min of 1 s is for the Internet; on loopback a lost chunk is found in tens of milliseconds.
+With RTO.Max at 0.5 s, RFC 4960 15's Association.Max.Retrans of 10 gives up after some 5 s without a SACK, which a
+busy 2-core machine can starve a process of; 60 gives it 30 s."""
 
 
 class Behind:
