@@ -34,7 +34,7 @@ __all__ = [
     "tx_input_bytes", "tx_output_bytes", "Status", "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
     "CRC_BYTES", "REQUEST_DATA_BYTES", "LINK_MAGIC", "LINK_VERSION", "PING_BODY_BYTES",
     "EXCEPTION_HEADER_BYTES", "MAX_READ_BYTES", "REPLAYED_OPS", "RESPONSE_FLAG", "LinkQueue", "POLL_BODY_BYTES",
-    "HOLD_BYTES", "pop_body_bytes",
+    "HOLD_BYTES", "pop_body_bytes", "WAIT_READS",
 ]
 
 #: The MAC's receive events, each counted once per frame: a frame passed to the core, or the first
@@ -59,7 +59,7 @@ MAX_READ_BYTES = 0xFFFF
 #: The body of a PING response: magic (4 bytes), version, log2 of the host memory's bytes, and
 #: REQUEST_DATA_BYTES (u16le).
 LINK_MAGIC = b"RLNK"
-LINK_VERSION = 5
+LINK_VERSION = 6
 PING_BODY_BYTES = 8
 
 #: A popped exception's body starts with 8 bytes: the record (``tuser``, :func:`abi.rx.exception_record_layout`,
@@ -87,6 +87,10 @@ class Op(enum.IntEnum):
                           #: With a ``length`` that holds those 8 bytes and a report, the reports waiting
                           #: follow, popped as POP_REPORT pops them within ``length`` bytes (the flags are
                           #: those before the pop): one request where a POLL and a POP_REPORT were two
+    REG_WRITE_WAIT = 0x0D  #: as REG_WRITE, then the register read back until it reads 0, at most WAIT_READS
+                           #: times: OK when it did, PENDING when not (the write was made either way). A table's
+                           #: COMMIT written so reads 0 once the table took the row: one request where a
+                           #: REG_WRITE and a REG_READ were two
 
     # POP_REPORT, POP_ACK and POP_RECORD take as many records as wait, one at least, while the body stays
     # within ``length`` bytes and the board's hold RAM: each record padded with zeros to a multiple of 8
@@ -147,10 +151,15 @@ class Status(enum.IntEnum):
     BAD_ADDRESS = 3   #: a host-memory range outside the board's memory
     BUS_ERROR = 4     #: the AXI4-Lite response was not OKAY
     FULL = 5          #: a push found the transmit engine's stream without room; nothing was pushed
+    PENDING = 6       #: REG_WRITE_WAIT wrote its word, and the register did not read 0 within WAIT_READS reads
 
+
+#: REG_WRITE_WAIT's most reads of its register after the write (some 4 clocks each on the board: a table's
+#: row is taken within a few clocks unless its engine holds it, as a receive queue with no free slot does).
+WAIT_READS = 64
 
 #: Ops whose retry is answered from what the first execution left, not executed again.
-REPLAYED_OPS = frozenset({Op.REG_WRITE, Op.MEM_WRITE, Op.SEND_FRAME, Op.POP_REPORT, Op.POP_ACK, Op.POP_EXCEPTION,
+REPLAYED_OPS = frozenset({Op.REG_WRITE, Op.REG_WRITE_WAIT, Op.MEM_WRITE, Op.SEND_FRAME, Op.POP_REPORT, Op.POP_ACK, Op.POP_EXCEPTION,
                           Op.PUSH_RECORD, Op.POP_RECORD, Op.POLL})
 
 

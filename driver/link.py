@@ -252,18 +252,29 @@ class LinkClient:
     def write_register(self, offset: int, value: int) -> Exchange:
         yield from self._ok(Op.REG_WRITE, offset, data=struct.pack("<I", value))
 
+    def write_register_wait(self, offset: int, value: int) -> Exchange:
+        """REG_WRITE_WAIT: the word written, then read back until it reads 0; True when it did within the
+        board's ``abi.link.WAIT_READS`` reads, False when it still did not (the write was made)."""
+        response = yield from self.call(Op.REG_WRITE_WAIT, offset, data=struct.pack("<I", value))
+        if response.status not in (Status.OK, Status.PENDING):
+            raise LinkStatusError(Op.REG_WRITE_WAIT, response.status)
+        return response.status == Status.OK
+
     def write_table(self, window, fields: dict, *, base: int = 0, polls: int = 100) -> Exchange:
         """A row of an engine table (``hdl.bus.register_file.TableWindow``) of the register map at ``base``
         (``abi.tx.TX_REGISTER_BASE`` for the transmit engine's): staged, committed, taken. The register file
         keeps a table's staging words after a commit, so only the words that differ from the row written
-        before are written (all of them after a PING, or after a write that failed)."""
+        before are written (all of them after a PING, or after a write that failed). The commit is a
+        REG_WRITE_WAIT, which answers once the table took the row: a row whose words are all known costs
+        one request; only a table that holds the row longer (a receive queue with no free slot) is polled."""
         address, words = base + window.base, window.encode(fields)
         known = self._staged.pop(address, None)
         for index, word in enumerate(words):
             if known is None or known[index] != word:
                 yield from self.write_register(address + 4 * index, word)
         self._staged[address] = words
-        yield from self.write_register(base + window.commit, 1)
+        if (yield from self.write_register_wait(base + window.commit, 1)):
+            return
         for _ in range(polls):  # COMMIT reads 1 until the table took the write
             if not (yield from self.read_register(base + window.commit)):
                 return

@@ -313,7 +313,7 @@ class ModelSerial:
             if address - COMMIT_OFFSET in self._windows:
                 return Status.OK, bytes(4)   # COMMIT reads 0: the row was taken when it was written
             return Status.OK, struct.pack("<I", control.read_register(address))
-        if op == Op.REG_WRITE:
+        if op in (Op.REG_WRITE, Op.REG_WRITE_WAIT):
             if len(data) != 4:
                 return Status.BAD_REQUEST, b""
             (value,) = struct.unpack("<I", data)
@@ -327,6 +327,11 @@ class ModelSerial:
                 self._staging[staged[0]][staged[1]] = value
             else:
                 control.write_register(address, value)
+            if op == Op.REG_WRITE_WAIT:   # read back as the link reads it: a COMMIT reads 0 (the row taken),
+                # a staging word what was written
+                word = (0 if window_base in self._windows else value if staged is not None
+                        else control.read_register(address))
+                return (Status.PENDING if word else Status.OK), b""
             return Status.OK, b""
         if op in (Op.MEM_READ, Op.MEM_WRITE):
             size = length if op == Op.MEM_READ else len(data)

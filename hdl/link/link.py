@@ -27,6 +27,10 @@ exception packet (cut, and flagged so, past the hold RAM), POLL's flags of
 the streams that hold a record and the register it names (then, with a
 ``length``, the reports it popped behind them).
 
+REG_WRITE_WAIT is a REG_WRITE followed by reads of the same register, one
+after the other, until one reads 0 (OK) or ``WAIT_READS`` did not (PENDING):
+a table's COMMIT written so answers once the table took the row.
+
 The transmit engine's request streams (:class:`~abi.link.TxInput`) take a
 record of PUSH_RECORD, gathered from the request's bytes into one register;
 its record streams (:class:`~abi.link.TxOutput`) give one to POP_RECORD.
@@ -37,8 +41,8 @@ from amaranth.lib import crc, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from abi.link import (CRC_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, POLL_BODY_BYTES, REPLAYED_OPS,
-                      REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput,
-                      tx_input_bytes, tx_output_bytes)
+                      REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, WAIT_READS, LinkQueue, Op, Status,
+                      TxInput, TxOutput, tx_input_bytes, tx_output_bytes)
 from abi.rx import ack_bytes, exception_record_layout, report_bytes
 from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
@@ -295,6 +299,7 @@ class ControlLink(wiring.Component):
         waiting = Cat(self.report.tvalid, self.ack.tvalid, self.exceptions.tvalid, *(port.tvalid for port in pops))
         assert len(waiting) == len(LinkQueue)
         poll_flags = Signal(32)
+        wait_reads = Signal(range(WAIT_READS))   # REG_WRITE_WAIT's reads of its register so far, less one
 
         with m.FSM():
             with m.State("IDLE"):
@@ -325,9 +330,9 @@ class ControlLink(wiring.Component):
                             m.next = "REG_READ"
                         with m.Else():
                             respond(Status.BAD_REQUEST)
-                    with m.Case(Op.REG_WRITE):
+                    with m.Case(Op.REG_WRITE, Op.REG_WRITE_WAIT):
                         with m.If(data_length == 4):
-                            m.d.sync += [aw_valid.eq(1), w_valid.eq(1)]
+                            m.d.sync += [aw_valid.eq(1), w_valid.eq(1), wait_reads.eq(0)]
                             m.next = "REG_WRITE"
                         with m.Else():
                             respond(Status.BAD_REQUEST)
@@ -431,8 +436,19 @@ class ControlLink(wiring.Component):
                 with m.If(self.axil.rvalid):
                     m.d.comb += hold_write.en.eq(1)
                     m.d.sync += r_ready.eq(0)
+                    # REG_WRITE_WAIT: its register read back until it reads 0, at most WAIT_READS times.
+                    with m.If(op == Op.REG_WRITE_WAIT):
+                        with m.If(self.axil.rresp != Resp.OKAY):
+                            respond(Status.BUS_ERROR)
+                        with m.Elif(self.axil.rdata == 0):
+                            respond(Status.OK)
+                        with m.Elif(wait_reads == WAIT_READS - 1):
+                            respond(Status.PENDING)
+                        with m.Else():
+                            m.d.sync += [wait_reads.eq(wait_reads + 1), ar_valid.eq(1)]
+                            m.next = "REG_READ"
                     # A POLL whose `length` has room for its word and a report goes on to pop the reports.
-                    with m.If(polling & (self.axil.rresp == Resp.OKAY) & self.report.tvalid
+                    with m.Elif(polling & (self.axil.rresp == Resp.OKAY) & self.report.tvalid
                               & (POLL_BODY_BYTES + report_bytes() <= length)):
                         m.d.sync += [index.eq(POLL_BODY_BYTES // 8), record_word.eq(0),
                                      fill_last.eq(record_words[Op.POP_REPORT] - 1)]
@@ -451,7 +467,11 @@ class ControlLink(wiring.Component):
             with m.State("REG_WRITE_RESPONSE"):
                 with m.If(self.axil.bvalid):
                     m.d.sync += b_ready.eq(0)
-                    respond(Mux(self.axil.bresp == Resp.OKAY, Status.OK, Status.BUS_ERROR))
+                    with m.If((op == Op.REG_WRITE_WAIT) & (self.axil.bresp == Resp.OKAY)):
+                        m.d.sync += ar_valid.eq(1)   # then read it back (REG_READ_DATA)
+                        m.next = "REG_READ"
+                    with m.Else():
+                        respond(Mux(self.axil.bresp == Resp.OKAY, Status.OK, Status.BUS_ERROR))
 
             # Host memory writes: a byte from the request buffer (read the clock before), written.
             with m.State("MEM_WRITE"):

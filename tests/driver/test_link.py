@@ -7,7 +7,7 @@ import zlib
 import pytest
 import serial
 
-from abi.link import Op, TxInput
+from abi.link import Op, Status, TxInput
 from abi.rx import register_map
 from abi.tx import tsn_request_bytes
 from driver.link import LinkClient, LinkTimeout, SerialLink, SlipFrames, decode_response, encode_request, slip_encode
@@ -58,23 +58,30 @@ def test_a_record_of_the_wrong_length_is_not_sent():
     assert frame[8:-4] == record
 
 
-def run_against_staging_words(client: LinkClient, exchange) -> list[tuple[int, int]]:
-    """Run ``exchange`` against a board that answers every request OK (COMMIT reads 0: taken); the
-    (address, word) of every REG_WRITE, in order."""
-    writes, result = [], None
+def run_against_staging_words(client: LinkClient, exchange, pending: int = 0) -> list[tuple[int, int]]:
+    """Run ``exchange`` against a board that answers every request OK (COMMIT reads 0: taken), but the first
+    ``pending`` REG_WRITE_WAITs PENDING and the REG_READs after each of them 1 once; the (address, word) of every
+    REG_WRITE and REG_WRITE_WAIT, in order, and ``("read", address)`` for every REG_READ."""
+    writes, result, reads_due = [], None, 0
     try:
         while True:
             action = exchange.send(result)
             if hasattr(action, "data"):
                 (frame,) = SlipFrames().feed(action.data)
                 seq, op, address = frame[0], frame[1], struct.unpack_from("<I", frame, 2)[0]
-                if op == Op.REG_WRITE:
+                status, word = Status.OK, 0
+                if op in (Op.REG_WRITE, Op.REG_WRITE_WAIT):
                     writes.append((address, struct.unpack_from("<I", frame, 8)[0]))
-                body = bytes([seq, op | 0x80, 0]) + (bytes(4) if op == Op.REG_READ else b"")
-                pending = slip_encode(body + struct.pack("<I", zlib.crc32(body)))
+                if op == Op.REG_WRITE_WAIT and pending:
+                    pending, status, reads_due = pending - 1, Status.PENDING, 1
+                elif op == Op.REG_READ:
+                    writes.append(("read", address))
+                    word, reads_due = (1, reads_due - 1) if reads_due else (0, 0)
+                body = bytes([seq, op | 0x80, status]) + (struct.pack("<I", word) if op == Op.REG_READ else b"")
+                answer = slip_encode(body + struct.pack("<I", zlib.crc32(body)))
                 result = None
             else:
-                result, pending = pending, b""
+                result, answer = answer, b""
     except StopIteration:
         return writes
 
@@ -87,3 +94,16 @@ def test_a_table_row_writes_only_the_staging_words_that_changed():
     assert [address for address, _ in first] == [window.base + 4 * i for i in range(window.words)] + [window.commit]
     again = run_against_staging_words(client, client.write_table(window, {"index": 4, "entry": {"valid": 0}}))
     assert again == [(window.base, window.encode({"index": 4, "entry": {"valid": 0}})[0]), (window.commit, 1)]
+
+
+def test_a_commit_is_one_request_unless_the_table_holds_the_row():
+    """The COMMIT goes as REG_WRITE_WAIT (abi.link): a table that took the row costs no REG_READ; one the board
+    answers PENDING for (the row still held after WAIT_READS reads) is polled with REG_READ until COMMIT reads 0."""
+    window = register_map().tables["buffer"]
+    row = {"stream": 1, "qn": 0, "address": 0x1000, "length": 64}
+    client = LinkClient(baud=3_000_000)
+    run_against_staging_words(client, client.write_table(window, row))
+    taken = run_against_staging_words(client, client.write_table(window, row))
+    assert taken == [(window.commit, 1)]
+    held = run_against_staging_words(client, client.write_table(window, row), pending=1)
+    assert held == [(window.commit, 1), ("read", window.commit), ("read", window.commit)]

@@ -139,7 +139,7 @@ def test_registers_memory_and_ping():
                 await link.read_memory(100, len(payload)), await link.read_memory(MEMORY_BYTES - 8, 8))
 
     info, device_id, ip, readback, top = bench.run(main)["value"]
-    assert (info.version, info.memory_bytes, info.request_data_bytes) == (5, MEMORY_BYTES, REQUEST_DATA_BYTES)
+    assert (info.version, info.memory_bytes, info.request_data_bytes) == (6, MEMORY_BYTES, REQUEST_DATA_BYTES)
     assert device_id == DEVICE_ID
     assert ip == 0x0A000002
     assert readback == payload
@@ -418,6 +418,58 @@ def test_batched_exception_pops():
     assert [len(batch) for batch in popped] == [3, 1, 1, 2, 1, 0]
     assert popped[2][0].truncated and len(popped[2][0].data) == hold_bytes - 8
     assert [p.record for batch in popped for p in batch] == records
+
+
+def _held_table(table, hold: dict, taken: list[int]):
+    """Takes each row of ``table`` ``hold["cycles"]`` cycles after it is offered (never while that is None)."""
+    async def testbench(ctx):
+        while True:
+            if not ctx.get(table.valid):
+                await ctx.posedge(table.valid)
+            for _ in range(hold["cycles"] or 0):
+                await ctx.tick()
+            while hold["cycles"] is None:
+                await ctx.tick()
+            ctx.set(table.ready, 1)
+            _, _, payload = await ctx.tick().sample(table.payload.as_value())
+            ctx.set(table.ready, 0)
+            taken.append(payload)
+    return testbench
+
+
+def test_a_commit_written_with_wait_answers_once_the_table_took_the_row():
+    """REG_WRITE_WAIT (abi.link): a row taken 150 clocks after its COMMIT is answered OK (the link read COMMIT
+    until it read 0), so write_table costs one request; a row still held after WAIT_READS reads is answered
+    PENDING, written once all the same, and the host's REG_READs see it taken once the table takes it. A
+    register that keeps its nonzero word answers PENDING."""
+    bench = Bench()
+    registers = bench.registers
+    window = registers.map.tables["region"]
+    hold, taken = {"cycles": 150}, []
+    local_ip = register_map().config_offset("local_ip")
+    row = {"index": 2, "entry": {"valid": 1, "key": 0x05, "length": 64}}
+
+    async def main(ctx, link):
+        requests = []
+        link.client.observe = lambda exchanged: requests.append(exchanged.op)
+        await link.write_table(window, row)
+        first = list(requests)
+        hold["cycles"] = None
+        held = await link.call(Op.REG_WRITE_WAIT, window.commit, 0, (1).to_bytes(4, "little"))
+        still = await link.read_register(window.commit)
+        hold["cycles"] = 0
+        for _ in range(20):
+            if not await link.read_register(window.commit):
+                break
+        kept = await link.call(Op.REG_WRITE_WAIT, local_ip, 0, (0x0A000002).to_bytes(4, "little"))
+        return first, held.status, still, kept.status, await link.read_register(local_ip)
+
+    result = bench.run(main, background=[_held_table(registers.table_region, hold, taken)])
+    first, held, still, kept, ip = result["value"]
+    assert first.count(Op.REG_WRITE_WAIT) == 1 and Op.REG_READ not in first
+    assert (held, still) == (Status.PENDING, 1)
+    assert taken == [window.layout.pack(row)] * 2   # the first row, and the held one once
+    assert (kept, ip) == (Status.PENDING, 0x0A000002)
 
 
 @pytest.mark.parametrize("direction", [pytest.param("request", marks=pytest.mark.slow), "response"])
