@@ -564,6 +564,23 @@ class DdpSessions:
         self._pump(stream_id, stream)
         self._settle(stream_id, stream, events)
 
+    def receive_next_segment(self, stream_id: int, payload: bytes) -> int | None:
+        """`receive` of the common chunk, a DDP Segment (PPID 16) that is the next in DDP-SSN order on an open
+        session with nothing held beyond it, nothing queued to send and no event waiting: its DDP-SSN, for the
+        caller to hand the segment (`payload[2:]`) on as `receive` would report it (`SegmentReceived`, 6.2,
+        10). None, with nothing done, for any other chunk, which `receive` takes. Nothing else moves: the
+        session's phase, final flags and queue stay as they are, so `_pump` and `_settle` would do nothing."""
+        stream = self._streams.get(stream_id)
+        session = stream.session if stream is not None else None
+        if session is None or session.queue or self._events or len(payload) < 2:
+            return None
+        inbound = session.inbound
+        ssn = int.from_bytes(payload[:2], "big")
+        if ssn != inbound.cum or inbound.above or not self._open(session):
+            return None
+        inbound.cum = (ssn + 1) & _SSN_MASK
+        return ssn
+
     # -- internals -------------------------------------------------------------
 
     def _stream(self, stream_id: int) -> _Stream:

@@ -62,10 +62,11 @@ sink.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Union
+from typing import Callable, Iterable, Mapping, Union
 
-from model.ddp.segment import DdpHeader, DdpSegment
+from model.ddp.segment import DDP_VERSION, TAGGED_HEADER_LENGTH, DdpHeader, DdpSegment
 from model.errors import DdpError, DecodeError, EncodeError, ErrorNumber, RdmapError, check_field
 from model.ddp.memory import Access, MemoryTable, ProtectionDomain, SparseMemory, TaggedFault
 
@@ -74,6 +75,10 @@ UlpCheck = Callable[[DdpSegment], Union[ProtocolError, None]]
 TaggedAccessPolicy = Callable[[DdpHeader], Access]
 
 _MSN_MODULUS = 1 << 32
+_TAGGED_FIELDS = struct.Struct("!BBIQ")
+"""DDP Control Field, RsvdULP, STag and TO of a tagged header (RFC 5041 4.1, 4.2)."""
+_TAGGED_MIDDLE = 0x80 | DDP_VERSION
+"""The Control Field of a tagged segment that is not a message's last: T = 1, L = 0, Rsvd 0, DV 1 (4.1)."""
 
 
 @dataclass(frozen=True)
@@ -196,10 +201,14 @@ class DdpSink:
         sequence_bits: int = 16,
         window: int | None = None,
         report_placed: bool = True,
+        checked_by_header: Mapping[int, Access] | None = None,
     ) -> None:
         self.pd = pd
         self._report_placed = report_placed
         """False: `receive` places without reporting `Placed` (for a ULP that reads no placement events)."""
+        self._checked_by_header = checked_by_header or {}
+        """The tagged RsvdULP values whose `ulp_check` passes on the header alone (no stream state enters it) and
+        the access right `tagged_access` asks for them: what lets `place_next_tagged` take a segment."""
         self.memory_table = memory_table
         self.host_memory = host_memory
         self.stream_id = stream_id
@@ -333,6 +342,32 @@ class DdpSink:
             self._last_arrived.add((buffer.qn, buffer.msn))
         events.extend(self._deliver_ready())
         return events
+
+    def place_next_tagged(self, segment_bytes: bytes | memoryview, sequence: int) -> bool:
+        """`receive` of the common segment, without a segment object: the next in sequence (nothing pending, no
+        error), tagged, not its message's last (L = 0, DV = 1), with payload, of a message already begun
+        (`receive` took its first segment), and an RsvdULP in `checked_by_header`. The same checks in the same
+        order: DV (7.2), the ULP's header check (passed, by `checked_by_header`), `check_tagged` (7.1, 8.2);
+        then placement on arrival (5.3) and the message's byte count (5.4). Only with `report_placed` off (no
+        `Placed` to report). True once placed; False, with nothing done, for any other segment or a failed
+        check, which `receive` takes and reports."""
+        if (sequence != self._next_sequence or self._pending or self._message_first is None
+                or self.error is not None or self.out_of_window is not None or self._report_placed
+                or len(segment_bytes) <= TAGGED_HEADER_LENGTH):
+            return False
+        control, rsvd_ulp, stag, to = _TAGGED_FIELDS.unpack_from(segment_bytes, 0)
+        access = self._checked_by_header.get(rsvd_ulp) if control == _TAGGED_MIDDLE else None
+        if access is None:
+            return False
+        payload = segment_bytes[TAGGED_HEADER_LENGTH:]
+        length = len(payload)
+        table = self.memory_table
+        if table.check_tagged(stag, to, length, self.stream_id, self.pd, access) is not None:
+            return False
+        self.host_memory.write(table.lookup(stag).host_address(to), payload)   # type: ignore[union-attr]
+        self._next_sequence = (sequence + 1) % self._modulus
+        self._message_bytes += length
+        return True
 
     # -- internals ----------------------------------------------------------
 

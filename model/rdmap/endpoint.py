@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
-from model.ddp.segment import DdpSegment
+from model.ddp.segment import DdpSegment, TaggedHeader
 from model.ddp.sink import Delivered, DdpSink, SinkError
 from model.ddp.source import DdpSource
 from model.errors import DdpError, DecodeError, EncodeError, ErrorNumber, RdmapError, RnicError
@@ -82,6 +82,21 @@ _TERMINATE_BUFFER = 4 + 2 + 18 + READ_REQUEST_LENGTH  # largest Terminate body
 
 Gather = Union[int, Sequence[tuple[int, int]]]
 """A message's source in host memory: one address, or (address, length) pieces in message order."""
+
+
+def _checked_by_header() -> dict[int, Access]:
+    """The tagged RsvdULP values (RDMAP Control Fields, RFC 5040 4.1) that pass `_check_rdmap_header` on the
+    header alone, with the access their placement needs (`placement_access`): every tagged opcode but the Read
+    Response, whose check also asks whether a read is outstanding. What the sink's `place_next_tagged` may take."""
+    checked = {}
+    for rsvd_ulp in range(256):
+        header = TaggedHeader(False, rsvd_ulp, 0, 0)
+        if header_error(header) is None and rdmap_control_of(header).opcode != Opcode.RDMA_READ_RESPONSE:
+            checked[rsvd_ulp] = placement_access(header)
+    return checked
+
+
+_CHECKED_BY_HEADER = _checked_by_header()
 
 
 class StreamInError(RnicError):
@@ -228,6 +243,7 @@ class RdmapEndpoint:
             first_sequence=first_sequence,
             sequence_bits=sequence_bits,
             report_placed=False,   # `receive` acts on deliveries and errors only
+            checked_by_header=_CHECKED_BY_HEADER,
         )
         self._control_next_address = 0
         for _ in range(ird + 1):
@@ -347,6 +363,8 @@ class RdmapEndpoint:
         """Process one inbound DDP segment; `sequence` is its DDP-SSN (None: arrival order)."""
         if self.in_error:
             return
+        if sequence is not None and self.sink.place_next_tagged(segment_bytes, sequence):
+            return   # a Write's segment in the middle of its message: placed, nothing to report (RFC 5041 5.3)
         events = self._events
         for sink_event in self.sink.receive(segment_bytes, sequence):   # no `Placed` (`report_placed`)
             if isinstance(sink_event, SinkError):

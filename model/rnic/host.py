@@ -409,6 +409,9 @@ class SoftRnic:
         self._counters = _Counters()
         self._frame_overhead = ETHERNET_HEADER_LENGTH + IPV4_HEADER_LENGTH + (UDP_HEADER_LENGTH if config.udp else 0)
         """What a frame adds to its SCTP packet (`FrameTemplate.frame`: no IPv4 options)."""
+        self._segments_straight = type(self)._on_session_events is SoftRnic._on_session_events
+        """Whether the next segment in order may go straight to its endpoint (`_next_segment`): not for a host
+        that handles the sessions' `SegmentReceived` its own way (`model.rnic.offload.OffloadRnic`)."""
 
     # -- connection ------------------------------------------------------------
 
@@ -863,6 +866,9 @@ class SoftRnic:
         for event in events:
             if isinstance(event, DataReceived):
                 if self._ddp_enabled and event.ppid in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
+                    if (event.ppid == PPID_DDP_SEGMENT and self._segments_straight
+                            and self._next_segment(event.stream_id, event.payload)):
+                        continue
                     try:
                         self._sessions.receive(Message(event.stream_id, event.ppid, event.payload))
                     except DecodeError:
@@ -943,6 +949,25 @@ class SoftRnic:
                     self._events.append(StreamTerminated(stream_id, event.cause, event.error))
             elif isinstance(event, SessionStreamReleased):
                 self._events.append(StreamReleased(stream_id))
+
+    def _next_segment(self, stream_id: int, payload: bytes) -> bool:
+        """A DDP Segment chunk (RFC 5043 5.2.2) that is the next in DDP-SSN order on a stream with an endpoint
+        (`DdpSessions.receive_next_segment`): straight to the endpoint, as `_on_session_events` hands on the
+        `SegmentReceived` the sessions would report, without the event. False, with nothing done, for any other
+        chunk."""
+        stream = self._streams.get(stream_id)
+        endpoint = stream.endpoint if stream is not None else None
+        if endpoint is None:
+            return False
+        ssn = self._sessions.receive_next_segment(stream_id, payload)
+        if ssn is None:
+            return False
+        self._known_streams.add(stream_id)
+        endpoint.receive(memoryview(payload)[2:], ssn)
+        events = endpoint.next_events()
+        if events:
+            self._on_rdmap_events(stream_id, events)
+        return True
 
     def _on_initiate(self, event: InitiateReceived) -> None:
         request = SessionRequested(event.stream_id, event.private_data, event.enhanced, event.proposal)
