@@ -480,8 +480,27 @@ class DdpSessions:
         """`send_segment` for each of `segments` in order (what the RDMAP endpoint hands over at once), through
         the state table's row once: queuing leaves the session as the table found it (same phase, no final
         message), so each of them would take the same row; they are queued together, then handed on in order."""
-        if segments:
+        if not segments:
+            return
+        stream = self._streams.get(stream_id)
+        session = stream.session if stream is not None else None
+        if session is None or session.queue or not self._open(session):
             self._call(stream_id, SessionInput.USER_SEGMENT, segments)
+            return
+        # The common call: an open session with nothing queued. The row (ESTABLISHED, USER_SEGMENT) would queue
+        # the segments and `_pump` hand each on at once, numbered (6.1, 10), up to the unacknowledged limit; so
+        # they are numbered here, without queuing, and what the limit or an `EngineSegment` stops goes the
+        # row's way.
+        outbox, ssn = self._outbox, session.next_ssn
+        for index, segment in enumerate(segments):
+            if stream.unacked >= MAX_UNACKNOWLEDGED or type(segment) is EngineSegment:
+                session.next_ssn = ssn
+                self._call(stream_id, SessionInput.USER_SEGMENT, segments[index:])
+                return
+            stream.unacked += 1
+            outbox.append(Message(stream_id, PPID_DDP_SEGMENT, ddp_segment_chunk_bytes(ssn, bytes(segment))))
+            ssn = (ssn + 1) & _SSN_MASK
+        session.next_ssn = ssn
 
     # -- LLP input -------------------------------------------------------------
 

@@ -1127,11 +1127,14 @@ class SoftRnic:
         association = self._association
         if association is None:
             raise NotConnected("DDP messages to send without an association")
-        for stream_id, ppid, payload in messages:
-            try:
+        try:
+            if isinstance(association, Association):
+                association.send_messages(messages)   # the same, the state table asked once
+                return
+            for stream_id, ppid, payload in messages:
                 association.send(stream_id, ppid, payload)  # U=1 (RFC 5043 10)
-            except AssociationError:
-                return  # the association is closing or closed: nothing more can go out
+        except AssociationError:
+            return  # the association is closing or closed: nothing more can go out
 
     def _maybe_shutdown(self, now: float) -> None:
         """With `close()` called: SHUTDOWN once every DDP stream is released (RFC 5043 6.6)."""

@@ -53,7 +53,7 @@ for DDP: a fragmented DATA chunk from the peer aborts the association with
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from model.errors import DecodeError
@@ -284,6 +284,19 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
     def send(self, stream_id: int, ppid: int, payload: bytes, unordered: bool = True) -> int:
         """Queue one DATA chunk and return its TSN (RFC 4960 6.1).  DDP sets U=1 on every chunk (RFC 5043 10)."""
         return self._fire(Trigger.SEND, stream_id, ppid, payload, unordered)
+
+    def send_messages(self, messages: Iterable[tuple[int, int, bytes]]) -> None:
+        """`send` (unordered, U=1) for each (stream_id, ppid, payload) in order: what a DDP session hands over
+        at once (RFC 5043 10). Queuing leaves the state as it is, so each would take the same row of the table,
+        which is looked up once; an error is raised at the message that meets it, those before it queued."""
+        row = TRANSITIONS.get((self.state, Trigger.SEND))
+        if row is None or row.next_state is not None:   # each raises (or moves the state) as `send` does
+            for stream_id, ppid, payload in messages:
+                self.send(stream_id, ppid, payload)
+            return
+        handler = row.handler
+        for stream_id, ppid, payload in messages:
+            handler(self, stream_id, ppid, payload, True)
 
     def send_offloaded(self, stream_id: int, ppid: int, length: int, unordered: bool = True) -> int:
         """Queue one DATA chunk of `length` bytes of user data that a transmit offload engine builds and sends,
