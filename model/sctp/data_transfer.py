@@ -272,6 +272,8 @@ class DataTransferMixin:
             self._sacks_since_send = 0
             self._cc.on_transmit(self._flight_size)
             return current, current_size
+        if not (self._fast_marked or self._t3_marked or self._offloading):
+            return self._add_new_data(now, packets, current, current_size)
         limit = self.config.max_packet_size
         sent_data = False
 
@@ -374,6 +376,51 @@ class DataTransferMixin:
             self._engine_requests.append(EngineRequest(EngineRequestKind.LIMIT, released))
         self._cc.on_transmit(self._flight_size)
         if sent_data:
+            self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
+            self._restart_heartbeat(now)
+        return current, current_size
+
+    def _add_new_data(self, now: float, packets: list[bytes], current: list[Chunk], current_size: int
+                      ) -> tuple[list[Chunk], int]:
+        """`_add_data` when nothing waits to be sent again and no transmit engine sends chunks (every queued
+        chunk a `DataChunk`): the general loop's new data alone, the same packets. Within cwnd (6.1 B) and the
+        peer's rwnd, but one chunk when nothing is in flight (6.1 A), at most Max.Burst packets per SACK
+        processed since the last call (6.1 D); T3-rtx started and the heartbeat pushed back once DATA went."""
+        cc, queue, outstanding, stats = self._cc, self._send_queue, self._outstanding, self._stats
+        assert cc is not None
+        limit = self.config.max_packet_size
+        max_packets = self.config.max_burst * max(1, self._sacks_since_send)
+        self._sacks_since_send = 0
+        bursts = 0
+        while bursts < max_packets:
+            added = False
+            while self._flight_size < cc.cwnd and queue:
+                chunk = queue[0]
+                length = len(chunk.user_data)
+                size = _data_chunk_wire_size(length)
+                if current_size + size > limit and current:
+                    break
+                if length > self._peer_rwnd and (self._flight_size > 0 or added):
+                    break
+                queue.popleft()
+                self._queued_bytes -= length
+                outstanding[chunk.tsn] = _SentChunk(chunk, now, length, size)
+                self._outstanding_bytes += length
+                self._flight_size += length
+                self._peer_rwnd = max(self._peer_rwnd - length, 0)
+                stats["data_chunks_sent"] += 1
+                if self._rtt_probe is None:
+                    self._rtt_probe = chunk.tsn
+                current.append(chunk)
+                current_size += size
+                added = True
+            if not added:
+                break
+            packets.append(self._encode(self.peer_tag, current))
+            current, current_size = [], 12
+            bursts += 1
+        cc.on_transmit(self._flight_size)
+        if bursts:
             self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
             self._restart_heartbeat(now)
         return current, current_size
