@@ -1068,7 +1068,7 @@ class SoftRnic:
         completions -> events. Only the streams with a message to send are visited (`_streams_sending`), none
         while the send buffer is full: an endpoint queues events only as it hands segments over, or as the host
         feeds it inbound segments, whose events the host takes at once."""
-        for stream_id in list(self._streams_sending) if self._send_room() > 0 else ():
+        for stream_id in list(self._streams_sending) if self._streams_sending and self._send_room() > 0 else ():
             endpoint = self._sending_endpoint(stream_id)
             if endpoint is None:
                 continue

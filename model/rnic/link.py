@@ -45,9 +45,11 @@ class Side(Enum):
     # and the pair and the driver look up `hosts[side]` and `events[side]` several times per frame.
     __hash__ = object.__hash__
 
-    @property
-    def peer(self) -> Side:
-        return Side.B if self is Side.A else Side.A
+    peer: Side
+    """The other end (set on each member below: an attribute, read per frame, not a property's call)."""
+
+
+Side.A.peer, Side.B.peer = Side.B, Side.A
 
 
 @dataclass(frozen=True)

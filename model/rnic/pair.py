@@ -177,12 +177,13 @@ class HostPair:
         through `receive_packet`: the Ethernet and IPv4 (and UDP) headers the one would build and the other
         check and strip, every frame, are left out. Hosts of another kind (engines, other SCTP stacks) always
         send and take frames."""
-        now, sent, tap, link = self.now, self.sent, self.tap, self.link
-        unframed = sent is None and tap is None and link.recording is None and not link.config.corruption
-        for side, host in self.hosts.items():
-            peer = self.hosts[side.peer] if unframed else None
-            if (peer is not None and takes_packets(host) and takes_packets(peer)
-                    and host.config.udp == peer.config.udp):
+        now, sent, tap, link, hosts = self.now, self.sent, self.tap, self.link, self.hosts
+        a, b = hosts[Side.A], hosts[Side.B]
+        unframed = (sent is None and tap is None and link.recording is None and not link.config.corruption
+                    and takes_packets(a) and takes_packets(b) and a.config.udp == b.config.udp)
+        for side, host in hosts.items():
+            if unframed:
+                peer = b if side is Side.A else a
                 for frame in host.data_to_send_unframed(now, peer.config.mac, peer.config.ip):
                     link.send(side, frame, now)
                 continue
