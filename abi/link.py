@@ -34,7 +34,8 @@ __all__ = [
     "tx_input_bytes", "tx_output_bytes", "Status", "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
     "CRC_BYTES", "REQUEST_DATA_BYTES", "LINK_MAGIC", "LINK_VERSION", "PING_BODY_BYTES",
     "EXCEPTION_HEADER_BYTES", "MAX_READ_BYTES", "REPLAYED_OPS", "RESPONSE_FLAG", "LinkQueue", "POLL_BODY_BYTES",
-    "HOLD_BYTES", "pop_body_bytes", "WAIT_READS",
+    "HOLD_BYTES", "pop_body_bytes", "WAIT_READS", "ZERO_RUN_MAX", "ZERO_RUN_RESPONSES", "zero_run_encode",
+    "zero_run_decode",
 ]
 
 #: The MAC's receive events, each counted once per frame: a frame passed to the core, or the first
@@ -157,6 +158,51 @@ class Status(enum.IntEnum):
 #: REG_WRITE_WAIT's most reads of its register after the write (some 4 clocks each on the board: a table's
 #: row is taken within a few clocks unless its engine holds it, as a receive queue with no free slot does).
 WAIT_READS = 64
+
+#: Ops whose response body goes zero-run coded (`zero_run_encode`); PUSH_RECORD's request data goes so too.
+ZERO_RUN_RESPONSES = frozenset({Op.POP_REPORT, Op.POP_ACK, Op.POP_RECORD, Op.POLL})
+#: The longest run of zero bytes one 0x00 and its count stand for.
+ZERO_RUN_MAX = 255
+
+
+def zero_run_encode(data: bytes) -> bytes:
+    """The zero-run coding of ``data`` (link version 7's): each run of zero bytes becomes 0x00 and the run's
+    length, a byte (1..ZERO_RUN_MAX; a longer run takes several pairs, the full ones first); every other byte is
+    itself. Records are mostly zeros (unused address bits, STags and offsets of Sends, padding between records)."""
+    coded = bytearray()
+    zeros = 0
+    for byte in data:
+        if byte == 0:
+            zeros += 1
+            if zeros == ZERO_RUN_MAX:
+                coded += bytes([0, ZERO_RUN_MAX])
+                zeros = 0
+            continue
+        if zeros:
+            coded += bytes([0, zeros])
+            zeros = 0
+        coded.append(byte)
+    if zeros:
+        coded += bytes([0, zeros])
+    return bytes(coded)
+
+
+def zero_run_decode(coded: bytes) -> bytes:
+    """The bytes ``coded`` stands for (`zero_run_encode`); ValueError if a 0x00 has no count or a count of 0."""
+    data = bytearray()
+    position = 0
+    while position < len(coded):
+        byte = coded[position]
+        if byte:
+            data.append(byte)
+            position += 1
+            continue
+        if position + 1 == len(coded) or coded[position + 1] == 0:
+            raise ValueError(f"a 0x00 at byte {position} of {len(coded)} without a count of 1 to {ZERO_RUN_MAX}")
+        data += bytes(coded[position + 1])
+        position += 2
+    return bytes(data)
+
 
 #: Ops whose retry is answered from what the first execution left, not executed again.
 REPLAYED_OPS = frozenset({Op.REG_WRITE, Op.REG_WRITE_WAIT, Op.MEM_WRITE, Op.SEND_FRAME, Op.POP_REPORT, Op.POP_ACK, Op.POP_EXCEPTION,
