@@ -17,6 +17,12 @@ Response (board to host)::
 The response's op has :data:`RESPONSE_FLAG` set, so a line that echoes the
 host's bytes back is never taken for the board.
 
+The body of a POP_REPORT, POP_ACK, POP_RECORD or POLL response (:data:`ZERO_RUN_RESPONSES`) and the
+data of a PUSH_RECORD request go zero-run coded (:func:`zero_run_encode`, link version 7): a 0x00 byte
+and a count byte ``n`` (1..255) stand for ``n`` zero bytes, every other byte is itself. The CRC and SLIP
+apply to the bytes as sent, coded. A pop's ``length`` counts the body's bytes decoded, and a PUSH_RECORD
+whose data does not decode to exactly one record of its stream is refused (BAD_REQUEST).
+
 A request is executed once: the board keeps the ``seq`` and ``op`` of the
 last request it executed, and a request with both equal is a retry. A retried
 write (register, memory, raw frame) is acknowledged again without being
@@ -34,7 +40,8 @@ __all__ = [
     "tx_input_bytes", "tx_output_bytes", "Status", "REQUEST_HEADER_BYTES", "RESPONSE_HEADER_BYTES",
     "CRC_BYTES", "REQUEST_DATA_BYTES", "LINK_MAGIC", "LINK_VERSION", "PING_BODY_BYTES",
     "EXCEPTION_HEADER_BYTES", "MAX_READ_BYTES", "REPLAYED_OPS", "RESPONSE_FLAG", "LinkQueue", "POLL_BODY_BYTES",
-    "HOLD_BYTES", "pop_body_bytes", "WAIT_READS",
+    "HOLD_BYTES", "pop_body_bytes", "WAIT_READS", "ZERO_RUN_MAX", "ZERO_RUN_RESPONSES", "zero_run_encode",
+    "zero_run_decode",
 ]
 
 #: The MAC's receive events, each counted once per frame: a frame passed to the core, or the first
@@ -59,7 +66,7 @@ MAX_READ_BYTES = 0xFFFF
 #: The body of a PING response: magic (4 bytes), version, log2 of the host memory's bytes, and
 #: REQUEST_DATA_BYTES (u16le).
 LINK_MAGIC = b"RLNK"
-LINK_VERSION = 6
+LINK_VERSION = 7
 PING_BODY_BYTES = 8
 
 #: A popped exception's body starts with 8 bytes: the record (``tuser``, :func:`abi.rx.exception_record_layout`,
@@ -80,7 +87,7 @@ class Op(enum.IntEnum):
     POP_EXCEPTION = 0x07  #: body: packets, each EXCEPTION_HEADER_BYTES then its bytes (see below), or status EMPTY
     SEND_FRAME = 0x08     #: data: an Ethernet frame without FCS, to the MAC's transmit side
     MAC_COUNTERS = 0x09   #: body: the MAC's counters, u32le each, in MAC_RX_EVENTS + MAC_TX_EVENTS order
-    PUSH_RECORD = 0x0A    #: address: a :class:`TxInput`, data: one record of it (``TX_INPUT_BYTES``)
+    PUSH_RECORD = 0x0A    #: address: a :class:`TxInput`, data: one record of it (``TX_INPUT_BYTES``), zero-run coded
     POP_RECORD = 0x0B     #: address: a :class:`TxOutput`; body: records of it (``TX_OUTPUT_BYTES``), or EMPTY
     POLL = 0x0C           #: address: a register offset; body: :class:`LinkQueue` flags of the streams holding a
                           #: record (u32le), then the register's word (u32le); status BUS_ERROR as REG_READ.
@@ -98,7 +105,8 @@ class Op(enum.IntEnum):
     # costs a header and a CRC for every record waiting, not for each. POP_EXCEPTION takes the first packet
     # whatever its length (cut at the hold RAM's end, and flagged so), then the next while one waits and
     # fits whole, by the length in its record, in ``length`` bytes and the hold RAM: each packet's header
-    # and bytes padded with zeros to a multiple of 8 bytes but the last.
+    # and bytes padded with zeros to a multiple of 8 bytes but the last. ``length`` and the hold RAM count
+    # the body's bytes before the zero-run coding (ZERO_RUN_RESPONSES) that goes on the wire.
 
 
 class LinkQueue(enum.IntFlag):
@@ -157,6 +165,51 @@ class Status(enum.IntEnum):
 #: REG_WRITE_WAIT's most reads of its register after the write (some 4 clocks each on the board: a table's
 #: row is taken within a few clocks unless its engine holds it, as a receive queue with no free slot does).
 WAIT_READS = 64
+
+#: Ops whose response body goes zero-run coded (`zero_run_encode`); PUSH_RECORD's request data goes so too.
+ZERO_RUN_RESPONSES = frozenset({Op.POP_REPORT, Op.POP_ACK, Op.POP_RECORD, Op.POLL})
+#: The longest run of zero bytes one 0x00 and its count stand for.
+ZERO_RUN_MAX = 255
+
+
+def zero_run_encode(data: bytes) -> bytes:
+    """The zero-run coding of ``data`` (link version 7): each run of zero bytes becomes 0x00 and the run's
+    length, a byte (1..ZERO_RUN_MAX; a longer run takes several pairs, the full ones first); every other byte is
+    itself. Records are mostly zeros (unused address bits, STags and offsets of Sends, padding between records)."""
+    coded = bytearray()
+    zeros = 0
+    for byte in data:
+        if byte == 0:
+            zeros += 1
+            if zeros == ZERO_RUN_MAX:
+                coded += bytes([0, ZERO_RUN_MAX])
+                zeros = 0
+            continue
+        if zeros:
+            coded += bytes([0, zeros])
+            zeros = 0
+        coded.append(byte)
+    if zeros:
+        coded += bytes([0, zeros])
+    return bytes(coded)
+
+
+def zero_run_decode(coded: bytes) -> bytes:
+    """The bytes ``coded`` stands for (`zero_run_encode`); ValueError if a 0x00 has no count or a count of 0."""
+    data = bytearray()
+    position = 0
+    while position < len(coded):
+        byte = coded[position]
+        if byte:
+            data.append(byte)
+            position += 1
+            continue
+        if position + 1 == len(coded) or coded[position + 1] == 0:
+            raise ValueError(f"a 0x00 at byte {position} of {len(coded)} without a count of 1 to {ZERO_RUN_MAX}")
+        data += bytes(coded[position + 1])
+        position += 2
+    return bytes(data)
+
 
 #: Ops whose retry is answered from what the first execution left, not executed again.
 REPLAYED_OPS = frozenset({Op.REG_WRITE, Op.REG_WRITE_WAIT, Op.MEM_WRITE, Op.SEND_FRAME, Op.POP_REPORT, Op.POP_ACK, Op.POP_EXCEPTION,

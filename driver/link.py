@@ -7,6 +7,10 @@ time, or comes with a bad CRC, makes the request go again with the same
 sequence number, which the board recognizes: a retried write or pop is
 answered from its first execution, never done twice.
 
+Records go zero-run coded (``abi.link.zero_run_encode``, link version 7): the
+client codes a pushed record and decodes a pop's or a POLL's body; a board of
+another link version is refused at its PING.
+
 The code is sans-I/O: :class:`LinkClient`'s operations are generators that
 yield :class:`Send` and :class:`Receive` actions and take back what the
 transport did. :class:`SerialLink` runs them on a pyserial port (or anything
@@ -28,10 +32,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from driver.errors import DriverError
-from abi.link import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC, MAC_RX_EVENTS,
-                      MAC_TX_EVENTS, MAX_READ_BYTES, PING_BODY_BYTES, POLL_BODY_BYTES, REQUEST_DATA_BYTES,
-                      RESPONSE_FLAG, RESPONSE_HEADER_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, tx_input_bytes,
-                      tx_output_bytes)
+from abi.link import (CRC_BYTES, END, ESC, ESC_END, ESC_ESC, EXCEPTION_HEADER_BYTES, LINK_MAGIC, LINK_VERSION,
+                      MAC_RX_EVENTS, MAC_TX_EVENTS, MAX_READ_BYTES, PING_BODY_BYTES, POLL_BODY_BYTES,
+                      REQUEST_DATA_BYTES, RESPONSE_FLAG, RESPONSE_HEADER_BYTES, LinkQueue, Op, Status, TxInput,
+                      TxOutput, tx_input_bytes, tx_output_bytes, zero_run_decode, zero_run_encode)
 from abi.rx import ack_bytes, report_bytes
 
 __all__ = ["LinkError", "LinkTimeout", "LinkStatusError", "Send", "Receive", "LinkInfo", "ExceptionPacket",
@@ -124,6 +128,14 @@ def decode_response(frame: bytes) -> Response | None:
     return Response(payload[0], payload[1], payload[2], payload[3:])
 
 
+def _decoded(op: Op, body: bytes) -> bytes:
+    """A response body as the board held it, before its zero-run coding (``abi.link.zero_run_encode``)."""
+    try:
+        return zero_run_decode(body)
+    except ValueError as error:
+        raise LinkError(f"{op.name}: the body's zero-run coding: {error}") from None
+
+
 # The sans-I/O client.
 @dataclass(frozen=True)
 class Send:
@@ -197,7 +209,8 @@ class LinkClient:
         return 10 * size / self.baud
 
     def call(self, op: Op, address: int = 0, length: int = 0, data: bytes = b"") -> Exchange:
-        """One request until its response: the response, whatever its status."""
+        """One request until its response: the response, whatever its status. ``data`` and the response's body
+        are as on the wire (zero-run coded for the ops of ``abi.link.ZERO_RUN_RESPONSES`` and PUSH_RECORD)."""
         if len(data) > REQUEST_DATA_BYTES:
             raise ValueError(f"{len(data)} bytes of data: a request carries at most {REQUEST_DATA_BYTES}")
         self._seq = (self._seq + 1) % 256
@@ -243,6 +256,9 @@ class LinkClient:
         self._staged.clear()   # the board may have been reset: its staging words are no longer known
         if len(body) != PING_BODY_BYTES or body[:4] != LINK_MAGIC:
             raise LinkError(f"PING: not a control link ({body.hex()})")
+        if body[4] != LINK_VERSION:
+            raise LinkError(f"PING: the board's control link is version {body[4]}, this host's {LINK_VERSION}: "
+                            "load a bitstream built from this tree")
         return LinkInfo(body[4], 1 << body[5], int.from_bytes(body[6:8], "little"))
 
     def read_register(self, offset: int) -> Exchange:
@@ -299,7 +315,7 @@ class LinkClient:
             return []
         if response.status != Status.OK:
             raise LinkStatusError(op, response.status)
-        body, stride = response.body, (record_bytes + 7) // 8 * 8
+        body, stride = _decoded(op, response.body), (record_bytes + 7) // 8 * 8
         if len(body) < record_bytes or (len(body) - record_bytes) % stride or len(body) > max(limit, record_bytes):
             raise LinkError(f"{op.name}: a body of {len(body)} bytes is no run of {record_bytes}-byte records"
                             f" within {limit} bytes")
@@ -329,7 +345,7 @@ class LinkClient:
         ``register`` (read as REG_READ reads it), and, with a ``limit`` that holds those 8 bytes and a report,
         the reports waiting that fit behind them in ``limit`` bytes (``abi.link.Op.POLL``): a :class:`Polled`.
         Its flags are those before the pop: REPORT set and the body full means more may wait."""
-        body = yield from self._ok(Op.POLL, register, limit)
+        body = _decoded(Op.POLL, (yield from self._ok(Op.POLL, register, limit)))
         record_bytes = report_bytes()
         stride = (record_bytes + 7) // 8 * 8
         rest = len(body) - POLL_BODY_BYTES
@@ -378,7 +394,7 @@ class LinkClient:
         stream = TxInput(stream)
         if len(record) != tx_input_bytes()[stream]:
             raise ValueError(f"a {stream.name} record is {tx_input_bytes()[stream]} bytes, not {len(record)}")
-        response = yield from self.call(Op.PUSH_RECORD, stream, data=record)
+        response = yield from self.call(Op.PUSH_RECORD, stream, data=zero_run_encode(record))
         if response.status == Status.FULL:
             return False
         if response.status != Status.OK:

@@ -10,11 +10,12 @@ backend's encodings meet an independent decoding.
 
 `ModelBoard.serial` is the same board one level down, as a pyserial port:
 the bytes `driver.link.SerialLink` writes are taken as the control link's
-requests (SLIP, CRC-32, `abi` (the control link)), decoded here, not by
-the driver's code, executed by `ModelControl` (a table row as the register
-file takes it: staging words, then COMMIT), and answered with the bytes the
-gateware's link would send (`hdl/link/link.py`), so the link client's own
-traffic can be counted (`rnic perf --backend board`).
+requests (SLIP, CRC-32, `abi` (the control link), the zero-run coding of
+`abi.link`), decoded here, not by the driver's code, executed by
+`ModelControl` (a table row as the register file takes it: staging words,
+then COMMIT), and answered with the bytes the gateware's link would send
+(`hdl/link/link.py`), so the link client's own traffic can be counted
+(`rnic perf --backend board`).
 
 `ModelBoard(..., transport=True)` is the board built with the transmit
 engine's transport unit (`hdl.rnic.Rnic(transport=True)`; TX_PARAMS says
@@ -43,8 +44,8 @@ from driver.link import ExceptionPacket, LinkInfo, Polled, SlipFrames, slip_enco
 from driver.records import record_bytes, record_fields
 from abi.link import (CRC_BYTES, EXCEPTION_HEADER_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, MAC_RX_EVENTS,
                       MAC_TX_EVENTS, POLL_BODY_BYTES, REPLAYED_OPS, REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES,
-                      RESPONSE_FLAG, LinkQueue, Op, Status, TxInput, TxOutput, pop_body_bytes, tx_input_bytes,
-                      tx_output_bytes)
+                      RESPONSE_FLAG, ZERO_RUN_RESPONSES, LinkQueue, Op, Status, TxInput, TxOutput, pop_body_bytes,
+                      tx_input_bytes, tx_output_bytes, zero_run_decode, zero_run_encode)
 from abi.register_file import COMMIT_OFFSET, DEVICE_ID, ID_OFFSET, PARAMS_OFFSET
 from abi.rx import (RX_PARAMS, RX_TABLES, STAG_KEY_BITS, check_key_bits, ExceptionSource, ReportKind, ack_bytes, ack_layout,
                     exception_record_layout, register_map, report_bytes, report_layout)
@@ -299,6 +300,8 @@ class ModelSerial:
         if self._last is not None and self._last[:2] == (seq, op) and op in REPLAYED_OPS:
             return self._last[2]
         status, body = self._execute(op, address, length, data)
+        if op in ZERO_RUN_RESPONSES:   # the body as the gateware sends it: zero-run coded (abi.link)
+            body = zero_run_encode(body)
         response = bytes([seq, op | RESPONSE_FLAG, status]) + body
         wire = slip_encode(response + struct.pack("<I", zlib.crc32(response)))
         self._last = (seq, op, wire)
@@ -373,7 +376,11 @@ class ModelSerial:
             counters = control.mac_counters()
             names = MAC_RX_EVENTS + MAC_TX_EVENTS
             return Status.OK, struct.pack(f"<{len(names)}I", *(counters[name] for name in names))
-        if op == Op.PUSH_RECORD:
+        if op == Op.PUSH_RECORD:   # its data zero-run coded (abi.link): one record of the stream decoded
+            try:
+                data = zero_run_decode(data)
+            except ValueError:
+                return Status.BAD_REQUEST, b""
             if address not in TxInput._value2member_map_ or len(data) != tx_input_bytes()[TxInput(address)]:
                 return Status.BAD_REQUEST, b""
             pushed = control.push_record(TxInput(address), data)

@@ -10,7 +10,7 @@
     completions, refusals (pops) ───────►    │   ├──► pushes (requests to the transmit engine)
     mac_counters ───────────────────────►    │   └──► hold RAM (the body of the response)
                                              ▼
-    uart_tx ◄─ UartTx ◄─ SlipEncoder ◄─ CrcAppender ◄─ response bytes
+    uart_tx ◄─ UartTx ◄─ SlipEncoder ◄─ CrcAppender ◄─ ZeroRunEncoder ◄─ response bytes
 
 The wire format and the operations are :mod:`abi.link`'s. One
 request is handled at a time: bytes that arrive while one is executed or
@@ -34,6 +34,14 @@ a table's COMMIT written so answers once the table took the row.
 The transmit engine's request streams (:class:`~abi.link.TxInput`) take a
 record of PUSH_RECORD, gathered from the request's bytes into one register;
 its record streams (:class:`~abi.link.TxOutput`) give one to POP_RECORD.
+
+Link version 7 codes zero runs (:func:`abi.link.zero_run_encode`): the body
+of a response of :data:`~abi.link.ZERO_RUN_RESPONSES` goes through the
+``ZeroRunEncoder`` on its way out, before the CRC (which covers the coded
+bytes); PUSH_RECORD's data is decoded as it is gathered, the register
+cleared first and each run skipped over, and refused (BAD_REQUEST) unless it
+makes exactly one record of its stream. The hold RAM keeps bodies decoded,
+so a retried pop is coded again to the same bytes.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -41,8 +49,8 @@ from amaranth.lib import crc, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from abi.link import (CRC_BYTES, HOLD_BYTES, LINK_MAGIC, LINK_VERSION, PING_BODY_BYTES, POLL_BODY_BYTES, REPLAYED_OPS,
-                      REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, WAIT_READS, LinkQueue, Op, Status,
-                      TxInput, TxOutput, tx_input_bytes, tx_output_bytes)
+                      REQUEST_DATA_BYTES, REQUEST_HEADER_BYTES, RESPONSE_FLAG, WAIT_READS, ZERO_RUN_RESPONSES,
+                      LinkQueue, Op, Status, TxInput, TxOutput, tx_input_bytes, tx_output_bytes)
 from abi.rx import ack_bytes, exception_record_layout, report_bytes
 from hdl.bus.axi import Axi4LiteSignature, Resp
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream, axis_payload_layout
@@ -50,6 +58,7 @@ from hdl.layout import struct_layout
 from hdl.link.host_memory import byte_port_signature
 from hdl.link.slip import SlipDecoder, SlipEncoder, frame_byte_layout
 from hdl.link.uart import UartRx, UartTx
+from hdl.link.zero_run import ZeroRunEncoder, coded_byte_layout
 from hdl.mac.mac import mac_counters_layout
 from hdl.stream.queue import Queue
 
@@ -208,7 +217,8 @@ class ControlLink(wiring.Component):
                 m.d.sync += start.eq(1)
         seq, op, address, length, word = kept[0:8], kept[8:16], kept[16:48], kept[48:64], kept[64:96]
 
-        # Transmit: response bytes, CRC, SLIP, UART.
+        # Transmit: response bytes, zero-run coding, CRC, SLIP, UART.
+        m.submodules.zero_run_encoder = zero_run_encoder = ZeroRunEncoder()
         m.submodules.crc_appender = appender = CrcAppender()
         m.submodules.slip_encoder = encoder = SlipEncoder()
         m.submodules.uart_tx = uart_tx = UartTx(self._divisor)
@@ -217,8 +227,9 @@ class ControlLink(wiring.Component):
         m.d.comb += self.uart_tx.eq(uart_tx.tx)
         # The response bytes go through a queue: a memory read's byte (a block RAM's output and the lane
         # mux) and the CRC of it are then a register apart.
-        m.submodules.response_queue = response_queue = Queue(frame_byte_layout(), 2)
-        wiring.connect(m, response_queue.source, appender.sink)
+        m.submodules.response_queue = response_queue = Queue(coded_byte_layout(), 2)
+        wiring.connect(m, response_queue.source, zero_run_encoder.sink)
+        wiring.connect(m, zero_run_encoder.source, appender.sink)
         out = response_queue.sink
 
         # Raw frames to the MAC.
@@ -276,6 +287,9 @@ class ControlLink(wiring.Component):
         pushes = [getattr(self, name) for name in _PUSH_PORTS]
         pops = [getattr(self, name) for name in _POP_PORTS]
         record = Signal(8 * max(tx_input_bytes().values()))
+        record_filled = Signal(range(max(tx_input_bytes().values()) + 1))   # the record's bytes decoded so far
+        run_next = Signal()  # PUSH_RECORD's coded data: the byte read next is a zero run's count
+        coded_byte = Signal(8)   # the byte of PUSH_RECORD's coded data being decoded
         pushing = Signal()   # `record` is offered on the port of `address`
         known_input = address < len(TxInput)
         known_output = address < len(TxOutput)
@@ -378,9 +392,10 @@ class ControlLink(wiring.Component):
                             m.d.sync += [beat.eq(0), lane.eq(0)]
                             m.next = "FRAME_READ"
                     with m.Case(Op.PUSH_RECORD):
-                        with m.If(~known_input | (data_length != push_length)):
+                        with m.If(~known_input | no_data):
                             respond(Status.BAD_REQUEST)
                         with m.Else():
+                            m.d.sync += [record.eq(0), record_filled.eq(0), run_next.eq(0)]
                             m.next = "RECORD_READ"
                     with m.Case(Op.POP_RECORD):
                         with m.If(~no_data | ~known_output):
@@ -400,12 +415,29 @@ class ControlLink(wiring.Component):
                     with m.Default():
                         respond(Status.BAD_REQUEST)
 
-            # A record to the transmit engine: its bytes from the request buffer, then offered whole.
+            # A record to the transmit engine: its bytes from the request buffer, zero-run decoded into the
+            # cleared `record` (a run only moves `record_filled` on), then offered whole.
             with m.State("RECORD_READ"):
+                m.next = "RECORD_LATCH"
+            with m.State("RECORD_LATCH"):     # the coded byte into a register: the checks below start there
+                m.d.sync += coded_byte.eq(data_read.data)
                 m.next = "RECORD_BYTE"
             with m.State("RECORD_BYTE"):
-                m.d.sync += [record.word_select(index[:6], 8).eq(data_read.data), index.eq(index + 1)]
-                with m.If(index == data_length - 1):
+                coded = coded_byte
+                refused = Signal()   # a count of 0, a 0x00 without its count, or bytes past the record
+                m.d.sync += index.eq(index + 1)
+                with m.If(run_next):
+                    m.d.sync += [run_next.eq(0), record_filled.eq(record_filled + coded)]
+                    m.d.comb += refused.eq((coded == 0) | (record_filled + coded > push_length))
+                with m.Elif(coded == 0):
+                    m.d.sync += run_next.eq(1)
+                    m.d.comb += refused.eq(index == data_length - 1)
+                with m.Else():
+                    m.d.sync += [record.word_select(record_filled, 8).eq(coded), record_filled.eq(record_filled + 1)]
+                    m.d.comb += refused.eq(record_filled == push_length)
+                with m.If(refused):
+                    respond(Status.BAD_REQUEST)
+                with m.Elif(index == data_length - 1):
                     m.next = "RECORD_ROOM"
                 with m.Else():
                     m.next = "RECORD_READ"
@@ -414,7 +446,9 @@ class ControlLink(wiring.Component):
             # Without room the request is answered FULL, nothing pushed, so the link never waits on the engine.
             push_ready = Cat(port.tready for port in pushes).bit_select(address[:3], 1)
             with m.State("RECORD_ROOM"):
-                with m.If(push_ready):
+                with m.If(record_filled != push_length):
+                    respond(Status.BAD_REQUEST)
+                with m.Elif(push_ready):
                     m.d.sync += pushing.eq(1)
                     m.next = "RECORD_PUSH"
                 with m.Else():
@@ -580,7 +614,9 @@ class ControlLink(wiring.Component):
                     with m.Else():
                         m.next = "FRAME_READ"
 
-            # The response: seq, op, status, then the body; the appender adds the CRC.
+            # The response: seq, op, status, then the body (zero-run coded on its way out for the ops of
+            # ZERO_RUN_RESPONSES); the appender adds the CRC.
+            coded_body = Cat(last_op == code for code in ZERO_RUN_RESPONSES).any()
             with m.State("HEADER"):
                 header = Cat(last_seq, last_op | RESPONSE_FLAG, status)
                 m.d.comb += [out.payload.data.eq(header.word_select(index[:2], 8)), out.valid.eq(1),
@@ -602,7 +638,8 @@ class ControlLink(wiring.Component):
             with m.State("BODY_BYTE"):
                 m.d.comb += [out.payload.data.eq(Mux(body_from_memory, self.memory.rdata,
                                                      hold_read.data.word_select(lane, 8))),
-                             out.payload.last.eq(index == body_length - 1), out.valid.eq(1)]
+                             out.payload.last.eq(index == body_length - 1), out.payload.coded.eq(coded_body),
+                             out.valid.eq(1)]
                 with m.If(out.ready):
                     m.d.sync += index.eq(index + 1)
                     with m.If(index == body_length - 1):

@@ -10,6 +10,7 @@ wrote, and that a write retried after a damaged byte happens once.
 """
 
 import random
+import struct
 
 import pytest
 from amaranth.hdl import Module
@@ -17,7 +18,8 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from driver.link import AsyncLink, LinkStatusError, LinkTimeout, Polled
-from abi.link import REQUEST_DATA_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, tx_input_bytes, tx_output_bytes
+from abi.link import (LINK_VERSION, REQUEST_DATA_BYTES, LinkQueue, Op, Status, TxInput, TxOutput, tx_input_bytes,
+                      tx_output_bytes, zero_run_encode)
 from abi.rx import ack_bytes, exception_record_layout, register_map, report_bytes
 from abi.register_file import DEVICE_ID
 from hdl.bus.register_file import RegisterFile
@@ -139,7 +141,8 @@ def test_registers_memory_and_ping():
                 await link.read_memory(100, len(payload)), await link.read_memory(MEMORY_BYTES - 8, 8))
 
     info, device_id, ip, readback, top = bench.run(main)["value"]
-    assert (info.version, info.memory_bytes, info.request_data_bytes) == (6, MEMORY_BYTES, REQUEST_DATA_BYTES)
+    assert (info.version, info.memory_bytes, info.request_data_bytes) == (LINK_VERSION, MEMORY_BYTES,
+                                                                          REQUEST_DATA_BYTES)
     assert device_id == DEVICE_ID
     assert ip == 0x0A000002
     assert readback == payload
@@ -525,3 +528,76 @@ def test_no_board_times_out():
     sim.add_testbench(testbench)
     sim.run()
     assert outcome["writes"] == 3
+
+
+def _with_zero_runs(rng: random.Random, size: int, *, ending_in_zeros: bool = False) -> bytes:
+    """Random bytes of ``size`` with zero runs of random lengths in them (a record's unused fields); with
+    ``ending_in_zeros``, its last three bytes zeros after a nonzero one."""
+    data = bytearray()
+    while len(data) < size:
+        data += bytes(rng.randrange(1, 12)) if rng.random() < 0.5 else rng.randbytes(rng.randrange(1, 6))
+    data = data[:size]
+    if ending_in_zeros:
+        data[size - 4:] = b"\x5a" + bytes(3)
+    return bytes(data)
+
+
+def _padded(records: list[bytes]) -> bytes:
+    """A pop's body: each record but the last padded to a multiple of 8 bytes (abi.link.pop_body_bytes)."""
+    return b"".join(record + bytes(-len(record) % 8) for record in records[:-1]) + records[-1]
+
+
+def test_record_bodies_go_zero_run_coded_and_pushed_records_are_decoded():
+    """Link version 7 (abi.link.zero_run_encode): a POLL's and a pop's body are on the wire exactly as
+    abi codes them, zero runs of every length among them (within a record, a record ending in zeros, runs of
+    whole zero records past 255 bytes); a retry of a coded pop (same seq and op) is answered with the same
+    bytes and pops nothing more. PUSH_RECORD's coded data is decoded into the record pushed; data that does not
+    decode to exactly one record is refused (BAD_REQUEST), nothing pushed."""
+    bench = Bench()
+    rng = random.Random(8)
+    size = report_bytes()
+    reports = [_with_zero_runs(rng, size) for _ in range(3)] + [_with_zero_runs(rng, size, ending_in_zeros=True)]
+    reports += [bytes(size)] * 10 + [_with_zero_runs(rng, size), _with_zero_runs(rng, size, ending_in_zeros=True)]
+    acks = [_with_zero_runs(rng, ack_bytes()) for _ in range(3)] + [bytes(ack_bytes())]
+    completions = [bytes(tx_output_bytes()[TxOutput.COMPLETION]), _with_zero_runs(rng, 6, ending_in_zeros=True)]
+    work_bytes = tx_input_bytes()[TxInput.WORK]
+    work = [_with_zero_runs(rng, work_bytes, ending_in_zeros=True), bytes(work_bytes), _with_zero_runs(rng, work_bytes)]
+    ending = work[0]
+    bad_pushes = [zero_run_encode(ending)[:-1],                  # the last run without its count
+                  zero_run_encode(ending[:-1]),                  # a byte short
+                  zero_run_encode(ending + b"\x01"),             # a byte over
+                  zero_run_encode(ending[:10]) + b"\x00\x00" + zero_run_encode(ending[10:]),   # a count of 0
+                  bytes([0, work_bytes + 1]),                    # a run past the record
+                  b"\x05" * work_bytes + b"\x00\x01"]
+    polled_length = 8 + 2 * 56 + size                             # the word and three reports
+
+    async def main(ctx, link):
+        await ctx.tick().repeat(10)
+        outcome = {"poll": await link.call(Op.POLL, 0, polled_length)}
+        outcome["pop"] = await link.call(Op.POP_REPORT, 0, 1000)
+        link.client._seq = (link.client._seq - 1) % 256       # the same seq again: a retry, as after a lost answer
+        outcome["retry"] = await link.call(Op.POP_REPORT, 0, 1000)
+        outcome["after"] = await link.pop_reports(1000)
+        outcome["acks"] = await link.pop_acks(1000)
+        outcome["completions"] = await link.pop_records(TxOutput.COMPLETION, 1000)
+        outcome["pushed"] = [await link.push_record(TxInput.WORK, record) for record in work]
+        outcome["bad"] = [(await link.call(Op.PUSH_RECORD, TxInput.WORK, 0, data)).status for data in bad_pushes]
+        await ctx.tick().repeat(10)
+        return outcome
+
+    sources = [_record_source(bench.link.report, [int.from_bytes(r, "little") for r in reports]),
+               _record_source(bench.link.ack, [int.from_bytes(r, "little") for r in acks]),
+               _record_source(bench.link.completions, [int.from_bytes(r, "little") for r in completions])]
+    outcome = bench.run(main, background=sources)["value"]
+    flags = LinkQueue.REPORT | LinkQueue.ACK | LinkQueue.COMPLETION
+    poll, pop, retry = outcome["poll"], outcome["pop"], outcome["retry"]
+    assert (poll.status, poll.body) == (Status.OK, zero_run_encode(struct.pack("<II", flags, DEVICE_ID)
+                                                                   + _padded(reports[:3])))
+    assert (pop.status, pop.body) == (Status.OK, zero_run_encode(_padded(reports[3:])))
+    # A run of the ten zero reports and their padding: two full counts and more; the body ends in a run.
+    assert bytes(560) in _padded(reports[3:]) and b"\x00\xff\x00\xff" in pop.body and pop.body.endswith(b"\x00\x03")
+    assert retry == pop and outcome["after"] == []
+    assert outcome["acks"] == acks and outcome["completions"] == completions
+    assert outcome["pushed"] == [True] * len(work)
+    assert outcome["bad"] == [Status.BAD_REQUEST] * len(bad_pushes)
+    assert bench.pushed[TxInput.WORK] == [int.from_bytes(record, "little") for record in work]
