@@ -176,12 +176,15 @@ class HostPair:
         its peer go on the link unframed (`Unframed`, `SoftRnic.data_to_send_unframed`) and reach the peer
         through `receive_packet`: the Ethernet and IPv4 (and UDP) headers the one would build and the other
         check and strip, every frame, are left out. Hosts of another kind (engines, other SCTP stacks) always
-        send and take frames."""
+        send and take frames. A host that had nothing more to send when last asked and was given nothing since
+        (`SoftRnic.quiet`) is not asked."""
         now, sent, tap, link, hosts = self.now, self.sent, self.tap, self.link, self.hosts
         a, b = hosts[Side.A], hosts[Side.B]
         unframed = (sent is None and tap is None and link.recording is None and not link.config.corruption
                     and takes_packets(a) and takes_packets(b) and a.config.udp == b.config.udp)
         for side, host in hosts.items():
+            if host.quiet:   # nothing to send since it last sent (`SoftRnic.quiet`): most steps, one of the two
+                continue
             if unframed:
                 peer = b if side is Side.A else a
                 for frame in host.data_to_send_unframed(now, peer.config.mac, peer.config.ip):
