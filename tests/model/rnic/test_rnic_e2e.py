@@ -829,7 +829,7 @@ def test_hosts_left_unasked_while_quiet_make_the_same_run(udp: bool) -> None:
     duplicating, reordering link (fast retransmits, T3-rtx, delayed SACKs); and a quiet host asked all the same
     sends nothing."""
     def run(host_class: type[SoftRnic], check: bool = False) -> tuple:
-        hosts = {side: host_class(host_config(side, udp=udp), SparseMemory(), random.Random(9 if side is Side.A else 10))
+        hosts = {side: host_class(host_config(side, udp=udp), SparseMemory(), random.Random(9 + (side is Side.B)))
                  for side in Side}
         pair = HostPair(hosts, Link(LinkConfig(loss=0.03, duplication=0.01, reordering=0.05, rate=1e9, seed=12)))
         quiet_seen = [0]
