@@ -94,6 +94,8 @@ class HostPair:
         """Sees every frame a host sends; returning False keeps it off the link."""
         self.sent: list[tuple[float, Side, bytes]] | None = [] if record else None
         """With `record`: (time, sender, frame) for every frame the hosts sent, before the link."""
+        self.recorded = 0
+        """How many events `events` holds, both sides: moves only when an event is recorded."""
 
     @classmethod
     def create(
@@ -265,6 +267,7 @@ class HostPair:
         if events:   # most calls have none: no work for them
             self.events[side] += events
             self._counts[side].update(map(type, events))
+            self.recorded += len(events)
 
     # -- the usual phases ---------------------------------------------------------
 
