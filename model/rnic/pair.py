@@ -96,6 +96,8 @@ class HostPair:
         """With `record`: (time, sender, frame) for every frame the hosts sent, before the link."""
         self.recorded = 0
         """How many events `events` holds, both sides: moves only when an event is recorded."""
+        self._plain: tuple[SoftRnic, SoftRnic, bool] | None = None
+        """(host A, host B, whether the two take packets alike): asked once per pair of hosts, not per step."""
 
     @classmethod
     def create(
@@ -182,8 +184,11 @@ class HostPair:
         (`SoftRnic.quiet`) is not asked."""
         now, sent, tap, link, hosts = self.now, self.sent, self.tap, self.link, self.hosts
         a, b = hosts[Side.A], hosts[Side.B]
+        plain = self._plain
+        if plain is None or plain[0] is not a or plain[1] is not b:   # new hosts (`SoftFabric`'s peer_host)
+            plain = self._plain = (a, b, takes_packets(a) and takes_packets(b) and a.config.udp == b.config.udp)
         unframed = (sent is None and tap is None and link.recording is None and not link.config.corruption
-                    and takes_packets(a) and takes_packets(b) and a.config.udp == b.config.udp)
+                    and plain[2])
         for side, host in hosts.items():
             if host.quiet:   # nothing to send since it last sent (`SoftRnic.quiet`): most steps, one of the two
                 continue
