@@ -368,11 +368,15 @@ class SoftFabric(FabricBackend):
         # that brought none; the first step of the call asks them all the same (a deadline may have come).
         on_events = all(isinstance(w.predicate, OnEvents) for w in pending)
         first = True
+        nothing_new_at = -1   # `pair.recorded` when the devices last had no event to hand out
         while True:
             pair.advance(max(loop.time(), due or 0.0))
             pair.send_due()
             pair.collect()
-            news = bool(pending) and any(d.has_news() for d in devices)
+            # Devices have news only once the pair recorded events (`has_news`); most steps record none.
+            news = bool(pending) and pair.recorded != nothing_new_at and any(d.has_news() for d in devices)
+            if not news:
+                nothing_new_at = pair.recorded
             # A pending wait's predicate (`driver.device.Fabric.wait_until`) dispatches first thing: with no
             # event new, that dispatch alone does what this one would (it syncs the buffers and finds nothing)
             if on_change is not None and (not pending or news):

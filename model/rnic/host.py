@@ -412,18 +412,30 @@ class SoftRnic:
         self._segments_straight = type(self)._on_session_events is SoftRnic._on_session_events
         """Whether the next segment in order may go straight to its endpoint (`_next_segment`): not for a host
         that handles the sessions' `SegmentReceived` its own way (`model.rnic.offload.OffloadRnic`)."""
+        self.quiet = False
+        """True while `data_to_send` (or `packets_to_send`, `data_to_send_unframed`) would send nothing and change
+        nothing: set by such a call when it finds so (`_settled`), cleared by every call that may give the host
+        something to do (a frame or packet, a timer, a post, a connection's or a session's call). A caller that
+        sends for the host (`model.rnic.pair.HostPair.send_due`) need not ask it while set, and its
+        `next_timeout` is the one that call found. Only a `SoftRnic` itself over the model's SCTP sets it: other
+        hosts (`OffloadRnic`, `EngineRnic`, another SCTP) have entry points of their own and are always asked."""
+        self._may_be_quiet = type(self) is SoftRnic and sctp is MODEL_SCTP
+        self._quiet_deadline: float | None = None
+        """`next_timeout` while `quiet`."""
 
     # -- connection ------------------------------------------------------------
 
     def listen(self, port: int | None = None) -> None:
         """Passive open: answer INITs on `port` (default `config.port`; RFC 4960 5.1).  A host may listen on
         several ports; it still has one association at a time, on the port its INIT came to."""
+        self.quiet = False
         local_port = self.config.port if port is None else port
         config = replace(self._association_config(peer_port=0), local_port=local_port)
         self._listeners[local_port] = self.sctp.listener(config)
 
     def connect(self, now: float, peer_mac: bytes, peer_ip: ipaddress.IPv4Address | str, peer_port: int) -> None:
         """Active open: send INIT to the peer (RFC 4960 5.1)."""
+        self.quiet = False
         if self._association is not None and not self._association.is_closed:
             raise RnicStateError("the host already has an association; close it first")
         association = self.sctp.association(self._association_config(peer_port))
@@ -432,6 +444,7 @@ class SoftRnic:
 
     def close(self, now: float) -> None:
         """Terminate every DDP session (RFC 5043 6.2), then SHUTDOWN the association (RFC 4960 9.2)."""
+        self.quiet = False
         self._closing = True
         association, timeout = self._association, self.config.close_timeout
         if (timeout is not None and self._close_deadline is None and association is not None
@@ -448,6 +461,7 @@ class SoftRnic:
 
     def abort(self, now: float) -> None:
         """ABORT the association at once (RFC 4960 9.1)."""
+        self.quiet = False
         self._close_deadline = None
         if self._association is not None:
             self._association.abort(now)
@@ -503,6 +517,7 @@ class SoftRnic:
 
         `resources` default to the host's, `pd_id` (the stream's Protection Domain, RFC 5041 8.2) to
         `config.pd_id`; `SessionEstablished` or `SessionRejected` follows."""
+        self.quiet = False
         self._require_ddp()
         local = resources if resources is not None else self.config.resources
         self._sessions.initiate(stream_id, private_data, local if enhanced else None)
@@ -514,6 +529,7 @@ class SoftRnic:
                        pd_id: int | None = None) -> None:
         """Accept a `SessionRequested` Initiate (RFC 5043 6.2, RFC 6581 9) into Protection Domain `pd_id`
         (default `config.pd_id`)."""
+        self.quiet = False
         request = self._requests.get(stream_id)
         if request is None:
             raise RnicStateError(f"stream {stream_id}: no session request waiting")
@@ -523,6 +539,7 @@ class SoftRnic:
 
     def reject_session(self, stream_id: int, private_data: bytes = b"") -> None:
         """Reject a `SessionRequested` Initiate (RFC 5043 6.3)."""
+        self.quiet = False
         if self._requests.pop(stream_id, None) is None:
             raise RnicStateError(f"stream {stream_id}: no session request waiting")
         self._sessions.reject(stream_id, private_data)
@@ -530,6 +547,7 @@ class SoftRnic:
 
     def terminate_stream(self, stream_id: int) -> None:
         """End the stream's session with a Terminate after the segments already posted (RFC 5043 6.2)."""
+        self.quiet = False
         self._sessions.terminate(stream_id)
         self._streams.pop(stream_id, None)
         self._flush()
@@ -571,6 +589,7 @@ class SoftRnic:
 
     def post_recv(self, stream_id: int, address: int, length: int) -> int:
         """Post a receive buffer for inbound Sends on the stream; returns the MSN it will take."""
+        self.quiet = False
         return self._endpoint(stream_id).post_receive(address, length)
 
     def post_send(
@@ -578,6 +597,7 @@ class SoftRnic:
     ) -> int:
         """Send, Send with SE, Send with Invalidate, Send with SE and Invalidate (RFC 5040 5.3); returns wr_id.
         `address`: one host address or a gather list of (address, length) pieces."""
+        self.quiet = False
         wr_id = self._endpoint(stream_id).post_send(address, length, solicited=solicited,
                                                     invalidate_stag=invalidate_stag)
         self._flush()
@@ -586,6 +606,7 @@ class SoftRnic:
     def post_write(self, stream_id: int, remote_stag: int, remote_to: int, address: Gather, length: int) -> int:
         """RDMA Write `length` bytes at host `address` (or a gather list) to the peer's STag/TO (RFC 5040 5.1);
         returns wr_id."""
+        self.quiet = False
         wr_id = self._endpoint(stream_id).post_write(remote_stag, remote_to, address, length)
         self._flush()
         return wr_id
@@ -594,6 +615,7 @@ class SoftRnic:
         self, stream_id: int, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int
     ) -> int:
         """RDMA Read the peer's STag/TO into our STag/TO (RFC 5040 5.2); raises ReadLimitExceeded past ORD."""
+        self.quiet = False
         wr_id = self._endpoint(stream_id).post_read(local_stag, local_to, remote_stag, remote_to, length)
         self._flush()
         return wr_id
@@ -602,6 +624,7 @@ class SoftRnic:
 
     def receive(self, frame: bytes, now: float) -> None:
         """Process one Ethernet frame off the wire; its events wait in `next_events()`."""
+        self.quiet = False
         self._counters.frames_received += 1
         association, peer = self._association, self._peer
         if association is not None and peer is not None and not association.is_closed:
@@ -650,7 +673,19 @@ class SoftRnic:
         association, peer = self._association, self._peer
         packets = association.data_to_send(now) if association is not None and peer is not None else []
         self._counters.frames_sent += len(replies) + len(packets)
+        if self._may_be_quiet and self._settled():
+            self.quiet = True
+            self._quiet_deadline = self._next_deadline()
         return replies, packets, peer
+
+    def _settled(self) -> bool:
+        """Whether another call of `_packets_due` now would find nothing and change nothing: no answer waits, the
+        pump (`_flush`) has nothing to hand the association (no stream with a message to send, or no room in the
+        send buffer) and the association sends nothing (`Association.sends_nothing`). `_maybe_shutdown` does
+        nothing twice: what it waits for comes with the peer's packets."""
+        association = self._association
+        return (not self._replies and not (self._streams_sending and self._send_room() > 0)
+                and (association is None or self._peer is None or association.sends_nothing()))
 
     # The same surface one layer down, for a host whose packets travel in a transport's datagrams, never in
     # frames (`driver.backends.network`): the IPv4 (and UDP) headers are the operating system's, and so are
@@ -660,6 +695,7 @@ class SoftRnic:
         """Process one SCTP packet from (`source_mac`, `source_ip`), addressed to this host: what `receive` does
         with it in a frame to this host (over UDP, to port 9899), without building and parsing that frame for
         the association's own packets."""
+        self.quiet = False
         association, peer = self._association, self._peer
         if (association is None or peer is None or association.is_closed or source_mac != peer.mac
                 or source_ip != peer.ip):
@@ -711,7 +747,13 @@ class SoftRnic:
         return Unframed(packet, len(packet) + self._frame_overhead)
 
     def next_timeout(self) -> float | None:
-        """The earliest of the association's timers and the close deadline (asked after every frame)."""
+        """The earliest of the association's timers and the close deadline (asked after every frame): while
+        `quiet`, as the call that found the host so saw it, since only the calls that clear `quiet` move them."""
+        if self.quiet:
+            return self._quiet_deadline
+        return self._next_deadline()
+
+    def _next_deadline(self) -> float | None:
         deadline = self._close_deadline
         if self._association is not None:
             timer = self._association.next_timeout()
@@ -721,6 +763,7 @@ class SoftRnic:
 
     def handle_timeout(self, now: float) -> None:
         """Fire every timer due at `now`; events wait in `next_events()`."""
+        self.quiet = False
         if self._association is not None:
             self._association.handle_timeout(now)
             self._drain_association(now)

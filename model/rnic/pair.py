@@ -94,6 +94,10 @@ class HostPair:
         """Sees every frame a host sends; returning False keeps it off the link."""
         self.sent: list[tuple[float, Side, bytes]] | None = [] if record else None
         """With `record`: (time, sender, frame) for every frame the hosts sent, before the link."""
+        self.recorded = 0
+        """How many events `events` holds, both sides: moves only when an event is recorded."""
+        self._plain: tuple[SoftRnic, SoftRnic, bool] | None = None
+        """(host A, host B, whether the two take packets alike): asked once per pair of hosts, not per step."""
 
     @classmethod
     def create(
@@ -176,12 +180,18 @@ class HostPair:
         its peer go on the link unframed (`Unframed`, `SoftRnic.data_to_send_unframed`) and reach the peer
         through `receive_packet`: the Ethernet and IPv4 (and UDP) headers the one would build and the other
         check and strip, every frame, are left out. Hosts of another kind (engines, other SCTP stacks) always
-        send and take frames."""
+        send and take frames. A host that had nothing more to send when last asked and was given nothing since
+        (`SoftRnic.quiet`) is not asked."""
         now, sent, tap, link, hosts = self.now, self.sent, self.tap, self.link, self.hosts
         a, b = hosts[Side.A], hosts[Side.B]
+        plain = self._plain
+        if plain is None or plain[0] is not a or plain[1] is not b:   # new hosts (`SoftFabric`'s peer_host)
+            plain = self._plain = (a, b, takes_packets(a) and takes_packets(b) and a.config.udp == b.config.udp)
         unframed = (sent is None and tap is None and link.recording is None and not link.config.corruption
-                    and takes_packets(a) and takes_packets(b) and a.config.udp == b.config.udp)
+                    and plain[2])
         for side, host in hosts.items():
+            if host.quiet:   # nothing to send since it last sent (`SoftRnic.quiet`): most steps, one of the two
+                continue
             if unframed:
                 peer = b if side is Side.A else a
                 for frame in host.data_to_send_unframed(now, peer.config.mac, peer.config.ip):
@@ -262,6 +272,7 @@ class HostPair:
         if events:   # most calls have none: no work for them
             self.events[side] += events
             self._counts[side].update(map(type, events))
+            self.recorded += len(events)
 
     # -- the usual phases ---------------------------------------------------------
 

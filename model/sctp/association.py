@@ -568,6 +568,27 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         flush()
         return packets
 
+    def sends_nothing(self) -> bool:
+        """Whether `data_to_send` would now send nothing and change nothing, whatever `now`: no control chunk or
+        SACK waits or is due (6.2), nothing is marked to go again, no new DATA may go (6.1 A, B), and the Max.Burst
+        count and the congestion control's note of the last transmission (6.1 D, 7.2.1) are as a call leaves
+        them. So, after a call, until the association is given something (a packet, a timer, a message, a
+        shutdown or abort), a caller that finds this true need not ask again (`model.rnic.host.SoftRnic.quiet`)."""
+        if self._final_packet_sent:
+            return True
+        if self._control or self._sacks_due:
+            return False
+        state = self.state
+        if state is AssociationState.CLOSED:
+            return not self._used   # a call would note the final packet sent
+        if self._sack_due_now():
+            return False
+        if state not in DATA_STATES:
+            return True
+        cc = self._cc
+        return (cc is not None and not (self._fast_marked or self._t3_marked) and self._sacks_since_send == 0
+                and cc.used_at_last_transmit == (self._flight_size + cc.mtu > cc.cwnd) and not self._new_data_may_go())
+
     # ------------------------------------------------------------------ packets out
 
     def _sack_due_now(self) -> bool:

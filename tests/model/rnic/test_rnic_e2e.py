@@ -28,7 +28,7 @@ import pytest
 from model.net.checksum import internet_checksum
 from sim.commands.dissect import dissect_capture
 from model.net.frames import Frame, build_frame
-from model.rnic.link import LinkConfig, Side
+from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.pair import IDLE_LIMIT, AssociationEnded, HostPair, Stalled, host_config
 from model.sctp.events import RetransmissionLimit
 from model.sctp.state import AssociationState
@@ -815,3 +815,48 @@ def test_a_pair_nobody_watches_sends_its_packets_unframed_with_the_same_run(udp:
         return (pair.events, [pair.hosts[side].statistics for side in Side], pair.link.stats, pair.now, finished,
                 pair.b.memory.read(0x200000, 200_000))
     assert run(record=False) == run(record=True)
+
+
+class _AlwaysAsked(SoftRnic):
+    """A host the pair asks for packets after every step: never `quiet`, as no subclass is."""
+
+
+@pytest.mark.parametrize("udp", [False, True])
+def test_hosts_left_unasked_while_quiet_make_the_same_run(udp: bool) -> None:
+    """`HostPair.send_due` skips a host that had nothing more to send when last asked and was given nothing since
+    (`SoftRnic.quiet`, `Association.sends_nothing`), and takes its next timeout as that call found it: the run is
+    the run of hosts asked after every step, to the event, the statistic and the simulated second, over a lossy,
+    duplicating, reordering link (fast retransmits, T3-rtx, delayed SACKs); and a quiet host asked all the same
+    sends nothing."""
+    def run(host_class: type[SoftRnic], check: bool = False) -> tuple:
+        hosts = {side: host_class(host_config(side, udp=udp), SparseMemory(), random.Random(9 + (side is Side.B)))
+                 for side in Side}
+        pair = HostPair(hosts, Link(LinkConfig(loss=0.03, duplication=0.01, reordering=0.05, rate=1e9, seed=12)))
+        quiet_seen = [0]
+
+        def quiet_hosts_send_nothing() -> None:
+            for host in pair.hosts.values():
+                if host.quiet:
+                    quiet_seen[0] += 1
+                    deadline = host.next_timeout()
+                    assert host.data_to_send(pair.now) == [] and host.quiet and host.next_timeout() == deadline
+
+        pair.connect()
+        pair.open_stream(0)
+        pair.a.memory.write(0x10000, bytes(range(256)) * 1024)
+        stag = pair.b.register_memory(0x200000, 1 << 18, Access.REMOTE_WRITE | Access.REMOTE_READ)
+        local = pair.a.register_memory(0x80000, 1 << 16, Access.LOCAL_WRITE)
+        pair.b.post_recv(0, 0x300000, 1 << 16)
+        for offset in (0, 100_000):
+            pair.a.post_write(0, stag, offset, 0x10000 + offset, 100_000)
+        pair.a.post_read(0, local, 0, stag, 1000, 40_000)
+        pair.a.post_send(0, 0x10000, 30_000)
+        pair.run_until(lambda: pair.count(Side.B, WriteArrived) >= 2 and pair.seen(Side.A, ReadCompletion)
+                       and pair.seen(Side.B, ReceiveCompletion), quiet_hosts_send_nothing if check else None)
+        finished = pair.close()
+        assert quiet_seen[0] > 0 or not check
+        return (pair.events, [pair.hosts[side].statistics for side in Side], pair.link.stats, pair.now, finished,
+                pair.b.memory.read(0x200000, 200_000), pair.a.memory.read(0x80000, 40_000))
+    skipping = run(SoftRnic)
+    assert skipping == run(_AlwaysAsked)
+    assert skipping == run(SoftRnic, check=True)
