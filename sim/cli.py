@@ -9,9 +9,9 @@
     rnic bench e2e [--total BYTES] [--losses P ...] [--plot FILE | --no-plot]
                                       model-to-model goodput, 4 KiB and 1 MiB messages, swept over loss:
                                       a table and a goodput-versus-loss plot (PNG)
-    rnic bench usrsctp [--sizes BYTES ...] [--iters N] [--profile]
-                                      the software RNIC's RDMA Writes beside usrsctp's SCTP, same process,
-                                      MB/s of each and their ratio
+    rnic bench usrsctp [--sizes BYTES ...] [--iters N] [--profile | --udp [--mtus BYTES ...]]
+                                      the software RNIC's RDMA Writes beside usrsctp's SCTP, same process
+                                      (--udp: two processes each over loopback UDP), MB/s of each and their ratio
     rnic bench rx [--widths 8 64] [--payloads BYTES ...] [--frames N] [--synth] [--target-mhz F] [--waves fst|vcd]
                                       RTL receive engine: fraction of line rate, latency, Fmax
     rnic bench tx [--widths 8 64] [--payloads BYTES ...] [--loads write read-response] [--synth] [--target-mhz F]
@@ -22,8 +22,8 @@
               [--latency S] [--time-scale X] [--direction to-board|from-board|both]
                                       perftest-shaped bandwidth and latency through the host driver; on the
                                       board backend also its control link's requests and bytes per message
-    rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]|board:CONTROL@ADDR[:PORT]]
-    rnic perf --client HOST[:PORT] [--bind ...] [--test ...] [--sizes BYTES ...] [--iters N]
+    rnic perf --server [--bind [udp:|ip:|eth:IFACE:]ADDR[:PORT]|board:CONTROL@ADDR[:PORT]] [--mtu BYTES]
+    rnic perf --client HOST[:PORT] [--bind ...] [--mtu BYTES] [--test ...] [--sizes BYTES ...] [--iters N]
                                       the same between two processes, each a device on a real transport
                                       or a board on its network
     rnic replay CAPTURE --config CFG [--width W] [--gap CYCLES] [--memory-stall P] [--model] [--json] [--bytes]
@@ -346,6 +346,7 @@ SIMULATION_ONLY = ("rate", "delay", "serial", "ethernet", "baud", "latency", "ti
 
 def _perf_between_processes(args: argparse.Namespace) -> int:
     """`rnic perf --server` or `--client HOST`: the measurements between two processes on a real transport."""
+    from driver.options import minimum_path_mtu
     from sim.commands.perf import DEFAULT_ITERS, DEFAULT_SIZES, TESTS, PerfPlan
     from sim.commands.perf_remote import client_command, server_command
 
@@ -364,20 +365,31 @@ def _perf_between_processes(args: argparse.Namespace) -> int:
         if unusual:
             args.usage_error(f"argument {flag}: not with {role} (a device of its own on a real transport, its "
                              "secrets from the system)")
+    options = {}
+    if args.mtu is not None:
+        if (args.bind or "").startswith("board:"):
+            args.usage_error("argument --mtu: not with a board (its core's path MTU is the board's own)")
+        udp = not (args.bind or "").startswith(("ip:", "eth:"))
+        least = minimum_path_mtu(udp)
+        if not least <= args.mtu <= 0xFFFF:
+            args.usage_error(f"argument --mtu: {args.mtu} is not within {least}..65535 (the least that carries a "
+                             f"DDP segment of RFC 5043 9's least MULPDU over {'UDP' if udp else 'IPv4'})")
+        options["path_mtu"] = args.mtu
     if args.server:
         if args.test != "all" or args.sizes or args.iters:
             args.usage_error("arguments --test, --sizes, --iters: the client chooses them, not the server")
-        return server_command(args.bind)
+        return server_command(args.bind, options=options)
     plan = PerfPlan(TESTS if args.test == "all" else (args.test,), tuple(args.sizes or DEFAULT_SIZES),
                     args.iters or DEFAULT_ITERS)
-    return client_command(args.client, plan, args.bind)
+    return client_command(args.client, plan, args.bind, options=options)
 
 
 def _perf(args: argparse.Namespace) -> int:
     if args.server or args.client is not None:
         return _perf_between_processes(args)
-    if args.bind is not None:
-        args.usage_error("argument --bind: only with --server or --client")
+    if args.bind is not None or args.mtu is not None:
+        args.usage_error(f"argument {'--bind' if args.bind is not None else '--mtu'}: only with --server or "
+                         "--client")
     from sim.commands.perf import (BOARD_SIZES, DEFAULT_DELAY_USEC, DEFAULT_ITERS, DEFAULT_RATE_GBPS, DEFAULT_SIZES,
                                    DIRECTIONS, LARGEST_SIZE, SIM_SIZES, SOFT_QPS_LIMIT, TESTS, BoardOptions, PerfPlan,
                                    perf_command, perf_link)
@@ -427,8 +439,11 @@ def _perf(args: argparse.Namespace) -> int:
 
 def _bench_usrsctp(args: argparse.Namespace) -> int:
     from driver import DriverError
-    from sim.commands.bench_usrsctp import DEFAULT_ITERS, DEFAULT_SIZES, BenchFailed, run_usrsctp_bench
+    from driver.options import minimum_path_mtu
+    from sim.commands.bench_usrsctp import (DEFAULT_ITERS, DEFAULT_MTUS, DEFAULT_SIZES, BenchFailed,
+                                            run_loopback_bench, run_usrsctp_bench)
     from sim.commands.perf import LARGEST_SIZE
+    from sim.loopback_bench import LoopbackFailed
     from sim.toolchain import MissingExtra, require_extra
     from sim.usrsctp import UsrsctpUnavailable
 
@@ -441,12 +456,24 @@ def _bench_usrsctp(args: argparse.Namespace) -> int:
     sizes = tuple(args.sizes or DEFAULT_SIZES)
     if max(sizes) > LARGEST_SIZE["soft"]:
         args.usage_error(f"argument --sizes: {max(sizes)} is above the maximum of {LARGEST_SIZE['soft']}")
+    if args.profile and args.udp:
+        args.usage_error("argument --profile: not with --udp (the runs are in processes of their own)")
+    if args.mtus is not None and not args.udp:
+        args.usage_error("argument --mtus: only with --udp")
+    mtus = tuple(args.mtus or DEFAULT_MTUS)
+    least = minimum_path_mtu(udp=True)
+    if not least <= min(mtus) <= max(mtus) <= 0xFFFF:
+        args.usage_error(f"argument --mtus: each within {least}..65535 (the least that carries a DDP segment of "
+                         "RFC 5043 9's least MULPDU over UDP)")
     try:
-        run_usrsctp_bench(sizes, args.iters or DEFAULT_ITERS, profile=args.profile)
+        if args.udp:
+            run_loopback_bench(sizes, args.iters or DEFAULT_ITERS, mtus)
+        else:
+            run_usrsctp_bench(sizes, args.iters or DEFAULT_ITERS, profile=args.profile)
     except UsrsctpUnavailable as error:
         print(f"rnic bench usrsctp: {error}", file=sys.stderr)
         return 1
-    except (BenchFailed, DriverError) as error:
+    except (BenchFailed, LoopbackFailed, DriverError) as error:
         print(f"rnic bench usrsctp: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     return 0
@@ -525,6 +552,11 @@ def build_parser() -> argparse.ArgumentParser:
     usrsctp.add_argument("--iters", type=count, help="messages per size (default 16)")
     usrsctp.add_argument("--profile", action="store_true",
                          help="then pyinstrument's call tree of the software RNIC's run (the 'profile' extra)")
+    usrsctp.add_argument("--udp", action="store_true",
+                         help="two processes each over loopback UDP (RFC 6951), not one process over an in-memory "
+                              "link: usrsctp's sockets, and rnic perf --server and --client")
+    usrsctp.add_argument("--mtus", type=count, nargs="+", metavar="BYTES",
+                         help="with --udp, the path MTUs, IPv4 and UDP headers included (default 1500 9000)")
     usrsctp.set_defaults(handler=_bench_usrsctp, usage_error=usrsctp.error)
 
     replay = commands.add_parser("replay", help="run a capture through the receive engine (RTL or model)")
@@ -624,6 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "udp::9899 for the server, udp::0, any free port, for the client; ADDR:PORT alone is UDP; "
                            "board:CONTROL@ADDR: the board on the control link CONTROL, a serial device or "
                            "socket://HOST:PORT, at ADDR on its network)")
+    perf.add_argument("--mtu", type=count, metavar="BYTES",
+                      help="--server, --client: this process's device's path MTU, IPv4 (and UDP) headers included "
+                           "(RnicConfig.path_mtu; default 1500); not with a board")
     perf.set_defaults(handler=_perf, usage_error=perf.error)
 
     demo = commands.add_parser("demo", help="two RNICs run every RDMAP operation over a lossy link")

@@ -380,6 +380,11 @@ def _redirect_import(lib: ctypes.CDLL, function: str, symbol: str, replacement: 
         libc.mprotect(start, length, 1)  # PROT_READ, as RELRO left it
 
 
+def check_installed() -> None:
+    """`UsrsctpUnavailable` unless libusrsctp loads (for a process whose children run it: no clock chosen here)."""
+    _load(_library_names())
+
+
 def available() -> bool:
     """True when `library()` loads."""
     try:
@@ -665,6 +670,16 @@ class Socket:
     def set_send_buffer(self, nbytes: int) -> None:
         """SO_SNDBUF: a message larger than the send buffer is never taken by a non-blocking socket."""
         self._set(_socket.SOL_SOCKET, _socket.SO_SNDBUF, ctypes.c_int(nbytes))
+
+    def set_receive_buffer(self, nbytes: int) -> None:
+        """SO_RCVBUF: the receive window the association advertises (a_rwnd, RFC 4960 6.2)."""
+        self._set(_socket.SOL_SOCKET, _socket.SO_RCVBUF, ctypes.c_int(nbytes))
+
+    def set_blocking(self, on: bool = True) -> None:
+        """``usrsctp_set_non_blocking``: with `on`, `send` waits for room in the send buffer and `receive` for
+        data (None then only when the association is gone), inside usrsctp with the GIL released; for a
+        process of its own on real time (`sim.usrsctp_udp`), not for AF_CONN, whose packets the caller moves."""
+        _check(self._lib.usrsctp_set_non_blocking(self._handle, 0 if on else 1), "usrsctp_set_non_blocking")
 
     def set_disable_fragments(self, on: bool = True) -> None:
         """SCTP_DISABLE_FRAGMENTS (RFC 6458 8.1): a message above the fragmentation point is refused

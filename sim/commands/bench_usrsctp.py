@@ -19,21 +19,30 @@ figures, and the ratio of the two, still mean something):
   every byte placed in the sink's region and checked), its wall-clock
   column.
 
+With ``--udp`` (`run_loopback_bench`), each instead runs as two processes over loopback UDP (RFC 6951),
+at each path MTU: usrsctp's own UDP encapsulation, a sender and a receiver process, and ``rnic perf
+--server`` and ``--client --test write_bw`` (`sim.loopback_bench`), timed on the system's monotonic clock
+from the first send to the last byte read (usrsctp) or to the server's "done" (the RNIC).
+
 MB = 2^20 bytes, as perftest and ``rnic perf``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
 from typing import TextIO
 
 from sim.commands.perf import DEFAULT_DELAY_USEC, DEFAULT_RATE_GBPS, MB, BandwidthRow, PerfPlan, measure, perf_link
-from sim.usrsctp import AssocChange, Message, Stack
+from sim.loopback_bench import LoopbackSpan, rnic_write, usrsctp_write
+from sim.usrsctp import AssocChange, Message, Stack, check_installed
 
 DEFAULT_SIZES = (1434, 65536, 1 << 20)
 DEFAULT_ITERS = 16
+DEFAULT_MTUS = (1500, 9000)
+"""``--udp``'s path MTUs: Ethernet's and a jumbo frame's."""
 #: usrsctp's first ports; each transfer takes the next two (a closed socket's port stays bound a while).
 _FIRST_PORT = 5000
 _ports = iter(range(_FIRST_PORT, 65536, 2))
@@ -186,4 +195,47 @@ def run_usrsctp_bench(sizes: tuple[int, ...] = DEFAULT_SIZES, iters: int = DEFAU
         print("\nThe software RNIC's run, sampled by pyinstrument every millisecond of the wall clock:", file=out)
         print(profiler.output_text(unicode=False, color=False, processor_options={"filter_threshold": 0.01}),
               file=out)
+    return rows
+
+
+@dataclass(frozen=True)
+class LoopbackRow:
+    mtu: int
+    size: int
+    iters: int
+    usrsctp: LoopbackSpan
+    rnic: LoopbackSpan
+
+    def rates(self) -> tuple[float, float, float]:
+        """Wall-clock MB/s of usrsctp and of the software RNIC, and the second over the first."""
+        nbytes = self.size * self.iters
+        usrsctp, rnic = (nbytes / span.wall / MB for span in (self.usrsctp, self.rnic))
+        return usrsctp, rnic, rnic / usrsctp
+
+
+def run_loopback_bench(sizes: tuple[int, ...] = DEFAULT_SIZES, iters: int = DEFAULT_ITERS,
+                       mtus: tuple[int, ...] = DEFAULT_MTUS, out: TextIO | None = None) -> list[LoopbackRow]:
+    """``--udp``: print a row per path MTU and size as each finishes, with the load average before the runs."""
+    out = out if out is not None else sys.stdout
+    check_installed()   # before any process starts: without the library, say so and stop
+    print("The software RNIC beside usrsctp: two processes each, over loopback UDP (RFC 6951) (MB = 2^20 bytes)",
+          file=out)
+    print("  usrsctp: a sender and a receiver process, socket to socket (SCTP alone); RNIC: rnic perf --server and "
+          "--client --test write_bw (RDMA Writes: verbs, RDMAP, DDP, SCTP)", file=out)
+    print("  MTU: the path MTU of both ends, IPv4 and UDP headers included; MB/s by the wall clock (the "
+          "system's monotonic clock, shared by the processes)", file=out)
+    print("  cpu s: CPU seconds over the span of usrsctp's sender and receiver, and of the RNIC's client (its "
+          "server's are not measured)", file=out)
+    print(f"  load average before the runs: {' '.join(f'{load:.2f}' for load in os.getloadavg())}", file=out)
+    print(f"{'MTU':>6} {'#bytes':>9} {'#messages':>10} {'usrsctp MB/s':>13} {'RNIC MB/s':>10} {'RNIC/usrsctp':>13} "
+          f"{'usrsctp cpu s':>14} {'RNIC cpu s':>11}", file=out, flush=True)
+    rows = []
+    for mtu in mtus:
+        for size in sizes:
+            row = LoopbackRow(mtu, size, iters, usrsctp_write(size, iters, mtu), rnic_write(size, iters, mtu))
+            rows.append(row)
+            usrsctp, rnic, ratio = row.rates()
+            usrsctp_cpu = row.usrsctp.sender_cpu + (row.usrsctp.receiver_cpu or 0.0)
+            print(f"{mtu:>6} {size:>9} {iters:>10} {usrsctp:>13.4g} {rnic:>10.4g} {ratio:>13.3f} "
+                  f"{usrsctp_cpu:>14.3f} {row.rnic.sender_cpu:>11.3f}", file=out, flush=True)
     return rows

@@ -31,9 +31,11 @@ Both columns of the tables are real time here: "simulated" is the device's clock
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -186,11 +188,14 @@ async def _expect(cm_id: CMID, kind: CMEventType, what: str):
 # -- the server -----------------------------------------------------------------------------------------------
 
 
-async def serve(device: Device, out: TextIO) -> None:
-    """Wait for one client, run its plan as the sink, check every byte that lands here, and return."""
+async def serve(device: Device, out: TextIO, listening: Callable[[], object] | None = None) -> None:
+    """Wait for one client, run its plan as the sink, check every byte that lands here, and return;
+    `listening` is called once a client can connect."""
     listener = device.create_id()
     listener.listen()
     print(f"rnic perf --server: {device.name}, waiting for a client", file=out, flush=True)
+    if listening is not None:
+        listening()
     request = await _expect(listener, CMEventType.CONNECT_REQUEST, "the control connection")
     offer = json.loads(request.private_data)
     plan = PerfPlan(tuple(offer["tests"]), tuple(offer["sizes"]), offer["iters"])
@@ -397,9 +402,10 @@ CLIENT_STEPS = {"write_bw": _client_write, "send_bw": _client_send, "read_bw": _
 # -- the commands ---------------------------------------------------------------------------------------------
 
 
-def _header(report: Report, device: Device, peer: str, iters: int) -> None:
+def _header(report: Report, device: Device, peer: str, iters: int, path_mtu: int | None) -> None:
+    mtu = "" if path_mtu is None else f"; path MTU {path_mtu}"
     lines = [f"rnic perf: {device.name} (this process, the source) and the server at {peer} (the sink); "
-             f"{iters} iterations per size",
+             f"{iters} iterations per size{mtu}",
              "  device 0: the server (rnic perf --server); device 1: this client",
              "  simulated: here the device's own clock, time.monotonic (real time, as wall-clock)",
              "  wall-clock: seconds of this process (time.perf_counter); write_bw and send_bw end at the server's "
@@ -408,10 +414,11 @@ def _header(report: Report, device: Device, peer: str, iters: int) -> None:
     print("\n".join(lines), file=report.out, flush=True)
 
 
-async def _server_main(spec: str, out: TextIO) -> None:
-    device = open_device(spec)
+async def _server_main(spec: str, out: TextIO, options: dict[str, Any],
+                       listening: Callable[[], object] | None) -> None:
+    device = open_device(spec, **options)
     try:
-        await serve(device, out)
+        await serve(device, out, listening)
         device.close()
         try:
             await device.wait_closed(timeout=CLOSE_WAIT)
@@ -423,22 +430,26 @@ async def _server_main(spec: str, out: TextIO) -> None:
         device.fabric.backend.close()
 
 
-async def _client_main(spec: str, server: tuple[str, int], plan: PerfPlan, report: Report) -> None:
-    device = open_device(spec)
+async def _client_main(spec: str, server: tuple[str, int], plan: PerfPlan, report: Report,
+                       options: dict[str, Any]) -> list[Row]:
+    device = open_device(spec, **options)
     try:
-        _header(report, device, f"{server[0]}:{server[1]}", plan.iters)
-        await drive(device, server, plan, report)
+        _header(report, device, f"{server[0]}:{server[1]}", plan.iters, options.get("path_mtu"))
+        rows = await drive(device, server, plan, report)
         device.close()
         await device.wait_closed(timeout=WAIT)
     finally:
         device.fabric.backend.close()
+    return rows
 
 
-def server_command(bind: str | None, out: TextIO | None = None) -> int:
-    """`rnic perf --server`: 0 once a client's run has ended with every byte landed, else 1."""
+def server_command(bind: str | None, out: TextIO | None = None, options: dict[str, Any] | None = None,
+                   listening: Callable[[], object] | None = None) -> int:
+    """`rnic perf --server`: 0 once a client's run has ended with every byte landed, else 1; `options`: the
+    device's (`open_device`'s, such as `path_mtu`); `listening`: called once a client can connect."""
     out = out if out is not None else sys.stdout
     try:
-        asyncio.run(_server_main(transport_spec(bind or "udp::9899", 9899), out))
+        asyncio.run(_server_main(transport_spec(bind or "udp::9899", 9899), out, options or {}, listening))
     except (PerfFailed, DriverError) as error:
         print(f"rnic perf --server: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
@@ -446,13 +457,27 @@ def server_command(bind: str | None, out: TextIO | None = None) -> int:
     return 0
 
 
-def client_command(server: str, plan: PerfPlan, bind: str | None, out: TextIO | None = None) -> int:
-    """`rnic perf --client HOST[:PORT]`: the tables; 0 when every byte landed, else 1."""
+def client_rows(server: tuple[str, int], plan: PerfPlan, spec: str, options: dict[str, Any] | None = None,
+                out: TextIO | None = None) -> list[Row]:
+    """`plan` run from a device of this process (`spec`, `open_device`'s `options`) against the server at
+    `server`: its rows, the tables printed on `out` (none without it); `PerfFailed` or `DriverError` when a
+    byte landed wrong or the run failed."""
+    report = Report(out if out is not None else io.StringIO(), engine=False)
+    try:
+        return asyncio.run(_client_main(spec, server, plan, report, options or {}))
+    finally:
+        report.close()
+
+
+def client_command(server: str, plan: PerfPlan, bind: str | None, out: TextIO | None = None,
+                   options: dict[str, Any] | None = None) -> int:
+    """`rnic perf --client HOST[:PORT]`: the tables; 0 when every byte landed, else 1; `options` as for
+    `server_command`."""
     out = out if out is not None else sys.stdout
     report = Report(out, engine=False)
     try:
         address = peer_address(server)
-        asyncio.run(_client_main(transport_spec(bind or "udp::0", 0), address, plan, report))
+        asyncio.run(_client_main(transport_spec(bind or "udp::0", 0), address, plan, report, options or {}))
     except (PerfFailed, DriverError, ValueError) as error:
         report.close()
         print(f"rnic perf --client: {type(error).__name__}: {error}", file=sys.stderr)
@@ -461,4 +486,4 @@ def client_command(server: str, plan: PerfPlan, bind: str | None, out: TextIO | 
     return 0
 
 
-__all__ = ["server_command", "client_command", "serve", "drive", "transport_spec", "peer_address"]
+__all__ = ["server_command", "client_command", "client_rows", "serve", "drive", "transport_spec", "peer_address"]
