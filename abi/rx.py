@@ -48,6 +48,7 @@ def check_address_bits(address_bits: int) -> None:
     if not isinstance(address_bits, int) or not MIN_ADDRESS_BITS <= address_bits <= ADDRESS_BITS:
         raise ValueError(f"host addresses of {address_bits!r} bits: from {MIN_ADDRESS_BITS} to {ADDRESS_BITS}")
 
+
 #: Association index width: up to 2**ASSOCIATION_BITS associations in the table.
 ASSOCIATION_BITS = 4
 
