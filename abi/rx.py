@@ -25,7 +25,7 @@ from abi.layout import Struct
 from abi.register_file import RegisterMap
 
 __all__ = [
-    "ADDRESS_BITS", "ASSOCIATION_BITS", "association_row", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_BITS",
+    "ADDRESS_BITS", "MIN_ADDRESS_BITS", "check_address_bits", "ASSOCIATION_BITS", "association_row", "STREAM_BITS", "SEQUENCE_WINDOW", "STAG_BITS",
     "STAG_KEY_BITS", "MIN_STAG_KEY_BITS", "check_key_bits", "ERROR_NUMBER", "RX_PARAMS", "RX_TABLES",
     "FrameException", "FrameDrop", "ChunkException", "ChunkError", "SegmentStatus", "ReportKind", "ExceptionSource",
     "AckDisposition", "ack_layout", "ack_bytes", "buffer_revoke_layout", "DMA_ERROR",
@@ -36,7 +36,18 @@ __all__ = [
     "exception_record_layout", "FRAME_COUNTERS", "SEGMENT_COUNTERS", "register_map",
 ]
 
+#: A host address on the host's side of every record (rows, posts, requests, reports): 64 bits.
 ADDRESS_BITS = 64
+#: The fewest bits of host address the gateware keeps (`check_address_bits`): a burst of its DMA stays
+#: within a 4 KiB boundary (AXI4, ARM IHI 0022 A3.4.1) by the address's low 12 bits.
+MIN_ADDRESS_BITS = 12
+
+
+def check_address_bits(address_bits: int) -> None:
+    """Refuse (ValueError) a width of host memory addresses outside ``MIN_ADDRESS_BITS..ADDRESS_BITS``."""
+    if not isinstance(address_bits, int) or not MIN_ADDRESS_BITS <= address_bits <= ADDRESS_BITS:
+        raise ValueError(f"host addresses of {address_bits!r} bits: from {MIN_ADDRESS_BITS} to {ADDRESS_BITS}")
+
 
 #: Association index width: up to 2**ASSOCIATION_BITS associations in the table.
 ASSOCIATION_BITS = 4

@@ -29,9 +29,11 @@ user button resets the core.
 
 from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, ResetSignal, Signal
 from amaranth.lib import io, wiring
+from amaranth.utils import exact_log2
 from amaranth.lib.cdc import AsyncFFSynchronizer, ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
+from abi.rx import MIN_ADDRESS_BITS
 from hdl.bus.axis_mux import AxiStreamMux
 from hdl.link.host_memory import HostMemory
 from hdl.link.link import ControlLink
@@ -83,8 +85,10 @@ class BoardCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.mac = mac = EthernetMac(WIDTH_BYTES)
-        m.submodules.engine = engine = Rnic(WIDTH_BYTES, **self._engine_options)
-        m.submodules.memory = memory = HostMemory(self.memory_bytes, data_bytes=WIDTH_BYTES)
+        # Host addresses as wide as the memory's (at least the engines' least): 16 bits for 64 KiB.
+        address_bits = max(MIN_ADDRESS_BITS, exact_log2(self.memory_bytes))
+        m.submodules.engine = engine = Rnic(WIDTH_BYTES, address_bits=address_bits, **self._engine_options)
+        m.submodules.memory = memory = HostMemory(self.memory_bytes, data_bytes=WIDTH_BYTES, addr_width=address_bits)
         m.submodules.link = link = ControlLink(divisor=self.divisor, memory_bytes=self.memory_bytes,
                                                width_bytes=WIDTH_BYTES)
         m.d.comb += [mac.gmii_rx.eq(self.gmii_rx), self.gmii_tx.eq(mac.gmii_tx),

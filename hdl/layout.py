@@ -9,12 +9,12 @@ uses, field for field, so the gateware's bits are the host's. An enum field
 import enum
 from functools import cache
 
-from amaranth.hdl import Const, Format, ShapeCastable, unsigned
-from amaranth.lib import data
+from amaranth.hdl import Const, Format, ShapeCastable, Signal, Value, unsigned
+from amaranth.lib import data, wiring
 
 from abi.layout import Array, Member, Struct, member_width
 
-__all__ = ["struct_layout", "member_shape", "enum_shape", "EnumShape"]
+__all__ = ["struct_layout", "member_shape", "enum_shape", "EnumShape", "copy_fields", "as_layout", "connect_fields"]
 
 
 class EnumShape(ShapeCastable):
@@ -76,3 +76,41 @@ def member_shape(member: Member):
 def struct_layout(struct: Struct) -> data.StructLayout:
     """The ``StructLayout`` of ``struct``: the same fields, in the same order, at the same offsets."""
     return data.StructLayout({name: member_shape(member) for name, member in struct})
+
+
+def copy_fields(target: data.View, source: data.View) -> list:
+    """Assignments copying ``source`` into ``target`` field by field, by name: the same record laid out
+    with other widths (a host address kept in fewer bits inside the gateware than on the host's wire). A
+    field narrower in ``target`` keeps its low bits, a wider one is zero-extended; fields of one only are
+    left out. Records of one layout are copied whole."""
+    if target.shape() == source.shape():
+        return [target.eq(source)]
+    statements = []
+    for name, field in target.shape():
+        if name not in source.shape().members:
+            continue
+        if isinstance(field.shape, data.StructLayout) and isinstance(source.shape().members[name], data.StructLayout):
+            statements += copy_fields(target[name], source[name])
+        else:
+            statements.append(Value.cast(target[name]).eq(Value.cast(source[name])))
+    return statements
+
+
+def connect_fields(m, source, sink) -> None:
+    """Connect stream ``source`` to stream ``sink`` whose payload is the same record at other widths
+    (:func:`copy_fields`); streams of one payload are connected whole."""
+    if source.payload.shape() == sink.payload.shape():
+        wiring.connect(m, source, sink)
+        return
+    m.d.comb += copy_fields(sink.payload, source.payload) + [sink.valid.eq(source.valid),
+                                                             source.ready.eq(sink.ready)]
+
+
+def as_layout(m, record: data.View, layout: data.StructLayout) -> data.View:
+    """``record`` as the same record laid out with ``layout``'s widths (:func:`copy_fields`); ``record``
+    itself when it has that layout."""
+    if record.shape() == layout:
+        return record
+    converted = Signal(layout)
+    m.d.comb += copy_fields(converted, record)
+    return converted

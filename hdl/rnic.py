@@ -82,24 +82,30 @@ class Rnic(wiring.Component):
     default: it does not meet the core clock, docs/architecture/transport.md); with
     ``external_tick``, the timer ticks once per cycle of the ``tick`` input instead of every
     ``tick_cycles``, and ``tick_busy`` says the last tick is not yet taken by the acknowledgement and
-    transport units (for a simulation whose own clock advances the timer, ``sim.driver_sim``)."""
+    transport units (for a simulation whose own clock advances the timer, ``sim.driver_sim``).
+    ``address_bits`` of a host memory address are kept (``m_axi``'s width, from
+    :data:`abi.rx.MIN_ADDRESS_BITS` to the host records' 64): a device whose memory is small keeps its
+    rows, requests and queues that much narrower. The host's records still carry 64-bit addresses;
+    the bits above ``address_bits`` are left out, and the driver places nothing there."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  key_bits: int = STAG_KEY_BITS, buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768,
                  ird: int = 4, tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES,
-                 transport: bool = False, external_tick: bool = False):
-        self.width_bytes, self.external_tick = width_bytes, external_tick
+                 transport: bool = False, external_tick: bool = False, address_bits: int = ADDRESS_BITS):
+        self.width_bytes, self.external_tick, self.address_bits = width_bytes, external_tick, address_bits
         self.associations, self.stream_ids, self.ird, self.ring_tsns = associations, stream_ids, ird, ring_tsns
         self.rx = RxEngine(width_bytes, associations=associations, stream_ids=stream_ids, regions=regions,
                            key_bits=key_bits, buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes,
-                           tick_cycles=tick_cycles, peer_sacks=transport, external_tick=external_tick)
+                           tick_cycles=tick_cycles, peer_sacks=transport, external_tick=external_tick,
+                           address_bits=address_bits)
         self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
-                           buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns, transport=transport)
+                           buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns, transport=transport,
+                           address_bits=address_bits)
         self.transport = transport
         self.tx_map = tx_register_map(associations, stream_ids, transport)
         members = {
             "s_axil": In(Axi4LiteSignature(addr_width=13, data_width=32)),
-            "m_axi": Out(Axi4Signature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
+            "m_axi": Out(Axi4Signature(addr_width=address_bits, data_width=8 * width_bytes, id_width=4)),
             "s_axis": In(AxiStreamSignature(width_bytes)),
             "m_axis_report": Out(AxiStreamSignature(report_bytes())),
             "m_axis_ack": Out(AxiStreamSignature(ack_bytes())),

@@ -73,12 +73,12 @@ from amaranth.lib.wiring import In, Out, connect
 
 from abi.rx import (ADDRESS_BITS, FRAME_COUNTERS, RX_PARAMS, RX_TABLES, SACK_TICK_CYCLES, SEGMENT_COUNTERS, SEQUENCE_WINDOW,
                     STAG_KEY_BITS, ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout,
-                    register_map, report_bytes)
+                    check_address_bits, register_map, report_bytes, report_layout)
 from abi.tx import peer_sack_bytes
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream, axis_payload_layout
 from hdl.bus.register_file import RegisterFile
-from hdl.layout import struct_layout
+from hdl.layout import as_layout, connect_fields, struct_layout
 from hdl.rx.chunk_parser import ChunkParser
 from hdl.rx.sack_reader import SackReader
 from hdl.rx.ddp_header import DdpHeaderValidator
@@ -111,8 +111,11 @@ class RxEngine(wiring.Component):
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  key_bits: int = STAG_KEY_BITS, buffers_per_queue: int = 8, buffer_bytes: int = 32768,
-                 tick_cycles: int = SACK_TICK_CYCLES, peer_sacks: bool = False, external_tick: bool = False):
+                 tick_cycles: int = SACK_TICK_CYCLES, peer_sacks: bool = False, external_tick: bool = False,
+                 address_bits: int = ADDRESS_BITS):
+        check_address_bits(address_bits)
         self.width_bytes, self.tick_cycles, self.peer_sacks = width_bytes, tick_cycles, peer_sacks
+        self.address_bits = address_bits
         self.external_tick = external_tick
         self.associations, self.stream_ids, self.regions = associations, stream_ids, regions
         self.key_bits = key_bits
@@ -120,7 +123,7 @@ class RxEngine(wiring.Component):
         self.map = register_map(associations, stream_ids, regions, key_bits)
         super().__init__({
             "s_axis": In(AxiStreamSignature(width_bytes)),
-            "m_axi": Out(Axi4Signature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
+            "m_axi": Out(Axi4Signature(addr_width=address_bits, data_width=8 * width_bytes, id_width=4)),
             "s_axil": In(Axi4LiteSignature(addr_width=12, data_width=32)),
             "m_axis_exc": Out(AxiStreamSignature(width_bytes, exception_record_layout().size)),
             "m_axis_report": Out(AxiStreamSignature(report_bytes())),
@@ -147,12 +150,13 @@ class RxEngine(wiring.Component):
         m.submodules.headers = headers = DdpHeaderValidator(width)
         m.submodules.placement = placement = PlacementCheck(
             width, regions=self.regions, associations=self.associations, stream_ids=self.stream_ids,
-            depth=self._buffers_per_queue, address_bits=ADDRESS_BITS, window=SEQUENCE_WINDOW, key_bits=self.key_bits)
-        m.submodules.dma = dma = DmaWriter(width, ADDRESS_BITS)
+            depth=self._buffers_per_queue, address_bits=self.address_bits, window=SEQUENCE_WINDOW,
+            key_bits=self.key_bits)
+        m.submodules.dma = dma = DmaWriter(width, self.address_bits)
         m.submodules.exceptions = exceptions = PacketArbiter(width, struct_layout(exception_record_layout()), inputs=2)
-        m.submodules.reports = reports = ReportEngine(ADDRESS_BITS)
+        m.submodules.reports = reports = ReportEngine(self.address_bits)
         m.submodules.delivery = delivery = DeliveryOrder(associations=self.associations, stream_ids=self.stream_ids,
-                                                         window=SEQUENCE_WINDOW, address_bits=ADDRESS_BITS)
+                                                         window=SEQUENCE_WINDOW, address_bits=self.address_bits)
 
         # Network in: AXI4-Stream, then a queue, so tready comes from a flip-flop.
         m.submodules.net_in = net_in = AxiStreamToPacket(width)
@@ -177,12 +181,13 @@ class RxEngine(wiring.Component):
         ]
         connect(m, wiring.flipped(self.s_axil), registers.axil)
         connect(m, registers.table_association, frames.assoc_write)
-        connect(m, registers.table_region, placement.region_write)
+        # Rows and posts carry the host's 64-bit addresses; the tables keep `address_bits` of them.
+        connect_fields(m, registers.table_region, placement.region_write)
         # Stream rows pass the delivery order first: a rewritten row restarts its DDP-SSN order there.
         connect(m, registers.table_stream, delivery.stream_write_in)
         connect(m, delivery.stream_write_out, placement.stream_write)
         connect(m, delivery.retire, placement.retire)
-        connect(m, registers.table_buffer, placement.post)
+        connect_fields(m, registers.table_buffer, placement.post)
         connect(m, registers.table_revoke, placement.revoke)
 
         # The receive pipeline.
@@ -313,14 +318,17 @@ class RxEngine(wiring.Component):
         # stage would only add a 436-bit enable for the port's ready to drive. The filter leaves out
         # the records of accepted middle segments unless `segment_reports` is set (per-message reports).
         connect(m, reports.report, delivery.records_in)
-        m.submodules.report_filter = report_filter = ReportFilter(ADDRESS_BITS)
+        m.submodules.report_filter = report_filter = ReportFilter(self.address_bits)
         connect(m, delivery.records_out, report_filter.records_in)
         m.d.comb += report_filter.segment_reports.eq(registers.config_segment_reports)
         for name, records, size in (("report", report_filter.records_out, report_bytes()),
                                     ("ack", host_acks, ack_bytes())):
             axis = m.submodules[f"{name}_out"] = PacketToAxiStream(size)
+            record = records.payload
+            if name == "report":   # the host's record: its addresses of ADDRESS_BITS
+                record = as_layout(m, record, struct_layout(report_layout(ADDRESS_BITS)))
             m.d.comb += [
-                axis.packets.payload.data.eq(records.payload.as_value()),
+                axis.packets.payload.data.eq(record.as_value()),
                 axis.packets.payload.keep.eq(-1),
                 axis.packets.payload.last.eq(1),
                 axis.packets.valid.eq(records.valid),

@@ -89,7 +89,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
 from amaranth.lib import stream
 
-from abi.rx import ADDRESS_BITS
+from abi.rx import ADDRESS_BITS, check_address_bits
 from abi.tx import (TransportOpcode, TsnOpcode, completion_bytes, control_request_bytes, control_request_layout,
                     peer_sack_bytes, peer_sack_layout, read_response_bytes, read_response_layout,
                     transport_record_bytes, transport_record_layout, transport_write_bytes, transport_write_layout,
@@ -97,7 +97,7 @@ from abi.tx import (TransportOpcode, TsnOpcode, completion_bytes, control_reques
                     work_request_bytes, work_request_layout)
 from hdl.bus.axi import Axi4ReadSignature
 from hdl.bus.axis import AxiStreamSignature, PacketToAxiStream
-from hdl.layout import struct_layout
+from hdl.layout import as_layout, struct_layout
 from hdl.stream.crc32c import Crc32c
 from hdl.stream.packet import packet_layout
 from hdl.stream.prepend import Prepend
@@ -117,6 +117,19 @@ from hdl.rx.sack_unit import sack_record_bytes, sack_record_layout
 __all__ = ["TxEngine"]
 
 
+def _from_host(m, tdata, layout_of, address_bits: int):
+    """The host's record in a beat's ``tdata`` (``layout_of(ADDRESS_BITS)``) as the engine keeps it
+    (``layout_of(address_bits)``): a host address's bits above ``address_bits`` are left out (the
+    driver places nothing there: they lie past the device's memory)."""
+    wide = struct_layout(layout_of(ADDRESS_BITS))
+    return as_layout(m, wide(tdata[:wide.size]), struct_layout(layout_of(address_bits)))
+
+
+def _to_host(m, record, layout_of):
+    """The engine's ``record`` as the host's (``layout_of(ADDRESS_BITS)``): its addresses zero-extended."""
+    return as_layout(m, record, struct_layout(layout_of(ADDRESS_BITS)))
+
+
 class TxEngine(wiring.Component):
     """The transmit engine for a ``width_bytes`` datapath (8, 16, 32 or 64), ``associations``
     associations of ``stream_ids`` streams each (a power of two; stream row ``association *
@@ -127,10 +140,12 @@ class TxEngine(wiring.Component):
     "The transport in the gateware")."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, ird: int = 4,
-                 buffer_bytes: int = 8192, ring_tsns: int = 64, transport: bool = False):
+                 buffer_bytes: int = 8192, ring_tsns: int = 64, transport: bool = False,
+                 address_bits: int = ADDRESS_BITS):
         if stream_ids & (stream_ids - 1):
             raise ValueError(f"stream_ids must be a power of two, not {stream_ids}")
-        self.width_bytes = width_bytes
+        check_address_bits(address_bits)
+        self.width_bytes, self.address_bits = width_bytes, address_bits
         self.associations, self.stream_ids, self.ird = associations, stream_ids, ird
         self.buffer_bytes, self.ring_tsns = buffer_bytes, ring_tsns
         self.transport = TransportUnit(associations, ring_tsns=ring_tsns) if transport else None
@@ -157,7 +172,7 @@ class TxEngine(wiring.Component):
             "local_mac": In(48),
             "local_ip": In(32),
             "udp_port": In(16),
-            "m_axi": Out(Axi4ReadSignature(addr_width=ADDRESS_BITS, data_width=8 * width_bytes, id_width=4)),
+            "m_axi": Out(Axi4ReadSignature(addr_width=address_bits, data_width=8 * width_bytes, id_width=4)),
             "m_axis": Out(AxiStreamSignature(width_bytes)),
             "s_axis_sack": In(AxiStreamSignature(sack_record_bytes())),
             **transport_ports,
@@ -167,11 +182,13 @@ class TxEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        width = self.width_bytes
-        segmenter = m.submodules.segmenter = Segmenter(associations=self.associations, stream_ids=self.stream_ids)
-        headers = m.submodules.headers = HeaderBuilder(associations=self.associations)
-        ring = m.submodules.ring = RetransmitRing(associations=self.associations, ring_tsns=self.ring_tsns)
-        fetcher = m.submodules.fetcher = PayloadFetcher(width, ADDRESS_BITS)
+        width, address_bits = self.width_bytes, self.address_bits
+        segmenter = m.submodules.segmenter = Segmenter(associations=self.associations, stream_ids=self.stream_ids,
+                                                       address_bits=address_bits)
+        headers = m.submodules.headers = HeaderBuilder(associations=self.associations, address_bits=address_bits)
+        ring = m.submodules.ring = RetransmitRing(associations=self.associations, ring_tsns=self.ring_tsns,
+                                                  address_bits=address_bits)
+        fetcher = m.submodules.fetcher = PayloadFetcher(width, address_bits)
         sctp = m.submodules.sctp = Prepend(width, SCTP_HEADER_LENGTHS, pad_to=4)
         crc = m.submodules.crc = Crc32c(width)
         buffer = m.submodules.buffer = SyncFIFOBuffered(width=packet_layout(width).size,
@@ -183,25 +200,25 @@ class TxEngine(wiring.Component):
         # Read straight from LUT RAM (as every request queue into the arbiter): the segmenter's late
         # `ready` reaches a read counter, not a wide output register's enable; the fields the
         # segmenter decodes when it stages a request are kept in flip-flops too.
-        work_queue = m.submodules.work_queue = Queue(struct_layout(work_request_layout(ADDRESS_BITS)), 4,
+        work_queue = m.submodules.work_queue = Queue(struct_layout(work_request_layout(address_bits)), 4,
                                                      memory_output=True, registered_fields=("opcode", "association"))
         m.d.comb += [
-            work_queue.sink.payload.eq(self.s_axis_wr.tdata[:work_request_layout(ADDRESS_BITS).size]),
+            work_queue.sink.payload.eq(_from_host(m, self.s_axis_wr.tdata, work_request_layout, address_bits)),
             work_queue.sink.valid.eq(self.s_axis_wr.tvalid),
             self.s_axis_wr.tready.eq(work_queue.sink.ready),
         ]
 
         # Inbound Read Requests: one beat each, through a queue, into the IRD queue; refusals out.
-        layout = struct_layout(read_response_layout(ADDRESS_BITS))
+        layout = struct_layout(read_response_layout(address_bits))
         # From the queue's LUT RAM: no wide output register whose enable is the IRD stage's ready.
         request_queue = m.submodules.request_queue = Queue(layout, 4, memory_output=True)
         reads = m.submodules.reads = ReadRequestQueue(associations=self.associations, stream_ids=self.stream_ids,
-                                                      ird=self.ird)
+                                                      ird=self.ird, address_bits=address_bits)
         m.d.comb += [
-            request_queue.sink.payload.eq(self.s_axis_rr.tdata[:layout.size]),
+            request_queue.sink.payload.eq(_from_host(m, self.s_axis_rr.tdata, read_response_layout, address_bits)),
             request_queue.sink.valid.eq(self.s_axis_rr.tvalid),
             self.s_axis_rr.tready.eq(request_queue.sink.ready),
-            self.m_axis_rr_refused.tdata.eq(reads.refused.payload),
+            self.m_axis_rr_refused.tdata.eq(_to_host(m, reads.refused.payload, read_response_layout)),
             self.m_axis_rr_refused.tkeep.eq(-1),
             self.m_axis_rr_refused.tlast.eq(1),
             self.m_axis_rr_refused.tvalid.eq(reads.refused.valid),
@@ -237,21 +254,22 @@ class TxEngine(wiring.Component):
                          port.tvalid.eq(source.valid), source.ready.eq(port.tready)]
 
         # Control requests: one beat each, through a queue.
-        control_queue = m.submodules.control_queue = Queue(struct_layout(control_request_layout(ADDRESS_BITS)), 4,
+        control_queue = m.submodules.control_queue = Queue(struct_layout(control_request_layout(address_bits)), 4,
                                                            memory_output=True,
                                                            registered_fields=("opcode", "association"))
         m.d.comb += [
-            control_queue.sink.payload.eq(self.s_axis_ctl.tdata[:control_request_layout(ADDRESS_BITS).size]),
+            control_queue.sink.payload.eq(_from_host(m, self.s_axis_ctl.tdata, control_request_layout,
+                                                     address_bits)),
             control_queue.sink.valid.eq(self.s_axis_ctl.tvalid),
             self.s_axis_ctl.tready.eq(control_queue.sink.ready),
         ]
 
         # The segmenter's next message: a control request, else a waiting Read Response, else a local request.
-        arbiter = m.submodules.arbiter = WorkArbiter(ADDRESS_BITS)
+        arbiter = m.submodules.arbiter = WorkArbiter(address_bits)
         connect(m, control_queue.source, arbiter.control)
         connect(m, work_queue.source, arbiter.local)
         connect(m, reads.responses, arbiter.responses)
-        sack_sender = m.submodules.sack_sender = SackSender(width)
+        sack_sender = m.submodules.sack_sender = SackSender(width, address_bits=address_bits)
         m.d.comb += [
             sack_sender.records.payload.eq(self.s_axis_sack.tdata[:sack_record_layout().size]),
             sack_sender.records.valid.eq(self.s_axis_sack.tvalid),
@@ -277,12 +295,12 @@ class TxEngine(wiring.Component):
         # Segments through the ring, then to headers, fetches to the payload fetcher, each through a queue.
         # Straight from LUT RAM: the ring's late `ready` reaches a read counter, not the enable of a
         # segment-wide register; the fields the ring decides on are kept in flip-flops too.
-        numbered_queue = m.submodules.numbered_queue = Queue(segment_layout(), 4, memory_output=True,
+        numbered_queue = m.submodules.numbered_queue = Queue(segment_layout(address_bits), 4, memory_output=True,
                                                              registered_fields=("numbered", "association", "fetch"))
         connect(m, segmenter.segments, numbered_queue.sink)
         connect(m, numbered_queue.source, ring.segments)
-        segment_queue = m.submodules.segment_queue = Queue(segment_layout())
-        fetch_queue = m.submodules.fetch_queue = Queue(fetch_layout(ADDRESS_BITS))
+        segment_queue = m.submodules.segment_queue = Queue(segment_layout(address_bits))
+        fetch_queue = m.submodules.fetch_queue = Queue(fetch_layout(address_bits))
         # The SACK sender's segments beside the ring's output, first when one waits (RFC 4960 6.2: a SACK is
         # due at once; it never waits behind DATA the window holds back). Its choice is a flip-flop, the
         # valid of the sender's queue; a segment and its fetch enter their queues together. The ring's
@@ -316,7 +334,7 @@ class TxEngine(wiring.Component):
         # Payloads: a fetch from memory to the fetcher, a SACK's (local) from the SACK sender; the order
         # of the two kinds kept, one bit per fetch, for the payload's turn. Both through queues, whose
         # readies are flip-flops, so the fetch queue's consumer is two flip-flops and a bit.
-        fetches = m.submodules.fetcher_queue = Queue(fetch_layout(ADDRESS_BITS))
+        fetches = m.submodules.fetcher_queue = Queue(fetch_layout(address_bits))
         order = m.submodules.payload_order = Queue(unsigned(1), 32)
         fetch = fetch_queue.source
         m.d.comb += [

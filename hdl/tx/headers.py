@@ -34,6 +34,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from abi.rx import ADDRESS_BITS
 from abi.tx import READ_RESPONSE_OPCODE, ControlOpcode, WorkOpcode, tx_association_write_layout
 from hdl.layout import struct_layout
 from hdl.stream.bits import index_bits
@@ -105,11 +106,12 @@ class HeaderBuilder(wiring.Component):
         enough to cover the CRC's latency with the shortest packets at W = 64.
     """
 
-    def __init__(self, *, associations: int = 2, sctp_depth: int = 6, prefix_depth: int = 16):
-        self.associations = associations
+    def __init__(self, *, associations: int = 2, sctp_depth: int = 6, prefix_depth: int = 16,
+                 address_bits: int = ADDRESS_BITS):
+        self.associations, self._address_bits = associations, address_bits
         self._sctp_depth, self._prefix_depth = sctp_depth, prefix_depth
         super().__init__({
-            "segments": In(stream.Signature(segment_layout())),
+            "segments": In(stream.Signature(segment_layout(address_bits))),
             "association_write": In(stream.Signature(struct_layout(tx_association_write_layout()))),
             "local_mac": In(48),
             "local_ip": In(32),
@@ -188,7 +190,7 @@ class HeaderBuilder(wiring.Component):
         header_length = by_header(lambda h: h)
         ip_offset = Mux(incoming_row.udp, by_header(lambda h: h + 3 + PREFIX_LENGTHS[1] - ETHERNET_HEADER),
                         by_header(lambda h: h + 3 + PREFIX_LENGTHS[0] - ETHERNET_HEADER))
-        segment, row = Signal(segment_layout()), Signal(struct_layout(tx_association_write_layout()))
+        segment, row = Signal(segment_layout(self._address_bits)), Signal(struct_layout(tx_association_write_layout()))
         valid_1, tagged, read_request, packet, session = Signal(), Signal(), Signal(), Signal(), Signal()
         terminate, terminate_2 = Signal(), Signal()
         immediate, immediate_2 = Signal(), Signal()
@@ -213,7 +215,8 @@ class HeaderBuilder(wiring.Component):
         ]
 
         # Stage 2: the checksum sum; the header bytes are wires from these registers.
-        segment_2, row_2 = Signal(segment_layout()), Signal(struct_layout(tx_association_write_layout()))
+        segment_2, row_2 = (Signal(segment_layout(self._address_bits)),
+                            Signal(struct_layout(tx_association_write_layout())))
         valid_2, tagged_2, read_request_2, packet_2, session_2 = Signal(), Signal(), Signal(), Signal(), Signal()
         sctp_length_2 = Signal.like(sctp_length)
         chunk_length_2, ip_length_2, udp_length_2 = Signal(16), Signal(16), Signal(16)

@@ -21,7 +21,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from abi.rx import ASSOCIATION_BITS
+from abi.rx import ADDRESS_BITS, ASSOCIATION_BITS
 from hdl.rx.sack_unit import sack_record_layout
 from hdl.stream.bits import thermometer
 from hdl.stream.packet import packet_signature
@@ -51,13 +51,14 @@ class SackSender(wiring.Component):
     """SACK records of up to ``gap_blocks`` Gap Ack Blocks and ``duplicate_tsns`` duplicates, as
     ``width_bytes``-wide SACK chunks (see the module docs)."""
 
-    def __init__(self, width_bytes: int, *, gap_blocks: int = 4, duplicate_tsns: int = 4, depth: int = 4):
+    def __init__(self, width_bytes: int, *, gap_blocks: int = 4, duplicate_tsns: int = 4, depth: int = 4,
+                 address_bits: int = ADDRESS_BITS):
         self.width_bytes, self.gap_blocks, self.duplicate_tsns, self.depth = \
             width_bytes, gap_blocks, duplicate_tsns, depth
         super().__init__({
             "records": In(stream.Signature(sack_record_layout(gap_blocks, duplicate_tsns))),
-            "segments": Out(stream.Signature(segment_layout())),
-            "fetches": Out(stream.Signature(fetch_layout())),
+            "segments": Out(stream.Signature(segment_layout(address_bits))),
+            "fetches": Out(stream.Signature(fetch_layout(address_bits))),
             # segments.valid again, from a flip-flop of its own: for a consumer's use far from the others.
             "segments_valid_replica": Out(1),
             "payload": Out(packet_signature(width_bytes)),

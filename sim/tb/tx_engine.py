@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from amaranth.sim import Simulator
 
+from abi.rx import ADDRESS_BITS
 from abi.tx import (ControlOpcode, TsnOpcode, completion_layout, control_request_layout, read_response_layout,
                     tsn_request_layout, work_request_layout)
 from hdl.layout import struct_layout
@@ -141,7 +142,7 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
              tsn_after_frames: list | None = None, acknowledge_after: int | None = 0,
              completion_count: int = 0, work_delay: int = 0, sacks: list = (),
              sack_after_frames: list | None = None, table_associations: int = 2,
-             stream_ids: int = STREAM_IDS) -> Run:
+             stream_ids: int = STREAM_IDS, address_bits: int = ADDRESS_BITS) -> Run:
     """Run the engine until ``frame_count`` frames and ``refused_count`` refusals left (or a cycle budget ran
     out), then 30 cycles more.
 
@@ -155,10 +156,10 @@ def simulate(width: int, associations: list[Association], first_ssn: dict, works
     ``tsn_after_frames``) once that many frames have left; unless ``acknowledge_after`` is None the peer
     also ACKs each DATA chunk that many cycles after it left (between those requests), the ACKs due at once
     taken together as one (cumulative, RFC 4960 6.2.1). ``table_associations`` and ``stream_ids`` are the
-    engine's tables (``TxEngine``'s ``associations`` and ``stream_ids``).
+    engine's tables (``TxEngine``'s ``associations`` and ``stream_ids``); ``address_bits`` its host addresses.
     """
     dut = TxEngine(width, associations=table_associations, stream_ids=stream_ids, ird=ird, buffer_bytes=buffer_bytes,
-                   ring_tsns=ring_tsns)
+                   ring_tsns=ring_tsns, address_bits=address_bits)
     rng = random.Random(seed)
     layout, record_layout, control_layout = (struct_layout(work_request_layout()), struct_layout(read_response_layout()),
                                              struct_layout(control_request_layout()))

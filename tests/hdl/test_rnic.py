@@ -133,8 +133,9 @@ def test_register_space_reads_both_engines_and_their_params():
     assert seen["ip"] == seen["tx_ip"] == 0x0A000002
 
 
-@pytest.mark.parametrize("seed", [1])
-def test_loopback_write_and_send_are_placed_reported_and_completed(seed):
+# 20 bits: the top narrowed to a memory of 1 MiB (the ECPIX-5's keeps 16 for its 64 KiB), below every address here.
+@pytest.mark.parametrize("seed, address_bits", [(1, 64), (2, 20)])
+def test_loopback_write_and_send_are_placed_reported_and_completed(seed, address_bits):
     rng = random.Random(seed)
     source = ReadMemory(SOURCE_BASE, rng.randbytes(0x4000), WIDTH, seed=seed)
     sink = WriteMemory(SINK_BASE, SINK_BYTES, WIDTH)
@@ -154,7 +155,7 @@ def test_loopback_write_and_send_are_placed_reported_and_completed(seed):
         verdicts += model.last_result.segments
         acks += model.last_result.acks
 
-    top = Loopback()
+    top = Loopback(address_bits=address_bits)
     rnic = top.rnic
     got = {"frames": [], "reports": [], "acks": [], "completions": []}
 
@@ -454,3 +455,10 @@ def test_loopback_transport_in_gateware_completes_every_request_without_the_host
         assert len(data_tsns) > len(set(data_tsns))                  # lost chunks were sent again
     else:
         assert len(data_tsns) == len(set(data_tsns)) == 6 * 2        # 2500 B at MULPDU 1434: two segments each
+
+
+@pytest.mark.parametrize("address_bits", [11, 65])
+def test_host_address_width_outside_12_to_64_bits_is_refused(address_bits):
+    """Fewer than 12 bits would let a DMA burst's 4 KiB boundary (AXI4 A3.4.1) wrap; the host's records hold 64."""
+    with pytest.raises(ValueError, match=f"host addresses of {address_bits} bits"):
+        Rnic(WIDTH, address_bits=address_bits)

@@ -117,7 +117,10 @@ def test_read_responses_go_ahead_of_waiting_local_work(width):
           peer_delay=40, buffer_bytes=2048, out_stall=0.1)
 
 
-def test_read_requests_beyond_ird_are_refused_as_the_model_refuses_them():
+# 33 bits: the engine narrowed to the fewest host address bits that reach past the 4 GiB page end; its
+# refusals leave with the host's 64-bit addresses.
+@pytest.mark.parametrize("address_bits", [64, 33])
+def test_read_requests_beyond_ird_are_refused_as_the_model_refuses_them(address_bits):
     """IRD 2: with the network held, a stream's third request while two are unanswered is refused (the
     model's responder sends a Terminate, RDMAP 0x2/0x07, for it), and so are the two after it, each once,
     in order, through a slow reader of m_axis_rr_refused; another stream's two are answered (IRD is per
@@ -145,7 +148,7 @@ def test_read_requests_beyond_ird_are_refused_as_the_model_refuses_them():
     frames_before_later = sum(-(-max(r.length, 1) // (516 - 14)) for r in answered)
     check(8, associations, streams, [], memory, responses=requests, order=[*answered, later], ird=2,
           refused=beyond, refused_ready=0.1, network_hold=400, buffer_bytes=2048,
-          response_after_frames=[0] * (len(requests) - 1) + [frames_before_later])
+          response_after_frames=[0] * (len(requests) - 1) + [frames_before_later], address_bits=address_bits)
 
 
 @pytest.mark.parametrize("width, size, count", [
