@@ -422,20 +422,24 @@ class SoftRnic:
         self._may_be_quiet = type(self) is SoftRnic and sctp is MODEL_SCTP
         self._quiet_deadline: float | None = None
         """`next_timeout` while `quiet`."""
+        self._pumped = False
+        """True from a packet's receipt, which ran the pump (`_flush`, `_maybe_shutdown`), until the next call that
+        may give the host something to do (those that clear `quiet`) or `_packets_due`: that pump has nothing to
+        do until then, so `_packets_due` does not run it again. Only where `quiet` may be set."""
 
     # -- connection ------------------------------------------------------------
 
     def listen(self, port: int | None = None) -> None:
         """Passive open: answer INITs on `port` (default `config.port`; RFC 4960 5.1).  A host may listen on
         several ports; it still has one association at a time, on the port its INIT came to."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         local_port = self.config.port if port is None else port
         config = replace(self._association_config(peer_port=0), local_port=local_port)
         self._listeners[local_port] = self.sctp.listener(config)
 
     def connect(self, now: float, peer_mac: bytes, peer_ip: ipaddress.IPv4Address | str, peer_port: int) -> None:
         """Active open: send INIT to the peer (RFC 4960 5.1)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         if self._association is not None and not self._association.is_closed:
             raise RnicStateError("the host already has an association; close it first")
         association = self.sctp.association(self._association_config(peer_port))
@@ -444,7 +448,7 @@ class SoftRnic:
 
     def close(self, now: float) -> None:
         """Terminate every DDP session (RFC 5043 6.2), then SHUTDOWN the association (RFC 4960 9.2)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._closing = True
         association, timeout = self._association, self.config.close_timeout
         if (timeout is not None and self._close_deadline is None and association is not None
@@ -461,7 +465,7 @@ class SoftRnic:
 
     def abort(self, now: float) -> None:
         """ABORT the association at once (RFC 4960 9.1)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._close_deadline = None
         if self._association is not None:
             self._association.abort(now)
@@ -517,7 +521,7 @@ class SoftRnic:
 
         `resources` default to the host's, `pd_id` (the stream's Protection Domain, RFC 5041 8.2) to
         `config.pd_id`; `SessionEstablished` or `SessionRejected` follows."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._require_ddp()
         local = resources if resources is not None else self.config.resources
         self._sessions.initiate(stream_id, private_data, local if enhanced else None)
@@ -529,7 +533,7 @@ class SoftRnic:
                        pd_id: int | None = None) -> None:
         """Accept a `SessionRequested` Initiate (RFC 5043 6.2, RFC 6581 9) into Protection Domain `pd_id`
         (default `config.pd_id`)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         request = self._requests.get(stream_id)
         if request is None:
             raise RnicStateError(f"stream {stream_id}: no session request waiting")
@@ -539,7 +543,7 @@ class SoftRnic:
 
     def reject_session(self, stream_id: int, private_data: bytes = b"") -> None:
         """Reject a `SessionRequested` Initiate (RFC 5043 6.3)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         if self._requests.pop(stream_id, None) is None:
             raise RnicStateError(f"stream {stream_id}: no session request waiting")
         self._sessions.reject(stream_id, private_data)
@@ -547,7 +551,7 @@ class SoftRnic:
 
     def terminate_stream(self, stream_id: int) -> None:
         """End the stream's session with a Terminate after the segments already posted (RFC 5043 6.2)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._sessions.terminate(stream_id)
         self._streams.pop(stream_id, None)
         self._flush()
@@ -589,7 +593,7 @@ class SoftRnic:
 
     def post_recv(self, stream_id: int, address: int, length: int) -> int:
         """Post a receive buffer for inbound Sends on the stream; returns the MSN it will take."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         return self._endpoint(stream_id).post_receive(address, length)
 
     def post_send(
@@ -597,7 +601,7 @@ class SoftRnic:
     ) -> int:
         """Send, Send with SE, Send with Invalidate, Send with SE and Invalidate (RFC 5040 5.3); returns wr_id.
         `address`: one host address or a gather list of (address, length) pieces."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         wr_id = self._endpoint(stream_id).post_send(address, length, solicited=solicited,
                                                     invalidate_stag=invalidate_stag)
         self._flush()
@@ -606,7 +610,7 @@ class SoftRnic:
     def post_write(self, stream_id: int, remote_stag: int, remote_to: int, address: Gather, length: int) -> int:
         """RDMA Write `length` bytes at host `address` (or a gather list) to the peer's STag/TO (RFC 5040 5.1);
         returns wr_id."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         wr_id = self._endpoint(stream_id).post_write(remote_stag, remote_to, address, length)
         self._flush()
         return wr_id
@@ -615,7 +619,7 @@ class SoftRnic:
         self, stream_id: int, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int
     ) -> int:
         """RDMA Read the peer's STag/TO into our STag/TO (RFC 5040 5.2); raises ReadLimitExceeded past ORD."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         wr_id = self._endpoint(stream_id).post_read(local_stag, local_to, remote_stag, remote_to, length)
         self._flush()
         return wr_id
@@ -624,7 +628,7 @@ class SoftRnic:
 
     def receive(self, frame: bytes, now: float) -> None:
         """Process one Ethernet frame off the wire; its events wait in `next_events()`."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._counters.frames_received += 1
         association, peer = self._association, self._peer
         if association is not None and peer is not None and not association.is_closed:
@@ -636,6 +640,7 @@ class SoftRnic:
                 self._from_peer(association, packet, peer, now)
                 self._flush()
                 self._maybe_shutdown(now)
+                self._pumped = self._may_be_quiet
                 return
         try:
             decoded = Frame.decode(frame)
@@ -667,8 +672,11 @@ class SoftRnic:
     def _packets_due(self, now: float) -> tuple[list[tuple[bytes, _Peer]], list[bytes], _Peer | None]:
         """Every SCTP packet due now: the host's own answers and whom each goes to, then the association's
         packets, for its peer."""
-        self._flush()
-        self._maybe_shutdown(now)
+        if self._pumped:   # the packet just received ran the pump, and nothing came since
+            self._pumped = False
+        else:
+            self._flush()
+            self._maybe_shutdown(now)
         replies, self._replies = self._replies, []
         association, peer = self._association, self._peer
         packets = association.data_to_send(now) if association is not None and peer is not None else []
@@ -695,7 +703,7 @@ class SoftRnic:
         """Process one SCTP packet from (`source_mac`, `source_ip`), addressed to this host: what `receive` does
         with it in a frame to this host (over UDP, to port 9899), without building and parsing that frame for
         the association's own packets."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         association, peer = self._association, self._peer
         if (association is None or peer is None or association.is_closed or source_mac != peer.mac
                 or source_ip != peer.ip):
@@ -710,6 +718,7 @@ class SoftRnic:
         self._from_peer(association, packet, peer, now)
         self._flush()
         self._maybe_shutdown(now)
+        self._pumped = self._may_be_quiet
 
     def packets_to_send(self, now: float) -> list[tuple[bytes, bytes]]:
         """`data_to_send` unframed: every SCTP packet due now, as (destination MAC, packet)."""
@@ -763,7 +772,7 @@ class SoftRnic:
 
     def handle_timeout(self, now: float) -> None:
         """Fire every timer due at `now`; events wait in `next_events()`."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         if self._association is not None:
             self._association.handle_timeout(now)
             self._drain_association(now)
