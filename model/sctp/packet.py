@@ -47,8 +47,7 @@ from typing import ClassVar, Union
 from model.net.checksum import (
     sctp_checksum,
     sctp_checksum_from_bytes,
-    sctp_checksum_of_zeroed,
-    sctp_checksum_to_bytes,
+    sctp_checksum_field_of_zeroed,
 )
 from model.errors import ChecksumError, DecodeError, EncodeError, check_field, need
 
@@ -1152,7 +1151,7 @@ def checksum_ok(packet: bytes) -> bool:
     """True if the CRC32c in the packet's checksum field matches its bytes (RFC 4960 6.8)."""
     if len(packet) < COMMON_HEADER_LENGTH:
         return False
-    return sctp_checksum_from_bytes(packet[8:12]) == sctp_checksum(packet)
+    return int.from_bytes(packet[8:12], "little") == sctp_checksum(packet)   # the field: least-significant byte first
 
 
 @dataclass(frozen=True)
@@ -1218,6 +1217,6 @@ def encode_packet(src_port: int, dst_port: int, verification_tag: int,
     body = bytearray(header)
     for chunk in chunks:
         body += chunk.encode()
-    body[8:12] = sctp_checksum_to_bytes(sctp_checksum_of_zeroed(body))   # the field is still zero
+    body[8:12] = sctp_checksum_field_of_zeroed(body)   # the field is still zero
     return bytes(body)
 _COMMON_HEADER_FIELDS = struct.Struct("!HHI")
