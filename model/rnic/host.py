@@ -743,9 +743,10 @@ class SoftRnic:
                        else self._frame(packet, to))
         if packets:
             assert peer is not None
-            if peer.mac == peer_mac and peer.ip == peer_ip:
-                unframed = self._unframed
-                due += [unframed(packet) for packet in packets]
+            if peer.mac == peer_mac and peer.ip == peer_ip:   # `_unframed` for each, the Identification at once
+                overhead = self._frame_overhead
+                self._ip_identification = (self._ip_identification + len(packets)) & 0xFFFF
+                due += [Unframed(packet, len(packet) + overhead) for packet in packets]
             else:
                 frame = self._frame
                 due += [frame(packet, peer) for packet in packets]

@@ -76,12 +76,6 @@ class LinkConfig:
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise EncodeError(f"link rate {self.rate} is not a number of bits per second above 0")
 
-    def wire_time(self, frame_length: int) -> float:
-        """Seconds a frame of `frame_length` bytes (without FCS) occupies the wire; 0 without a rate."""
-        if self.rate is None:
-            return 0.0
-        return (frame_length + ETHERNET_FRAMING) * 8 / self.rate
-
 
 @dataclass
 class LinkStats:
@@ -136,8 +130,9 @@ class Link:
         if unframed and config.corruption:
             raise ValueError("a link with corruption takes frames only: an unframed packet cannot be corrupted")
         if config.rate is not None:  # a lost frame took its time on the wire too
-            length = frame.length if unframed else len(frame)
-            now = self._wire_free[side] = max(now, self._wire_free[side]) + config.wire_time(length)
+            length = frame.length if unframed else len(frame)   # without FCS: `ETHERNET_FRAMING` adds it
+            wire_time = (length + ETHERNET_FRAMING) * 8 / config.rate
+            now = self._wire_free[side] = max(now, self._wire_free[side]) + wire_time
         if not (config.loss or config.duplication or config.corruption or config.reordering):
             # No impairment: each draw below would come out "no", so the frame goes straight on the wire. The
             # draws are owed, not skipped: should the configuration change, `_settle_draws` makes them first,
