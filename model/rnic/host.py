@@ -104,6 +104,7 @@ from __future__ import annotations
 import ipaddress
 import random
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable, Protocol, Union
 
 from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics
@@ -639,7 +640,8 @@ class SoftRnic:
                     return
                 self._from_peer(association, packet, peer, now)
                 self._flush()
-                self._maybe_shutdown(now)
+                if self._closing:
+                    self._maybe_shutdown(now)
                 self._pumped = self._may_be_quiet
                 return
         try:
@@ -676,14 +678,15 @@ class SoftRnic:
             self._pumped = False
         else:
             self._flush()
-            self._maybe_shutdown(now)
+            if self._closing:
+                self._maybe_shutdown(now)
         replies, self._replies = self._replies, []
         association, peer = self._association, self._peer
         packets = association.data_to_send(now) if association is not None and peer is not None else []
         self._counters.frames_sent += len(replies) + len(packets)
         if self._may_be_quiet and self._settled():
+            self._quiet_deadline = self.next_timeout()
             self.quiet = True
-            self._quiet_deadline = self._next_deadline()
         return replies, packets, peer
 
     def _settled(self) -> bool:
@@ -717,7 +720,8 @@ class SoftRnic:
             return
         self._from_peer(association, packet, peer, now)
         self._flush()
-        self._maybe_shutdown(now)
+        if self._closing:
+            self._maybe_shutdown(now)
         self._pumped = self._may_be_quiet
 
     def packets_to_send(self, now: float) -> list[tuple[bytes, bytes]]:
@@ -761,9 +765,6 @@ class SoftRnic:
         `quiet`, as the call that found the host so saw it, since only the calls that clear `quiet` move them."""
         if self.quiet:
             return self._quiet_deadline
-        return self._next_deadline()
-
-    def _next_deadline(self) -> float | None:
         deadline = self._close_deadline
         if self._association is not None:
             timer = self._association.next_timeout()
@@ -813,6 +814,10 @@ class SoftRnic:
 
     def _new_association(self, association: Association, peer: _Peer) -> None:
         self._association = association
+        self._receive_checked = (partial(association.receive, checksum_checked=True)
+                                 if isinstance(association, Association) else association.receive)
+        """Hands the association a packet whose CRC32c the host verified: the model's association then skips its
+        own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
         self._peer = peer
         self._sessions = DdpSessions(self.config.resources, self.config.pending_limit)
         self._streams.clear()
@@ -868,7 +873,7 @@ class SoftRnic:
         """A packet for the open association, its CRC32c verified: the association takes it, and a restarted
         peer's COOKIE ECHO (5.2.4 A) makes the new association. Every path of a packet to the association comes
         here (`receive`'s plain frames included: the restart is not the frame's form to decide)."""
-        self._receive_checked(association, packet, now)
+        self._receive_checked(packet, now)
         self._drain_association(now)
         if self._peer_restarted:
             self._peer_restarted = False
@@ -957,15 +962,6 @@ class SoftRnic:
                 self._events.append(Failed(event.reason, event.state, event.limit, event.limit_value))
             elif isinstance(event, PathStatusChanged):
                 self._events.append(PathStatus(event.reachable))
-
-    @staticmethod
-    def _receive_checked(association: Association, packet: bytes, now: float) -> None:
-        """Hand the association a packet whose CRC32c `receive` has verified; the model's association then
-        skips its own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
-        if isinstance(association, Association):
-            association.receive(packet, now, checksum_checked=True)
-        else:
-            association.receive(packet, now)
 
     def _association_over(self) -> None:
         self._streams.clear()
@@ -1190,7 +1186,8 @@ class SoftRnic:
             return  # the association is closing or closed: nothing more can go out
 
     def _maybe_shutdown(self, now: float) -> None:
-        """With `close()` called: SHUTDOWN once every DDP stream is released (RFC 5043 6.6)."""
+        """With `close()` called: SHUTDOWN once every DDP stream is released (RFC 5043 6.6). The per-packet
+        paths call it only while `_closing`."""
         association = self._association
         if not self._closing or association is None or association.state is not AssociationState.ESTABLISHED:
             return
