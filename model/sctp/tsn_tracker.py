@@ -72,7 +72,8 @@ class TsnTracker:
             self.cumulative_tsn = tsn
             if self.highest_received is None or serial_gt(tsn, self.highest_received, TSN_BITS):
                 self.highest_received = tsn
-            self.settle()
+            if self._vouched:   # `settle` has nothing to do without
+                self.settle()
             return True
         if self.is_duplicate(tsn):
             self.note_duplicate(tsn)
