@@ -648,10 +648,11 @@ class DataTransferMixin:
         highest_newly_acked: int | None = None
         acked_per_stream: dict[int, int] = {}
         # The outstanding TSNs run without holes from the last Cumulative TSN Ack: pop them up to the new one.
+        outstanding, t3_marked, fast_marked = self._outstanding, self._t3_marked, self._fast_marked
         previous_cum_ack = tsn = self._last_cum_ack
         while tsn != cum_ack:
             tsn = (tsn + 1) & 0xFFFFFFFF
-            sent = self._outstanding.pop(tsn, None)
+            sent = outstanding.pop(tsn, None)
             if sent is None:
                 continue  # queued when the association closed, never sent
             if not sent.gap_acked:
@@ -660,9 +661,12 @@ class DataTransferMixin:
                 highest_newly_acked = tsn
                 if tsn == self._rtt_probe:
                     self._measure_rtt(now, sent)
-            self._t3_marked.discard(tsn)
-            self._fast_marked.discard(tsn)
-            self._set_in_flight(sent, False)
+            if t3_marked or fast_marked:   # most SACKs find nothing marked
+                t3_marked.discard(tsn)
+                fast_marked.discard(tsn)
+            if sent.in_flight:   # `_set_in_flight(sent, False)`
+                self._flight_size -= sent.size
+                sent.in_flight = False
             stream_id = sent.chunk.stream_id
             acked_per_stream[stream_id] = acked_per_stream.get(stream_id, 0) + 1
         self._last_cum_ack = cum_ack
@@ -680,8 +684,9 @@ class DataTransferMixin:
         else:
             now_acked = []   # no Gap Ack Block now or before: nothing to compare (the usual SACK)
         self._gap_ranges = now_acked
-        highest_gap_acked = (cum_ack + now_acked[-1][1]) & 0xFFFFFFFF if now_acked else None
-        self._count_miss_indications(cum_advanced, highest_newly_acked, highest_gap_acked, now_acked)
+        if now_acked:   # without Gap Ack Blocks every TSN newly acknowledged is at or below the Cumulative TSN Ack
+            highest_gap_acked = (cum_ack + now_acked[-1][1]) & 0xFFFFFFFF
+            self._count_miss_indications(cum_advanced, highest_newly_acked, highest_gap_acked, now_acked)
         outstanding_bytes = self._outstanding_bytes
         self._peer_a_rwnd = a_rwnd
         self._peer_rwnd = max(a_rwnd - outstanding_bytes, 0)

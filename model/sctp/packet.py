@@ -689,7 +689,8 @@ class SackChunk(KnownChunk):
     CHUNK_TYPE: ClassVar[ChunkType] = ChunkType.SACK
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gap_blocks", tuple(tuple(b) for b in self.gap_blocks))
+        gap_blocks = self.gap_blocks
+        object.__setattr__(self, "gap_blocks", tuple(tuple(b) for b in gap_blocks) if gap_blocks else ())
         object.__setattr__(self, "duplicate_tsns", tuple(self.duplicate_tsns))
 
     @property
@@ -701,12 +702,16 @@ class SackChunk(KnownChunk):
     def encode(self) -> bytes:
         """A SACK without Gap Ack Blocks or duplicate TSNs, the one an in-order receiver sends, in one
         `struct.pack` (header and fixed fields, 3.3.4: a multiple of 4, no padding); any other through `_tlv`
-        (same bytes)."""
+        (same bytes). The pack checks the fields' ranges; only when it refuses one do `_value`'s checks run, to
+        name it."""
         if self.gap_blocks or self.duplicate_tsns:
             return KnownChunk.encode(self)
-        return SACK_FIXED_FIELDS.pack(ChunkType.SACK, 0, SACK_FIXED_LENGTH,
-                                check_field(self.cumulative_tsn_ack, 32, "cumulative_tsn_ack"),
-                                check_field(self.a_rwnd, 32, "a_rwnd"), 0, 0)
+        try:
+            return SACK_FIXED_FIELDS.pack(ChunkType.SACK, 0, SACK_FIXED_LENGTH, self.cumulative_tsn_ack,
+                                          self.a_rwnd, 0, 0)
+        except struct.error:
+            self._value()   # raises the EncodeError that names the field
+            raise
 
     def _value(self) -> bytes:
         check_field(self.cumulative_tsn_ack, 32, "cumulative_tsn_ack")

@@ -162,6 +162,8 @@ class TsnTracker:
 
     def gap_blocks(self, limit: int | None = None) -> tuple[tuple[int, int], ...]:
         """(start, end) offsets of the runs received beyond the Cumulative TSN, lowest first (3.3.4)."""
+        if not self._run_end_of:   # in order: no run, no block (most SACKs)
+            return ()
         blocks = sorted((self.offset(start), self.offset(end)) for start, end in self._run_end_of.items())
         return tuple(blocks if limit is None else blocks[:limit])
 
