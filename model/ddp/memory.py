@@ -152,7 +152,7 @@ class MemoryTable:
         region = self._regions.get(stag)
         if region is None or not region.valid:
             return TaggedFault.INVALID_STAG
-        if region.pd != pd or (region.stream is not None and region.stream != stream):
+        if (region.pd is not pd and region.pd != pd) or (region.stream is not None and region.stream != stream):
             return TaggedFault.STAG_NOT_ASSOCIATED
         if need_access not in region.access:   # Flag containment: every right needed (no Flag object built)
             return TaggedFault.ACCESS_RIGHTS

@@ -359,20 +359,24 @@ class RdmapEndpoint:
         events, self._events = self._events, []
         return events
 
-    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> None:
-        """Process one inbound DDP segment; `sequence` is its DDP-SSN (None: arrival order)."""
+    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> bool:
+        """Process one inbound DDP segment; `sequence` is its DDP-SSN (None: arrival order). True when it was
+        placed with nothing to report (a Write's segment in the middle of its message), so `next_events` has
+        nothing new; False otherwise."""
         if self.in_error:
-            return
+            return False
         if sequence is not None and self.sink.place_next_tagged(segment_bytes, sequence):
-            return   # a Write's segment in the middle of its message: placed, nothing to report (RFC 5041 5.3)
+            return True   # a Write's segment in the middle of its message: placed, nothing to report (RFC 5041 5.3)
         events = self._events
         for sink_event in self.sink.receive(segment_bytes, sequence):   # no `Placed` (`report_placed`)
             if isinstance(sink_event, SinkError):
-                events.append(self._terminate_for_segment(sink_event.error, sink_event.segment, sink_event.segment_length))
+                events.append(self._terminate_for_segment(sink_event.error, sink_event.segment,
+                                                          sink_event.segment_length))
                 break
             events.extend(self._on_delivered(sink_event))
             if self.in_error:
                 break
+        return False
 
     # -- internals ---------------------------------------------------------
 

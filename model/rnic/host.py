@@ -1012,10 +1012,10 @@ class SoftRnic:
         if ssn is None:
             return False
         self._known_streams.add(stream_id)
-        endpoint.receive(memoryview(payload)[2:], ssn)
-        events = endpoint.next_events()
-        if events:
-            self._on_rdmap_events(stream_id, events)
+        if not endpoint.receive(memoryview(payload)[2:], ssn):   # True: placed, nothing to report
+            events = endpoint.next_events()
+            if events:
+                self._on_rdmap_events(stream_id, events)
         return True
 
     def _on_initiate(self, event: InitiateReceived) -> None:
