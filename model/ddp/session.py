@@ -597,7 +597,8 @@ class DdpSessions:
             return None
         inbound = session.inbound
         ssn = int.from_bytes(payload[:2], "big")
-        if ssn != inbound.cum or inbound.above or not self._open(session):
+        if (ssn != inbound.cum or inbound.above or session.phase is not SessionPhase.ESTABLISHED
+                or session.our_final or session.peer_final):   # not `_open`
             return None
         inbound.cum = (ssn + 1) & _SSN_MASK
         return ssn

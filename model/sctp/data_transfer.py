@@ -241,9 +241,6 @@ class DataTransferMixin:
         self._timers.pop(Trigger.DELAYED_ACK, None)
         return SackChunk(self._tracker.cumulative_tsn, window, gaps, duplicates)
 
-    def _has_data_to_send(self) -> bool:
-        return bool(self._send_queue or self._t3_marked or self._fast_marked)
-
     def _in_tsn_order(self, tsns: set[int]) -> list[_SentChunk]:
         """The outstanding chunks of `tsns`, lowest TSN first (serial order from the Cumulative TSN Ack)."""
         base = self._last_cum_ack

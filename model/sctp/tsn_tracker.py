@@ -70,7 +70,9 @@ class TsnTracker:
             # The next TSN in order with nothing received beyond (the usual case): it is the new Cumulative
             # TSN at once (6.2), as the general path below would conclude.
             self.cumulative_tsn = tsn
-            if self.highest_received is None or serial_gt(tsn, self.highest_received, TSN_BITS):
+            highest = self.highest_received
+            # serial_gt(tsn, highest), RFC 1982 3.2: tsn lies less than half the TSN space after highest
+            if highest is None or 0 < (tsn - highest) & _TSN_MASK < 1 << (TSN_BITS - 1):
                 self.highest_received = tsn
             if self._vouched:   # `settle` has nothing to do without
                 self.settle()
