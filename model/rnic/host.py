@@ -709,11 +709,13 @@ class SoftRnic:
         self.quiet = self._pumped = False
         association, peer = self._association, self._peer
         if (association is None or peer is None or association.is_closed or source_mac != peer.mac
-                or source_ip != peer.ip):
+                or (source_ip is not peer.ip and source_ip != peer.ip)):
             config = self.config   # a handshake, a stray packet: the frame's path, every rule of `receive`
             self.receive(build_frame(packet, source_mac, config.mac, source_ip, config.ip, udp=config.udp,
                                      udp_checksum=False), now)
             return
+        if source_ip is not peer.ip:   # the peer's address, as the caller holds it: the next packet's compares
+            self._peer = peer = _Peer(peer.mac, source_ip)   # by identity (IPv4Address's __eq__ is Python's)
         self._counters.frames_received += 1
         if not checksum_ok(packet):
             self._counters.dropped_bad_checksum += 1
@@ -747,7 +749,8 @@ class SoftRnic:
                        else self._frame(packet, to))
         if packets:
             assert peer is not None
-            if peer.mac == peer_mac and peer.ip == peer_ip:   # `_unframed` for each, the Identification at once
+            if peer.mac == peer_mac and (peer.ip is peer_ip or peer.ip == peer_ip):
+                # `_unframed` for each, the IPv4 Identification moved on at once
                 overhead = self._frame_overhead
                 self._ip_identification = (self._ip_identification + len(packets)) & 0xFFFF
                 due += [Unframed(packet, len(packet) + overhead) for packet in packets]
