@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
-from model.ddp.segment import DdpSegment, TaggedHeader
+from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
 from model.ddp.sink import Delivered, DdpSink, SinkError
 from model.ddp.source import DdpSource
 from model.errors import DdpError, DecodeError, EncodeError, ErrorNumber, RdmapError, RnicError
@@ -97,6 +97,24 @@ def _checked_by_header() -> dict[int, Access]:
 
 
 _CHECKED_BY_HEADER = _checked_by_header()
+
+
+def _untagged_checked_by_header() -> dict[int, int]:
+    """The RDMAP Control Fields of untagged messages (the first byte of the untagged RsvdULP, RFC 5040 4.1) that
+    pass `_check_rdmap_header` on the header alone, with the QN they must come on (`header_error`, RFC 5040
+    4.2): every untagged opcode, whose check asks nothing of the stream. What the sink's `place_next_untagged`
+    may take."""
+    checked = {}
+    for control in range(256):
+        opcode = rdmap_control_of(UntaggedHeader(False, control << 32, 0, 0, 0)).known_opcode
+        if opcode is not None and not opcode.tagged:
+            qn = opcode.queue_number
+            if header_error(UntaggedHeader(False, control << 32, qn, 0, 0)) is None:
+                checked[control] = qn
+    return checked
+
+
+_UNTAGGED_CHECKED_BY_HEADER = _untagged_checked_by_header()
 
 
 class StreamInError(RnicError):
@@ -244,6 +262,7 @@ class RdmapEndpoint:
             sequence_bits=sequence_bits,
             report_placed=False,   # `receive` acts on deliveries and errors only
             checked_by_header=_CHECKED_BY_HEADER,
+            untagged_checked_by_header=_UNTAGGED_CHECKED_BY_HEADER,
         )
         self._control_next_address = 0
         for _ in range(ird + 1):
@@ -361,12 +380,13 @@ class RdmapEndpoint:
 
     def receive(self, segment_bytes: bytes, sequence: int | None = None) -> bool:
         """Process one inbound DDP segment; `sequence` is its DDP-SSN (None: arrival order). True when it was
-        placed with nothing to report (a Write's segment in the middle of its message), so `next_events` has
-        nothing new; False otherwise."""
+        placed with nothing to report (a Write's or a Send's segment in the middle of its message, RFC 5041
+        5.3), so `next_events` has nothing new; False otherwise."""
         if self.in_error:
             return False
-        if sequence is not None and self.sink.place_next_tagged(segment_bytes, sequence):
-            return True   # a Write's segment in the middle of its message: placed, nothing to report (RFC 5041 5.3)
+        if sequence is not None and (self.sink.place_next_tagged(segment_bytes, sequence)
+                                     or self.sink.place_next_untagged(segment_bytes, sequence)):
+            return True   # a Write's or a Send's segment in the middle of its message: placed, nothing to report
         events = self._events
         for sink_event in self.sink.receive(segment_bytes, sequence):   # no `Placed` (`report_placed`)
             if isinstance(sink_event, SinkError):
