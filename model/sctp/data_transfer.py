@@ -392,12 +392,13 @@ class DataTransferMixin:
         self._sacks_since_send = 0
         flight_size, peer_rwnd = self._flight_size, self._peer_rwnd
         sent_bytes = sent_chunks = bursts = 0
+        header_length = DataChunk.HEADER_LENGTH
         while bursts < max_packets:
             added = False
             while flight_size < cwnd and queue:
                 chunk = queue[0]
                 length = len(chunk.user_data)
-                size = (DataChunk.HEADER_LENGTH + length + 3) & ~3   # `_data_chunk_wire_size`
+                size = (header_length + length + 3) & ~3   # `_data_chunk_wire_size`
                 if current_size + size > limit and current:
                     break
                 if length > peer_rwnd and (flight_size > 0 or added):
@@ -407,7 +408,7 @@ class DataTransferMixin:
                 sent_bytes += length
                 sent_chunks += 1
                 flight_size += length
-                peer_rwnd = max(peer_rwnd - length, 0)
+                peer_rwnd = peer_rwnd - length if peer_rwnd > length else 0
                 if self._rtt_probe is None:
                     self._rtt_probe = chunk.tsn
                 current.append(chunk)
