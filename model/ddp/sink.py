@@ -207,6 +207,7 @@ class DdpSink:
         window: int | None = None,
         report_placed: bool = True,
         checked_by_header: Mapping[int, Access] | None = None,
+        checked_with_ulp_state: Mapping[int, Access] | None = None,
         untagged_checked_by_header: Mapping[int, int] | None = None,
     ) -> None:
         self.pd = pd
@@ -215,6 +216,9 @@ class DdpSink:
         self._checked_by_header = checked_by_header or {}
         """The tagged RsvdULP values whose `ulp_check` passes on the header alone (no stream state enters it) and
         the access right `tagged_access` asks for them: what lets `place_next_tagged` take a segment."""
+        self._checked_with_ulp_state = checked_with_ulp_state or {}
+        """The tagged RsvdULP values whose `ulp_check` passes on the header when a state of the ULP's holds (its
+        caller says so: `place_next_tagged`'s `ulp_state_holds`), and their access right."""
         self._untagged_checked_by_header = untagged_checked_by_header or {}
         """The first byte of an untagged RsvdULP with which `ulp_check` passes on the header alone, and the QN the
         segment must then come on: what lets `place_next_untagged` take a segment."""
@@ -352,11 +356,13 @@ class DdpSink:
         events.extend(self._deliver_ready())
         return events
 
-    def place_next_tagged(self, segment_bytes: bytes | memoryview, sequence: int) -> bool:
+    def place_next_tagged(self, segment_bytes: bytes | memoryview, sequence: int, ulp_state_holds: bool = False
+                          ) -> bool:
         """`receive` of the common segment, without a segment object: the next in sequence (nothing pending, no
         error), tagged, not its message's last (L = 0, DV = 1), with payload, of a message already begun
-        (`receive` took its first segment), and an RsvdULP in `checked_by_header`. The same checks in the same
-        order: DV (7.2), the ULP's header check (passed, by `checked_by_header`), `check_tagged` (7.1, 8.2);
+        (`receive` took its first segment), and an RsvdULP in `checked_by_header` (or, when the caller says the
+        ULP's state holds, in `checked_with_ulp_state`). The same checks in the same order: DV (7.2), the ULP's
+        header check (passed, by those tables), `check_tagged` (7.1, 8.2);
         then placement on arrival (5.3) and the message's byte count (5.4). Only with `report_placed` off (no
         `Placed` to report). True once placed; False, with nothing done, for any other segment or a failed
         check, which `receive` takes and reports."""
@@ -365,7 +371,11 @@ class DdpSink:
                 or len(segment_bytes) <= TAGGED_HEADER_LENGTH):
             return False
         control, rsvd_ulp, stag, to = _TAGGED_FIELDS.unpack_from(segment_bytes, 0)
-        access = self._checked_by_header.get(rsvd_ulp) if control == _TAGGED_MIDDLE else None
+        if control != _TAGGED_MIDDLE:
+            return False
+        access = self._checked_by_header.get(rsvd_ulp)
+        if access is None and ulp_state_holds:
+            access = self._checked_with_ulp_state.get(rsvd_ulp)
         if access is None:
             return False
         payload = segment_bytes[TAGGED_HEADER_LENGTH:]

@@ -99,6 +99,21 @@ def _checked_by_header() -> dict[int, Access]:
 _CHECKED_BY_HEADER = _checked_by_header()
 
 
+def _checked_while_reading() -> dict[int, Access]:
+    """The tagged RsvdULP values of the Read Response (RFC 5040 4.1) that pass `_check_rdmap_header` on the header
+    while an RDMA Read is outstanding (4.4), with the access their placement needs (`placement_access`): what the
+    sink's `place_next_tagged` may also take while a read is outstanding."""
+    checked = {}
+    for rsvd_ulp in range(256):
+        header = TaggedHeader(False, rsvd_ulp, 0, 0)
+        if header_error(header) is None and rdmap_control_of(header).opcode == Opcode.RDMA_READ_RESPONSE:
+            checked[rsvd_ulp] = placement_access(header)
+    return checked
+
+
+_CHECKED_WHILE_READING = _checked_while_reading()
+
+
 def _untagged_checked_by_header() -> dict[int, int]:
     """The RDMAP Control Fields of untagged messages (the first byte of the untagged RsvdULP, RFC 5040 4.1) that
     pass `_check_rdmap_header` on the header alone, with the QN they must come on (`header_error`, RFC 5040
@@ -262,6 +277,7 @@ class RdmapEndpoint:
             sequence_bits=sequence_bits,
             report_placed=False,   # `receive` acts on deliveries and errors only
             checked_by_header=_CHECKED_BY_HEADER,
+            checked_with_ulp_state=_CHECKED_WHILE_READING,
             untagged_checked_by_header=_UNTAGGED_CHECKED_BY_HEADER,
         )
         self._control_next_address = 0
@@ -380,13 +396,13 @@ class RdmapEndpoint:
 
     def receive(self, segment_bytes: bytes, sequence: int | None = None) -> bool:
         """Process one inbound DDP segment; `sequence` is its DDP-SSN (None: arrival order). True when it was
-        placed with nothing to report (a Write's or a Send's segment in the middle of its message, RFC 5041
+        placed with nothing to report (a segment in the middle of a Write, a Read Response or a Send, RFC 5041
         5.3), so `next_events` has nothing new; False otherwise."""
         if self.in_error:
             return False
-        if sequence is not None and (self.sink.place_next_tagged(segment_bytes, sequence)
+        if sequence is not None and (self.sink.place_next_tagged(segment_bytes, sequence, bool(self._reads_outstanding))
                                      or self.sink.place_next_untagged(segment_bytes, sequence)):
-            return True   # a Write's or a Send's segment in the middle of its message: placed, nothing to report
+            return True   # a middle segment of a Write, a Read Response or a Send: placed, nothing to report
         events = self._events
         for sink_event in self.sink.receive(segment_bytes, sequence):   # no `Placed` (`report_placed`)
             if isinstance(sink_event, SinkError):

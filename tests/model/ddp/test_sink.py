@@ -204,3 +204,19 @@ def test_place_next_untagged_does_what_receive_does_rfc5041_5_3_7_1(name, middle
     if plain.error is None:
         last = untagged(b"c", mo=4)
         assert straight.receive(last, 2) == plain.receive(last, 2)
+
+
+def test_place_next_tagged_takes_a_state_checked_rsvd_ulp_only_while_the_state_holds():
+    """An RsvdULP whose ULP check needs the ULP's state (a Read Response needs a read outstanding, RFC 5040 4.4)
+    is placed straight only when the caller says that state holds; otherwise `receive` takes it."""
+    for holds in (False, True):
+        table = MemoryTable()
+        table.register(MemoryRegion(STAG, PD, 0, 100, Access.LOCAL_WRITE, 0x10000))
+        sink = DdpSink(pd=PD, memory_table=table, host_memory=SparseMemory(), stream_id=0, report_placed=False,
+                       tagged_access=lambda header: Access.LOCAL_WRITE,
+                       checked_with_ulp_state={0x42: Access.LOCAL_WRITE})
+        assert sink.receive(DdpSegment(TaggedHeader(False, 0x42, STAG, 0), b"aa").encode(), 0) == []
+        middle = DdpSegment(TaggedHeader(False, 0x42, STAG, 2), b"bb").encode()
+        assert sink.place_next_tagged(middle, 1, ulp_state_holds=holds) is holds
+        assert sink.host_memory.read(0x10002, 2) == (b"bb" if holds else b"\x00\x00")
+        assert sink.delivery_point == (2 if holds else 1)
