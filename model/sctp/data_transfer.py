@@ -263,14 +263,14 @@ class DataTransferMixin:
                   ) -> tuple[list[Chunk], int]:
         """Fill packets with DATA: fast retransmissions (7.2.4), T3 retransmissions, then new data (6.1)."""
         assert self._cc is not None
-        if not (self._fast_marked or self._t3_marked or self._offloading):
-            return self._add_new_data(now, packets, current, current_size)   # most calls
         if not (self._fast_marked or self._t3_marked) and not self._new_data_may_go():
             # Nothing to send again and nothing new that may go: what the loops below would conclude, without
-            # setting them up.
+            # setting them up (most calls, one after every frame received, end here).
             self._sacks_since_send = 0
             self._cc.on_transmit(self._flight_size)
             return current, current_size
+        if not (self._fast_marked or self._t3_marked or self._offloading):
+            return self._add_new_data(now, packets, current, current_size)
         limit = self.config.max_packet_size
         sent_data = False
 
@@ -380,8 +380,7 @@ class DataTransferMixin:
     def _add_new_data(self, now: float, packets: list[bytes], current: list[Chunk], current_size: int
                       ) -> tuple[list[Chunk], int]:
         """`_add_data` when nothing waits to be sent again and no transmit engine sends chunks (every queued
-        chunk a `DataChunk`): the general loop's new data alone, the same packets, none when no new chunk may go
-        (`_new_data_may_go`: the loop then adds nothing, and only notes the transmission). Within cwnd (6.1 B) and the
+        chunk a `DataChunk`): the general loop's new data alone, the same packets. Within cwnd (6.1 B) and the
         peer's rwnd, but one chunk when nothing is in flight (6.1 A), at most Max.Burst packets per SACK
         processed since the last call (6.1 D); T3-rtx started and the heartbeat pushed back once DATA went.
         The flight size, the peer's rwnd and the byte counts are kept in locals and stored once at the end."""
