@@ -1002,7 +1002,7 @@ class SessionTransition:
 
 
 P = SessionPhase
-I = SessionInput
+I = SessionInput  # noqa: E741 (the table's short name, as P and D)
 D = DdpSessions
 TRANSITIONS: dict[tuple[SessionPhase, SessionInput], SessionTransition] = {}
 """(phase, input) -> SessionTransition.  Every message input has a row in every stored phase (CLOSING is
