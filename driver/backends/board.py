@@ -108,8 +108,8 @@ from model.rnic.link import Link, LinkConfig, Side
 from model.rnic.offload import Ack, EngineOutput
 from model.rnic.pair import IPS, MACS, HostPair, host_config
 
-__all__ = ["BoardBackend", "BoardBuffers", "BoardFabric", "BoardDevice", "BoardEnd", "BoardTransmit", "BoardError", "BoardMismatch",
-           "LinkMemory", "BoardMemoryMap", "board_memory_map"]
+__all__ = ["BoardBackend", "BoardBuffers", "BoardFabric", "BoardDevice", "BoardEnd", "BoardTransmit", "BoardError",
+           "BoardMismatch", "LinkMemory", "BoardMemoryMap", "board_memory_map"]
 
 T = TypeVar("T")
 BOARD_SIDE = Side.A
@@ -534,7 +534,7 @@ class BoardPair(HostPair):
                 for frame in frames:
                     self.link.send(side, frame, self.now)
 
-    def advance(self, now: float) -> None:
+    def advance(self, now: float, record: bool = True) -> None:
         self.now = max(self.now, now)
         for frame in self.port.receive():
             self.link.send(BOARD_SIDE, frame, self.now)
@@ -543,7 +543,7 @@ class BoardPair(HostPair):
                 self.port.send(frame)
             else:
                 self.hosts[side].receive(frame, self.now)
-        self.fire_timers()
+        self.fire_timers(record)
 
 
 class BoardBuffers(HostDevice):

@@ -370,9 +370,9 @@ class SoftFabric(FabricBackend):
         first = True
         nothing_new_at = -1   # `pair.recorded` when the devices last had no event to hand out
         while True:
-            pair.advance(max(loop.time(), due or 0.0))
+            pair.advance(max(loop.time(), due or 0.0), record=False)
             pair.send_due()
-            pair.collect()
+            pair.collect()   # the events of both: each host asked once a step
             # Devices have news only once the pair recorded events (`has_news`); most steps record none.
             news = bool(pending) and pair.recorded != nothing_new_at and any(d.has_news() for d in devices)
             if not news:

@@ -152,7 +152,7 @@ class MemoryTable:
         region = self._regions.get(stag)
         if region is None or not region.valid:
             return TaggedFault.INVALID_STAG
-        if region.pd != pd or (region.stream is not None and region.stream != stream):
+        if (region.pd is not pd and region.pd != pd) or (region.stream is not None and region.stream != stream):
             return TaggedFault.STAG_NOT_ASSOCIATED
         if need_access not in region.access:   # Flag containment: every right needed (no Flag object built)
             return TaggedFault.ACCESS_RIGHTS
@@ -203,9 +203,12 @@ class SparseMemory:
     def read(self, address: int, length: int) -> bytes:
         if address < 0 or length < 0:
             raise EncodeError("negative host address or length")
-        out = bytearray()
         pages, page_size = self._pages, self.PAGE
         page_number, start = divmod(address, page_size)
+        if start + length <= page_size:   # within one page (most segments): one slice
+            page = pages.get(page_number)
+            return bytes(page[start : start + length]) if page is not None else bytes([self.fill]) * length
+        out = bytearray()
         offset = 0
         while offset < length:   # page by page, as `write`
             count = min(page_size - start, length - offset)

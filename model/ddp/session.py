@@ -524,13 +524,15 @@ class DdpSessions:
 
     def acknowledged(self, stream_id: int, count: int) -> None:
         """The LLP acknowledged `count` more chunks of `stream_id`."""
-        stream = self._stream(stream_id)
+        stream = self._streams.get(stream_id) or self._stream(stream_id)   # a known stream's number was checked
         if not 0 <= count <= stream.unacked:
             raise AcknowledgementError(f"stream {stream_id}: {count} acknowledged, {stream.unacked} outstanding")
         stream.unacked -= count
-        if stream.unacked == 0 and stream.session is not None:
-            stream.session.control_confirmed = True  # 6.6: every earlier control message is received
-        self._pump(stream_id, stream)
+        session = stream.session
+        if stream.unacked == 0 and session is not None:
+            session.control_confirmed = True  # 6.6: every earlier control message is received
+        if session is not None and session.queue:   # `_pump` has nothing to hand on otherwise
+            self._pump(stream_id, stream)
         self._settle(stream_id, stream, self._events)
 
     def receive(self, message: Message | tuple[int, int, bytes]) -> None:
@@ -595,7 +597,8 @@ class DdpSessions:
             return None
         inbound = session.inbound
         ssn = int.from_bytes(payload[:2], "big")
-        if ssn != inbound.cum or inbound.above or not self._open(session):
+        if (ssn != inbound.cum or inbound.above or session.phase is not SessionPhase.ESTABLISHED
+                or session.our_final or session.peer_final):   # not `_open`
             return None
         inbound.cum = (ssn + 1) & _SSN_MASK
         return ssn
@@ -858,9 +861,8 @@ class DdpSessions:
         self._pending -= 1
         session.negotiated = negotiated
         session.queue.append(_Outgoing(_Kind.CONTROL, body, function))
-        session.phase = (
-            SessionPhase.AWAITING_RTR if negotiated is not None and negotiated.peer_to_peer else SessionPhase.ESTABLISHED
-        )
+        session.phase = (SessionPhase.AWAITING_RTR if negotiated is not None and negotiated.peer_to_peer
+                         else SessionPhase.ESTABLISHED)
         events = self._events
         self._pump(stream_id, stream)
         held, session.held = session.held, []
@@ -1000,7 +1002,7 @@ class SessionTransition:
 
 
 P = SessionPhase
-I = SessionInput
+I = SessionInput  # noqa: E741 (the table's short name, as P and D)
 D = DdpSessions
 TRANSITIONS: dict[tuple[SessionPhase, SessionInput], SessionTransition] = {}
 """(phase, input) -> SessionTransition.  Every message input has a row in every stored phase (CLOSING is

@@ -66,7 +66,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Union
 
-from model.ddp.segment import DDP_VERSION, TAGGED_HEADER_LENGTH, DdpHeader, DdpSegment
+from model.ddp.segment import DDP_VERSION, TAGGED_HEADER_LENGTH, UNTAGGED_HEADER_LENGTH, DdpHeader, DdpSegment
 from model.errors import DdpError, DecodeError, EncodeError, ErrorNumber, RdmapError, check_field
 from model.ddp.memory import Access, MemoryTable, ProtectionDomain, SparseMemory, TaggedFault
 
@@ -79,6 +79,11 @@ _TAGGED_FIELDS = struct.Struct("!BBIQ")
 """DDP Control Field, RsvdULP, STag and TO of a tagged header (RFC 5041 4.1, 4.2)."""
 _TAGGED_MIDDLE = 0x80 | DDP_VERSION
 """The Control Field of a tagged segment that is not a message's last: T = 1, L = 0, Rsvd 0, DV 1 (4.1)."""
+_UNTAGGED_FIELDS = struct.Struct("!BB4xIII")
+"""DDP Control Field, the RsvdULP's first byte (its other four skipped), QN, MSN and MO of an untagged header
+(RFC 5041 4.1, 4.3)."""
+_UNTAGGED_MIDDLE = DDP_VERSION
+"""The Control Field of an untagged segment that is not a message's last: T = 0, L = 0, Rsvd 0, DV 1 (4.1)."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,8 @@ class DdpSink:
         window: int | None = None,
         report_placed: bool = True,
         checked_by_header: Mapping[int, Access] | None = None,
+        checked_with_ulp_state: Mapping[int, Access] | None = None,
+        untagged_checked_by_header: Mapping[int, int] | None = None,
     ) -> None:
         self.pd = pd
         self._report_placed = report_placed
@@ -209,6 +216,12 @@ class DdpSink:
         self._checked_by_header = checked_by_header or {}
         """The tagged RsvdULP values whose `ulp_check` passes on the header alone (no stream state enters it) and
         the access right `tagged_access` asks for them: what lets `place_next_tagged` take a segment."""
+        self._checked_with_ulp_state = checked_with_ulp_state or {}
+        """The tagged RsvdULP values whose `ulp_check` passes on the header when a state of the ULP's holds (its
+        caller says so: `place_next_tagged`'s `ulp_state_holds`), and their access right."""
+        self._untagged_checked_by_header = untagged_checked_by_header or {}
+        """The first byte of an untagged RsvdULP with which `ulp_check` passes on the header alone, and the QN the
+        segment must then come on: what lets `place_next_untagged` take a segment."""
         self.memory_table = memory_table
         self.host_memory = host_memory
         self.stream_id = stream_id
@@ -343,11 +356,13 @@ class DdpSink:
         events.extend(self._deliver_ready())
         return events
 
-    def place_next_tagged(self, segment_bytes: bytes | memoryview, sequence: int) -> bool:
+    def place_next_tagged(self, segment_bytes: bytes | memoryview, sequence: int, ulp_state_holds: bool = False
+                          ) -> bool:
         """`receive` of the common segment, without a segment object: the next in sequence (nothing pending, no
         error), tagged, not its message's last (L = 0, DV = 1), with payload, of a message already begun
-        (`receive` took its first segment), and an RsvdULP in `checked_by_header`. The same checks in the same
-        order: DV (7.2), the ULP's header check (passed, by `checked_by_header`), `check_tagged` (7.1, 8.2);
+        (`receive` took its first segment), and an RsvdULP in `checked_by_header` (or, when the caller says the
+        ULP's state holds, in `checked_with_ulp_state`). The same checks in the same order: DV (7.2), the ULP's
+        header check (passed, by those tables), `check_tagged` (7.1, 8.2);
         then placement on arrival (5.3) and the message's byte count (5.4). Only with `report_placed` off (no
         `Placed` to report). True once placed; False, with nothing done, for any other segment or a failed
         check, which `receive` takes and reports."""
@@ -356,7 +371,11 @@ class DdpSink:
                 or len(segment_bytes) <= TAGGED_HEADER_LENGTH):
             return False
         control, rsvd_ulp, stag, to = _TAGGED_FIELDS.unpack_from(segment_bytes, 0)
-        access = self._checked_by_header.get(rsvd_ulp) if control == _TAGGED_MIDDLE else None
+        if control != _TAGGED_MIDDLE:
+            return False
+        access = self._checked_by_header.get(rsvd_ulp)
+        if access is None and ulp_state_holds:
+            access = self._checked_with_ulp_state.get(rsvd_ulp)
         if access is None:
             return False
         payload = segment_bytes[TAGGED_HEADER_LENGTH:]
@@ -365,6 +384,34 @@ class DdpSink:
         if table.check_tagged(stag, to, length, self.stream_id, self.pd, access) is not None:
             return False
         self.host_memory.write(table.lookup(stag).host_address(to), payload)   # type: ignore[union-attr]
+        self._next_sequence = (sequence + 1) % self._modulus
+        self._message_bytes += length
+        return True
+
+    def place_next_untagged(self, segment_bytes: bytes | memoryview, sequence: int) -> bool:
+        """`receive` of the common untagged segment (a Send's middle), without a segment object: the next in
+        sequence (nothing pending, no error), untagged, not its message's last (L = 0, DV = 1), with payload, of
+        a message already begun, its RsvdULP's first byte and QN in `untagged_checked_by_header`. The same checks
+        in the same order: DV (7.2), the QN (7.1 item 1), the ULP's header check (passed, by
+        `untagged_checked_by_header`), the buffer's MSN, MO and length (`_validate_untagged`: items 5, 2, 3,
+        4); then placement on arrival (5.3) and the message's byte count (5.4). Only with `report_placed` off.
+        True once placed; False, with nothing done, for any other segment or a failed check, which `receive`
+        takes and reports."""
+        if (sequence != self._next_sequence or self._pending or self._message_first is None
+                or self.error is not None or self.out_of_window is not None or self._report_placed
+                or len(segment_bytes) <= UNTAGGED_HEADER_LENGTH):
+            return False
+        control, ulp_first, qn, msn, mo = _UNTAGGED_FIELDS.unpack_from(segment_bytes, 0)
+        queue = self._queues.get(qn)
+        if (control != _UNTAGGED_MIDDLE or queue is None or self._untagged_checked_by_header.get(ulp_first) != qn
+                or (msn - queue.first_msn) % _MSN_MODULUS >= _MSN_MODULUS // 2):
+            return False
+        buffer = queue.buffers.get(msn)
+        payload = segment_bytes[UNTAGGED_HEADER_LENGTH:]
+        length = len(payload)
+        if buffer is None or mo >= buffer.length or mo + length > buffer.length:
+            return False
+        buffer.memory.write(buffer.address + mo, payload)
         self._next_sequence = (sequence + 1) % self._modulus
         self._message_bytes += length
         return True

@@ -42,10 +42,10 @@ def sctp_checksum(packet: bytes | bytearray | memoryview) -> int:
     return _crc32c.crc32c(view[SCTP_CHECKSUM_OFFSET + 4 :], value)
 
 
-def sctp_checksum_of_zeroed(packet: bytes | bytearray) -> int:
-    """`sctp_checksum` of a packet whose checksum field holds zero, as one being built does (RFC 4960 6.8):
-    the CRC32c of its bytes as they are, in one pass."""
-    return _crc32c.crc32c(packet, 0)
+def sctp_checksum_field_of_zeroed(packet: bytes | bytearray) -> bytes:
+    """The checksum field's bytes (`sctp_checksum_to_bytes`) for a packet whose field holds zero, as one being
+    built does (RFC 4960 6.8, B): the CRC32c of its bytes as they are, in one pass."""
+    return _crc32c.crc32c(packet, 0).to_bytes(4, "little")
 
 
 def sctp_checksum_to_bytes(crc: int) -> bytes:

@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
-from model.ddp.segment import DdpSegment, TaggedHeader
+from model.ddp.segment import DdpSegment, TaggedHeader, UntaggedHeader
 from model.ddp.sink import Delivered, DdpSink, SinkError
 from model.ddp.source import DdpSource
 from model.errors import DdpError, DecodeError, EncodeError, ErrorNumber, RdmapError, RnicError
@@ -97,6 +97,39 @@ def _checked_by_header() -> dict[int, Access]:
 
 
 _CHECKED_BY_HEADER = _checked_by_header()
+
+
+def _checked_while_reading() -> dict[int, Access]:
+    """The tagged RsvdULP values of the Read Response (RFC 5040 4.1) that pass `_check_rdmap_header` on the header
+    while an RDMA Read is outstanding (4.4), with the access their placement needs (`placement_access`): what the
+    sink's `place_next_tagged` may also take while a read is outstanding."""
+    checked = {}
+    for rsvd_ulp in range(256):
+        header = TaggedHeader(False, rsvd_ulp, 0, 0)
+        if header_error(header) is None and rdmap_control_of(header).opcode == Opcode.RDMA_READ_RESPONSE:
+            checked[rsvd_ulp] = placement_access(header)
+    return checked
+
+
+_CHECKED_WHILE_READING = _checked_while_reading()
+
+
+def _untagged_checked_by_header() -> dict[int, int]:
+    """The RDMAP Control Fields of untagged messages (the first byte of the untagged RsvdULP, RFC 5040 4.1) that
+    pass `_check_rdmap_header` on the header alone, with the QN they must come on (`header_error`, RFC 5040
+    4.2): every untagged opcode, whose check asks nothing of the stream. What the sink's `place_next_untagged`
+    may take."""
+    checked = {}
+    for control in range(256):
+        opcode = rdmap_control_of(UntaggedHeader(False, control << 32, 0, 0, 0)).known_opcode
+        if opcode is not None and not opcode.tagged:
+            qn = opcode.queue_number
+            if header_error(UntaggedHeader(False, control << 32, qn, 0, 0)) is None:
+                checked[control] = qn
+    return checked
+
+
+_UNTAGGED_CHECKED_BY_HEADER = _untagged_checked_by_header()
 
 
 class StreamInError(RnicError):
@@ -244,6 +277,8 @@ class RdmapEndpoint:
             sequence_bits=sequence_bits,
             report_placed=False,   # `receive` acts on deliveries and errors only
             checked_by_header=_CHECKED_BY_HEADER,
+            checked_with_ulp_state=_CHECKED_WHILE_READING,
+            untagged_checked_by_header=_UNTAGGED_CHECKED_BY_HEADER,
         )
         self._control_next_address = 0
         for _ in range(ird + 1):
@@ -359,20 +394,25 @@ class RdmapEndpoint:
         events, self._events = self._events, []
         return events
 
-    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> None:
-        """Process one inbound DDP segment; `sequence` is its DDP-SSN (None: arrival order)."""
+    def receive(self, segment_bytes: bytes, sequence: int | None = None) -> bool:
+        """Process one inbound DDP segment; `sequence` is its DDP-SSN (None: arrival order). True when it was
+        placed with nothing to report (a segment in the middle of a Write, a Read Response or a Send, RFC 5041
+        5.3), so `next_events` has nothing new; False otherwise."""
         if self.in_error:
-            return
-        if sequence is not None and self.sink.place_next_tagged(segment_bytes, sequence):
-            return   # a Write's segment in the middle of its message: placed, nothing to report (RFC 5041 5.3)
+            return False
+        if sequence is not None and (self.sink.place_next_tagged(segment_bytes, sequence, bool(self._reads_outstanding))
+                                     or self.sink.place_next_untagged(segment_bytes, sequence)):
+            return True   # a middle segment of a Write, a Read Response or a Send: placed, nothing to report
         events = self._events
         for sink_event in self.sink.receive(segment_bytes, sequence):   # no `Placed` (`report_placed`)
             if isinstance(sink_event, SinkError):
-                events.append(self._terminate_for_segment(sink_event.error, sink_event.segment, sink_event.segment_length))
+                events.append(self._terminate_for_segment(sink_event.error, sink_event.segment,
+                                                          sink_event.segment_length))
                 break
             events.extend(self._on_delivered(sink_event))
             if self.in_error:
                 break
+        return False
 
     # -- internals ---------------------------------------------------------
 

@@ -104,6 +104,7 @@ from __future__ import annotations
 import ipaddress
 import random
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable, Protocol, Union
 
 from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics
@@ -422,20 +423,24 @@ class SoftRnic:
         self._may_be_quiet = type(self) is SoftRnic and sctp is MODEL_SCTP
         self._quiet_deadline: float | None = None
         """`next_timeout` while `quiet`."""
+        self._pumped = False
+        """True from a packet's receipt, which ran the pump (`_flush`, `_maybe_shutdown`), until the next call that
+        may give the host something to do (those that clear `quiet`) or `_packets_due`: that pump has nothing to
+        do until then, so `_packets_due` does not run it again. Only where `quiet` may be set."""
 
     # -- connection ------------------------------------------------------------
 
     def listen(self, port: int | None = None) -> None:
         """Passive open: answer INITs on `port` (default `config.port`; RFC 4960 5.1).  A host may listen on
         several ports; it still has one association at a time, on the port its INIT came to."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         local_port = self.config.port if port is None else port
         config = replace(self._association_config(peer_port=0), local_port=local_port)
         self._listeners[local_port] = self.sctp.listener(config)
 
     def connect(self, now: float, peer_mac: bytes, peer_ip: ipaddress.IPv4Address | str, peer_port: int) -> None:
         """Active open: send INIT to the peer (RFC 4960 5.1)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         if self._association is not None and not self._association.is_closed:
             raise RnicStateError("the host already has an association; close it first")
         association = self.sctp.association(self._association_config(peer_port))
@@ -444,7 +449,7 @@ class SoftRnic:
 
     def close(self, now: float) -> None:
         """Terminate every DDP session (RFC 5043 6.2), then SHUTDOWN the association (RFC 4960 9.2)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._closing = True
         association, timeout = self._association, self.config.close_timeout
         if (timeout is not None and self._close_deadline is None and association is not None
@@ -461,7 +466,7 @@ class SoftRnic:
 
     def abort(self, now: float) -> None:
         """ABORT the association at once (RFC 4960 9.1)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._close_deadline = None
         if self._association is not None:
             self._association.abort(now)
@@ -517,7 +522,7 @@ class SoftRnic:
 
         `resources` default to the host's, `pd_id` (the stream's Protection Domain, RFC 5041 8.2) to
         `config.pd_id`; `SessionEstablished` or `SessionRejected` follows."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._require_ddp()
         local = resources if resources is not None else self.config.resources
         self._sessions.initiate(stream_id, private_data, local if enhanced else None)
@@ -529,7 +534,7 @@ class SoftRnic:
                        pd_id: int | None = None) -> None:
         """Accept a `SessionRequested` Initiate (RFC 5043 6.2, RFC 6581 9) into Protection Domain `pd_id`
         (default `config.pd_id`)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         request = self._requests.get(stream_id)
         if request is None:
             raise RnicStateError(f"stream {stream_id}: no session request waiting")
@@ -539,7 +544,7 @@ class SoftRnic:
 
     def reject_session(self, stream_id: int, private_data: bytes = b"") -> None:
         """Reject a `SessionRequested` Initiate (RFC 5043 6.3)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         if self._requests.pop(stream_id, None) is None:
             raise RnicStateError(f"stream {stream_id}: no session request waiting")
         self._sessions.reject(stream_id, private_data)
@@ -547,7 +552,7 @@ class SoftRnic:
 
     def terminate_stream(self, stream_id: int) -> None:
         """End the stream's session with a Terminate after the segments already posted (RFC 5043 6.2)."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._sessions.terminate(stream_id)
         self._streams.pop(stream_id, None)
         self._flush()
@@ -589,7 +594,7 @@ class SoftRnic:
 
     def post_recv(self, stream_id: int, address: int, length: int) -> int:
         """Post a receive buffer for inbound Sends on the stream; returns the MSN it will take."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         return self._endpoint(stream_id).post_receive(address, length)
 
     def post_send(
@@ -597,7 +602,7 @@ class SoftRnic:
     ) -> int:
         """Send, Send with SE, Send with Invalidate, Send with SE and Invalidate (RFC 5040 5.3); returns wr_id.
         `address`: one host address or a gather list of (address, length) pieces."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         wr_id = self._endpoint(stream_id).post_send(address, length, solicited=solicited,
                                                     invalidate_stag=invalidate_stag)
         self._flush()
@@ -606,7 +611,7 @@ class SoftRnic:
     def post_write(self, stream_id: int, remote_stag: int, remote_to: int, address: Gather, length: int) -> int:
         """RDMA Write `length` bytes at host `address` (or a gather list) to the peer's STag/TO (RFC 5040 5.1);
         returns wr_id."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         wr_id = self._endpoint(stream_id).post_write(remote_stag, remote_to, address, length)
         self._flush()
         return wr_id
@@ -615,7 +620,7 @@ class SoftRnic:
         self, stream_id: int, local_stag: int, local_to: int, remote_stag: int, remote_to: int, length: int
     ) -> int:
         """RDMA Read the peer's STag/TO into our STag/TO (RFC 5040 5.2); raises ReadLimitExceeded past ORD."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         wr_id = self._endpoint(stream_id).post_read(local_stag, local_to, remote_stag, remote_to, length)
         self._flush()
         return wr_id
@@ -624,7 +629,7 @@ class SoftRnic:
 
     def receive(self, frame: bytes, now: float) -> None:
         """Process one Ethernet frame off the wire; its events wait in `next_events()`."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         self._counters.frames_received += 1
         association, peer = self._association, self._peer
         if association is not None and peer is not None and not association.is_closed:
@@ -635,7 +640,9 @@ class SoftRnic:
                     return
                 self._from_peer(association, packet, peer, now)
                 self._flush()
-                self._maybe_shutdown(now)
+                if self._closing:
+                    self._maybe_shutdown(now)
+                self._pumped = self._may_be_quiet
                 return
         try:
             decoded = Frame.decode(frame)
@@ -667,15 +674,19 @@ class SoftRnic:
     def _packets_due(self, now: float) -> tuple[list[tuple[bytes, _Peer]], list[bytes], _Peer | None]:
         """Every SCTP packet due now: the host's own answers and whom each goes to, then the association's
         packets, for its peer."""
-        self._flush()
-        self._maybe_shutdown(now)
+        if self._pumped:   # the packet just received ran the pump, and nothing came since
+            self._pumped = False
+        else:
+            self._flush()
+            if self._closing:
+                self._maybe_shutdown(now)
         replies, self._replies = self._replies, []
         association, peer = self._association, self._peer
         packets = association.data_to_send(now) if association is not None and peer is not None else []
         self._counters.frames_sent += len(replies) + len(packets)
         if self._may_be_quiet and self._settled():
+            self._quiet_deadline = self.next_timeout()
             self.quiet = True
-            self._quiet_deadline = self._next_deadline()
         return replies, packets, peer
 
     def _settled(self) -> bool:
@@ -695,21 +706,25 @@ class SoftRnic:
         """Process one SCTP packet from (`source_mac`, `source_ip`), addressed to this host: what `receive` does
         with it in a frame to this host (over UDP, to port 9899), without building and parsing that frame for
         the association's own packets."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         association, peer = self._association, self._peer
         if (association is None or peer is None or association.is_closed or source_mac != peer.mac
-                or source_ip != peer.ip):
+                or (source_ip is not peer.ip and source_ip != peer.ip)):
             config = self.config   # a handshake, a stray packet: the frame's path, every rule of `receive`
             self.receive(build_frame(packet, source_mac, config.mac, source_ip, config.ip, udp=config.udp,
                                      udp_checksum=False), now)
             return
+        if source_ip is not peer.ip:   # the peer's address, as the caller holds it: the next packet's compares
+            self._peer = peer = _Peer(peer.mac, source_ip)   # by identity (IPv4Address's __eq__ is Python's)
         self._counters.frames_received += 1
         if not checksum_ok(packet):
             self._counters.dropped_bad_checksum += 1
             return
         self._from_peer(association, packet, peer, now)
         self._flush()
-        self._maybe_shutdown(now)
+        if self._closing:
+            self._maybe_shutdown(now)
+        self._pumped = self._may_be_quiet
 
     def packets_to_send(self, now: float) -> list[tuple[bytes, bytes]]:
         """`data_to_send` unframed: every SCTP packet due now, as (destination MAC, packet)."""
@@ -734,9 +749,11 @@ class SoftRnic:
                        else self._frame(packet, to))
         if packets:
             assert peer is not None
-            if peer.mac == peer_mac and peer.ip == peer_ip:
-                unframed = self._unframed
-                due += [unframed(packet) for packet in packets]
+            if peer.mac == peer_mac and (peer.ip is peer_ip or peer.ip == peer_ip):
+                # `_unframed` for each, the IPv4 Identification moved on at once
+                overhead = self._frame_overhead
+                self._ip_identification = (self._ip_identification + len(packets)) & 0xFFFF
+                due += [Unframed(packet, len(packet) + overhead) for packet in packets]
             else:
                 frame = self._frame
                 due += [frame(packet, peer) for packet in packets]
@@ -751,9 +768,6 @@ class SoftRnic:
         `quiet`, as the call that found the host so saw it, since only the calls that clear `quiet` move them."""
         if self.quiet:
             return self._quiet_deadline
-        return self._next_deadline()
-
-    def _next_deadline(self) -> float | None:
         deadline = self._close_deadline
         if self._association is not None:
             timer = self._association.next_timeout()
@@ -763,7 +777,7 @@ class SoftRnic:
 
     def handle_timeout(self, now: float) -> None:
         """Fire every timer due at `now`; events wait in `next_events()`."""
-        self.quiet = False
+        self.quiet = self._pumped = False
         if self._association is not None:
             self._association.handle_timeout(now)
             self._drain_association(now)
@@ -803,6 +817,10 @@ class SoftRnic:
 
     def _new_association(self, association: Association, peer: _Peer) -> None:
         self._association = association
+        self._receive_checked = (partial(association.receive, checksum_checked=True)
+                                 if isinstance(association, Association) else association.receive)
+        """Hands the association a packet whose CRC32c the host verified: the model's association then skips its
+        own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
         self._peer = peer
         self._sessions = DdpSessions(self.config.resources, self.config.pending_limit)
         self._streams.clear()
@@ -858,7 +876,7 @@ class SoftRnic:
         """A packet for the open association, its CRC32c verified: the association takes it, and a restarted
         peer's COOKIE ECHO (5.2.4 A) makes the new association. Every path of a packet to the association comes
         here (`receive`'s plain frames included: the restart is not the frame's form to decide)."""
-        self._receive_checked(association, packet, now)
+        self._receive_checked(packet, now)
         self._drain_association(now)
         if self._peer_restarted:
             self._peer_restarted = False
@@ -948,15 +966,6 @@ class SoftRnic:
             elif isinstance(event, PathStatusChanged):
                 self._events.append(PathStatus(event.reachable))
 
-    @staticmethod
-    def _receive_checked(association: Association, packet: bytes, now: float) -> None:
-        """Hand the association a packet whose CRC32c `receive` has verified; the model's association then
-        skips its own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
-        if isinstance(association, Association):
-            association.receive(packet, now, checksum_checked=True)
-        else:
-            association.receive(packet, now)
-
     def _association_over(self) -> None:
         self._streams.clear()
         self._close_deadline = None
@@ -1006,10 +1015,10 @@ class SoftRnic:
         if ssn is None:
             return False
         self._known_streams.add(stream_id)
-        endpoint.receive(memoryview(payload)[2:], ssn)
-        events = endpoint.next_events()
-        if events:
-            self._on_rdmap_events(stream_id, events)
+        if not endpoint.receive(memoryview(payload)[2:], ssn):   # True: placed, nothing to report
+            events = endpoint.next_events()
+            if events:
+                self._on_rdmap_events(stream_id, events)
         return True
 
     def _on_initiate(self, event: InitiateReceived) -> None:
@@ -1180,7 +1189,8 @@ class SoftRnic:
             return  # the association is closing or closed: nothing more can go out
 
     def _maybe_shutdown(self, now: float) -> None:
-        """With `close()` called: SHUTDOWN once every DDP stream is released (RFC 5043 6.6)."""
+        """With `close()` called: SHUTDOWN once every DDP stream is released (RFC 5043 6.6). The per-packet
+        paths call it only while `_closing`."""
         association = self._association
         if not self._closing or association is None or association.state is not AssociationState.ESTABLISHED:
             return

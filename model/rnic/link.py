@@ -76,12 +76,6 @@ class LinkConfig:
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise EncodeError(f"link rate {self.rate} is not a number of bits per second above 0")
 
-    def wire_time(self, frame_length: int) -> float:
-        """Seconds a frame of `frame_length` bytes (without FCS) occupies the wire; 0 without a rate."""
-        if self.rate is None:
-            return 0.0
-        return (frame_length + ETHERNET_FRAMING) * 8 / self.rate
-
 
 @dataclass
 class LinkStats:
@@ -101,15 +95,10 @@ class Unframed(NamedTuple):
     """The bytes of the frame it stands for (without FCS): its wire time."""
 
 
-class _InFlight(NamedTuple):
-    """A frame on its way; the heap orders these by (arrival, sequence), as tuples, in C."""
-
-    arrival: float
-    sequence: int
-    """Ties at one arrival time go in the order sent; no two frames share it, so `to` and `frame` are never
-    compared."""
-    to: Side
-    frame: bytes | Unframed
+_InFlight = tuple[float, int, Side, bytes | Unframed]
+"""A frame on its way: (arrival, sequence, side it arrives at, frame), a plain tuple (built per frame without a
+NamedTuple's constructor) that the heap orders by (arrival, sequence), in C. Ties at one arrival time go in the
+order sent; no two frames share a sequence, so side and frame are never compared."""
 
 
 class Link:
@@ -136,16 +125,17 @@ class Link:
         if unframed and config.corruption:
             raise ValueError("a link with corruption takes frames only: an unframed packet cannot be corrupted")
         if config.rate is not None:  # a lost frame took its time on the wire too
-            length = frame.length if unframed else len(frame)
-            now = self._wire_free[side] = max(now, self._wire_free[side]) + config.wire_time(length)
+            length = frame.length if unframed else len(frame)   # without FCS: `ETHERNET_FRAMING` adds it
+            wire_time = (length + ETHERNET_FRAMING) * 8 / config.rate
+            now = self._wire_free[side] = max(now, self._wire_free[side]) + wire_time
         if not (config.loss or config.duplication or config.corruption or config.reordering):
             # No impairment: each draw below would come out "no", so the frame goes straight on the wire. The
             # draws are owed, not skipped: should the configuration change, `_settle_draws` makes them first,
             # and the random generator stands where it would have.
             self._draws_owed += 4 if frame else 3
             self._sequence += 1
-            heapq.heappush(self._in_flight, _InFlight(now + config.delay, self._sequence, side.peer,
-                                                      frame if unframed else bytes(frame)))
+            heapq.heappush(self._in_flight, (now + config.delay, self._sequence, side.peer,
+                                             frame if unframed else bytes(frame)))
             return
         if self._draws_owed:
             self._settle_draws()
@@ -169,7 +159,7 @@ class Link:
                 arrival += self._random.uniform(0.0, config.reorder_delay)
                 self.stats.reordered += 1
             self._sequence += 1
-            heapq.heappush(self._in_flight, _InFlight(arrival, self._sequence, side.peer, data))
+            heapq.heappush(self._in_flight, (arrival, self._sequence, side.peer, data))
 
     def _settle_draws(self) -> None:
         """Make the draws the unimpaired frames owe, as if they had been made when those frames were sent."""
@@ -180,15 +170,16 @@ class Link:
 
     def next_arrival(self) -> float | None:
         """When the next frame arrives, or None if nothing is in flight."""
-        return self._in_flight[0].arrival if self._in_flight else None
+        return self._in_flight[0][0] if self._in_flight else None
 
     def deliveries(self, now: float) -> list[tuple[Side, bytes | Unframed, float]]:
         """Every frame (or `Unframed` packet) that has arrived by `now`: (receiving side, frame, arrival time)."""
         out = []
-        while self._in_flight and self._in_flight[0].arrival <= now:
-            item = heapq.heappop(self._in_flight)
+        in_flight = self._in_flight
+        while in_flight and in_flight[0][0] <= now:
+            arrival, _, to, frame = heapq.heappop(in_flight)
             self.stats.delivered += 1
             if self.recording is not None:
-                self.recording.append((item.arrival, item.frame))
-            out.append((item.to, item.frame, item.arrival))
+                self.recording.append((arrival, frame))
+            out.append((to, frame, arrival))
         return out

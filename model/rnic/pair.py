@@ -212,8 +212,9 @@ class HostPair:
                 earliest = deadline
         return earliest
 
-    def advance(self, now: float) -> None:
-        """Move to `now` (never back): deliver what arrived by then, fire the timers due, record the events."""
+    def advance(self, now: float, record: bool = True) -> None:
+        """Move to `now` (never back): deliver what arrived by then, fire the timers due, record the events
+        (`record`; a caller that records them itself later, with `collect`, passes False)."""
         self.now = max(self.now, now)
         for side, frame, _ in self.link.deliveries(self.now):
             if type(frame) is Unframed:   # sent by the peer host, from its own addresses (`send_due`)
@@ -221,18 +222,19 @@ class HostPair:
                 self.hosts[side].receive_packet(frame.packet, sender.mac, sender.ip, self.now)
             else:
                 self.hosts[side].receive(frame, self.now)
-        self.fire_timers()
+        self.fire_timers(record)
 
-    def fire_timers(self) -> None:
-        """Fire each host's timer that is due by `now`, and record the events."""
+    def fire_timers(self, record: bool = True) -> None:
+        """Fire each host's timer that is due by `now`, and record the events (`record`)."""
         now = self.now
         for side, host in self.hosts.items():
             deadline = host.next_timeout()
             if deadline is not None and deadline <= now:
                 host.handle_timeout(now)
-            events = host.next_events()
-            if events:   # most steps bring none
-                self._record(side, events)
+            if record:
+                events = host.next_events()
+                if events:   # most steps bring none
+                    self._record(side, events)
 
     def collect(self, side: Side | None = None) -> None:
         """Record the events the hosts (or the host of `side`) queued outside `step` (after a direct call on a

@@ -594,7 +594,8 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
     def _sack_due_now(self) -> bool:
         """A SACK goes with these packets: one is owed at once (6.2), or DATA goes out that it can ride with."""
         return self._tracker is not None and not self._sacks_by_engine and (
-            self._ack_now or bool(self._data_packets_since_sack and self._has_data_to_send()))
+            self._ack_now or bool(self._data_packets_since_sack
+                                  and (self._send_queue or self._t3_marked or self._fast_marked)))
 
     def _encode(self, tag: int, chunks: list[Chunk]) -> bytes:
         self._stats["packets_sent"] += 1

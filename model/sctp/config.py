@@ -93,7 +93,7 @@ class AssociationConfig:
         room = self.max_packet_size - COMMON_HEADER_LENGTH - DataChunk.HEADER_LENGTH - self.bundling_reserve
         return max(MIN_MULPDU, (room // 4) * 4 - DDP_SSN_LENGTH)
 
-    @property
+    @cached_property   # asked for every DATA chunk queued
     def max_user_data(self) -> int:
         """Largest DATA chunk user data accepted by `send()`: a DDP-SSN and a MULPDU segment."""
         return self.mulpdu + DDP_SSN_LENGTH

@@ -177,7 +177,7 @@ class DataTransferMixin:
             ssn = self._next_ssn_out.get(stream_id, 0)
             self._next_ssn_out[stream_id] = (ssn + 1) & 0xFFFF
         tsn = self._next_tsn
-        self._next_tsn = serial_add(tsn, 1, TSN_BITS)
+        self._next_tsn = (tsn + 1) & 0xFFFFFFFF   # serial_add(tsn, 1, TSN_BITS): one chunk at a time
         self._send_queue.append(
             DataChunk(tsn=tsn, stream_id=stream_id, ssn=ssn, ppid=ppid, user_data=bytes(payload), unordered=unordered)
         )
@@ -240,9 +240,6 @@ class DataTransferMixin:
         self._data_packets_since_sack = 0
         self._timers.pop(Trigger.DELAYED_ACK, None)
         return SackChunk(self._tracker.cumulative_tsn, window, gaps, duplicates)
-
-    def _has_data_to_send(self) -> bool:
-        return bool(self._send_queue or self._t3_marked or self._fast_marked)
 
     def _in_tsn_order(self, tsns: set[int]) -> list[_SentChunk]:
         """The outstanding chunks of `tsns`, lowest TSN first (serial order from the Cumulative TSN Ack)."""
@@ -385,30 +382,32 @@ class DataTransferMixin:
         """`_add_data` when nothing waits to be sent again and no transmit engine sends chunks (every queued
         chunk a `DataChunk`): the general loop's new data alone, the same packets. Within cwnd (6.1 B) and the
         peer's rwnd, but one chunk when nothing is in flight (6.1 A), at most Max.Burst packets per SACK
-        processed since the last call (6.1 D); T3-rtx started and the heartbeat pushed back once DATA went."""
-        cc, queue, outstanding, stats = self._cc, self._send_queue, self._outstanding, self._stats
+        processed since the last call (6.1 D); T3-rtx started and the heartbeat pushed back once DATA went.
+        The flight size, the peer's rwnd and the byte counts are kept in locals and stored once at the end."""
+        cc, queue, outstanding = self._cc, self._send_queue, self._outstanding
         assert cc is not None
-        limit = self.config.max_packet_size
+        limit, cwnd = self.config.max_packet_size, cc.cwnd
         max_packets = self.config.max_burst * max(1, self._sacks_since_send)
         self._sacks_since_send = 0
-        bursts = 0
+        flight_size, peer_rwnd = self._flight_size, self._peer_rwnd
+        sent_bytes = sent_chunks = bursts = 0
+        header_length = DataChunk.HEADER_LENGTH
         while bursts < max_packets:
             added = False
-            while self._flight_size < cc.cwnd and queue:
+            while flight_size < cwnd and queue:
                 chunk = queue[0]
                 length = len(chunk.user_data)
-                size = _data_chunk_wire_size(length)
+                size = (header_length + length + 3) & ~3   # `_data_chunk_wire_size`
                 if current_size + size > limit and current:
                     break
-                if length > self._peer_rwnd and (self._flight_size > 0 or added):
+                if length > peer_rwnd and (flight_size > 0 or added):
                     break
                 queue.popleft()
-                self._queued_bytes -= length
                 outstanding[chunk.tsn] = _SentChunk(chunk, now, length, size)
-                self._outstanding_bytes += length
-                self._flight_size += length
-                self._peer_rwnd = max(self._peer_rwnd - length, 0)
-                stats["data_chunks_sent"] += 1
+                sent_bytes += length
+                sent_chunks += 1
+                flight_size += length
+                peer_rwnd = peer_rwnd - length if peer_rwnd > length else 0
                 if self._rtt_probe is None:
                     self._rtt_probe = chunk.tsn
                 current.append(chunk)
@@ -419,7 +418,11 @@ class DataTransferMixin:
             packets.append(self._encode(self.peer_tag, current))
             current, current_size = [], 12
             bursts += 1
-        cc.on_transmit(self._flight_size)
+        self._flight_size, self._peer_rwnd = flight_size, peer_rwnd
+        self._queued_bytes -= sent_bytes
+        self._outstanding_bytes += sent_bytes
+        self._stats["data_chunks_sent"] += sent_chunks
+        cc.on_transmit(flight_size)
         if bursts:
             self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
             self._restart_heartbeat(now)
@@ -634,7 +637,8 @@ class DataTransferMixin:
         highest_sent = (self._next_tsn - 1 - len(self._send_queue)) & 0xFFFFFFFF
         if serial_gt(cum_ack, highest_sent, TSN_BITS):
             events.append(self._failure("SACK acknowledges a TSN never sent (RFC 9260 6.2.1)"))
-            self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION, b"cumulative TSN ack beyond TSNs sent"))
+            self._close_with_abort(ErrorCause(ErrorCauseCode.PROTOCOL_VIOLATION,
+                                              b"cumulative TSN ack beyond TSNs sent"))
             return
         flight_before = self._flight_size
         cum_advanced = serial_gt(cum_ack, self._last_cum_ack, TSN_BITS)
@@ -642,10 +646,11 @@ class DataTransferMixin:
         highest_newly_acked: int | None = None
         acked_per_stream: dict[int, int] = {}
         # The outstanding TSNs run without holes from the last Cumulative TSN Ack: pop them up to the new one.
+        outstanding, t3_marked, fast_marked = self._outstanding, self._t3_marked, self._fast_marked
         previous_cum_ack = tsn = self._last_cum_ack
         while tsn != cum_ack:
             tsn = (tsn + 1) & 0xFFFFFFFF
-            sent = self._outstanding.pop(tsn, None)
+            sent = outstanding.pop(tsn, None)
             if sent is None:
                 continue  # queued when the association closed, never sent
             if not sent.gap_acked:
@@ -654,9 +659,12 @@ class DataTransferMixin:
                 highest_newly_acked = tsn
                 if tsn == self._rtt_probe:
                     self._measure_rtt(now, sent)
-            self._t3_marked.discard(tsn)
-            self._fast_marked.discard(tsn)
-            self._set_in_flight(sent, False)
+            if t3_marked or fast_marked:   # most SACKs find nothing marked
+                t3_marked.discard(tsn)
+                fast_marked.discard(tsn)
+            if sent.in_flight:   # `_set_in_flight(sent, False)`
+                self._flight_size -= sent.size
+                sent.in_flight = False
             stream_id = sent.chunk.stream_id
             acked_per_stream[stream_id] = acked_per_stream.get(stream_id, 0) + 1
         self._last_cum_ack = cum_ack
@@ -674,8 +682,9 @@ class DataTransferMixin:
         else:
             now_acked = []   # no Gap Ack Block now or before: nothing to compare (the usual SACK)
         self._gap_ranges = now_acked
-        highest_gap_acked = (cum_ack + now_acked[-1][1]) & 0xFFFFFFFF if now_acked else None
-        self._count_miss_indications(cum_advanced, highest_newly_acked, highest_gap_acked, now_acked)
+        if now_acked:   # without Gap Ack Blocks every TSN newly acknowledged is at or below the Cumulative TSN Ack
+            highest_gap_acked = (cum_ack + now_acked[-1][1]) & 0xFFFFFFFF
+            self._count_miss_indications(cum_advanced, highest_newly_acked, highest_gap_acked, now_acked)
         outstanding_bytes = self._outstanding_bytes
         self._peer_a_rwnd = a_rwnd
         self._peer_rwnd = max(a_rwnd - outstanding_bytes, 0)

@@ -47,8 +47,7 @@ from typing import ClassVar, Union
 from model.net.checksum import (
     sctp_checksum,
     sctp_checksum_from_bytes,
-    sctp_checksum_of_zeroed,
-    sctp_checksum_to_bytes,
+    sctp_checksum_field_of_zeroed,
 )
 from model.errors import ChecksumError, DecodeError, EncodeError, check_field, need
 
@@ -84,8 +83,9 @@ def serial_lt(a: int, b: int, bits: int) -> bool:
 
 
 def serial_gt(a: int, b: int, bits: int) -> bool:
-    """RFC 1982 3.2: a > b."""
-    return serial_lt(b, a, bits)
+    """RFC 1982 3.2: a > b, that is b < a (`serial_lt` with the two swapped, without a second call)."""
+    half = 1 << (bits - 1)
+    return (b < a and a - b < half) or (b > a and b - a > half)
 
 
 def serial_le(a: int, b: int, bits: int) -> bool:
@@ -689,7 +689,8 @@ class SackChunk(KnownChunk):
     CHUNK_TYPE: ClassVar[ChunkType] = ChunkType.SACK
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gap_blocks", tuple(tuple(b) for b in self.gap_blocks))
+        gap_blocks = self.gap_blocks
+        object.__setattr__(self, "gap_blocks", tuple(tuple(b) for b in gap_blocks) if gap_blocks else ())
         object.__setattr__(self, "duplicate_tsns", tuple(self.duplicate_tsns))
 
     @property
@@ -701,12 +702,16 @@ class SackChunk(KnownChunk):
     def encode(self) -> bytes:
         """A SACK without Gap Ack Blocks or duplicate TSNs, the one an in-order receiver sends, in one
         `struct.pack` (header and fixed fields, 3.3.4: a multiple of 4, no padding); any other through `_tlv`
-        (same bytes)."""
+        (same bytes). The pack checks the fields' ranges; only when it refuses one do `_value`'s checks run, to
+        name it."""
         if self.gap_blocks or self.duplicate_tsns:
             return KnownChunk.encode(self)
-        return SACK_FIXED_FIELDS.pack(ChunkType.SACK, 0, SACK_FIXED_LENGTH,
-                                check_field(self.cumulative_tsn_ack, 32, "cumulative_tsn_ack"),
-                                check_field(self.a_rwnd, 32, "a_rwnd"), 0, 0)
+        try:
+            return SACK_FIXED_FIELDS.pack(ChunkType.SACK, 0, SACK_FIXED_LENGTH, self.cumulative_tsn_ack,
+                                          self.a_rwnd, 0, 0)
+        except struct.error:
+            self._value()   # raises the EncodeError that names the field
+            raise
 
     def _value(self) -> bytes:
         check_field(self.cumulative_tsn_ack, 32, "cumulative_tsn_ack")
@@ -1152,7 +1157,7 @@ def checksum_ok(packet: bytes) -> bool:
     """True if the CRC32c in the packet's checksum field matches its bytes (RFC 4960 6.8)."""
     if len(packet) < COMMON_HEADER_LENGTH:
         return False
-    return sctp_checksum_from_bytes(packet[8:12]) == sctp_checksum(packet)
+    return int.from_bytes(packet[8:12], "little") == sctp_checksum(packet)   # the field: least-significant byte first
 
 
 @dataclass(frozen=True)
@@ -1218,6 +1223,6 @@ def encode_packet(src_port: int, dst_port: int, verification_tag: int,
     body = bytearray(header)
     for chunk in chunks:
         body += chunk.encode()
-    body[8:12] = sctp_checksum_to_bytes(sctp_checksum_of_zeroed(body))   # the field is still zero
+    body[8:12] = sctp_checksum_field_of_zeroed(body)   # the field is still zero
     return bytes(body)
 _COMMON_HEADER_FIELDS = struct.Struct("!HHI")

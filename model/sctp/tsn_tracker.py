@@ -70,9 +70,12 @@ class TsnTracker:
             # The next TSN in order with nothing received beyond (the usual case): it is the new Cumulative
             # TSN at once (6.2), as the general path below would conclude.
             self.cumulative_tsn = tsn
-            if self.highest_received is None or serial_gt(tsn, self.highest_received, TSN_BITS):
+            highest = self.highest_received
+            # serial_gt(tsn, highest), RFC 1982 3.2: tsn lies less than half the TSN space after highest
+            if highest is None or 0 < (tsn - highest) & _TSN_MASK < 1 << (TSN_BITS - 1):
                 self.highest_received = tsn
-            self.settle()
+            if self._vouched:   # `settle` has nothing to do without
+                self.settle()
             return True
         if self.is_duplicate(tsn):
             self.note_duplicate(tsn)
@@ -161,6 +164,8 @@ class TsnTracker:
 
     def gap_blocks(self, limit: int | None = None) -> tuple[tuple[int, int], ...]:
         """(start, end) offsets of the runs received beyond the Cumulative TSN, lowest first (3.3.4)."""
+        if not self._run_end_of:   # in order: no run, no block (most SACKs)
+            return ()
         blocks = sorted((self.offset(start), self.offset(end)) for start, end in self._run_end_of.items())
         return tuple(blocks if limit is None else blocks[:limit])
 

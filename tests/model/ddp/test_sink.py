@@ -91,7 +91,8 @@ def test_delivery_reports_length_and_rsvd_ulp_rfc5041_5_4():
         events += sink.receive(raw.encode())
     delivered = [e for e in events if isinstance(e, Delivered)]
     assert len(delivered) == 1
-    assert (delivered[0].length, delivered[0].rsvd_ulp, delivered[0].qn, delivered[0].msn) == (2048, 0x43_00000001, 0, 1)
+    assert ((delivered[0].length, delivered[0].rsvd_ulp, delivered[0].qn, delivered[0].msn)
+            == (2048, 0x43_00000001, 0, 1))
     assert sink.host_memory.read(0x20000, 2048) == bytes(range(256)) * 8
 
 
@@ -99,7 +100,8 @@ def test_out_of_order_placement_in_order_delivery_rfc5041_5_3():
     """Placement MAY be out of order; delivery MUST follow the source order (LLP sequence)."""
     sink = make_sink(buffers=2, length=5000)
     source = DdpSource(100)
-    segments = source.tagged_message(b"T" * 300, STAG, 0) + source.untagged_message(b"A" * 50, 0) + source.untagged_message(b"B" * 10, 0)
+    segments = (source.tagged_message(b"T" * 300, STAG, 0) + source.untagged_message(b"A" * 50, 0)
+                + source.untagged_message(b"B" * 10, 0))
     order = list(range(len(segments)))
     random.Random(3).shuffle(order)
     delivered = []
@@ -150,7 +152,8 @@ def test_random_traffic_never_writes_outside_regions_rfc5041_8_3_1(messages, mul
     segments = []
     for kind, payload, to, stag in messages:
         if kind == "tagged":
-            segments += [s.encode() for s in source.tagged_message(payload, rng.choice([STAG, stag]), rng.choice([0, to % 2000, min(to, 2**64 - len(payload))]))]
+            segments += [s.encode() for s in source.tagged_message(
+                payload, rng.choice([STAG, stag]), rng.choice([0, to % 2000, min(to, 2**64 - len(payload))]))]
         elif kind == "untagged":
             segments += [s.encode() for s in source.untagged_message(payload, rng.choice([0, 0, 1]))]
         else:
@@ -161,3 +164,59 @@ def test_random_traffic_never_writes_outside_regions_rfc5041_8_3_1(messages, mul
         sink.receive(segments[index], index)
     allowed = [(0x10000, 1000)] + [(0x20000 + i * 0x1000, 200) for i in range(3)]
     assert sink.host_memory.written_outside(allowed) == []
+
+
+MIDDLES = [
+    ("placed", untagged(b"bb", mo=2, last=False)),
+    ("invalid MO", untagged(b"bb", mo=10, last=False)),
+    ("too long", untagged(b"bb", mo=9, last=False)),
+    ("no buffer", untagged(b"bb", msn=2, mo=2, last=False)),
+    ("invalid QN", untagged(b"bb", qn=7, mo=2, last=False)),
+    ("MSN behind", untagged(b"bb", msn=0, mo=2, last=False)),
+    ("last", untagged(b"bb", mo=2, last=True)),
+    ("untagged DV", untagged(b"bb", mo=2, last=False, dv=0)),
+    ("other RsvdULP", DdpSegment(UntaggedHeader(False, 9 << 32, 0, 1, 2), b"bb").encode()),
+    ("tagged", tagged(b"bb", to=2, last=False)),
+]
+
+
+@pytest.mark.parametrize("name, middle", MIDDLES, ids=[m[0] for m in MIDDLES])
+def test_place_next_untagged_does_what_receive_does_rfc5041_5_3_7_1(name, middle):
+    """A Send's middle segment placed straight (`place_next_untagged`) ends as `receive` leaves it; any other
+    segment, or one failing a check, is left to `receive` with nothing done."""
+    sinks = []
+    for straight in (False, True):
+        sink = DdpSink(pd=PD, memory_table=MemoryTable(), host_memory=SparseMemory(), stream_id=0, queues=(0, 1),
+                       report_placed=False, untagged_checked_by_header={0: 0})
+        sink.post_buffer(0, 0x20000, 10)
+        assert sink.receive(untagged(b"aa", last=False), 0) == []
+        if not (straight and sink.place_next_untagged(middle, 1)):
+            events = sink.receive(middle, 1)
+            assert not straight or name != "placed"
+            sinks.append((events, sink))
+        else:
+            assert name == "placed"
+            sinks.append(([], sink))
+    (plain_events, plain), (straight_events, straight) = sinks
+    assert straight_events == plain_events
+    assert (straight.delivery_point, straight.error) == (plain.delivery_point, plain.error)
+    assert straight.host_memory.read(0x20000, 10) == plain.host_memory.read(0x20000, 10)
+    if plain.error is None:
+        last = untagged(b"c", mo=4)
+        assert straight.receive(last, 2) == plain.receive(last, 2)
+
+
+def test_place_next_tagged_takes_a_state_checked_rsvd_ulp_only_while_the_state_holds():
+    """An RsvdULP whose ULP check needs the ULP's state (a Read Response needs a read outstanding, RFC 5040 4.4)
+    is placed straight only when the caller says that state holds; otherwise `receive` takes it."""
+    for holds in (False, True):
+        table = MemoryTable()
+        table.register(MemoryRegion(STAG, PD, 0, 100, Access.LOCAL_WRITE, 0x10000))
+        sink = DdpSink(pd=PD, memory_table=table, host_memory=SparseMemory(), stream_id=0, report_placed=False,
+                       tagged_access=lambda header: Access.LOCAL_WRITE,
+                       checked_with_ulp_state={0x42: Access.LOCAL_WRITE})
+        assert sink.receive(DdpSegment(TaggedHeader(False, 0x42, STAG, 0), b"aa").encode(), 0) == []
+        middle = DdpSegment(TaggedHeader(False, 0x42, STAG, 2), b"bb").encode()
+        assert sink.place_next_tagged(middle, 1, ulp_state_holds=holds) is holds
+        assert sink.host_memory.read(0x10002, 2) == (b"bb" if holds else b"\x00\x00")
+        assert sink.delivery_point == (2 if holds else 1)
