@@ -87,7 +87,9 @@ class BoardCore(wiring.Component):
         m.submodules.mac = mac = EthernetMac(WIDTH_BYTES)
         # Host addresses as wide as the memory's (at least the engines' least): 16 bits for 64 KiB.
         address_bits = max(MIN_ADDRESS_BITS, exact_log2(self.memory_bytes))
-        m.submodules.engine = engine = Rnic(WIDTH_BYTES, address_bits=address_bits, **self._engine_options)
+        # The wide FIFOs in LUT RAM: at 62.5 MHz the board is a routing problem, and block RAM crowds it.
+        m.submodules.engine = engine = Rnic(WIDTH_BYTES, address_bits=address_bits, block_ram_queues=False,
+                                            **self._engine_options)
         m.submodules.memory = memory = HostMemory(self.memory_bytes, data_bytes=WIDTH_BYTES, addr_width=address_bits)
         m.submodules.link = link = ControlLink(divisor=self.divisor, memory_bytes=self.memory_bytes,
                                                width_bytes=WIDTH_BYTES)

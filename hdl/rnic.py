@@ -86,21 +86,25 @@ class Rnic(wiring.Component):
     ``address_bits`` of a host memory address are kept (``m_axi``'s width, from
     :data:`abi.rx.MIN_ADDRESS_BITS` to the host records' 64): a device whose memory is small keeps its
     rows, requests and queues that much narrower. The host's records still carry 64-bit addresses;
-    the bits above ``address_bits`` are left out, and the driver places nothing there."""
+    the bits above ``address_bits`` are left out, and the driver places nothing there.
+    ``block_ram_queues``: the six wide FIFOs (the receive path's segment records, verdicts, reports
+    and delivered records, the transmit path's header queues) in block RAM, for the top's timing; without, in
+    LUT RAM, as many DP16KD fewer (some 67 at W = 8), for a device whose routing runs short beside them."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  key_bits: int = STAG_KEY_BITS, buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768,
                  ird: int = 4, tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES,
-                 transport: bool = False, external_tick: bool = False, address_bits: int = ADDRESS_BITS):
+                 transport: bool = False, external_tick: bool = False, address_bits: int = ADDRESS_BITS,
+                 block_ram_queues: bool = True):
         self.width_bytes, self.external_tick, self.address_bits = width_bytes, external_tick, address_bits
         self.associations, self.stream_ids, self.ird, self.ring_tsns = associations, stream_ids, ird, ring_tsns
         self.rx = RxEngine(width_bytes, associations=associations, stream_ids=stream_ids, regions=regions,
                            key_bits=key_bits, buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes,
                            tick_cycles=tick_cycles, peer_sacks=transport, external_tick=external_tick,
-                           address_bits=address_bits)
+                           address_bits=address_bits, block_ram_queues=block_ram_queues)
         self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
                            buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns, transport=transport,
-                           address_bits=address_bits)
+                           address_bits=address_bits, block_ram_queues=block_ram_queues)
         self.transport = transport
         self.tx_map = tx_register_map(associations, stream_ids, transport)
         members = {

@@ -97,9 +97,9 @@ class DdpHeaderValidator(wiring.Component):
         Payload of the segments without error, lane 0 = first payload byte.
     """
 
-    def __init__(self, width_bytes: int, *, fifo_depth: int = 8):
+    def __init__(self, width_bytes: int, *, fifo_depth: int = 8, block_ram: bool = True):
         check_width(width_bytes, (8, 16, 32, 64))
-        self._width = width_bytes
+        self._width, self._block_ram = width_bytes, block_ram
         self._fifo_depth = fifo_depth
         super().__init__({
             "seg": In(packet_signature(width_bytes)),
@@ -147,7 +147,7 @@ class DdpHeaderValidator(wiring.Component):
         beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
         desc_layout = data.StructLayout({"discard": unsigned(1), "drop": range(UNTAGGED_HEADER_BYTES + 1)})
         descs = m.submodules.descs = Queue(desc_layout, _RECORD_DEPTH)
-        records = m.submodules.records = Queue(segment_info_layout(), _RECORD_DEPTH, block_ram=True)
+        records = m.submodules.records = Queue(segment_info_layout(), _RECORD_DEPTH, block_ram=self._block_ram)
         wiring.connect(m, records.source, wiring.flipped(self.segment))
 
         # ---- capture -------------------------------------------------------

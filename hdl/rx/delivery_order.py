@@ -70,12 +70,13 @@ __all__ = ["DeliveryOrder"]
 class DeliveryOrder(wiring.Component):
     """The records of ``associations x stream_ids`` DDP streams, put in DDP-SSN order."""
 
-    def __init__(self, *, associations: int, stream_ids: int, window: int = 32, address_bits: int = 64):
+    def __init__(self, *, associations: int, stream_ids: int, window: int = 32, address_bits: int = 64,
+                 block_ram: bool = True):
         if window < 2 or window & (window - 1):
             raise ValueError(f"window must be a power of two of at least 2, not {window}")
         self._associations, self._stream_ids = associations, stream_ids
         self._streams = associations * stream_ids
-        self._window, self._address_bits = window, address_bits
+        self._window, self._address_bits, self._block_ram = window, address_bits, block_ram
         super().__init__({
             "records_in": In(stream.Signature(ordered_record_layout(address_bits))),
             "records_out": Out(stream.Signature(struct_layout(report_layout(address_bits)))),
@@ -119,7 +120,7 @@ class DeliveryOrder(wiring.Component):
         ]
         writes = m.submodules.writes = Queue(struct_layout(stream_write_layout(streams)))
         connect(m, writes.source, wiring.flipped(self.stream_write_out))
-        outbound = m.submodules.outbound = Queue(layout, depth=8, block_ram=True)
+        outbound = m.submodules.outbound = Queue(layout, depth=8, block_ram=self._block_ram)
         connect(m, outbound.source, wiring.flipped(self.records_out))
 
         # A record is read only in RUN, and stores happen on the cycle after a TAKE decision: never both

@@ -112,8 +112,9 @@ class RxEngine(wiring.Component):
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  key_bits: int = STAG_KEY_BITS, buffers_per_queue: int = 8, buffer_bytes: int = 32768,
                  tick_cycles: int = SACK_TICK_CYCLES, peer_sacks: bool = False, external_tick: bool = False,
-                 address_bits: int = ADDRESS_BITS):
+                 address_bits: int = ADDRESS_BITS, block_ram_queues: bool = True):
         check_address_bits(address_bits)
+        self.block_ram_queues = block_ram_queues
         self.width_bytes, self.tick_cycles, self.peer_sacks = width_bytes, tick_cycles, peer_sacks
         self.address_bits = address_bits
         self.external_tick = external_tick
@@ -147,16 +148,18 @@ class RxEngine(wiring.Component):
         m.submodules.frames = frames = FrameReceiver(width, associations=self.associations,
                                                      buffer_bytes=self._buffer_bytes)
         m.submodules.chunks = chunks = ChunkParser(width)
-        m.submodules.headers = headers = DdpHeaderValidator(width)
+        block_ram = self.block_ram_queues
+        m.submodules.headers = headers = DdpHeaderValidator(width, block_ram=block_ram)
         m.submodules.placement = placement = PlacementCheck(
             width, regions=self.regions, associations=self.associations, stream_ids=self.stream_ids,
             depth=self._buffers_per_queue, address_bits=self.address_bits, window=SEQUENCE_WINDOW,
-            key_bits=self.key_bits)
+            key_bits=self.key_bits, block_ram=block_ram)
         m.submodules.dma = dma = DmaWriter(width, self.address_bits)
         m.submodules.exceptions = exceptions = PacketArbiter(width, struct_layout(exception_record_layout()), inputs=2)
-        m.submodules.reports = reports = ReportEngine(self.address_bits)
+        m.submodules.reports = reports = ReportEngine(self.address_bits, block_ram=block_ram)
         m.submodules.delivery = delivery = DeliveryOrder(associations=self.associations, stream_ids=self.stream_ids,
-                                                         window=SEQUENCE_WINDOW, address_bits=self.address_bits)
+                                                         window=SEQUENCE_WINDOW, address_bits=self.address_bits,
+                                                         block_ram=block_ram)
 
         # Network in: AXI4-Stream, then a queue, so tready comes from a flip-flop.
         m.submodules.net_in = net_in = AxiStreamToPacket(width)

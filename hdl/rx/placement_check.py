@@ -243,7 +243,7 @@ class PlacementCheck(wiring.Component):
 
     def __init__(self, width_bytes: int, *, regions: int = 16, associations: int = 2, stream_ids: int = 4,
                  queues: int = 3, depth: int = 8, pd_bits: int = 16, address_bits: int = 64,
-                 decisions: int = 4, window: int = 32, key_bits: int = STAG_KEY_BITS):
+                 decisions: int = 4, window: int = 32, key_bits: int = STAG_KEY_BITS, block_ram: bool = True):
         for name, value in (("associations", associations), ("stream_ids", stream_ids)):
             if value < 1 or value & (value - 1):
                 raise ValueError(f"{name} must be a power of two, not {value}")
@@ -257,7 +257,7 @@ class PlacementCheck(wiring.Component):
         self._pd_bits, self._address_bits = pd_bits, address_bits
         self._decisions = decisions
         self._window = window
-        self._key_bits = key_bits
+        self._key_bits, self._block_ram = key_bits, block_ram
         super().__init__({
             "segment": In(stream.Signature(segment_info_layout())),
             "payload_in": In(packet_signature(width_bytes)),
@@ -327,7 +327,7 @@ class PlacementCheck(wiring.Component):
         # every queue has room for it and for every segment in stages 1-3 (a credit
         # check on flip-flops), so the pipeline never stalls: no path from the
         # consumers' ready into the tables.
-        verdicts = m.submodules.verdicts = Queue(verdict_layout(self._address_bits), depth=8, block_ram=True)
+        verdicts = m.submodules.verdicts = Queue(verdict_layout(self._address_bits), depth=8, block_ram=self._block_ram)
         commands = m.submodules.commands = Queue(dma_command_layout(self._address_bits), depth=8)
         decisions = m.submodules.decisions = Queue(unsigned(1), depth=self._decisions + 4)
         # Stage 4 holds the committed records, so the queues' inputs start at flip-flops.

@@ -61,7 +61,8 @@ def stream_fault_layout() -> data.StructLayout:
 
 
 class ReportEngine(wiring.Component):
-    def __init__(self, address_bits: int = 64):
+    def __init__(self, address_bits: int = 64, *, block_ram: bool = True):
+        self._block_ram = block_ram
         super().__init__({
             "verdict": In(stream.Signature(verdict_layout(address_bits))),
             "done": In(stream.Signature(dma_done_layout())),
@@ -130,7 +131,7 @@ class ReportEngine(wiring.Component):
 
         # Room in the output queue for this cycle's record and the two before it still on
         # their way (the record register, the queue's input), from last cycle's level.
-        outlet = m.submodules.outlet = Queue(report.payload.shape(), depth=_OUTLET_DEPTH, block_ram=True)
+        outlet = m.submodules.outlet = Queue(report.payload.shape(), depth=_OUTLET_DEPTH, block_ram=self._block_ram)
         connect(m, outlet.source, wiring.flipped(report))
         room, both_room = Signal(), Signal()    # both_room: room here and in the fault queue
         m.d.sync += [room.eq(outlet.level < outlet.depth - 2),

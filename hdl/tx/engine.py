@@ -141,11 +141,11 @@ class TxEngine(wiring.Component):
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, ird: int = 4,
                  buffer_bytes: int = 8192, ring_tsns: int = 64, transport: bool = False,
-                 address_bits: int = ADDRESS_BITS):
+                 address_bits: int = ADDRESS_BITS, block_ram_queues: bool = True):
         if stream_ids & (stream_ids - 1):
             raise ValueError(f"stream_ids must be a power of two, not {stream_ids}")
         check_address_bits(address_bits)
-        self.width_bytes, self.address_bits = width_bytes, address_bits
+        self.width_bytes, self.address_bits, self.block_ram_queues = width_bytes, address_bits, block_ram_queues
         self.associations, self.stream_ids, self.ird = associations, stream_ids, ird
         self.buffer_bytes, self.ring_tsns = buffer_bytes, ring_tsns
         self.transport = TransportUnit(associations, ring_tsns=ring_tsns) if transport else None
@@ -185,7 +185,8 @@ class TxEngine(wiring.Component):
         width, address_bits = self.width_bytes, self.address_bits
         segmenter = m.submodules.segmenter = Segmenter(associations=self.associations, stream_ids=self.stream_ids,
                                                        address_bits=address_bits)
-        headers = m.submodules.headers = HeaderBuilder(associations=self.associations, address_bits=address_bits)
+        headers = m.submodules.headers = HeaderBuilder(associations=self.associations, address_bits=address_bits,
+                                                       block_ram=self.block_ram_queues)
         ring = m.submodules.ring = RetransmitRing(associations=self.associations, ring_tsns=self.ring_tsns,
                                                   address_bits=address_bits)
         fetcher = m.submodules.fetcher = PayloadFetcher(width, address_bits)

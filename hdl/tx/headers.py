@@ -107,8 +107,8 @@ class HeaderBuilder(wiring.Component):
     """
 
     def __init__(self, *, associations: int = 2, sctp_depth: int = 6, prefix_depth: int = 16,
-                 address_bits: int = ADDRESS_BITS):
-        self.associations, self._address_bits = associations, address_bits
+                 address_bits: int = ADDRESS_BITS, block_ram: bool = True):
+        self.associations, self._address_bits, self._block_ram = associations, address_bits, block_ram
         self._sctp_depth, self._prefix_depth = sctp_depth, prefix_depth
         super().__init__({
             "segments": In(stream.Signature(segment_layout(address_bits))),
@@ -160,8 +160,10 @@ class HeaderBuilder(wiring.Component):
         fixed_sums = Array(fixed_sums)
 
         # Output queues, with room for every segment in flight.
-        sctp_queue = m.submodules.sctp_queue = Queue(self.sctp_header.payload.shape(), self._sctp_depth, block_ram=True)
-        prefix_queue = m.submodules.prefix_queue = Queue(self.prefix.payload.shape(), self._prefix_depth, block_ram=True)
+        sctp_queue = m.submodules.sctp_queue = Queue(self.sctp_header.payload.shape(), self._sctp_depth,
+                                                     block_ram=self._block_ram)
+        prefix_queue = m.submodules.prefix_queue = Queue(self.prefix.payload.shape(), self._prefix_depth,
+                                                         block_ram=self._block_ram)
         wiring.connect(m, sctp_queue.source, wiring.flipped(self.sctp_header))
         wiring.connect(m, prefix_queue.source, wiring.flipped(self.prefix))
         # Room is registered from the levels a cycle old, with one place more kept free for the payload
