@@ -91,16 +91,25 @@ def summarize(report: dict) -> BuildSummary:
 BOARD_PLACER_OPTIONS = ("--placer-heap-timingweight", "10")
 
 
+def nextpnr_arguments(seed: int, router: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """nextpnr's options for a board build: the report, ``seed``, ``router``, the board's placer options,
+    then ``extra``. An option of ``extra`` (``--name value`` or ``--name=value``) replaces the board's of
+    the same name: nextpnr refuses an option given twice."""
+    named = {option.split("=")[0].split()[0] for option in extra}
+    defaults = () if BOARD_PLACER_OPTIONS[0] in named else BOARD_PLACER_OPTIONS
+    return ["--report report.json --timing-allow-fail", f"--seed {seed}", f"--router {router}", *defaults, *extra]
+
+
 def build(board: str, build_dir: Path, *, seed: int = 1, router: str = "router2",
           nextpnr_options: tuple[str, ...] = ()) -> BuildSummary:
     """Build ``board``'s bitstream in ``build_dir`` with nextpnr's ``router``; its summary.
 
-    ``nextpnr_options`` go to nextpnr after the defaults (a later option overrides an earlier one)."""
+    ``nextpnr_options`` go to nextpnr after the defaults, replacing a default of the same name
+    (:func:`nextpnr_arguments`)."""
     platform_class, top = BOARDS[board]
     for variable, tool in _TOOLS.items():
         os.environ.setdefault(variable, _tool(tool))
-    options = ["--report report.json --timing-allow-fail", f"--seed {seed}", f"--router {router}",
-               *BOARD_PLACER_OPTIONS, *nextpnr_options]
+    options = nextpnr_arguments(seed, router, nextpnr_options)
     platform_class().build(top(), name="top", build_dir=str(build_dir), do_program=False,
                            script_after_read=SYNTHESIS_PASSES, nextpnr_opts=" ".join(options))
     return summarize(json.loads((build_dir / "report.json").read_text()))
