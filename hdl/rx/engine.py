@@ -106,7 +106,7 @@ class RxEngine(wiring.Component):
     :func:`abi.rx.check_key_bits`; RFC 5041 8.2). ``buffer_bytes`` is the store-and-forward buffer: at
     32 KiB it holds a jumbo frame being read out and the next one coming in,
     so 9000-byte payloads flow back to back (16 KiB stalled the input 16% of
-    the time at W = 8).
+    the time at W = 8). ``address_bits`` and ``block_ram_queues``: as :class:`hdl.rnic.Rnic`'s.
     """
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,

@@ -137,7 +137,7 @@ class TxEngine(wiring.Component):
     ``ring_tsns`` DATA chunks per association in flight. With ``transport`` it holds the transport unit and
     its ports (``s_axis_transport``, ``s_axis_peer_sack``, ``m_axis_transport_stopped``, ``tick``); without,
     the host's SCTP keeps every row's window. It is not built by default (docs/architecture/transport.md,
-    "The transport in the gateware")."""
+    "The transport in the gateware"). ``address_bits`` and ``block_ram_queues``: as :class:`hdl.rnic.Rnic`'s."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, ird: int = 4,
                  buffer_bytes: int = 8192, ring_tsns: int = 64, transport: bool = False,
