@@ -819,6 +819,8 @@ class SoftRnic:
         self._association = association
         self._receive_checked = (partial(association.receive, checksum_checked=True)
                                  if isinstance(association, Association) else association.receive)
+        if self._may_be_quiet and isinstance(association, Association):   # a `SoftRnic` itself: see `_on_data`
+            association.data_hand_off = []
         """Hands the association a packet whose CRC32c the host verified: the model's association then skips its
         own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
         self._peer = peer
@@ -917,8 +919,16 @@ class SoftRnic:
     # -- internals: association events ----------------------------------------------
 
     def _drain_association(self, now: float) -> None:
-        assert self._association is not None
-        self._on_association_events(self._association.next_events(), now)
+        association = self._association
+        assert association is not None
+        events = association.next_events()
+        delivered = association.data_hand_off
+        if delivered:   # a packet's user data, handed over without events: before the events (none came with it)
+            association.data_hand_off = []
+            on_data = self._on_data
+            for stream_id, ppid, payload in delivered:
+                on_data(stream_id, ppid, payload)
+        self._on_association_events(events, now)
 
     def _drain_sessions(self) -> None:
         self._on_session_events(self._sessions.next_events())
@@ -926,15 +936,7 @@ class SoftRnic:
     def _on_association_events(self, events: list[AssociationEvent], now: float) -> None:
         for event in events:
             if isinstance(event, DataReceived):
-                if self._ddp_enabled and event.ppid in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
-                    if (event.ppid == PPID_DDP_SEGMENT and self._segments_straight
-                            and self._next_segment(event.stream_id, event.payload)):
-                        continue
-                    try:
-                        self._sessions.receive(Message(event.stream_id, event.ppid, event.payload))
-                    except DecodeError:
-                        continue  # not a DDP Segment Chunk (RFC 5043 5.2.2): nothing to place
-                    self._drain_sessions()
+                self._on_data(event.stream_id, event.ppid, event.payload)
             elif isinstance(event, DataAcknowledged):
                 self._sessions.acknowledged(event.stream_id, event.count)
                 self._drain_sessions()
@@ -965,6 +967,19 @@ class SoftRnic:
                 self._events.append(Failed(event.reason, event.state, event.limit, event.limit_value))
             elif isinstance(event, PathStatusChanged):
                 self._events.append(PathStatus(event.reachable))
+
+    def _on_data(self, stream_id: int, ppid: int, payload: bytes) -> None:
+        """A DATA chunk's user data (`DataReceived`, or handed over by the association: `data_hand_off`): a DDP
+        Segment chunk (RFC 5043 5.2.2) or session control message (5.2.1) to the sessions; anything else is
+        dropped."""
+        if self._ddp_enabled and ppid in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
+            if ppid == PPID_DDP_SEGMENT and self._segments_straight and self._next_segment(stream_id, payload):
+                return
+            try:
+                self._sessions.receive(Message(stream_id, ppid, payload))
+            except DecodeError:
+                return  # not a DDP Segment Chunk (RFC 5043 5.2.2): nothing to place
+            self._drain_sessions()
 
     def _association_over(self) -> None:
         self._streams.clear()

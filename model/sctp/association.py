@@ -223,6 +223,11 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         # Statistics.
         self._stats = Counter[str]()
         self._events: list[AssociationEvent] = []
+        self.data_hand_off: list[tuple[int, int, bytes]] | None = None
+        """None, or a list the user set (`model.rnic.host.SoftRnic`): then a packet of whole unordered DATA chunks
+        (`_receive_whole_unordered_data`) that comes while no event waits hands its user data here as (stream,
+        PPID, user data), in the order the chunks were taken, instead of a `DataReceived` each (RFC 4960 10.2
+        DATA ARRIVE); such a packet queues no event, so the user takes these before the events `receive` left."""
 
     # -- public API -------------------------------------------------------------------
 

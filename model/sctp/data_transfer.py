@@ -506,9 +506,18 @@ class DataTransferMixin:
             return False
         self._stats["packets_received"] += 1
         self._data_in_packet = False
-        for tsn, stream_id, ppid, user_data, immediate in chunks:
-            if self._take_whole_chunk(tsn, stream_id, len(user_data), immediate):
-                self._deliver_user_data(stream_id, ppid, tsn, user_data, True)
+        hand_off = self.data_hand_off
+        if hand_off is not None and not self._events:   # the packet's deliveries are its only news: handed over
+            manual = self.config.manual_receive_window
+            for tsn, stream_id, ppid, user_data, immediate in chunks:
+                if self._take_whole_chunk(tsn, stream_id, len(user_data), immediate):
+                    if manual:
+                        self._buffered += len(user_data)
+                    hand_off.append((stream_id, ppid, bytes(user_data)))
+        else:
+            for tsn, stream_id, ppid, user_data, immediate in chunks:
+                if self._take_whole_chunk(tsn, stream_id, len(user_data), immediate):
+                    self._deliver_user_data(stream_id, ppid, tsn, user_data, True)
         if self._data_in_packet:
             self._data_in_packet = False
             self._after_data_packet(now)
