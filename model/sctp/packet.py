@@ -47,7 +47,7 @@ from typing import ClassVar, Union
 from model.net.checksum import (
     sctp_checksum,
     sctp_checksum_from_bytes,
-    sctp_checksum_field_of_zeroed,
+    sctp_checksum_field_of_parts,
 )
 from model.errors import ChecksumError, DecodeError, EncodeError, check_field, need
 
@@ -566,8 +566,13 @@ class DataChunk(KnownChunk):
 
     def encode(self) -> bytes:
         """The chunk header and DATA header in one `struct.pack`, then the user data and its padding (3.2,
-        3.3.1): the chunk every data packet carries, so it skips the generic `_tlv` path (same bytes).  The
-        pack checks the fields' ranges; only when it refuses one do `_value`'s checks run, to name it."""
+        3.3.1): the chunk every data packet carries, so it skips the generic `_tlv` path (same bytes)."""
+        return b"".join(self.encoded_parts())
+
+    def encoded_parts(self) -> tuple[bytes, bytes, bytes]:
+        """`encode` in its three parts, the headers, the user data and the padding, for a packet that joins
+        its chunks once (`encode_packet`). The pack checks the fields' ranges; only when it refuses one do
+        `_value`'s checks run, to name it."""
         user_data = self.user_data
         length = self.HEADER_LENGTH + len(user_data)
         if length > 0xFFFF:
@@ -578,7 +583,7 @@ class DataChunk(KnownChunk):
         except struct.error:
             self._value()   # raises the EncodeError that names the field
             raise
-        return b"".join((header, user_data, _PADDING[-length % 4]))
+        return header, user_data, _PADDING[-length % 4]
 
     @classmethod
     def _from_value(cls, flags: int, value: bytes, offset: int) -> DataChunk:
@@ -1219,10 +1224,14 @@ def encode_packet(src_port: int, dst_port: int, verification_tag: int,
         raise
     if not chunks:
         raise EncodeError("an SCTP packet carries at least one chunk (RFC 4960 3)")
-    # Built in one bytearray, the checksum field written in place once the CRC32c is known (6.8).
-    body = bytearray(header)
+    # The chunks joined once (a DATA chunk's user data copied once), then the header with the CRC32c of both,
+    # its field taken as zero (6.8).
+    parts: list[bytes] = []
     for chunk in chunks:
-        body += chunk.encode()
-    body[8:12] = sctp_checksum_field_of_zeroed(body)   # the field is still zero
-    return bytes(body)
+        if type(chunk) is DataChunk:
+            parts += chunk.encoded_parts()
+        else:
+            parts.append(chunk.encode())
+    body = b"".join(parts)
+    return b"".join((header[:8], sctp_checksum_field_of_parts(header, body), body))
 _COMMON_HEADER_FIELDS = struct.Struct("!HHI")
