@@ -421,8 +421,8 @@ class SoftRnic:
         `next_timeout` is the one that call found. Only a `SoftRnic` itself over the model's SCTP sets it: other
         hosts (`OffloadRnic`, `EngineRnic`, another SCTP) have entry points of their own and are always asked."""
         self._may_be_quiet = type(self) is SoftRnic and sctp is MODEL_SCTP
-        self._quiet_deadline: float | None = None
-        """`next_timeout` while `quiet`."""
+        self.quiet_deadline: float | None = None
+        """`next_timeout` while `quiet` (kept by the call that set it: a caller may read it instead of asking)."""
         self._pumped = False
         """True from a packet's receipt, which ran the pump (`_flush`, `_maybe_shutdown`), until the next call that
         may give the host something to do (those that clear `quiet`) or `_packets_due`: that pump has nothing to
@@ -685,7 +685,7 @@ class SoftRnic:
         packets = association.data_to_send(now) if association is not None and peer is not None else []
         self._counters.frames_sent += len(replies) + len(packets)
         if self._may_be_quiet and self._settled():
-            self._quiet_deadline = self.next_timeout()
+            self.quiet_deadline = self.next_timeout()
             self.quiet = True
         return replies, packets, peer
 
@@ -767,7 +767,7 @@ class SoftRnic:
         """The earliest of the association's timers and the close deadline (asked after every frame): while
         `quiet`, as the call that found the host so saw it, since only the calls that clear `quiet` move them."""
         if self.quiet:
-            return self._quiet_deadline
+            return self.quiet_deadline
         deadline = self._close_deadline
         if self._association is not None:
             timer = self._association.next_timeout()

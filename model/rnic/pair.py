@@ -207,7 +207,7 @@ class HostPair:
         """The earliest of the next arrival and the hosts' timers; None when nothing is in flight or running."""
         earliest = self.link.next_arrival()
         for host in self.hosts.values():
-            deadline = host.next_timeout()
+            deadline = host.quiet_deadline if host.quiet else host.next_timeout()   # kept while quiet
             if deadline is not None and (earliest is None or deadline < earliest):
                 earliest = deadline
         return earliest
@@ -228,7 +228,7 @@ class HostPair:
         """Fire each host's timer that is due by `now`, and record the events (`record`)."""
         now = self.now
         for side, host in self.hosts.items():
-            deadline = host.next_timeout()
+            deadline = host.quiet_deadline if host.quiet else host.next_timeout()   # kept while quiet
             if deadline is not None and deadline <= now:
                 host.handle_timeout(now)
             if record:
