@@ -187,6 +187,9 @@ from model.sctp.events import (
     PeerShutdownStarted,
 )
 
+_new_tuple = tuple.__new__
+"""`Unframed(packet, length)` as `_new_tuple(Unframed, (packet, length))`: the same object, built without the
+NamedTuple's constructor, a Python function."""
 UDP_HEADER_LENGTH = 8
 ETHERNET_HEADER_LENGTH = 14
 DEFAULT_RESOURCES = LocalResources(ird=4, ord=4, peer_to_peer=True, rtr_types=(RtrType.WRITE,))
@@ -753,7 +756,7 @@ class SoftRnic:
                 # `_unframed` for each, the IPv4 Identification moved on at once
                 overhead = self._frame_overhead
                 self._ip_identification = (self._ip_identification + len(packets)) & 0xFFFF
-                due += [Unframed(packet, len(packet) + overhead) for packet in packets]
+                due += [_new_tuple(Unframed, (packet, len(packet) + overhead)) for packet in packets]   # in C
             else:
                 frame = self._frame
                 due += [frame(packet, peer) for packet in packets]

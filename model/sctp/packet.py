@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import ClassVar, Union
 
+from crc32c import crc32c as _crc32c
+
 from model.net.checksum import (
     sctp_checksum,
     sctp_checksum_from_bytes,
@@ -52,6 +54,7 @@ from model.net.checksum import (
 from model.errors import ChecksumError, DecodeError, EncodeError, check_field, need
 
 LAYER = "sctp"
+_ZERO_CHECKSUM_FIELD = bytes(4)
 
 PPID_DDP_SEGMENT = 16
 """Payload Protocol Identifier of a DDP Segment Chunk (RFC 5043 5.2)."""
@@ -1159,10 +1162,13 @@ class CommonHeader:
 
 
 def checksum_ok(packet: bytes) -> bool:
-    """True if the CRC32c in the packet's checksum field matches its bytes (RFC 4960 6.8)."""
+    """True if the CRC32c in the packet's checksum field matches its bytes (RFC 4960 6.8): `sctp_checksum` in
+    place (asked of every packet received), over memoryview slices, the field taken as zero."""
     if len(packet) < COMMON_HEADER_LENGTH:
         return False
-    return int.from_bytes(packet[8:12], "little") == sctp_checksum(packet)   # the field: least-significant byte first
+    view = memoryview(packet)
+    crc = _crc32c(view[12:], _crc32c(_ZERO_CHECKSUM_FIELD, _crc32c(view[:8], 0)))
+    return int.from_bytes(view[8:12], "little") == crc   # the field: least-significant byte first
 
 
 @dataclass(frozen=True)
