@@ -931,7 +931,8 @@ class SoftRnic:
             on_data = self._on_data
             for stream_id, ppid, payload in delivered:
                 on_data(stream_id, ppid, payload)
-        self._on_association_events(events, now)
+        if events:   # most packets bring none (DATA handed over, a SACK without news)
+            self._on_association_events(events, now)
 
     def _drain_sessions(self) -> None:
         self._on_session_events(self._sessions.next_events())
