@@ -154,7 +154,8 @@ class MemoryTable:
             return TaggedFault.INVALID_STAG
         if (region.pd is not pd and region.pd != pd) or (region.stream is not None and region.stream != stream):
             return TaggedFault.STAG_NOT_ASSOCIATED
-        if need_access not in region.access:   # Flag containment: every right needed (no Flag object built)
+        needed = need_access._value_   # Flag containment (every right needed) on the values: `in` is Python's
+        if region.access._value_ & needed != needed:
             return TaggedFault.ACCESS_RIGHTS
         if to < region.base_to:
             return TaggedFault.BASE_OR_BOUNDS
