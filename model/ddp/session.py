@@ -327,6 +327,11 @@ class Message(NamedTuple):
     payload: bytes | EngineChunk
 
 
+_new_tuple = tuple.__new__
+"""`Message(...)` as `_new_tuple(Message, (...))` where every segment goes: the same object, without the
+NamedTuple's constructor (a Python function)."""
+
+
 # -- internal state ----------------------------------------------------------------
 
 
@@ -498,7 +503,8 @@ class DdpSessions:
                 self._call(stream_id, SessionInput.USER_SEGMENT, segments[index:])
                 return
             stream.unacked += 1
-            outbox.append(Message(stream_id, PPID_DDP_SEGMENT, ddp_segment_chunk_bytes(ssn, bytes(segment))))
+            payload = ddp_segment_chunk_bytes(ssn, bytes(segment))
+            outbox.append(_new_tuple(Message, (stream_id, PPID_DDP_SEGMENT, payload)))
             ssn = (ssn + 1) & _SSN_MASK
         session.next_ssn = ssn
 
