@@ -186,7 +186,10 @@ class SparseMemory:
     def write(self, address: int, data: bytes) -> None:
         if address < 0:
             raise EncodeError("negative host address")
-        view = memoryview(bytes(data))
+        if type(data) is memoryview and type(data.obj) is bytes and data.itemsize == 1 and data.contiguous:
+            view = data   # over immutable bytes (a segment's payload in its packet): nothing to copy first
+        else:
+            view = memoryview(bytes(data))
         length = len(view)
         self.writes.append((address, length))
         pages, page_size = self._pages, self.PAGE
