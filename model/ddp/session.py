@@ -398,7 +398,8 @@ class DdpSessions:
         self.responder = responder
         self.pending_limit = pending_limit
         self._streams: dict[int, _Stream] = {}
-        self._outbox: list[Message] = []
+        self.outbox: list[Message] = []
+        """The messages `data_to_send` hands out next, oldest first (a caller may test it before asking)."""
         self._events: list[Event] = []
         self._pending = 0
 
@@ -406,7 +407,7 @@ class DdpSessions:
 
     def data_to_send(self) -> list[Message]:
         """DATA messages to send unordered, in DDP-SSN order per stream."""
-        out, self._outbox = self._outbox, []
+        out, self.outbox = self.outbox, []
         return out
 
     def next_events(self) -> list[Event]:
@@ -496,7 +497,7 @@ class DdpSessions:
         # the segments and `_pump` hand each on at once, numbered (6.1, 10), up to the unacknowledged limit; so
         # they are numbered here, without queuing, and what the limit or an `EngineSegment` stops goes the
         # row's way.
-        outbox, ssn = self._outbox, session.next_ssn
+        outbox, ssn = self.outbox, session.next_ssn
         for index, segment in enumerate(segments):
             if stream.unacked >= MAX_UNACKNOWLEDGED or type(segment) is EngineSegment:
                 session.next_ssn = ssn
@@ -975,11 +976,11 @@ class DdpSessions:
             if item.kind is _Kind.CONTROL:
                 session.control_confirmed = False
                 payload = SessionControl(ssn, item.function, item.body).encode()
-                self._outbox.append(Message(stream_id, PPID_DDP_SESSION_CONTROL, payload))
+                self.outbox.append(Message(stream_id, PPID_DDP_SESSION_CONTROL, payload))
             elif isinstance(item.body, EngineSegment):
-                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, EngineChunk(ssn, 2 + item.body.length)))
+                self.outbox.append(Message(stream_id, PPID_DDP_SEGMENT, EngineChunk(ssn, 2 + item.body.length)))
             else:
-                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, ddp_segment_chunk_bytes(ssn, item.body)))
+                self.outbox.append(Message(stream_id, PPID_DDP_SEGMENT, ddp_segment_chunk_bytes(ssn, item.body)))
 
     def _settle(self, stream_id: int, stream: _Stream, events: list[Event]) -> None:
         """Close a session that is over on both sides, and report the stream free (6.6)."""

@@ -1153,7 +1153,8 @@ class SoftRnic:
                     break  # the session ended under the endpoint; nothing more of it is sent
                 self._send_session_messages()
             self._visited(stream_id, endpoint)
-        self._send_session_messages()
+        if self._sessions.outbox:   # most flushes, after a packet received, have nothing for the association
+            self._send_session_messages()
 
     def _sending_endpoint(self, stream_id: int) -> RdmapEndpoint | None:
         """The endpoint of a stream in `_streams_sending`; a stream that has none (released) leaves it."""
