@@ -424,6 +424,7 @@ class SoftRnic:
         `next_timeout` is the one that call found. Only a `SoftRnic` itself over the model's SCTP sets it: other
         hosts (`OffloadRnic`, `EngineRnic`, another SCTP) have entry points of their own and are always asked."""
         self._may_be_quiet = type(self) is SoftRnic and sctp is MODEL_SCTP
+        self._hand_off = False   # set with each association (`_new_association`)
         self.quiet_deadline: float | None = None
         """`next_timeout` while `quiet` (kept by the call that set it: a caller may read it instead of asking)."""
         self._pumped = False
@@ -822,7 +823,9 @@ class SoftRnic:
         self._association = association
         self._receive_checked = (partial(association.receive, checksum_checked=True)
                                  if isinstance(association, Association) else association.receive)
-        if self._may_be_quiet and isinstance(association, Association):   # a `SoftRnic` itself: see `_on_data`
+        self._hand_off = self._may_be_quiet and isinstance(association, Association)
+        """A `SoftRnic` itself over the model's SCTP takes a packet's DATA handed over (`_drain_association`)."""
+        if self._hand_off:
             association.data_hand_off = []
         """Hands the association a packet whose CRC32c the host verified: the model's association then skips its
         own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
@@ -925,7 +928,7 @@ class SoftRnic:
         association = self._association
         assert association is not None
         events = association.next_events()
-        delivered = association.data_hand_off
+        delivered = association.data_hand_off if self._hand_off else None
         if delivered:   # a packet's user data, handed over without events: before the events (none came with it)
             association.data_hand_off = []
             on_data = self._on_data
