@@ -938,7 +938,9 @@ class SoftRnic:
             self._on_association_events(events, now)
 
     def _drain_sessions(self) -> None:
-        self._on_session_events(self._sessions.next_events())
+        events = self._sessions.next_events()
+        if events:   # most calls (after a SACK's acknowledgement) find none
+            self._on_session_events(events)
 
     def _on_association_events(self, events: list[AssociationEvent], now: float) -> None:
         for event in events:
