@@ -206,6 +206,11 @@ class SessionPhase(Enum):
     CLOSING = "our final message is queued or sent; waiting for the peer's"
 
 
+_ESTABLISHED = SessionPhase.ESTABLISHED
+"""Read for every segment under its name
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
+
+
 @dataclass(frozen=True)
 class InitiateReceived:
     """Passive side: an Initiate (5.2.3) that needs `accept` or `reject`.
@@ -604,7 +609,7 @@ class DdpSessions:
             return None
         inbound = session.inbound
         ssn = int.from_bytes(payload[:2], "big")
-        if (ssn != inbound.cum or inbound.above or session.phase is not SessionPhase.ESTABLISHED
+        if (ssn != inbound.cum or inbound.above or session.phase is not _ESTABLISHED
                 or session.our_final or session.peer_final):   # not `_open`
             return None
         inbound.cum = (ssn + 1) & _SSN_MASK
@@ -642,7 +647,7 @@ class DdpSessions:
 
     @staticmethod
     def _open(session: _Session) -> bool:
-        return session.phase is SessionPhase.ESTABLISHED and not session.our_final and not session.peer_final
+        return session.phase is _ESTABLISHED and not session.our_final and not session.peer_final
 
     def _new_inbound_session(self, stream: _Stream, ssn: int, item: tuple[int, object]) -> _Session | None:
         """A chunk on a stream without a session: a new passive session, or a straggler to drop."""

@@ -187,6 +187,9 @@ from model.sctp.events import (
     PeerShutdownStarted,
 )
 
+_ESTABLISHED = AssociationState.ESTABLISHED
+"""Read at every flush under its name
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
 _new_tuple = tuple.__new__
 """`Unframed(packet, length)` as `_new_tuple(Unframed, (packet, length))`: the same object, built without the
 NamedTuple's constructor, a Python function."""
@@ -1182,7 +1185,7 @@ class SoftRnic:
         """Bytes the association's send buffer still takes (`RnicConfig.send_buffer`); 0 while it takes no new
         data (not established, RFC 4960 9.2)."""
         association = self._association
-        if association is None or association.state is not AssociationState.ESTABLISHED:
+        if association is None or association.state is not _ESTABLISHED:
             return 0
         return self.config.send_buffer - association.queued_bytes
 

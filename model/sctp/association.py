@@ -101,6 +101,11 @@ from model.sctp.state import (
 )
 from model.sctp.tsn_tracker import TsnTracker
 
+_CLOSED, _SEND = AssociationState.CLOSED, Trigger.SEND
+_DATA_TYPE, _SACK_TYPE = int(ChunkType.DATA), int(ChunkType.SACK)
+"""Read on every packet under their names
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
+
 __all__ = [
     "Association", "AssociationError", "AssociationState", "AssociationStatistics", "EngineRequest",
     "EngineRequestKind", "InvalidStateError", "InvalidStreamError", "OffloadedData", "PayloadSizeError", "PlacedData",
@@ -238,7 +243,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
 
     @property
     def is_closed(self) -> bool:
-        return self.state is AssociationState.CLOSED
+        return self.state is _CLOSED
 
     @property
     def statistics(self) -> AssociationStatistics:
@@ -294,7 +299,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         """`send` (unordered, U=1) for each (stream_id, ppid, payload) in order: what a DDP session hands over
         at once (RFC 5043 10). Queuing leaves the state as it is, so each would take the same row of the table,
         which is looked up once; an error is raised at the message that meets it, those before it queued."""
-        row = TRANSITIONS.get((self.state, Trigger.SEND))
+        row = TRANSITIONS.get((self.state, _SEND))
         if row is None or row.next_state is not None:   # each raises (or moves the state) as `send` does
             for stream_id, ppid, payload in messages:
                 self.send(stream_id, ppid, payload)
@@ -445,7 +450,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
     def receive(self, data: bytes, now: float, checksum_checked: bool = False) -> None:
         """Process one SCTP packet from the peer; malformed or misaddressed packets are discarded.
         `checksum_checked`: the caller verified the packet's CRC32c (RFC 4960 6.8), so it is not computed again."""
-        if self.state is AssociationState.CLOSED and (self._used or not self._passive_open):
+        if self.state is _CLOSED and (self._used or not self._passive_open):
             return  # after close nothing is processed; only a Listener's new association waits here
         if checksum_checked and self._receive_common_packet(data, now):
             return  # DDP's DATA chunks or a SACK, read in place
@@ -484,9 +489,9 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         if len(data) <= COMMON_HEADER_LENGTH:
             return False
         first = data[COMMON_HEADER_LENGTH]
-        if first == ChunkType.DATA:
+        if first == _DATA_TYPE:
             return self.state in _TAKING_DATA and self._receive_whole_unordered_data(data, now)
-        if first == ChunkType.SACK:
+        if first == _SACK_TYPE:
             return self.state in _TAKING_SACKS and self._receive_lone_sack(data, now)
         return False
 
@@ -542,7 +547,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
                 flush()
         self._control.clear()
         sacks_due, self._sacks_due = self._sacks_due, []
-        if self.state is AssociationState.CLOSED:
+        if self.state is _CLOSED:
             flush()
             if self._used:
                 self._final_packet_sent = True  # after close nothing more is sent
@@ -584,7 +589,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         if self._control or self._sacks_due:
             return False
         state = self.state
-        if state is AssociationState.CLOSED:
+        if state is _CLOSED:
             return not self._used   # a call would note the final packet sent
         if self._sack_due_now():
             return False

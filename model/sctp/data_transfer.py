@@ -57,6 +57,10 @@ _COMMON_HEADER_FIELDS = struct.Struct("!HHI")
 _DATA_CHUNK_FIELDS = struct.Struct("!BBHIHHI")
 """Type, flags, length, TSN, stream identifier, SSN and PPID of a DATA chunk (RFC 4960 3.3.1)."""
 _WHOLE_UNORDERED = DataChunk.FLAG_U | DataChunk.FLAG_B | DataChunk.FLAG_E
+_T3_RTX, _DELAYED_ACK = Trigger.T3_RTX, Trigger.DELAYED_ACK
+_DATA_TYPE, _SACK_TYPE = int(ChunkType.DATA), int(ChunkType.SACK)
+"""Read on every packet under their names
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,7 @@ class DataTransferMixin:
         self._last_advertised_rwnd = window
         self._ack_now = False
         self._data_packets_since_sack = 0
-        self._timers.pop(Trigger.DELAYED_ACK, None)
+        self._timers.pop(_DELAYED_ACK, None)
         return SackChunk(self._tracker.cumulative_tsn, window, gaps, duplicates)
 
     def _in_tsn_order(self, tsns: set[int]) -> list[_SentChunk]:
@@ -373,7 +377,7 @@ class DataTransferMixin:
             self._engine_requests.append(EngineRequest(EngineRequestKind.LIMIT, released))
         self._cc.on_transmit(self._flight_size)
         if sent_data:
-            self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
+            self._timers.setdefault(_T3_RTX, now + self._rto.rto)
             self._restart_heartbeat(now)
         return current, current_size
 
@@ -424,7 +428,7 @@ class DataTransferMixin:
         self._stats["data_chunks_sent"] += sent_chunks
         cc.on_transmit(flight_size)
         if bursts:
-            self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
+            self._timers.setdefault(_T3_RTX, now + self._rto.rto)
             self._restart_heartbeat(now)
         return current, current_size
 
@@ -495,7 +499,7 @@ class DataTransferMixin:
             if end - offset < DataChunk.HEADER_LENGTH:
                 return False
             chunk_type, flags, length, tsn, stream_id, _ssn, ppid = _DATA_CHUNK_FIELDS.unpack_from(data, offset)
-            if (chunk_type != ChunkType.DATA or flags & _WHOLE_UNORDERED != _WHOLE_UNORDERED
+            if (chunk_type != _DATA_TYPE or flags & _WHOLE_UNORDERED != _WHOLE_UNORDERED
                     or length <= DataChunk.HEADER_LENGTH or offset + length > end):
                 return False
             chunks.append((tsn, stream_id, ppid, data[offset + DataChunk.HEADER_LENGTH : offset + length],
@@ -595,7 +599,7 @@ class DataTransferMixin:
             # before `data_to_send` still gets a SACK for every second packet (6.2), not one stretch SACK.
             self._sacks_due.append(self._make_sack(self.config.max_packet_size - 12))
         else:
-            self._timers.setdefault(Trigger.DELAYED_ACK, now + self.config.delayed_ack_time)
+            self._timers.setdefault(_DELAYED_ACK, now + self.config.delayed_ack_time)
 
     def _on_delayed_ack(self, now: float) -> None:
         """6.2: the delayed-ACK time is up: the SACK goes with the next packets."""
@@ -621,7 +625,7 @@ class DataTransferMixin:
             return False
         chunk_type, _flags, length, cum_ack, a_rwnd, gaps, duplicates = SACK_FIXED_FIELDS.unpack_from(
             data, COMMON_HEADER_LENGTH)
-        if (chunk_type != ChunkType.SACK or length != SACK_FIXED_LENGTH + 4 * (gaps + duplicates)
+        if (chunk_type != _SACK_TYPE or length != SACK_FIXED_LENGTH + 4 * (gaps + duplicates)
                 or COMMON_HEADER_LENGTH + length != end):
             return False
         offsets = struct.unpack_from(f"!{2 * gaps}H", data, COMMON_HEADER_LENGTH + SACK_FIXED_LENGTH)
@@ -700,9 +704,9 @@ class DataTransferMixin:
         self._cc.on_sack(newly_acked, cum_advanced, cum_ack, flight_before, self._flight_size)
         # 6.3.2 R2/R3.
         if not self._outstanding:
-            self._timers.pop(Trigger.T3_RTX, None)
+            self._timers.pop(_T3_RTX, None)
         elif cum_advanced:
-            self._timers[Trigger.T3_RTX] = now + self._rto.rto
+            self._timers[_T3_RTX] = now + self._rto.rto
         # RFC 9260 6.1 A: SACKs answering zero window probes do not count as errors; any SACK shows the peer is alive.
         self._peer_is_alive()
         for stream_id in sorted(acked_per_stream):

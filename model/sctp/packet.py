@@ -522,6 +522,9 @@ def _need_exact(value: bytes, length: int, what: str, offset: int) -> None:
 
 
 _DATA_CHUNK_HEADER = struct.Struct("!BBHIHHI")
+_DATA_TYPE, _SACK_TYPE = int(ChunkType.DATA), int(ChunkType.SACK)
+"""Packed into every DATA and SACK chunk under their names (an enum member's class attribute is a descriptor
+call in Python 3.11, a module name a dict lookup)."""
 """Type, flags, length, TSN, stream, SSN and PPID of a DATA chunk (RFC 4960 3.3.1)."""
 _PADDING = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
 """Padding by its length (RFC 4960 3.2)."""
@@ -581,7 +584,7 @@ class DataChunk(KnownChunk):
         if length > 0xFFFF:
             raise EncodeError(f"chunk length {length} exceeds 65535")
         try:
-            header = _DATA_CHUNK_HEADER.pack(ChunkType.DATA, self._flags(), length, self.tsn, self.stream_id,
+            header = _DATA_CHUNK_HEADER.pack(_DATA_TYPE, self._flags(), length, self.tsn, self.stream_id,
                                              self.ssn, self.ppid)
         except struct.error:
             self._value()   # raises the EncodeError that names the field
@@ -715,7 +718,7 @@ class SackChunk(KnownChunk):
         if self.gap_blocks or self.duplicate_tsns:
             return KnownChunk.encode(self)
         try:
-            return SACK_FIXED_FIELDS.pack(ChunkType.SACK, 0, SACK_FIXED_LENGTH, self.cumulative_tsn_ack,
+            return SACK_FIXED_FIELDS.pack(_SACK_TYPE, 0, SACK_FIXED_LENGTH, self.cumulative_tsn_ack,
                                           self.a_rwnd, 0, 0)
         except struct.error:
             self._value()   # raises the EncodeError that names the field
