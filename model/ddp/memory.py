@@ -194,6 +194,12 @@ class SparseMemory:
         self.writes.append((address, length))
         pages, page_size = self._pages, self.PAGE
         page_number, start = divmod(address, page_size)
+        if 0 < length and start + length <= page_size:   # within one page (most segments): one slice
+            page = pages.get(page_number)
+            if page is None:
+                page = pages[page_number] = bytearray([self.fill]) * page_size
+            page[start : start + length] = view
+            return
         offset = 0
         while offset < length:   # page by page: the first from `start`, the others from their beginning
             page = pages.get(page_number)
