@@ -46,6 +46,7 @@ from model.sctp.packet import (
     SackChunk,
     SctpPacket,
     ShutdownChunk,
+    encode_packet,
     serial_add,
     serial_gt,
     serial_lt,
@@ -57,6 +58,7 @@ _COMMON_HEADER_FIELDS = struct.Struct("!HHI")
 _DATA_CHUNK_FIELDS = struct.Struct("!BBHIHHI")
 """Type, flags, length, TSN, stream identifier, SSN and PPID of a DATA chunk (RFC 4960 3.3.1)."""
 _WHOLE_UNORDERED = DataChunk.FLAG_U | DataChunk.FLAG_B | DataChunk.FLAG_E
+_FLAG_I, _DATA_HEADER_LENGTH = DataChunk.FLAG_I, DataChunk.HEADER_LENGTH
 _T3_RTX, _DELAYED_ACK = Trigger.T3_RTX, Trigger.DELAYED_ACK
 _DATA_TYPE, _SACK_TYPE = int(ChunkType.DATA), int(ChunkType.SACK)
 """Read on every packet under their names
@@ -388,10 +390,10 @@ class DataTransferMixin:
         peer's rwnd, but one chunk when nothing is in flight (6.1 A), at most Max.Burst packets per SACK
         processed since the last call (6.1 D); T3-rtx started and the heartbeat pushed back once DATA went.
         The flight size, the peer's rwnd and the byte counts are kept in locals and stored once at the end."""
-        cc, queue, outstanding = self._cc, self._send_queue, self._outstanding
+        cc, queue, outstanding, config = self._cc, self._send_queue, self._outstanding, self.config
         assert cc is not None
-        limit, cwnd = self.config.max_packet_size, cc.cwnd
-        max_packets = self.config.max_burst * max(1, self._sacks_since_send)
+        limit, cwnd = config.max_packet_size, cc.cwnd
+        max_packets = config.max_burst * max(1, self._sacks_since_send)
         self._sacks_since_send = 0
         flight_size, peer_rwnd = self._flight_size, self._peer_rwnd
         sent_bytes = sent_chunks = bursts = 0
@@ -419,9 +421,11 @@ class DataTransferMixin:
                 added = True
             if not added:
                 break
-            packets.append(self._encode(self.peer_tag, current))
+            # `_encode`, its count of packets sent made once below
+            packets.append(encode_packet(config.local_port, config.peer_port, self.peer_tag, current))
             current, current_size = [], 12
             bursts += 1
+        self._stats["packets_sent"] += bursts
         self._flight_size, self._peer_rwnd = flight_size, peer_rwnd
         self._queued_bytes -= sent_bytes
         self._outstanding_bytes += sent_bytes
@@ -496,14 +500,14 @@ class DataTransferMixin:
         chunks = []
         offset = COMMON_HEADER_LENGTH
         while offset < end:
-            if end - offset < DataChunk.HEADER_LENGTH:
+            if end - offset < _DATA_HEADER_LENGTH:
                 return False
             chunk_type, flags, length, tsn, stream_id, _ssn, ppid = _DATA_CHUNK_FIELDS.unpack_from(data, offset)
             if (chunk_type != _DATA_TYPE or flags & _WHOLE_UNORDERED != _WHOLE_UNORDERED
-                    or length <= DataChunk.HEADER_LENGTH or offset + length > end):
+                    or length <= _DATA_HEADER_LENGTH or offset + length > end):
                 return False
-            chunks.append((tsn, stream_id, ppid, data[offset + DataChunk.HEADER_LENGTH : offset + length],
-                           bool(flags & DataChunk.FLAG_I)))
+            chunks.append((tsn, stream_id, ppid, data[offset + _DATA_HEADER_LENGTH : offset + length],
+                           flags & _FLAG_I != 0))
             offset += length
             offset += min(-length % 4, end - offset)   # padding, which the last chunk may lack (3.2)
         if not chunks:
