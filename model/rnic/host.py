@@ -104,7 +104,6 @@ from __future__ import annotations
 import ipaddress
 import random
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Callable, Protocol, Union
 
 from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics
@@ -824,14 +823,14 @@ class SoftRnic:
 
     def _new_association(self, association: Association, peer: _Peer) -> None:
         self._association = association
-        self._receive_checked = (partial(association.receive, checksum_checked=True)
-                                 if isinstance(association, Association) else association.receive)
+        self._receive_checked = (association.receive_checked if isinstance(association, Association)
+                                 else association.receive)
+        """Hands the association a packet whose CRC32c the host verified: the model's association then skips its
+        own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
         self._hand_off = self._may_be_quiet and isinstance(association, Association)
         """A `SoftRnic` itself over the model's SCTP takes a packet's DATA handed over (`_drain_association`)."""
         if self._hand_off:
             association.data_hand_off = []
-        """Hands the association a packet whose CRC32c the host verified: the model's association then skips its
-        own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
         self._peer = peer
         self._sessions = DdpSessions(self.config.resources, self.config.pending_limit)
         self._streams.clear()

@@ -454,6 +454,18 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
             return  # after close nothing is processed; only a Listener's new association waits here
         if checksum_checked and self._receive_common_packet(data, now):
             return  # DDP's DATA chunks or a SACK, read in place
+        self._receive_decoded(data, now, checksum_checked)
+
+    def receive_checked(self, data: bytes, now: float) -> None:
+        """`receive(data, now, checksum_checked=True)`, for a caller that verified every packet's CRC32c (RFC
+        4960 6.8) and hands each over (`model.rnic.host.SoftRnic`): the same, without a keyword per packet."""
+        if self.state is _CLOSED and (self._used or not self._passive_open):
+            return
+        if not self._receive_common_packet(data, now):
+            self._receive_decoded(data, now, True)
+
+    def _receive_decoded(self, data: bytes, now: float, checksum_checked: bool) -> None:
+        """`receive` of a packet the in-place paths did not take: decoded, its ports and tag checked (8.5)."""
         try:
             packet = SctpPacket.decode(data, checksum_checked=checksum_checked)
         except DecodeError:
