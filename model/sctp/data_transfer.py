@@ -664,15 +664,18 @@ class DataTransferMixin:
         acked_per_stream: dict[int, int] = {}
         # The outstanding TSNs run without holes from the last Cumulative TSN Ack: pop them up to the new one.
         outstanding, t3_marked, fast_marked = self._outstanding, self._t3_marked, self._fast_marked
+        # The byte counts in locals, stored once after the loop (`_measure_rtt` reads neither).
+        outstanding_bytes, flight_size = self._outstanding_bytes, self._flight_size
         previous_cum_ack = tsn = self._last_cum_ack
         while tsn != cum_ack:
             tsn = (tsn + 1) & 0xFFFFFFFF
             sent = outstanding.pop(tsn, None)
             if sent is None:
                 continue  # queued when the association closed, never sent
+            size = sent.size
             if not sent.gap_acked:
-                newly_acked += sent.size
-                self._outstanding_bytes -= sent.size
+                newly_acked += size
+                outstanding_bytes -= size
                 highest_newly_acked = tsn
                 if tsn == self._rtt_probe:
                     self._measure_rtt(now, sent)
@@ -680,10 +683,11 @@ class DataTransferMixin:
                 t3_marked.discard(tsn)
                 fast_marked.discard(tsn)
             if sent.in_flight:   # `_set_in_flight(sent, False)`
-                self._flight_size -= sent.size
+                flight_size -= size
                 sent.in_flight = False
             stream_id = sent.chunk.stream_id
             acked_per_stream[stream_id] = acked_per_stream.get(stream_id, 0) + 1
+        self._outstanding_bytes, self._flight_size = outstanding_bytes, flight_size
         self._last_cum_ack = cum_ack
         if cum_advanced and self._offloading:
             self._engine_requests.append(EngineRequest(EngineRequestKind.ACK, cum_ack))
