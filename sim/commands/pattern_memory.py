@@ -104,6 +104,8 @@ class PatternMemory(SparseMemory):
     def __init__(self, fill: int = 0) -> None:
         super().__init__(fill)
         self._regions: list[_Region] = []
+        self._last: _Region | None = None
+        """The region `_region` found last (a message's segments come one after another)."""
         self.bytes_written = 0
         """Every byte written, inside the regions or not."""
 
@@ -168,7 +170,11 @@ class PatternMemory(SparseMemory):
     def _region(self, address: int, length: int) -> _Region | None:
         """The region holding all of [address, address+length), if any (a write that straddles a region's
         edge is ordinary memory, and so is seen by the stray-write check)."""
+        last = self._last   # regions do not overlap: the one that holds the range is the one
+        if last is not None and last.address <= address and address + length <= last.address + last.length:
+            return last
         for region in self._regions:
             if region.address <= address and address + length <= region.address + region.length:
+                self._last = region
                 return region
         return None
