@@ -632,11 +632,14 @@ class DataTransferMixin:
         if (chunk_type != _SACK_TYPE or length != SACK_FIXED_LENGTH + 4 * (gaps + duplicates)
                 or COMMON_HEADER_LENGTH + length != end):
             return False
-        offsets = struct.unpack_from(f"!{2 * gaps}H", data, COMMON_HEADER_LENGTH + SACK_FIXED_LENGTH)
+        blocks: tuple[tuple[int, int], ...] = ()
+        if gaps:   # an in-order receiver's SACK has none
+            offsets = struct.unpack_from(f"!{2 * gaps}H", data, COMMON_HEADER_LENGTH + SACK_FIXED_LENGTH)
+            blocks = tuple(zip(offsets[0::2], offsets[1::2]))
         self._stats["packets_received"] += 1
         self._data_in_packet = False
         self._sacks_since_send += 1
-        self._process_ack(now, cum_ack, a_rwnd, tuple(zip(offsets[0::2], offsets[1::2])))
+        self._process_ack(now, cum_ack, a_rwnd, blocks)
         return True
 
     def _process_ack(self, now: float, cum_ack: int, a_rwnd: int, gap_blocks: tuple[tuple[int, int], ...]) -> None:
