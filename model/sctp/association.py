@@ -538,6 +538,16 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
             if current:
                 packets.append(self._encode(self.peer_tag, current))
             return packets
+        sacks_due = self._sacks_due
+        if not self._control and len(sacks_due) == 1 and self.state in DATA_STATES and not self._sack_due_now():
+            # One SACK built on receipt and nothing else owed (a receiver's every second packet, 6.2): it leads
+            # the packet and DATA may follow it (6.1), as the loops below would conclude, without setting them up.
+            sack = sacks_due[0]
+            self._sacks_due = []
+            current, _ = self._add_data(now, packets, [sack], 12 + sack.encoded_length)
+            if current:   # else the SACK went in a packet with DATA
+                packets.append(self._encode(self.peer_tag, current))
+            return packets
         current: list[Chunk] = []
         current_tag = self.peer_tag
         current_size = 12
