@@ -184,9 +184,8 @@ class DataTransferMixin:
             self._next_ssn_out[stream_id] = (ssn + 1) & 0xFFFF
         tsn = self._next_tsn
         self._next_tsn = (tsn + 1) & 0xFFFFFFFF   # serial_add(tsn, 1, TSN_BITS): one chunk at a time
-        self._send_queue.append(
-            DataChunk(tsn=tsn, stream_id=stream_id, ssn=ssn, ppid=ppid, user_data=bytes(payload), unordered=unordered)
-        )
+        # tsn, stream_id, ssn, ppid, user_data, unordered: by position, the dataclass's __init__ takes them faster
+        self._send_queue.append(DataChunk(tsn, stream_id, ssn, ppid, bytes(payload), unordered))
         self._queued_bytes += len(payload)
         return tsn
 
