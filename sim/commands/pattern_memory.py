@@ -104,8 +104,9 @@ class PatternMemory(SparseMemory):
     def __init__(self, fill: int = 0) -> None:
         super().__init__(fill)
         self._regions: list[_Region] = []
-        self._last: _Region | None = None
-        """The region `_region` found last (a message's segments come one after another)."""
+        self._recent: list[_Region] = []
+        """The two regions `_region` found last, the latest first: a host reads its source and writes one sink
+        at a time, a segment after another."""
         self.bytes_written = 0
         """Every byte written, inside the regions or not."""
 
@@ -170,11 +171,12 @@ class PatternMemory(SparseMemory):
     def _region(self, address: int, length: int) -> _Region | None:
         """The region holding all of [address, address+length), if any (a write that straddles a region's
         edge is ordinary memory, and so is seen by the stray-write check)."""
-        last = self._last   # regions do not overlap: the one that holds the range is the one
-        if last is not None and last.address <= address and address + length <= last.address + last.length:
-            return last
+        end = address + length
+        for region in self._recent:   # regions do not overlap: the one that holds the range is the one
+            if region.address <= address and end <= region.address + region.length:
+                return region
         for region in self._regions:
-            if region.address <= address and address + length <= region.address + region.length:
-                self._last = region
+            if region.address <= address and end <= region.address + region.length:
+                self._recent = [region, *self._recent[:1]]
                 return region
         return None
