@@ -186,7 +186,8 @@ class SparseMemory:
     def write(self, address: int, data: bytes) -> None:
         if address < 0:
             raise EncodeError("negative host address")
-        if type(data) is memoryview and type(data.obj) is bytes and data.itemsize == 1 and data.contiguous:
+        if (type(data) is memoryview and type(data.obj) is bytes and data.itemsize == 1 and data.ndim == 1
+                and data.contiguous):
             view = data   # over immutable bytes (a segment's payload in its packet): nothing to copy first
         else:
             view = memoryview(bytes(data))
