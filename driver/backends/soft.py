@@ -87,15 +87,16 @@ class SimulatedTimeLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self._clock.now
 
-    def quiet_until(self, when: float) -> bool:
-        """True if nothing of this loop's own is due before `when`: no callback ready, no timer sooner (a
-        cancelled timer still waiting in the heap counts, to be safe)."""
+    def move_to_if_quiet(self, when: float) -> bool:
+        """If nothing of this loop's own is due before `when` (no callback ready, no timer sooner; a cancelled
+        timer still waiting in the heap counts, to be safe), let simulated time pass up to `when`, as the loop
+        does when it jumps to a timer there; whether it did. One call, asked after every step of the pair."""
         scheduled = self._scheduled   # asyncio.BaseEventLoop's heap of TimerHandles
-        return not self._ready and (not scheduled or scheduled[0].when() > when)
-
-    def move_to(self, when: float) -> None:
-        """Let simulated time pass up to `when`, as the loop does when it jumps to a timer there."""
-        self._clock.now = max(self._clock.now, when)
+        if self._ready or (scheduled and scheduled[0].when() <= when):
+            return False
+        clock = self._clock
+        clock.now = max(clock.now, when)
+        return True
 
 
 @dataclass
@@ -390,9 +391,8 @@ class SoftFabric(FabricBackend):
                 self._timer = None
             if next_time is None:
                 return
-            if (simulated and loop.quiet_until(next_time)  # type: ignore[attr-defined]
-                    and (earliest_deadline is None or earliest_deadline > next_time)):
-                loop.move_to(next_time)  # type: ignore[attr-defined]
+            if (simulated and (earliest_deadline is None or earliest_deadline > next_time)
+                    and loop.move_to_if_quiet(next_time)):  # type: ignore[attr-defined]
                 due = next_time
                 continue
             deadlines = [w.deadline for w in waiters if w.deadline is not None and not w.future.done()]

@@ -154,7 +154,8 @@ class MemoryTable:
             return TaggedFault.INVALID_STAG
         if (region.pd is not pd and region.pd != pd) or (region.stream is not None and region.stream != stream):
             return TaggedFault.STAG_NOT_ASSOCIATED
-        if need_access not in region.access:   # Flag containment: every right needed (no Flag object built)
+        needed = need_access._value_   # Flag containment (every right needed) on the values: `in` is Python's
+        if region.access._value_ & needed != needed:
             return TaggedFault.ACCESS_RIGHTS
         if to < region.base_to:
             return TaggedFault.BASE_OR_BOUNDS
@@ -185,11 +186,21 @@ class SparseMemory:
     def write(self, address: int, data: bytes) -> None:
         if address < 0:
             raise EncodeError("negative host address")
-        view = memoryview(bytes(data))
+        if (type(data) is memoryview and type(data.obj) is bytes and data.itemsize == 1 and data.ndim == 1
+                and data.contiguous):
+            view = data   # over immutable bytes (a segment's payload in its packet): nothing to copy first
+        else:
+            view = memoryview(bytes(data))
         length = len(view)
         self.writes.append((address, length))
         pages, page_size = self._pages, self.PAGE
         page_number, start = divmod(address, page_size)
+        if 0 < length and start + length <= page_size:   # within one page (most segments): one slice
+            page = pages.get(page_number)
+            if page is None:
+                page = pages[page_number] = bytearray([self.fill]) * page_size
+            page[start : start + length] = view
+            return
         offset = 0
         while offset < length:   # page by page: the first from `start`, the others from their beginning
             page = pages.get(page_number)

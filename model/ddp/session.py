@@ -206,6 +206,11 @@ class SessionPhase(Enum):
     CLOSING = "our final message is queued or sent; waiting for the peer's"
 
 
+_ESTABLISHED = SessionPhase.ESTABLISHED
+"""Read for every segment under its name
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
+
+
 @dataclass(frozen=True)
 class InitiateReceived:
     """Passive side: an Initiate (5.2.3) that needs `accept` or `reject`.
@@ -327,6 +332,11 @@ class Message(NamedTuple):
     payload: bytes | EngineChunk
 
 
+_new_tuple = tuple.__new__
+"""`Message(...)` as `_new_tuple(Message, (...))` where every segment goes: the same object, without the
+NamedTuple's constructor (a Python function)."""
+
+
 # -- internal state ----------------------------------------------------------------
 
 
@@ -393,7 +403,8 @@ class DdpSessions:
         self.responder = responder
         self.pending_limit = pending_limit
         self._streams: dict[int, _Stream] = {}
-        self._outbox: list[Message] = []
+        self.outbox: list[Message] = []
+        """The messages `data_to_send` hands out next, oldest first (a caller may test it before asking)."""
         self._events: list[Event] = []
         self._pending = 0
 
@@ -401,7 +412,7 @@ class DdpSessions:
 
     def data_to_send(self) -> list[Message]:
         """DATA messages to send unordered, in DDP-SSN order per stream."""
-        out, self._outbox = self._outbox, []
+        out, self.outbox = self.outbox, []
         return out
 
     def next_events(self) -> list[Event]:
@@ -491,14 +502,15 @@ class DdpSessions:
         # the segments and `_pump` hand each on at once, numbered (6.1, 10), up to the unacknowledged limit; so
         # they are numbered here, without queuing, and what the limit or an `EngineSegment` stops goes the
         # row's way.
-        outbox, ssn = self._outbox, session.next_ssn
+        outbox, ssn = self.outbox, session.next_ssn
         for index, segment in enumerate(segments):
             if stream.unacked >= MAX_UNACKNOWLEDGED or type(segment) is EngineSegment:
                 session.next_ssn = ssn
                 self._call(stream_id, SessionInput.USER_SEGMENT, segments[index:])
                 return
             stream.unacked += 1
-            outbox.append(Message(stream_id, PPID_DDP_SEGMENT, ddp_segment_chunk_bytes(ssn, bytes(segment))))
+            payload = ddp_segment_chunk_bytes(ssn, bytes(segment))
+            outbox.append(_new_tuple(Message, (stream_id, PPID_DDP_SEGMENT, payload)))
             ssn = (ssn + 1) & _SSN_MASK
         session.next_ssn = ssn
 
@@ -597,7 +609,7 @@ class DdpSessions:
             return None
         inbound = session.inbound
         ssn = int.from_bytes(payload[:2], "big")
-        if (ssn != inbound.cum or inbound.above or session.phase is not SessionPhase.ESTABLISHED
+        if (ssn != inbound.cum or inbound.above or session.phase is not _ESTABLISHED
                 or session.our_final or session.peer_final):   # not `_open`
             return None
         inbound.cum = (ssn + 1) & _SSN_MASK
@@ -635,7 +647,7 @@ class DdpSessions:
 
     @staticmethod
     def _open(session: _Session) -> bool:
-        return session.phase is SessionPhase.ESTABLISHED and not session.our_final and not session.peer_final
+        return session.phase is _ESTABLISHED and not session.our_final and not session.peer_final
 
     def _new_inbound_session(self, stream: _Stream, ssn: int, item: tuple[int, object]) -> _Session | None:
         """A chunk on a stream without a session: a new passive session, or a straggler to drop."""
@@ -969,11 +981,11 @@ class DdpSessions:
             if item.kind is _Kind.CONTROL:
                 session.control_confirmed = False
                 payload = SessionControl(ssn, item.function, item.body).encode()
-                self._outbox.append(Message(stream_id, PPID_DDP_SESSION_CONTROL, payload))
+                self.outbox.append(Message(stream_id, PPID_DDP_SESSION_CONTROL, payload))
             elif isinstance(item.body, EngineSegment):
-                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, EngineChunk(ssn, 2 + item.body.length)))
+                self.outbox.append(Message(stream_id, PPID_DDP_SEGMENT, EngineChunk(ssn, 2 + item.body.length)))
             else:
-                self._outbox.append(Message(stream_id, PPID_DDP_SEGMENT, ddp_segment_chunk_bytes(ssn, item.body)))
+                self.outbox.append(Message(stream_id, PPID_DDP_SEGMENT, ddp_segment_chunk_bytes(ssn, item.body)))
 
     def _settle(self, stream_id: int, stream: _Stream, events: list[Event]) -> None:
         """Close a session that is over on both sides, and report the stream free (6.6)."""

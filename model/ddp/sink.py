@@ -383,7 +383,8 @@ class DdpSink:
         table = self.memory_table
         if table.check_tagged(stag, to, length, self.stream_id, self.pd, access) is not None:
             return False
-        self.host_memory.write(table.lookup(stag).host_address(to), payload)   # type: ignore[union-attr]
+        region = table.lookup(stag)   # there, since the check passed: `host_address` in place
+        self.host_memory.write(region.address + (to - region.base_to), payload)   # type: ignore[union-attr]
         self._next_sequence = (sequence + 1) % self._modulus
         self._message_bytes += length
         return True

@@ -48,6 +48,12 @@ def sctp_checksum_field_of_zeroed(packet: bytes | bytearray) -> bytes:
     return _crc32c.crc32c(packet, 0).to_bytes(4, "little")
 
 
+def sctp_checksum_field_of_parts(header: bytes, body: bytes) -> bytes:
+    """`sctp_checksum_field_of_zeroed` of the packet `header` + `body` (the common header, its checksum field
+    zero, then the chunks), without joining them: the CRC32c runs on from the header into the body (6.8, B)."""
+    return _crc32c.crc32c(body, _crc32c.crc32c(header, 0)).to_bytes(4, "little")
+
+
 def sctp_checksum_to_bytes(crc: int) -> bytes:
     """The four checksum-field bytes for CRC value `crc`: least-significant byte first (RFC 4960 B)."""
     return (crc & 0xFFFFFFFF).to_bytes(4, "little")

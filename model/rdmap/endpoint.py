@@ -79,6 +79,8 @@ from model.rdmap.messages import (
 )
 
 _TERMINATE_BUFFER = 4 + 2 + 18 + READ_REQUEST_LENGTH  # largest Terminate body
+_DDP_TAGGED = 0x80
+"""The T bit of a DDP segment's first byte, its Control Field (RFC 5041 4.1): set on a tagged segment."""
 
 Gather = Union[int, Sequence[tuple[int, int]]]
 """A message's source in host memory: one address, or (address, length) pieces in message order."""
@@ -400,9 +402,12 @@ class RdmapEndpoint:
         5.3), so `next_events` has nothing new; False otherwise."""
         if self.in_error:
             return False
-        if sequence is not None and (self.sink.place_next_tagged(segment_bytes, sequence, bool(self._reads_outstanding))
-                                     or self.sink.place_next_untagged(segment_bytes, sequence)):
-            return True   # a middle segment of a Write, a Read Response or a Send: placed, nothing to report
+        # A middle segment of a Write or a Read Response (tagged), or of a Send: placed, nothing to report. Each
+        # straight path takes only its own kind, so the T bit (RFC 5041 4.1) says which one to ask.
+        if sequence is not None and segment_bytes and (
+                self.sink.place_next_tagged(segment_bytes, sequence, bool(self._reads_outstanding))
+                if segment_bytes[0] & _DDP_TAGGED else self.sink.place_next_untagged(segment_bytes, sequence)):
+            return True
         events = self._events
         for sink_event in self.sink.receive(segment_bytes, sequence):   # no `Placed` (`report_placed`)
             if isinstance(sink_event, SinkError):

@@ -104,7 +104,6 @@ from __future__ import annotations
 import ipaddress
 import random
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Callable, Protocol, Union
 
 from model.sctp.association import Association, AssociationError, AssociationState, AssociationStatistics
@@ -187,6 +186,12 @@ from model.sctp.events import (
     PeerShutdownStarted,
 )
 
+_ESTABLISHED = AssociationState.ESTABLISHED
+"""Read at every flush under its name
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
+_new_tuple = tuple.__new__
+"""`Unframed(packet, length)` as `_new_tuple(Unframed, (packet, length))`: the same object, built without the
+NamedTuple's constructor, a Python function."""
 UDP_HEADER_LENGTH = 8
 ETHERNET_HEADER_LENGTH = 14
 DEFAULT_RESOURCES = LocalResources(ird=4, ord=4, peer_to_peer=True, rtr_types=(RtrType.WRITE,))
@@ -421,8 +426,9 @@ class SoftRnic:
         `next_timeout` is the one that call found. Only a `SoftRnic` itself over the model's SCTP sets it: other
         hosts (`OffloadRnic`, `EngineRnic`, another SCTP) have entry points of their own and are always asked."""
         self._may_be_quiet = type(self) is SoftRnic and sctp is MODEL_SCTP
-        self._quiet_deadline: float | None = None
-        """`next_timeout` while `quiet`."""
+        self._hand_off = False   # set with each association (`_new_association`)
+        self.quiet_deadline: float | None = None
+        """`next_timeout` while `quiet` (kept by the call that set it: a caller may read it instead of asking)."""
         self._pumped = False
         """True from a packet's receipt, which ran the pump (`_flush`, `_maybe_shutdown`), until the next call that
         may give the host something to do (those that clear `quiet`) or `_packets_due`: that pump has nothing to
@@ -685,7 +691,7 @@ class SoftRnic:
         packets = association.data_to_send(now) if association is not None and peer is not None else []
         self._counters.frames_sent += len(replies) + len(packets)
         if self._may_be_quiet and self._settled():
-            self._quiet_deadline = self.next_timeout()
+            self.quiet_deadline = self.next_timeout()
             self.quiet = True
         return replies, packets, peer
 
@@ -753,7 +759,7 @@ class SoftRnic:
                 # `_unframed` for each, the IPv4 Identification moved on at once
                 overhead = self._frame_overhead
                 self._ip_identification = (self._ip_identification + len(packets)) & 0xFFFF
-                due += [Unframed(packet, len(packet) + overhead) for packet in packets]
+                due += [_new_tuple(Unframed, (packet, len(packet) + overhead)) for packet in packets]   # in C
             else:
                 frame = self._frame
                 due += [frame(packet, peer) for packet in packets]
@@ -767,7 +773,7 @@ class SoftRnic:
         """The earliest of the association's timers and the close deadline (asked after every frame): while
         `quiet`, as the call that found the host so saw it, since only the calls that clear `quiet` move them."""
         if self.quiet:
-            return self._quiet_deadline
+            return self.quiet_deadline
         deadline = self._close_deadline
         if self._association is not None:
             timer = self._association.next_timeout()
@@ -817,10 +823,14 @@ class SoftRnic:
 
     def _new_association(self, association: Association, peer: _Peer) -> None:
         self._association = association
-        self._receive_checked = (partial(association.receive, checksum_checked=True)
-                                 if isinstance(association, Association) else association.receive)
+        self._receive_checked = (association.receive_checked if isinstance(association, Association)
+                                 else association.receive)
         """Hands the association a packet whose CRC32c the host verified: the model's association then skips its
         own check (RFC 4960 6.8: once per packet), another SCTP (`Sctp`) checks as it does."""
+        self._hand_off = self._may_be_quiet and isinstance(association, Association)
+        """A `SoftRnic` itself over the model's SCTP takes a packet's DATA handed over (`_drain_association`)."""
+        if self._hand_off:
+            association.data_hand_off = []
         self._peer = peer
         self._sessions = DdpSessions(self.config.resources, self.config.pending_limit)
         self._streams.clear()
@@ -917,24 +927,27 @@ class SoftRnic:
     # -- internals: association events ----------------------------------------------
 
     def _drain_association(self, now: float) -> None:
-        assert self._association is not None
-        self._on_association_events(self._association.next_events(), now)
+        association = self._association
+        assert association is not None
+        events = association.next_events()
+        delivered = association.data_hand_off if self._hand_off else None
+        if delivered:   # a packet's user data, handed over without events: before the events (none came with it)
+            association.data_hand_off = []
+            on_data = self._on_data
+            for stream_id, ppid, payload in delivered:
+                on_data(stream_id, ppid, payload)
+        if events:   # most packets bring none (DATA handed over, a SACK without news)
+            self._on_association_events(events, now)
 
     def _drain_sessions(self) -> None:
-        self._on_session_events(self._sessions.next_events())
+        events = self._sessions.next_events()
+        if events:   # most calls (after a SACK's acknowledgement) find none
+            self._on_session_events(events)
 
     def _on_association_events(self, events: list[AssociationEvent], now: float) -> None:
         for event in events:
             if isinstance(event, DataReceived):
-                if self._ddp_enabled and event.ppid in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
-                    if (event.ppid == PPID_DDP_SEGMENT and self._segments_straight
-                            and self._next_segment(event.stream_id, event.payload)):
-                        continue
-                    try:
-                        self._sessions.receive(Message(event.stream_id, event.ppid, event.payload))
-                    except DecodeError:
-                        continue  # not a DDP Segment Chunk (RFC 5043 5.2.2): nothing to place
-                    self._drain_sessions()
+                self._on_data(event.stream_id, event.ppid, event.payload)
             elif isinstance(event, DataAcknowledged):
                 self._sessions.acknowledged(event.stream_id, event.count)
                 self._drain_sessions()
@@ -965,6 +978,19 @@ class SoftRnic:
                 self._events.append(Failed(event.reason, event.state, event.limit, event.limit_value))
             elif isinstance(event, PathStatusChanged):
                 self._events.append(PathStatus(event.reachable))
+
+    def _on_data(self, stream_id: int, ppid: int, payload: bytes) -> None:
+        """A DATA chunk's user data (`DataReceived`, or handed over by the association: `data_hand_off`): a DDP
+        Segment chunk (RFC 5043 5.2.2) or session control message (5.2.1) to the sessions; anything else is
+        dropped."""
+        if self._ddp_enabled and ppid in (PPID_DDP_SEGMENT, PPID_DDP_SESSION_CONTROL):
+            if ppid == PPID_DDP_SEGMENT and self._segments_straight and self._next_segment(stream_id, payload):
+                return
+            try:
+                self._sessions.receive(Message(stream_id, ppid, payload))
+            except DecodeError:
+                return  # not a DDP Segment Chunk (RFC 5043 5.2.2): nothing to place
+            self._drain_sessions()
 
     def _association_over(self) -> None:
         self._streams.clear()
@@ -1134,7 +1160,8 @@ class SoftRnic:
                     break  # the session ended under the endpoint; nothing more of it is sent
                 self._send_session_messages()
             self._visited(stream_id, endpoint)
-        self._send_session_messages()
+        if self._sessions.outbox:   # most flushes, after a packet received, have nothing for the association
+            self._send_session_messages()
 
     def _sending_endpoint(self, stream_id: int) -> RdmapEndpoint | None:
         """The endpoint of a stream in `_streams_sending`; a stream that has none (released) leaves it."""
@@ -1157,7 +1184,7 @@ class SoftRnic:
         """Bytes the association's send buffer still takes (`RnicConfig.send_buffer`); 0 while it takes no new
         data (not established, RFC 4960 9.2)."""
         association = self._association
-        if association is None or association.state is not AssociationState.ESTABLISHED:
+        if association is None or association.state is not _ESTABLISHED:
             return 0
         return self.config.send_buffer - association.queued_bytes
 

@@ -22,7 +22,7 @@ with corruption takes frames only.
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 import math
 import random
 from dataclasses import dataclass
@@ -119,7 +119,7 @@ class Link:
     def send(self, side: Side, frame: bytes | Unframed, now: float) -> None:
         """Put a frame (or an `Unframed` packet) on the wire from `side` at time `now`; with a rate it leaves once
         the wire is free."""
-        config, draw = self.config, self._random.random
+        config = self.config
         self.stats.sent += 1
         unframed = type(frame) is Unframed
         if unframed and config.corruption:
@@ -134,11 +134,12 @@ class Link:
             # and the random generator stands where it would have.
             self._draws_owed += 4 if frame else 3
             self._sequence += 1
-            heapq.heappush(self._in_flight, (now + config.delay, self._sequence, side.peer,
+            heappush(self._in_flight, (now + config.delay, self._sequence, side.peer,
                                              frame if unframed else bytes(frame)))
             return
         if self._draws_owed:
             self._settle_draws()
+        draw = self._random.random
         if draw() < config.loss:
             self.stats.lost += 1
             return
@@ -159,7 +160,7 @@ class Link:
                 arrival += self._random.uniform(0.0, config.reorder_delay)
                 self.stats.reordered += 1
             self._sequence += 1
-            heapq.heappush(self._in_flight, (arrival, self._sequence, side.peer, data))
+            heappush(self._in_flight, (arrival, self._sequence, side.peer, data))
 
     def _settle_draws(self) -> None:
         """Make the draws the unimpaired frames owe, as if they had been made when those frames were sent."""
@@ -177,7 +178,7 @@ class Link:
         out = []
         in_flight = self._in_flight
         while in_flight and in_flight[0][0] <= now:
-            arrival, _, to, frame = heapq.heappop(in_flight)
+            arrival, _, to, frame = heappop(in_flight)
             self.stats.delivered += 1
             if self.recording is not None:
                 self.recording.append((arrival, frame))

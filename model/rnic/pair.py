@@ -57,6 +57,8 @@ only its own retransmission limits end it (RFC 4960 5.1 C, 8.1)."""
 CLOSE_TIME_LIMIT = 900.0
 """Simulated seconds the teardown may take: beyond the slowest legitimate end, a `close_timeout` (30 s)
 and then T2-shutdown backed off to RTO.Max through Association.Max.Retrans (about 7.5 min, RFC 4960 9.2, 8.1)."""
+_A, _B = Side.A, Side.B
+"""Read every step under their names (an enum member's class attribute is a descriptor call in Python 3.11)."""
 FINISHED = (Closed, Aborted, Failed, CloseAborted)
 """The events that end a host's association; after one of them the host has nothing left to do."""
 
@@ -183,7 +185,7 @@ class HostPair:
         send and take frames. A host that had nothing more to send when last asked and was given nothing since
         (`SoftRnic.quiet`) is not asked."""
         now, sent, tap, link, hosts = self.now, self.sent, self.tap, self.link, self.hosts
-        a, b = hosts[Side.A], hosts[Side.B]
+        a, b = hosts[_A], hosts[_B]
         plain = self._plain
         if plain is None or plain[0] is not a or plain[1] is not b:   # new hosts (`SoftFabric`'s peer_host)
             plain = self._plain = (a, b, takes_packets(a) and takes_packets(b) and a.config.udp == b.config.udp)
@@ -193,7 +195,7 @@ class HostPair:
             if host.quiet:   # nothing to send since it last sent (`SoftRnic.quiet`): most steps, one of the two
                 continue
             if unframed:
-                peer = b if side is Side.A else a
+                peer = b if side is _A else a
                 for frame in host.data_to_send_unframed(now, peer.config.mac, peer.config.ip):
                     link.send(side, frame, now)
                 continue
@@ -207,7 +209,7 @@ class HostPair:
         """The earliest of the next arrival and the hosts' timers; None when nothing is in flight or running."""
         earliest = self.link.next_arrival()
         for host in self.hosts.values():
-            deadline = host.next_timeout()
+            deadline = host.quiet_deadline if host.quiet else host.next_timeout()   # kept while quiet
             if deadline is not None and (earliest is None or deadline < earliest):
                 earliest = deadline
         return earliest
@@ -228,7 +230,7 @@ class HostPair:
         """Fire each host's timer that is due by `now`, and record the events (`record`)."""
         now = self.now
         for side, host in self.hosts.items():
-            deadline = host.next_timeout()
+            deadline = host.quiet_deadline if host.quiet else host.next_timeout()   # kept while quiet
             if deadline is not None and deadline <= now:
                 host.handle_timeout(now)
             if record:

@@ -101,6 +101,11 @@ from model.sctp.state import (
 )
 from model.sctp.tsn_tracker import TsnTracker
 
+_CLOSED, _SEND = AssociationState.CLOSED, Trigger.SEND
+_DATA_TYPE, _SACK_TYPE = int(ChunkType.DATA), int(ChunkType.SACK)
+"""Read on every packet under their names
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
+
 __all__ = [
     "Association", "AssociationError", "AssociationState", "AssociationStatistics", "EngineRequest",
     "EngineRequestKind", "InvalidStateError", "InvalidStreamError", "OffloadedData", "PayloadSizeError", "PlacedData",
@@ -223,6 +228,11 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         # Statistics.
         self._stats = Counter[str]()
         self._events: list[AssociationEvent] = []
+        self.data_hand_off: list[tuple[int, int, bytes]] | None = None
+        """None, or a list the user set (`model.rnic.host.SoftRnic`): then a packet of whole unordered DATA chunks
+        (`_receive_whole_unordered_data`) that comes while no event waits hands its user data here as (stream,
+        PPID, user data), in the order the chunks were taken, instead of a `DataReceived` each (RFC 4960 10.2
+        DATA ARRIVE); such a packet queues no event, so the user takes these before the events `receive` left."""
 
     # -- public API -------------------------------------------------------------------
 
@@ -233,7 +243,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
 
     @property
     def is_closed(self) -> bool:
-        return self.state is AssociationState.CLOSED
+        return self.state is _CLOSED
 
     @property
     def statistics(self) -> AssociationStatistics:
@@ -289,7 +299,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         """`send` (unordered, U=1) for each (stream_id, ppid, payload) in order: what a DDP session hands over
         at once (RFC 5043 10). Queuing leaves the state as it is, so each would take the same row of the table,
         which is looked up once; an error is raised at the message that meets it, those before it queued."""
-        row = TRANSITIONS.get((self.state, Trigger.SEND))
+        row = TRANSITIONS.get((self.state, _SEND))
         if row is None or row.next_state is not None:   # each raises (or moves the state) as `send` does
             for stream_id, ppid, payload in messages:
                 self.send(stream_id, ppid, payload)
@@ -440,10 +450,22 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
     def receive(self, data: bytes, now: float, checksum_checked: bool = False) -> None:
         """Process one SCTP packet from the peer; malformed or misaddressed packets are discarded.
         `checksum_checked`: the caller verified the packet's CRC32c (RFC 4960 6.8), so it is not computed again."""
-        if self.state is AssociationState.CLOSED and (self._used or not self._passive_open):
+        if self.state is _CLOSED and (self._used or not self._passive_open):
             return  # after close nothing is processed; only a Listener's new association waits here
         if checksum_checked and self._receive_common_packet(data, now):
             return  # DDP's DATA chunks or a SACK, read in place
+        self._receive_decoded(data, now, checksum_checked)
+
+    def receive_checked(self, data: bytes, now: float) -> None:
+        """`receive(data, now, checksum_checked=True)`, for a caller that verified every packet's CRC32c (RFC
+        4960 6.8) and hands each over (`model.rnic.host.SoftRnic`): the same, without a keyword per packet."""
+        if self.state is _CLOSED and (self._used or not self._passive_open):
+            return
+        if not self._receive_common_packet(data, now):
+            self._receive_decoded(data, now, True)
+
+    def _receive_decoded(self, data: bytes, now: float, checksum_checked: bool) -> None:
+        """`receive` of a packet the in-place paths did not take: decoded, its ports and tag checked (8.5)."""
         try:
             packet = SctpPacket.decode(data, checksum_checked=checksum_checked)
         except DecodeError:
@@ -479,9 +501,9 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         if len(data) <= COMMON_HEADER_LENGTH:
             return False
         first = data[COMMON_HEADER_LENGTH]
-        if first == ChunkType.DATA:
+        if first == _DATA_TYPE:
             return self.state in _TAKING_DATA and self._receive_whole_unordered_data(data, now)
-        if first == ChunkType.SACK:
+        if first == _SACK_TYPE:
             return self.state in _TAKING_SACKS and self._receive_lone_sack(data, now)
         return False
 
@@ -516,6 +538,16 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
             if current:
                 packets.append(self._encode(self.peer_tag, current))
             return packets
+        sacks_due = self._sacks_due
+        if not self._control and len(sacks_due) == 1 and self.state in DATA_STATES and not self._sack_due_now():
+            # One SACK built on receipt and nothing else owed (a receiver's every second packet, 6.2): it leads
+            # the packet and DATA may follow it (6.1), as the loops below would conclude, without setting them up.
+            sack = sacks_due[0]
+            self._sacks_due = []
+            current, _ = self._add_data(now, packets, [sack], 12 + sack.encoded_length)
+            if current:   # else the SACK went in a packet with DATA
+                packets.append(self._encode(self.peer_tag, current))
+            return packets
         current: list[Chunk] = []
         current_tag = self.peer_tag
         current_size = 12
@@ -537,7 +569,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
                 flush()
         self._control.clear()
         sacks_due, self._sacks_due = self._sacks_due, []
-        if self.state is AssociationState.CLOSED:
+        if self.state is _CLOSED:
             flush()
             if self._used:
                 self._final_packet_sent = True  # after close nothing more is sent
@@ -579,7 +611,7 @@ class Association(HandshakeMixin, DataTransferMixin, FaultManagementMixin, Shutd
         if self._control or self._sacks_due:
             return False
         state = self.state
-        if state is AssociationState.CLOSED:
+        if state is _CLOSED:
             return not self._used   # a call would note the final packet sent
         if self._sack_due_now():
             return False

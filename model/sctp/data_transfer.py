@@ -46,6 +46,7 @@ from model.sctp.packet import (
     SackChunk,
     SctpPacket,
     ShutdownChunk,
+    encode_packet,
     serial_add,
     serial_gt,
     serial_lt,
@@ -57,6 +58,11 @@ _COMMON_HEADER_FIELDS = struct.Struct("!HHI")
 _DATA_CHUNK_FIELDS = struct.Struct("!BBHIHHI")
 """Type, flags, length, TSN, stream identifier, SSN and PPID of a DATA chunk (RFC 4960 3.3.1)."""
 _WHOLE_UNORDERED = DataChunk.FLAG_U | DataChunk.FLAG_B | DataChunk.FLAG_E
+_FLAG_I, _DATA_HEADER_LENGTH = DataChunk.FLAG_I, DataChunk.HEADER_LENGTH
+_T3_RTX, _DELAYED_ACK = Trigger.T3_RTX, Trigger.DELAYED_ACK
+_DATA_TYPE, _SACK_TYPE = int(ChunkType.DATA), int(ChunkType.SACK)
+"""Read on every packet under their names
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
 
 
 @dataclass(frozen=True)
@@ -178,9 +184,8 @@ class DataTransferMixin:
             self._next_ssn_out[stream_id] = (ssn + 1) & 0xFFFF
         tsn = self._next_tsn
         self._next_tsn = (tsn + 1) & 0xFFFFFFFF   # serial_add(tsn, 1, TSN_BITS): one chunk at a time
-        self._send_queue.append(
-            DataChunk(tsn=tsn, stream_id=stream_id, ssn=ssn, ppid=ppid, user_data=bytes(payload), unordered=unordered)
-        )
+        # tsn, stream_id, ssn, ppid, user_data, unordered: by position, the dataclass's __init__ takes them faster
+        self._send_queue.append(DataChunk(tsn, stream_id, ssn, ppid, bytes(payload), unordered))
         self._queued_bytes += len(payload)
         return tsn
 
@@ -238,7 +243,7 @@ class DataTransferMixin:
         self._last_advertised_rwnd = window
         self._ack_now = False
         self._data_packets_since_sack = 0
-        self._timers.pop(Trigger.DELAYED_ACK, None)
+        self._timers.pop(_DELAYED_ACK, None)
         return SackChunk(self._tracker.cumulative_tsn, window, gaps, duplicates)
 
     def _in_tsn_order(self, tsns: set[int]) -> list[_SentChunk]:
@@ -373,7 +378,7 @@ class DataTransferMixin:
             self._engine_requests.append(EngineRequest(EngineRequestKind.LIMIT, released))
         self._cc.on_transmit(self._flight_size)
         if sent_data:
-            self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
+            self._timers.setdefault(_T3_RTX, now + self._rto.rto)
             self._restart_heartbeat(now)
         return current, current_size
 
@@ -384,10 +389,10 @@ class DataTransferMixin:
         peer's rwnd, but one chunk when nothing is in flight (6.1 A), at most Max.Burst packets per SACK
         processed since the last call (6.1 D); T3-rtx started and the heartbeat pushed back once DATA went.
         The flight size, the peer's rwnd and the byte counts are kept in locals and stored once at the end."""
-        cc, queue, outstanding = self._cc, self._send_queue, self._outstanding
+        cc, queue, outstanding, config = self._cc, self._send_queue, self._outstanding, self.config
         assert cc is not None
-        limit, cwnd = self.config.max_packet_size, cc.cwnd
-        max_packets = self.config.max_burst * max(1, self._sacks_since_send)
+        limit, cwnd = config.max_packet_size, cc.cwnd
+        max_packets = config.max_burst * max(1, self._sacks_since_send)
         self._sacks_since_send = 0
         flight_size, peer_rwnd = self._flight_size, self._peer_rwnd
         sent_bytes = sent_chunks = bursts = 0
@@ -415,16 +420,18 @@ class DataTransferMixin:
                 added = True
             if not added:
                 break
-            packets.append(self._encode(self.peer_tag, current))
+            # `_encode`, its count of packets sent made once below
+            packets.append(encode_packet(config.local_port, config.peer_port, self.peer_tag, current))
             current, current_size = [], 12
             bursts += 1
+        self._stats["packets_sent"] += bursts
         self._flight_size, self._peer_rwnd = flight_size, peer_rwnd
         self._queued_bytes -= sent_bytes
         self._outstanding_bytes += sent_bytes
         self._stats["data_chunks_sent"] += sent_chunks
         cc.on_transmit(flight_size)
         if bursts:
-            self._timers.setdefault(Trigger.T3_RTX, now + self._rto.rto)
+            self._timers.setdefault(_T3_RTX, now + self._rto.rto)
             self._restart_heartbeat(now)
         return current, current_size
 
@@ -492,23 +499,32 @@ class DataTransferMixin:
         chunks = []
         offset = COMMON_HEADER_LENGTH
         while offset < end:
-            if end - offset < DataChunk.HEADER_LENGTH:
+            if end - offset < _DATA_HEADER_LENGTH:
                 return False
             chunk_type, flags, length, tsn, stream_id, _ssn, ppid = _DATA_CHUNK_FIELDS.unpack_from(data, offset)
-            if (chunk_type != ChunkType.DATA or flags & _WHOLE_UNORDERED != _WHOLE_UNORDERED
-                    or length <= DataChunk.HEADER_LENGTH or offset + length > end):
+            if (chunk_type != _DATA_TYPE or flags & _WHOLE_UNORDERED != _WHOLE_UNORDERED
+                    or length <= _DATA_HEADER_LENGTH or offset + length > end):
                 return False
-            chunks.append((tsn, stream_id, ppid, data[offset + DataChunk.HEADER_LENGTH : offset + length],
-                           bool(flags & DataChunk.FLAG_I)))
+            chunks.append((tsn, stream_id, ppid, data[offset + _DATA_HEADER_LENGTH : offset + length],
+                           flags & _FLAG_I != 0))
             offset += length
             offset += min(-length % 4, end - offset)   # padding, which the last chunk may lack (3.2)
         if not chunks:
             return False
         self._stats["packets_received"] += 1
         self._data_in_packet = False
-        for tsn, stream_id, ppid, user_data, immediate in chunks:
-            if self._take_whole_chunk(tsn, stream_id, len(user_data), immediate):
-                self._deliver_user_data(stream_id, ppid, tsn, user_data, True)
+        hand_off = self.data_hand_off
+        if hand_off is not None and not self._events:   # the packet's deliveries are its only news: handed over
+            manual = self.config.manual_receive_window
+            for tsn, stream_id, ppid, user_data, immediate in chunks:
+                if self._take_whole_chunk(tsn, stream_id, len(user_data), immediate):
+                    if manual:
+                        self._buffered += len(user_data)
+                    hand_off.append((stream_id, ppid, bytes(user_data)))
+        else:
+            for tsn, stream_id, ppid, user_data, immediate in chunks:
+                if self._take_whole_chunk(tsn, stream_id, len(user_data), immediate):
+                    self._deliver_user_data(stream_id, ppid, tsn, user_data, True)
         if self._data_in_packet:
             self._data_in_packet = False
             self._after_data_packet(now)
@@ -586,7 +602,7 @@ class DataTransferMixin:
             # before `data_to_send` still gets a SACK for every second packet (6.2), not one stretch SACK.
             self._sacks_due.append(self._make_sack(self.config.max_packet_size - 12))
         else:
-            self._timers.setdefault(Trigger.DELAYED_ACK, now + self.config.delayed_ack_time)
+            self._timers.setdefault(_DELAYED_ACK, now + self.config.delayed_ack_time)
 
     def _on_delayed_ack(self, now: float) -> None:
         """6.2: the delayed-ACK time is up: the SACK goes with the next packets."""
@@ -612,14 +628,17 @@ class DataTransferMixin:
             return False
         chunk_type, _flags, length, cum_ack, a_rwnd, gaps, duplicates = SACK_FIXED_FIELDS.unpack_from(
             data, COMMON_HEADER_LENGTH)
-        if (chunk_type != ChunkType.SACK or length != SACK_FIXED_LENGTH + 4 * (gaps + duplicates)
+        if (chunk_type != _SACK_TYPE or length != SACK_FIXED_LENGTH + 4 * (gaps + duplicates)
                 or COMMON_HEADER_LENGTH + length != end):
             return False
-        offsets = struct.unpack_from(f"!{2 * gaps}H", data, COMMON_HEADER_LENGTH + SACK_FIXED_LENGTH)
+        blocks: tuple[tuple[int, int], ...] = ()
+        if gaps:   # an in-order receiver's SACK has none
+            offsets = struct.unpack_from(f"!{2 * gaps}H", data, COMMON_HEADER_LENGTH + SACK_FIXED_LENGTH)
+            blocks = tuple(zip(offsets[0::2], offsets[1::2]))
         self._stats["packets_received"] += 1
         self._data_in_packet = False
         self._sacks_since_send += 1
-        self._process_ack(now, cum_ack, a_rwnd, tuple(zip(offsets[0::2], offsets[1::2])))
+        self._process_ack(now, cum_ack, a_rwnd, blocks)
         return True
 
     def _process_ack(self, now: float, cum_ack: int, a_rwnd: int, gap_blocks: tuple[tuple[int, int], ...]) -> None:
@@ -647,15 +666,18 @@ class DataTransferMixin:
         acked_per_stream: dict[int, int] = {}
         # The outstanding TSNs run without holes from the last Cumulative TSN Ack: pop them up to the new one.
         outstanding, t3_marked, fast_marked = self._outstanding, self._t3_marked, self._fast_marked
+        # The byte counts in locals, stored once after the loop (`_measure_rtt` reads neither).
+        outstanding_bytes, flight_size = self._outstanding_bytes, self._flight_size
         previous_cum_ack = tsn = self._last_cum_ack
         while tsn != cum_ack:
             tsn = (tsn + 1) & 0xFFFFFFFF
             sent = outstanding.pop(tsn, None)
             if sent is None:
                 continue  # queued when the association closed, never sent
+            size = sent.size
             if not sent.gap_acked:
-                newly_acked += sent.size
-                self._outstanding_bytes -= sent.size
+                newly_acked += size
+                outstanding_bytes -= size
                 highest_newly_acked = tsn
                 if tsn == self._rtt_probe:
                     self._measure_rtt(now, sent)
@@ -663,10 +685,11 @@ class DataTransferMixin:
                 t3_marked.discard(tsn)
                 fast_marked.discard(tsn)
             if sent.in_flight:   # `_set_in_flight(sent, False)`
-                self._flight_size -= sent.size
+                flight_size -= size
                 sent.in_flight = False
             stream_id = sent.chunk.stream_id
             acked_per_stream[stream_id] = acked_per_stream.get(stream_id, 0) + 1
+        self._outstanding_bytes, self._flight_size = outstanding_bytes, flight_size
         self._last_cum_ack = cum_ack
         if cum_advanced and self._offloading:
             self._engine_requests.append(EngineRequest(EngineRequestKind.ACK, cum_ack))
@@ -691,9 +714,9 @@ class DataTransferMixin:
         self._cc.on_sack(newly_acked, cum_advanced, cum_ack, flight_before, self._flight_size)
         # 6.3.2 R2/R3.
         if not self._outstanding:
-            self._timers.pop(Trigger.T3_RTX, None)
+            self._timers.pop(_T3_RTX, None)
         elif cum_advanced:
-            self._timers[Trigger.T3_RTX] = now + self._rto.rto
+            self._timers[_T3_RTX] = now + self._rto.rto
         # RFC 9260 6.1 A: SACKs answering zero window probes do not count as errors; any SACK shows the peer is alive.
         self._peer_is_alive()
         for stream_id in sorted(acked_per_stream):

@@ -18,6 +18,10 @@ from model.sctp.events import AssociationFailed, ErrorReported, PathStatusChange
 from model.sctp.packet import ErrorChunk, HeartbeatAckChunk, HeartbeatChunk, SctpPacket
 from model.sctp.state import AssociationState, Trigger
 
+_ESTABLISHED, _HEARTBEAT = AssociationState.ESTABLISHED, Trigger.HEARTBEAT
+"""Read whenever DATA goes out (`_restart_heartbeat`) under their names
+(an enum member's class attribute is a descriptor call in Python 3.11, a module name a dict lookup)."""
+
 HEARTBEAT_INFO = struct.Struct("!dQ")
 """The Heartbeat Information we send (8.3): the time sent and a nonce, echoed back unchanged."""
 
@@ -58,10 +62,10 @@ class FaultManagementMixin:
     def _restart_heartbeat(self, now: float) -> None:
         """8.3: the next HEARTBEAT is due RTO + HB.interval after the path was last used, RTO jittered +-50%;
         heartbeats run in ESTABLISHED only."""
-        if self.config.heartbeat_interval is None or self.state is not AssociationState.ESTABLISHED:
+        if self.config.heartbeat_interval is None or self.state is not _ESTABLISHED:
             return
         jitter = self.config.rng.uniform(0.5, 1.5)
-        self._timers[Trigger.HEARTBEAT] = now + self.config.heartbeat_interval + self._rto.rto * jitter
+        self._timers[_HEARTBEAT] = now + self.config.heartbeat_interval + self._rto.rto * jitter
 
     def _on_heartbeat_timer(self, now: float) -> None:
         """8.3: send a HEARTBEAT; one still unanswered counts as an error first. While the engine's transport

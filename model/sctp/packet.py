@@ -44,14 +44,17 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import ClassVar, Union
 
+from crc32c import crc32c as _crc32c
+
 from model.net.checksum import (
     sctp_checksum,
     sctp_checksum_from_bytes,
-    sctp_checksum_field_of_zeroed,
+    sctp_checksum_field_of_parts,
 )
 from model.errors import ChecksumError, DecodeError, EncodeError, check_field, need
 
 LAYER = "sctp"
+_ZERO_CHECKSUM_FIELD = bytes(4)
 
 PPID_DDP_SEGMENT = 16
 """Payload Protocol Identifier of a DDP Segment Chunk (RFC 5043 5.2)."""
@@ -519,6 +522,9 @@ def _need_exact(value: bytes, length: int, what: str, offset: int) -> None:
 
 
 _DATA_CHUNK_HEADER = struct.Struct("!BBHIHHI")
+_DATA_TYPE, _SACK_TYPE = int(ChunkType.DATA), int(ChunkType.SACK)
+"""Packed into every DATA and SACK chunk under their names (an enum member's class attribute is a descriptor
+call in Python 3.11, a module name a dict lookup)."""
 """Type, flags, length, TSN, stream, SSN and PPID of a DATA chunk (RFC 4960 3.3.1)."""
 _PADDING = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
 """Padding by its length (RFC 4960 3.2)."""
@@ -566,19 +572,24 @@ class DataChunk(KnownChunk):
 
     def encode(self) -> bytes:
         """The chunk header and DATA header in one `struct.pack`, then the user data and its padding (3.2,
-        3.3.1): the chunk every data packet carries, so it skips the generic `_tlv` path (same bytes).  The
-        pack checks the fields' ranges; only when it refuses one do `_value`'s checks run, to name it."""
+        3.3.1): the chunk every data packet carries, so it skips the generic `_tlv` path (same bytes)."""
+        return b"".join(self.encoded_parts())
+
+    def encoded_parts(self) -> tuple[bytes, bytes, bytes]:
+        """`encode` in its three parts, the headers, the user data and the padding, for a packet that joins
+        its chunks once (`encode_packet`). The pack checks the fields' ranges; only when it refuses one do
+        `_value`'s checks run, to name it."""
         user_data = self.user_data
         length = self.HEADER_LENGTH + len(user_data)
         if length > 0xFFFF:
             raise EncodeError(f"chunk length {length} exceeds 65535")
         try:
-            header = _DATA_CHUNK_HEADER.pack(ChunkType.DATA, self._flags(), length, self.tsn, self.stream_id,
+            header = _DATA_CHUNK_HEADER.pack(_DATA_TYPE, self._flags(), length, self.tsn, self.stream_id,
                                              self.ssn, self.ppid)
         except struct.error:
             self._value()   # raises the EncodeError that names the field
             raise
-        return b"".join((header, user_data, _PADDING[-length % 4]))
+        return header, user_data, _PADDING[-length % 4]
 
     @classmethod
     def _from_value(cls, flags: int, value: bytes, offset: int) -> DataChunk:
@@ -707,7 +718,7 @@ class SackChunk(KnownChunk):
         if self.gap_blocks or self.duplicate_tsns:
             return KnownChunk.encode(self)
         try:
-            return SACK_FIXED_FIELDS.pack(ChunkType.SACK, 0, SACK_FIXED_LENGTH, self.cumulative_tsn_ack,
+            return SACK_FIXED_FIELDS.pack(_SACK_TYPE, 0, SACK_FIXED_LENGTH, self.cumulative_tsn_ack,
                                           self.a_rwnd, 0, 0)
         except struct.error:
             self._value()   # raises the EncodeError that names the field
@@ -1154,10 +1165,13 @@ class CommonHeader:
 
 
 def checksum_ok(packet: bytes) -> bool:
-    """True if the CRC32c in the packet's checksum field matches its bytes (RFC 4960 6.8)."""
+    """True if the CRC32c in the packet's checksum field matches its bytes (RFC 4960 6.8): `sctp_checksum` in
+    place (asked of every packet received), over memoryview slices, the field taken as zero."""
     if len(packet) < COMMON_HEADER_LENGTH:
         return False
-    return int.from_bytes(packet[8:12], "little") == sctp_checksum(packet)   # the field: least-significant byte first
+    view = memoryview(packet)
+    crc = _crc32c(view[12:], _crc32c(_ZERO_CHECKSUM_FIELD, _crc32c(view[:8], 0)))
+    return int.from_bytes(view[8:12], "little") == crc   # the field: least-significant byte first
 
 
 @dataclass(frozen=True)
@@ -1219,10 +1233,14 @@ def encode_packet(src_port: int, dst_port: int, verification_tag: int,
         raise
     if not chunks:
         raise EncodeError("an SCTP packet carries at least one chunk (RFC 4960 3)")
-    # Built in one bytearray, the checksum field written in place once the CRC32c is known (6.8).
-    body = bytearray(header)
+    # The chunks joined once (a DATA chunk's user data copied once), then the header with the CRC32c of both,
+    # its field taken as zero (6.8).
+    parts: list[bytes] = []
     for chunk in chunks:
-        body += chunk.encode()
-    body[8:12] = sctp_checksum_field_of_zeroed(body)   # the field is still zero
-    return bytes(body)
+        if type(chunk) is DataChunk:
+            parts += chunk.encoded_parts()
+        else:
+            parts.append(chunk.encode())
+    body = b"".join(parts)
+    return b"".join((header[:8], sctp_checksum_field_of_parts(header, body), body))
 _COMMON_HEADER_FIELDS = struct.Struct("!HHI")

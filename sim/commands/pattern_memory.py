@@ -20,6 +20,7 @@ bytes.
 from __future__ import annotations
 
 import bisect
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -66,6 +67,10 @@ class _Region:
 
     def mark(self, start: int, end: int, holds_pattern: bool) -> None:
         """Record that [start, end) now holds the pattern, or does not."""
+        intact = self.intact
+        if holds_pattern and intact and intact[-1][1] == start < end:   # the next bytes in order: the last
+            intact[-1] = (intact[-1][0], end)                           # range grows (nothing lies beyond it)
+            return
         low = bisect.bisect_left(self.intact, (start, start))
         if low and self.intact[low - 1][1] >= start:
             low -= 1
@@ -86,6 +91,12 @@ class _Region:
             kept = [(merged_start, merged_end)]
         self.intact[low:high] = kept
 
+    def holds(self, start: int, end: int) -> bool:
+        """Whether one intact range covers [start, end), start < end: `covered(start, end) == [(start, end)]`
+        (the ranges are disjoint), found by one bisection."""
+        index = bisect.bisect_right(self.intact, (start, math.inf)) - 1
+        return index >= 0 and self.intact[index][1] >= end
+
     def covered(self, start: int, end: int) -> list[tuple[int, int]]:
         """The intact ranges clipped to [start, end)."""
         index = max(bisect.bisect_left(self.intact, (start, start)) - 1, 0)
@@ -104,6 +115,9 @@ class PatternMemory(SparseMemory):
     def __init__(self, fill: int = 0) -> None:
         super().__init__(fill)
         self._regions: list[_Region] = []
+        self._recent: list[_Region] = []
+        """The two regions `_region` found last, the latest first: a host reads its source and writes one sink
+        at a time, a segment after another."""
         self.bytes_written = 0
         """Every byte written, inside the regions or not."""
 
@@ -145,7 +159,7 @@ class PatternMemory(SparseMemory):
         region = self._region(address, length)
         if region is not None and length:
             start = address - region.address
-            if region.covered(start, start + length) == [(start, start + length)]:
+            if region.holds(start, start + length):
                 return region.pattern.read(start, length)   # all of it the pattern: nothing else to look at
         out = bytearray(super().read(address, length))
         end = address + length
@@ -168,7 +182,12 @@ class PatternMemory(SparseMemory):
     def _region(self, address: int, length: int) -> _Region | None:
         """The region holding all of [address, address+length), if any (a write that straddles a region's
         edge is ordinary memory, and so is seen by the stray-write check)."""
+        end = address + length
+        for region in self._recent:   # regions do not overlap: the one that holds the range is the one
+            if region.address <= address and end <= region.address + region.length:
+                return region
         for region in self._regions:
-            if region.address <= address and address + length <= region.address + region.length:
+            if region.address <= address and end <= region.address + region.length:
+                self._recent = [region, *self._recent[:1]]
                 return region
         return None
