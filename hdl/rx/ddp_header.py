@@ -105,8 +105,9 @@ class DdpHeaderValidator(wiring.Component):
     Source in ``source_stag``, ``source_to``, ``read_size``, ``read_request`` set. Its payload never
     leaves on ``payload``. One more header-level check, after the opcode's: a Read Request must be
     one whole 28-byte message (L = 1, MO = 0), else RDMAP (0, 0x2/0xFF) (as the model's responder).
-    The header record then waits for the beat holding byte 46 (or the segment's end): a cycle or
-    more later than without, still one beat per cycle.
+    The header record then waits for the beat holding byte 46 (or the segment's end), up to three
+    beats later than without (W = 8), and the beat FIFO is as many beats deeper, so a segment's
+    payload still leaves one beat per cycle behind its record.
     """
 
     def __init__(self, width_bytes: int, *, fifo_depth: int = 8, block_ram: bool = True,
@@ -163,7 +164,10 @@ class DdpHeaderValidator(wiring.Component):
         seg_meta = seg_meta.source
         header_beat = (capture - 1) // width   # beat holding the last header byte
 
-        beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
+        # A segment's beats wait here for its header's record (its descriptor): with a Read Request's
+        # bytes gathered too, that many beats longer, so the FIFO is that much deeper.
+        later = header_beat - (UNTAGGED_HEADER_BYTES - 1) // width
+        beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth + later)
         desc_layout = data.StructLayout({"discard": unsigned(1), "drop": range(UNTAGGED_HEADER_BYTES + 1)})
         descs = m.submodules.descs = Queue(desc_layout, _RECORD_DEPTH)
         records = m.submodules.records = Queue(segment_info_layout(reads), _RECORD_DEPTH, block_ram=self._block_ram)

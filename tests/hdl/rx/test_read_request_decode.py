@@ -5,7 +5,7 @@ Expected values: the model's header checks (``model.rdmap.messages.header_error`
 RDMA Read Request (untagged, QN 1, opcode 1), RFC 5040 4.4's fields as ``model.rdmap.messages.ReadRequest``
 decodes them and the model's rule that the request is one whole 28-byte message (L = 1, MO = 0; else RDMAP
 0x2/0xFF, ``model.engine.rx``). A request's payload never leaves on ``payload``. And throughput: the option
-keeps the block's input within a cycle a segment of one beat per cycle, as without it.
+adds no wait on the block's input (its beat FIFO is as much deeper as the header waits longer).
 """
 
 import random
@@ -136,17 +136,20 @@ def test_read_requests_decoded_and_checked_as_the_model(width):
 
 
 @pytest.mark.parametrize("width", [8, 16, 32, 64])
-def test_read_requests_keep_the_input_near_one_beat_per_cycle(width):
+def test_read_requests_add_no_input_wait(width):
     """Both outputs always ready, Read Requests (46 bytes gathered) among Writes and Sends of every length, back to
-    back: the input waits at most a cycle a segment, as the validator without the option does on the same
-    segments. (In the engine the frame receiver's buffer and each frame's own headers, 66 bytes and more before
-    a segment, absorb these; ``rnic bench rx`` measures the engine's input: no stall.)"""
+    back with no gap between segments: the input waits no more cycles than the validator without the option on
+    the same segments (the block spends a cycle on some segments either way: in the engine each frame's headers,
+    66 bytes and more before a segment, leave the validator idle long enough to absorb it; ``rnic bench rx``
+    measures the engine's input: no stall)."""
     rng = random.Random(7 * width)
     segments = []
     for _ in range(30):
         segments.append(read_request(rng))
         segments.append(random_segment(rng, "valid"))
+    segments += [DdpSegment(TaggedHeader(True, tagged_rsvd_ulp(Opcode.RDMA_WRITE), 1, 2),
+                            rng.randbytes(width * rng.randrange(3, 40))).encode() for _ in range(20)]
     records, _, waits = run(width, segments, stall=0.0, seed=width)
     _, _, waits_without = run(width, segments, stall=0.0, seed=width, read_requests=False)
     assert len(records) == len(segments)
-    assert waits <= len(segments) and waits_without <= len(segments)
+    assert waits <= waits_without
