@@ -38,6 +38,11 @@ Ports (industry standard, so cocotbext-axi and FPGA shells bind directly):
   on it stops the chunk parser, never drops a record;
 * ``local_mac``, ``local_ip``, ``udp_port``: this end's addresses as the
   configuration words hold them (the transmit engine's, in :class:`hdl.rnic.Rnic`).
+* ``m_axis_rr`` (only with ``read_responder``, :class:`RxEngine`): AXI4-Stream,
+  one beat per accepted inbound RDMA Read Request, ``tdata`` =
+  :func:`abi.tx.read_response_layout`, for the transmit engine's ``s_axis_rr``;
+  taken out of the report stream after the delivery order
+  (:mod:`hdl.rx.read_request_split`).
 
 Frame-buffer overflow: with the ``drop_when_full`` register at 1, ``s_axis``
 never waits; a frame that meets a full receive buffer (its consumers held
