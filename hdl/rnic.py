@@ -48,6 +48,16 @@ An inbound RDMA Read Request reaches the host as a report record (its
 untagged segment placed in a posted Read Request buffer, RFC 5040 5.2.2);
 the host checks its Data Source against the region it registered and
 writes the ``s_axis_rr`` record, or sends the Terminate (RFC 5040 7.2).
+
+With ``read_responder`` (off by default) the receive engine does that itself
+(:class:`hdl.rx.engine.RxEngine`): it checks the request's Data Source in its
+region table and sends each accepted request, in DDP-SSN order, to the
+transmit engine's read queue, ahead of any record the host writes on
+``s_axis_rr`` (kept, for a host that answers a request itself; one beat each,
+so the two never interleave). The Read Response leaves on ``m_axis`` with no
+host action. A refused request is an error report record (RDMAP Remote
+Protection Error, RFC 5040 7.2): the host sends the Terminate. The host then
+posts no QN 1 buffers.
 """
 
 from amaranth.hdl import Module, Mux
@@ -89,19 +99,23 @@ class Rnic(wiring.Component):
     the bits above ``address_bits`` are left out, and the driver places nothing there.
     ``block_ram_queues``: the six wide FIFOs (the receive path's segment records, verdicts, reports
     and delivered records, the transmit path's header queues) in block RAM, for the top's timing; without, in
-    LUT RAM, as many DP16KD fewer (some 67 at W = 8), for a device whose routing runs short beside them."""
+    LUT RAM, as many DP16KD fewer (some 67 at W = 8), for a device whose routing runs short beside them.
+    ``read_responder``: RDMA Read Requests answered by the engines themselves (the module docstring;
+    off by default, and off the top is exactly the one without the option)."""
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  key_bits: int = STAG_KEY_BITS, buffers_per_queue: int = 8, rx_buffer_bytes: int = 32768,
                  ird: int = 4, tx_buffer_bytes: int = 8192, ring_tsns: int = 64, tick_cycles: int = SACK_TICK_CYCLES,
                  transport: bool = False, external_tick: bool = False, address_bits: int = ADDRESS_BITS,
-                 block_ram_queues: bool = True):
+                 block_ram_queues: bool = True, read_responder: bool = False):
+        self.read_responder = read_responder
         self.width_bytes, self.external_tick, self.address_bits = width_bytes, external_tick, address_bits
         self.associations, self.stream_ids, self.ird, self.ring_tsns = associations, stream_ids, ird, ring_tsns
         self.rx = RxEngine(width_bytes, associations=associations, stream_ids=stream_ids, regions=regions,
                            key_bits=key_bits, buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes,
                            tick_cycles=tick_cycles, peer_sacks=transport, external_tick=external_tick,
-                           address_bits=address_bits, block_ram_queues=block_ram_queues)
+                           address_bits=address_bits, block_ram_queues=block_ram_queues,
+                           **({"read_responder": True} if read_responder else {}))
         self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
                            buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns, transport=transport,
                            address_bits=address_bits, block_ram_queues=block_ram_queues)
@@ -159,7 +173,17 @@ class Rnic(wiring.Component):
         for name in RX_PORTS:
             connect(m, wiring.flipped(getattr(self, name)), getattr(rx, name))
         for name in TX_PORTS + (("m_axis_transport_stopped",) if self.transport else ()):
+            if name == "s_axis_rr" and self.read_responder:
+                continue
             connect(m, wiring.flipped(getattr(self, name)), getattr(tx, name))
+        if self.read_responder:
+            # The receive engine's accepted Read Requests, ahead of the host's records (one beat each).
+            from_rx, from_host, into = rx.m_axis_rr, self.s_axis_rr, tx.s_axis_rr
+            m.d.comb += [
+                into.tdata.eq(Mux(from_rx.tvalid, from_rx.tdata, from_host.tdata)), into.tkeep.eq(-1),
+                into.tlast.eq(1), into.tvalid.eq(from_rx.tvalid | from_host.tvalid),
+                from_rx.tready.eq(into.tready), from_host.tready.eq(into.tready & ~from_rx.tvalid),
+            ]
 
         # Host memory: the receive engine's write channels, the transmit engine's read channels.
         host = self.m_axi

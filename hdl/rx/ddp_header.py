@@ -61,6 +61,7 @@ __all__ = ["DdpHeaderValidator", "TAGGED_HEADER_BYTES", "UNTAGGED_HEADER_BYTES"]
 
 TAGGED_HEADER_BYTES = 14     # RFC 5041 4.2
 UNTAGGED_HEADER_BYTES = 18   # RFC 5041 4.3
+READ_REQUEST_BYTES = 28      # RFC 5040 4.4: the RDMA Read Request header, the message's whole payload
 _DDP_VERSION = 1             # RFC 5041 4.1
 _RDMAP_VERSION = 1           # RFC 5040 4.1
 _QUEUES = 3                  # RFC 5040 4.2: QN 0 Send, 1 Read Request, 2 Terminate
@@ -74,6 +75,8 @@ UNTAGGED_INVALID_VERSION = (1, 0x2, 0x06)
 INVALID_QN = (1, 0x2, 0x01)
 INVALID_RDMAP_VERSION = (0, 0x2, 0x05)
 UNEXPECTED_OPCODE = (0, 0x2, 0x06)
+MALFORMED_READ_REQUEST = (0, 0x2, 0xFF)   # RFC 5040 7.2 Remote Operation Error, unspecified
+_QN_READ_REQUEST, _OPCODE_READ_REQUEST = 1, 1   # RFC 5040 4.2
 
 
 class DdpHeaderValidator(wiring.Component):
@@ -95,22 +98,37 @@ class DdpHeaderValidator(wiring.Component):
         One per segment: decoded header and header-level error.
     payload : ``Out(packet_signature(W))``
         Payload of the segments without error, lane 0 = first payload byte.
+
+    With ``read_requests`` (the receive engine's read responder) the capture gathers the 28 bytes
+    after an untagged header too, and an RDMA Read Request (untagged, QN 1, opcode 1, RFC 5040
+    4.4) is decoded whole into its record: SinkSTag and SinkTO in ``stag`` and ``to``, the Data
+    Source in ``source_stag``, ``source_to``, ``read_size``, ``read_request`` set. Its payload never
+    leaves on ``payload``. One more header-level check, after the opcode's: a Read Request must be
+    one whole 28-byte message (L = 1, MO = 0), else RDMAP (0, 0x2/0xFF) (as the model's responder).
+    The header record then waits for the beat holding byte 46 (or the segment's end), up to three
+    beats later than without (W = 8), and the beat FIFO is as many beats deeper, so a segment's
+    payload still leaves one beat per cycle behind its record.
     """
 
-    def __init__(self, width_bytes: int, *, fifo_depth: int = 8, block_ram: bool = True):
+    def __init__(self, width_bytes: int, *, fifo_depth: int = 8, block_ram: bool = True,
+                 read_requests: bool = False):
         check_width(width_bytes, (8, 16, 32, 64))
         self._width, self._block_ram = width_bytes, block_ram
         self._fifo_depth = fifo_depth
+        self._read_requests = read_requests
         super().__init__({
             "seg": In(packet_signature(width_bytes)),
             "seg_meta": In(stream.Signature(segment_meta_layout())),
-            "segment": Out(stream.Signature(segment_info_layout())),
+            "segment": Out(stream.Signature(segment_info_layout(read_requests))),
             "payload": Out(packet_signature(width_bytes)),
         })
 
     def elaborate(self, platform):
         m = Module()
         width = self._width
+        reads = self._read_requests
+        # The bytes gathered from each segment's start: its header (and a Read Request's body).
+        capture = UNTAGGED_HEADER_BYTES + (READ_REQUEST_BYTES if reads else 0)
         # Input queues (registered ready towards the chunk parser); the metadata carries the
         # flags the capture stage needs, computed before the queue: empty, and which header
         # bytes the segment has.
@@ -123,17 +141,17 @@ class DdpHeaderValidator(wiring.Component):
         # its own for its gathered header, taken on the decode's registered room, so the
         # capture's late take enables only the flags.
         seg_meta = m.submodules.meta_in = Queue(data.StructLayout({
-            "empty": 1, "present": UNTAGGED_HEADER_BYTES}))
+            "empty": 1, "present": capture}))
         metas = m.submodules.metas = Queue(data.StructLayout({
             "meta": segment_meta_layout(), "empty": 1, "short_tagged": 1, "short_untagged": 1,
-            "payload_tagged": 16, "payload_untagged": 16}), _METAS_DEPTH)
+            "payload_tagged": 16, "payload_untagged": 16, **({"read_sized": 1} if reads else {})}), _METAS_DEPTH)
         arriving = self.seg_meta.payload
         m.d.comb += [
             self.seg_meta.ready.eq(seg_meta.sink.ready & metas.sink.ready),
             seg_meta.sink.valid.eq(self.seg_meta.valid & metas.sink.ready),
             metas.sink.valid.eq(self.seg_meta.valid & seg_meta.sink.ready),
             seg_meta.sink.payload.empty.eq(arriving.length == 0),
-            seg_meta.sink.payload.present.eq(Cat(arriving.length > i for i in range(UNTAGGED_HEADER_BYTES))),
+            seg_meta.sink.payload.present.eq(Cat(arriving.length > i for i in range(capture))),
             metas.sink.payload.meta.eq(arriving),
             metas.sink.payload.empty.eq(arriving.length == 0),
             metas.sink.payload.short_tagged.eq(arriving.length < TAGGED_HEADER_BYTES),
@@ -141,25 +159,30 @@ class DdpHeaderValidator(wiring.Component):
             metas.sink.payload.payload_tagged.eq(arriving.length - TAGGED_HEADER_BYTES),
             metas.sink.payload.payload_untagged.eq(arriving.length - UNTAGGED_HEADER_BYTES),
         ]
+        if reads:
+            m.d.comb += metas.sink.payload.read_sized.eq(arriving.length == UNTAGGED_HEADER_BYTES + READ_REQUEST_BYTES)
         seg_meta = seg_meta.source
-        header_beat = (UNTAGGED_HEADER_BYTES - 1) // width   # beat holding the last header byte
+        header_beat = (capture - 1) // width   # beat holding the last header byte
 
-        beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth)
+        # A segment's beats wait here for its header's record (its descriptor): with a Read Request's
+        # bytes gathered too, that many beats longer, so the FIFO is that much deeper.
+        later = header_beat - (UNTAGGED_HEADER_BYTES - 1) // width
+        beats = m.submodules.beats = Queue(packet_layout(width), self._fifo_depth + later)
         desc_layout = data.StructLayout({"discard": unsigned(1), "drop": range(UNTAGGED_HEADER_BYTES + 1)})
         descs = m.submodules.descs = Queue(desc_layout, _RECORD_DEPTH)
-        records = m.submodules.records = Queue(segment_info_layout(), _RECORD_DEPTH, block_ram=self._block_ram)
+        records = m.submodules.records = Queue(segment_info_layout(reads), _RECORD_DEPTH, block_ram=self._block_ram)
         wiring.connect(m, records.source, wiring.flipped(self.segment))
 
         # ---- capture -------------------------------------------------------
         index = Signal(range(header_beat + 2))
-        captured = [Signal(8, name=f"captured_{i}") for i in range(UNTAGGED_HEADER_BYTES)]
+        captured = [Signal(8, name=f"captured_{i}") for i in range(capture)]
         done = Signal()       # this segment's header record is out
         # The gathered header leaves through a queue: its registered ready, not the record
         # stage's, steers the capture.
-        gathered = m.submodules.gathered = Queue(unsigned(8 * UNTAGGED_HEADER_BYTES))
+        gathered = m.submodules.gathered = Queue(unsigned(8 * capture))
 
         merged = []
-        for i in range(UNTAGGED_HEADER_BYTES):
+        for i in range(capture):
             lane = seg.payload.data.word_select(i % width, 8)
             byte = Mux(index == i // width, lane, captured[i])
             merged.append(Mux(seg_meta.payload.present[i], byte, 0))
@@ -197,7 +220,7 @@ class DdpHeaderValidator(wiring.Component):
         rec_ready = Signal()
         m.d.comb += [gathered.source.ready.eq(rec_ready & metas.source.valid),
                      metas.source.ready.eq(rec_ready & gathered.source.valid)]
-        rec_bytes = [gathered.source.payload[8 * i:8 * i + 8] for i in range(UNTAGGED_HEADER_BYTES)]
+        rec_bytes = [gathered.source.payload[8 * i:8 * i + 8] for i in range(capture)]
         rec_meta = metas.source.payload.meta
 
         # ---- decode and check ----------------------------------------------
@@ -222,6 +245,11 @@ class DdpHeaderValidator(wiring.Component):
             (rv != _RDMAP_VERSION, INVALID_RDMAP_VERSION),
             (~opcode_ok, UNEXPECTED_OPCODE),
         ]
+        if reads:
+            # RFC 5040 4.4: the request is one untagged message of exactly its 28-byte header.
+            read_request = ~tagged & (qn == _QN_READ_REQUEST) & (opcode == _OPCODE_READ_REQUEST)
+            whole = last & (mo == 0) & checked.read_sized
+            checks.append((read_request & ~whole, MALFORMED_READ_REQUEST))
         pack = lambda number: number[0] << 16 | number[1] << 8 | number[2]
         m.d.comb += error_valid.eq(Cat(condition for condition, _ in checks).any())
         with m.If(short):
@@ -235,7 +263,7 @@ class DdpHeaderValidator(wiring.Component):
         # The decoded record and its descriptor are registered on every cycle (no enable), with
         # `valid` saying whether one was taken; a header is taken while both queues have room for
         # it and the one in the register (flip-flops, from their levels a cycle ago).
-        info = Signal(segment_info_layout())
+        info = Signal(segment_info_layout(reads))
         desc = Signal(desc_layout)
         staged_valid, staged_has_beats = Signal(), Signal()
         room = Signal()
@@ -271,6 +299,18 @@ class DdpHeaderValidator(wiring.Component):
             desc.discard.eq(error_valid),
             desc.drop.eq(header_length),
         ]
+        if reads:
+            # The request's fields (RFC 5040 4.4), after the untagged header; its payload goes nowhere.
+            request = rec_bytes[UNTAGGED_HEADER_BYTES:]
+            m.d.comb += [
+                info.read_request.eq(read_request),
+                info.stag.eq(Mux(tagged, stag_or_invalidate, Mux(read_request, big_endian(request[0:4]), 0))),
+                info.to.eq(Mux(tagged, big_endian(b[6:14]), Mux(read_request, big_endian(request[4:12]), 0))),
+                info.read_size.eq(big_endian(request[12:16])),
+                info.source_stag.eq(big_endian(request[16:20])),
+                info.source_to.eq(big_endian(request[20:28])),
+                desc.discard.eq(error_valid | read_request),
+            ]
 
         # ---- payload -------------------------------------------------------
         align = m.submodules.align = Realign(width, UNTAGGED_HEADER_BYTES)

@@ -38,6 +38,11 @@ Ports (industry standard, so cocotbext-axi and FPGA shells bind directly):
   on it stops the chunk parser, never drops a record;
 * ``local_mac``, ``local_ip``, ``udp_port``: this end's addresses as the
   configuration words hold them (the transmit engine's, in :class:`hdl.rnic.Rnic`).
+* ``m_axis_rr`` (only with ``read_responder``, :class:`RxEngine`): AXI4-Stream,
+  one beat per accepted inbound RDMA Read Request, ``tdata`` =
+  :func:`abi.tx.read_response_layout`, for the transmit engine's ``s_axis_rr``;
+  taken out of the report stream after the delivery order
+  (:mod:`hdl.rx.read_request_split`).
 
 Frame-buffer overflow: with the ``drop_when_full`` register at 1, ``s_axis``
 never waits; a frame that meets a full receive buffer (its consumers held
@@ -74,7 +79,7 @@ from amaranth.lib.wiring import In, Out, connect
 from abi.rx import (ADDRESS_BITS, FRAME_COUNTERS, RX_PARAMS, RX_TABLES, SACK_TICK_CYCLES, SEGMENT_COUNTERS, SEQUENCE_WINDOW,
                     STAG_KEY_BITS, ExceptionSource, SegmentStatus, ack_bytes, ack_layout, exception_record_layout,
                     check_address_bits, register_map, report_bytes, report_layout)
-from abi.tx import peer_sack_bytes
+from abi.tx import peer_sack_bytes, read_response_bytes, read_response_layout
 from hdl.bus.axi import Axi4LiteSignature, Axi4Signature
 from hdl.bus.axis import AxiStreamSignature, AxiStreamToPacket, PacketToAxiStream, axis_payload_layout
 from hdl.bus.register_file import RegisterFile
@@ -86,6 +91,7 @@ from hdl.rx.delivery_order import DeliveryOrder
 from hdl.rx.dma_writer import DmaWriter
 from hdl.rx.frame_receiver import FrameReceiver
 from hdl.rx.placement_check import PlacementCheck
+from hdl.rx.read_request_split import ReadRequestSplit
 from hdl.rx.report_engine import ReportEngine
 from hdl.rx.report_filter import ReportFilter
 from hdl.rx.sack_unit import SackUnit, sack_chunk_layout, sack_record_bytes
@@ -107,13 +113,30 @@ class RxEngine(wiring.Component):
     32 KiB it holds a jumbo frame being read out and the next one coming in,
     so 9000-byte payloads flow back to back (16 KiB stalled the input 16% of
     the time at W = 8). ``address_bits`` and ``block_ram_queues``: as :class:`hdl.rnic.Rnic`'s.
+
+    ``read_responder`` (off by default; off, the engine is exactly the one without it): inbound RDMA
+    Read Requests (untagged, QN 1, opcode 1, RFC 5040 4.4) are checked and answered in the engine,
+    never placed nor reported. The header validator decodes the request whole; it must be one
+    28-byte message (L = 1, MO = 0, else RDMAP 0x2/0xFF); the placement check looks its Data Source
+    (SrcSTag, SrcTO, RDMA Read Message Size) up in the region table as tagged Writes are looked up,
+    with REMOTE_READ, the stream's PD and binding, bounds and no 64-bit wrap (RFC 5040 5.2, 7.2;
+    RFC 5041 7.1, 8.2). A refused request is a SEGMENT record with status ERROR and the RDMAP Remote
+    Protection Error (0x1/0x00 invalid STag, 0x1/0x03 PD or stream, 0x1/0x02 access, 0x1/0x01
+    bounds, 0x1/0x04 wrap), ``stag``/``to`` its SinkSTag/SinkTO, and latches the stream's error: the
+    host sends the Terminate. An accepted one leaves, in DDP-SSN order with its stream's records
+    (RFC 5040 5.5), on ``m_axis_rr``: one AXI4-Stream beat of :func:`abi.tx.read_response_layout`
+    (the transmit engine's ``s_axis_rr`` record; :class:`hdl.rnic.Rnic` connects the two), its
+    ``host_address`` the translated Data Source. The QN 1 MSN is not checked (no buffers; the
+    transmit engine's IRD bounds the requests). The host must not post QN 1 buffers with the option
+    on: none is used, and a posted one would only sit there.
     """
 
     def __init__(self, width_bytes: int, *, associations: int = 2, stream_ids: int = 4, regions: int = 16,
                  key_bits: int = STAG_KEY_BITS, buffers_per_queue: int = 8, buffer_bytes: int = 32768,
                  tick_cycles: int = SACK_TICK_CYCLES, peer_sacks: bool = False, external_tick: bool = False,
-                 address_bits: int = ADDRESS_BITS, block_ram_queues: bool = True):
+                 address_bits: int = ADDRESS_BITS, block_ram_queues: bool = True, read_responder: bool = False):
         check_address_bits(address_bits)
+        self.read_responder = read_responder
         self.block_ram_queues = block_ram_queues
         self.width_bytes, self.tick_cycles, self.peer_sacks = width_bytes, tick_cycles, peer_sacks
         self.address_bits = address_bits
@@ -139,6 +162,8 @@ class RxEngine(wiring.Component):
             **({"tick_in": In(1), "tick_busy": Out(1)} if external_tick else {}),
             # With `peer_sacks`, for the transmit engine's transport unit (hdl/rx/sack_reader.py).
             **({"m_axis_peer_sack": Out(AxiStreamSignature(peer_sack_bytes()))} if peer_sacks else {}),
+            # With `read_responder`, the accepted Read Requests for the transmit engine's s_axis_rr.
+            **({"m_axis_rr": Out(AxiStreamSignature(read_response_bytes()))} if read_responder else {}),
         })
 
     def elaborate(self, platform):
@@ -149,11 +174,13 @@ class RxEngine(wiring.Component):
                                                      buffer_bytes=self._buffer_bytes)
         m.submodules.chunks = chunks = ChunkParser(width)
         block_ram = self.block_ram_queues
-        m.submodules.headers = headers = DdpHeaderValidator(width, block_ram=block_ram)
+        reads = self.read_responder
+        m.submodules.headers = headers = DdpHeaderValidator(width, block_ram=block_ram,
+                                                            **({"read_requests": True} if reads else {}))
         m.submodules.placement = placement = PlacementCheck(
             width, regions=self.regions, associations=self.associations, stream_ids=self.stream_ids,
             depth=self._buffers_per_queue, address_bits=self.address_bits, window=SEQUENCE_WINDOW,
-            key_bits=self.key_bits, block_ram=block_ram)
+            key_bits=self.key_bits, block_ram=block_ram, **({"read_requests": True} if reads else {}))
         m.submodules.dma = dma = DmaWriter(width, self.address_bits)
         m.submodules.exceptions = exceptions = PacketArbiter(width, struct_layout(exception_record_layout()), inputs=2)
         m.submodules.reports = reports = ReportEngine(self.address_bits, block_ram=block_ram)
@@ -189,7 +216,14 @@ class RxEngine(wiring.Component):
         # Stream rows pass the delivery order first: a rewritten row restarts its DDP-SSN order there.
         connect(m, registers.table_stream, delivery.stream_write_in)
         connect(m, delivery.stream_write_out, placement.stream_write)
-        connect(m, delivery.retire, placement.retire)
+        if reads:
+            # A Read Request consumed no buffer: its delivery retires none (QN 1 takes no posts).
+            retire = delivery.retire
+            m.d.comb += [placement.retire.payload.eq(retire.payload),
+                         placement.retire.valid.eq(retire.valid & (retire.payload.qn != 1)),
+                         retire.ready.eq(placement.retire.ready)]
+        else:
+            connect(m, delivery.retire, placement.retire)
         connect_fields(m, registers.table_buffer, placement.post)
         connect(m, registers.table_revoke, placement.revoke)
 
@@ -322,7 +356,23 @@ class RxEngine(wiring.Component):
         # the records of accepted middle segments unless `segment_reports` is set (per-message reports).
         connect(m, reports.report, delivery.records_in)
         m.submodules.report_filter = report_filter = ReportFilter(self.address_bits)
-        connect(m, delivery.records_out, report_filter.records_in)
+        if reads:
+            # Accepted Read Requests leave for the transmit engine, in DDP-SSN order (RFC 5040 5.5).
+            m.submodules.read_requests = split = ReadRequestSplit(self.address_bits)
+            connect(m, delivery.records_out, split.records_in)
+            connect(m, split.records_out, report_filter.records_in)
+            m.submodules.rr_out = rr_out = PacketToAxiStream(read_response_bytes())
+            request = as_layout(m, split.requests.payload, struct_layout(read_response_layout(ADDRESS_BITS)))
+            m.d.comb += [
+                rr_out.packets.payload.data.eq(request.as_value()),
+                rr_out.packets.payload.keep.eq(-1),
+                rr_out.packets.payload.last.eq(1),
+                rr_out.packets.valid.eq(split.requests.valid),
+                split.requests.ready.eq(rr_out.packets.ready),
+            ]
+            connect(m, rr_out.axis, wiring.flipped(self.m_axis_rr))
+        else:
+            connect(m, delivery.records_out, report_filter.records_in)
         m.d.comb += report_filter.segment_reports.eq(registers.config_segment_reports)
         for name, records, size in (("report", report_filter.records_out, report_bytes()),
                                     ("ack", host_acks, ack_bytes())):

@@ -45,8 +45,12 @@ def segment_meta_layout() -> data.StructLayout:
     })
 
 
-def segment_info_layout() -> data.StructLayout:
-    """One per DDP segment leaving the DdpHeaderValidator: decoded headers and verdict so far."""
+def segment_info_layout(read_requests: bool = False) -> data.StructLayout:
+    """One per DDP segment leaving the DdpHeaderValidator: decoded headers and verdict so far.
+
+    With ``read_requests`` (the engine's read responder) also the RDMA Read Request's Data Source
+    (RFC 5040 4.4) and whether the segment is one (untagged, QN 1, opcode 1); its SinkSTag and SinkTO
+    are then in ``stag`` and ``to``."""
     return data.StructLayout({
         "association": unsigned(ASSOCIATION_BITS),
         "tsn": unsigned(32),
@@ -70,6 +74,9 @@ def segment_info_layout() -> data.StructLayout:
         "payload_length": unsigned(16),
         # header-level error found so far (DV, QN, RV, opcode, truncation)
         "error": struct_layout(ERROR_NUMBER),
+        **({"read_request": unsigned(1),        # RFC 5040 4.4, the responder's: untagged, QN 1, opcode 1
+            "source_stag": unsigned(32), "source_to": unsigned(64), "read_size": unsigned(32)}
+           if read_requests else {}),
     })
 
 

@@ -94,6 +94,17 @@ no consumer's ``ready`` reaches the tables.
 Throughput: one segment decision per cycle when consecutive segments belong
 to different streams; back-to-back segments of the same stream, one every
 three cycles. Payload: one beat per cycle.
+
+Read Requests (``read_requests``, the engine's read responder): a segment the
+validator marks ``read_request`` (untagged, QN 1, opcode 1, RFC 5040 4.4) takes
+step 4's region lookup instead of step 5's buffers, on its Data Source
+(``source_stag``, ``source_to``, ``read_size``; zero size not checked, RFC
+5041 5.2) with REMOTE_READ, its refusals the RDMAP Remote Protection Errors of
+RFC 5040 7.2 (invalid STag 0x1/0x00, PD or stream 0x1/0x03, access 0x1/0x02,
+bounds 0x1/0x01, wrap 0x1/0x04). Nothing of it is placed (no ``cmd``, no
+payload: the validator kept it), no buffer is consumed; accepted, its verdict
+carries the translated Data Source in ``host_address`` (0 for size 0) and the
+size in ``message_length``.
 """
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
@@ -218,6 +229,8 @@ class PlacementCheck(wiring.Component):
         Protection Domain and host address widths.
     key_bits : int
         The STag's low bits that hold the key (:func:`abi.rx.check_key_bits`).
+    read_requests : bool
+        Decide RDMA Read Requests for the read responder (module docstring).
     decisions : int
         Decided segments whose payload may still be waiting.
 
@@ -243,7 +256,8 @@ class PlacementCheck(wiring.Component):
 
     def __init__(self, width_bytes: int, *, regions: int = 16, associations: int = 2, stream_ids: int = 4,
                  queues: int = 3, depth: int = 8, pd_bits: int = 16, address_bits: int = 64,
-                 decisions: int = 4, window: int = 32, key_bits: int = STAG_KEY_BITS, block_ram: bool = True):
+                 decisions: int = 4, window: int = 32, key_bits: int = STAG_KEY_BITS, block_ram: bool = True,
+                 read_requests: bool = False):
         for name, value in (("associations", associations), ("stream_ids", stream_ids)):
             if value < 1 or value & (value - 1):
                 raise ValueError(f"{name} must be a power of two, not {value}")
@@ -258,8 +272,9 @@ class PlacementCheck(wiring.Component):
         self._decisions = decisions
         self._window = window
         self._key_bits, self._block_ram = key_bits, block_ram
+        self._read_requests = read_requests
         super().__init__({
-            "segment": In(stream.Signature(segment_info_layout())),
+            "segment": In(stream.Signature(segment_info_layout(read_requests))),
             "payload_in": In(packet_signature(width_bytes)),
             "cmd": Out(stream.Signature(dma_command_layout(address_bits))),
             "payload_out": Out(packet_signature(width_bytes)),
@@ -283,8 +298,10 @@ class PlacementCheck(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        reads = self._read_requests
         regions = m.submodules.regions = RegionTable(self._regions, pd_bits=self._pd_bits,
-                                                     address_bits=self._address_bits, key_bits=self._key_bits)
+                                                     address_bits=self._address_bits, key_bits=self._key_bits,
+                                                     read_requests=reads)
         streams = m.submodules.streams = StreamTable(self._streams, pd_bits=self._pd_bits)
         buffers = m.submodules.buffers = UntaggedBuffers(self._streams, queues=self._queues, depth=self._depth,
                                                          address_bits=self._address_bits)
@@ -316,7 +333,7 @@ class PlacementCheck(wiring.Component):
             self.stream_write.ready.eq(buffers.forget.ready),
         ]
 
-        info_layout = segment_info_layout()
+        info_layout = segment_info_layout(reads)
         index_bits = max(1, (self._streams - 1).bit_length())
         stage_layout = data.StructLayout({
             "valid": 1, "info": info_layout, "index": index_bits, "known": 1, "qn_ok": 1,
@@ -413,6 +430,13 @@ class PlacementCheck(wiring.Component):
             buffers.lookup.last.eq(info.last),
             window.peek_index.eq(self.stream_write.payload.index),
         ]
+        if reads:   # a Read Request's Data Source (RFC 5040 4.4, 5.2)
+            m.d.comb += [
+                regions.lookup.stag.eq(Mux(info.read_request, info.source_stag, info.stag)),
+                regions.lookup.to.eq(Mux(info.read_request, info.source_to, info.to)),
+                regions.lookup.length.eq(Mux(info.read_request, info.read_size, info.payload_length)),
+                regions.lookup.remote_read.eq(info.read_request),
+            ]
 
         # Stages 1-3 follow the tables' own pipelines; the stream row is read on stage 1.
         stream_valid, stream_pd, stream_error = (Signal(), Signal(self._pd_bits), Signal())
@@ -428,6 +452,11 @@ class PlacementCheck(wiring.Component):
             zero_3.eq(s2.info.payload_length == 0),
             message_length.eq(s2.info.mo + s2.info.payload_length),
         ]
+        if reads:   # a Read Request's size in place of the payload (RFC 5040 4.4)
+            m.d.sync += [
+                zero_3.eq(Mux(s2.info.read_request, s2.info.read_size == 0, s2.info.payload_length == 0)),
+                message_length.eq(Mux(s2.info.read_request, s2.info.read_size, s2.info.mo + s2.info.payload_length)),
+            ]
 
         m.d.comb += regions.stream_pd.eq(stream_pd)  # on stage 2, beside the region's own PD
 
@@ -437,7 +466,11 @@ class PlacementCheck(wiring.Component):
         status = Signal(enum_shape(SegmentStatus))
         error = Signal(struct_layout(ERROR_NUMBER))
         address = Signal(self._address_bits)
-        m.d.comb += address.eq(Mux(seg.tagged, region.address, buffers.result.address))
+        # A Read Request for the responder; without it, the expressions below are exactly as before.
+        read = seg.read_request if reads else None
+        checks_region = (seg.tagged | read) if reads else seg.tagged
+        not_read = (lambda value: value & ~read) if reads else (lambda value: value)
+        m.d.comb += address.eq(Mux(checks_region, region.address, buffers.result.address))
         with m.If(no_stream_3):
             m.d.comb += status.eq(SegmentStatus.NO_STREAM)
         with m.Elif(dropped_3):
@@ -448,6 +481,23 @@ class PlacementCheck(wiring.Component):
             m.d.comb += status.eq(SegmentStatus.INVALID_SSN)
         with m.Elif(seg.error.valid):
             m.d.comb += [status.eq(SegmentStatus.ERROR), error.eq(seg.error)]
+        if reads:
+            with m.Elif(read):   # RFC 5040 7.2: the Remote Protection Errors of the Data Source
+                m.d.comb += status.eq(SegmentStatus.ERROR)
+                with m.If(zero_3):
+                    m.d.comb += status.eq(SegmentStatus.ACCEPTED)  # RFC 5041 5.2: not checked
+                with m.Elif(region.invalid):
+                    m.d.comb += _report(error, _LAYER_RDMAP, _REMOTE_PROTECTION, 0x00)
+                with m.Elif(region.pd_mismatch | region.stream_mismatch):
+                    m.d.comb += _report(error, _LAYER_RDMAP, _REMOTE_PROTECTION, 0x03)
+                with m.Elif(region.access_denied):
+                    m.d.comb += _report(error, _LAYER_RDMAP, _REMOTE_PROTECTION, 0x02)
+                with m.Elif(region.below_base | region.past_end):
+                    m.d.comb += _report(error, _LAYER_RDMAP, _REMOTE_PROTECTION, 0x01)
+                with m.Elif(region.wrap):
+                    m.d.comb += _report(error, _LAYER_RDMAP, _REMOTE_PROTECTION, 0x04)
+                with m.Else():
+                    m.d.comb += status.eq(SegmentStatus.ACCEPTED)
         with m.Elif(seg.tagged):
             m.d.comb += status.eq(SegmentStatus.ERROR)
             with m.If(zero_3):
@@ -482,17 +532,17 @@ class PlacementCheck(wiring.Component):
         tagged_fault = ~zero_3 & region.fault
         has_payload = ~zero_3
         m.d.comb += accepted.eq(~refused & ~window.beyond & ~seg.error.valid
-                                & ~Mux(seg.tagged, tagged_fault, untagged_fault))
+                                & ~Mux(checks_region, tagged_fault, untagged_fault))
         tag = Signal(16)
         with m.If(commit):
             m.d.sync += tag.eq(tag + 1)
         m.d.comb += [
             streams.set_error.eq(commit & ~refused & (window.beyond | seg.error.valid
-                                                      | Mux(seg.tagged, tagged_fault, untagged_fault))),
+                                                      | Mux(checks_region, tagged_fault, untagged_fault))),
             streams.set_error_index.eq(s3.index),
             window.commit.eq(commit & ~refused & ~window.beyond),
             # The message's last segment: its buffer counts as consumed once the window passes it.
-            buffers.complete_en.eq(commit & accepted & ~seg.tagged & seg.last),
+            buffers.complete_en.eq(commit & accepted & ~checks_region & seg.last),
             buffers.complete.stream.eq(s3.index),
             buffers.complete.qn.eq(seg.qn),
             buffers.complete.msn.eq(seg.msn),
@@ -526,7 +576,7 @@ class PlacementCheck(wiring.Component):
         placed_4, completed_4 = Signal(), Signal()
         m.d.sync += [
             verdict_4.eq(verdict), verdict_valid_4.eq(commit),
-            placed_4.eq(accepted & has_payload), completed_4.eq(accepted & ~seg.tagged & seg.last),
+            placed_4.eq(not_read(accepted & has_payload)), completed_4.eq(accepted & ~seg.tagged & seg.last),
         ]
         verdict_out = Signal.like(verdict_4)
         m.d.comb += [
@@ -535,6 +585,10 @@ class PlacementCheck(wiring.Component):
             verdict_out.message_length.eq(Mux(completed_4, verdict_4.message_length, 0)),
             verdict_out.placed.eq(placed_4),
         ]
+        if reads:   # an accepted Read Request: where its Data Source is (size > 0), and its size
+            translated_4 = Signal()
+            m.d.sync += translated_4.eq(accepted & has_payload & read)
+            m.d.comb += verdict_out.host_address.eq(Mux(placed_4 | translated_4, verdict_4.host_address, 0))
         command = Signal(dma_command_layout(self._address_bits))
         m.d.comb += [
             command.address.eq(address),
@@ -543,10 +597,11 @@ class PlacementCheck(wiring.Component):
         ]
         m.d.sync += [
             command_4.eq(command),
-            command_valid_4.eq(commit & accepted & has_payload),
+            command_valid_4.eq(not_read(commit & accepted & has_payload)),
             decision_4.eq(accepted),
-            # A packet follows only if the validator passed the header (its payload is dropped there).
-            decision_valid_4.eq(commit & has_payload & ~seg.error.valid),
+            # A packet follows only if the validator passed the header (its payload is dropped there,
+            # and a Read Request's always).
+            decision_valid_4.eq(not_read(commit & has_payload & ~seg.error.valid)),
         ]
         m.d.comb += [
             verdicts.sink.payload.eq(verdict_out), verdicts.sink.valid.eq(verdict_valid_4),

@@ -60,15 +60,18 @@ _TO_BITS = 64
 
 
 
-def region_lookup_layout() -> data.StructLayout:
-    """A tagged access to check: ``length`` bytes at ``to`` of ``stag``."""
+def region_lookup_layout(read_requests: bool = False) -> data.StructLayout:
+    """A tagged access to check: ``length`` bytes at ``to`` of ``stag``. With ``read_requests`` the length
+    has 32 bits (an RDMA Read Message Size, RFC 5040 4.4) and ``remote_read`` asks for the Data Source's
+    right instead of a write's."""
     return data.StructLayout({
         "stag": unsigned(STAG_BITS),
         "to": unsigned(_TO_BITS),
-        "length": unsigned(16),
+        "length": unsigned(32 if read_requests else 16),
         "association": unsigned(ASSOCIATION_BITS),
         "stream_id": unsigned(STREAM_BITS),
         "local_write": unsigned(1),            # 1: needs local write (Read Response), 0: remote write
+        **({"remote_read": unsigned(1)} if read_requests else {}),   # 1: needs remote read (RFC 5040 5.2)
     })
 
 
@@ -101,6 +104,8 @@ class RegionTable(wiring.Component):
         Width of a host address.
     key_bits : int
         The STag's low bits that hold the key (:func:`abi.rx.check_key_bits`).
+    read_requests : bool
+        Lookups may be an RDMA Read Request's Data Source (:func:`region_lookup_layout`).
 
     Ports
     -----
@@ -124,7 +129,8 @@ class RegionTable(wiring.Component):
     stage chains two 64-bit carry paths.
     """
 
-    def __init__(self, entries: int, *, pd_bits: int = 16, address_bits: int = 64, key_bits: int = STAG_KEY_BITS):
+    def __init__(self, entries: int, *, pd_bits: int = 16, address_bits: int = 64, key_bits: int = STAG_KEY_BITS,
+                 read_requests: bool = False):
         if entries < 1:
             raise ValueError(f"A region table needs at least one entry, not {entries}")
         check_key_bits(key_bits, entries)
@@ -132,12 +138,13 @@ class RegionTable(wiring.Component):
         self._pd_bits = pd_bits
         self._address_bits = address_bits
         self._key_bits = key_bits
+        self._read_requests = read_requests
         super().__init__({
             "write": In(stream.Signature(struct_layout(region_write_layout(entries, pd_bits, address_bits,
                                                                            key_bits)))),
             "hold": In(1),
             "en": In(1),
-            "lookup": In(region_lookup_layout()),
+            "lookup": In(region_lookup_layout(read_requests)),
             "stream_pd": In(pd_bits),
             "result": Out(region_result_layout(pd_bits, address_bits)),
         })
@@ -170,7 +177,7 @@ class RegionTable(wiring.Component):
         # Stage 0: read the row the STag indexes.
         index = self.lookup.stag[self._key_bits:]
         m.d.comb += [read_port.addr.eq(index), read_port.en.eq(self.en)]
-        request = Signal(region_lookup_layout())
+        request = Signal(region_lookup_layout(self._read_requests))
         in_range = Signal()
         with m.If(self.en):
             m.d.sync += [request.eq(self.lookup), in_range.eq(index < self._entries)]
@@ -188,7 +195,10 @@ class RegionTable(wiring.Component):
                 s2.pd.eq(entry.pd),
                 s2.stream_mismatch.eq(entry.stream_bound & (
                     (entry.association != request.association) | (entry.stream_id != request.stream_id))),
-                s2.access_denied.eq(Mux(request.local_write, ~entry.local_write, ~entry.remote_write)),
+                s2.access_denied.eq(
+                    Mux(request.remote_read, ~entry.remote_read,
+                        Mux(request.local_write, ~entry.local_write, ~entry.remote_write))
+                    if self._read_requests else Mux(request.local_write, ~entry.local_write, ~entry.remote_write)),
                 s2.below_base.eq(request.to < entry.base_to),
                 s2.segment_end.eq(request.to + request.length),
                 s2.region_end.eq(entry.base_to + entry.length),

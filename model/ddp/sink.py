@@ -209,6 +209,7 @@ class DdpSink:
         checked_by_header: Mapping[int, Access] | None = None,
         checked_with_ulp_state: Mapping[int, Access] | None = None,
         untagged_checked_by_header: Mapping[int, int] | None = None,
+        unbuffered_queues: Iterable[int] = (),
     ) -> None:
         self.pd = pd
         self._report_placed = report_placed
@@ -222,6 +223,10 @@ class DdpSink:
         self._untagged_checked_by_header = untagged_checked_by_header or {}
         """The first byte of an untagged RsvdULP with which `ulp_check` passes on the header alone, and the QN the
         segment must then come on: what lets `place_next_untagged` take a segment."""
+        self._unbuffered = frozenset(unbuffered_queues)
+        """Queues whose messages need no posted buffer (an RDMA Read Request answered by the RNIC itself, RFC
+        5040 4.4): `ulp_check` decides them whole, nothing of them is placed, and they are delivered in
+        sequence with no buffer."""
         self.memory_table = memory_table
         self.host_memory = host_memory
         self.stream_id = stream_id
@@ -436,6 +441,8 @@ class DdpSink:
                 return problem, None
         if header.tagged:
             return self._validate_tagged(segment), None
+        if header.qn in self._unbuffered:
+            return None, None
         return self._validate_untagged(segment)
 
     def _validate_tagged(self, segment: DdpSegment) -> ProtocolError | None:
@@ -471,7 +478,7 @@ class DdpSink:
         return None, buffer
 
     def _place(self, segment: DdpSegment, buffer: UntaggedBuffer | None) -> Placed | None:
-        if not segment.payload:
+        if not segment.payload or (buffer is None and not segment.header.tagged):   # unbuffered: nothing placed
             return None
         header = segment.header
         if header.tagged:
@@ -506,7 +513,8 @@ class DdpSink:
             buffer = None
         else:
             length = header.mo + len(segment.payload)  # RFC 5041 5.4
-            buffer = self._queues[header.qn].buffers.pop(header.msn, buffer)
+            if header.qn not in self._unbuffered:
+                buffer = self._queues[header.qn].buffers.pop(header.msn, buffer)
             self._last_arrived.discard((header.qn, header.msn))
         delivered = Delivered(self._message_first, header, length, buffer)
         self._message_first = None

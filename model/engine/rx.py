@@ -78,6 +78,25 @@ delivery at `first_ssn`. Per-message reports (`segment_reports` False, the
 engine's reset value) then leave out of `segments` the ACCEPTED records
 `abi.rx.report_withheld` names (a message's middle segments), counted in
 `reports_withheld`; `arrivals` keeps every verdict.
+
+Read responder (`read_responder`, the engine's elaboration-time option, off by
+default): an RDMA Read Request (untagged, QN 1, opcode 1, RFC 5040 4.4) needs
+no posted buffer and is never placed. After the header checks above it must
+be one whole 28-byte message (L = 1, MO = 0), else RDMAP Remote Operation
+Error, unspecified (0x2/0xFF, as the host's endpoint answers a request it
+cannot decode); then its Data Source (SrcSTag, SrcTO, RDMA Read Message Size)
+is checked as a tagged access needing REMOTE_READ in the stream's PD and
+binding (`MemoryTable.check_tagged`, RFC 5041 7.1, 8.2; RFC 5040 5.2), a
+refusal being the RDMAP Remote Protection Error of the fault (RFC 5040 7.2:
+0x1/0x00 invalid STag, 0x1/0x03 not associated, 0x1/0x02 access, 0x1/0x01
+bounds, 0x1/0x04 wrap), which latches the stream's error like any other. The
+verdict of such a segment carries the request's SinkSTag and SinkTO as `stag`
+and `to`; accepted, also the Message Size as `message_length` and the
+translated Data Source as `host_address` (0 for size 0). Its QN 1 MSN is not
+checked (no buffers; the transmit engine's IRD bounds the requests). An
+accepted request leaves, in DDP-SSN order with its stream's records, as a
+`ReadResponseRequest` (`abi.tx.read_response_layout`) in `read_responses`
+instead of `segments`: the transmit engine answers it (RFC 5040 5.5).
 """
 
 from __future__ import annotations
@@ -90,12 +109,13 @@ from abi.rx import (ASSOCIATION_BITS, SEQUENCE_WINDOW, STAG_KEY_BITS, AckDisposi
                     FrameDrop, FrameException, ReportKind, SegmentStatus, association_row, check_key_bits,
                     report_withheld)
 from model.engine.sack import SackRecord, SackUnit, tick_time, ticks_at
-from model.ddp.memory import MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
+from model.ddp.memory import Access, MemoryRegion, MemoryTable, ProtectionDomain, SparseMemory
 from model.ddp.sctp_adaptation import DdpSegmentChunkData
 from model.ddp.segment import UNTAGGED_HEADER_LENGTH, DdpSegment, decode_header
 from model.ddp.sink import DdpSink, OutOfWindow, Placed, SinkError
 from model.engine.config import AssociationEntry, ReceiveConfig, RegionEntry, StreamEntry
-from model.errors import DecodeError, ErrorNumber
+from model.engine.tx import ReadResponseRequest
+from model.errors import DecodeError, ErrorNumber, RdmapError
 from model.net.frames import (
     ETHERTYPE_IPV4,
     IP_PROTOCOL_SCTP,
@@ -107,7 +127,8 @@ from model.net.frames import (
     ipv4_version_and_ihl,
     udp_destination_port,
 )
-from model.rdmap.messages import header_error, invalidate_stag_of, placement_access, rdmap_control_of
+from model.rdmap.messages import (READ_REQUEST_LENGTH, Opcode, QueueNumber, ReadRequest, header_error,
+                                  invalidate_stag_of, placement_access, rdmap_control_of)
 from model.sctp.packet import (
     COMMON_HEADER_LENGTH,
     FLAG_T,
@@ -217,6 +238,7 @@ class FrameResult:
     arrivals: list[SegmentVerdict] = field(default_factory=list)  # every segment's verdict, in arrival order
     sacks: list[SackRecord] = field(default_factory=list)  # the acknowledgement unit's, for this frame's packet
     peer_sacks: list[PeerSack] = field(default_factory=list)  # the peer's SACK chunks for the transport unit
+    read_responses: list[ReadResponseRequest] = field(default_factory=list)  # accepted Read Requests (read responder)
 
 
 @dataclass
@@ -256,8 +278,10 @@ class ReceiveEngineModel:
     `handle_timeout`.
     """
 
-    def __init__(self, config: ReceiveConfig, memory: SparseMemory | None = None) -> None:
+    def __init__(self, config: ReceiveConfig, memory: SparseMemory | None = None, *,
+                 read_responder: bool = False) -> None:
         self.config = config
+        self.read_responder = read_responder  # the engine's option: Read Requests checked and answered here
         self.memory = memory if memory is not None else SparseMemory()
         self.counters = Counters()
         self._events: list[FrameResult] = []
@@ -397,8 +421,9 @@ class ReceiveEngineModel:
         if key not in self.sinks:
             self.sinks[key] = DdpSink(pd=ProtectionDomain(entry.pd), memory_table=self.table, host_memory=self._bus,
                                       stream_id=key, queues=(0, 1, 2), tagged_access=placement_access,
-                                      ulp_check=_rdmap_check, first_sequence=entry.first_ssn,
-                                      window=SEQUENCE_WINDOW)
+                                      ulp_check=self._read_request_check(key) if self.read_responder else _rdmap_check,
+                                      first_sequence=entry.first_ssn, window=SEQUENCE_WINDOW,
+                                      unbuffered_queues=(QueueNumber.READ_REQUEST,) if self.read_responder else ())
             self._first_ssn[key] = entry.first_ssn
             self._waiting[key] = {}
         else:
@@ -604,14 +629,35 @@ class ReceiveEngineModel:
                            key=lambda s: (s - point) & 0xFFFF)
         for ssn in delivered:
             record = waiting.pop(ssn)
+            if self.read_responder and _is_read_request(record):   # RFC 5040 5.5: answered in request order
+                result.read_responses.append(ReadResponseRequest(
+                    record.association, record.stream_id, record.host_address or 0, record.message_length,
+                    record.stag, record.to, record.msn))
+                continue
             if report_withheld(ReportKind.SEGMENT, record.status.value, record.tagged, record.last, record.qn,
                                self.segment_reports):
                 self.reports_withheld += 1
             else:
                 result.segments.append(record)
 
+    def _read_request_check(self, key: tuple[int, int]):
+        """The stream's ULP check with the read responder: the RDMAP header (RFC 5040 4.1, 4.2), then a Read
+        Request's form and Data Source (module docstring; RFC 5040 4.4, 5.2, 7.2)."""
+        def check(segment: DdpSegment):
+            problem = header_error(segment.header)
+            if problem is not None or not _read_request_header(segment.header):
+                return problem
+            header = segment.header
+            if not header.last or header.mo != 0 or len(segment.payload) != READ_REQUEST_LENGTH:
+                return RdmapError.OPERATION_UNSPECIFIED
+            request = ReadRequest.decode(segment.payload)
+            fault = self.table.check_tagged(request.source_stag, request.source_to, request.size, key,
+                                            self.sinks[key].pd, Access.REMOTE_READ)
+            return None if fault is None else fault.rdmap_error
+        return check
+
     def _decide(self, association: int, stream_id: int, tsn: int, ddp_ssn: int, raw: bytes) -> SegmentVerdict:
-        fields = _header_fields(raw)
+        fields = _header_fields(raw, self.read_responder)
         common = dict(association=association, stream_id=stream_id, tsn=tsn, ddp_ssn=ddp_ssn, **fields)
         sink = self.sinks.get((association, stream_id))
         if sink is None or (association, stream_id) not in self._armed:
@@ -633,6 +679,12 @@ class ReceiveEngineModel:
         # RFC 5041 5.4: an untagged message's length is MO + the payload length of its last segment.
         message_length = (fields["mo"] + fields["payload_length"]
                           if not fields["tagged"] and fields["last"] else None)
+        if self.read_responder and _read_request_fields(fields):
+            # RFC 5040 4.4: the Data Source, checked by the sink's ULP check, translated for the response.
+            request = ReadRequest.decode(raw[UNTAGGED_HEADER_LENGTH:])
+            message_length, address = request.size, None
+            if request.size:
+                address = self.table.lookup(request.source_stag).host_address(request.source_to)
         if self._bus.failed:
             failure = sink.local_failure(raw)
             return SegmentVerdict(status=SegmentStatus.ERROR, error=failure.number, dma_error=True,
@@ -668,12 +720,34 @@ def _rdmap_check(segment: DdpSegment):
     return header_error(segment.header)
 
 
-def _header_fields(raw: bytes) -> dict:
+def _read_request_header(header) -> bool:
+    """Untagged, QN 1, RDMAP opcode Read Request (RFC 5040 4.2, 4.4): whatever else the header says."""
+    return (not header.tagged and header.qn == QueueNumber.READ_REQUEST
+            and rdmap_control_of(header).opcode == Opcode.RDMA_READ_REQUEST)
+
+
+def _read_request_fields(fields: dict) -> bool:
+    return not fields["tagged"] and fields["qn"] == QueueNumber.READ_REQUEST and fields["opcode"] == Opcode.RDMA_READ_REQUEST
+
+
+def _is_read_request(record: SegmentVerdict) -> bool:
+    return record.status is SegmentStatus.ACCEPTED and not record.tagged and record.qn == QueueNumber.READ_REQUEST \
+        and record.opcode == Opcode.RDMA_READ_REQUEST
+
+
+def _header_fields(raw: bytes, read_responder: bool = False) -> dict:
     """The verdict's header fields (RFC 5041 4.1-4.3, RFC 5040 4.1). A segment shorter than its
-    header reports the fields the bytes hold, the missing bytes read as zero, and no payload."""
+    header reports the fields the bytes hold, the missing bytes read as zero, and no payload. With the
+    read responder a Read Request's `stag` and `to` are its SinkSTag and SinkTO (RFC 5040 4.4), as far as
+    the segment holds them."""
     header = decode_header(raw.ljust(UNTAGGED_HEADER_LENGTH, b"\0"))
     fields = {"tagged": header.tagged, "last": header.last, "opcode": rdmap_control_of(header).opcode,
               "payload_length": max(len(raw) - header.length, 0), "invalidate_stag": invalidate_stag_of(header)}
     if header.tagged:
         return fields | {"stag": header.stag, "to": header.to}
-    return fields | {"qn": header.qn, "msn": header.msn, "mo": header.mo}
+    fields |= {"qn": header.qn, "msn": header.msn, "mo": header.mo}
+    if read_responder and _read_request_header(header):
+        body = raw[UNTAGGED_HEADER_LENGTH:UNTAGGED_HEADER_LENGTH + READ_REQUEST_LENGTH].ljust(READ_REQUEST_LENGTH, b"\0")
+        request = ReadRequest.decode(body)
+        fields |= {"stag": request.sink_stag, "to": request.sink_to}
+    return fields

@@ -212,6 +212,9 @@ class EngineOutput:
     peer_sacks: list[PeerSack] = field(default_factory=list)
     """The peer's SACK chunks of a SACK row with ``peer_sacks``, for the transmit engine's transport unit
     (they do not reach the host's association)."""
+    read_responses: list = field(default_factory=list)
+    """With the engine's read responder: the accepted Read Requests (`model.engine.tx.ReadResponseRequest`), in
+    DDP-SSN order, for the transmit engine's ``s_axis_rr`` (they do not reach the host)."""
 
 
 class ReceiveEngine(Protocol):
@@ -230,10 +233,11 @@ class ModelEngine:
     the acknowledgement unit's delayed SACK, runs by `next_timeout` / `handle_timeout`."""
 
     def __init__(self, local_mac: bytes, local_ip: str, memory: SparseMemory, key_bits: int = STAG_KEY_BITS,
-                 segment_reports: bool = False) -> None:
+                 segment_reports: bool = False, read_responder: bool = False) -> None:
         self.memory = memory
         self.model = ReceiveEngineModel(ReceiveConfig(local_mac, local_ip, key_bits=key_bits,
-                                                      segment_reports=segment_reports), memory)
+                                                      segment_reports=segment_reports), memory,
+                                        read_responder=read_responder)
         self.last_result: FrameResult | None = None
         """The model's whole result for the last frame (a testbench compares the RTL's records with it)."""
 
@@ -285,7 +289,7 @@ def output_of(result: FrameResult, frame: bytes, reports_waiting: int = 0) -> En
                         acks=[Ack(a.tsn, a.disposition, a.length, a.immediate) for a in result.acks],
                         reports=list(result.segments), chunk_errors=len(result.chunk_faults),
                         reports_waiting=reports_waiting, sacks=list(result.sacks),
-                        peer_sacks=list(result.peer_sacks))
+                        peer_sacks=list(result.peer_sacks), read_responses=list(result.read_responses))
 
 
 # -- per-stream receive state -------------------------------------------------------------------

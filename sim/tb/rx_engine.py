@@ -10,7 +10,8 @@ Parameters (:func:`sim.runner.test_parameters`): ``width_bytes``, ``seed``,
 ``messages``, ``max_payload``, ``backpressure``, ``part`` (one part of the
 malformed catalogue; every part in turn without it), ``buffer_bytes``, and the engine's build
 parameters as :class:`~sim.traffic.rx.EngineShape` names them (``associations``, ``stream_ids``,
-``regions``, ``buffers_per_queue``, ``key_bits``; by default the shape's own).
+``regions``, ``buffers_per_queue``, ``key_bits``; by default the shape's own), and ``read_responder``
+(1: the engine was built with its read responder, and so is the model).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from cocotb.triggers import ClockCycles
 
 from abi.register_file import PARAMS_OFFSET
 from abi.rx import RX_PARAMS, RX_TABLES, register_map
-from model.ddp.memory import SparseMemory
-from model.engine.config import ReceiveConfig
+from model.ddp.memory import TO_LIMIT, Access, SparseMemory
+from model.ddp.segment import UntaggedHeader
+from model.engine.config import ReceiveConfig, RegionEntry
 from model.engine.rx import ReceiveEngineModel
 from model.net.pcap import read_capture
+from model.rdmap.messages import Opcode, ReadRequest
 from sim.runner import test_parameters
 from sim.samples import SAMPLE_CAPTURE, SAMPLE_CONFIG
 from sim.tb.rx_engine_tb import CANARY, RxEngineTB
@@ -50,7 +53,8 @@ async def _start(dut) -> tuple[RxEngineTB, dict]:
     parameters = test_parameters()
     tb = RxEngineTB(dut, int(parameters["width_bytes"]),
                     register_map(SHAPE.associations, SHAPE.stream_ids, SHAPE.regions, SHAPE.key_bits), SHAPE,
-                    memory_bytes=MEMORY_BYTES, seed=int(parameters.get("seed", 1)))
+                    memory_bytes=MEMORY_BYTES, seed=int(parameters.get("seed", 1)),
+                    read_responder=bool(int(parameters.get("read_responder", 0))))
     await tb.reset()
     # The PARAMS words name the tables the engine was built with (abi.rx.RX_PARAMS, RX_TABLES).
     params = RX_PARAMS.unpack(await tb.read_register(PARAMS_OFFSET))
@@ -74,7 +78,8 @@ class _Run:
     frames sent and drained, then everything the engine did compared with the model."""
 
     def __init__(self, tb: RxEngineTB, config: ReceiveConfig) -> None:
-        self.tb, self.config, self.model = tb, config, ReceiveEngineModel(config, SparseMemory(CANARY))
+        self.tb, self.config = tb, config
+        self.model = ReceiveEngineModel(config, SparseMemory(CANARY), read_responder=tb.read_responder)
 
     @classmethod
     async def configure(cls, tb: RxEngineTB, config: ReceiveConfig, **options) -> _Run:
@@ -131,6 +136,73 @@ async def random_valid_traffic(dut) -> None:
     gaps = None if back_to_back else [0 if rng.random() < 0.7 else rng.randint(1, 20) for _ in frames]
     tb.set_backpressure(float(parameters["backpressure"]))
     await _run_and_compare(tb, config, frames, gaps)
+
+
+@cocotb.test()
+async def read_requests(dut) -> None:
+    """For an engine with its read responder: RDMA Read Requests (RFC 5040 4.4) among Writes and Sends, with
+    no QN 1 buffer posted, reordered and duplicated; accepted ones (several a packet, size 0, a region bound
+    to its stream), and on streams of their own each refusal of the Data Source check (invalid STag, PD,
+    stream binding, no REMOTE_READ, bounds, 64-bit wrap; RFC 5040 7.2, RFC 5041 7.1, 8.2) and a request
+    that is not one whole 28-byte message, each followed by a request the stream's error drops."""
+    tb, parameters = await _start(dut)
+    assert tb.read_responder, "the read_requests test needs an engine built with read_responder"
+    rng = random.Random(int(parameters.get("seed", 1)))
+    config, frames = _read_request_traffic(rng)
+    frames = disorder(frames, rng)
+    tb.set_backpressure(float(parameters.get("backpressure", 0.3)))
+    await _run_and_compare(tb, config, frames)
+
+
+#: A region with no REMOTE_READ right (table row, key), beside the catalogue's.
+_NO_READ = (6, 0x66)
+
+
+def _read_request_traffic(rng: random.Random) -> tuple[ReceiveConfig, list[bytes]]:
+    base = catalogue_config(SHAPE)
+    no_read = RegionEntry(SHAPE.stag(*_NO_READ), 1, 0, 4096, Access.REMOTE_WRITE | Access.LOCAL_WRITE, 0x2_A000)
+    config = replace(base, regions=base.regions + (no_read,),
+                     buffers=tuple(b for b in base.buffers if b.qn != 1))   # the responder needs none
+    c = Catalogue(config, SHAPE)
+    msns: dict[tuple[int, int], int] = {}
+
+    def request(a: int, s: int, stag: int, to: int, size: int, *, last: bool = True, cut: int = 28) -> bytes:
+        msn = msns.get((a, s), 1)
+        msns[(a, s)] = msn + 1
+        header = UntaggedHeader(last=last, rsvd_ulp=(0x40 | Opcode.RDMA_READ_REQUEST) << 32, qn=1, msn=msn, mo=0)
+        sink = (rng.randrange(1 << 32), rng.randrange(1 << 64))
+        return header.encode() + ReadRequest(*sink, size, stag, to).encode()[:cut]
+
+    frames = []
+    good, bound = (0, 0), (SHAPE.associations - 1, SHAPE.stream_ids - 1)
+    for i in range(12):
+        to = 0x1000 + rng.randrange(4096)
+        size = rng.randrange(0x1000 + 4096 - to + 1)
+        frames.append(c.segment_frame(*good, c.write(to=0x1000 + rng.randrange(3000))))
+        frames.append(c.segment_frame(*good, request(*good, c.stag_rw, to, size)))
+        if i < 2:   # the catalogue posts two QN 0 buffers a stream
+            frames.append(c.segment_frame(*good, c.send(*good)))
+        # Several requests in one packet, one of size 0 (RFC 5041 5.2: not checked).
+        chunks = [c.sender.segment(*good, request(*good, c.stag_read_only, rng.randrange(4000), rng.randrange(96))),
+                  c.sender.segment(*good, request(*good, c.stag_unregistered, 0, 0)),
+                  c.sender.segment(*good, request(*good, c.stag_rw, 0x1000, 4096))]
+        frames.append(c.frame(good[0], chunks))
+        frames.append(c.segment_frame(*bound, request(*bound, c.stag_bound, rng.randrange(2048), 2048)))
+    refusals = [
+        c.stag_unregistered, c.stag_other_pd, c.stag_bound, SHAPE.stag(*_NO_READ),
+    ]
+    streams = [(a, s) for a in range(SHAPE.associations) for s in range(SHAPE.stream_ids) if (a, s) not in (good, bound)]
+    cases = [(stag, 0, 64) for stag in refusals] + [
+        (c.stag_rw, 0x1000 + 4000, 97),                 # past the end
+        (c.stag_top, TO_LIMIT - 16, 16),                 # the 64-bit sum wraps
+    ]
+    for (a, s), (stag, to, size) in zip(streams, cases):
+        frames.append(c.segment_frame(a, s, request(a, s, stag, to, size)))
+        frames.append(c.segment_frame(a, s, request(a, s, c.stag_rw, 0x1000, 8)))   # dropped: the stream failed
+    # Not one whole 28-byte message (RFC 5040 4.4), then one cut short: the good stream's last.
+    frames.append(c.segment_frame(*good, request(*good, c.stag_rw, 0x1000, 8, last=False)))
+    frames.append(c.segment_frame(*good, request(*good, c.stag_rw, 0x1000, 8, cut=13)))
+    return config, frames
 
 
 @cocotb.test()

@@ -25,7 +25,9 @@ one message per mismatch: the whole RAM (so a write outside the model's
 writes, i.e. outside registered regions and posted buffers, fails, RFC 5041
 7.1), every byte the bus wrote, every report record (segment verdicts in
 order; chunk errors in order), every exception frame and chunk with its
-reason, every ack record, and every counter.
+reason, every ack record, and every counter. An engine built with its read
+responder (``read_responder``) also has ``m_axis_rr`` bound to a sink, its
+records compared with the model's ``read_responses`` in order.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiRamWrite, AxiStreamBus,
 from driver.records import record_fields
 from abi.rx import ExceptionSource, ReportKind, ack_layout, exception_record_layout, report_layout
 from abi.register_file import RegisterMap
+from abi.tx import read_response_layout
 from model.ddp.memory import Access
 from model.engine.config import ReceiveConfig
 from model.engine.rx import FrameAction, FrameResult, ReceiveEngineModel, SegmentStatus
@@ -151,6 +154,7 @@ class EngineResults:
     counters: dict[str, int] = field(default_factory=dict)
     written: list[tuple[int, int]] = field(default_factory=list)  # (address, length) runs the bus wrote
     acks: list[ReportRecord] = field(default_factory=list)
+    read_requests: list[ReportRecord] = field(default_factory=list)   # m_axis_rr, with the read responder
 
 
 class RxEngineTB:
@@ -158,7 +162,7 @@ class RxEngineTB:
     second testbench on the same clock does not)."""
 
     def __init__(self, dut, width_bytes: int, register_map: RegisterMap, shape: EngineShape = EngineShape(), *,
-                 memory_bytes: int = 1 << 22, seed: int = 1, clock: bool = True) -> None:
+                 memory_bytes: int = 1 << 22, seed: int = 1, clock: bool = True, read_responder: bool = False) -> None:
         self.dut, self.width_bytes, self.map, self.shape = dut, width_bytes, register_map, shape
         self.memory_bytes = memory_bytes
         self.rng = random.Random(seed)
@@ -174,6 +178,10 @@ class RxEngineTB:
         self.exc_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_exc"), dut.clk, dut.rst)
         self.report_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_report"), dut.clk, dut.rst)
         self.ack_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_ack"), dut.clk, dut.rst)
+        self.read_responder = read_responder
+        self.rr_sink = (AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_rr"), dut.clk, dut.rst)
+                        if read_responder else None)
+        self._rr_layout = read_response_layout(ADDRESS_BITS)
         self._report_layout = report_layout(ADDRESS_BITS)
         self._ack_layout = ack_layout()
         self._exception_layout = exception_record_layout()
@@ -193,6 +201,7 @@ class RxEngineTB:
         # Transfers seen on the output ports, to account for the counters (see `drain`).
         self.report_records = 0
         self.ack_records = 0
+        self.rr_records = 0
         self.frame_exception_packets = 0
         self.write_bursts = 0
         self.write_responses = 0
@@ -219,14 +228,17 @@ class RxEngineTB:
 
     def hold_outputs(self, held: bool) -> None:
         """Hold (or release) every output of the engine: the RAM's AW and W channels and the three sinks."""
-        for channel in (self.ram.aw_channel, self.ram.w_channel, self.exc_sink, self.report_sink, self.ack_sink):
+        for channel in (self.ram.aw_channel, self.ram.w_channel, *self._record_sinks()):
             channel.pause = held
 
     def set_backpressure(self, busy: float) -> None:
         """Random stalls on the RAM's AW, W and B channels and on both output sinks (0 = none)."""
         self.set_memory_stall(busy)
-        for channel in (self.exc_sink, self.report_sink, self.ack_sink):
+        for channel in self._record_sinks():
             channel.set_pause_generator(pause_pattern(self.rng, busy) if busy else None)
+
+    def _record_sinks(self) -> list[AxiStreamSink]:
+        return [self.exc_sink, self.report_sink, self.ack_sink] + ([self.rr_sink] if self.rr_sink else [])
 
     def set_memory_stall(self, busy: float) -> None:
         """Random stalls on the RAM's AW, W and B channels only: memory back-pressure (0 = none)."""
@@ -243,6 +255,8 @@ class RxEngineTB:
                 self.report_records += 1
             if dut.m_axis_ack_tvalid.value and dut.m_axis_ack_tready.value:
                 self.ack_records += 1
+            if self.read_responder and dut.m_axis_rr_tvalid.value and dut.m_axis_rr_tready.value:
+                self.rr_records += 1
             if dut.m_axis_exc_tvalid.value and dut.m_axis_exc_tready.value and dut.m_axis_exc_tlast.value:
                 record = _fields(self._exception_layout, int(dut.m_axis_exc_tuser.value))
                 self.frame_exception_packets += record["source"] == ExceptionSource.FRAME
@@ -392,7 +406,8 @@ class RxEngineTB:
         problems = []
         if counters["frames"] != len(self.sent) % (1 << 32):
             problems.append(f"it consumed {counters['frames']} of the {len(self.sent)} frames sent")
-        if (self.report_records + counters["reports_waiting"] + counters["reports_discarded"]
+        # An accepted Read Request of the read responder leaves on m_axis_rr instead of as a report.
+        if (self.report_records + self.rr_records + counters["reports_waiting"] + counters["reports_discarded"]
                 + counters["reports_withheld"] != segments + counters["chunk_errors"]):
             problems.append(f"{self.report_records} report records left it, its counters say "
                             f"{segments} segments and {counters['chunk_errors']} chunk errors")
@@ -440,6 +455,10 @@ class RxEngineTB:
         while not self.ack_sink.empty():
             frame = self.ack_sink.recv_nowait()
             out.acks.append(ReportRecord(_fields(self._ack_layout, int.from_bytes(bytes(frame.tdata), "little"))))
+        while self.rr_sink is not None and not self.rr_sink.empty():
+            frame = self.rr_sink.recv_nowait()
+            out.read_requests.append(
+                ReportRecord(_fields(self._rr_layout, int.from_bytes(bytes(frame.tdata), "little"))))
         while not self.exc_sink.empty():
             packet = self._exception(self.exc_sink.recv_nowait())
             (out.frame_exceptions if packet.source == ExceptionSource.FRAME else out.chunk_exceptions).append(packet)
@@ -456,6 +475,9 @@ class RxEngineTB:
         problems += _compare_segments(results.segments, [s for r in frame_results for s in r.segments])
         problems += _compare_chunk_errors(results.chunk_errors, [f for r in frame_results for f in r.chunk_faults])
         problems += _compare_acks(results.acks, [a for r in frame_results for a in r.acks])
+        if self.read_responder:
+            problems += _compare_read_requests(results.read_requests,
+                                               [q for r in frame_results for q in r.read_responses])
         problems += _compare_exceptions(results, self.sent, frame_results)
         problems += _compare_counters(results.counters, model, frame_results)
         problems += self._compare_memory(model, results.written)
@@ -519,6 +541,23 @@ def _compare_segments(records: list[ReportRecord], verdicts: list) -> list[str]:
                                 f"{_show(record.fields[name])}, model {_show(value)}")
                 if name in ("tsn", "association"):
                     return problems + ["(records out of step: later records not compared)"]
+    return problems
+
+
+def _compare_read_requests(records: list[ReportRecord], requests: list) -> list[str]:
+    """The read responder's records (``m_axis_rr``) against the model's ``read_responses``, in order."""
+    names = ("association", "stream_id", "host_address", "length", "sink_stag", "sink_to", "msn")
+    got = [tuple(record.fields[name] for name in names) for record in records]
+    want = [tuple(getattr(request, name) for name in names) for request in requests]
+    if got == want:
+        return []
+    problems = [f"{len(got)} read requests on m_axis_rr, {len(want)} from the model"] if len(got) != len(want) else []
+    for i, (engine, model) in enumerate(zip(got, want)):
+        if engine != model:
+            problems.append(f"read request {i}: engine {dict(zip(names, map(_show, engine)))}, "
+                            f"model {dict(zip(names, map(_show, model)))}")
+            if len(problems) > 10:
+                break
     return problems
 
 

@@ -43,15 +43,19 @@ def _case_id(testcase: str, extra: dict) -> str:
     return f"{testcase}{'_' + extra['profile'] if 'profile' in extra else ''}"
 
 
-def _run(width_bytes: int, testcase: str, extra: dict, shape: EngineShape = SHAPE) -> None:
+def _run(width_bytes: int, testcase: str, extra: dict, shape: EngineShape = SHAPE, *,
+         read_responder: bool = False) -> None:
     messages, max_payload = {"small": SMALL_TRAFFIC, "disordered": DISORDERED_TRAFFIC}.get(
         extra.get("profile"), TRAFFIC[width_bytes])
     backpressure = 0.0 if extra.get("profile") == "small" else 0.3
     key_name = "".join(f"_{name}{getattr(shape, name)}" for name in EngineShape.__dataclass_fields__
                        if getattr(shape, name) != getattr(SHAPE, name))
+    if read_responder:
+        key_name += "_read_responder"
     result = run_cocotb(
         RxEngine(width_bytes, associations=shape.associations, stream_ids=shape.stream_ids, regions=shape.regions,
-                 key_bits=shape.key_bits, buffers_per_queue=shape.buffers_per_queue, buffer_bytes=BUFFER_BYTES),
+                 key_bits=shape.key_bits, buffers_per_queue=shape.buffers_per_queue, buffer_bytes=BUFFER_BYTES,
+                 **({"read_responder": True} if read_responder else {})),
         test_module="sim.tb.rx_engine",
         toplevel=f"rx_engine_w{width_bytes}{key_name}",
         build_root=BUILD_ROOT,
@@ -59,7 +63,8 @@ def _run(width_bytes: int, testcase: str, extra: dict, shape: EngineShape = SHAP
         waves_name=f"rx_engine_w{width_bytes}{key_name}-{_case_id(testcase, extra)}",
         parameters={"width_bytes": width_bytes, "seed": width_bytes, "messages": messages,
                     "max_payload": max_payload, "backpressure": backpressure, "buffer_bytes": BUFFER_BYTES,
-                    **{name: getattr(shape, name) for name in EngineShape.__dataclass_fields__}, **extra},
+                    **{name: getattr(shape, name) for name in EngineShape.__dataclass_fields__},
+                    **({"read_responder": 1} if read_responder else {}), **extra},
     )
     assert result.tests == len(testcase.split(","))
 
@@ -113,7 +118,44 @@ def test_rx_engine_cocotb_large_tables(testcase, extra):
     _run(8, testcase, extra, LARGE_SHAPE)
 
 
+#: The engine built with its read responder: Read Requests checked and sent to m_axis_rr (issue 29 item 3); the
+#: read_requests case, then valid traffic with its Read Requests (its Data Sources registered remote-readable).
+READ_RESPONDER_CASES = "read_requests,sample_capture"
+
+
+@pytest.mark.cocotb
+@pytest.mark.slow   # a Verilator build of its own per width (W = 8: 108 s build and run on 2 cores), as the wide
+# key's; in the default suite tests/hdl/rx/test_read_request_decode.py and tests/hdl/test_rnic_read_responder.py
+@pytest.mark.parametrize("width_bytes", [8, 64])
+def test_rx_engine_cocotb_read_responder(width_bytes):
+    """The engine with its read responder against the model with it: every request accepted on m_axis_rr in
+    DDP-SSN order, every refusal the model's error record, nothing placed for a request (sim/tb/rx_engine.py
+    ``read_requests``); the sample capture too (its Read Request's Data Source is the model's to judge)."""
+    _run(width_bytes, READ_RESPONDER_CASES, {}, read_responder=True)
+
+
 # -- the traffic and the configuration check, without a simulator ---------------------------------
+
+
+def test_read_request_traffic_exercises_every_outcome():
+    """The read_requests case (sim/tb/rx_engine.py) must reach each outcome in the model with the responder:
+    accepted requests (some of size 0), each refusal of RFC 5040 7.2 the Data Source check gives, the malformed
+    request's error, and requests dropped after an error (RFC 5041 7.1)."""
+    from model.errors import RdmapError
+    from sim.tb import rx_engine as bench
+    config, frames = bench._read_request_traffic(random.Random(8))
+    model = ReceiveEngineModel(config, SparseMemory(0xC3), read_responder=True)
+    for frame in disorder(frames, random.Random(8)):
+        model.receive(frame, 0.0)
+    results = model.next_events()
+    requests = [q for r in results for q in r.read_responses]
+    assert len(requests) >= 12 * 4 and any(q.length == 0 for q in requests)
+    errors = {v.error for r in results for v in r.segments if v.status is SegmentStatus.ERROR}
+    assert errors == {e.number for e in (RdmapError.INVALID_STAG, RdmapError.STAG_NOT_ASSOCIATED,
+                                         RdmapError.ACCESS_RIGHTS, RdmapError.BASE_OR_BOUNDS, RdmapError.TO_WRAP,
+                                         RdmapError.OPERATION_UNSPECIFIED)}
+    assert SegmentStatus.DROPPED in {v.status for r in results for v in r.segments}
+    assert model.memory.writes and all(length for _, length in model.memory.writes)
 
 MEMORY_BYTES = 1 << 22
 
