@@ -727,7 +727,8 @@ def _read_request_header(header) -> bool:
 
 
 def _read_request_fields(fields: dict) -> bool:
-    return not fields["tagged"] and fields["qn"] == QueueNumber.READ_REQUEST and fields["opcode"] == Opcode.RDMA_READ_REQUEST
+    return (not fields["tagged"] and fields["qn"] == QueueNumber.READ_REQUEST
+            and fields["opcode"] == Opcode.RDMA_READ_REQUEST)
 
 
 def _is_read_request(record: SegmentVerdict) -> bool:
@@ -747,7 +748,8 @@ def _header_fields(raw: bytes, read_responder: bool = False) -> dict:
         return fields | {"stag": header.stag, "to": header.to}
     fields |= {"qn": header.qn, "msn": header.msn, "mo": header.mo}
     if read_responder and _read_request_header(header):
-        body = raw[UNTAGGED_HEADER_LENGTH:UNTAGGED_HEADER_LENGTH + READ_REQUEST_LENGTH].ljust(READ_REQUEST_LENGTH, b"\0")
+        body = raw[UNTAGGED_HEADER_LENGTH:UNTAGGED_HEADER_LENGTH + READ_REQUEST_LENGTH]
+        body = body.ljust(READ_REQUEST_LENGTH, b"\0")
         request = ReadRequest.decode(body)
         fields |= {"stag": request.sink_stag, "to": request.sink_to}
     return fields

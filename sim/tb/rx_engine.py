@@ -191,7 +191,8 @@ def _read_request_traffic(rng: random.Random) -> tuple[ReceiveConfig, list[bytes
     refusals = [
         c.stag_unregistered, c.stag_other_pd, c.stag_bound, SHAPE.stag(*_NO_READ),
     ]
-    streams = [(a, s) for a in range(SHAPE.associations) for s in range(SHAPE.stream_ids) if (a, s) not in (good, bound)]
+    streams = [(a, s) for a in range(SHAPE.associations) for s in range(SHAPE.stream_ids)
+               if (a, s) not in (good, bound)]
     cases = [(stag, 0, 64) for stag in refusals] + [
         (c.stag_rw, 0x1000 + 4000, 97),                 # past the end
         (c.stag_top, TO_LIMIT - 16, 16),                 # the 64-bit sum wraps

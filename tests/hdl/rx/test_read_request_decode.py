@@ -26,8 +26,8 @@ READ = untagged_rsvd_ulp(Opcode.RDMA_READ_REQUEST)
 def read_request(rng: random.Random, *, last=True, mo=0, extra=0, cut=28) -> bytes:
     body = ReadRequest(rng.getrandbits(32), rng.getrandbits(64), rng.getrandbits(32), rng.getrandbits(32),
                        rng.getrandbits(64)).encode()
-    return DdpSegment(UntaggedHeader(last, READ, 1, rng.getrandbits(32), mo), (body + rng.randbytes(extra))[:cut + extra]
-                      ).encode()
+    payload = (body + rng.randbytes(extra))[:cut + extra]
+    return DdpSegment(UntaggedHeader(last, READ, 1, rng.getrandbits(32), mo), payload).encode()
 
 
 def segments_of(rng: random.Random, count: int) -> list[bytes]:
