@@ -5,6 +5,7 @@ Usage: python scripts/synth_report.py [--widths 8 32] [--blocks rnic rx_engine t
 
 By default the RNIC top level (``rnic``: both engines, their register files
 and AXI ports, hdl/rnic.py) at W = 8, the standing 156.25 MHz bar;
+``rnic_read_responder`` the top built with the engines' Read responder;
 ``rx_engine`` and ``tx_engine`` are the engines alone, the other names
 their blocks. Capacity is the line-rate limit, one
 W-byte beat per cycle at Fmax: W x 8 x Fmax bits per second.
@@ -44,6 +45,7 @@ BLOCKS = {
     "rx_engine": RxEngine,
     "tx_engine": TxEngine,
     "rnic": Rnic,
+    "rnic_read_responder": lambda width: Rnic(width, read_responder=True),   # issue 29 item 3's option
     # Blocks inside the placement check and after it; the width does not change them.
     "region_table": lambda width: RegionTable(16),
     "untagged_buffers": lambda width: UntaggedBuffers(8),
@@ -93,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header, flush=True)
     print("-" * len(header))
     blocks = list(BLOCKS) if "all" in arguments.blocks else arguments.blocks
-    blocks = sorted(blocks, key=lambda name: ("rnic", "rx_engine", "tx_engine", name).index(name))  # tops first
+    tops = ("rnic", "rnic_read_responder", "rx_engine", "tx_engine")
+    blocks = sorted(blocks, key=lambda name: (tops + (name,)).index(name))  # tops first
     for block in blocks:
         for width in arguments.widths:
             keep = arguments.keep / f"{block}_w{width}" if arguments.keep else None
