@@ -20,8 +20,8 @@ bytes.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
-import random
 from dataclasses import dataclass, field
 
 from model.ddp.memory import SparseMemory
@@ -30,7 +30,8 @@ BLOCK = 4096
 
 
 class Pattern:
-    """The bytes of pattern `key`: block i is `random.Random(key, i)`'s first 4 KiB."""
+    """The bytes of pattern `key`: block i is the first 4 KiB of SHAKE128 over b"key:i" (an XOF draws them in
+    about half the time a seeded `random.Random` takes)."""
 
     def __init__(self, key: int) -> None:
         self.key = key
@@ -39,7 +40,7 @@ class Pattern:
 
     def _block_at(self, index: int) -> bytes:
         if index != self._index:  # one block kept: reads and writes mostly go in order
-            self._block = random.Random((self.key << 48) | index).randbytes(BLOCK)
+            self._block = hashlib.shake_128(b"%d:%d" % (self.key, index)).digest(BLOCK)
             self._index = index
         return self._block
 
