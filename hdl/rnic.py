@@ -115,7 +115,7 @@ class Rnic(wiring.Component):
                            key_bits=key_bits, buffers_per_queue=buffers_per_queue, buffer_bytes=rx_buffer_bytes,
                            tick_cycles=tick_cycles, peer_sacks=transport, external_tick=external_tick,
                            address_bits=address_bits, block_ram_queues=block_ram_queues,
-                           **({"read_responder": True} if read_responder else {}))
+                           read_responder=read_responder)
         self.tx = TxEngine(width_bytes, associations=associations, stream_ids=stream_ids, ird=ird,
                            buffer_bytes=tx_buffer_bytes, ring_tsns=ring_tsns, transport=transport,
                            address_bits=address_bits, block_ram_queues=block_ram_queues)
